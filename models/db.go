@@ -1,0 +1,89 @@
+package models
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"time"
+
+	"gorm.io/driver/sqlite"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+)
+
+// Store holds every query the application makes. Services receive it from
+// main; nothing else opens the database.
+type Store struct {
+	db *gorm.DB
+}
+
+// DB exposes the gorm handle for components that keep their own tables in
+// the same database (the Casbin adapter).
+func (s *Store) DB() *gorm.DB { return s.db }
+
+// Open opens (creating if needed) the SQLite database at path and migrates
+// it.
+//
+// This function is the one SQLite-specific place in the store: the DSN sets
+// WAL mode, a busy timeout, foreign keys and immediate write transactions
+// (so concurrent writers queue instead of failing on lock upgrades). Every
+// query elsewhere goes through gorm and stays portable to Postgres.
+func Open(ctx context.Context, path string) (*Store, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+		return nil, fmt.Errorf("create data directory: %w", err)
+	}
+	q := url.Values{}
+	q.Set("_journal_mode", "WAL")
+	q.Set("_busy_timeout", "10000")
+	q.Set("_foreign_keys", "on")
+	q.Set("_synchronous", "NORMAL")
+	q.Set("_txlock", "immediate")
+	dsn := "file:" + path + "?" + q.Encode()
+	db, err := gorm.Open(sqlite.Open(dsn), &gorm.Config{
+		TranslateError: true,
+		Logger:         logger.Default.LogMode(logger.Silent),
+		NowFunc:        func() time.Time { return time.Now().UTC() },
+	})
+	if err != nil {
+		return nil, fmt.Errorf("open database %s: %w", path, err)
+	}
+	sqlDB, err := db.DB()
+	if err != nil {
+		return nil, fmt.Errorf("open database %s: %w", path, err)
+	}
+	sqlDB.SetMaxOpenConns(8)
+	s := &Store{db: db}
+	if err := s.migrate(ctx); err != nil {
+		_ = sqlDB.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Store) migrate(ctx context.Context) error {
+	err := s.db.WithContext(ctx).AutoMigrate(&Tool{}, &ToolVersion{}, &Principal{}, &APIKey{})
+	if err != nil {
+		return fmt.Errorf("migrate database: %w", err)
+	}
+	return nil
+}
+
+// Ping reports whether the database answers.
+func (s *Store) Ping(ctx context.Context) error {
+	sqlDB, err := s.db.DB()
+	if err != nil {
+		return err
+	}
+	return sqlDB.PingContext(ctx)
+}
+
+// Close closes the database.
+func (s *Store) Close() error {
+	sqlDB, err := s.db.DB()
+	if err != nil {
+		return err
+	}
+	return sqlDB.Close()
+}

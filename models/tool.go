@@ -1,0 +1,337 @@
+package models
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"gorm.io/gorm"
+)
+
+// Tool is a registered tool's catalog entry. The current version's
+// searchable fields are copied onto it so listing is one indexed query.
+type Tool struct {
+	ID               uint   `gorm:"primaryKey"`
+	Name             string `gorm:"size:64;not null;uniqueIndex"`
+	CurrentVersionID *uint
+	Version          string `gorm:"size:64;not null"`
+	Category         string `gorm:"size:16;not null;index"`
+	Level            string `gorm:"size:16;not null;index"`
+	// Tags holds the current version's tags as ",a,b," so a tag filter is a
+	// portable LIKE.
+	Tags        string     `gorm:"size:1024;not null;default:''"`
+	Description string     `gorm:"not null"`
+	RetiredAt   *time.Time `gorm:"index"`
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+}
+
+// ToolVersion is one immutable version of a tool: the definition as
+// registered and its renderings in every LLM format, made once at
+// registration.
+type ToolVersion struct {
+	ID         uint   `gorm:"primaryKey"`
+	ToolID     uint   `gorm:"not null;uniqueIndex:idx_tool_version"`
+	Version    string `gorm:"size:64;not null;uniqueIndex:idx_tool_version"`
+	Definition string `gorm:"not null"`
+	// One column per LLM format, so listing a catalog in a format reads
+	// ready JSON and parses nothing.
+	ExportOpenAI          string `gorm:"column:export_openai;not null"`
+	ExportOpenAIResponses string `gorm:"column:export_openai_responses;not null"`
+	ExportAnthropic       string `gorm:"column:export_anthropic;not null"`
+	ExportGemini          string `gorm:"column:export_gemini;not null"`
+	ExportMCP             string `gorm:"column:export_mcp;not null"`
+	CreatedBy             *uint
+	CreatedAt             time.Time
+}
+
+// ExportColumns maps each LLM format to the column holding its rendering.
+var ExportColumns = map[string]string{
+	"openai":           "export_openai",
+	"openai_responses": "export_openai_responses",
+	"anthropic":        "export_anthropic",
+	"gemini":           "export_gemini",
+	"mcp":              "export_mcp",
+}
+
+// Export returns the stored rendering of this version in format, or "" for
+// an unknown format.
+func (v *ToolVersion) Export(format string) string {
+	switch format {
+	case "openai":
+		return v.ExportOpenAI
+	case "openai_responses":
+		return v.ExportOpenAIResponses
+	case "anthropic":
+		return v.ExportAnthropic
+	case "gemini":
+		return v.ExportGemini
+	case "mcp":
+		return v.ExportMCP
+	}
+	return ""
+}
+
+// ToolSummary copies a version's searchable fields onto its tool.
+type ToolSummary struct {
+	Version     string
+	Category    string
+	Level       string
+	Tags        []string
+	Description string
+}
+
+func (t *Tool) apply(s ToolSummary, versionID uint) {
+	t.Version = s.Version
+	t.Category = s.Category
+	t.Level = s.Level
+	t.Tags = joinTags(s.Tags)
+	t.Description = s.Description
+	t.CurrentVersionID = &versionID
+}
+
+func joinTags(tags []string) string {
+	if len(tags) == 0 {
+		return ""
+	}
+	return "," + strings.Join(tags, ",") + ","
+}
+
+// CreateTool stores a new tool with its first version, atomically. A taken
+// name (even a retired one) is ErrConflict.
+func (s *Store) CreateTool(ctx context.Context, name string, sum ToolSummary, v *ToolVersion) (*Tool, error) {
+	tool := &Tool{Name: name}
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		tool.apply(sum, 0)
+		tool.CurrentVersionID = nil
+		if err := tx.Create(tool).Error; err != nil {
+			return err
+		}
+		v.ToolID = tool.ID
+		if err := tx.Create(v).Error; err != nil {
+			return err
+		}
+		tool.CurrentVersionID = &v.ID
+		return tx.Model(tool).Update("current_version_id", v.ID).Error
+	})
+	if errors.Is(err, gorm.ErrDuplicatedKey) {
+		return nil, fmt.Errorf("%w: tool %q is already registered (publish a new version with PUT /api/v1/tools/%s)", ErrConflict, name, name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("create tool %q: %w", name, err)
+	}
+	return tool, nil
+}
+
+// PublishToolVersion adds v as the new current version of the named tool.
+// check sees every existing version string inside the transaction, so two
+// concurrent publishers cannot both pass it. Publishing restores a retired
+// tool.
+func (s *Store) PublishToolVersion(ctx context.Context, name string, sum ToolSummary, v *ToolVersion, check func(existing []string) error) (*Tool, error) {
+	var tool Tool
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if err := tx.Where("name = ?", name).First(&tool).Error; err != nil {
+			return notFound(err, "tool %q", name)
+		}
+		var existing []string
+		if err := tx.Model(&ToolVersion{}).Where("tool_id = ?", tool.ID).Pluck("version", &existing).Error; err != nil {
+			return err
+		}
+		if err := check(existing); err != nil {
+			return err
+		}
+		v.ToolID = tool.ID
+		if err := tx.Create(v).Error; err != nil {
+			return err
+		}
+		tool.apply(sum, v.ID)
+		tool.RetiredAt = nil
+		return tx.Select("*").Save(&tool).Error
+	})
+	if errors.Is(err, gorm.ErrDuplicatedKey) {
+		return nil, fmt.Errorf("%w: tool %q already has version %s", ErrConflict, name, v.Version)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("publish tool %q version %s: %w", name, v.Version, err)
+	}
+	return &tool, nil
+}
+
+// SetCurrentVersion makes an existing version current again (rollback).
+// sum must describe that version. It restores a retired tool.
+func (s *Store) SetCurrentVersion(ctx context.Context, name, version string, sum func(v *ToolVersion) (ToolSummary, error)) (*Tool, *ToolVersion, error) {
+	var tool Tool
+	var ver ToolVersion
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if err := tx.Where("name = ?", name).First(&tool).Error; err != nil {
+			return notFound(err, "tool %q", name)
+		}
+		if err := tx.Where("tool_id = ? AND version = ?", tool.ID, version).First(&ver).Error; err != nil {
+			return notFound(err, "tool %q version %q", name, version)
+		}
+		s, err := sum(&ver)
+		if err != nil {
+			return err
+		}
+		tool.apply(s, ver.ID)
+		tool.RetiredAt = nil
+		return tx.Select("*").Save(&tool).Error
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("roll back tool %q to %s: %w", name, version, err)
+	}
+	return &tool, &ver, nil
+}
+
+// RetireTool takes a tool out of the catalog; its versions stay readable.
+func (s *Store) RetireTool(ctx context.Context, name string) error {
+	now := time.Now().UTC()
+	res := s.db.WithContext(ctx).Model(&Tool{}).
+		Where("name = ? AND retired_at IS NULL", name).
+		Update("retired_at", now)
+	if res.Error != nil {
+		return fmt.Errorf("retire tool %q: %w", name, res.Error)
+	}
+	if res.RowsAffected == 0 {
+		return fmt.Errorf("%w: tool %q (or it is already retired)", ErrNotFound, name)
+	}
+	return nil
+}
+
+// ToolByName returns a tool and its current version. Retired tools are
+// ErrNotFound unless includeRetired.
+func (s *Store) ToolByName(ctx context.Context, name string, includeRetired bool) (*Tool, *ToolVersion, error) {
+	var tool Tool
+	q := s.db.WithContext(ctx).Where("name = ?", name)
+	if !includeRetired {
+		q = q.Where("retired_at IS NULL")
+	}
+	if err := q.First(&tool).Error; err != nil {
+		return nil, nil, notFound(err, "tool %q", name)
+	}
+	var ver ToolVersion
+	if err := s.db.WithContext(ctx).First(&ver, *tool.CurrentVersionID).Error; err != nil {
+		return nil, nil, fmt.Errorf("load current version of tool %q: %w", name, err)
+	}
+	return &tool, &ver, nil
+}
+
+// ToolVersions returns every version of a tool, oldest first.
+func (s *Store) ToolVersions(ctx context.Context, name string) (*Tool, []ToolVersion, error) {
+	var tool Tool
+	if err := s.db.WithContext(ctx).Where("name = ?", name).First(&tool).Error; err != nil {
+		return nil, nil, notFound(err, "tool %q", name)
+	}
+	var vers []ToolVersion
+	if err := s.db.WithContext(ctx).Where("tool_id = ?", tool.ID).Order("id").Find(&vers).Error; err != nil {
+		return nil, nil, fmt.Errorf("list versions of tool %q: %w", name, err)
+	}
+	return &tool, vers, nil
+}
+
+// ToolVersion returns one version of a tool, retired or not.
+func (s *Store) ToolVersion(ctx context.Context, name, version string) (*Tool, *ToolVersion, error) {
+	var tool Tool
+	if err := s.db.WithContext(ctx).Where("name = ?", name).First(&tool).Error; err != nil {
+		return nil, nil, notFound(err, "tool %q", name)
+	}
+	var ver ToolVersion
+	if err := s.db.WithContext(ctx).Where("tool_id = ? AND version = ?", tool.ID, version).First(&ver).Error; err != nil {
+		return nil, nil, notFound(err, "tool %q version %q", name, version)
+	}
+	return &tool, &ver, nil
+}
+
+// ToolFilter narrows a catalog listing. Empty fields do not filter.
+type ToolFilter struct {
+	Category       string
+	Tag            string
+	Level          string
+	Query          string
+	IncludeRetired bool
+	Limit          int
+	Offset         int
+}
+
+// ToolRow is one listed tool with, when the listing asks for a format, its
+// current version's rendering in that format.
+type ToolRow struct {
+	Tool
+	Export string
+}
+
+// ListTools returns one page of the catalog, ordered by name, and the total
+// number of tools that match. A non-empty format (a key of ExportColumns)
+// loads the current version's rendering in that format too.
+func (s *Store) ListTools(ctx context.Context, f ToolFilter, format string) ([]ToolRow, int64, error) {
+	q := s.db.WithContext(ctx).Model(&Tool{})
+	if !f.IncludeRetired {
+		q = q.Where("tools.retired_at IS NULL")
+	}
+	if f.Category != "" {
+		q = q.Where("tools.category = ?", f.Category)
+	}
+	if f.Level != "" {
+		q = q.Where("tools.level = ?", f.Level)
+	}
+	if f.Tag != "" {
+		q = q.Where("tools.tags LIKE ? ESCAPE '\\'", "%,"+escapeLike(f.Tag)+",%")
+	}
+	if f.Query != "" {
+		like := "%" + escapeLike(strings.ToLower(f.Query)) + "%"
+		q = q.Where("(LOWER(tools.name) LIKE ? ESCAPE '\\' OR LOWER(tools.description) LIKE ? ESCAPE '\\')", like, like)
+	}
+	var total int64
+	if err := q.Count(&total).Error; err != nil {
+		return nil, 0, fmt.Errorf("count tools: %w", err)
+	}
+	q = q.Order("tools.name").Limit(f.Limit).Offset(f.Offset)
+	if format != "" {
+		col, ok := ExportColumns[format]
+		if !ok {
+			return nil, 0, fmt.Errorf("%w: unknown format %q", ErrInvalid, format)
+		}
+		q = q.Select("tools.*, tool_versions." + col + " AS export").
+			Joins("JOIN tool_versions ON tool_versions.id = tools.current_version_id")
+	}
+	var rows []ToolRow
+	err := q.Scan(&rows).Error
+	if err != nil {
+		return nil, 0, fmt.Errorf("list tools: %w", err)
+	}
+	return rows, total, nil
+}
+
+// CategoryCounts returns how many active tools each category holds.
+func (s *Store) CategoryCounts(ctx context.Context) (map[string]int64, error) {
+	var rows []struct {
+		Category string
+		N        int64
+	}
+	err := s.db.WithContext(ctx).Model(&Tool{}).
+		Select("category, COUNT(*) AS n").Where("retired_at IS NULL").
+		Group("category").Scan(&rows).Error
+	if err != nil {
+		return nil, fmt.Errorf("count tools per category: %w", err)
+	}
+	out := make(map[string]int64, len(rows))
+	for _, r := range rows {
+		out[r.Category] = r.N
+	}
+	return out, nil
+}
+
+func escapeLike(s string) string {
+	return strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(s)
+}
+
+// notFound turns gorm's record-not-found into ErrNotFound naming what was
+// looked for, and passes other errors through.
+func notFound(err error, format string, args ...any) error {
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return fmt.Errorf("%w: "+format, append([]any{ErrNotFound}, args...)...)
+	}
+	return err
+}

@@ -1,0 +1,173 @@
+package services
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/casbin/casbin/v2"
+	"github.com/casbin/casbin/v2/model"
+	gormadapter "github.com/casbin/gorm-adapter/v3"
+
+	"toolbelt/models"
+)
+
+// Roles a principal can hold.
+const (
+	RoleAdmin    = "admin"
+	RoleReviewer = "reviewer"
+	RoleAgent    = "agent"
+)
+
+// Roles lists every role.
+var Roles = []string{RoleAdmin, RoleReviewer, RoleAgent}
+
+// casbinModel allows a subject an object and action when a policy says so.
+// Endpoint policies use "role:<role>" subjects, route patterns as objects
+// (keyMatch, so "/api/v1/*" covers a subtree) and HTTP methods as actions;
+// grants use "principal:<id>" subjects, "category:<c>" or "tool:<name>"
+// objects and the action "use".
+const casbinModel = `
+[request_definition]
+r = sub, obj, act
+
+[policy_definition]
+p = sub, obj, act
+
+[policy_effect]
+e = some(where (p.eft == allow))
+
+[matchers]
+m = r.sub == p.sub && keyMatch(r.obj, p.obj) && (p.act == "*" || r.act == p.act)
+`
+
+// Route is one endpoint a role may use: a Gin route pattern and a method.
+type Route struct {
+	Method string
+	Path   string
+}
+
+// Authz is Casbin holding both endpoint policies per role and the
+// categories and tools each agent may use, stored in the application
+// database.
+type Authz struct {
+	e *casbin.SyncedEnforcer
+}
+
+// NewAuthz loads the policies from store's database and replaces the
+// endpoint policies with rolePolicies, so a new release's route table takes
+// effect at start while grants persist.
+func NewAuthz(ctx context.Context, store *models.Store, rolePolicies map[string][]Route) (*Authz, error) {
+	m, err := model.NewModelFromString(casbinModel)
+	if err != nil {
+		return nil, fmt.Errorf("load casbin model: %w", err)
+	}
+	adapter, err := gormadapter.NewAdapterByDB(store.DB().WithContext(ctx))
+	if err != nil {
+		return nil, fmt.Errorf("open casbin policy table: %w", err)
+	}
+	e, err := casbin.NewSyncedEnforcer(m, adapter)
+	if err != nil {
+		return nil, fmt.Errorf("load casbin policies: %w", err)
+	}
+	a := &Authz{e: e}
+	for _, role := range Roles {
+		rules := make([][]string, 0, len(rolePolicies[role]))
+		for _, r := range rolePolicies[role] {
+			rules = append(rules, []string{"role:" + role, r.Path, r.Method})
+		}
+		if err := a.replace("role:"+role, rules); err != nil {
+			return nil, fmt.Errorf("seed endpoint policies for %s: %w", role, err)
+		}
+	}
+	return a, nil
+}
+
+// replace swaps every policy of subject for rules in one transaction.
+func (a *Authz) replace(subject string, rules [][]string) error {
+	current, err := a.e.GetFilteredPolicy(0, subject)
+	if err != nil {
+		return err
+	}
+	if samePolicies(current, rules) {
+		return nil
+	}
+	if len(rules) == 0 {
+		_, err := a.e.RemoveFilteredPolicy(0, subject)
+		return err
+	}
+	_, err = a.e.UpdateFilteredPolicies(rules, 0, subject)
+	return err
+}
+
+func samePolicies(a, b [][]string) bool {
+	key := func(rs [][]string) []string {
+		out := make([]string, len(rs))
+		for i, r := range rs {
+			out[i] = strings.Join(r, "\x00")
+		}
+		slices.Sort(out)
+		return out
+	}
+	return slices.Equal(key(a), key(b))
+}
+
+// CanAccess reports whether role may call method on the route pattern.
+func (a *Authz) CanAccess(role, route, method string) (bool, error) {
+	return a.e.Enforce("role:"+role, route, method)
+}
+
+// Grants are the categories and tools an agent may use.
+type Grants struct {
+	Categories []string `json:"categories"`
+	Tools      []string `json:"tools"`
+}
+
+func principalSubject(id uint) string { return "principal:" + strconv.FormatUint(uint64(id), 10) }
+
+// SetGrants replaces a principal's grants atomically.
+func (a *Authz) SetGrants(id uint, g Grants) error {
+	sub := principalSubject(id)
+	rules := make([][]string, 0, len(g.Categories)+len(g.Tools))
+	for _, c := range g.Categories {
+		rules = append(rules, []string{sub, "category:" + c, "use"})
+	}
+	for _, t := range g.Tools {
+		rules = append(rules, []string{sub, "tool:" + t, "use"})
+	}
+	if err := a.replace(sub, rules); err != nil {
+		return fmt.Errorf("store grants of principal %d: %w", id, err)
+	}
+	return nil
+}
+
+// Grants returns a principal's grants, sorted.
+func (a *Authz) Grants(id uint) (Grants, error) {
+	rules, err := a.e.GetFilteredPolicy(0, principalSubject(id))
+	if err != nil {
+		return Grants{}, fmt.Errorf("load grants of principal %d: %w", id, err)
+	}
+	g := Grants{Categories: []string{}, Tools: []string{}}
+	for _, r := range rules {
+		if c, ok := strings.CutPrefix(r[1], "category:"); ok {
+			g.Categories = append(g.Categories, c)
+		} else if t, ok := strings.CutPrefix(r[1], "tool:"); ok {
+			g.Tools = append(g.Tools, t)
+		}
+	}
+	slices.Sort(g.Categories)
+	slices.Sort(g.Tools)
+	return g, nil
+}
+
+// MayUse reports whether the principal was granted the tool, by name or by
+// its category.
+func (a *Authz) MayUse(id uint, tool, category string) (bool, error) {
+	sub := principalSubject(id)
+	if ok, err := a.e.Enforce(sub, "tool:"+tool, "use"); ok || err != nil {
+		return ok, err
+	}
+	return a.e.Enforce(sub, "category:"+category, "use")
+}

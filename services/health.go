@@ -1,0 +1,47 @@
+package services
+
+import (
+	"context"
+	"time"
+
+	"toolbelt/models"
+)
+
+// Health reports whether the service can do its work, and which optional
+// mechanisms (embedder, sandbox) are in use.
+type Health struct {
+	store *models.Store
+	start time.Time
+}
+
+// NewHealth returns the readiness checker.
+func NewHealth(store *models.Store) *Health {
+	return &Health{store: store, start: time.Now()}
+}
+
+// Component is the state of one part of the service.
+type Component struct {
+	Status string `json:"status" example:"ok"`
+	Detail string `json:"detail,omitempty" example:"sqlite, WAL mode"`
+}
+
+// Readiness is the answer of /readyz.
+type Readiness struct {
+	Ready      bool                 `json:"ready"`
+	Uptime     string               `json:"uptime" example:"3m12s"`
+	Components map[string]Component `json:"components"`
+}
+
+// Check probes every component within ctx.
+func (h *Health) Check(ctx context.Context) Readiness {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	r := Readiness{Ready: true, Uptime: time.Since(h.start).Round(time.Second).String(), Components: map[string]Component{}}
+	if err := h.store.Ping(ctx); err != nil {
+		r.Ready = false
+		r.Components["database"] = Component{Status: "down", Detail: err.Error()}
+	} else {
+		r.Components["database"] = Component{Status: "ok", Detail: "sqlite (WAL)"}
+	}
+	return r
+}

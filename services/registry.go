@@ -1,0 +1,404 @@
+package services
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+
+	"golang.org/x/mod/semver"
+
+	"toolbelt/models"
+)
+
+// Registry is the register stage: it validates tool definitions, stores
+// each as an immutable version with its LLM renderings, and serves the
+// catalog.
+type Registry struct {
+	store *models.Store
+	log   *slog.Logger
+}
+
+// NewRegistry returns a registry over store.
+func NewRegistry(store *models.Store, log *slog.Logger) *Registry {
+	return &Registry{store: store, log: log}
+}
+
+// Tool is a tool's current (or requested) version as the API shows it.
+type Tool struct {
+	Name          string         `json:"name" example:"file_read"`
+	Version       string         `json:"version" example:"1.0.0"`
+	Category      string         `json:"category" example:"filesystem"`
+	SecurityLevel string         `json:"security_level" example:"safe"`
+	Tags          []string       `json:"tags"`
+	Description   string         `json:"description"`
+	Current       bool           `json:"current"`
+	Retired       bool           `json:"retired"`
+	CreatedAt     time.Time      `json:"created_at"`
+	Definition    ToolDefinition `json:"definition"`
+}
+
+// ToolVersion is one entry of a tool's version history.
+type ToolVersion struct {
+	Version   string    `json:"version" example:"1.0.0"`
+	Current   bool      `json:"current"`
+	CreatedAt time.Time `json:"created_at"`
+	CreatedBy *uint     `json:"created_by,omitempty"`
+}
+
+// ToolSummary is one catalog entry in a listing.
+type ToolSummary struct {
+	Name          string    `json:"name" example:"file_read"`
+	Version       string    `json:"version" example:"1.0.0"`
+	Category      string    `json:"category" example:"filesystem"`
+	SecurityLevel string    `json:"security_level" example:"safe"`
+	Tags          []string  `json:"tags"`
+	Description   string    `json:"description"`
+	Retired       bool      `json:"retired"`
+	UpdatedAt     time.Time `json:"updated_at"`
+}
+
+// ListOptions filters and pages a catalog listing.
+type ListOptions struct {
+	Category       string
+	Tag            string
+	Level          string
+	Query          string
+	Format         string
+	IncludeRetired bool
+	Limit          int
+	Offset         int
+}
+
+// Page sizes for listings.
+const (
+	DefaultPageSize = 100
+	MaxPageSize     = 10_000
+)
+
+// ToolPage is one page of a listing: summaries, or renderings in Format.
+type ToolPage struct {
+	Tools   []ToolSummary     `json:"-"`
+	Exports []json.RawMessage `json:"-"`
+	Format  string            `json:"format,omitempty"`
+	Total   int64             `json:"total"`
+	Limit   int               `json:"limit"`
+	Offset  int               `json:"offset"`
+}
+
+// CategoryCount is one row of the category index.
+type CategoryCount struct {
+	Category string `json:"category" example:"filesystem"`
+	Tools    int64  `json:"tools" example:"3"`
+}
+
+// Register validates def and stores it as the first version of a new tool.
+// Every problem is reported at once as a *models.ValidationError; a taken
+// name is models.ErrConflict. Nothing is stored unless all is well.
+func (r *Registry) Register(ctx context.Context, def ToolDefinition, by *models.Principal) (*Tool, error) {
+	ver, sum, err := r.prepare(ctx, &def, by)
+	if err != nil {
+		return nil, err
+	}
+	t, err := r.store.CreateTool(ctx, def.Name, sum, ver)
+	if err != nil {
+		return nil, err
+	}
+	r.log.InfoContext(ctx, "tool registered", "tool", def.Name, "version", def.Version, "by", principalName(by))
+	return r.view(t, ver)
+}
+
+// Publish stores def as a new current version of the named tool. Its
+// version must be greater (semver) than every version the tool has had.
+func (r *Registry) Publish(ctx context.Context, name string, def ToolDefinition, by *models.Principal) (*Tool, error) {
+	if def.Name == "" {
+		def.Name = name
+	}
+	if def.Name != name {
+		return nil, &models.ValidationError{What: "tool definition", Problems: []models.Problem{{
+			Pointer: "/name", Message: fmt.Sprintf("%q does not match the tool in the path, %q; a tool cannot be renamed", def.Name, name),
+		}}}
+	}
+	ver, sum, err := r.prepare(ctx, &def, by)
+	if err != nil {
+		return nil, err
+	}
+	t, err := r.store.PublishToolVersion(ctx, name, sum, ver, func(existing []string) error {
+		for _, e := range existing {
+			if semver.Compare("v"+def.Version, "v"+e) <= 0 {
+				latest := slices.MaxFunc(existing, func(a, b string) int { return semver.Compare("v"+a, "v"+b) })
+				return &models.ValidationError{What: "tool definition", Problems: []models.Problem{{
+					Pointer: "/version",
+					Message: fmt.Sprintf("%s must be greater than every published version; the highest is %s", def.Version, latest),
+				}}}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	r.log.InfoContext(ctx, "tool version published", "tool", name, "version", def.Version, "by", principalName(by))
+	return r.view(t, ver)
+}
+
+// prepare normalizes and validates def and renders its LLM formats.
+func (r *Registry) prepare(ctx context.Context, def *ToolDefinition, by *models.Principal) (*models.ToolVersion, models.ToolSummary, error) {
+	normalize(def)
+	known := func(name string) bool {
+		_, _, err := r.store.ToolByName(ctx, name, false)
+		return err == nil
+	}
+	_, ps := validateDefinition(def, known)
+	if len(ps) > 0 {
+		return nil, models.ToolSummary{}, &models.ValidationError{What: "tool definition", Problems: ps}
+	}
+	exports, err := RenderAll(*def)
+	if err != nil {
+		return nil, models.ToolSummary{}, fmt.Errorf("render tool %q: %w", def.Name, err)
+	}
+	raw, err := json.Marshal(def)
+	if err != nil {
+		return nil, models.ToolSummary{}, fmt.Errorf("encode tool %q: %w", def.Name, err)
+	}
+	ver := &models.ToolVersion{
+		Version:               def.Version,
+		Definition:            string(raw),
+		ExportOpenAI:          string(exports["openai"]),
+		ExportOpenAIResponses: string(exports["openai_responses"]),
+		ExportAnthropic:       string(exports["anthropic"]),
+		ExportGemini:          string(exports["gemini"]),
+		ExportMCP:             string(exports["mcp"]),
+	}
+	if by != nil {
+		ver.CreatedBy = &by.ID
+	}
+	return ver, summaryOf(def), nil
+}
+
+func summaryOf(def *ToolDefinition) models.ToolSummary {
+	return models.ToolSummary{
+		Version:     def.Version,
+		Category:    def.Category,
+		Level:       def.Security.Level,
+		Tags:        def.Tags,
+		Description: def.Description,
+	}
+}
+
+// Get returns the current version of an active tool.
+func (r *Registry) Get(ctx context.Context, name string) (*Tool, error) {
+	if err := checkToolName(name); err != nil {
+		return nil, err
+	}
+	t, v, err := r.store.ToolByName(ctx, name, false)
+	if err != nil {
+		return nil, err
+	}
+	return r.view(t, v)
+}
+
+// Export returns the current version of an active tool in format.
+func (r *Registry) Export(ctx context.Context, name, format string) (json.RawMessage, error) {
+	if err := checkFormat(format); err != nil {
+		return nil, err
+	}
+	if err := checkToolName(name); err != nil {
+		return nil, err
+	}
+	_, v, err := r.store.ToolByName(ctx, name, false)
+	if err != nil {
+		return nil, err
+	}
+	return json.RawMessage(v.Export(format)), nil
+}
+
+// Versions returns a tool's version history, oldest first. Retired tools
+// keep theirs.
+func (r *Registry) Versions(ctx context.Context, name string) ([]ToolVersion, error) {
+	if err := checkToolName(name); err != nil {
+		return nil, err
+	}
+	t, vers, err := r.store.ToolVersions(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ToolVersion, 0, len(vers))
+	for _, v := range vers {
+		out = append(out, ToolVersion{
+			Version:   v.Version,
+			Current:   t.CurrentVersionID != nil && *t.CurrentVersionID == v.ID,
+			CreatedAt: v.CreatedAt,
+			CreatedBy: v.CreatedBy,
+		})
+	}
+	return out, nil
+}
+
+// Version returns one version of a tool, retired or not.
+func (r *Registry) Version(ctx context.Context, name, version string) (*Tool, error) {
+	if err := checkToolName(name); err != nil {
+		return nil, err
+	}
+	t, v, err := r.store.ToolVersion(ctx, name, version)
+	if err != nil {
+		return nil, err
+	}
+	return r.view(t, v)
+}
+
+// Rollback makes an earlier version current again; it also restores a
+// retired tool.
+func (r *Registry) Rollback(ctx context.Context, name, version string, by *models.Principal) (*Tool, error) {
+	if err := checkToolName(name); err != nil {
+		return nil, err
+	}
+	if strings.TrimSpace(version) == "" {
+		return nil, &models.ValidationError{What: "rollback", Problems: []models.Problem{{Pointer: "/version", Message: "is required: the version to make current"}}}
+	}
+	t, v, err := r.store.SetCurrentVersion(ctx, name, version, func(v *models.ToolVersion) (models.ToolSummary, error) {
+		def, err := decodeDefinition(v.Definition)
+		if err != nil {
+			return models.ToolSummary{}, err
+		}
+		return summaryOf(&def), nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	r.log.InfoContext(ctx, "tool rolled back", "tool", name, "version", version, "by", principalName(by))
+	return r.view(t, v)
+}
+
+// Retire takes a tool out of the catalog and of selection; its history
+// stays readable and a new version or a rollback restores it.
+func (r *Registry) Retire(ctx context.Context, name string, by *models.Principal) error {
+	if err := checkToolName(name); err != nil {
+		return err
+	}
+	if err := r.store.RetireTool(ctx, name); err != nil {
+		return err
+	}
+	r.log.InfoContext(ctx, "tool retired", "tool", name, "by", principalName(by))
+	return nil
+}
+
+// List returns one page of the catalog, as summaries or in opts.Format.
+func (r *Registry) List(ctx context.Context, opts ListOptions) (*ToolPage, error) {
+	var ps problems
+	if opts.Category != "" && !slices.Contains(Categories, opts.Category) {
+		ps.add("category", "%q is not a category; use one of %s", opts.Category, strings.Join(Categories, ", "))
+	}
+	if opts.Level != "" && !slices.Contains(Levels, opts.Level) {
+		ps.add("level", "%q is not a security level; use safe, moderate or dangerous", opts.Level)
+	}
+	if opts.Format != "" && !slices.Contains(Formats, opts.Format) {
+		ps.add("format", "%q is not a format; use one of %s", opts.Format, strings.Join(Formats, ", "))
+	}
+	if opts.Limit < 1 || opts.Limit > MaxPageSize {
+		ps.add("limit", "must be between 1 and %d", MaxPageSize)
+	}
+	if opts.Offset < 0 {
+		ps.add("offset", "must not be negative")
+	}
+	if len(ps) > 0 {
+		return nil, &models.ValidationError{What: "query", Problems: ps}
+	}
+	rows, total, err := r.store.ListTools(ctx, models.ToolFilter{
+		Category: opts.Category, Tag: opts.Tag, Level: opts.Level, Query: opts.Query,
+		IncludeRetired: opts.IncludeRetired, Limit: opts.Limit, Offset: opts.Offset,
+	}, opts.Format)
+	if err != nil {
+		return nil, err
+	}
+	page := &ToolPage{Format: opts.Format, Total: total, Limit: opts.Limit, Offset: opts.Offset}
+	if opts.Format != "" {
+		page.Exports = make([]json.RawMessage, len(rows))
+		for i := range rows {
+			page.Exports[i] = json.RawMessage(rows[i].Export)
+		}
+		return page, nil
+	}
+	page.Tools = make([]ToolSummary, len(rows))
+	for i, row := range rows {
+		page.Tools[i] = ToolSummary{
+			Name: row.Name, Version: row.Version, Category: row.Category, SecurityLevel: row.Level,
+			Tags: splitTags(row.Tags), Description: row.Description, Retired: row.RetiredAt != nil, UpdatedAt: row.UpdatedAt,
+		}
+	}
+	return page, nil
+}
+
+// Categories returns every category with its number of active tools, in
+// the fixed category order.
+func (r *Registry) Categories(ctx context.Context) ([]CategoryCount, error) {
+	counts, err := r.store.CategoryCounts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]CategoryCount, 0, len(Categories))
+	for _, c := range Categories {
+		out = append(out, CategoryCount{Category: c, Tools: counts[c]})
+	}
+	return out, nil
+}
+
+func (r *Registry) view(t *models.Tool, v *models.ToolVersion) (*Tool, error) {
+	def, err := decodeDefinition(v.Definition)
+	if err != nil {
+		return nil, err
+	}
+	tags := def.Tags
+	if tags == nil {
+		tags = []string{}
+	}
+	return &Tool{
+		Name: t.Name, Version: v.Version, Category: def.Category, SecurityLevel: def.Security.Level,
+		Tags: tags, Description: def.Description,
+		Current:   t.CurrentVersionID != nil && *t.CurrentVersionID == v.ID,
+		Retired:   t.RetiredAt != nil,
+		CreatedAt: v.CreatedAt, Definition: def,
+	}, nil
+}
+
+func decodeDefinition(raw string) (ToolDefinition, error) {
+	var def ToolDefinition
+	if err := json.Unmarshal([]byte(raw), &def); err != nil {
+		return def, fmt.Errorf("decode stored definition: %w", err)
+	}
+	return def, nil
+}
+
+func splitTags(s string) []string {
+	s = strings.Trim(s, ",")
+	if s == "" {
+		return []string{}
+	}
+	return strings.Split(s, ",")
+}
+
+// checkToolName refuses names that cannot be tools before they reach a query,
+// so a path character or a look-alike letter gets a precise answer.
+func checkToolName(name string) error {
+	if !NamePattern.MatchString(name) {
+		return fmt.Errorf("%w: %q is not a tool name (snake_case ASCII, at most 64 characters)", models.ErrInvalid, name)
+	}
+	return nil
+}
+
+func checkFormat(format string) error {
+	if !slices.Contains(Formats, format) {
+		return fmt.Errorf("%w: %q is not a format; use one of %s", models.ErrInvalid, format, strings.Join(Formats, ", "))
+	}
+	return nil
+}
+
+func principalName(p *models.Principal) string {
+	if p == nil {
+		return "system"
+	}
+	return p.Name
+}

@@ -1,0 +1,90 @@
+package services
+
+import "encoding/json"
+
+// Categories lists the tool categories Toolbelt indexes, in display order.
+var Categories = []string{"filesystem", "browser", "shell", "search", "code", "api"}
+
+// Security levels, from least to most guarded.
+const (
+	LevelSafe      = "safe"
+	LevelModerate  = "moderate"
+	LevelDangerous = "dangerous"
+)
+
+// Levels lists the security levels in ascending order of risk.
+var Levels = []string{LevelSafe, LevelModerate, LevelDangerous}
+
+// Runner kinds say how a registered tool actually runs.
+const (
+	RunnerBuiltin   = "builtin"
+	RunnerCommand   = "command"
+	RunnerHTTP      = "http"
+	RunnerComposite = "composite"
+)
+
+// ToolDefinition is the JSON an admin or a tool file registers. It is stored
+// verbatim (after defaults are filled) as one immutable version.
+type ToolDefinition struct {
+	Name        string          `json:"name" example:"file_read"`
+	Version     string          `json:"version" example:"1.0.0"`
+	Description string          `json:"description" example:"Read a UTF-8 text file from the session's work directory."`
+	Category    string          `json:"category" example:"filesystem" enums:"filesystem,browser,shell,search,code,api"`
+	Tags        []string        `json:"tags,omitempty"`
+	Examples    []string        `json:"examples,omitempty"`
+	Parameters  json.RawMessage `json:"parameters" swaggertype:"object"`
+	Security    Security        `json:"security"`
+	Execution   Execution       `json:"execution"`
+	Runner      Runner          `json:"runner"`
+}
+
+// Security holds the guards a call of the tool must pass.
+type Security struct {
+	Level          string     `json:"level" example:"safe" enums:"safe,moderate,dangerous"`
+	RequireConfirm bool       `json:"requireConfirm"`
+	Sandbox        bool       `json:"sandbox"`
+	AllowedPaths   []string   `json:"allowedPaths,omitempty"`
+	Network        bool       `json:"network"`
+	RateLimit      *RateLimit `json:"rateLimit,omitempty"`
+}
+
+// RateLimit caps calls per principal within a sliding window.
+type RateLimit struct {
+	MaxCalls int `json:"maxCalls" example:"60"`
+	WindowMs int `json:"windowMs" example:"60000"`
+}
+
+// Execution holds timeout, retry and cache settings for a call.
+type Execution struct {
+	Timeout    int  `json:"timeout" example:"10000"`
+	Retryable  bool `json:"retryable"`
+	MaxRetries int  `json:"maxRetries"`
+	Cacheable  bool `json:"cacheable"`
+	CacheTTL   int  `json:"cacheTTL"`
+}
+
+// Runner says how the tool runs; which fields apply depends on Kind.
+type Runner struct {
+	Kind    string            `json:"kind" example:"builtin" enums:"builtin,command,http,composite"`
+	Builtin string            `json:"builtin,omitempty" example:"file_read"`
+	Argv    []string          `json:"argv,omitempty"`
+	Method  string            `json:"method,omitempty"`
+	URL     string            `json:"url,omitempty"`
+	Headers map[string]string `json:"headers,omitempty"`
+	Body    string            `json:"body,omitempty"`
+	Steps   []CompositeStep   `json:"steps,omitempty"`
+}
+
+// CompositeStep is one call a composite tool makes; its arguments may refer
+// to the composite's input and earlier steps' outputs.
+type CompositeStep struct {
+	Tool      string          `json:"tool"`
+	Arguments json.RawMessage `json:"arguments,omitempty" swaggertype:"object"`
+}
+
+// Builtins lists the Go implementations shipped with Toolbelt that a builtin
+// runner may name.
+var Builtins = []string{
+	"shell_exec", "file_read", "file_write", "file_list", "code_execute",
+	"http_request", "web_search", "browser_navigate",
+}

@@ -1,0 +1,521 @@
+package services
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"golang.org/x/text/language"
+	"golang.org/x/text/message"
+
+	"toolbelt/models"
+)
+
+// Bounds a definition must stay within. They keep one tool from starving
+// the host (timeouts, retries, cache) or bloating every LLM prompt (sizes).
+const (
+	MaxDescriptionLen = 2048
+	MaxTags           = 20
+	MaxExamples       = 32
+	MaxExampleLen     = 500
+	MaxSchemaBytes    = 64 << 10
+	MaxSchemaDepth    = 32
+	MinTimeoutMs      = 100
+	MaxTimeoutMs      = 600_000
+	DefaultTimeoutMs  = 30_000
+	MaxRetries        = 10
+	MaxCacheTTLMs     = 86_400_000
+	MaxRateCalls      = 100_000
+	MinRateWindowMs   = 1_000
+	MaxRateWindowMs   = 86_400_000
+	MaxCompositeSteps = 20
+	MaxArgv           = 64
+)
+
+// The draft every parameters schema is compiled as.
+const schemaDraft2020 = "https://json-schema.org/draft/2020-12/schema"
+
+var (
+	// NamePattern is the rule for tool names: snake_case ASCII, so the name
+	// fits every LLM format and cannot hide a look-alike character or a path.
+	NamePattern = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
+	// semverPattern is the official semver.org regular expression.
+	semverPattern  = regexp.MustCompile(`^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-((?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?$`)
+	tagPattern     = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,31}$`)
+	placeholder    = regexp.MustCompile(`\{\{\s*([A-Za-z_][A-Za-z0-9_.]*)\s*\}\}`)
+	envRefPattern  = regexp.MustCompile(`^env\.[A-Z_][A-Z0-9_]*$`)
+	httpMethods    = []string{"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"}
+	secretHeaderRE = regexp.MustCompile(`(?i)(authorization|cookie|token|secret|api[-_]?key|password|credential)`)
+)
+
+// problems collects validation problems in the order they are found.
+type problems []models.Problem
+
+func (p *problems) add(pointer, format string, args ...any) {
+	*p = append(*p, models.Problem{Pointer: pointer, Message: fmt.Sprintf(format, args...)})
+}
+
+// normalize trims text fields and fills the defaults a definition may omit,
+// so the stored version states every setting explicitly.
+func normalize(def *ToolDefinition) {
+	def.Name = strings.TrimSpace(def.Name)
+	def.Version = strings.TrimSpace(def.Version)
+	def.Description = strings.TrimSpace(def.Description)
+	def.Category = strings.TrimSpace(def.Category)
+	if def.Security.Level == "" {
+		def.Security.Level = LevelModerate
+	}
+	if def.Execution.Timeout == 0 {
+		def.Execution.Timeout = DefaultTimeoutMs
+	}
+	if def.Runner.Kind == RunnerHTTP {
+		def.Runner.Method = strings.ToUpper(def.Runner.Method)
+		if def.Runner.Method == "" {
+			def.Runner.Method = "GET"
+		}
+	}
+	if len(def.Parameters) == 0 || bytes.Equal(bytes.TrimSpace(def.Parameters), []byte("null")) {
+		def.Parameters = json.RawMessage(`{"type":"object","properties":{}}`)
+	}
+}
+
+// validateDefinition checks everything about a definition that does not
+// need the database, and returns the compiled parameters schema when it
+// compiles. known tells whether a tool name is registered (for composite
+// steps).
+func validateDefinition(def *ToolDefinition, known func(string) bool) (*jsonschema.Schema, problems) {
+	var ps problems
+	switch {
+	case def.Name == "":
+		ps.add("/name", "is required")
+	case !utf8.ValidString(def.Name) || !NamePattern.MatchString(def.Name):
+		ps.add("/name", "%q must be snake_case ASCII: a lowercase letter, then up to 63 lowercase letters, digits or underscores", def.Name)
+	}
+	switch {
+	case def.Version == "":
+		ps.add("/version", "is required (semantic version such as 1.0.0)")
+	case !semverPattern.MatchString(def.Version):
+		ps.add("/version", "%q is not a semantic version (MAJOR.MINOR.PATCH, e.g. 1.0.0)", def.Version)
+	}
+	switch n := utf8.RuneCountInString(def.Description); {
+	case n == 0:
+		ps.add("/description", "is required: say what the tool does, its input and its output")
+	case n > MaxDescriptionLen:
+		ps.add("/description", "is %d characters long; at most %d are allowed", n, MaxDescriptionLen)
+	}
+	if !slices.Contains(Categories, def.Category) {
+		ps.add("/category", "%q is not a category; use one of %s", def.Category, strings.Join(Categories, ", "))
+	}
+	if len(def.Tags) > MaxTags {
+		ps.add("/tags", "has %d tags; at most %d are allowed", len(def.Tags), MaxTags)
+	}
+	seen := map[string]bool{}
+	for i, t := range def.Tags {
+		p := "/tags/" + strconv.Itoa(i)
+		if !tagPattern.MatchString(t) {
+			ps.add(p, "%q must be lowercase letters, digits, '_', '-' or '.', at most 32 characters", t)
+		} else if seen[t] {
+			ps.add(p, "duplicate tag %q", t)
+		}
+		seen[t] = true
+	}
+	if len(def.Examples) > MaxExamples {
+		ps.add("/examples", "has %d examples; at most %d are allowed", len(def.Examples), MaxExamples)
+	}
+	for i, e := range def.Examples {
+		if n := utf8.RuneCountInString(strings.TrimSpace(e)); n == 0 || n > MaxExampleLen {
+			ps.add("/examples/"+strconv.Itoa(i), "must be 1 to %d characters long", MaxExampleLen)
+		}
+	}
+	schema, props := validateParameters(def.Parameters, &ps)
+	validateSecurity(def, &ps)
+	validateExecution(def.Execution, &ps)
+	validateRunner(def, props, known, &ps)
+	return schema, ps
+}
+
+// validateParameters compiles the parameters as JSON Schema 2020-12 and
+// checks what the compiler does not: a root object type, required names
+// that exist, and size and depth bounds. It returns the compiled schema and
+// the root property names.
+func validateParameters(raw json.RawMessage, ps *problems) (*jsonschema.Schema, map[string]bool) {
+	if len(raw) > MaxSchemaBytes {
+		ps.add("/parameters", "is %d bytes; at most %d are allowed", len(raw), MaxSchemaBytes)
+		return nil, nil
+	}
+	var doc any
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if err := dec.Decode(&doc); err != nil {
+		ps.add("/parameters", "is not valid JSON: %v", err)
+		return nil, nil
+	}
+	if d := depth(doc); d > MaxSchemaDepth {
+		ps.add("/parameters", "nests %d levels deep; at most %d are allowed", d, MaxSchemaDepth)
+		return nil, nil
+	}
+	root, ok := doc.(map[string]any)
+	if !ok {
+		ps.add("/parameters", "must be a JSON Schema object with \"type\": \"object\"")
+		return nil, nil
+	}
+	if s, ok := root["$schema"]; ok && s != schemaDraft2020 && s != schemaDraft2020+"#" {
+		ps.add("/parameters/$schema", "must be %q or absent: parameters are JSON Schema draft 2020-12", schemaDraft2020)
+	}
+	if root["type"] != "object" {
+		ps.add("/parameters/type", "must be \"object\": tool arguments are a JSON object")
+	}
+	before := len(*ps)
+	checkRequired(root, "/parameters", ps)
+	if len(*ps) > before {
+		return nil, nil
+	}
+	schema, err := compileSchema(doc)
+	if err != nil {
+		schemaProblems(err, ps)
+		return nil, nil
+	}
+	props := map[string]bool{}
+	if m, ok := root["properties"].(map[string]any); ok {
+		for k := range m {
+			props[k] = true
+		}
+	}
+	return schema, props
+}
+
+// compileSchema compiles doc as draft 2020-12. The loader refuses every
+// URL, so a $ref can never make the server read a file or fetch a page.
+func compileSchema(doc any) (*jsonschema.Schema, error) {
+	c := jsonschema.NewCompiler()
+	c.DefaultDraft(jsonschema.Draft2020)
+	c.UseLoader(noLoader{})
+	const url = "urn:toolbelt:parameters"
+	if err := c.AddResource(url, doc); err != nil {
+		return nil, err
+	}
+	return c.Compile(url)
+}
+
+type noLoader struct{}
+
+func (noLoader) Load(url string) (any, error) {
+	return nil, fmt.Errorf("external reference %q is not allowed; define it under $defs", url)
+}
+
+// checkRequired walks every subschema with "properties" and reports required
+// names that are not among them.
+func checkRequired(v any, ptr string, ps *problems) {
+	switch n := v.(type) {
+	case map[string]any:
+		// An object schema's required names must be among its properties.
+		// A bare "required" without "properties" or "type": "object" is a
+		// constraint used inside anyOf and the like, and is left alone.
+		if req, ok := n["required"].([]any); ok {
+			props, hasProps := n["properties"].(map[string]any)
+			if hasProps || n["type"] == "object" {
+				for i, r := range req {
+					name, _ := r.(string)
+					if _, ok := props[name]; !ok {
+						ps.add(fmt.Sprintf("%s/required/%d", ptr, i), "required property %q is not defined in properties", name)
+					}
+				}
+			}
+		}
+		for k, child := range n {
+			if k == "enum" || k == "const" || k == "default" || k == "examples" {
+				continue
+			}
+			checkRequired(child, ptr+"/"+escapePointer(k), ps)
+		}
+	case []any:
+		for i, child := range n {
+			checkRequired(child, ptr+"/"+strconv.Itoa(i), ps)
+		}
+	}
+}
+
+// schemaProblems turns a compiler error into problems located under
+// /parameters.
+func schemaProblems(err error, ps *problems) {
+	var sve *jsonschema.SchemaValidationError
+	if errors.As(err, &sve) {
+		var ve *jsonschema.ValidationError
+		if errors.As(sve.Err, &ve) {
+			// Alternatives (anyOf in the metaschema) fail as several leaves
+			// at one place: report them as one problem.
+			printer := message.NewPrinter(language.English)
+			var order []string
+			msgs := map[string][]string{}
+			for _, leaf := range leaves(ve) {
+				ptr := "/parameters"
+				for _, seg := range leaf.InstanceLocation {
+					ptr += "/" + escapePointer(seg)
+				}
+				if _, ok := msgs[ptr]; !ok {
+					order = append(order, ptr)
+				}
+				msgs[ptr] = append(msgs[ptr], leaf.ErrorKind.LocalizedString(printer))
+			}
+			for _, ptr := range order {
+				ps.add(ptr, "%s", strings.Join(msgs[ptr], "; or "))
+			}
+			return
+		}
+	}
+	msg := err.Error()
+	msg = strings.ReplaceAll(msg, "urn:toolbelt:parameters", "parameters")
+	ps.add("/parameters", "does not compile as JSON Schema 2020-12: %s", msg)
+}
+
+func leaves(ve *jsonschema.ValidationError) []*jsonschema.ValidationError {
+	if len(ve.Causes) == 0 {
+		return []*jsonschema.ValidationError{ve}
+	}
+	var out []*jsonschema.ValidationError
+	for _, c := range ve.Causes {
+		out = append(out, leaves(c)...)
+	}
+	return out
+}
+
+func depth(v any) int {
+	switch n := v.(type) {
+	case map[string]any:
+		d := 0
+		for _, c := range n {
+			d = max(d, depth(c))
+		}
+		return d + 1
+	case []any:
+		d := 0
+		for _, c := range n {
+			d = max(d, depth(c))
+		}
+		return d + 1
+	}
+	return 0
+}
+
+func escapePointer(s string) string {
+	return strings.NewReplacer("~", "~0", "/", "~1").Replace(s)
+}
+
+func validateSecurity(def *ToolDefinition, ps *problems) {
+	s := def.Security
+	if !slices.Contains(Levels, s.Level) {
+		ps.add("/security/level", "%q is not a security level; use safe, moderate or dangerous", s.Level)
+	}
+	for i, p := range s.AllowedPaths {
+		ptr := "/security/allowedPaths/" + strconv.Itoa(i)
+		clean := strings.TrimSpace(p)
+		switch {
+		case clean == "":
+			ps.add(ptr, "must not be empty (use \".\" for the whole work directory)")
+		case strings.HasPrefix(clean, "/") || strings.HasPrefix(clean, `\`):
+			ps.add(ptr, "%q must be relative to the session work directory", p)
+		case slices.Contains(strings.Split(strings.ReplaceAll(clean, `\`, "/"), "/"), ".."):
+			ps.add(ptr, "%q must not contain \"..\"", p)
+		case strings.ContainsRune(clean, 0):
+			ps.add(ptr, "must not contain NUL")
+		}
+	}
+	if len(s.AllowedPaths) > 0 && def.Category != "filesystem" {
+		ps.add("/security/allowedPaths", "only filesystem tools take allowedPaths")
+	}
+	if rl := s.RateLimit; rl != nil {
+		if rl.MaxCalls < 1 || rl.MaxCalls > MaxRateCalls {
+			ps.add("/security/rateLimit/maxCalls", "must be between 1 and %d", MaxRateCalls)
+		}
+		if rl.WindowMs < MinRateWindowMs || rl.WindowMs > MaxRateWindowMs {
+			ps.add("/security/rateLimit/windowMs", "must be between %d (1 s) and %d (24 h)", MinRateWindowMs, MaxRateWindowMs)
+		}
+	}
+}
+
+func validateExecution(e Execution, ps *problems) {
+	if e.Timeout < MinTimeoutMs || e.Timeout > MaxTimeoutMs {
+		ps.add("/execution/timeout", "%d ms is out of range; use %d to %d ms", e.Timeout, MinTimeoutMs, MaxTimeoutMs)
+	}
+	if e.MaxRetries < 0 || e.MaxRetries > MaxRetries {
+		ps.add("/execution/maxRetries", "must be between 0 and %d", MaxRetries)
+	} else if e.MaxRetries > 0 && !e.Retryable {
+		ps.add("/execution/maxRetries", "is %d but retryable is false; set retryable to true or maxRetries to 0", e.MaxRetries)
+	}
+	if e.CacheTTL < 0 || e.CacheTTL > MaxCacheTTLMs {
+		ps.add("/execution/cacheTTL", "must be between 0 and %d ms (24 h)", MaxCacheTTLMs)
+	} else if e.CacheTTL > 0 && !e.Cacheable {
+		ps.add("/execution/cacheTTL", "is set but cacheable is false")
+	}
+	if e.Cacheable && e.CacheTTL == 0 {
+		ps.add("/execution/cacheTTL", "must be positive when cacheable is true")
+	}
+}
+
+// runnerFields lists the runner fields each kind uses.
+var runnerFields = map[string][]string{
+	RunnerBuiltin:   {"builtin"},
+	RunnerCommand:   {"argv"},
+	RunnerHTTP:      {"method", "url", "headers", "body"},
+	RunnerComposite: {"steps"},
+}
+
+// validateRunner checks that the runner's fields fit its kind, and that
+// every placeholder names a root parameter.
+func validateRunner(def *ToolDefinition, props map[string]bool, known func(string) bool, ps *problems) {
+	r := def.Runner
+	// Fields set that the kind does not use are mistakes worth reporting:
+	// the admin believes they do something.
+	set := map[string]bool{
+		"builtin": r.Builtin != "", "argv": len(r.Argv) > 0, "method": r.Method != "", "url": r.URL != "",
+		"headers": len(r.Headers) > 0, "body": r.Body != "", "steps": len(r.Steps) > 0,
+	}
+	if uses, ok := runnerFields[r.Kind]; ok {
+		for _, field := range []string{"builtin", "argv", "method", "url", "headers", "body", "steps"} {
+			if set[field] && !slices.Contains(uses, field) {
+				ps.add("/runner/"+field, "does not apply to runner kind %q", r.Kind)
+			}
+		}
+	}
+	checkPlaceholders := func(ptr, s string) {
+		for _, m := range placeholder.FindAllStringSubmatch(s, -1) {
+			if props != nil && !props[m[1]] {
+				ps.add(ptr, "placeholder {{%s}} names no property of parameters", m[1])
+			}
+		}
+	}
+	switch r.Kind {
+	case RunnerBuiltin:
+		if !slices.Contains(Builtins, r.Builtin) {
+			ps.add("/runner/builtin", "%q is not a built-in tool; use one of %s", r.Builtin, strings.Join(Builtins, ", "))
+		}
+	case RunnerCommand:
+		switch {
+		case len(r.Argv) == 0:
+			ps.add("/runner/argv", "is required: the program and its arguments, e.g. [\"grep\", \"-rn\", \"{{pattern}}\", \".\"]")
+		case len(r.Argv) > MaxArgv:
+			ps.add("/runner/argv", "has %d elements; at most %d are allowed", len(r.Argv), MaxArgv)
+		default:
+			if strings.TrimSpace(r.Argv[0]) == "" || placeholder.MatchString(r.Argv[0]) {
+				ps.add("/runner/argv/0", "must name a fixed program, not a placeholder")
+			}
+			for i, a := range r.Argv {
+				ptr := "/runner/argv/" + strconv.Itoa(i)
+				if strings.ContainsRune(a, 0) {
+					ps.add(ptr, "must not contain NUL")
+				}
+				if m := placeholder.FindAllStringIndex(a, -1); len(m) > 0 && !(len(m) == 1 && m[0][0] == 0 && m[0][1] == len(a)) {
+					ps.add(ptr, "%q: a placeholder must be a whole argv element, so it becomes exactly one argument", a)
+				}
+				checkPlaceholders(ptr, a)
+			}
+		}
+		if !def.Security.Sandbox {
+			ps.add("/security/sandbox", "must be true: command tools always run in the sandbox")
+		}
+	case RunnerHTTP:
+		if !slices.Contains(httpMethods, r.Method) {
+			ps.add("/runner/method", "%q is not supported; use one of %s", r.Method, strings.Join(httpMethods, ", "))
+		}
+		validateURLTemplate(r.URL, ps)
+		checkPlaceholders("/runner/url", r.URL)
+		checkPlaceholders("/runner/body", r.Body)
+		for name, val := range r.Headers {
+			ptr := "/runner/headers/" + escapePointer(name)
+			if !validHeaderName(name) {
+				ps.add(ptr, "%q is not a valid HTTP header name", name)
+			}
+			hasEnv := false
+			for _, m := range placeholder.FindAllStringSubmatch(val, -1) {
+				if strings.HasPrefix(m[1], "env.") {
+					hasEnv = true
+					if !envRefPattern.MatchString(m[1]) {
+						ps.add(ptr, "{{%s}}: environment references look like {{env.NAME}} with NAME in upper case", m[1])
+					}
+				} else if props != nil && !props[m[1]] {
+					ps.add(ptr, "placeholder {{%s}} names no property of parameters", m[1])
+				}
+			}
+			if secretHeaderRE.MatchString(name) && !hasEnv {
+				ps.add(ptr, "carries a credential: reference it from the environment as {{env.NAME}}; secrets are never stored")
+			}
+		}
+	case RunnerComposite:
+		switch {
+		case len(r.Steps) == 0:
+			ps.add("/runner/steps", "is required: at least one step naming a tool")
+		case len(r.Steps) > MaxCompositeSteps:
+			ps.add("/runner/steps", "has %d steps; at most %d are allowed", len(r.Steps), MaxCompositeSteps)
+		}
+		for i, st := range r.Steps {
+			ptr := "/runner/steps/" + strconv.Itoa(i)
+			switch {
+			case st.Tool == def.Name:
+				ps.add(ptr+"/tool", "a composite tool cannot call itself")
+			case !NamePattern.MatchString(st.Tool):
+				ps.add(ptr+"/tool", "%q is not a valid tool name", st.Tool)
+			case known != nil && !known(st.Tool):
+				ps.add(ptr+"/tool", "tool %q is not registered", st.Tool)
+			}
+			if len(st.Arguments) > 0 {
+				var obj map[string]any
+				if json.Unmarshal(st.Arguments, &obj) != nil {
+					ps.add(ptr+"/arguments", "must be a JSON object")
+				}
+			}
+		}
+	case "":
+		ps.add("/runner/kind", "is required: builtin, command, http or composite")
+	default:
+		ps.add("/runner/kind", "%q is not a runner kind; use builtin, command, http or composite", r.Kind)
+	}
+}
+
+func validateURLTemplate(u string, ps *problems) {
+	if u == "" {
+		ps.add("/runner/url", "is required for http runners")
+		return
+	}
+	// Placeholders may only fill the path and query, never choose the
+	// scheme or host: check the template with each placeholder as a
+	// harmless value.
+	probe := placeholder.ReplaceAllString(u, "x")
+	scheme, rest, ok := strings.Cut(probe, "://")
+	if !ok || (scheme != "http" && scheme != "https") {
+		ps.add("/runner/url", "%q must be an absolute http or https URL", u)
+		return
+	}
+	host := rest
+	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+		host = rest[:i]
+	}
+	hostTmpl := u[len(scheme)+3:]
+	if i := strings.IndexAny(hostTmpl, "/?#"); i >= 0 {
+		hostTmpl = hostTmpl[:i]
+	}
+	switch {
+	case host == "" || strings.Contains(host, "@"):
+		ps.add("/runner/url", "%q must name a host and carry no credentials", u)
+	case placeholder.MatchString(hostTmpl):
+		ps.add("/runner/url", "placeholders may not choose the host of %q", u)
+	}
+}
+
+func validHeaderName(name string) bool {
+	if name == "" {
+		return false
+	}
+	for _, r := range name {
+		if r > 127 || !(r == '-' || r == '_' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
+			return false
+		}
+	}
+	return true
+}
