@@ -1,0 +1,43 @@
+# Toolbelt — the two commands a newcomer needs are `make run` and `make test`.
+GO      ?= go
+BIN     ?= bin/toolbelt
+export CGO_ENABLED := 1
+
+.PHONY: all build run test check generate bench fmt vet clean
+
+all: build
+
+## build: compile the server into bin/toolbelt (cgo, for SQLite)
+build:
+	$(GO) build -o $(BIN) .
+
+## run: build and start the server on :8080 with its database under ./data
+run: build
+	./$(BIN) serve
+
+## test: run every test
+test:
+	$(GO) test -count=1 ./...
+
+## generate: regenerate the templ components and the OpenAPI document
+generate:
+	$(GO) tool templ generate -path views
+	$(GO) tool swag init -g main.go -o docs --outputTypes go,json,yaml --parseInternal --quiet
+
+## check: fail on unformatted code, vet findings or stale generated files
+check: generate
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go' | grep -v '_templ.go$$')); \
+	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
+	$(GO) vet ./...
+	@if [ -n "$$(git status --porcelain -- docs views)" ]; then \
+		echo "generated files are stale; run 'make generate' and commit:"; git status --porcelain -- docs views; exit 1; fi
+
+## bench: run the benchmarks (registration, listing, export)
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+fmt:
+	gofmt -w $$(git ls-files '*.go' | grep -v '_templ.go$$')
+
+clean:
+	rm -rf bin

@@ -1,0 +1,246 @@
+// Package handlers holds the /api/v1 JSON handlers and the page handlers:
+// each binds its input, calls one service and responds. Fail is the one
+// place that turns errors into HTTP statuses.
+package handlers
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/gin-gonic/gin"
+
+	"toolbelt/models"
+	"toolbelt/services"
+)
+
+// MaxBodyBytes caps every request body.
+const MaxBodyBytes = 1 << 20
+
+// Handler serves the API and the pages. It holds the services it calls and
+// nothing else.
+type Handler struct {
+	Registry *services.Registry
+	Accounts *services.Accounts
+	Health   *services.Health
+	Log      *slog.Logger
+	// Links are shown on the home page.
+	Links Links
+}
+
+// Links are the URLs the home page points to.
+type Links struct {
+	Swagger string
+	Healthz string
+	Readyz  string
+}
+
+// Errors for requests the HTTP layer itself refuses.
+var (
+	errTooLarge  = errors.New("request body too large")
+	errMediaType = errors.New("unsupported media type")
+	errMethod    = errors.New("method not allowed")
+)
+
+// ErrorBody is the one JSON shape of every error outside tool calls.
+type ErrorBody struct {
+	Error APIError `json:"error"`
+}
+
+// APIError says what went wrong; Problems lists every invalid field of a
+// 422 answer, each located by a JSON pointer.
+type APIError struct {
+	Code      string           `json:"code" example:"VALIDATION_ERROR"`
+	Message   string           `json:"message" example:"invalid tool definition"`
+	Problems  []models.Problem `json:"problems,omitempty"`
+	RequestID string           `json:"request_id,omitempty" example:"3f2a9c0d1b7e4a56"`
+}
+
+// Wrap adapts a handler that returns an error to Gin, sending the error
+// through Fail.
+func (h *Handler) Wrap(fn func(*gin.Context) error) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		if err := fn(c); err != nil {
+			h.Fail(c, err)
+		}
+	}
+}
+
+// Fail answers err with the status its kind calls for. Server faults are
+// logged with their detail and answered with "internal error" only.
+func (h *Handler) Fail(c *gin.Context, err error) {
+	status, body := h.classify(c, err)
+	if status == http.StatusUnauthorized {
+		c.Header("WWW-Authenticate", `Bearer realm="toolbelt"`)
+	}
+	c.AbortWithStatusJSON(status, body)
+}
+
+func (h *Handler) classify(c *gin.Context, err error) (int, ErrorBody) {
+	reqID := c.GetString(RequestIDKey)
+	body := func(code, msg string) ErrorBody {
+		return ErrorBody{Error: APIError{Code: code, Message: msg, RequestID: reqID}}
+	}
+	var ve *models.ValidationError
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &ve):
+		b := body("VALIDATION_ERROR", "invalid "+ve.What)
+		b.Error.Problems = ve.Problems
+		return http.StatusUnprocessableEntity, b
+	case errors.As(err, &tooLarge), errors.Is(err, errTooLarge):
+		return http.StatusRequestEntityTooLarge, body("PAYLOAD_TOO_LARGE", fmt.Sprintf("request body is larger than %d bytes", MaxBodyBytes))
+	case errors.Is(err, errMediaType):
+		return http.StatusUnsupportedMediaType, body("UNSUPPORTED_MEDIA_TYPE", err.Error())
+	case errors.Is(err, errMethod):
+		return http.StatusMethodNotAllowed, body("METHOD_NOT_ALLOWED", err.Error())
+	case errors.Is(err, models.ErrInvalid):
+		return http.StatusBadRequest, body("INVALID_REQUEST", err.Error())
+	case errors.Is(err, models.ErrUnauthorized):
+		return http.StatusUnauthorized, body("UNAUTHORIZED", err.Error())
+	case errors.Is(err, models.ErrForbidden):
+		return http.StatusForbidden, body("FORBIDDEN", err.Error())
+	case errors.Is(err, models.ErrNotFound):
+		return http.StatusNotFound, body("NOT_FOUND", err.Error())
+	case errors.Is(err, models.ErrConflict):
+		return http.StatusConflict, body("CONFLICT", err.Error())
+	}
+	h.Log.ErrorContext(c.Request.Context(), "request failed", "err", err, "method", c.Request.Method,
+		"route", c.FullPath(), "request_id", reqID)
+	return http.StatusInternalServerError, body("INTERNAL", "internal error")
+}
+
+// NotFound answers requests no route matches.
+func (h *Handler) NotFound(c *gin.Context) {
+	h.Fail(c, fmt.Errorf("%w: no endpoint %s %s", models.ErrNotFound, c.Request.Method, c.Request.URL.Path))
+}
+
+// MethodNotAllowed answers a known path asked with the wrong method.
+func (h *Handler) MethodNotAllowed(c *gin.Context) {
+	h.Fail(c, fmt.Errorf("%w: %s is not supported on %s", errMethod, c.Request.Method, c.Request.URL.Path))
+}
+
+// bindJSON decodes a JSON request body into v strictly: the content type
+// must be JSON, the body valid UTF-8, within MaxBodyBytes, one value, and
+// free of fields v does not have.
+func bindJSON(c *gin.Context, v any) error {
+	ct := c.GetHeader("Content-Type")
+	mt, params, err := mime.ParseMediaType(ct)
+	if ct == "" || err != nil || mt != "application/json" {
+		return fmt.Errorf("%w: send the body as application/json (got %q)", errMediaType, ct)
+	}
+	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
+		return fmt.Errorf("%w: charset %q; send UTF-8", errMediaType, cs)
+	}
+	raw, err := io.ReadAll(io.LimitReader(c.Request.Body, MaxBodyBytes+1))
+	if err != nil {
+		return err
+	}
+	if len(raw) > MaxBodyBytes {
+		return errTooLarge
+	}
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return fmt.Errorf("%w: request body is empty; send a JSON object", models.ErrInvalid)
+	}
+	if !utf8.Valid(raw) {
+		return fmt.Errorf("%w: request body is not valid UTF-8", models.ErrInvalid)
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return decodeError(err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return fmt.Errorf("%w: request body holds more than one JSON value", models.ErrInvalid)
+	}
+	return nil
+}
+
+// decodeError turns a JSON decoding error into a message a client can act
+// on; a value of the wrong type becomes a 422 problem at its pointer.
+func decodeError(err error) error {
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syn):
+		return fmt.Errorf("%w: malformed JSON at byte %d: %v", models.ErrInvalid, syn.Offset, syn)
+	case errors.As(err, &typ):
+		ptr := "/" + strings.ReplaceAll(typ.Field, ".", "/")
+		if typ.Field == "" {
+			ptr = ""
+		}
+		return &models.ValidationError{What: "request body", Problems: []models.Problem{{
+			Pointer: ptr, Message: fmt.Sprintf("must be %s, not JSON %s", jsonTypeName(typ.Type.Kind().String()), typ.Value),
+		}}}
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return fmt.Errorf("%w: malformed JSON: the body ends too early", models.ErrInvalid)
+	case strings.HasPrefix(err.Error(), "json: unknown field"):
+		return fmt.Errorf("%w: %s is not part of this request", models.ErrInvalid, strings.TrimPrefix(err.Error(), "json: unknown field "))
+	}
+	return fmt.Errorf("%w: %v", models.ErrInvalid, err)
+}
+
+func jsonTypeName(kind string) string {
+	switch kind {
+	case "string":
+		return "a string"
+	case "bool":
+		return "a boolean"
+	case "slice", "array":
+		return "an array"
+	case "map", "struct":
+		return "an object"
+	case "int", "int64", "int32", "uint", "uint64", "uint32":
+		return "an integer"
+	case "float64", "float32":
+		return "a number"
+	}
+	return "a " + kind
+}
+
+// Context keys the web layer sets.
+const (
+	RequestIDKey = "request_id"
+	principalKey = "principal"
+)
+
+// SetPrincipal records the authenticated principal of a request.
+func SetPrincipal(c *gin.Context, p *models.Principal) { c.Set(principalKey, p) }
+
+// CurrentPrincipal returns the authenticated principal, or nil.
+func CurrentPrincipal(c *gin.Context) *models.Principal {
+	p, _ := c.Get(principalKey)
+	pr, _ := p.(*models.Principal)
+	return pr
+}
+
+// intQuery reads an optional integer query parameter.
+func intQuery(c *gin.Context, name string) (int, error) {
+	s := c.Query(name)
+	if s == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return 0, fmt.Errorf("%w: query parameter %s=%q is not an integer", models.ErrInvalid, name, s)
+	}
+	return n, nil
+}
+
+// idParam reads a positive integer path parameter.
+func idParam(c *gin.Context, name string) (uint, error) {
+	s := c.Param(name)
+	n, err := strconv.ParseUint(s, 10, 32)
+	if err != nil || n == 0 {
+		return 0, fmt.Errorf("%w: %s %q is not a positive integer id", models.ErrInvalid, name, s)
+	}
+	return uint(n), nil
+}

@@ -1,0 +1,201 @@
+package handlers
+
+import (
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+
+	"toolbelt/services"
+)
+
+// PrincipalList lists accounts.
+type PrincipalList struct {
+	Principals []services.Principal `json:"principals"`
+}
+
+// Me describes the caller.
+type Me struct {
+	ID   uint   `json:"id" example:"1"`
+	Name string `json:"name" example:"admin"`
+	Role string `json:"role" example:"admin"`
+}
+
+// CreatePrincipal creates an account with a first API key.
+//
+//	@Summary		Create a principal
+//	@Description	Creates an admin, reviewer or agent with a first API key. The key is in this answer only; Toolbelt stores its hash.
+//	@Tags			access
+//	@Accept			json
+//	@Produce		json
+//	@Param			principal	body		services.NewPrincipal	true	"Name and role"
+//	@Success		201			{object}	services.CreatedPrincipal
+//	@Failure		400			{object}	ErrorBody
+//	@Failure		401			{object}	ErrorBody
+//	@Failure		403			{object}	ErrorBody
+//	@Failure		409			{object}	ErrorBody	"name taken"
+//	@Failure		422			{object}	ErrorBody
+//	@Security		BearerAuth
+//	@Router			/principals [post]
+func (h *Handler) CreatePrincipal(c *gin.Context) error {
+	var in services.NewPrincipal
+	if err := bindJSON(c, &in); err != nil {
+		return err
+	}
+	out, err := h.Accounts.CreatePrincipal(c.Request.Context(), in, CurrentPrincipal(c))
+	if err != nil {
+		return err
+	}
+	c.Header("Cache-Control", "no-store")
+	c.JSON(http.StatusCreated, out)
+	return nil
+}
+
+// ListPrincipals lists accounts and their keys.
+//
+//	@Summary		List principals
+//	@Description	Every principal with its keys (prefix, creation, last use, revocation; never the key itself).
+//	@Tags			access
+//	@Produce		json
+//	@Success		200	{object}	PrincipalList
+//	@Failure		401	{object}	ErrorBody
+//	@Failure		403	{object}	ErrorBody
+//	@Security		BearerAuth
+//	@Router			/principals [get]
+func (h *Handler) ListPrincipals(c *gin.Context) error {
+	ps, err := h.Accounts.Principals(c.Request.Context())
+	if err != nil {
+		return err
+	}
+	c.JSON(http.StatusOK, PrincipalList{Principals: ps})
+	return nil
+}
+
+// IssueKey adds an API key to a principal.
+//
+//	@Summary		Issue an API key
+//	@Description	Adds a key to the principal. The key is in this answer only.
+//	@Tags			access
+//	@Produce		json
+//	@Param			id	path		int	true	"Principal id"
+//	@Success		201	{object}	services.NewKey
+//	@Failure		400	{object}	ErrorBody
+//	@Failure		401	{object}	ErrorBody
+//	@Failure		403	{object}	ErrorBody
+//	@Failure		404	{object}	ErrorBody
+//	@Security		BearerAuth
+//	@Router			/principals/{id}/keys [post]
+func (h *Handler) IssueKey(c *gin.Context) error {
+	id, err := idParam(c, "id")
+	if err != nil {
+		return err
+	}
+	key, err := h.Accounts.IssueKey(c.Request.Context(), id, CurrentPrincipal(c))
+	if err != nil {
+		return err
+	}
+	c.Header("Cache-Control", "no-store")
+	c.JSON(http.StatusCreated, key)
+	return nil
+}
+
+// RevokeKey revokes an API key.
+//
+//	@Summary		Revoke an API key
+//	@Description	The key stops working at once. The last active admin key cannot be revoked (409).
+//	@Tags			access
+//	@Param			id	path	int	true	"Key id"
+//	@Success		204
+//	@Failure		400	{object}	ErrorBody
+//	@Failure		401	{object}	ErrorBody
+//	@Failure		403	{object}	ErrorBody
+//	@Failure		404	{object}	ErrorBody
+//	@Failure		409	{object}	ErrorBody	"last admin key"
+//	@Security		BearerAuth
+//	@Router			/keys/{id} [delete]
+func (h *Handler) RevokeKey(c *gin.Context) error {
+	id, err := idParam(c, "id")
+	if err != nil {
+		return err
+	}
+	if err := h.Accounts.RevokeKey(c.Request.Context(), id, CurrentPrincipal(c)); err != nil {
+		return err
+	}
+	c.Status(http.StatusNoContent)
+	return nil
+}
+
+// SetGrants replaces what an agent may use.
+//
+//	@Summary		Set an agent's grants
+//	@Description	Replaces the categories and tools the agent may use, stored as Casbin policies. Selection and calls enforce them.
+//	@Tags			access
+//	@Accept			json
+//	@Produce		json
+//	@Param			id		path		int				true	"Principal id"
+//	@Param			grants	body		services.Grants	true	"Categories and tools"
+//	@Success		200		{object}	services.Grants
+//	@Failure		400		{object}	ErrorBody
+//	@Failure		401		{object}	ErrorBody
+//	@Failure		403		{object}	ErrorBody
+//	@Failure		404		{object}	ErrorBody
+//	@Failure		422		{object}	ErrorBody
+//	@Security		BearerAuth
+//	@Router			/principals/{id}/grants [put]
+func (h *Handler) SetGrants(c *gin.Context) error {
+	id, err := idParam(c, "id")
+	if err != nil {
+		return err
+	}
+	var g services.Grants
+	if err := bindJSON(c, &g); err != nil {
+		return err
+	}
+	out, err := h.Accounts.SetGrants(c.Request.Context(), id, g, CurrentPrincipal(c))
+	if err != nil {
+		return err
+	}
+	c.JSON(http.StatusOK, out)
+	return nil
+}
+
+// Grants returns what an agent may use.
+//
+//	@Summary		Get an agent's grants
+//	@Tags			access
+//	@Produce		json
+//	@Param			id	path		int	true	"Principal id"
+//	@Success		200	{object}	services.Grants
+//	@Failure		400	{object}	ErrorBody
+//	@Failure		401	{object}	ErrorBody
+//	@Failure		403	{object}	ErrorBody
+//	@Failure		404	{object}	ErrorBody
+//	@Security		BearerAuth
+//	@Router			/principals/{id}/grants [get]
+func (h *Handler) Grants(c *gin.Context) error {
+	id, err := idParam(c, "id")
+	if err != nil {
+		return err
+	}
+	g, err := h.Accounts.Grants(c.Request.Context(), id)
+	if err != nil {
+		return err
+	}
+	c.JSON(http.StatusOK, g)
+	return nil
+}
+
+// WhoAmI describes the caller.
+//
+//	@Summary		Who am I
+//	@Description	The principal the API key belongs to.
+//	@Tags			access
+//	@Produce		json
+//	@Success		200	{object}	Me
+//	@Failure		401	{object}	ErrorBody
+//	@Security		BearerAuth
+//	@Router			/me [get]
+func (h *Handler) WhoAmI(c *gin.Context) error {
+	p := CurrentPrincipal(c)
+	c.JSON(http.StatusOK, Me{ID: p.ID, Name: p.Name, Role: p.Role})
+	return nil
+}

@@ -1,0 +1,340 @@
+package handlers
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/gin-gonic/gin"
+
+	"toolbelt/models"
+	"toolbelt/services"
+)
+
+// ToolList is one page of the catalog. Without format, tools holds
+// summaries; with format, each entry is exactly what that LLM API accepts
+// as one tool (an OpenAI tool object, an Anthropic tool, a Gemini function
+// declaration, an MCP tool).
+type ToolList struct {
+	Tools      []any  `json:"tools" swaggertype:"array,object"`
+	Format     string `json:"format,omitempty" example:"openai"`
+	Total      int64  `json:"total" example:"8"`
+	Limit      int    `json:"limit" example:"100"`
+	Offset     int    `json:"offset" example:"0"`
+	NextOffset *int   `json:"next_offset,omitempty" example:"100"`
+}
+
+// toolListRaw mirrors ToolList with the tools already encoded, so a large
+// export is written without decoding and re-encoding each rendering.
+type toolListRaw struct {
+	Tools      []json.RawMessage `json:"tools"`
+	Format     string            `json:"format,omitempty"`
+	Total      int64             `json:"total"`
+	Limit      int               `json:"limit"`
+	Offset     int               `json:"offset"`
+	NextOffset *int              `json:"next_offset,omitempty"`
+}
+
+// RollbackRequest names the version to make current.
+type RollbackRequest struct {
+	Version string `json:"version" example:"1.0.0"`
+}
+
+// CategoryList is the category index.
+type CategoryList struct {
+	Categories []services.CategoryCount `json:"categories"`
+}
+
+// VersionList is a tool's version history.
+type VersionList struct {
+	Name     string                 `json:"name" example:"file_read"`
+	Versions []services.ToolVersion `json:"versions"`
+}
+
+// RegisterTool registers a new tool.
+//
+//	@Summary		Register a tool
+//	@Description	Validates the definition (JSON Schema 2020-12 parameters with a root object, snake_case unique name, semver, bounds, runner fields) and stores it as version one. A bad definition answers 422 listing every problem with its JSON pointer; nothing is stored.
+//	@Tags			tools
+//	@Accept			json
+//	@Produce		json
+//	@Param			definition	body		services.ToolDefinition	true	"Tool definition"
+//	@Success		201			{object}	services.Tool
+//	@Failure		400			{object}	ErrorBody	"malformed JSON or unknown field"
+//	@Failure		401			{object}	ErrorBody
+//	@Failure		403			{object}	ErrorBody
+//	@Failure		409			{object}	ErrorBody	"name already registered"
+//	@Failure		413			{object}	ErrorBody
+//	@Failure		415			{object}	ErrorBody
+//	@Failure		422			{object}	ErrorBody	"every problem of the definition"
+//	@Security		BearerAuth
+//	@Router			/tools [post]
+func (h *Handler) RegisterTool(c *gin.Context) error {
+	var def services.ToolDefinition
+	if err := bindJSON(c, &def); err != nil {
+		return err
+	}
+	tool, err := h.Registry.Register(c.Request.Context(), def, CurrentPrincipal(c))
+	if err != nil {
+		return err
+	}
+	c.Header("Location", "/api/v1/tools/"+tool.Name)
+	c.JSON(http.StatusCreated, tool)
+	return nil
+}
+
+// ListTools lists the catalog.
+//
+//	@Summary		List tools
+//	@Description	Lists active tools ordered by name, filtered and paginated. With format, each entry is the tool rendered for that LLM API, ready to put in its tools array.
+//	@Tags			tools
+//	@Produce		json
+//	@Param			category		query		string	false	"Category"	Enums(filesystem, browser, shell, search, code, api)
+//	@Param			tag				query		string	false	"Tag"
+//	@Param			level			query		string	false	"Security level"	Enums(safe, moderate, dangerous)
+//	@Param			q				query		string	false	"Text in the name or description"
+//	@Param			format			query		string	false	"LLM format"	Enums(openai, openai_responses, anthropic, gemini, mcp)
+//	@Param			include_retired	query		bool	false	"Include retired tools"
+//	@Param			limit			query		int		false	"Page size (default 100, at most 10000)"
+//	@Param			offset			query		int		false	"Entries to skip"
+//	@Success		200				{object}	ToolList
+//	@Failure		401				{object}	ErrorBody
+//	@Failure		403				{object}	ErrorBody
+//	@Failure		422				{object}	ErrorBody
+//	@Security		BearerAuth
+//	@Router			/tools [get]
+func (h *Handler) ListTools(c *gin.Context) error {
+	limit, err := intQuery(c, "limit")
+	if err != nil {
+		return err
+	}
+	if c.Query("limit") == "" {
+		limit = services.DefaultPageSize
+	}
+	offset, err := intQuery(c, "offset")
+	if err != nil {
+		return err
+	}
+	includeRetired, err := boolQuery(c, "include_retired")
+	if err != nil {
+		return err
+	}
+	page, err := h.Registry.List(c.Request.Context(), services.ListOptions{
+		Category: c.Query("category"), Tag: c.Query("tag"), Level: c.Query("level"), Query: c.Query("q"),
+		Format: c.Query("format"), IncludeRetired: includeRetired, Limit: limit, Offset: offset,
+	})
+	if err != nil {
+		return err
+	}
+	var next *int
+	if n := page.Offset + page.Limit; int64(n) < page.Total {
+		next = &n
+	}
+	if page.Format != "" {
+		c.JSON(http.StatusOK, toolListRaw{Tools: page.Exports, Format: page.Format, Total: page.Total, Limit: page.Limit, Offset: page.Offset, NextOffset: next})
+		return nil
+	}
+	tools := make([]any, len(page.Tools))
+	for i := range page.Tools {
+		tools[i] = page.Tools[i]
+	}
+	c.JSON(http.StatusOK, ToolList{Tools: tools, Total: page.Total, Limit: page.Limit, Offset: page.Offset, NextOffset: next})
+	return nil
+}
+
+// GetTool returns a tool's current version.
+//
+//	@Summary		Get a tool
+//	@Description	The current version of an active tool, or with format its rendering for that LLM API.
+//	@Tags			tools
+//	@Produce		json
+//	@Param			name	path		string	true	"Tool name"
+//	@Param			format	query		string	false	"LLM format"	Enums(openai, openai_responses, anthropic, gemini, mcp)
+//	@Success		200		{object}	services.Tool
+//	@Failure		400		{object}	ErrorBody
+//	@Failure		401		{object}	ErrorBody
+//	@Failure		403		{object}	ErrorBody
+//	@Failure		404		{object}	ErrorBody
+//	@Security		BearerAuth
+//	@Router			/tools/{name} [get]
+func (h *Handler) GetTool(c *gin.Context) error {
+	if format := c.Query("format"); format != "" {
+		raw, err := h.Registry.Export(c.Request.Context(), c.Param("name"), format)
+		if err != nil {
+			return err
+		}
+		c.Data(http.StatusOK, "application/json; charset=utf-8", raw)
+		return nil
+	}
+	tool, err := h.Registry.Get(c.Request.Context(), c.Param("name"))
+	if err != nil {
+		return err
+	}
+	c.JSON(http.StatusOK, tool)
+	return nil
+}
+
+// PublishTool publishes a new version of a tool.
+//
+//	@Summary		Publish a new version
+//	@Description	Stores the definition as the new current version. Its version must be greater (semver) than every earlier one; earlier versions stay immutable and readable. Publishing restores a retired tool.
+//	@Tags			tools
+//	@Accept			json
+//	@Produce		json
+//	@Param			name		path		string					true	"Tool name"
+//	@Param			definition	body		services.ToolDefinition	true	"Tool definition (name may be omitted)"
+//	@Success		200			{object}	services.Tool
+//	@Failure		400			{object}	ErrorBody
+//	@Failure		401			{object}	ErrorBody
+//	@Failure		403			{object}	ErrorBody
+//	@Failure		404			{object}	ErrorBody
+//	@Failure		409			{object}	ErrorBody	"that version exists"
+//	@Failure		422			{object}	ErrorBody
+//	@Security		BearerAuth
+//	@Router			/tools/{name} [put]
+func (h *Handler) PublishTool(c *gin.Context) error {
+	name := c.Param("name")
+	if !services.NamePattern.MatchString(name) {
+		return fmt.Errorf("%w: %q is not a tool name", models.ErrInvalid, name)
+	}
+	var def services.ToolDefinition
+	if err := bindJSON(c, &def); err != nil {
+		return err
+	}
+	tool, err := h.Registry.Publish(c.Request.Context(), name, def, CurrentPrincipal(c))
+	if err != nil {
+		return err
+	}
+	c.JSON(http.StatusOK, tool)
+	return nil
+}
+
+// ToolVersions lists a tool's versions.
+//
+//	@Summary		List versions
+//	@Description	Every version of the tool, oldest first, marking the current one. Retired tools keep their history.
+//	@Tags			tools
+//	@Produce		json
+//	@Param			name	path		string	true	"Tool name"
+//	@Success		200		{object}	VersionList
+//	@Failure		400		{object}	ErrorBody
+//	@Failure		401		{object}	ErrorBody
+//	@Failure		403		{object}	ErrorBody
+//	@Failure		404		{object}	ErrorBody
+//	@Security		BearerAuth
+//	@Router			/tools/{name}/versions [get]
+func (h *Handler) ToolVersions(c *gin.Context) error {
+	vers, err := h.Registry.Versions(c.Request.Context(), c.Param("name"))
+	if err != nil {
+		return err
+	}
+	c.JSON(http.StatusOK, VersionList{Name: c.Param("name"), Versions: vers})
+	return nil
+}
+
+// ToolVersion returns one version of a tool.
+//
+//	@Summary		Get one version
+//	@Tags			tools
+//	@Produce		json
+//	@Param			name	path		string	true	"Tool name"
+//	@Param			version	path		string	true	"Semantic version"
+//	@Success		200		{object}	services.Tool
+//	@Failure		400		{object}	ErrorBody
+//	@Failure		401		{object}	ErrorBody
+//	@Failure		403		{object}	ErrorBody
+//	@Failure		404		{object}	ErrorBody
+//	@Security		BearerAuth
+//	@Router			/tools/{name}/versions/{version} [get]
+func (h *Handler) ToolVersion(c *gin.Context) error {
+	tool, err := h.Registry.Version(c.Request.Context(), c.Param("name"), c.Param("version"))
+	if err != nil {
+		return err
+	}
+	c.JSON(http.StatusOK, tool)
+	return nil
+}
+
+// RollbackTool makes an earlier version current.
+//
+//	@Summary		Roll back
+//	@Description	Makes an existing version current again (and restores a retired tool). No version is created or changed.
+//	@Tags			tools
+//	@Accept			json
+//	@Produce		json
+//	@Param			name	path		string			true	"Tool name"
+//	@Param			request	body		RollbackRequest	true	"Version to make current"
+//	@Success		200		{object}	services.Tool
+//	@Failure		400		{object}	ErrorBody
+//	@Failure		401		{object}	ErrorBody
+//	@Failure		403		{object}	ErrorBody
+//	@Failure		404		{object}	ErrorBody
+//	@Failure		422		{object}	ErrorBody
+//	@Security		BearerAuth
+//	@Router			/tools/{name}/rollback [post]
+func (h *Handler) RollbackTool(c *gin.Context) error {
+	var req RollbackRequest
+	if err := bindJSON(c, &req); err != nil {
+		return err
+	}
+	tool, err := h.Registry.Rollback(c.Request.Context(), c.Param("name"), req.Version, CurrentPrincipal(c))
+	if err != nil {
+		return err
+	}
+	c.JSON(http.StatusOK, tool)
+	return nil
+}
+
+// RetireTool retires a tool.
+//
+//	@Summary		Retire a tool
+//	@Description	Takes the tool out of the catalog and of selection. Its versions stay readable; publishing a new version or rolling back restores it.
+//	@Tags			tools
+//	@Param			name	path	string	true	"Tool name"
+//	@Success		204
+//	@Failure		400	{object}	ErrorBody
+//	@Failure		401	{object}	ErrorBody
+//	@Failure		403	{object}	ErrorBody
+//	@Failure		404	{object}	ErrorBody
+//	@Security		BearerAuth
+//	@Router			/tools/{name} [delete]
+func (h *Handler) RetireTool(c *gin.Context) error {
+	if err := h.Registry.Retire(c.Request.Context(), c.Param("name"), CurrentPrincipal(c)); err != nil {
+		return err
+	}
+	c.Status(http.StatusNoContent)
+	return nil
+}
+
+// Categories lists categories with their tool counts.
+//
+//	@Summary		Category index
+//	@Description	Every category with its number of active tools.
+//	@Tags			tools
+//	@Produce		json
+//	@Success		200	{object}	CategoryList
+//	@Failure		401	{object}	ErrorBody
+//	@Failure		403	{object}	ErrorBody
+//	@Security		BearerAuth
+//	@Router			/categories [get]
+func (h *Handler) Categories(c *gin.Context) error {
+	cats, err := h.Registry.Categories(c.Request.Context())
+	if err != nil {
+		return err
+	}
+	c.JSON(http.StatusOK, CategoryList{Categories: cats})
+	return nil
+}
+
+func boolQuery(c *gin.Context, name string) (bool, error) {
+	s := c.Query(name)
+	if s == "" {
+		return false, nil
+	}
+	b, err := strconv.ParseBool(s)
+	if err != nil {
+		return false, fmt.Errorf("%w: query parameter %s=%q is not true or false", models.ErrInvalid, name, s)
+	}
+	return b, nil
+}

@@ -1,0 +1,162 @@
+package web
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"toolbelt/handlers"
+	"toolbelt/models"
+	"toolbelt/services"
+)
+
+// testApp is the whole service over a fresh SQLite file, wired as main
+// wires it, with one key per role.
+type testApp struct {
+	t       *testing.T
+	handler http.Handler
+	store   *models.Store
+	dbPath  string
+	keys    map[string]string // role → key; "none" → ""
+	ids     map[string]uint   // role → principal id
+}
+
+func newTestApp(t testing.TB) *testApp {
+	t.Helper()
+	ctx := context.Background()
+	dir := t.TempDir()
+	dbPath := filepath.Join(dir, "toolbelt.db")
+	store, err := models.Open(ctx, dbPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	authz, err := services.NewAuthz(ctx, store, RolePolicies())
+	if err != nil {
+		t.Fatal(err)
+	}
+	accounts := services.NewAccounts(store, authz, log)
+	registry := services.NewRegistry(store, log)
+	adminKey, err := accounts.Bootstrap(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := registry.SeedBuiltins(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h := &handlers.Handler{Registry: registry, Accounts: accounts, Health: services.NewHealth(store), Log: log,
+		Links: handlers.Links{Swagger: "/swagger/index.html", Healthz: "/healthz", Readyz: "/readyz"}}
+	app := &testApp{
+		handler: New(Deps{Handler: h, Accounts: accounts, Authz: authz, Log: log}),
+		store:   store, dbPath: dbPath,
+		keys: map[string]string{"admin": adminKey, "none": ""},
+		ids:  map[string]uint{"admin": 1},
+	}
+	if tt, ok := t.(*testing.T); ok {
+		app.t = tt
+	}
+	for _, role := range []string{"reviewer", "agent"} {
+		p, err := accounts.CreatePrincipal(ctx, services.NewPrincipal{Name: "test-" + role, Role: role}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		app.keys[role] = p.Key
+		app.ids[role] = p.ID
+	}
+	return app
+}
+
+// response is a recorded answer with its decoded JSON body.
+type response struct {
+	Status int
+	Header http.Header
+	Body   []byte
+}
+
+func (r response) JSON(t testing.TB) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(r.Body, &m); err != nil {
+		t.Fatalf("body is not a JSON object: %v\n%s", err, r.Body)
+	}
+	return m
+}
+
+// do sends a request as role ("none" sends no key). A string body is sent
+// verbatim as application/json; other bodies are JSON-encoded.
+func (a *testApp) do(t testing.TB, role, method, path string, body any) response {
+	t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = strings.NewReader(b)
+	case []byte:
+		rd = bytes.NewReader(b)
+	default:
+		raw, err := json.Marshal(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rd = bytes.NewReader(raw)
+	}
+	req := httptest.NewRequest(method, path, rd)
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if key := a.keys[role]; key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	rec := httptest.NewRecorder()
+	a.handler.ServeHTTP(rec, req)
+	return response{Status: rec.Code, Header: rec.Header(), Body: rec.Body.Bytes()}
+}
+
+// toolDef returns a valid definition named name, changed by edits.
+func toolDef(name string, edits ...func(m map[string]any)) map[string]any {
+	m := map[string]any{
+		"name":        name,
+		"version":     "1.0.0",
+		"description": "Count the words of a text. Input: text. Output: the count.",
+		"category":    "code",
+		"tags":        []any{"text", "count"},
+		"examples":    []any{"how many words are in this paragraph"},
+		"parameters": map[string]any{
+			"type":                 "object",
+			"properties":           map[string]any{"text": map[string]any{"type": "string", "description": "The text"}},
+			"required":             []any{"text"},
+			"additionalProperties": false,
+		},
+		"security":  map[string]any{"level": "safe"},
+		"execution": map[string]any{"timeout": 5000},
+		"runner":    map[string]any{"kind": "command", "argv": []any{"wc", "-w", "{{text}}"}},
+	}
+	m["security"].(map[string]any)["sandbox"] = true
+	for _, e := range edits {
+		e(m)
+	}
+	return m
+}
+
+// problemPointers returns the pointers of a 422 body's problems.
+func problemPointers(t testing.TB, r response) []string {
+	t.Helper()
+	body := r.JSON(t)
+	e, _ := body["error"].(map[string]any)
+	ps, _ := e["problems"].([]any)
+	var out []string
+	for _, p := range ps {
+		out = append(out, p.(map[string]any)["pointer"].(string))
+	}
+	return out
+}
+
+func newRecorder() *httptest.ResponseRecorder { return httptest.NewRecorder() }

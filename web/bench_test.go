@@ -1,0 +1,112 @@
+package web
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"toolbelt/models"
+	"toolbelt/services"
+)
+
+const benchTools = 10_000
+
+// benchDef returns the i-th synthetic tool: a realistic schema with
+// required and optional fields, spread over the categories.
+func benchDef(i int) services.ToolDefinition {
+	params := fmt.Sprintf(`{"type":"object","properties":{
+		"query":{"type":"string","description":"What to look for in record set %d"},
+		"limit":{"type":"integer","minimum":1,"maximum":100,"description":"How many results"},
+		"mode":{"type":"string","enum":["fast","thorough"]},
+		"filters":{"type":"object","properties":{"since":{"type":"string","format":"date"},"tags":{"type":"array","items":{"type":"string"}}},"additionalProperties":false}
+	},"required":["query"],"additionalProperties":false}`, i)
+	return services.ToolDefinition{
+		Name:        fmt.Sprintf("bench_tool_%05d", i),
+		Version:     "1.0.0",
+		Description: fmt.Sprintf("Search record set %d and return matching entries with their scores. Input: query, optional limit, mode and filters.", i),
+		Category:    services.Categories[i%len(services.Categories)],
+		Tags:        []string{"bench", fmt.Sprintf("group%d", i%50)},
+		Examples:    []string{fmt.Sprintf("find entries in set %d about invoices", i)},
+		Parameters:  json.RawMessage(params),
+		Security:    services.Security{Level: services.Levels[i%3], Sandbox: true},
+		Execution:   services.Execution{Timeout: 10_000},
+		Runner:      services.Runner{Kind: services.RunnerCommand, Argv: []string{"grep", "-rn", "{{query}}", "."}},
+	}
+}
+
+func benchRegistry(b *testing.B) *services.Registry {
+	b.Helper()
+	store, err := models.Open(context.Background(), b.TempDir()+"/bench.db")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = store.Close() })
+	return services.NewRegistry(store, slog.New(slog.NewTextHandler(io.Discard, nil)))
+}
+
+// BenchmarkRegister measures one registration (validation, schema compile,
+// five renderings, one transaction) into a catalog that grows to b.N.
+// Run with -benchtime=10000x for the 10,000-tool figure.
+func BenchmarkRegister(b *testing.B) {
+	reg := benchRegistry(b)
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		if _, err := reg.Register(ctx, benchDef(i), nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// benchServer is a real HTTP server over a catalog of benchTools tools
+// registered through the registry.
+func benchServer(b *testing.B) (*httptest.Server, string) {
+	b.Helper()
+	app := newTestApp(b)
+	ctx := context.Background()
+	reg := services.NewRegistry(app.store, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	for i := range benchTools - 8 {
+		if _, err := reg.Register(ctx, benchDef(i), nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	srv := httptest.NewServer(app.handler)
+	b.Cleanup(srv.Close)
+	return srv, app.keys["admin"]
+}
+
+// BenchmarkListHTTP lists all 10,000 tools in one page over HTTP, as
+// summaries and in each LLM format.
+func BenchmarkListHTTP(b *testing.B) {
+	srv, key := benchServer(b)
+	for _, format := range []string{"", "openai", "openai_responses", "anthropic", "gemini", "mcp"} {
+		name := format
+		if name == "" {
+			name = "summaries"
+		}
+		b.Run(name, func(b *testing.B) {
+			url := fmt.Sprintf("%s/api/v1/tools?limit=%d&format=%s", srv.URL, benchTools, format)
+			var size int64
+			for b.Loop() {
+				req, _ := http.NewRequest("GET", url, nil)
+				req.Header.Set("Authorization", "Bearer "+key)
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				size, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 200 {
+					b.Fatalf("status %d", resp.StatusCode)
+				}
+			}
+			b.ReportMetric(float64(size)/1e6, "MB/resp")
+		})
+	}
+}

@@ -1,0 +1,55 @@
+package web
+
+import (
+	"encoding/json"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/go-openapi/loads"
+	"github.com/go-openapi/spec"
+	"github.com/go-openapi/strfmt"
+	"github.com/go-openapi/validate"
+
+	"toolbelt/docs"
+)
+
+// TestOpenAPISpec validates the generated document with a real Swagger 2.0
+// validator and checks it documents every route of the route table with
+// its security requirement.
+func TestOpenAPISpec(t *testing.T) {
+	app := newTestApp(t)
+	r := app.do(t, "none", "GET", "/swagger/doc.json", nil)
+	if r.Status != 200 || string(r.Body) != string(docs.JSON) {
+		t.Fatalf("/swagger/doc.json does not serve the generated document: %d", r.Status)
+	}
+	doc, err := loads.Analyzed(json.RawMessage(r.Body), "2.0")
+	if err != nil {
+		t.Fatalf("load spec: %v", err)
+	}
+	if err := validate.Spec(doc, strfmt.Default); err != nil {
+		t.Fatalf("spec is invalid: %v", err)
+	}
+	sw := doc.Spec()
+	param := regexp.MustCompile(`:([a-z]+)`)
+	for _, rt := range routes {
+		path := param.ReplaceAllString(rt.path, "{$1}")
+		item, ok := sw.Paths.Paths[path]
+		if !ok {
+			t.Errorf("route %s %s is not documented", rt.method, path)
+			continue
+		}
+		op := map[string]*spec.Operation{"GET": item.Get, "POST": item.Post, "PUT": item.Put, "DELETE": item.Delete}[rt.method]
+		if op == nil {
+			t.Errorf("route %s %s is not documented", rt.method, path)
+			continue
+		}
+		b, _ := json.Marshal(op)
+		if !strings.Contains(string(b), `"BearerAuth"`) {
+			t.Errorf("route %s %s does not declare BearerAuth", rt.method, path)
+		}
+		if !strings.Contains(string(b), `"401"`) {
+			t.Errorf("route %s %s does not document 401", rt.method, path)
+		}
+	}
+}

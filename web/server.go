@@ -1,0 +1,223 @@
+// Package web builds the HTTP server: the Gin engine, its middleware and
+// the one route table, from which the Casbin endpoint policies are derived.
+package web
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	swaggerFiles "github.com/swaggo/files"
+	ginSwagger "github.com/swaggo/gin-swagger"
+
+	"toolbelt/docs"
+	"toolbelt/handlers"
+	"toolbelt/models"
+	"toolbelt/services"
+	"toolbelt/static"
+)
+
+// APIPrefix is where the JSON API lives.
+const APIPrefix = "/api/v1"
+
+// route is one API endpoint and the roles that may call it.
+type route struct {
+	method  string
+	path    string
+	roles   []string
+	handler func(*handlers.Handler, *gin.Context) error
+}
+
+var (
+	everyone = []string{services.RoleAdmin, services.RoleReviewer, services.RoleAgent}
+	admins   = []string{services.RoleAdmin}
+)
+
+// routes is the one route table of the API. Who may call what is stated
+// here and enforced by Casbin from the policies RolePolicies derives.
+var routes = []route{
+	{http.MethodGet, "/me", everyone, (*handlers.Handler).WhoAmI},
+
+	{http.MethodGet, "/tools", everyone, (*handlers.Handler).ListTools},
+	{http.MethodPost, "/tools", admins, (*handlers.Handler).RegisterTool},
+	{http.MethodGet, "/tools/:name", everyone, (*handlers.Handler).GetTool},
+	{http.MethodPut, "/tools/:name", admins, (*handlers.Handler).PublishTool},
+	{http.MethodDelete, "/tools/:name", admins, (*handlers.Handler).RetireTool},
+	{http.MethodGet, "/tools/:name/versions", everyone, (*handlers.Handler).ToolVersions},
+	{http.MethodGet, "/tools/:name/versions/:version", everyone, (*handlers.Handler).ToolVersion},
+	{http.MethodPost, "/tools/:name/rollback", admins, (*handlers.Handler).RollbackTool},
+	{http.MethodGet, "/categories", everyone, (*handlers.Handler).Categories},
+
+	{http.MethodPost, "/principals", admins, (*handlers.Handler).CreatePrincipal},
+	{http.MethodGet, "/principals", admins, (*handlers.Handler).ListPrincipals},
+	{http.MethodPost, "/principals/:id/keys", admins, (*handlers.Handler).IssueKey},
+	{http.MethodGet, "/principals/:id/grants", admins, (*handlers.Handler).Grants},
+	{http.MethodPut, "/principals/:id/grants", admins, (*handlers.Handler).SetGrants},
+	{http.MethodDelete, "/keys/:id", admins, (*handlers.Handler).RevokeKey},
+}
+
+// RolePolicies returns, per role, the endpoints of the route table it may
+// call, as Casbin seeds them.
+func RolePolicies() map[string][]services.Route {
+	out := map[string][]services.Route{}
+	for _, r := range routes {
+		for _, role := range r.roles {
+			out[role] = append(out[role], services.Route{Method: r.method, Path: APIPrefix + r.path})
+		}
+	}
+	return out
+}
+
+// Deps are what the server needs from main.
+type Deps struct {
+	Handler  *handlers.Handler
+	Accounts *services.Accounts
+	Authz    *services.Authz
+	Log      *slog.Logger
+}
+
+// New returns the HTTP handler of the whole service.
+func New(d Deps) http.Handler {
+	gin.SetMode(gin.ReleaseMode)
+	r := gin.New()
+	r.HandleMethodNotAllowed = true
+	r.ContextWithFallback = true
+	// Route on the escaped path so "%2F" inside a tool name reaches the
+	// handler, which refuses it precisely, instead of changing the route.
+	r.UseRawPath = true
+	r.UnescapePathValues = true
+	r.Use(requestID(), accessLog(d.Log), recovery(d.Handler), securityHeaders(), limitBody())
+	r.NoRoute(d.Handler.NotFound)
+	r.NoMethod(d.Handler.MethodNotAllowed)
+
+	r.GET("/", d.Handler.Home)
+	r.GET("/healthz", d.Handler.Healthz)
+	r.GET("/readyz", d.Handler.Readyz)
+	r.StaticFS("/static", http.FS(static.FS))
+	swaggerUI := ginSwagger.WrapHandler(swaggerFiles.Handler)
+	r.GET("/swagger/*any", func(c *gin.Context) {
+		if c.Param("any") == "/doc.json" {
+			c.Data(http.StatusOK, "application/json; charset=utf-8", docs.JSON)
+			return
+		}
+		swaggerUI(c)
+	})
+
+	api := r.Group(APIPrefix, authenticate(d))
+	for _, rt := range routes {
+		fn := rt.handler
+		api.Handle(rt.method, rt.path, d.Handler.Wrap(func(c *gin.Context) error { return fn(d.Handler, c) }))
+	}
+	return r
+}
+
+// authenticate resolves the bearer key to a principal (401 when missing or
+// wrong) and asks Casbin whether its role may use the matched route (403
+// when not). Nothing reaches a handler otherwise.
+func authenticate(d Deps) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		token, ok := bearerToken(c.GetHeader("Authorization"))
+		if !ok {
+			d.Handler.Fail(c, fmt.Errorf("%w: send your API key as \"Authorization: Bearer <key>\"", models.ErrUnauthorized))
+			return
+		}
+		p, err := d.Accounts.Authenticate(c.Request.Context(), token)
+		if err != nil {
+			d.Handler.Fail(c, err)
+			return
+		}
+		allowed, err := d.Authz.CanAccess(p.Role, c.FullPath(), c.Request.Method)
+		if err != nil {
+			d.Handler.Fail(c, fmt.Errorf("authorize %s %s: %w", c.Request.Method, c.FullPath(), err))
+			return
+		}
+		if !allowed {
+			d.Handler.Fail(c, fmt.Errorf("%w: role %s may not %s %s", models.ErrForbidden, p.Role, c.Request.Method, c.FullPath()))
+			return
+		}
+		handlers.SetPrincipal(c, p)
+		c.Set("principal_name", p.Name)
+		c.Next()
+	}
+}
+
+func bearerToken(header string) (string, bool) {
+	scheme, token, ok := strings.Cut(strings.TrimSpace(header), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	token = strings.TrimSpace(token)
+	return token, token != ""
+}
+
+var requestIDPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+
+// requestID tags each request with an id (the caller's X-Request-ID when it
+// is sane), echoed in the response and in every log line and error body.
+func requestID() gin.HandlerFunc {
+	return func(c *gin.Context) {
+		id := c.GetHeader("X-Request-ID")
+		if !requestIDPattern.MatchString(id) {
+			b := make([]byte, 8)
+			_, _ = rand.Read(b)
+			id = hex.EncodeToString(b)
+		}
+		c.Set(handlers.RequestIDKey, id)
+		c.Header("X-Request-ID", id)
+		c.Next()
+	}
+}
+
+// accessLog writes one structured line per request. It logs the route
+// pattern and path, never the query string or headers, which may carry
+// secrets.
+func accessLog(log *slog.Logger) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		start := time.Now()
+		c.Next()
+		log.LogAttrs(c.Request.Context(), slog.LevelInfo, "request",
+			slog.String("request_id", c.GetString(handlers.RequestIDKey)),
+			slog.String("method", c.Request.Method),
+			slog.String("path", c.Request.URL.Path),
+			slog.String("route", c.FullPath()),
+			slog.Int("status", c.Writer.Status()),
+			slog.Duration("duration", time.Since(start)),
+			slog.String("principal", c.GetString("principal_name")),
+		)
+	}
+}
+
+// recovery turns a panic into a logged 500 with the usual error body.
+func recovery(h *handlers.Handler) gin.HandlerFunc {
+	return gin.CustomRecoveryWithWriter(nil, func(c *gin.Context, err any) {
+		h.Fail(c, fmt.Errorf("panic: %v", err))
+	})
+}
+
+func securityHeaders() gin.HandlerFunc {
+	return func(c *gin.Context) {
+		h := c.Writer.Header()
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("X-Frame-Options", "DENY")
+		h.Set("Referrer-Policy", "no-referrer")
+		c.Next()
+	}
+}
+
+// limitBody caps every request body, so no handler can be made to buffer
+// more than handlers.MaxBodyBytes.
+func limitBody() gin.HandlerFunc {
+	return func(c *gin.Context) {
+		if c.Request.ContentLength > handlers.MaxBodyBytes {
+			c.Header("Connection", "close")
+		}
+		c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, handlers.MaxBodyBytes+1)
+		c.Next()
+	}
+}
