@@ -25,15 +25,39 @@ type ToolList struct {
 	NextOffset *int   `json:"next_offset,omitempty" example:"100"`
 }
 
-// toolListRaw mirrors ToolList with the tools already encoded, so a large
-// export is written without decoding and re-encoding each rendering.
-type toolListRaw struct {
-	Tools      []json.RawMessage `json:"tools"`
-	Format     string            `json:"format,omitempty"`
-	Total      int64             `json:"total"`
-	Limit      int               `json:"limit"`
-	Offset     int               `json:"offset"`
-	NextOffset *int              `json:"next_offset,omitempty"`
+// pageInfo is ToolList without its tools.
+type pageInfo struct {
+	Format     string `json:"format,omitempty"`
+	Total      int64  `json:"total"`
+	Limit      int    `json:"limit"`
+	Offset     int    `json:"offset"`
+	NextOffset *int   `json:"next_offset,omitempty"`
+}
+
+// writeExports writes a ToolList whose tools are stored renderings. They
+// are compact JSON made by Render, so they are copied as they are instead
+// of being parsed and re-encoded: a 10,000-tool export is megabytes.
+func writeExports(c *gin.Context, exports []json.RawMessage, info pageInfo) error {
+	tail, err := json.Marshal(info)
+	if err != nil {
+		return err
+	}
+	size := len(tail) + 16
+	for _, e := range exports {
+		size += len(e) + 1
+	}
+	buf := make([]byte, 0, size)
+	buf = append(buf, `{"tools":[`...)
+	for i, e := range exports {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		buf = append(buf, e...)
+	}
+	buf = append(buf, "],"...)
+	buf = append(buf, tail[1:]...)
+	c.Data(http.StatusOK, "application/json; charset=utf-8", buf)
+	return nil
 }
 
 // RollbackRequest names the version to make current.
@@ -132,8 +156,7 @@ func (h *Handler) ListTools(c *gin.Context) error {
 		next = &n
 	}
 	if page.Format != "" {
-		c.JSON(http.StatusOK, toolListRaw{Tools: page.Exports, Format: page.Format, Total: page.Total, Limit: page.Limit, Offset: page.Offset, NextOffset: next})
-		return nil
+		return writeExports(c, page.Exports, pageInfo{Format: page.Format, Total: page.Total, Limit: page.Limit, Offset: page.Offset, NextOffset: next})
 	}
 	tools := make([]any, len(page.Tools))
 	for i := range page.Tools {

@@ -12,9 +12,12 @@ import (
 
 // Tool is a registered tool's catalog entry. The current version's
 // searchable fields are copied onto it so listing is one indexed query.
+//
+// idx_tools_listing (retired_at, name) lets the catalog listing walk active
+// tools in name order without sorting.
 type Tool struct {
 	ID               uint   `gorm:"primaryKey"`
-	Name             string `gorm:"size:64;not null;uniqueIndex"`
+	Name             string `gorm:"size:64;not null;uniqueIndex;index:idx_tools_listing,priority:2"`
 	CurrentVersionID *uint
 	Version          string `gorm:"size:64;not null"`
 	Category         string `gorm:"size:16;not null;index"`
@@ -23,7 +26,7 @@ type Tool struct {
 	// portable LIKE.
 	Tags        string     `gorm:"size:1024;not null;default:''"`
 	Description string     `gorm:"not null"`
-	RetiredAt   *time.Time `gorm:"index"`
+	RetiredAt   *time.Time `gorm:"index:idx_tools_listing,priority:1"`
 	CreatedAt   time.Time
 	UpdatedAt   time.Time
 }
@@ -32,46 +35,22 @@ type Tool struct {
 // registered and its renderings in every LLM format, made once at
 // registration.
 type ToolVersion struct {
-	ID         uint   `gorm:"primaryKey"`
-	ToolID     uint   `gorm:"not null;uniqueIndex:idx_tool_version"`
-	Version    string `gorm:"size:64;not null;uniqueIndex:idx_tool_version"`
-	Definition string `gorm:"not null"`
-	// One column per LLM format, so listing a catalog in a format reads
-	// ready JSON and parses nothing.
-	ExportOpenAI          string `gorm:"column:export_openai;not null"`
-	ExportOpenAIResponses string `gorm:"column:export_openai_responses;not null"`
-	ExportAnthropic       string `gorm:"column:export_anthropic;not null"`
-	ExportGemini          string `gorm:"column:export_gemini;not null"`
-	ExportMCP             string `gorm:"column:export_mcp;not null"`
-	CreatedBy             *uint
-	CreatedAt             time.Time
+	ID         uint         `gorm:"primaryKey"`
+	ToolID     uint         `gorm:"not null;uniqueIndex:idx_tool_version"`
+	Version    string       `gorm:"size:64;not null;uniqueIndex:idx_tool_version"`
+	Definition string       `gorm:"not null"`
+	Exports    []ToolExport `gorm:"foreignKey:VersionID;constraint:OnDelete:CASCADE"`
+	CreatedBy  *uint
+	CreatedAt  time.Time
 }
 
-// ExportColumns maps each LLM format to the column holding its rendering.
-var ExportColumns = map[string]string{
-	"openai":           "export_openai",
-	"openai_responses": "export_openai_responses",
-	"anthropic":        "export_anthropic",
-	"gemini":           "export_gemini",
-	"mcp":              "export_mcp",
-}
-
-// Export returns the stored rendering of this version in format, or "" for
-// an unknown format.
-func (v *ToolVersion) Export(format string) string {
-	switch format {
-	case "openai":
-		return v.ExportOpenAI
-	case "openai_responses":
-		return v.ExportOpenAIResponses
-	case "anthropic":
-		return v.ExportAnthropic
-	case "gemini":
-		return v.ExportGemini
-	case "mcp":
-		return v.ExportMCP
-	}
-	return ""
+// ToolExport is a version rendered in one LLM format, made once at
+// registration. A row of its own per format keeps each small, so listing a
+// catalog in a format reads only that format's JSON.
+type ToolExport struct {
+	VersionID uint   `gorm:"primaryKey;autoIncrement:false"`
+	Format    string `gorm:"primaryKey;size:32"`
+	Body      string `gorm:"not null"`
 }
 
 // ToolSummary copies a version's searchable fields onto its tool.
@@ -255,17 +234,51 @@ type ToolFilter struct {
 	Offset         int
 }
 
-// ToolRow is one listed tool with, when the listing asks for a format, its
-// current version's rendering in that format.
-type ToolRow struct {
-	Tool
-	Export string
+// ListTools returns one page of the catalog, ordered by name, and the total
+// number of tools that match.
+func (s *Store) ListTools(ctx context.Context, f ToolFilter) ([]Tool, int64, error) {
+	q := s.filterTools(ctx, f)
+	var total int64
+	if err := q.Count(&total).Error; err != nil {
+		return nil, 0, fmt.Errorf("count tools: %w", err)
+	}
+	var tools []Tool
+	err := q.Select("tools.name, tools.version, tools.category, tools.level, tools.tags, tools.description, tools.retired_at, tools.updated_at").
+		Order("tools.name").Limit(f.Limit).Offset(f.Offset).Find(&tools).Error
+	if err != nil {
+		return nil, 0, fmt.Errorf("list tools: %w", err)
+	}
+	return tools, total, nil
 }
 
-// ListTools returns one page of the catalog, ordered by name, and the total
-// number of tools that match. A non-empty format (a key of ExportColumns)
-// loads the current version's rendering in that format too.
-func (s *Store) ListTools(ctx context.Context, f ToolFilter, format string) ([]ToolRow, int64, error) {
+// ListToolExports returns one page of the catalog as the current versions'
+// renderings in format, ordered by name, and the total number that match.
+func (s *Store) ListToolExports(ctx context.Context, f ToolFilter, format string) ([]string, int64, error) {
+	q := s.filterTools(ctx, f)
+	var total int64
+	if err := q.Count(&total).Error; err != nil {
+		return nil, 0, fmt.Errorf("count tools: %w", err)
+	}
+	bodies := make([]string, 0, min(f.Limit, int(total)))
+	err := q.Joins("JOIN tool_exports ON tool_exports.version_id = tools.current_version_id AND tool_exports.format = ?", format).
+		Order("tools.name").Limit(f.Limit).Offset(f.Offset).
+		Pluck("tool_exports.body", &bodies).Error
+	if err != nil {
+		return nil, 0, fmt.Errorf("list tools as %s: %w", format, err)
+	}
+	return bodies, total, nil
+}
+
+// ToolExport returns a stored rendering of a version.
+func (s *Store) ToolExport(ctx context.Context, versionID uint, format string) (string, error) {
+	var e ToolExport
+	if err := s.db.WithContext(ctx).Where("version_id = ? AND format = ?", versionID, format).First(&e).Error; err != nil {
+		return "", notFound(err, "export of version %d as %s", versionID, format)
+	}
+	return e.Body, nil
+}
+
+func (s *Store) filterTools(ctx context.Context, f ToolFilter) *gorm.DB {
 	q := s.db.WithContext(ctx).Model(&Tool{})
 	if !f.IncludeRetired {
 		q = q.Where("tools.retired_at IS NULL")
@@ -283,25 +296,7 @@ func (s *Store) ListTools(ctx context.Context, f ToolFilter, format string) ([]T
 		like := "%" + escapeLike(strings.ToLower(f.Query)) + "%"
 		q = q.Where("(LOWER(tools.name) LIKE ? ESCAPE '\\' OR LOWER(tools.description) LIKE ? ESCAPE '\\')", like, like)
 	}
-	var total int64
-	if err := q.Count(&total).Error; err != nil {
-		return nil, 0, fmt.Errorf("count tools: %w", err)
-	}
-	q = q.Order("tools.name").Limit(f.Limit).Offset(f.Offset)
-	if format != "" {
-		col, ok := ExportColumns[format]
-		if !ok {
-			return nil, 0, fmt.Errorf("%w: unknown format %q", ErrInvalid, format)
-		}
-		q = q.Select("tools.*, tool_versions." + col + " AS export").
-			Joins("JOIN tool_versions ON tool_versions.id = tools.current_version_id")
-	}
-	var rows []ToolRow
-	err := q.Scan(&rows).Error
-	if err != nil {
-		return nil, 0, fmt.Errorf("list tools: %w", err)
-	}
-	return rows, total, nil
+	return q
 }
 
 // CategoryCounts returns how many active tools each category holds.

@@ -164,14 +164,9 @@ func (r *Registry) prepare(ctx context.Context, def *ToolDefinition, by *models.
 	if err != nil {
 		return nil, models.ToolSummary{}, fmt.Errorf("encode tool %q: %w", def.Name, err)
 	}
-	ver := &models.ToolVersion{
-		Version:               def.Version,
-		Definition:            string(raw),
-		ExportOpenAI:          string(exports["openai"]),
-		ExportOpenAIResponses: string(exports["openai_responses"]),
-		ExportAnthropic:       string(exports["anthropic"]),
-		ExportGemini:          string(exports["gemini"]),
-		ExportMCP:             string(exports["mcp"]),
+	ver := &models.ToolVersion{Version: def.Version, Definition: string(raw)}
+	for _, f := range Formats {
+		ver.Exports = append(ver.Exports, models.ToolExport{Format: f, Body: string(exports[f])})
 	}
 	if by != nil {
 		ver.CreatedBy = &by.ID
@@ -213,7 +208,11 @@ func (r *Registry) Export(ctx context.Context, name, format string) (json.RawMes
 	if err != nil {
 		return nil, err
 	}
-	return json.RawMessage(v.Export(format)), nil
+	body, err := r.store.ToolExport(ctx, v.ID, format)
+	if err != nil {
+		return nil, err
+	}
+	return json.RawMessage(body), nil
 }
 
 // Versions returns a tool's version history, oldest first. Retired tools
@@ -307,26 +306,33 @@ func (r *Registry) List(ctx context.Context, opts ListOptions) (*ToolPage, error
 	if len(ps) > 0 {
 		return nil, &models.ValidationError{What: "query", Problems: ps}
 	}
-	rows, total, err := r.store.ListTools(ctx, models.ToolFilter{
+	filter := models.ToolFilter{
 		Category: opts.Category, Tag: opts.Tag, Level: opts.Level, Query: opts.Query,
 		IncludeRetired: opts.IncludeRetired, Limit: opts.Limit, Offset: opts.Offset,
-	}, opts.Format)
-	if err != nil {
-		return nil, err
 	}
-	page := &ToolPage{Format: opts.Format, Total: total, Limit: opts.Limit, Offset: opts.Offset}
+	page := &ToolPage{Format: opts.Format, Limit: opts.Limit, Offset: opts.Offset}
 	if opts.Format != "" {
-		page.Exports = make([]json.RawMessage, len(rows))
-		for i := range rows {
-			page.Exports[i] = json.RawMessage(rows[i].Export)
+		bodies, total, err := r.store.ListToolExports(ctx, filter, opts.Format)
+		if err != nil {
+			return nil, err
+		}
+		page.Total = total
+		page.Exports = make([]json.RawMessage, len(bodies))
+		for i, b := range bodies {
+			page.Exports[i] = json.RawMessage(b)
 		}
 		return page, nil
 	}
-	page.Tools = make([]ToolSummary, len(rows))
-	for i, row := range rows {
+	tools, total, err := r.store.ListTools(ctx, filter)
+	if err != nil {
+		return nil, err
+	}
+	page.Total = total
+	page.Tools = make([]ToolSummary, len(tools))
+	for i, t := range tools {
 		page.Tools[i] = ToolSummary{
-			Name: row.Name, Version: row.Version, Category: row.Category, SecurityLevel: row.Level,
-			Tags: splitTags(row.Tags), Description: row.Description, Retired: row.RetiredAt != nil, UpdatedAt: row.UpdatedAt,
+			Name: t.Name, Version: t.Version, Category: t.Category, SecurityLevel: t.Level,
+			Tags: splitTags(t.Tags), Description: t.Description, Retired: t.RetiredAt != nil, UpdatedAt: t.UpdatedAt,
 		}
 	}
 	return page, nil
