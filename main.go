@@ -151,7 +151,6 @@ func serve(args []string) error {
 		log.Info("built-in tools seeded", "tools", seeded)
 	}
 
-	base := baseURL(cfg.Addr)
 	h := &handlers.Handler{
 		Registry: registry, Accounts: accounts, Health: services.NewHealth(store), Log: log,
 		Links: handlers.Links{Swagger: "/swagger/index.html", Healthz: "/healthz", Readyz: "/readyz"},
@@ -168,10 +167,14 @@ func serve(args []string) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
 	}
+	base := baseURL(ln.Addr().String())
 
 	fmt.Printf("\nToolbelt is running on %s (data in %s)\n", base, cfg.DataDir)
-	if adminKey != "" {
+	switch {
+	case adminKey != "":
 		fmt.Printf("\n  Admin API key (shown once, store it now):\n    %s\n", adminKey)
+	case cfg.AdminKey != "":
+		fmt.Printf("\n  Admin API key: the one in TOOLBELT_ADMIN_KEY\n")
 	}
 	fmt.Printf("\n  Home        %s/\n  Swagger UI  %s/swagger/index.html\n  API         %s/api/v1\n  Health      %s/healthz\n  Readiness   %s/readyz\n\n", base, base, base, base, base)
 	log.Info("listening", "addr", ln.Addr().String(), "data_dir", cfg.DataDir)
@@ -199,7 +202,7 @@ func baseURL(addr string) string {
 	if err != nil {
 		return "http://" + addr
 	}
-	if host == "" || host == "0.0.0.0" || host == "::" {
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
 		host = "localhost"
 	}
 	return "http://" + net.JoinHostPort(host, port)

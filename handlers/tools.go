@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/gin-gonic/gin"
 
@@ -129,6 +131,9 @@ func (h *Handler) RegisterTool(c *gin.Context) error {
 //	@Security		BearerAuth
 //	@Router			/tools [get]
 func (h *Handler) ListTools(c *gin.Context) error {
+	if err := onlyQuery(c, "category", "tag", "level", "q", "format", "include_retired", "limit", "offset"); err != nil {
+		return err
+	}
 	limit, err := intQuery(c, "limit")
 	if err != nil {
 		return err
@@ -182,6 +187,9 @@ func (h *Handler) ListTools(c *gin.Context) error {
 //	@Security		BearerAuth
 //	@Router			/tools/{name} [get]
 func (h *Handler) GetTool(c *gin.Context) error {
+	if err := onlyQuery(c, "format"); err != nil {
+		return err
+	}
 	if format := c.Query("format"); format != "" {
 		raw, err := h.Registry.Export(c.Request.Context(), c.Param("name"), format)
 		if err != nil {
@@ -360,4 +368,15 @@ func boolQuery(c *gin.Context, name string) (bool, error) {
 		return false, fmt.Errorf("%w: query parameter %s=%q is not true or false", models.ErrInvalid, name, s)
 	}
 	return b, nil
+}
+
+// onlyQuery refuses query parameters the endpoint does not know, so a typo
+// such as "categroy" is an error instead of a silently unfiltered answer.
+func onlyQuery(c *gin.Context, known ...string) error {
+	for name := range c.Request.URL.Query() {
+		if !slices.Contains(known, name) {
+			return fmt.Errorf("%w: unknown query parameter %q (this endpoint takes %s)", models.ErrInvalid, name, strings.Join(known, ", "))
+		}
+	}
+	return nil
 }

@@ -183,12 +183,11 @@ func (s *Store) RetireTool(ctx context.Context, name string) error {
 // ErrNotFound unless includeRetired.
 func (s *Store) ToolByName(ctx context.Context, name string, includeRetired bool) (*Tool, *ToolVersion, error) {
 	var tool Tool
-	q := s.db.WithContext(ctx).Where("name = ?", name)
-	if !includeRetired {
-		q = q.Where("retired_at IS NULL")
-	}
-	if err := q.First(&tool).Error; err != nil {
+	if err := s.db.WithContext(ctx).Where("name = ?", name).First(&tool).Error; err != nil {
 		return nil, nil, notFound(err, "tool %q", name)
+	}
+	if tool.RetiredAt != nil && !includeRetired {
+		return nil, nil, fmt.Errorf("%w: tool %q is retired (its versions stay readable; publish a new version or roll back to restore it)", ErrNotFound, name)
 	}
 	var ver ToolVersion
 	if err := s.db.WithContext(ctx).First(&ver, *tool.CurrentVersionID).Error; err != nil {

@@ -194,9 +194,9 @@ func (a *Accounts) touch(ctx context.Context, id uint) {
 }
 
 // Bootstrap makes sure an admin exists. On the first start it creates the
-// "admin" principal with adminKey (or a random key) and returns the key to
-// print; later it adds a configured adminKey that is not stored yet. It
-// returns "" when there is nothing to print.
+// "admin" principal with adminKey, or with a random key that it returns to
+// be printed once; later it adds a configured adminKey that is not stored
+// yet. An operator's own key is never returned, so it is never printed.
 func (a *Accounts) Bootstrap(ctx context.Context, adminKey string) (string, error) {
 	if adminKey != "" && len(adminKey) < MinAdminKeyLen {
 		return "", fmt.Errorf("%w: TOOLBELT_ADMIN_KEY must be at least %d characters", models.ErrInvalid, MinAdminKeyLen)
@@ -211,7 +211,7 @@ func (a *Accounts) Bootstrap(ctx context.Context, adminKey string) (string, erro
 			return "", err
 		}
 		if adminKey != "" {
-			secret, key = adminKey, keyFromSecret(adminKey)
+			secret, key = "", keyFromSecret(adminKey)
 		}
 		if err := a.store.CreatePrincipal(ctx, &models.Principal{Name: "admin", Role: RoleAdmin}, key); err != nil {
 			return "", err

@@ -157,6 +157,10 @@ func TestBadInput(t *testing.T) {
 		app.handler.ServeHTTP(rec, req)
 		return response{Status: rec.Code, Header: rec.Header(), Body: rec.Body.Bytes()}
 	}
+	if r := app.do(t, "admin", "POST", "/api/v1/tools", toolDef("retired_one")); r.Status != 201 {
+		t.Fatal(string(r.Body))
+	}
+	app.do(t, "admin", "DELETE", "/api/v1/tools/retired_one", nil)
 	big := append([]byte(`{"name":"x","description":"`), []byte(strings.Repeat("a", 1<<20))...)
 	big = append(big, []byte(`"}`)...)
 	deepJSON := strings.Repeat("[", 20000) + strings.Repeat("]", 20000)
@@ -187,6 +191,8 @@ func TestBadInput(t *testing.T) {
 		{"unknown endpoint", "GET", "/api/v1/nothing", "", nil, 404, "NOT_FOUND", "no endpoint"},
 		{"wrong method", "PATCH", "/api/v1/tools", "application/json", valid, 405, "METHOD_NOT_ALLOWED", "PATCH"},
 		{"bad limit", "GET", "/api/v1/tools?limit=abc", "", nil, 400, "INVALID_REQUEST", "limit"},
+		{"misspelt filter", "GET", "/api/v1/tools?categroy=code", "", nil, 400, "INVALID_REQUEST", `unknown query parameter "categroy"`},
+		{"retired tool", "GET", "/api/v1/tools/retired_one", "", nil, 404, "NOT_FOUND", "is retired"},
 		{"bad id", "POST", "/api/v1/principals/abc/keys", "", nil, 400, "INVALID_REQUEST", "positive integer"},
 	}
 	for _, tc := range cases {

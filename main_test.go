@@ -1,0 +1,185 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// server is the real binary running on a free loopback port.
+type server struct {
+	cmd    *exec.Cmd
+	out    strings.Builder
+	base   string
+	key    string
+	exited chan error
+}
+
+var (
+	baseRE = regexp.MustCompile(`running on (http://\S+)`)
+	keyRE  = regexp.MustCompile(`^    (tb_[0-9a-f]{64})$`)
+)
+
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "toolbelt")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// start runs the binary and waits until it prints its URLs.
+func start(t *testing.T, bin, dataDir string, env ...string) *server {
+	t.Helper()
+	s := &server{exited: make(chan error, 1)}
+	s.cmd = exec.Command(bin, "serve", "--addr", "127.0.0.1:0", "--data-dir", dataDir)
+	s.cmd.Env = append(os.Environ(), env...)
+	stdout, err := s.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.cmd.Stderr = io.Discard
+	if err := s.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.cmd.Process.Kill(); <-s.exited })
+	ready := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		signalled := false
+		for sc.Scan() {
+			line := sc.Text()
+			s.out.WriteString(line + "\n")
+			if m := baseRE.FindStringSubmatch(line); m != nil {
+				s.base = m[1]
+			}
+			if m := keyRE.FindStringSubmatch(line); m != nil {
+				s.key = m[1]
+			}
+			if strings.Contains(line, "Readiness") && !signalled {
+				signalled = true
+				close(ready)
+			}
+		}
+		s.exited <- s.cmd.Wait()
+	}()
+	select {
+	case <-ready:
+	case err := <-s.exited:
+		s.exited <- err
+		t.Fatalf("server exited before it was ready: %v\n%s", err, s.out.String())
+	case <-time.After(30 * time.Second):
+		t.Fatalf("server not ready after 30 s:\n%s", s.out.String())
+	}
+	return s
+}
+
+func (s *server) get(t *testing.T, path, key string) (int, map[string]any) {
+	t.Helper()
+	req, _ := http.NewRequest("GET", s.base+path, nil)
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&body)
+	return resp.StatusCode, body
+}
+
+func (s *server) stop(t *testing.T) {
+	t.Helper()
+	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-s.exited:
+		s.exited <- err
+		if err != nil {
+			t.Fatalf("server did not exit cleanly on SIGTERM: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("server did not stop within 20 s of SIGTERM")
+	}
+}
+
+// TestServeFirstStartAndRestart runs the binary as `make run` does: the
+// first start creates the database, seeds the built-in tools and prints an
+// admin key once; a restart keeps everything and prints no key.
+func TestServeFirstStartAndRestart(t *testing.T) {
+	bin := buildBinary(t)
+	data := filepath.Join(t.TempDir(), "data")
+
+	s := start(t, bin, data)
+	if s.key == "" || !strings.HasPrefix(s.key, "tb_") {
+		t.Fatalf("no admin key printed:\n%s", s.out.String())
+	}
+	for _, want := range []string{"/swagger/index.html", "/healthz", "/readyz", "/api/v1"} {
+		if !strings.Contains(s.out.String(), want) {
+			t.Errorf("start-up output lacks %s:\n%s", want, s.out.String())
+		}
+	}
+	if _, err := os.Stat(filepath.Join(data, "toolbelt.db")); err != nil {
+		t.Fatalf("database not created: %v", err)
+	}
+	if code, body := s.get(t, "/healthz", ""); code != 200 || body["status"] != "ok" {
+		t.Fatalf("healthz: %d %v", code, body)
+	}
+	if code, body := s.get(t, "/api/v1/me", s.key); code != 200 || body["role"] != "admin" {
+		t.Fatalf("admin key: %d %v", code, body)
+	}
+	code, body := s.get(t, "/api/v1/tools", s.key)
+	if code != 200 || body["total"] != float64(8) {
+		t.Fatalf("built-in tools: %d %v", code, body["total"])
+	}
+	key := s.key
+	s.stop(t)
+
+	s = start(t, bin, data)
+	if strings.Contains(s.out.String(), "Admin API key") {
+		t.Errorf("restart printed a new admin key:\n%s", s.out.String())
+	}
+	if code, _ := s.get(t, "/api/v1/me", key); code != 200 {
+		t.Errorf("admin key after restart: %d", code)
+	}
+	if _, body := s.get(t, "/api/v1/tools", key); body["total"] != float64(8) {
+		t.Errorf("tools after restart: %v (seeded twice?)", body["total"])
+	}
+	s.stop(t)
+}
+
+// TestServeAdminKeyFromEnvironment uses TOOLBELT_ADMIN_KEY, and refuses a
+// short one before touching anything.
+func TestServeAdminKeyFromEnvironment(t *testing.T) {
+	bin := buildBinary(t)
+	chosen := "operator-chosen-admin-key-0123456789"
+	s := start(t, bin, filepath.Join(t.TempDir(), "data"), "TOOLBELT_ADMIN_KEY="+chosen)
+	if code, body := s.get(t, "/api/v1/me", chosen); code != 200 || body["role"] != "admin" {
+		t.Fatalf("TOOLBELT_ADMIN_KEY: %d %v", code, body)
+	}
+	if strings.Contains(s.out.String(), chosen) || s.key != "" {
+		t.Errorf("the operator's key was printed:\n%s", s.out.String())
+	}
+	s.stop(t)
+
+	cmd := exec.Command(bin, "serve", "--addr", "127.0.0.1:0", "--data-dir", filepath.Join(t.TempDir(), "d"))
+	cmd.Env = append(os.Environ(), "TOOLBELT_ADMIN_KEY=short")
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "at least 24 characters") {
+		t.Errorf("a short TOOLBELT_ADMIN_KEY was accepted: %v\n%s", err, out)
+	}
+}

@@ -1,0 +1,118 @@
+package services
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"testing"
+
+	"toolbelt/models"
+)
+
+func testStore(t *testing.T) (*models.Store, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "toolbelt.db")
+	store, err := models.Open(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	return store, path
+}
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// TestBootstrap creates the admin once, takes an operator's key without
+// returning it, and adds a newly configured key on a later start.
+func TestBootstrap(t *testing.T) {
+	ctx := context.Background()
+	store, _ := testStore(t)
+	authz, err := NewAuthz(ctx, store, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	acc := NewAccounts(store, authz, quiet)
+
+	first := "first-operator-key-0123456789"
+	if got, err := acc.Bootstrap(ctx, first); err != nil || got != "" {
+		t.Fatalf("Bootstrap with a configured key returned %q, %v", got, err)
+	}
+	p, err := acc.Authenticate(ctx, first)
+	if err != nil || p.Role != RoleAdmin || p.Name != "admin" {
+		t.Fatalf("configured key: %v %v", p, err)
+	}
+	if got, err := acc.Bootstrap(ctx, ""); err != nil || got != "" {
+		t.Fatalf("second start printed %q, %v", got, err)
+	}
+	second := "second-operator-key-0123456789"
+	if _, err := acc.Bootstrap(ctx, second); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{first, second} {
+		if _, err := acc.Authenticate(ctx, k); err != nil {
+			t.Errorf("key %s…: %v", k[:6], err)
+		}
+	}
+	if n, _ := store.CountPrincipals(ctx); n != 1 {
+		t.Errorf("%d principals, want the one admin", n)
+	}
+	if _, err := acc.Bootstrap(ctx, "short"); !errors.Is(err, models.ErrInvalid) {
+		t.Errorf("short key: %v", err)
+	}
+	for _, bad := range []string{"", "x", "tb_" + first, first + " "} {
+		if _, err := acc.Authenticate(ctx, bad); !errors.Is(err, models.ErrUnauthorized) {
+			t.Errorf("Authenticate(%q) = %v, want ErrUnauthorized", bad, err)
+		}
+	}
+}
+
+// TestAuthzSeedReplacesEndpointPolicies checks that a restart with a new
+// route table replaces the endpoint policies and keeps grants.
+func TestAuthzSeedReplacesEndpointPolicies(t *testing.T) {
+	ctx := context.Background()
+	store, _ := testStore(t)
+	v1 := map[string][]Route{RoleAgent: {{Method: "GET", Path: "/api/v1/tools"}, {Method: "POST", Path: "/api/v1/old"}}}
+	a, err := NewAuthz(ctx, store, v1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.SetGrants(7, Grants{Categories: []string{"search"}, Tools: []string{"file_read"}}); err != nil {
+		t.Fatal(err)
+	}
+	v2 := map[string][]Route{RoleAgent: {{Method: "GET", Path: "/api/v1/tools"}}, RoleAdmin: {{Method: "*", Path: "/api/v1/*"}}}
+	a, err = NewAuthz(ctx, store, v2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		role, path, method string
+		want               bool
+	}{
+		{RoleAgent, "/api/v1/tools", "GET", true},
+		{RoleAgent, "/api/v1/old", "POST", false},
+		{RoleAgent, "/api/v1/tools", "POST", false},
+		{RoleAdmin, "/api/v1/principals/:id/keys", "POST", true},
+		{RoleReviewer, "/api/v1/tools", "GET", false},
+	} {
+		if got, err := a.CanAccess(tc.role, tc.path, tc.method); err != nil || got != tc.want {
+			t.Errorf("CanAccess(%s, %s %s) = %v, %v; want %v", tc.role, tc.method, tc.path, got, err, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		tool, category string
+		want           bool
+	}{
+		{"web_search", "search", true},
+		{"file_read", "filesystem", true},
+		{"file_write", "filesystem", false},
+	} {
+		if got, _ := a.MayUse(7, tc.tool, tc.category); got != tc.want {
+			t.Errorf("MayUse(%s) = %v, want %v", tc.tool, got, tc.want)
+		}
+	}
+	if got, _ := a.MayUse(8, "web_search", "search"); got {
+		t.Error("another principal inherited the grants")
+	}
+}
