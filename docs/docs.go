@@ -324,7 +324,7 @@ const docTemplate = `{
                 ]
             },
             "put": {
-                "description": "Replaces the categories and tools the agent may use, stored as Casbin policies. Selection and calls enforce them.",
+                "description": "Replaces the categories and tools the agent may use, stored as Casbin policies (in the same database) for selection and calls to enforce.",
                 "consumes": [
                     "application/json"
                 ],
@@ -568,6 +568,12 @@ const docTemplate = `{
                             "$ref": "#/definitions/handlers.ToolList"
                         }
                     },
+                    "400": {
+                        "description": "unknown or out-of-range query parameter",
+                        "schema": {
+                            "$ref": "#/definitions/handlers.ErrorBody"
+                        }
+                    },
                     "401": {
                         "description": "Unauthorized",
                         "schema": {
@@ -576,12 +582,6 @@ const docTemplate = `{
                     },
                     "403": {
                         "description": "Forbidden",
-                        "schema": {
-                            "$ref": "#/definitions/handlers.ErrorBody"
-                        }
-                    },
-                    "422": {
-                        "description": "Unprocessable Entity",
                         "schema": {
                             "$ref": "#/definitions/handlers.ErrorBody"
                         }
@@ -805,13 +805,13 @@ const docTemplate = `{
                         }
                     },
                     "409": {
-                        "description": "that version exists",
+                        "description": "the same version was published concurrently",
                         "schema": {
                             "$ref": "#/definitions/handlers.ErrorBody"
                         }
                     },
                     "422": {
-                        "description": "Unprocessable Entity",
+                        "description": "invalid definition, or a version not greater than every published one",
                         "schema": {
                             "$ref": "#/definitions/handlers.ErrorBody"
                         }

@@ -127,7 +127,7 @@ func (h *Handler) RevokeKey(c *gin.Context) error {
 // SetGrants replaces what an agent may use.
 //
 //	@Summary		Set an agent's grants
-//	@Description	Replaces the categories and tools the agent may use, stored as Casbin policies. Selection and calls enforce them.
+//	@Description	Replaces the categories and tools the agent may use, stored as Casbin policies (in the same database) for selection and calls to enforce.
 //	@Tags			access
 //	@Accept			json
 //	@Produce		json

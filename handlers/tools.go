@@ -126,8 +126,8 @@ func (h *Handler) RegisterTool(c *gin.Context) error {
 //	@Param			offset			query		int		false	"Entries to skip"
 //	@Success		200				{object}	ToolList
 //	@Failure		401				{object}	ErrorBody
+//	@Failure		400				{object}	ErrorBody	"unknown or out-of-range query parameter"
 //	@Failure		403				{object}	ErrorBody
-//	@Failure		422				{object}	ErrorBody
 //	@Security		BearerAuth
 //	@Router			/tools [get]
 func (h *Handler) ListTools(c *gin.Context) error {
@@ -220,8 +220,8 @@ func (h *Handler) GetTool(c *gin.Context) error {
 //	@Failure		401			{object}	ErrorBody
 //	@Failure		403			{object}	ErrorBody
 //	@Failure		404			{object}	ErrorBody
-//	@Failure		409			{object}	ErrorBody	"that version exists"
-//	@Failure		422			{object}	ErrorBody
+//	@Failure		409			{object}	ErrorBody	"the same version was published concurrently"
+//	@Failure		422			{object}	ErrorBody	"invalid definition, or a version not greater than every published one"
 //	@Security		BearerAuth
 //	@Router			/tools/{name} [put]
 func (h *Handler) PublishTool(c *gin.Context) error {

@@ -14,7 +14,7 @@ var (
 	ErrUnauthorized = errors.New("unauthorized")
 	ErrForbidden    = errors.New("forbidden")
 	ErrNotFound     = errors.New("not found")
-	ErrConflict     = errors.New("already exists")
+	ErrConflict     = errors.New("conflict")
 )
 
 // Problem is one thing wrong with an input, located by a JSON pointer

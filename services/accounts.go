@@ -231,7 +231,14 @@ func (a *Accounts) Bootstrap(ctx context.Context, adminKey string) (string, erro
 	}
 	key := keyFromSecret(adminKey)
 	key.PrincipalID = admin.ID
-	if err := a.store.CreateAPIKey(ctx, key); err != nil {
+	err = a.store.CreateAPIKey(ctx, key)
+	if errors.Is(err, models.ErrConflict) {
+		// The key exists but was revoked: a revocation stands, and the
+		// server still starts so other admins can get in.
+		a.log.WarnContext(ctx, "TOOLBELT_ADMIN_KEY was revoked and is not accepted; unset it or choose a new key", "key_prefix", key.Prefix)
+		return "", nil
+	}
+	if err != nil {
 		return "", err
 	}
 	a.log.InfoContext(ctx, "TOOLBELT_ADMIN_KEY added to the admin principal", "key_prefix", key.Prefix)
@@ -246,7 +253,7 @@ func (a *Accounts) SetGrants(ctx context.Context, principalID uint, g Grants, by
 	}
 	var ps problems
 	if p.Role != RoleAgent {
-		ps.add("", "principal %d is a %s; grants apply to agents (admins and reviewers use roles)", p.ID, p.Role)
+		ps.add("", "principal %d has role %s; grants apply to agents (admins and reviewers use roles)", p.ID, p.Role)
 	}
 	g.Categories = dedupe(g.Categories)
 	g.Tools = dedupe(g.Tools)

@@ -58,6 +58,21 @@ func TestBootstrap(t *testing.T) {
 	if n, _ := store.CountPrincipals(ctx); n != 1 {
 		t.Errorf("%d principals, want the one admin", n)
 	}
+	// A revoked operator key stays revoked, and start-up still succeeds.
+	p2, _ := store.PrincipalByName(ctx, "admin")
+	if _, err := acc.IssueKey(ctx, p2.ID, nil); err != nil {
+		t.Fatal(err)
+	}
+	keys, _ := store.Principals(ctx)
+	if err := acc.RevokeKey(ctx, keys[0].Keys[0].ID, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := acc.Bootstrap(ctx, first); err != nil {
+		t.Fatalf("start-up with a revoked TOOLBELT_ADMIN_KEY: %v", err)
+	}
+	if _, err := acc.Authenticate(ctx, first); !errors.Is(err, models.ErrUnauthorized) {
+		t.Errorf("revoked operator key accepted again: %v", err)
+	}
 	if _, err := acc.Bootstrap(ctx, "short"); !errors.Is(err, models.ErrInvalid) {
 		t.Errorf("short key: %v", err)
 	}

@@ -122,6 +122,9 @@ func (r *Registry) Publish(ctx context.Context, name string, def ToolDefinition,
 			Pointer: "/name", Message: fmt.Sprintf("%q does not match the tool in the path, %q; a tool cannot be renamed", def.Name, name),
 		}}}
 	}
+	if _, _, err := r.store.ToolByName(ctx, name, true); err != nil {
+		return nil, err
+	}
 	ver, sum, err := r.prepare(ctx, &def, by)
 	if err != nil {
 		return nil, err
@@ -287,24 +290,24 @@ func (r *Registry) Retire(ctx context.Context, name string, by *models.Principal
 
 // List returns one page of the catalog, as summaries or in opts.Format.
 func (r *Registry) List(ctx context.Context, opts ListOptions) (*ToolPage, error) {
-	var ps problems
+	var bad []string
 	if opts.Category != "" && !slices.Contains(Categories, opts.Category) {
-		ps.add("category", "%q is not a category; use one of %s", opts.Category, strings.Join(Categories, ", "))
+		bad = append(bad, fmt.Sprintf("category %q is not a category (use one of %s)", opts.Category, strings.Join(Categories, ", ")))
 	}
 	if opts.Level != "" && !slices.Contains(Levels, opts.Level) {
-		ps.add("level", "%q is not a security level; use safe, moderate or dangerous", opts.Level)
+		bad = append(bad, fmt.Sprintf("level %q is not a security level (use safe, moderate or dangerous)", opts.Level))
 	}
 	if opts.Format != "" && !slices.Contains(Formats, opts.Format) {
-		ps.add("format", "%q is not a format; use one of %s", opts.Format, strings.Join(Formats, ", "))
+		bad = append(bad, fmt.Sprintf("format %q is not a format (use one of %s)", opts.Format, strings.Join(Formats, ", ")))
 	}
 	if opts.Limit < 1 || opts.Limit > MaxPageSize {
-		ps.add("limit", "must be between 1 and %d", MaxPageSize)
+		bad = append(bad, fmt.Sprintf("limit must be between 1 and %d", MaxPageSize))
 	}
 	if opts.Offset < 0 {
-		ps.add("offset", "must not be negative")
+		bad = append(bad, "offset must not be negative")
 	}
-	if len(ps) > 0 {
-		return nil, &models.ValidationError{What: "query", Problems: ps}
+	if len(bad) > 0 {
+		return nil, fmt.Errorf("%w: %s", models.ErrInvalid, strings.Join(bad, "; "))
 	}
 	filter := models.ToolFilter{
 		Category: opts.Category, Tag: opts.Tag, Level: opts.Level, Query: opts.Query,

@@ -174,12 +174,12 @@ func validateParameters(raw json.RawMessage, ps *problems) (*jsonschema.Schema, 
 	}
 	before := len(*ps)
 	checkRequired(root, "/parameters", ps)
-	if len(*ps) > before {
-		return nil, nil
-	}
 	schema, err := compileSchema(doc)
 	if err != nil {
 		schemaProblems(err, ps)
+		return nil, nil
+	}
+	if len(*ps) > before {
 		return nil, nil
 	}
 	props := map[string]bool{}

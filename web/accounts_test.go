@@ -182,6 +182,11 @@ func TestHealthAndPages(t *testing.T) {
 	if r := app.do(t, "none", "GET", "/healthz", nil); r.Status != 200 || r.JSON(t)["status"] != "ok" {
 		t.Errorf("healthz: %d %s", r.Status, r.Body)
 	}
+	for _, path := range []string{"/healthz", "/readyz"} {
+		if r := app.do(t, "none", "HEAD", path, nil); r.Status != 200 {
+			t.Errorf("HEAD %s: %d", path, r.Status)
+		}
+	}
 	r := app.do(t, "none", "GET", "/readyz", nil)
 	ready := r.JSON(t)
 	if r.Status != 200 || ready["ready"] != true || ready["components"].(map[string]any)["database"].(map[string]any)["status"] != "ok" {

@@ -98,7 +98,9 @@ func New(d Deps) http.Handler {
 
 	r.GET("/", d.Handler.Home)
 	r.GET("/healthz", d.Handler.Healthz)
+	r.HEAD("/healthz", d.Handler.Healthz)
 	r.GET("/readyz", d.Handler.Readyz)
+	r.HEAD("/readyz", d.Handler.Readyz)
 	r.StaticFS("/static", http.FS(static.FS))
 	swaggerUI := ginSwagger.WrapHandler(swaggerFiles.Handler)
 	r.GET("/swagger/*any", func(c *gin.Context) {

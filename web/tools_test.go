@@ -78,6 +78,7 @@ func TestRegisterValidation(t *testing.T) {
 		{"http literal secret", toolDef("t1", set("runner", map[string]any{"kind": "http", "url": "https://api.example.com/v1", "headers": map[string]any{"Authorization": "Bearer sk-live-123"}})), []string{"/runner/headers/Authorization"}},
 		{"composite calling a missing tool", toolDef("t1", set("runner", map[string]any{"kind": "composite", "steps": []any{map[string]any{"tool": "file_read"}, map[string]any{"tool": "no_such_tool"}}})), []string{"/runner/steps/1/tool"}},
 		{"several problems at once", toolDef("Bad", set("version", "x"), set("category", "nope")), []string{"/name", "/version", "/category"}},
+		{"required and type problems together", toolDef("t1", set("parameters.required", []any{"lang"}), set("parameters.properties", map[string]any{"text": map[string]any{"type": "strng"}})), []string{"/parameters/required/0", "/parameters/properties/text/type"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -289,7 +290,7 @@ func TestVersionLifecycle(t *testing.T) {
 	if r := app.do(t, "admin", "PUT", "/api/v1/tools/wc", toolDef("other", func(m map[string]any) { m["version"] = "9.0.0" })); r.Status != 422 {
 		t.Errorf("rename via PUT: %d", r.Status)
 	}
-	if r := app.do(t, "admin", "PUT", "/api/v1/tools/missing", toolDef("missing")); r.Status != 404 {
+	if r := app.do(t, "admin", "PUT", "/api/v1/tools/missing", toolDef("missing", func(m map[string]any) { m["category"] = "bogus" })); r.Status != 404 {
 		t.Errorf("publish to a missing tool: %d", r.Status)
 	}
 	// The old version is immutable and readable.
@@ -397,8 +398,8 @@ func TestListAndCategories(t *testing.T) {
 		t.Errorf("next_offset %v", page["next_offset"])
 	}
 	for _, bad := range []string{"category=database", "level=low", "format=xml", "limit=0", "limit=10001", "offset=-1"} {
-		if r := app.do(t, "agent", "GET", "/api/v1/tools?"+bad, nil); r.Status != 422 {
-			t.Errorf("%s: status %d, want 422", bad, r.Status)
+		if r := app.do(t, "agent", "GET", "/api/v1/tools?"+bad, nil); r.Status != 400 {
+			t.Errorf("%s: status %d, want 400", bad, r.Status)
 		}
 	}
 	cats := app.do(t, "reviewer", "GET", "/api/v1/categories", nil).JSON(t)["categories"].([]any)
