@@ -12,6 +12,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -29,6 +30,7 @@ import (
 	"toolbelt/handlers"
 	"toolbelt/models"
 	"toolbelt/services"
+	"toolbelt/services/embed"
 	"toolbelt/web"
 )
 
@@ -52,6 +54,8 @@ func main() {
 	switch cmd {
 	case "serve":
 		err = serve(args)
+	case "bench":
+		err = bench(args)
 	case "help":
 		usage(os.Stdout)
 	default:
@@ -68,10 +72,11 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, `usage: toolbelt [serve] [flags]
 
 Commands:
-  serve   run the server (the default)
-  help    show this help
+  serve             run the server (the default)
+  bench retrieval   measure tool selection on labelled queries
+  help              show this help
 
-Run "toolbelt serve -h" for the flags.`)
+Run "toolbelt serve -h" or "toolbelt bench retrieval -h" for the flags.`)
 }
 
 func env(name, def string) string {
@@ -206,4 +211,69 @@ func baseURL(addr string) string {
 		host = "localhost"
 	}
 	return "http://" + net.JoinHostPort(host, port)
+}
+
+// bench runs a benchmark: "bench retrieval --tools F --queries F
+// [--history F] [--json]".
+func bench(args []string) error {
+	if len(args) == 0 || args[0] != "retrieval" {
+		return fmt.Errorf("usage: toolbelt bench retrieval --tools FILE --queries FILE [--history FILE] [--json]")
+	}
+	fs := flag.NewFlagSet("bench retrieval", flag.ContinueOnError)
+	tools := fs.String("tools", "", "JSON lines of {name, description, category?, parameters?}")
+	queries := fs.String("queries", "", "JSON lines of {query, gold: [names]} to measure")
+	history := fs.String("history", "", "JSON lines of {query, gold} replayed as past usage first")
+	asJSON := fs.Bool("json", false, "print one JSON object")
+	ollamaURL := fs.String("ollama-url", os.Getenv("TOOLBELT_OLLAMA_URL"), "Ollama base URL (TOOLBELT_OLLAMA_URL); the built-in embedder when empty")
+	model := fs.String("embed-model", env("TOOLBELT_EMBED_MODEL", "nomic-embed-text"), "Ollama embedding model (TOOLBELT_EMBED_MODEL)")
+	if err := fs.Parse(args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	if *tools == "" || *queries == "" {
+		return fmt.Errorf("bench retrieval needs --tools and --queries")
+	}
+	ctx := context.Background()
+	emb, note, err := chooseEmbedder(ctx, *ollamaURL, *model)
+	if err != nil {
+		return err
+	}
+	rep, err := services.RunRetrievalBench(ctx, services.BenchOptions{Tools: *tools, Queries: *queries, History: *history, Embedder: emb})
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return json.NewEncoder(os.Stdout).Encode(rep)
+	}
+	if note != "" {
+		fmt.Println(note)
+	}
+	fmt.Printf("embedder   %s\ntools      %d registered", rep.Embedder, rep.Tools)
+	if len(rep.Unregister) > 0 {
+		fmt.Printf(", %d refused:\n  %s", len(rep.Unregister), strings.Join(rep.Unregister, "\n  "))
+	}
+	fmt.Printf("\nreplayed   %d history queries\nqueries    %d\nRecall@5   %.2f\nRecall@10  %.2f\nRecall@15  %.2f\nNDCG@10    %.2f\nlatency    p50 %.3f ms, p99 %.3f ms\n",
+		rep.Replayed, rep.Queries, rep.Recall5, rep.Recall10, rep.Recall15, rep.NDCG10, rep.P50Ms, rep.P99Ms)
+	return nil
+}
+
+// chooseEmbedder returns Ollama when a URL is configured and it answers,
+// and the built-in embedder otherwise, with a note saying why.
+func chooseEmbedder(ctx context.Context, url, model string) (embed.Embedder, string, error) {
+	if url == "" {
+		return embed.NewBuiltin(), "", nil
+	}
+	o, err := embed.NewOllama(embed.OllamaConfig{URL: url, Model: model})
+	if err != nil {
+		return nil, "", err
+	}
+	probeCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := o.Probe(probeCtx); err != nil {
+		b := embed.NewBuiltin()
+		return b, fmt.Sprintf("Ollama is not usable (%v); using the built-in embedder %s", err, b.Model()), nil
+	}
+	return o, "", nil
 }

@@ -18,8 +18,19 @@ import (
 // each as an immutable version with its LLM renderings, and serves the
 // catalog.
 type Registry struct {
-	store *models.Store
-	log   *slog.Logger
+	store    *models.Store
+	log      *slog.Logger
+	watchers []func(context.Context)
+}
+
+// OnChange registers fn to run after every change to the catalog (the
+// selection index follows the registry this way).
+func (r *Registry) OnChange(fn func(context.Context)) { r.watchers = append(r.watchers, fn) }
+
+func (r *Registry) changed(ctx context.Context) {
+	for _, fn := range r.watchers {
+		fn(ctx)
+	}
 }
 
 // NewRegistry returns a registry over store.
@@ -108,6 +119,7 @@ func (r *Registry) Register(ctx context.Context, def ToolDefinition, by *models.
 		return nil, err
 	}
 	r.log.InfoContext(ctx, "tool registered", "tool", def.Name, "version", def.Version, "by", principalName(by))
+	r.changed(ctx)
 	return r.view(t, ver)
 }
 
@@ -145,6 +157,7 @@ func (r *Registry) Publish(ctx context.Context, name string, def ToolDefinition,
 		return nil, err
 	}
 	r.log.InfoContext(ctx, "tool version published", "tool", name, "version", def.Version, "by", principalName(by))
+	r.changed(ctx)
 	return r.view(t, ver)
 }
 
@@ -272,6 +285,7 @@ func (r *Registry) Rollback(ctx context.Context, name, version string, by *model
 		return nil, err
 	}
 	r.log.InfoContext(ctx, "tool rolled back", "tool", name, "version", version, "by", principalName(by))
+	r.changed(ctx)
 	return r.view(t, v)
 }
 
@@ -285,6 +299,7 @@ func (r *Registry) Retire(ctx context.Context, name string, by *models.Principal
 		return err
 	}
 	r.log.InfoContext(ctx, "tool retired", "tool", name, "by", principalName(by))
+	r.changed(ctx)
 	return nil
 }
 

@@ -1,0 +1,227 @@
+package services
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"toolbelt/models"
+	"toolbelt/services/embed"
+)
+
+// BenchTool is one record of a benchmark tool file.
+type BenchTool struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Category    string          `json:"category,omitempty"`
+	Parameters  json.RawMessage `json:"parameters,omitempty"`
+}
+
+// BenchQuery is one labelled query: the tools that answer it.
+type BenchQuery struct {
+	Query string   `json:"query"`
+	Gold  []string `json:"gold"`
+}
+
+// BenchOptions configures a retrieval benchmark run.
+type BenchOptions struct {
+	Tools    string // JSON lines of BenchTool
+	Queries  string // JSON lines of BenchQuery, measured
+	History  string // optional JSON lines of BenchQuery, replayed as past usage first
+	Embedder embed.Embedder
+	Log      *slog.Logger
+}
+
+// BenchReport is what a run measured.
+type BenchReport struct {
+	Recall5    float64  `json:"recall@5"`
+	Recall10   float64  `json:"recall@10"`
+	Recall15   float64  `json:"recall@15"`
+	NDCG10     float64  `json:"ndcg@10"`
+	Queries    int      `json:"queries"`
+	P50Ms      float64  `json:"p50_ms"`
+	P99Ms      float64  `json:"p99_ms"`
+	Tools      int      `json:"tools"`
+	Replayed   int      `json:"replayed,omitempty"`
+	Embedder   string   `json:"embedder"`
+	Unregister []string `json:"unregistered,omitempty"`
+}
+
+// RunRetrievalBench registers the tools through the registry into a
+// temporary database, optionally replays history as selections followed by
+// feedback (what an agent's calls teach), then measures the selection of
+// every query: recall at 5, 10 and 15, NDCG at 10 and latency. It runs the
+// server's own registry and selector.
+func RunRetrievalBench(ctx context.Context, opts BenchOptions) (*BenchReport, error) {
+	tools, err := readJSONLines[BenchTool](opts.Tools)
+	if err != nil {
+		return nil, err
+	}
+	queries, err := readJSONLines[BenchQuery](opts.Queries)
+	if err != nil {
+		return nil, err
+	}
+	var history []BenchQuery
+	if opts.History != "" {
+		if history, err = readJSONLines[BenchQuery](opts.History); err != nil {
+			return nil, err
+		}
+	}
+	dir, err := os.MkdirTemp("", "toolbelt-bench-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	store, err := models.Open(ctx, filepath.Join(dir, "bench.db"))
+	if err != nil {
+		return nil, err
+	}
+	defer store.Close()
+	log := opts.Log
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	authz, err := NewAuthz(ctx, store, nil)
+	if err != nil {
+		return nil, err
+	}
+	reg := NewRegistry(store, log)
+	sel := NewSelector(store, authz, opts.Embedder, HostCaps{Chromium: true, Python: true, Node: true, Sandbox: true}, 0, log)
+	rep := &BenchReport{Embedder: opts.Embedder.Model()}
+	for _, t := range tools {
+		if _, err := reg.Register(ctx, benchDefinition(t), nil); err != nil {
+			rep.Unregister = append(rep.Unregister, fmt.Sprintf("%s: %v", t.Name, err))
+			continue
+		}
+		rep.Tools++
+	}
+	if err := sel.Refresh(ctx); err != nil {
+		return nil, err
+	}
+	for i, q := range history {
+		res, err := sel.Select(ctx, nil, SelectRequest{Query: q.Query, SessionID: fmt.Sprintf("history-%d", i), Limit: 1})
+		if err != nil {
+			return nil, fmt.Errorf("replay %q: %w", q.Query, err)
+		}
+		if _, err := sel.Feedback(ctx, nil, res.SelectionID, q.Gold); err != nil {
+			continue // gold names a tool that did not register
+		}
+		rep.Replayed++
+	}
+	var lat []float64
+	for _, q := range queries {
+		start := time.Now()
+		res, err := sel.Select(ctx, nil, SelectRequest{Query: q.Query, Limit: 15})
+		lat = append(lat, float64(time.Since(start).Microseconds())/1000)
+		if err != nil {
+			return nil, fmt.Errorf("select %q: %w", q.Query, err)
+		}
+		names := make([]string, len(res.Tools))
+		for i, t := range res.Tools {
+			names[i] = t.Name
+		}
+		rep.Recall5 += recallAt(names, q.Gold, 5)
+		rep.Recall10 += recallAt(names, q.Gold, 10)
+		rep.Recall15 += recallAt(names, q.Gold, 15)
+		rep.NDCG10 += ndcgAt(names, q.Gold, 10)
+		rep.Queries++
+	}
+	if rep.Queries > 0 {
+		n := float64(rep.Queries)
+		rep.Recall5 = round(100*rep.Recall5/n, 2)
+		rep.Recall10 = round(100*rep.Recall10/n, 2)
+		rep.Recall15 = round(100*rep.Recall15/n, 2)
+		rep.NDCG10 = round(100*rep.NDCG10/n, 2)
+		sort.Float64s(lat)
+		rep.P50Ms = round(percentile(lat, 0.50), 3)
+		rep.P99Ms = round(percentile(lat, 0.99), 3)
+	}
+	return rep, nil
+}
+
+// benchDefinition makes a registrable definition of a benchmark record: a
+// safe tool of its category (api when missing) with an http runner, since
+// only retrieval is measured.
+func benchDefinition(t BenchTool) ToolDefinition {
+	cat := t.Category
+	if cat == "" {
+		cat = "api"
+	}
+	return ToolDefinition{
+		Name: t.Name, Version: "1.0.0", Description: t.Description, Category: cat, Parameters: t.Parameters,
+		Security: Security{Level: LevelSafe},
+		Runner:   Runner{Kind: RunnerHTTP, Method: "GET", URL: "https://tools.invalid/" + t.Name},
+	}
+}
+
+func readJSONLines[T any](path string) ([]T, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []T
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	line := 0
+	for sc.Scan() {
+		line++
+		text := strings.TrimSpace(sc.Text())
+		if text == "" {
+			continue
+		}
+		var v T
+		if err := json.Unmarshal([]byte(text), &v); err != nil {
+			return nil, fmt.Errorf("%s:%d: %w", path, line, err)
+		}
+		out = append(out, v)
+	}
+	return out, sc.Err()
+}
+
+func recallAt(got, gold []string, k int) float64 {
+	if len(gold) == 0 {
+		return 0
+	}
+	hits := 0
+	for _, g := range gold {
+		if slices.Contains(got[:min(k, len(got))], g) {
+			hits++
+		}
+	}
+	return float64(hits) / float64(len(gold))
+}
+
+func ndcgAt(got, gold []string, k int) float64 {
+	var dcg, idcg float64
+	for i := 0; i < min(k, len(got)); i++ {
+		if slices.Contains(gold, got[i]) {
+			dcg += 1 / math.Log2(float64(i+2))
+		}
+	}
+	for i := 0; i < min(k, len(gold)); i++ {
+		idcg += 1 / math.Log2(float64(i+2))
+	}
+	if idcg == 0 {
+		return 0
+	}
+	return dcg / idcg
+}
+
+func percentile(sorted []float64, p float64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(math.Ceil(p*float64(len(sorted)))) - 1
+	return sorted[max(0, min(i, len(sorted)-1))]
+}

@@ -1,0 +1,981 @@
+package services
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"os/exec"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"toolbelt/models"
+	"toolbelt/services/embed"
+)
+
+// Selection bounds.
+const (
+	DefaultSelectLimit = 12
+	MaxSelectLimit     = 40
+	MaxQueryLen        = 2000
+	// DenseTop is how many tools the dense ranking contributes before
+	// fusion, as DESIGN.md's stage 2 says.
+	DenseTop = 20
+	// DefaultKeepLearned caps the learned queries per tool; the oldest go.
+	DefaultKeepLearned = 500
+	// inlineEmbedLimit is how many missing vectors a refresh embeds before
+	// answering; more (a model change) are embedded in the background.
+	inlineEmbedLimit = 64
+)
+
+// HostCaps says what this host can run, so selection never offers a tool
+// that would fail for want of it.
+type HostCaps struct {
+	Chromium bool `json:"chromium"`
+	Python   bool `json:"python3"`
+	Node     bool `json:"node"`
+	Sandbox  bool `json:"sandbox"`
+}
+
+// DetectHost looks for the programs tools depend on.
+func DetectHost() HostCaps {
+	has := func(names ...string) bool {
+		for _, n := range names {
+			if _, err := exec.LookPath(n); err == nil {
+				return true
+			}
+		}
+		return false
+	}
+	return HostCaps{
+		Chromium: has("chromium", "chromium-browser", "google-chrome", "headless_shell"),
+		Python:   has("python3"),
+		Node:     has("node", "nodejs"),
+		Sandbox:  has("bwrap"),
+	}
+}
+
+// needs is what a tool version requires of the host.
+type needs struct {
+	chromium, interpreter, sandbox bool
+}
+
+func needsOf(def *ToolDefinition) needs {
+	n := needs{sandbox: def.Security.Sandbox}
+	if def.Runner.Kind == RunnerBuiltin {
+		switch def.Runner.Builtin {
+		case "browser_navigate":
+			n.chromium = true
+		case "code_execute":
+			n.interpreter = true
+		}
+	}
+	return n
+}
+
+func (h HostCaps) runs(n needs) bool {
+	return (!n.chromium || h.Chromium) && (!n.interpreter || h.Python || h.Node) && (!n.sandbox || h.Sandbox)
+}
+
+// Selector is the select stage: it keeps an in-memory index of the active
+// catalog (vectors, lexical postings, learned queries) and answers which
+// tools fit a task.
+type Selector struct {
+	store *models.Store
+	authz *Authz
+	emb   embed.Embedder
+	host  HostCaps
+	log   *slog.Logger
+	keep  int
+
+	mu      sync.Mutex // serializes refreshes
+	docs    map[uint]*docInfo
+	idx     atomic.Pointer[index]
+	learned atomic.Pointer[learnedIndex]
+	loaded  bool // learned queries read from the store
+
+	embedding atomic.Bool  // a background re-embed runs
+	embedDone atomic.Int64 // its progress
+	embedAll  atomic.Int64
+}
+
+// docInfo is what one tool version contributes to the index; it is
+// computed once per version.
+type docInfo struct {
+	text  string
+	hash  string
+	terms []string
+	needs needs
+	vec   []float32
+	sizes map[string]int
+}
+
+// entry is one active tool in an index snapshot.
+type entry struct {
+	name, category, level string
+	versionID             uint
+	doc                   *docInfo
+}
+
+// index is an immutable snapshot of the catalog for ranking.
+type index struct {
+	entries []*entry
+	byName  map[string]int
+	lex     *bm25
+}
+
+// NewSelector returns a selector over the store using emb. keep caps the
+// learned queries per tool (0: DefaultKeepLearned).
+func NewSelector(store *models.Store, authz *Authz, emb embed.Embedder, host HostCaps, keep int, log *slog.Logger) *Selector {
+	if keep <= 0 {
+		keep = DefaultKeepLearned
+	}
+	s := &Selector{store: store, authz: authz, emb: emb, host: host, log: log, keep: keep, docs: map[uint]*docInfo{}}
+	s.idx.Store(&index{byName: map[string]int{}, lex: newBM25(nil)})
+	s.learned.Store(newLearnedIndex(emb.Model(), nil))
+	return s
+}
+
+// Embedder returns the embedder in use.
+func (s *Selector) Embedder() embed.Embedder { return s.emb }
+
+// Host returns what this host can run.
+func (s *Selector) Host() HostCaps { return s.host }
+
+// Status describes the embedder and any background re-embedding, for
+// /readyz and the logs.
+func (s *Selector) Status() string {
+	st := fmt.Sprintf("%s, %d tools indexed", s.emb.Model(), len(s.idx.Load().entries))
+	if s.embedding.Load() {
+		st += fmt.Sprintf(", re-embedding %d/%d", s.embedDone.Load(), s.embedAll.Load())
+	}
+	return st
+}
+
+// retrievalText is the text a tool is found by: its name with words split,
+// description, category, tags, parameter names and descriptions, and
+// examples.
+func retrievalText(def *ToolDefinition) string {
+	var b strings.Builder
+	b.WriteString(strings.Join(embed.Words(def.Name), " "))
+	b.WriteString(". ")
+	b.WriteString(def.Description)
+	b.WriteString("\nCategory: " + def.Category)
+	if len(def.Tags) > 0 {
+		b.WriteString("\nTags: " + strings.Join(def.Tags, ", "))
+	}
+	var schema map[string]any
+	if json.Unmarshal(def.Parameters, &schema) == nil {
+		if props, ok := schema["properties"].(map[string]any); ok {
+			names := slices.Sorted(func(yield func(string) bool) {
+				for k := range props {
+					if !yield(k) {
+						return
+					}
+				}
+			})
+			for _, k := range names {
+				b.WriteString("\nParameter " + strings.Join(embed.Words(k), " "))
+				if p, ok := props[k].(map[string]any); ok {
+					if d, ok := p["description"].(string); ok {
+						b.WriteString(": " + d)
+					}
+				}
+			}
+		}
+	}
+	for _, e := range def.Examples {
+		b.WriteString("\nExample: " + e)
+	}
+	return b.String()
+}
+
+// Refresh rebuilds the index from the store: new versions get their
+// retrieval text and vector (stored, so a restart re-embeds nothing),
+// learned queries are reloaded. It is called at start and after every
+// catalog or learning change.
+func (s *Selector) Refresh(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	tools, err := s.store.ActiveTools(ctx)
+	if err != nil {
+		return err
+	}
+	var missing []uint
+	for _, t := range tools {
+		if _, ok := s.docs[t.VersionID]; !ok {
+			missing = append(missing, t.VersionID)
+		}
+	}
+	if err := s.loadDocs(ctx, missing); err != nil {
+		return err
+	}
+	var learned []models.LearnedQuery
+	if !s.loaded {
+		if learned, err = s.store.LearnedQueries(ctx, ""); err != nil {
+			return err
+		}
+	}
+	job := s.missing(tools, learned)
+	switch {
+	case job.size() > inlineEmbedLimit:
+		if s.embedding.CompareAndSwap(false, true) {
+			go s.backgroundEmbed()
+		}
+	case job.size() > 0:
+		docs, queries, err := s.embedJobTexts(ctx, job)
+		if err == nil {
+			err = s.applyJob(ctx, job, docs, queries)
+		}
+		if err != nil {
+			s.log.WarnContext(ctx, "embed tools; they rank lexically until the embedder answers", "err", err)
+		} else if len(job.learned) > 0 {
+			if learned, err = s.store.LearnedQueries(ctx, ""); err != nil {
+				return err
+			}
+		}
+	}
+	if !s.loaded {
+		s.learned.Store(newLearnedIndex(s.emb.Model(), learned))
+		s.loaded = true
+	}
+	s.idx.Store(s.build(tools))
+	return nil
+}
+
+// loadDocs reads definitions of versions new to the selector and their
+// stored vectors under the current model.
+func (s *Selector) loadDocs(ctx context.Context, ids []uint) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	defs, err := s.store.VersionDefinitions(ctx, ids)
+	if err != nil {
+		return err
+	}
+	sizes, err := s.store.ExportSizes(ctx, ids)
+	if err != nil {
+		return err
+	}
+	stored, err := s.store.Embeddings(ctx, s.emb.Model(), ids)
+	if err != nil {
+		return err
+	}
+	vecs := map[uint]models.ToolEmbedding{}
+	for _, e := range stored {
+		vecs[e.VersionID] = e
+	}
+	for _, id := range ids {
+		def, err := decodeDefinition(defs[id])
+		if err != nil {
+			return fmt.Errorf("index version %d: %w", id, err)
+		}
+		text := retrievalText(&def)
+		sum := sha256.Sum256([]byte(text))
+		d := &docInfo{text: text, hash: hex.EncodeToString(sum[:]), needs: needsOf(&def), sizes: sizes[id]}
+		d.terms = append(embed.Terms(text), embed.Terms(strings.Join(embed.Words(def.Name), " "))...)
+		if e, ok := vecs[id]; ok && e.TextHash == d.hash {
+			d.vec = decodeVector(e.Vector)
+		}
+		s.docs[id] = d
+	}
+	return nil
+}
+
+// embedJob is the texts that have no vector under the current model.
+type embedJob struct {
+	versionIDs []uint
+	texts      []string
+	learned    []models.LearnedQuery
+}
+
+func (j embedJob) size() int { return len(j.texts) + len(j.learned) }
+
+// missing collects what needs embedding; s.mu is held.
+func (s *Selector) missing(tools []models.ActiveTool, learned []models.LearnedQuery) embedJob {
+	var j embedJob
+	for _, t := range tools {
+		if d := s.docs[t.VersionID]; d.vec == nil {
+			j.versionIDs = append(j.versionIDs, t.VersionID)
+			j.texts = append(j.texts, d.text)
+		}
+	}
+	model := s.emb.Model()
+	for _, q := range learned {
+		if q.Model != model {
+			j.learned = append(j.learned, q)
+		}
+	}
+	return j
+}
+
+// embedJobTexts embeds a job in batches, counting progress. It needs no
+// lock, so a long re-embed does not hold up registrations.
+func (s *Selector) embedJobTexts(ctx context.Context, j embedJob) (docs, queries [][]float32, err error) {
+	batches := func(kind embed.Kind, texts []string) ([][]float32, error) {
+		var out [][]float32
+		for start := 0; start < len(texts); start += 64 {
+			vecs, err := s.emb.Embed(ctx, kind, texts[start:min(start+64, len(texts))])
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, vecs...)
+			s.embedDone.Add(int64(len(vecs)))
+		}
+		return out, nil
+	}
+	if docs, err = batches(embed.Document, j.texts); err != nil {
+		return nil, nil, err
+	}
+	qs := make([]string, len(j.learned))
+	for i, q := range j.learned {
+		qs[i] = q.Query
+	}
+	if queries, err = batches(embed.Query, qs); err != nil {
+		return nil, nil, err
+	}
+	return docs, queries, nil
+}
+
+// applyJob stores the vectors and gives the selector new docInfos holding
+// them (index snapshots in use keep the old ones); s.mu is held.
+func (s *Selector) applyJob(ctx context.Context, j embedJob, docs, queries [][]float32) error {
+	model := s.emb.Model()
+	rows := make([]models.ToolEmbedding, 0, len(docs))
+	for i, v := range docs {
+		old, ok := s.docs[j.versionIDs[i]]
+		if !ok || old.text != j.texts[i] {
+			continue // retired or changed while embedding
+		}
+		d := *old
+		d.vec = v
+		s.docs[j.versionIDs[i]] = &d
+		rows = append(rows, models.ToolEmbedding{VersionID: j.versionIDs[i], Model: model, TextHash: d.hash, Vector: encodeVector(v)})
+	}
+	if err := s.store.SaveEmbeddings(ctx, rows); err != nil {
+		return err
+	}
+	for i := range j.learned {
+		j.learned[i].Model, j.learned[i].Vector = model, encodeVector(queries[i])
+	}
+	return s.store.SaveLearnedVectors(ctx, j.learned)
+}
+
+// backgroundEmbed re-embeds everything missing (after a model change),
+// logging progress, and refreshes the index when done.
+func (s *Selector) backgroundEmbed() {
+	defer s.embedding.Store(false)
+	ctx := context.Background()
+	s.mu.Lock()
+	tools, err := s.store.ActiveTools(ctx)
+	var learned []models.LearnedQuery
+	if err == nil {
+		learned, err = s.store.LearnedQueries(ctx, "")
+	}
+	var job embedJob
+	if err == nil {
+		job = s.missing(tools, learned)
+	}
+	s.mu.Unlock()
+	if err != nil {
+		s.log.Error("re-embed: load catalog", "err", err)
+		return
+	}
+	s.embedDone.Store(0)
+	s.embedAll.Store(int64(job.size()))
+	s.log.Info("re-embedding the catalog in the background", "model", s.emb.Model(), "texts", job.size())
+	start := time.Now()
+	docs, queries, err := s.embedJobTexts(ctx, job)
+	if err == nil {
+		s.mu.Lock()
+		err = s.applyJob(ctx, job, docs, queries)
+		s.mu.Unlock()
+	}
+	if err != nil {
+		s.log.Error("re-embed failed; texts without vectors rank lexically", "err", err, "done", s.embedDone.Load())
+		return
+	}
+	s.log.Info("re-embedding finished", "texts", job.size(), "duration", time.Since(start).Round(time.Millisecond))
+	s.embedding.Store(false)
+	s.mu.Lock()
+	s.loaded = false // reload learned queries with their new vectors
+	s.mu.Unlock()
+	if err := s.Refresh(ctx); err != nil {
+		s.log.Error("refresh after re-embed", "err", err)
+	}
+}
+
+// build makes an index snapshot of the catalog; s.mu is held.
+func (s *Selector) build(tools []models.ActiveTool) *index {
+	ix := &index{byName: make(map[string]int, len(tools))}
+	docs := make([][]string, len(tools))
+	live := make(map[uint]bool, len(tools))
+	for i, t := range tools {
+		d := s.docs[t.VersionID]
+		ix.entries = append(ix.entries, &entry{name: t.Name, category: t.Category, level: t.Level, versionID: t.VersionID, doc: d})
+		ix.byName[t.Name] = i
+		docs[i] = d.terms
+		live[t.VersionID] = true
+	}
+	ix.lex = newBM25(docs)
+	// Versions no longer current are not needed.
+	for id := range s.docs {
+		if !live[id] {
+			delete(s.docs, id)
+		}
+	}
+	return ix
+}
+
+func encodeVector(v []float32) []byte {
+	b := make([]byte, 4*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
+	}
+	return b
+}
+
+func decodeVector(b []byte) []float32 {
+	v := make([]float32, len(b)/4)
+	for i := range v {
+		v[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return v
+}
+
+// SelectRequest asks which tools fit a task.
+type SelectRequest struct {
+	Query             string   `json:"query" example:"summarise the CSV files in this folder"`
+	SessionID         string   `json:"session_id,omitempty" example:"run-42"`
+	Limit             int      `json:"limit,omitempty" example:"12"`
+	Categories        []string `json:"categories,omitempty"`
+	ExcludeCategories []string `json:"exclude_categories,omitempty"`
+	Format            string   `json:"format,omitempty" example:"openai" enums:"openai,openai_responses,anthropic,gemini,mcp"`
+}
+
+// Selected is one chosen tool with why it was chosen.
+type Selected struct {
+	Name          string          `json:"name" example:"file_list"`
+	Category      string          `json:"category" example:"filesystem"`
+	SecurityLevel string          `json:"security_level" example:"safe"`
+	Score         float64         `json:"score" example:"0.031"`
+	Reasons       Reasons         `json:"reasons"`
+	Tool          json.RawMessage `json:"tool" swaggertype:"object"`
+}
+
+// Reasons explains a tool's rank.
+type Reasons struct {
+	DenseSimilarity float64  `json:"dense_similarity" example:"0.42"`
+	DenseRank       int      `json:"dense_rank,omitempty" example:"3"`
+	LexicalScore    float64  `json:"lexical_score" example:"7.1"`
+	LexicalRank     int      `json:"lexical_rank,omitempty" example:"1"`
+	MatchedTerms    []string `json:"matched_terms"`
+	LearnedQueries  []string `json:"learned_queries,omitempty"`
+}
+
+// TokenEstimate compares the selection's size with the whole catalog the
+// caller may see, in the requested format (about four characters a token).
+type TokenEstimate struct {
+	Selection int     `json:"selection" example:"1450"`
+	Catalog   int     `json:"catalog" example:"48200"`
+	Saved     float64 `json:"saved_ratio" example:"0.97"`
+}
+
+// SelectResult answers a selection.
+type SelectResult struct {
+	SelectionID string        `json:"selection_id" example:"9f2c4e1a7b3d5f60"`
+	Query       string        `json:"query"`
+	Format      string        `json:"format" example:"openai"`
+	Embedder    string        `json:"embedder" example:"builtin/hash-v1-384"`
+	Tools       []Selected    `json:"tools"`
+	Tokens      TokenEstimate `json:"tokens"`
+}
+
+// visibility decides which tools a caller may be offered.
+type visibility struct {
+	all        bool
+	categories map[string]bool
+	tools      map[string]bool
+}
+
+// visibilityOf reads a caller's grants once per selection. Admins and
+// reviewers see the whole catalog; an agent sees a safe tool it holds by
+// name or category, and a moderate or dangerous tool only through its
+// category (dangerous ones then need approval at call time).
+func (s *Selector) visibilityOf(caller *models.Principal) (visibility, error) {
+	if caller == nil || caller.Role != RoleAgent {
+		return visibility{all: true}, nil
+	}
+	g, err := s.authz.Grants(caller.ID)
+	if err != nil {
+		return visibility{}, err
+	}
+	v := visibility{categories: map[string]bool{}, tools: map[string]bool{}}
+	for _, c := range g.Categories {
+		v.categories[c] = true
+	}
+	for _, t := range g.Tools {
+		v.tools[t] = true
+	}
+	return v, nil
+}
+
+func (v visibility) allows(e *entry) bool {
+	if v.all {
+		return true
+	}
+	if v.categories[e.category] {
+		return true
+	}
+	return e.level == LevelSafe && v.tools[e.name]
+}
+
+// Select ranks the catalog for a task and returns the best tools the caller
+// may use and this host can run, in the requested format, and records the
+// selection so later use can teach the index.
+func (s *Selector) Select(ctx context.Context, caller *models.Principal, req SelectRequest) (*SelectResult, error) {
+	if err := s.checkRequest(&req); err != nil {
+		return nil, err
+	}
+	vis, err := s.visibilityOf(caller)
+	if err != nil {
+		return nil, err
+	}
+	ix := s.idx.Load()
+	include := toSet(req.Categories)
+	exclude := toSet(req.ExcludeCategories)
+	allowed := func(e *entry) bool {
+		return vis.allows(e) && s.host.runs(e.doc.needs) &&
+			(len(include) == 0 || include[e.category]) && !exclude[e.category]
+	}
+	ranked := s.rank(ctx, ix, req.Query, allowed, req.Limit)
+	res := &SelectResult{Query: req.Query, Format: req.Format, Embedder: s.emb.Model(), Tools: []Selected{}}
+	ids := make([]uint, len(ranked))
+	for i, r := range ranked {
+		ids[i] = ix.entries[r.entry].versionID
+	}
+	exports, err := s.store.Exports(ctx, req.Format, ids)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(ranked))
+	for _, r := range ranked {
+		e := ix.entries[r.entry]
+		res.Tools = append(res.Tools, Selected{
+			Name: e.name, Category: e.category, SecurityLevel: e.level, Score: round(r.score, 5),
+			Reasons: r.reasons, Tool: json.RawMessage(exports[e.versionID]),
+		})
+		names = append(names, e.name)
+		res.Tokens.Selection += e.doc.sizes[req.Format] / 4
+	}
+	for _, e := range ix.entries {
+		if vis.allows(e) && s.host.runs(e.doc.needs) {
+			res.Tokens.Catalog += e.doc.sizes[req.Format] / 4
+		}
+	}
+	if res.Tokens.Catalog > 0 {
+		res.Tokens.Saved = round(1-float64(res.Tokens.Selection)/float64(res.Tokens.Catalog), 3)
+	}
+	sel := &models.Selection{ID: newID(), SessionID: req.SessionID, Query: req.Query, Tools: "," + strings.Join(names, ",") + ","}
+	if caller != nil {
+		sel.PrincipalID = caller.ID
+	}
+	if err := s.store.CreateSelection(ctx, sel); err != nil {
+		return nil, err
+	}
+	res.SelectionID = sel.ID
+	return res, nil
+}
+
+func (s *Selector) checkRequest(req *SelectRequest) error {
+	var ps problems
+	req.Query = strings.TrimSpace(req.Query)
+	switch n := utf8.RuneCountInString(req.Query); {
+	case n == 0:
+		ps.add("/query", "is required: describe the task the tools are for")
+	case n > MaxQueryLen:
+		ps.add("/query", "is %d characters long; at most %d are allowed", n, MaxQueryLen)
+	}
+	if req.Limit == 0 {
+		req.Limit = DefaultSelectLimit
+	}
+	if req.Limit < 1 || req.Limit > MaxSelectLimit {
+		ps.add("/limit", "must be between 1 and %d", MaxSelectLimit)
+	}
+	if req.Format == "" {
+		req.Format = FormatOpenAI
+	}
+	if !slices.Contains(Formats, req.Format) {
+		ps.add("/format", "%q is not a format; use one of %s", req.Format, strings.Join(Formats, ", "))
+	}
+	for i, c := range req.Categories {
+		if !slices.Contains(Categories, c) {
+			ps.add(fmt.Sprintf("/categories/%d", i), "%q is not a category; use one of %s", c, strings.Join(Categories, ", "))
+		}
+	}
+	for i, c := range req.ExcludeCategories {
+		if !slices.Contains(Categories, c) {
+			ps.add(fmt.Sprintf("/exclude_categories/%d", i), "%q is not a category; use one of %s", c, strings.Join(Categories, ", "))
+		}
+	}
+	if len(req.SessionID) > 128 {
+		ps.add("/session_id", "is longer than 128 characters")
+	}
+	if len(ps) > 0 {
+		return &models.ValidationError{What: "selection request", Problems: ps}
+	}
+	return nil
+}
+
+// ranked is one tool in a ranking.
+type ranked struct {
+	entry   int
+	score   float64
+	reasons Reasons
+}
+
+// Fusion weights. Each signal is scaled so its best tool scores 1, then
+// weighted and summed.
+const (
+	// lexicalWeight is BM25 over the tools' own text.
+	lexicalWeight = 1.0
+	// learnedLexicalWeight is BM25 over queries that led to a tool: a past
+	// task phrased like this one is the strongest evidence there is.
+	learnedLexicalWeight = 3.0
+	// learnedDenseWeight is the similarity to the centroid of those queries.
+	learnedDenseWeight = 1.0
+	// modelDenseWeight is the dense similarity under a real embedding model.
+	modelDenseWeight = 1.0
+	// builtinDenseWeight is the dense similarity under the built-in
+	// embedder, which hashes words and n-grams: it mostly re-counts what
+	// BM25 counts, so it only breaks ties and adds sub-word matches.
+	builtinDenseWeight = 0.3
+)
+
+func (s *Selector) denseWeight() float64 {
+	if _, ok := s.emb.(*embed.Builtin); ok {
+		return builtinDenseWeight
+	}
+	return modelDenseWeight
+}
+
+// rank scores every allowed entry and returns the best limit of them.
+//
+// Signals: cosine similarity of the query vector with each tool's vector
+// (its top DenseTop enter the fusion), BM25 over the tools' retrieval text,
+// and what was learned from usage (BM25 over learned queries, the best per
+// tool, and the similarity to their centroid). Each signal is scaled to its
+// best tool and the weighted sum ranks the tools.
+func (s *Selector) rank(ctx context.Context, ix *index, query string, allowed func(*entry) bool, limit int) []ranked {
+	n := len(ix.entries)
+	if n == 0 {
+		return nil
+	}
+	terms := embed.Terms(query)
+	var qvec []float32
+	if vecs, err := s.emb.Embed(ctx, embed.Query, []string{query}); err == nil && len(vecs) == 1 {
+		qvec = vecs[0]
+	} else if err != nil {
+		s.log.WarnContext(ctx, "embed query; ranking lexically", "err", err)
+	}
+	ok := make([]bool, n)
+	for i, e := range ix.entries {
+		ok[i] = allowed(e)
+	}
+	dense := make([]float32, n)
+	if qvec != nil {
+		for i, e := range ix.entries {
+			if ok[i] && e.doc.vec != nil && len(e.doc.vec) == len(qvec) {
+				dense[i] = embed.Dot(qvec, e.doc.vec)
+			}
+		}
+	}
+	lex := make([]float32, n)
+	ix.lex.score(terms, lex)
+	learnLex := make([]float32, n)
+	learnDense := make([]float32, n)
+	ls := s.learned.Load().score(terms, qvec)
+	for tool, sc := range ls.lexical {
+		if i, found := ix.byName[tool]; found {
+			learnLex[i] = sc
+		}
+	}
+	for tool, sc := range ls.dense {
+		if i, found := ix.byName[tool]; found {
+			learnDense[i] = sc
+		}
+	}
+	fused := make([]float64, n)
+	denseRank := combineMax(fused, dense, ok, s.denseWeight(), DenseTop)
+	lexRank := combineMax(fused, lex, ok, lexicalWeight, 0)
+	combineMax(fused, learnLex, ok, learnedLexicalWeight, 0)
+	combineMax(fused, learnDense, ok, learnedDenseWeight, DenseTop)
+
+	order := make([]int, 0, n)
+	for i := range fused {
+		if ok[i] && fused[i] > 0 {
+			order = append(order, i)
+		}
+	}
+	sort.SliceStable(order, func(a, b int) bool { return fused[order[a]] > fused[order[b]] })
+	if len(order) > limit {
+		order = order[:limit]
+	}
+	out := make([]ranked, len(order))
+	for k, i := range order {
+		e := ix.entries[i]
+		out[k] = ranked{entry: i, score: fused[i], reasons: Reasons{
+			DenseSimilarity: round(float64(dense[i]), 4), DenseRank: denseRank[i],
+			LexicalScore: round(float64(lex[i]), 3), LexicalRank: lexRank[i],
+			MatchedTerms:   matchedWords(query, e.doc.terms),
+			LearnedQueries: s.learned.Load().matching(e.name, terms, 3),
+		}}
+	}
+	return out
+}
+
+// combineMax adds weight*score/max(score) for the entries among the top
+// (all when top is 0) and returns ranks.
+func combineMax(fused []float64, scores []float32, ok []bool, weight float64, top int) []int {
+	idx := make([]int, 0, len(scores))
+	for i, s := range scores {
+		if ok[i] && s > 0 {
+			idx = append(idx, i)
+		}
+	}
+	sort.Slice(idx, func(a, b int) bool { return scores[idx[a]] > scores[idx[b]] })
+	if top > 0 && len(idx) > top {
+		idx = idx[:top]
+	}
+	ranks := make([]int, len(scores))
+	if len(idx) == 0 {
+		return ranks
+	}
+	mx := scores[idx[0]]
+	for r, i := range idx {
+		ranks[i] = r + 1
+		fused[i] += weight * float64(scores[i]/mx)
+	}
+	return ranks
+}
+
+// matchedWords lists the query's words whose stems the tool's text holds.
+func matchedWords(query string, docTerms []string) []string {
+	have := map[string]bool{}
+	for _, t := range docTerms {
+		have[t] = true
+	}
+	out := []string{}
+	for _, w := range embed.Words(query) {
+		if !embed.IsStopWord(w) && have[embed.Stem(w)] && !slices.Contains(out, w) {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// Feedback teaches the index from a recorded selection: its query becomes
+// retrieval text for each named tool (the tools the agent actually used,
+// whether or not they were among those selected).
+func (s *Selector) Feedback(ctx context.Context, caller *models.Principal, selectionID string, tools []string) ([]string, error) {
+	sel, err := s.store.SelectionByID(ctx, selectionID)
+	if err != nil {
+		return nil, err
+	}
+	if caller != nil && caller.Role == RoleAgent && sel.PrincipalID != caller.ID {
+		return nil, fmt.Errorf("%w: selection %s was made by another principal", models.ErrForbidden, selectionID)
+	}
+	var ps problems
+	if len(tools) == 0 {
+		ps.add("/tools", "is required: name the tools the task used")
+	}
+	ix := s.idx.Load()
+	for i, t := range tools {
+		if _, ok := ix.byName[t]; !ok {
+			ps.add(fmt.Sprintf("/tools/%d", i), "tool %q is not in the catalog", t)
+		}
+	}
+	if len(ps) > 0 {
+		return nil, &models.ValidationError{What: "feedback", Problems: ps}
+	}
+	return s.learn(ctx, sel, dedupe(tools), "feedback")
+}
+
+// LearnFromCall teaches the index that a session's latest selection led to
+// a call of tool. Calls outside a selected session teach nothing.
+func (s *Selector) LearnFromCall(ctx context.Context, sessionID, tool string) error {
+	if sessionID == "" {
+		return nil
+	}
+	sel, err := s.store.LastSelection(ctx, sessionID)
+	if errors.Is(err, models.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	_, err = s.learn(ctx, sel, []string{tool}, "call")
+	return err
+}
+
+func (s *Selector) learn(ctx context.Context, sel *models.Selection, tools []string, source string) ([]string, error) {
+	model := s.emb.Model()
+	var vec []byte
+	if vs, err := s.emb.Embed(ctx, embed.Query, []string{sel.Query}); err == nil && len(vs) == 1 {
+		vec = encodeVector(vs[0])
+	} else {
+		model = ""
+	}
+	var learned []string
+	li := s.learned.Load()
+	for _, t := range tools {
+		q := models.LearnedQuery{ToolName: t, Query: sel.Query, Source: source, SelectionID: sel.ID, Model: model, Vector: vec}
+		added, dropped, err := s.store.AddLearnedQuery(ctx, &q, s.keep)
+		if err != nil {
+			return nil, err
+		}
+		if added {
+			li.add(q, dropped)
+			learned = append(learned, t)
+		}
+	}
+	return learned, nil
+}
+
+// LearnedQueries lists what a tool was learned from, newest first.
+func (s *Selector) LearnedQueries(ctx context.Context, tool string) ([]models.LearnedQuery, error) {
+	if err := checkToolName(tool); err != nil {
+		return nil, err
+	}
+	if _, _, err := s.store.ToolByName(ctx, tool, true); err != nil {
+		return nil, err
+	}
+	return s.store.LearnedQueries(ctx, tool)
+}
+
+// ForgetQuery removes one learned query of a tool.
+func (s *Selector) ForgetQuery(ctx context.Context, tool string, id uint) error {
+	if err := checkToolName(tool); err != nil {
+		return err
+	}
+	if err := s.store.DeleteLearnedQuery(ctx, tool, id); err != nil {
+		return err
+	}
+	s.learned.Load().remove([]uint{id})
+	return nil
+}
+
+// Suggest returns the real tools closest to a name that does not exist: a
+// widened search (top 40) on the session's last query, merged with the
+// tools whose names are most alike. An LLM that invented a tool name can
+// retry with one of these.
+func (s *Selector) Suggest(ctx context.Context, caller *models.Principal, sessionID, name string, max int) ([]string, error) {
+	vis, err := s.visibilityOf(caller)
+	if err != nil {
+		return nil, err
+	}
+	ix := s.idx.Load()
+	allowed := func(e *entry) bool { return vis.allows(e) && s.host.runs(e.doc.needs) }
+	score := map[int]float64{}
+	if sessionID != "" {
+		if sel, err := s.store.LastSelection(ctx, sessionID); err == nil {
+			for r, hit := range s.rank(ctx, ix, sel.Query, allowed, 40) {
+				score[hit.entry] += 1.0 / float64(10+r)
+			}
+		}
+	}
+	// The invented name is a small query too: "read_file" finds file_read.
+	for r, hit := range s.rank(ctx, ix, strings.Join(embed.Words(name), " "), allowed, 40) {
+		score[hit.entry] += 0.5 / float64(10+r)
+	}
+	for i, e := range ix.entries {
+		if !allowed(e) {
+			continue
+		}
+		if sim := nameSimilarity(name, e.name); sim > 0.5 {
+			score[i] += sim * 0.2
+		}
+	}
+	order := make([]int, 0, len(score))
+	for i := range score {
+		order = append(order, i)
+	}
+	sort.Slice(order, func(a, b int) bool {
+		if score[order[a]] != score[order[b]] {
+			return score[order[a]] > score[order[b]]
+		}
+		return ix.entries[order[a]].name < ix.entries[order[b]].name
+	})
+	out := []string{}
+	for _, i := range order[:min(max, len(order))] {
+		out = append(out, ix.entries[i].name)
+	}
+	return out, nil
+}
+
+// nameSimilarity is 1 minus the normalized Levenshtein distance of two
+// names, after sorting their words so "read_file" is close to "file_read".
+func nameSimilarity(a, b string) float64 {
+	norm := func(s string) string {
+		w := embed.Words(s)
+		slices.Sort(w)
+		return strings.Join(w, " ")
+	}
+	a, b = norm(a), norm(b)
+	if a == "" || b == "" {
+		return 0
+	}
+	d := levenshtein([]rune(a), []rune(b))
+	return 1 - float64(d)/float64(max(utf8.RuneCountInString(a), utf8.RuneCountInString(b)))
+}
+
+func levenshtein(a, b []rune) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+func toSet(xs []string) map[string]bool {
+	m := make(map[string]bool, len(xs))
+	for _, x := range xs {
+		m[x] = true
+	}
+	return m
+}
+
+func round(x float64, digits int) float64 {
+	p := math.Pow(10, float64(digits))
+	return math.Round(x*p) / p
+}
+
+// newID returns a random 64-bit id in hex.
+func newID() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
