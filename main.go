@@ -23,6 +23,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -37,11 +38,14 @@ import (
 // Config is every setting, read once at start from TOOLBELT_* variables
 // with flags overriding them.
 type Config struct {
-	Addr      string
-	DataDir   string
-	AdminKey  string
-	LogLevel  string
-	LogFormat string
+	Addr        string
+	DataDir     string
+	AdminKey    string
+	LogLevel    string
+	LogFormat   string
+	OllamaURL   string
+	EmbedModel  string
+	KeepLearned int
 }
 
 func main() {
@@ -93,6 +97,13 @@ func parseConfig(args []string) (Config, error) {
 	fs.StringVar(&cfg.DataDir, "data-dir", env("TOOLBELT_DATA_DIR", "./data"), "directory holding the SQLite database (TOOLBELT_DATA_DIR)")
 	fs.StringVar(&cfg.LogLevel, "log-level", env("TOOLBELT_LOG_LEVEL", "info"), "debug, info, warn or error (TOOLBELT_LOG_LEVEL)")
 	fs.StringVar(&cfg.LogFormat, "log-format", env("TOOLBELT_LOG_FORMAT", "json"), "json or text (TOOLBELT_LOG_FORMAT)")
+	fs.StringVar(&cfg.OllamaURL, "ollama-url", os.Getenv("TOOLBELT_OLLAMA_URL"), "Ollama base URL for embeddings (TOOLBELT_OLLAMA_URL); the built-in embedder when empty or unreachable")
+	fs.StringVar(&cfg.EmbedModel, "embed-model", env("TOOLBELT_EMBED_MODEL", "nomic-embed-text"), "Ollama embedding model (TOOLBELT_EMBED_MODEL)")
+	keep, err := strconv.Atoi(env("TOOLBELT_LEARNED_PER_TOOL", strconv.Itoa(services.DefaultKeepLearned)))
+	if err != nil || keep < 1 {
+		return cfg, fmt.Errorf("TOOLBELT_LEARNED_PER_TOOL must be a positive integer")
+	}
+	fs.IntVar(&cfg.KeepLearned, "learned-per-tool", keep, "learned queries kept per tool, oldest dropped (TOOLBELT_LEARNED_PER_TOOL)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
@@ -144,6 +155,21 @@ func serve(args []string) error {
 	}
 	accounts := services.NewAccounts(store, authz, log)
 	registry := services.NewRegistry(store, log)
+	emb, embedNote, err := chooseEmbedder(ctx, cfg.OllamaURL, cfg.EmbedModel)
+	if err != nil {
+		return err
+	}
+	if embedNote != "" {
+		log.Warn(embedNote)
+	}
+	host := services.DetectHost()
+	selector := services.NewSelector(store, authz, emb, host, cfg.KeepLearned, log)
+	defer selector.Close()
+	registry.OnChange(func(ctx context.Context) {
+		if err := selector.Refresh(ctx); err != nil {
+			log.ErrorContext(ctx, "refresh the selection index", "err", err)
+		}
+	})
 	adminKey, err := accounts.Bootstrap(ctx, cfg.AdminKey)
 	if err != nil {
 		return err
@@ -155,9 +181,13 @@ func serve(args []string) error {
 	if len(seeded) > 0 {
 		log.Info("built-in tools seeded", "tools", seeded)
 	}
+	if err := selector.Refresh(ctx); err != nil {
+		return err
+	}
+	log.Info("selection index ready", "embedder", selector.Status(), "host", host)
 
 	h := &handlers.Handler{
-		Registry: registry, Accounts: accounts, Health: services.NewHealth(store), Log: log,
+		Registry: registry, Selector: selector, Accounts: accounts, Health: services.NewHealth(store, selector, embedNote), Log: log,
 		Links: handlers.Links{Swagger: "/swagger/index.html", Healthz: "/healthz", Readyz: "/readyz"},
 	}
 	srv := &http.Server{

@@ -481,6 +481,82 @@ const docTemplate = `{
                 }
             }
         },
+        "/selections/{id}/feedback": {
+            "post": {
+                "description": "The selection's query becomes retrieval text for each named tool (whether or not it was among those selected), so similar tasks find it. Agents may only give feedback on their own selections.",
+                "consumes": [
+                    "application/json"
+                ],
+                "produces": [
+                    "application/json"
+                ],
+                "tags": [
+                    "selection"
+                ],
+                "summary": "Feedback on a selection",
+                "parameters": [
+                    {
+                        "type": "string",
+                        "description": "Selection id",
+                        "name": "id",
+                        "in": "path",
+                        "required": true
+                    },
+                    {
+                        "description": "Tools the task used",
+                        "name": "request",
+                        "in": "body",
+                        "required": true,
+                        "schema": {
+                            "$ref": "#/definitions/handlers.FeedbackRequest"
+                        }
+                    }
+                ],
+                "responses": {
+                    "200": {
+                        "description": "OK",
+                        "schema": {
+                            "$ref": "#/definitions/handlers.FeedbackResult"
+                        }
+                    },
+                    "400": {
+                        "description": "Bad Request",
+                        "schema": {
+                            "$ref": "#/definitions/handlers.ErrorBody"
+                        }
+                    },
+                    "401": {
+                        "description": "Unauthorized",
+                        "schema": {
+                            "$ref": "#/definitions/handlers.ErrorBody"
+                        }
+                    },
+                    "403": {
+                        "description": "Forbidden",
+                        "schema": {
+                            "$ref": "#/definitions/handlers.ErrorBody"
+                        }
+                    },
+                    "404": {
+                        "description": "Not Found",
+                        "schema": {
+                            "$ref": "#/definitions/handlers.ErrorBody"
+                        }
+                    },
+                    "422": {
+                        "description": "Unprocessable Entity",
+                        "schema": {
+                            "$ref": "#/definitions/handlers.ErrorBody"
+                        }
+                    }
+                },
+                "security": [
+                    {
+                        "BearerAuth": []
+                    }
+                ]
+            }
+        },
         "/tools": {
             "get": {
                 "description": "Lists active tools ordered by name, filtered and paginated. With format, each entry is the tool rendered for that LLM API, ready to put in its tools array.",
@@ -673,9 +749,72 @@ const docTemplate = `{
                 ]
             }
         },
+        "/tools/select": {
+            "post": {
+                "description": "Ranks the catalog for the task (dense similarity fused with BM25 and what was learned from usage), keeps what the caller may use and this host can run, and returns the best tools in the requested LLM format with scores, reasons and a token estimate. The selection id can be sent back as feedback; a later call in the same session also teaches the index.",
+                "consumes": [
+                    "application/json"
+                ],
+                "produces": [
+                    "application/json"
+                ],
+                "tags": [
+                    "selection"
+                ],
+                "summary": "Select tools for a task",
+                "parameters": [
+                    {
+                        "description": "Task and filters (limit default 12, at most 40; format default openai)",
+                        "name": "request",
+                        "in": "body",
+                        "required": true,
+                        "schema": {
+                            "$ref": "#/definitions/services.SelectRequest"
+                        }
+                    }
+                ],
+                "responses": {
+                    "200": {
+                        "description": "OK",
+                        "schema": {
+                            "$ref": "#/definitions/services.SelectResult"
+                        }
+                    },
+                    "400": {
+                        "description": "Bad Request",
+                        "schema": {
+                            "$ref": "#/definitions/handlers.ErrorBody"
+                        }
+                    },
+                    "401": {
+                        "description": "Unauthorized",
+                        "schema": {
+                            "$ref": "#/definitions/handlers.ErrorBody"
+                        }
+                    },
+                    "403": {
+                        "description": "Forbidden",
+                        "schema": {
+                            "$ref": "#/definitions/handlers.ErrorBody"
+                        }
+                    },
+                    "422": {
+                        "description": "Unprocessable Entity",
+                        "schema": {
+                            "$ref": "#/definitions/handlers.ErrorBody"
+                        }
+                    }
+                },
+                "security": [
+                    {
+                        "BearerAuth": []
+                    }
+                ]
+            }
+        },
         "/tools/{name}": {
             "get": {
-                "description": "The current version of an active tool, or with format its rendering for that LLM API.",
+                "description": "The current version of an active tool, or with format its rendering for that LLM API. An unknown name answers 404 with suggestions: the closest real tools by name and by the session's last task.",
                 "produces": [
                     "application/json"
                 ],
@@ -702,6 +841,12 @@ const docTemplate = `{
                         "type": "string",
                         "description": "LLM format",
                         "name": "format",
+                        "in": "query"
+                    },
+                    {
+                        "type": "string",
+                        "description": "Session whose last selection guides suggestions for an unknown name",
+                        "name": "session_id",
                         "in": "query"
                     }
                 ],
@@ -834,6 +979,123 @@ const docTemplate = `{
                         "type": "string",
                         "description": "Tool name",
                         "name": "name",
+                        "in": "path",
+                        "required": true
+                    }
+                ],
+                "responses": {
+                    "204": {
+                        "description": "No Content"
+                    },
+                    "400": {
+                        "description": "Bad Request",
+                        "schema": {
+                            "$ref": "#/definitions/handlers.ErrorBody"
+                        }
+                    },
+                    "401": {
+                        "description": "Unauthorized",
+                        "schema": {
+                            "$ref": "#/definitions/handlers.ErrorBody"
+                        }
+                    },
+                    "403": {
+                        "description": "Forbidden",
+                        "schema": {
+                            "$ref": "#/definitions/handlers.ErrorBody"
+                        }
+                    },
+                    "404": {
+                        "description": "Not Found",
+                        "schema": {
+                            "$ref": "#/definitions/handlers.ErrorBody"
+                        }
+                    }
+                },
+                "security": [
+                    {
+                        "BearerAuth": []
+                    }
+                ]
+            }
+        },
+        "/tools/{name}/queries": {
+            "get": {
+                "description": "The task texts that led to this tool being used, newest first; they are part of its retrieval text.",
+                "produces": [
+                    "application/json"
+                ],
+                "tags": [
+                    "selection"
+                ],
+                "summary": "Learned queries of a tool",
+                "parameters": [
+                    {
+                        "type": "string",
+                        "description": "Tool name",
+                        "name": "name",
+                        "in": "path",
+                        "required": true
+                    }
+                ],
+                "responses": {
+                    "200": {
+                        "description": "OK",
+                        "schema": {
+                            "$ref": "#/definitions/handlers.LearnedQueryList"
+                        }
+                    },
+                    "400": {
+                        "description": "Bad Request",
+                        "schema": {
+                            "$ref": "#/definitions/handlers.ErrorBody"
+                        }
+                    },
+                    "401": {
+                        "description": "Unauthorized",
+                        "schema": {
+                            "$ref": "#/definitions/handlers.ErrorBody"
+                        }
+                    },
+                    "403": {
+                        "description": "Forbidden",
+                        "schema": {
+                            "$ref": "#/definitions/handlers.ErrorBody"
+                        }
+                    },
+                    "404": {
+                        "description": "Not Found",
+                        "schema": {
+                            "$ref": "#/definitions/handlers.ErrorBody"
+                        }
+                    }
+                },
+                "security": [
+                    {
+                        "BearerAuth": []
+                    }
+                ]
+            }
+        },
+        "/tools/{name}/queries/{id}": {
+            "delete": {
+                "description": "The query stops being retrieval text for the tool at once.",
+                "tags": [
+                    "selection"
+                ],
+                "summary": "Remove a learned query",
+                "parameters": [
+                    {
+                        "type": "string",
+                        "description": "Tool name",
+                        "name": "name",
+                        "in": "path",
+                        "required": true
+                    },
+                    {
+                        "type": "integer",
+                        "description": "Learned query id",
+                        "name": "id",
                         "in": "path",
                         "required": true
                     }
@@ -1094,6 +1356,17 @@ const docTemplate = `{
                 "request_id": {
                     "type": "string",
                     "example": "3f2a9c0d1b7e4a56"
+                },
+                "suggestions": {
+                    "description": "Suggestions name real tools close to an unknown one.",
+                    "type": "array",
+                    "items": {
+                        "type": "string"
+                    },
+                    "example": [
+                        "file_read",
+                        "file_list"
+                    ]
                 }
             }
         },
@@ -1113,6 +1386,47 @@ const docTemplate = `{
             "properties": {
                 "error": {
                     "$ref": "#/definitions/handlers.APIError"
+                }
+            }
+        },
+        "handlers.FeedbackRequest": {
+            "type": "object",
+            "properties": {
+                "tools": {
+                    "type": "array",
+                    "items": {
+                        "type": "string"
+                    }
+                }
+            }
+        },
+        "handlers.FeedbackResult": {
+            "type": "object",
+            "properties": {
+                "learned": {
+                    "type": "array",
+                    "items": {
+                        "type": "string"
+                    }
+                },
+                "selection_id": {
+                    "type": "string",
+                    "example": "9f2c4e1a7b3d5f60"
+                }
+            }
+        },
+        "handlers.LearnedQueryList": {
+            "type": "object",
+            "properties": {
+                "queries": {
+                    "type": "array",
+                    "items": {
+                        "$ref": "#/definitions/models.LearnedQuery"
+                    }
+                },
+                "tool": {
+                    "type": "string",
+                    "example": "file_read"
                 }
             }
         },
@@ -1196,6 +1510,29 @@ const docTemplate = `{
                     "items": {
                         "$ref": "#/definitions/services.ToolVersion"
                     }
+                }
+            }
+        },
+        "models.LearnedQuery": {
+            "type": "object",
+            "properties": {
+                "created_at": {
+                    "type": "string"
+                },
+                "id": {
+                    "type": "integer"
+                },
+                "query": {
+                    "type": "string"
+                },
+                "selection_id": {
+                    "type": "string"
+                },
+                "source": {
+                    "type": "string"
+                },
+                "tool": {
+                    "type": "string"
                 }
             }
         },
@@ -1430,6 +1767,39 @@ const docTemplate = `{
                 }
             }
         },
+        "services.Reasons": {
+            "type": "object",
+            "properties": {
+                "dense_rank": {
+                    "type": "integer",
+                    "example": 3
+                },
+                "dense_similarity": {
+                    "type": "number",
+                    "example": 0.42
+                },
+                "learned_queries": {
+                    "type": "array",
+                    "items": {
+                        "type": "string"
+                    }
+                },
+                "lexical_rank": {
+                    "type": "integer",
+                    "example": 1
+                },
+                "lexical_score": {
+                    "type": "number",
+                    "example": 7.1
+                },
+                "matched_terms": {
+                    "type": "array",
+                    "items": {
+                        "type": "string"
+                    }
+                }
+            }
+        },
         "services.Runner": {
             "type": "object",
             "properties": {
@@ -1505,6 +1875,119 @@ const docTemplate = `{
                 },
                 "sandbox": {
                     "type": "boolean"
+                }
+            }
+        },
+        "services.SelectRequest": {
+            "type": "object",
+            "properties": {
+                "categories": {
+                    "type": "array",
+                    "items": {
+                        "type": "string"
+                    }
+                },
+                "exclude_categories": {
+                    "type": "array",
+                    "items": {
+                        "type": "string"
+                    }
+                },
+                "format": {
+                    "type": "string",
+                    "enum": [
+                        "openai",
+                        "openai_responses",
+                        "anthropic",
+                        "gemini",
+                        "mcp"
+                    ],
+                    "example": "openai"
+                },
+                "limit": {
+                    "type": "integer",
+                    "example": 12
+                },
+                "query": {
+                    "type": "string",
+                    "example": "summarise the CSV files in this folder"
+                },
+                "session_id": {
+                    "type": "string",
+                    "example": "run-42"
+                }
+            }
+        },
+        "services.SelectResult": {
+            "type": "object",
+            "properties": {
+                "embedder": {
+                    "type": "string",
+                    "example": "builtin/hash-v1-384"
+                },
+                "format": {
+                    "type": "string",
+                    "example": "openai"
+                },
+                "query": {
+                    "type": "string"
+                },
+                "selection_id": {
+                    "type": "string",
+                    "example": "9f2c4e1a7b3d5f60"
+                },
+                "tokens": {
+                    "$ref": "#/definitions/services.TokenEstimate"
+                },
+                "tools": {
+                    "type": "array",
+                    "items": {
+                        "$ref": "#/definitions/services.Selected"
+                    }
+                }
+            }
+        },
+        "services.Selected": {
+            "type": "object",
+            "properties": {
+                "category": {
+                    "type": "string",
+                    "example": "filesystem"
+                },
+                "name": {
+                    "type": "string",
+                    "example": "file_list"
+                },
+                "reasons": {
+                    "$ref": "#/definitions/services.Reasons"
+                },
+                "score": {
+                    "type": "number",
+                    "example": 0.031
+                },
+                "security_level": {
+                    "type": "string",
+                    "example": "safe"
+                },
+                "tool": {
+                    "type": "object"
+                }
+            }
+        },
+        "services.TokenEstimate": {
+            "type": "object",
+            "properties": {
+                "catalog": {
+                    "type": "integer",
+                    "example": 48200
+                },
+                "saved_ratio": {
+                    "type": "number",
+                    "example": 0.97
+                },
+                "selection": {
+                    "type": "integer",
+                    "example": 1450
                 }
             }
         },

@@ -29,6 +29,7 @@ const MaxBodyBytes = 1 << 20
 // nothing else.
 type Handler struct {
 	Registry *services.Registry
+	Selector *services.Selector
 	Accounts *services.Accounts
 	Health   *services.Health
 	Log      *slog.Logger
@@ -61,6 +62,8 @@ type APIError struct {
 	Code      string           `json:"code" example:"VALIDATION_ERROR"`
 	Message   string           `json:"message" example:"invalid tool definition"`
 	Problems  []models.Problem `json:"problems,omitempty"`
+	// Suggestions name real tools close to an unknown one.
+	Suggestions []string `json:"suggestions,omitempty" example:"file_read,file_list"`
 	RequestID string           `json:"request_id,omitempty" example:"3f2a9c0d1b7e4a56"`
 }
 
@@ -109,7 +112,12 @@ func (h *Handler) classify(c *gin.Context, err error) (int, ErrorBody) {
 	case errors.Is(err, models.ErrForbidden):
 		return http.StatusForbidden, body("FORBIDDEN", err.Error())
 	case errors.Is(err, models.ErrNotFound):
-		return http.StatusNotFound, body("NOT_FOUND", err.Error())
+		b := body("NOT_FOUND", err.Error())
+		var unknown *services.UnknownToolError
+		if errors.As(err, &unknown) {
+			b.Error.Suggestions = unknown.Suggestions
+		}
+		return http.StatusNotFound, b
 	case errors.Is(err, models.ErrConflict):
 		return http.StatusConflict, body("CONFLICT", err.Error())
 	}

@@ -174,12 +174,13 @@ func (h *Handler) ListTools(c *gin.Context) error {
 // GetTool returns a tool's current version.
 //
 //	@Summary		Get a tool
-//	@Description	The current version of an active tool, or with format its rendering for that LLM API.
+//	@Description	The current version of an active tool, or with format its rendering for that LLM API. An unknown name answers 404 with suggestions: the closest real tools by name and by the session's last task.
 //	@Tags			tools
 //	@Produce		json
 //	@Param			name	path		string	true	"Tool name"
-//	@Param			format	query		string	false	"LLM format"	Enums(openai, openai_responses, anthropic, gemini, mcp)
-//	@Success		200		{object}	services.Tool
+//	@Param			format		query		string	false	"LLM format"	Enums(openai, openai_responses, anthropic, gemini, mcp)
+//	@Param			session_id	query		string	false	"Session whose last selection guides suggestions for an unknown name"
+//	@Success		200			{object}	services.Tool
 //	@Failure		400		{object}	ErrorBody
 //	@Failure		401		{object}	ErrorBody
 //	@Failure		403		{object}	ErrorBody
@@ -187,7 +188,7 @@ func (h *Handler) ListTools(c *gin.Context) error {
 //	@Security		BearerAuth
 //	@Router			/tools/{name} [get]
 func (h *Handler) GetTool(c *gin.Context) error {
-	if err := onlyQuery(c, "format"); err != nil {
+	if err := onlyQuery(c, "format", "session_id"); err != nil {
 		return err
 	}
 	if format := c.Query("format"); format != "" {
@@ -200,7 +201,7 @@ func (h *Handler) GetTool(c *gin.Context) error {
 	}
 	tool, err := h.Registry.Get(c.Request.Context(), c.Param("name"))
 	if err != nil {
-		return err
+		return h.Selector.ExplainUnknown(c.Request.Context(), CurrentPrincipal(c), c.Query("session_id"), c.Param("name"), err)
 	}
 	c.JSON(http.StatusOK, tool)
 	return nil

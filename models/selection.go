@@ -149,10 +149,10 @@ func (s *Store) Exports(ctx context.Context, format string, ids []uint) (map[uin
 	return out, nil
 }
 
-// CreateSelection records a selection.
-func (s *Store) CreateSelection(ctx context.Context, sel *Selection) error {
-	if err := s.db.WithContext(ctx).Create(sel).Error; err != nil {
-		return fmt.Errorf("record selection: %w", err)
+// CreateSelections records selections in one transaction.
+func (s *Store) CreateSelections(ctx context.Context, sels []*Selection) error {
+	if err := s.db.WithContext(ctx).CreateInBatches(sels, 256).Error; err != nil {
+		return fmt.Errorf("record selections: %w", err)
 	}
 	return nil
 }

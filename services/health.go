@@ -2,6 +2,7 @@ package services
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"toolbelt/models"
@@ -10,13 +11,17 @@ import (
 // Health reports whether the service can do its work, and which optional
 // mechanisms (embedder, sandbox) are in use.
 type Health struct {
-	store *models.Store
-	start time.Time
+	store     *models.Store
+	selector  *Selector
+	embedNote string
+	start     time.Time
 }
 
-// NewHealth returns the readiness checker.
-func NewHealth(store *models.Store) *Health {
-	return &Health{store: store, start: time.Now()}
+// NewHealth returns the readiness checker. embedNote says why the
+// embedder in use was chosen (e.g. Ollama unreachable), if there is more
+// to say than its name.
+func NewHealth(store *models.Store, selector *Selector, embedNote string) *Health {
+	return &Health{store: store, selector: selector, embedNote: embedNote, start: time.Now()}
 }
 
 // Component is the state of one part of the service.
@@ -42,6 +47,17 @@ func (h *Health) Check(ctx context.Context) Readiness {
 		r.Components["database"] = Component{Status: "down", Detail: err.Error()}
 	} else {
 		r.Components["database"] = Component{Status: "ok", Detail: "sqlite (WAL)"}
+	}
+	if h.selector != nil {
+		emb := Component{Status: "ok", Detail: h.selector.Status()}
+		if h.embedNote != "" {
+			emb.Status, emb.Detail = "degraded", emb.Detail+"; "+h.embedNote
+		}
+		r.Components["embedder"] = emb
+		host := h.selector.Host()
+		yes := map[bool]string{true: "yes", false: "no"}
+		r.Components["host"] = Component{Status: "ok", Detail: fmt.Sprintf("chromium %s, python3 %s, node %s, sandbox (bubblewrap) %s",
+			yes[host.Chromium], yes[host.Python], yes[host.Node], yes[host.Sandbox])}
 	}
 	return r
 }

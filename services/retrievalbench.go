@@ -97,6 +97,7 @@ func RunRetrievalBench(ctx context.Context, opts BenchOptions) (*BenchReport, er
 	}
 	reg := NewRegistry(store, log)
 	sel := NewSelector(store, authz, opts.Embedder, HostCaps{Chromium: true, Python: true, Node: true, Sandbox: true}, 0, log)
+	defer sel.Close()
 	rep := &BenchReport{Embedder: opts.Embedder.Model()}
 	for _, t := range tools {
 		if _, err := reg.Register(ctx, benchDefinition(t), nil); err != nil {

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"math"
 	"os/exec"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
@@ -99,11 +100,12 @@ type Selector struct {
 	log   *slog.Logger
 	keep  int
 
-	mu      sync.Mutex // serializes refreshes
-	docs    map[uint]*docInfo
-	idx     atomic.Pointer[index]
-	learned atomic.Pointer[learnedIndex]
-	loaded  bool // learned queries read from the store
+	mu       sync.Mutex // serializes refreshes
+	docs     map[uint]*docInfo
+	idx      atomic.Pointer[index]
+	learned  atomic.Pointer[learnedIndex]
+	recorder *selectionRecorder
+	loaded   bool // learned queries read from the store
 
 	embedding atomic.Bool  // a background re-embed runs
 	embedDone atomic.Int64 // its progress
@@ -141,11 +143,16 @@ func NewSelector(store *models.Store, authz *Authz, emb embed.Embedder, host Hos
 	if keep <= 0 {
 		keep = DefaultKeepLearned
 	}
-	s := &Selector{store: store, authz: authz, emb: emb, host: host, log: log, keep: keep, docs: map[uint]*docInfo{}}
+	s := &Selector{store: store, authz: authz, emb: emb, host: host, log: log, keep: keep, docs: map[uint]*docInfo{},
+		recorder: newSelectionRecorder(store, log)}
 	s.idx.Store(&index{byName: map[string]int{}, lex: newBM25(nil)})
 	s.learned.Store(newLearnedIndex(emb.Model(), nil))
 	return s
 }
+
+// Close writes the selection records still queued; call it before the
+// database closes.
+func (s *Selector) Close() { s.recorder.close() }
 
 // Embedder returns the embedder in use.
 func (s *Selector) Embedder() embed.Embedder { return s.emb }
@@ -557,7 +564,7 @@ func (s *Selector) Select(ctx context.Context, caller *models.Principal, req Sel
 	exclude := toSet(req.ExcludeCategories)
 	allowed := func(e *entry) bool {
 		return vis.allows(e) && s.host.runs(e.doc.needs) &&
-			(len(include) == 0 || include[e.category]) && !exclude[e.category]
+			(len(include) == 0 || include[e.category]) && (len(exclude) == 0 || !exclude[e.category])
 	}
 	ranked := s.rank(ctx, ix, req.Query, allowed, req.Limit)
 	res := &SelectResult{Query: req.Query, Format: req.Format, Embedder: s.emb.Model(), Tools: []Selected{}}
@@ -591,7 +598,7 @@ func (s *Selector) Select(ctx context.Context, caller *models.Principal, req Sel
 	if caller != nil {
 		sel.PrincipalID = caller.ID
 	}
-	if err := s.store.CreateSelection(ctx, sel); err != nil {
+	if err := s.recorder.record(ctx, sel); err != nil {
 		return nil, err
 	}
 	res.SelectionID = sel.ID
@@ -689,22 +696,16 @@ func (s *Selector) rank(ctx context.Context, ix *index, query string, allowed fu
 	} else if err != nil {
 		s.log.WarnContext(ctx, "embed query; ranking lexically", "err", err)
 	}
-	ok := make([]bool, n)
+	sc := getScratch(n)
+	defer scratchPool.Put(sc)
+	ok, dense, lex, learnLex, learnDense, fused := sc.ok, sc.dense, sc.lex, sc.learnLex, sc.learnDense, sc.fused
 	for i, e := range ix.entries {
 		ok[i] = allowed(e)
 	}
-	dense := make([]float32, n)
 	if qvec != nil {
-		for i, e := range ix.entries {
-			if ok[i] && e.doc.vec != nil && len(e.doc.vec) == len(qvec) {
-				dense[i] = embed.Dot(qvec, e.doc.vec)
-			}
-		}
+		denseScores(ix.entries, ok, qvec, dense)
 	}
-	lex := make([]float32, n)
 	ix.lex.score(terms, lex)
-	learnLex := make([]float32, n)
-	learnDense := make([]float32, n)
 	ls := s.learned.Load().score(terms, qvec)
 	for tool, sc := range ls.lexical {
 		if i, found := ix.byName[tool]; found {
@@ -716,28 +717,18 @@ func (s *Selector) rank(ctx context.Context, ix *index, query string, allowed fu
 			learnDense[i] = sc
 		}
 	}
-	fused := make([]float64, n)
-	denseRank := combineMax(fused, dense, ok, s.denseWeight(), DenseTop)
-	lexRank := combineMax(fused, lex, ok, lexicalWeight, 0)
+	combineMax(fused, dense, ok, s.denseWeight(), DenseTop)
+	combineMax(fused, lex, ok, lexicalWeight, 0)
 	combineMax(fused, learnLex, ok, learnedLexicalWeight, 0)
 	combineMax(fused, learnDense, ok, learnedDenseWeight, DenseTop)
 
-	order := make([]int, 0, n)
-	for i := range fused {
-		if ok[i] && fused[i] > 0 {
-			order = append(order, i)
-		}
-	}
-	sort.SliceStable(order, func(a, b int) bool { return fused[order[a]] > fused[order[b]] })
-	if len(order) > limit {
-		order = order[:limit]
-	}
+	order := topK(fused, ok, limit)
 	out := make([]ranked, len(order))
 	for k, i := range order {
 		e := ix.entries[i]
 		out[k] = ranked{entry: i, score: fused[i], reasons: Reasons{
-			DenseSimilarity: round(float64(dense[i]), 4), DenseRank: denseRank[i],
-			LexicalScore: round(float64(lex[i]), 3), LexicalRank: lexRank[i],
+			DenseSimilarity: round(float64(dense[i]), 4), DenseRank: rankOf(dense, ok, i),
+			LexicalScore: round(float64(lex[i]), 3), LexicalRank: rankOf(lex, ok, i),
 			MatchedTerms:   matchedWords(query, e.doc.terms),
 			LearnedQueries: s.learned.Load().matching(e.name, terms, 3),
 		}}
@@ -745,29 +736,150 @@ func (s *Selector) rank(ctx context.Context, ix *index, query string, allowed fu
 	return out
 }
 
-// combineMax adds weight*score/max(score) for the entries among the top
-// (all when top is 0) and returns ranks.
-func combineMax(fused []float64, scores []float32, ok []bool, weight float64, top int) []int {
-	idx := make([]int, 0, len(scores))
+// scratch holds one ranking's per-tool buffers; pooled, since a ranking
+// of 10,000 tools would otherwise allocate a quarter megabyte each time.
+type scratch struct {
+	ok                               []bool
+	dense, lex, learnLex, learnDense []float32
+	fused                            []float64
+}
+
+var scratchPool sync.Pool
+
+func getScratch(n int) *scratch {
+	sc, _ := scratchPool.Get().(*scratch)
+	if sc == nil || cap(sc.ok) < n {
+		return &scratch{ok: make([]bool, n), dense: make([]float32, n), lex: make([]float32, n),
+			learnLex: make([]float32, n), learnDense: make([]float32, n), fused: make([]float64, n)}
+	}
+	sc.ok, sc.fused = sc.ok[:n], sc.fused[:n]
+	sc.dense, sc.lex, sc.learnLex, sc.learnDense = sc.dense[:n], sc.lex[:n], sc.learnLex[:n], sc.learnDense[:n]
+	clear(sc.ok)
+	clear(sc.fused)
+	clear(sc.dense)
+	clear(sc.lex)
+	clear(sc.learnLex)
+	clear(sc.learnDense)
+	return sc
+}
+
+// denseScores fills out with the similarity of qvec to each allowed
+// entry's vector, in parallel over the CPUs for a large catalog.
+func denseScores(entries []*entry, ok []bool, qvec, out []float32) {
+	work := func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			if v := entries[i].doc.vec; ok[i] && len(v) == len(qvec) {
+				out[i] = embed.Dot(qvec, v)
+			}
+		}
+	}
+	parts := min(runtime.GOMAXPROCS(0), len(entries)/2048)
+	if parts <= 1 {
+		work(0, len(entries))
+		return
+	}
+	var wg sync.WaitGroup
+	step := (len(entries) + parts - 1) / parts
+	for lo := 0; lo < len(entries); lo += step {
+		wg.Go(func() { work(lo, min(lo+step, len(entries))) })
+	}
+	wg.Wait()
+}
+
+// combineMax adds weight*score/best for the allowed entries with a positive
+// score, only the top best ones when top > 0.
+func combineMax(fused []float64, scores []float32, ok []bool, weight float64, top int) {
+	var best float32
 	for i, s := range scores {
-		if ok[i] && s > 0 {
+		if ok[i] && s > best {
+			best = s
+		}
+	}
+	if best <= 0 {
+		return
+	}
+	floor := float32(0)
+	if top > 0 {
+		floor = kthLargest(scores, ok, top)
+	}
+	for i, s := range scores {
+		if ok[i] && s > 0 && s >= floor {
+			fused[i] += weight * float64(s/best)
+		}
+	}
+}
+
+// kthLargest returns the k-th largest positive allowed score (0 when there
+// are fewer), with a small min-heap: one pass, no sort of the catalog.
+func kthLargest(scores []float32, ok []bool, k int) float32 {
+	h := make([]float32, 0, k)
+	for i, s := range scores {
+		if !ok[i] || s <= 0 {
+			continue
+		}
+		if len(h) < k {
+			h = append(h, s)
+			for j := len(h) - 1; j > 0 && h[(j-1)/2] > h[j]; j = (j - 1) / 2 {
+				h[j], h[(j-1)/2] = h[(j-1)/2], h[j]
+			}
+			continue
+		}
+		if s <= h[0] {
+			continue
+		}
+		h[0] = s
+		for j := 0; ; {
+			l, r, m := 2*j+1, 2*j+2, j
+			if l < k && h[l] < h[m] {
+				m = l
+			}
+			if r < k && h[r] < h[m] {
+				m = r
+			}
+			if m == j {
+				break
+			}
+			h[j], h[m] = h[m], h[j]
+			j = m
+		}
+	}
+	if len(h) < k {
+		return 0
+	}
+	return h[0]
+}
+
+// topK returns the indexes of the k best positive allowed scores, best
+// first (ties by index, so rankings are stable).
+func topK(fused []float64, ok []bool, k int) []int {
+	var idx []int
+	for i, f := range fused {
+		if ok[i] && f > 0 {
 			idx = append(idx, i)
 		}
 	}
-	sort.Slice(idx, func(a, b int) bool { return scores[idx[a]] > scores[idx[b]] })
-	if top > 0 && len(idx) > top {
-		idx = idx[:top]
+	sort.Slice(idx, func(a, b int) bool {
+		if fused[idx[a]] != fused[idx[b]] {
+			return fused[idx[a]] > fused[idx[b]]
+		}
+		return idx[a] < idx[b]
+	})
+	return idx[:min(k, len(idx))]
+}
+
+// rankOf is the 1-based rank of entry i by score among allowed entries, or
+// 0 when it has no positive score.
+func rankOf(scores []float32, ok []bool, i int) int {
+	if scores[i] <= 0 {
+		return 0
 	}
-	ranks := make([]int, len(scores))
-	if len(idx) == 0 {
-		return ranks
+	r := 1
+	for j, s := range scores {
+		if ok[j] && s > scores[i] {
+			r++
+		}
 	}
-	mx := scores[idx[0]]
-	for r, i := range idx {
-		ranks[i] = r + 1
-		fused[i] += weight * float64(scores[i]/mx)
-	}
-	return ranks
+	return r
 }
 
 // matchedWords lists the query's words whose stems the tool's text holds.
@@ -789,12 +901,16 @@ func matchedWords(query string, docTerms []string) []string {
 // retrieval text for each named tool (the tools the agent actually used,
 // whether or not they were among those selected).
 func (s *Selector) Feedback(ctx context.Context, caller *models.Principal, selectionID string, tools []string) ([]string, error) {
-	sel, err := s.store.SelectionByID(ctx, selectionID)
+	sel, err := s.recorder.byID(ctx, selectionID)
 	if err != nil {
 		return nil, err
 	}
 	if caller != nil && caller.Role == RoleAgent && sel.PrincipalID != caller.ID {
 		return nil, fmt.Errorf("%w: selection %s was made by another principal", models.ErrForbidden, selectionID)
+	}
+	vis, err := s.visibilityOf(caller)
+	if err != nil {
+		return nil, err
 	}
 	var ps problems
 	if len(tools) == 0 {
@@ -802,8 +918,12 @@ func (s *Selector) Feedback(ctx context.Context, caller *models.Principal, selec
 	}
 	ix := s.idx.Load()
 	for i, t := range tools {
-		if _, ok := ix.byName[t]; !ok {
+		n, ok := ix.byName[t]
+		switch {
+		case !ok:
 			ps.add(fmt.Sprintf("/tools/%d", i), "tool %q is not in the catalog", t)
+		case !vis.allows(ix.entries[n]):
+			ps.add(fmt.Sprintf("/tools/%d", i), "tool %q is not among the tools you may use", t)
 		}
 	}
 	if len(ps) > 0 {
@@ -818,7 +938,7 @@ func (s *Selector) LearnFromCall(ctx context.Context, sessionID, tool string) er
 	if sessionID == "" {
 		return nil
 	}
-	sel, err := s.store.LastSelection(ctx, sessionID)
+	sel, err := s.recorder.lastOf(ctx, sessionID)
 	if errors.Is(err, models.ErrNotFound) {
 		return nil
 	}
@@ -889,7 +1009,7 @@ func (s *Selector) Suggest(ctx context.Context, caller *models.Principal, sessio
 	allowed := func(e *entry) bool { return vis.allows(e) && s.host.runs(e.doc.needs) }
 	score := map[int]float64{}
 	if sessionID != "" {
-		if sel, err := s.store.LastSelection(ctx, sessionID); err == nil {
+		if sel, err := s.recorder.lastOf(ctx, sessionID); err == nil {
 			for r, hit := range s.rank(ctx, ix, sel.Query, allowed, 40) {
 				score[hit.entry] += 1.0 / float64(10+r)
 			}
@@ -922,6 +1042,41 @@ func (s *Selector) Suggest(ctx context.Context, caller *models.Principal, sessio
 		out = append(out, ix.entries[i].name)
 	}
 	return out, nil
+}
+
+// UnknownToolError is a tool name that does not exist, with the real tools
+// closest to it. It matches models.ErrNotFound.
+type UnknownToolError struct {
+	Name        string
+	Suggestions []string
+}
+
+func (e *UnknownToolError) Error() string {
+	msg := fmt.Sprintf("tool %q does not exist", e.Name)
+	if len(e.Suggestions) > 0 {
+		msg += "; did you mean " + strings.Join(e.Suggestions, ", ") + "?"
+	}
+	return msg
+}
+
+// Is makes errors.Is(err, models.ErrNotFound) true.
+func (e *UnknownToolError) Is(target error) bool { return target == models.ErrNotFound }
+
+// ExplainUnknown turns a not-found error for a tool that was never
+// registered into an UnknownToolError with suggestions; other errors (a
+// retired tool, a bad name) pass unchanged.
+func (s *Selector) ExplainUnknown(ctx context.Context, caller *models.Principal, sessionID, name string, err error) error {
+	if !errors.Is(err, models.ErrNotFound) || !NamePattern.MatchString(name) {
+		return err
+	}
+	if _, _, lookErr := s.store.ToolByName(ctx, name, true); lookErr == nil || !errors.Is(lookErr, models.ErrNotFound) {
+		return err
+	}
+	sug, sErr := s.Suggest(ctx, caller, sessionID, name, 5)
+	if sErr != nil {
+		return err
+	}
+	return &UnknownToolError{Name: name, Suggestions: sug}
 }
 
 // nameSimilarity is 1 minus the normalized Levenshtein distance of two

@@ -15,6 +15,7 @@ import (
 	"toolbelt/handlers"
 	"toolbelt/models"
 	"toolbelt/services"
+	"toolbelt/services/embed"
 )
 
 // testApp is the whole service over a fresh SQLite file, wired as main
@@ -28,7 +29,15 @@ type testApp struct {
 	ids     map[string]uint   // role → principal id
 }
 
+// hostCaps is what the test host claims to run.
+type hostCaps = services.HostCaps
+
 func newTestApp(t testing.TB) *testApp {
+	t.Helper()
+	return newTestAppWithHost(t, hostCaps{Chromium: true, Python: true, Node: true, Sandbox: true})
+}
+
+func newTestAppWithHost(t testing.TB, host hostCaps) *testApp {
 	t.Helper()
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -45,6 +54,13 @@ func newTestApp(t testing.TB) *testApp {
 	}
 	accounts := services.NewAccounts(store, authz, log)
 	registry := services.NewRegistry(store, log)
+	selector := services.NewSelector(store, authz, embed.NewBuiltin(), host, 0, log)
+	t.Cleanup(selector.Close)
+	registry.OnChange(func(ctx context.Context) {
+		if err := selector.Refresh(ctx); err != nil {
+			t.Errorf("refresh: %v", err)
+		}
+	})
 	adminKey, err := accounts.Bootstrap(ctx, "")
 	if err != nil {
 		t.Fatal(err)
@@ -52,7 +68,10 @@ func newTestApp(t testing.TB) *testApp {
 	if _, err := registry.SeedBuiltins(ctx); err != nil {
 		t.Fatal(err)
 	}
-	h := &handlers.Handler{Registry: registry, Accounts: accounts, Health: services.NewHealth(store), Log: log,
+	if err := selector.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h := &handlers.Handler{Registry: registry, Selector: selector, Accounts: accounts, Health: services.NewHealth(store, selector, ""), Log: log,
 		Links: handlers.Links{Swagger: "/swagger/index.html", Healthz: "/healthz", Readyz: "/readyz"}}
 	app := &testApp{
 		handler: New(Deps{Handler: h, Accounts: accounts, Authz: authz, Log: log}),

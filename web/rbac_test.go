@@ -19,28 +19,32 @@ func TestRBACMatrix(t *testing.T) {
 		return def
 	}
 	cases := []struct {
-		method, path string
-		body         func(a *testApp) any
-		admin        int
-		reviewer     int
-		agent        int
+		method, route, path string
+		body                func(a *testApp) any
+		admin               int
+		reviewer            int
+		agent               int
 	}{
-		{"GET", "/api/v1/me", nil, 200, 200, 200},
-		{"GET", "/api/v1/tools", nil, 200, 200, 200},
-		{"POST", "/api/v1/tools", func(*testApp) any { return toolDef("word_count") }, 201, forbidden, forbidden},
-		{"GET", "/api/v1/tools/file_read", nil, 200, 200, 200},
-		{"PUT", "/api/v1/tools/file_read", publish, 200, forbidden, forbidden},
-		{"DELETE", "/api/v1/tools/file_read", nil, 204, forbidden, forbidden},
-		{"GET", "/api/v1/tools/file_read/versions", nil, 200, 200, 200},
-		{"GET", "/api/v1/tools/file_read/versions/1.0.0", nil, 200, 200, 200},
-		{"POST", "/api/v1/tools/file_read/rollback", func(*testApp) any { return map[string]any{"version": "1.0.0"} }, 200, forbidden, forbidden},
-		{"GET", "/api/v1/categories", nil, 200, 200, 200},
-		{"POST", "/api/v1/principals", func(*testApp) any { return map[string]any{"name": "bot", "role": "agent"} }, 201, forbidden, forbidden},
-		{"GET", "/api/v1/principals", nil, 200, forbidden, forbidden},
-		{"POST", "/api/v1/principals/3/keys", nil, 201, forbidden, forbidden},
-		{"GET", "/api/v1/principals/3/grants", nil, 200, forbidden, forbidden},
-		{"PUT", "/api/v1/principals/3/grants", func(*testApp) any { return map[string]any{"categories": []string{"filesystem"}, "tools": []string{}} }, 200, forbidden, forbidden},
-		{"DELETE", "/api/v1/keys/2", nil, 204, forbidden, forbidden},
+		{"GET", "/me", "/api/v1/me", nil, 200, 200, 200},
+		{"GET", "/tools", "/api/v1/tools", nil, 200, 200, 200},
+		{"POST", "/tools", "/api/v1/tools", func(*testApp) any { return toolDef("word_count") }, 201, forbidden, forbidden},
+		{"GET", "/tools/:name", "/api/v1/tools/file_read", nil, 200, 200, 200},
+		{"PUT", "/tools/:name", "/api/v1/tools/file_read", publish, 200, forbidden, forbidden},
+		{"DELETE", "/tools/:name", "/api/v1/tools/file_read", nil, 204, forbidden, forbidden},
+		{"GET", "/tools/:name/versions", "/api/v1/tools/file_read/versions", nil, 200, 200, 200},
+		{"GET", "/tools/:name/versions/:version", "/api/v1/tools/file_read/versions/1.0.0", nil, 200, 200, 200},
+		{"POST", "/tools/:name/rollback", "/api/v1/tools/file_read/rollback", func(*testApp) any { return map[string]any{"version": "1.0.0"} }, 200, forbidden, forbidden},
+		{"GET", "/categories", "/api/v1/categories", nil, 200, 200, 200},
+		{"POST", "/principals", "/api/v1/principals", func(*testApp) any { return map[string]any{"name": "bot", "role": "agent"} }, 201, forbidden, forbidden},
+		{"GET", "/principals", "/api/v1/principals", nil, 200, forbidden, forbidden},
+		{"POST", "/principals/:id/keys", "/api/v1/principals/3/keys", nil, 201, forbidden, forbidden},
+		{"GET", "/principals/:id/grants", "/api/v1/principals/3/grants", nil, 200, forbidden, forbidden},
+		{"PUT", "/principals/:id/grants", "/api/v1/principals/3/grants", func(*testApp) any { return map[string]any{"categories": []string{"filesystem"}, "tools": []string{}} }, 200, forbidden, forbidden},
+		{"DELETE", "/keys/:id", "/api/v1/keys/2", nil, 204, forbidden, forbidden},
+		{"POST", "/tools/select", "/api/v1/tools/select", func(*testApp) any { return map[string]any{"query": "read a config file"} }, 200, 200, 200},
+		{"POST", "/selections/:id/feedback", "/api/v1/selections/{sel}/feedback", func(*testApp) any { return map[string]any{"tools": []string{"file_list"}} }, 200, 200, 200},
+		{"GET", "/tools/:name/queries", "/api/v1/tools/file_read/queries", nil, 200, forbidden, forbidden},
+		{"DELETE", "/tools/:name/queries/:id", "/api/v1/tools/file_read/queries/1", nil, 204, forbidden, forbidden},
 	}
 	covered := map[string]bool{}
 	for _, tc := range cases {
@@ -49,6 +53,17 @@ func TestRBACMatrix(t *testing.T) {
 			if app.ids["agent"] != 3 || app.ids["reviewer"] != 2 {
 				t.Fatalf("fixture ids changed: %v", app.ids)
 			}
+			// The agent may use filesystem tools; it selected tools and
+			// reported using file_read: a selection to give feedback on and
+			// learned query 1.
+			if r := app.do(t, "admin", "PUT", "/api/v1/principals/3/grants", map[string]any{"categories": []string{"filesystem"}}); r.Status != 200 {
+				t.Fatalf("fixture grants: %d %s", r.Status, r.Body)
+			}
+			sel := app.do(t, "agent", "POST", "/api/v1/tools/select", map[string]any{"query": "show the config file"}).JSON(t)["selection_id"].(string)
+			if r := app.do(t, "agent", "POST", "/api/v1/selections/"+sel+"/feedback", map[string]any{"tools": []string{"file_read"}}); r.Status != 200 {
+				t.Fatalf("fixture feedback: %d %s", r.Status, r.Body)
+			}
+			path := strings.ReplaceAll(tc.path, "{sel}", sel)
 			// Admin last: it is the only role whose call changes state.
 			for _, role := range []string{"none", "agent", "reviewer", "admin"} {
 				want := map[string]int{"none": http.StatusUnauthorized, "agent": tc.agent, "reviewer": tc.reviewer, "admin": tc.admin}[role]
@@ -56,7 +71,7 @@ func TestRBACMatrix(t *testing.T) {
 				if tc.body != nil {
 					body = tc.body(app)
 				}
-				r := app.do(t, role, tc.method, tc.path, body)
+				r := app.do(t, role, tc.method, path, body)
 				if r.Status != want {
 					t.Errorf("%s: status %d, want %d: %s", role, r.Status, want, r.Body)
 				}
@@ -71,15 +86,10 @@ func TestRBACMatrix(t *testing.T) {
 		})
 	}
 	for _, tc := range cases {
-		covered[tc.method+" "+tc.path] = true
+		covered[tc.method+" "+tc.route] = true
 	}
 	for _, rt := range routes {
-		id := "3" // the agent
-		if rt.path == "/keys/:id" {
-			id = "2" // the reviewer's key
-		}
-		path := strings.NewReplacer(":name", "file_read", ":version", "1.0.0", ":id", id).Replace(APIPrefix + rt.path)
-		if !covered[rt.method+" "+path] {
+		if !covered[rt.method+" "+rt.path] {
 			t.Errorf("route %s %s has no row in the RBAC matrix", rt.method, rt.path)
 		}
 	}

@@ -54,6 +54,11 @@ var routes = []route{
 	{http.MethodPost, "/tools/:name/rollback", admins, (*handlers.Handler).RollbackTool},
 	{http.MethodGet, "/categories", everyone, (*handlers.Handler).Categories},
 
+	{http.MethodPost, "/tools/select", everyone, (*handlers.Handler).SelectTools},
+	{http.MethodPost, "/selections/:id/feedback", everyone, (*handlers.Handler).SelectionFeedback},
+	{http.MethodGet, "/tools/:name/queries", admins, (*handlers.Handler).LearnedQueries},
+	{http.MethodDelete, "/tools/:name/queries/:id", admins, (*handlers.Handler).ForgetQuery},
+
 	{http.MethodPost, "/principals", admins, (*handlers.Handler).CreatePrincipal},
 	{http.MethodGet, "/principals", admins, (*handlers.Handler).ListPrincipals},
 	{http.MethodPost, "/principals/:id/keys", admins, (*handlers.Handler).IssueKey},

@@ -8,7 +8,7 @@ import (
 )
 
 // BuiltinDim is the dimension of the built-in embedder's vectors.
-const BuiltinDim = 384
+const BuiltinDim = 256
 
 // Builtin is the embedder that needs no service: feature hashing of
 // stemmed words, adjacent word pairs and the character n-grams of each

@@ -44,19 +44,26 @@ func Normalize(v []float32) []float32 {
 	return v
 }
 
-// Dot returns the dot product of two vectors of equal length.
+// Dot returns the dot product of two vectors of equal length. It is the
+// hot loop of dense ranking: eight independent sums let the CPU overlap the
+// multiplications, and the slicing proves the bounds once.
 func Dot(a, b []float32) float32 {
-	var s0, s1, s2, s3 float32
-	n := len(a)
+	b = b[:len(a)]
+	var s0, s1, s2, s3, s4, s5, s6, s7 float32
 	i := 0
-	for ; i+4 <= n; i += 4 {
-		s0 += a[i] * b[i]
-		s1 += a[i+1] * b[i+1]
-		s2 += a[i+2] * b[i+2]
-		s3 += a[i+3] * b[i+3]
+	for ; i+8 <= len(a); i += 8 {
+		x, y := a[i:i+8:i+8], b[i:i+8:i+8]
+		s0 += x[0] * y[0]
+		s1 += x[1] * y[1]
+		s2 += x[2] * y[2]
+		s3 += x[3] * y[3]
+		s4 += x[4] * y[4]
+		s5 += x[5] * y[5]
+		s6 += x[6] * y[6]
+		s7 += x[7] * y[7]
 	}
-	for ; i < n; i++ {
+	for ; i < len(a); i++ {
 		s0 += a[i] * b[i]
 	}
-	return s0 + s1 + s2 + s3
+	return (s0 + s1) + (s2 + s3) + (s4 + s5) + (s6 + s7)
 }

@@ -42,10 +42,12 @@ func Words(text string) []string {
 	}
 	flush()
 	for i, w := range words {
-		words[i] = strings.NewReplacer("'", "", "\u2019", "").Replace(w)
+		words[i] = apostrophes.Replace(w)
 	}
 	return words
 }
+
+var apostrophes = strings.NewReplacer("'", "", "\u2019", "")
 
 // IsStopWord reports whether w (lower case) is an English stop word of the
 // Snowball list, which carries little meaning for retrieval.

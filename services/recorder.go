@@ -1,0 +1,118 @@
+package services
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"toolbelt/models"
+)
+
+// selectionRecorder writes selection records off the request path, in
+// batches: a selection answers in a few milliseconds and its record is
+// learning data, not an acknowledged write. Records not yet written are
+// served from memory, so feedback right after a selection finds it. Close
+// flushes what is queued.
+type selectionRecorder struct {
+	store *models.Store
+	log   *slog.Logger
+
+	mu      sync.Mutex
+	pending map[string]*models.Selection // id → not yet written
+	last    map[string]*models.Selection // session → newest pending
+	queue   chan *models.Selection
+	done    chan struct{}
+	once    sync.Once
+}
+
+func newSelectionRecorder(store *models.Store, log *slog.Logger) *selectionRecorder {
+	r := &selectionRecorder{
+		store: store, log: log,
+		pending: map[string]*models.Selection{}, last: map[string]*models.Selection{},
+		queue: make(chan *models.Selection, 4096), done: make(chan struct{}),
+	}
+	go r.run()
+	return r
+}
+
+// record queues a selection; when the queue is full it writes at once.
+func (r *selectionRecorder) record(ctx context.Context, sel *models.Selection) error {
+	sel.CreatedAt = time.Now().UTC()
+	r.mu.Lock()
+	r.pending[sel.ID] = sel
+	if sel.SessionID != "" {
+		r.last[sel.SessionID] = sel
+	}
+	r.mu.Unlock()
+	select {
+	case r.queue <- sel:
+		return nil
+	default:
+		err := r.store.CreateSelections(ctx, []*models.Selection{sel})
+		r.written([]*models.Selection{sel})
+		return err
+	}
+}
+
+func (r *selectionRecorder) run() {
+	defer close(r.done)
+	for first := range r.queue {
+		batch := []*models.Selection{first}
+	drain:
+		for len(batch) < 256 {
+			select {
+			case s, ok := <-r.queue:
+				if !ok {
+					break drain
+				}
+				batch = append(batch, s)
+			default:
+				break drain
+			}
+		}
+		if err := r.store.CreateSelections(context.Background(), batch); err != nil {
+			r.log.Error("record selections", "err", err, "count", len(batch))
+		}
+		r.written(batch)
+	}
+}
+
+func (r *selectionRecorder) written(batch []*models.Selection) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, s := range batch {
+		delete(r.pending, s.ID)
+		if r.last[s.SessionID] == s {
+			delete(r.last, s.SessionID)
+		}
+	}
+}
+
+// byID finds a selection, pending or written.
+func (r *selectionRecorder) byID(ctx context.Context, id string) (*models.Selection, error) {
+	r.mu.Lock()
+	sel, ok := r.pending[id]
+	r.mu.Unlock()
+	if ok {
+		return sel, nil
+	}
+	return r.store.SelectionByID(ctx, id)
+}
+
+// lastOf finds a session's newest selection, pending or written.
+func (r *selectionRecorder) lastOf(ctx context.Context, session string) (*models.Selection, error) {
+	r.mu.Lock()
+	sel, ok := r.last[session]
+	r.mu.Unlock()
+	if ok {
+		return sel, nil
+	}
+	return r.store.LastSelection(ctx, session)
+}
+
+// close writes what is queued and stops the writer.
+func (r *selectionRecorder) close() {
+	r.once.Do(func() { close(r.queue) })
+	<-r.done
+}

@@ -1,0 +1,91 @@
+package services
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"runtime"
+	"sort"
+	"testing"
+	"time"
+
+	"toolbelt/services/embed"
+)
+
+// benchCatalog registers n varied tools through the registry.
+func benchCatalog(b *testing.B, n int) (*Selector, []string) {
+	b.Helper()
+	ctx := context.Background()
+	store, _ := testStore(&testing.T{})
+	b.Cleanup(func() { _ = store.Close() })
+	authz, err := NewAuthz(ctx, store, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	reg := NewRegistry(store, quiet)
+	nouns := []string{"invoice", "weather", "repository", "calendar", "ticket", "image", "database", "email", "invoice", "contract", "playlist", "flight", "recipe", "sensor", "budget"}
+	verbs := []string{"search", "create", "summarise", "translate", "export", "validate", "schedule", "compare", "archive", "monitor"}
+	for i := range n {
+		noun, verb := nouns[i%len(nouns)], verbs[(i/len(nouns))%len(verbs)]
+		def := ToolDefinition{
+			Name:        fmt.Sprintf("%s_%s_%05d", verb, noun, i),
+			Version:     "1.0.0",
+			Description: fmt.Sprintf("%s %s records in workspace %d; returns matching %s entries with links.", verb, noun, i%97, noun),
+			Category:    Categories[i%len(Categories)],
+			Parameters:  json.RawMessage(`{"type":"object","properties":{"query":{"type":"string","description":"What to look for"}},"required":["query"]}`),
+			Security:    Security{Level: LevelSafe},
+			Runner:      Runner{Kind: RunnerHTTP, Method: "GET", URL: "https://tools.invalid/x"},
+		}
+		if _, err := reg.Register(ctx, def, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	s := NewSelector(store, authz, embed.NewBuiltin(), allHost(), 0, quiet)
+	if err := s.Refresh(ctx); err != nil {
+		b.Fatal(err)
+	}
+	queries := []string{
+		"summarise the invoices from last quarter", "what is the weather in Lisbon tomorrow",
+		"schedule a meeting on my calendar", "translate this email into French",
+		"compare flight prices to Tokyo", "monitor the temperature sensor", "archive old tickets",
+	}
+	return s, queries
+}
+
+// BenchmarkSelect10k measures one selection (query embedding, ranking of
+// 10,000 tools, rendering lookup and the selection record) and reports its
+// p50 and p99, and the index memory per tool.
+func BenchmarkSelect10k(b *testing.B) {
+	var before runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	s, queries := benchCatalog(b, 10_000)
+	ctx := context.Background()
+	var lat []time.Duration
+	b.ResetTimer()
+	i := 0
+	for b.Loop() {
+		start := time.Now()
+		if _, err := s.Select(ctx, nil, SelectRequest{Query: queries[i%len(queries)], SessionID: "bench"}); err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, time.Since(start))
+		i++
+	}
+	b.StopTimer()
+	sort.Slice(lat, func(a, c int) bool { return lat[a] < lat[c] })
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(lat[min(len(lat)-1, len(lat)*99/100)].Microseconds())/1000, "p99-ms")
+	var after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	ix := s.idx.Load()
+	vecBytes := 0
+	if len(ix.entries) > 0 && ix.entries[0].doc.vec != nil {
+		vecBytes = 4 * len(ix.entries[0].doc.vec)
+	}
+	perTool := (float64(after.HeapAlloc) - float64(before.HeapAlloc)) / float64(len(ix.entries))
+	b.ReportMetric(perTool, "heap-B/tool")
+	b.ReportMetric(perTool-float64(vecBytes), "non-vector-B/tool")
+	runtime.KeepAlive(s)
+}

@@ -1,0 +1,219 @@
+package services
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"toolbelt/models"
+	"toolbelt/services/embed"
+)
+
+// countingEmbedder wraps the built-in embedder under a chosen model name
+// and counts the texts it embeds.
+type countingEmbedder struct {
+	model string
+	texts atomic.Int64
+	inner *embed.Builtin
+}
+
+func (c *countingEmbedder) Model() string { return c.model }
+
+func (c *countingEmbedder) Embed(ctx context.Context, kind embed.Kind, texts []string) ([][]float32, error) {
+	c.texts.Add(int64(len(texts)))
+	return c.inner.Embed(ctx, kind, texts)
+}
+
+func newCounting(model string) *countingEmbedder {
+	return &countingEmbedder{model: model, inner: embed.NewBuiltin()}
+}
+
+func allHost() HostCaps { return HostCaps{Chromium: true, Python: true, Node: true, Sandbox: true} }
+
+// seedCatalog registers n small tools plus the built-ins.
+func seedCatalog(t testing.TB, reg *Registry, n int) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := reg.SeedBuiltins(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		def := benchDefinition(BenchTool{Name: fmt.Sprintf("extra_tool_%03d", i), Description: fmt.Sprintf("Look up record set number %d and report its entries.", i)})
+		if _, err := reg.Register(ctx, def, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestSelectorPersistsVectors checks that a restart (a new selector over
+// the same database) re-embeds nothing, and that learned queries survive.
+func TestSelectorPersistsVectors(t *testing.T) {
+	ctx := context.Background()
+	store, _ := testStore(t)
+	authz, _ := NewAuthz(ctx, store, nil)
+	reg := NewRegistry(store, quiet)
+	seedCatalog(t, reg, 20)
+
+	first := newCounting("test/model-a")
+	s1 := NewSelector(store, authz, first, allHost(), 0, quiet)
+	if err := s1.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := first.texts.Load(); got != 28 {
+		t.Fatalf("first start embedded %d texts, want the 28 tools", got)
+	}
+	res, err := s1.Select(ctx, nil, SelectRequest{Query: "read a text file", SessionID: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s1.LearnFromCall(ctx, "s", "file_read"); err != nil {
+		t.Fatal(err)
+	}
+
+	// Closing writes the queued selection record.
+	s1.Close()
+	if rec, err := store.SelectionByID(ctx, res.SelectionID); err != nil || rec.SessionID != "s" || rec.Query != res.Query {
+		t.Fatalf("selection record after Close: %v, %v", rec, err)
+	}
+
+	second := newCounting("test/model-a")
+	s2 := NewSelector(store, authz, second, allHost(), 0, quiet)
+	if err := s2.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := second.texts.Load(); got != 0 {
+		t.Errorf("restart embedded %d texts, want none", got)
+	}
+	qs, err := s2.LearnedQueries(ctx, "file_read")
+	if err != nil || len(qs) != 1 || qs[0].Query != res.Query || qs[0].Source != "call" {
+		t.Errorf("learned queries after restart: %v, %v", qs, err)
+	}
+	if s2.learned.Load().live != 1 {
+		t.Errorf("learned index after restart holds %d queries", s2.learned.Load().live)
+	}
+	// A call in a session without a selection teaches nothing.
+	if err := s2.LearnFromCall(ctx, "no-such-session", "file_read"); err != nil {
+		t.Fatal(err)
+	}
+	if qs, _ := s2.LearnedQueries(ctx, "file_read"); len(qs) != 1 {
+		t.Errorf("a call without a selection was learned: %v", qs)
+	}
+}
+
+// TestSelectorModelChangeReembeds starts with another model: the catalog
+// is re-embedded in the background, with progress, and stored.
+func TestSelectorModelChangeReembeds(t *testing.T) {
+	ctx := context.Background()
+	store, _ := testStore(t)
+	authz, _ := NewAuthz(ctx, store, nil)
+	reg := NewRegistry(store, quiet)
+	seedCatalog(t, reg, 100)
+	a := NewSelector(store, authz, newCounting("test/model-a"), allHost(), 0, quiet)
+	if err := a.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b := newCounting("test/model-b")
+	sb := NewSelector(store, authz, b, allHost(), 0, quiet)
+	if err := sb.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Selection works at once (lexically) while vectors are made.
+	if _, err := sb.Select(ctx, nil, SelectRequest{Query: "read a text file"}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for sb.embedding.Load() && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if sb.embedding.Load() {
+		t.Fatal("background re-embedding did not finish")
+	}
+	ids := make([]uint, 0)
+	tools, _ := store.ActiveTools(ctx)
+	for _, tl := range tools {
+		ids = append(ids, tl.VersionID)
+	}
+	stored, err := store.Embeddings(ctx, "test/model-b", ids)
+	if err != nil || len(stored) != len(tools) {
+		t.Fatalf("stored %d vectors under the new model for %d tools (%v)", len(stored), len(tools), err)
+	}
+	if sb.embedDone.Load() != int64(len(tools)) || sb.embedAll.Load() != int64(len(tools)) {
+		t.Errorf("progress %d/%d, want %d", sb.embedDone.Load(), sb.embedAll.Load(), len(tools))
+	}
+}
+
+// TestLearnedCapDropsOldest keeps only the newest queries of a tool.
+func TestLearnedCapDropsOldest(t *testing.T) {
+	ctx := context.Background()
+	store, _ := testStore(t)
+	authz, _ := NewAuthz(ctx, store, nil)
+	reg := NewRegistry(store, quiet)
+	seedCatalog(t, reg, 0)
+	s := NewSelector(store, authz, embed.NewBuiltin(), allHost(), 3, quiet)
+	if err := s.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		res, err := s.Select(ctx, nil, SelectRequest{Query: fmt.Sprintf("task number %d about files", i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Feedback(ctx, nil, res.SelectionID, []string{"file_read"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	qs, _ := s.LearnedQueries(ctx, "file_read")
+	var got []string
+	for _, q := range qs {
+		got = append(got, q.Query)
+	}
+	want := []string{"task number 4 about files", "task number 3 about files", "task number 2 about files"}
+	if !slices.Equal(got, want) {
+		t.Errorf("kept %v, want %v", got, want)
+	}
+	if live := s.learned.Load().live; live != 3 {
+		t.Errorf("index holds %d learned queries, want 3", live)
+	}
+	// The same query twice is learned once.
+	res, _ := s.Select(ctx, nil, SelectRequest{Query: "task number 4 about files"})
+	if learned, err := s.Feedback(ctx, nil, res.SelectionID, []string{"file_read"}); err != nil || len(learned) != 0 {
+		t.Errorf("duplicate learned: %v %v", learned, err)
+	}
+}
+
+// TestSuggest finds real tools for invented names.
+func TestSuggest(t *testing.T) {
+	ctx := context.Background()
+	store, _ := testStore(t)
+	authz, _ := NewAuthz(ctx, store, nil)
+	reg := NewRegistry(store, quiet)
+	seedCatalog(t, reg, 0)
+	s := NewSelector(store, authz, embed.NewBuiltin(), allHost(), 0, quiet)
+	if err := s.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ name, want string }{
+		{"read_file", "file_read"},
+		{"filewrite", "file_write"},
+		{"execute_shell", "shell_exec"},
+		{"websearch", "web_search"},
+		{"list_files", "file_list"},
+	} {
+		got, err := s.Suggest(ctx, nil, "", tc.name, 3)
+		if err != nil || len(got) == 0 || got[0] != tc.want {
+			t.Errorf("Suggest(%s) = %v, %v; want %s first", tc.name, got, err, tc.want)
+		}
+	}
+	// An agent is only pointed at tools it may use.
+	agent := &models.Principal{ID: 42, Role: RoleAgent}
+	if err := authz.SetGrants(42, Grants{Categories: []string{"search"}}); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := s.Suggest(ctx, agent, "", "read_file", 3)
+	if slices.Contains(got, "file_read") {
+		t.Errorf("agent pointed at a tool it may not use: %v", got)
+	}
+}
