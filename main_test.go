@@ -3,13 +3,17 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
+	"hash/fnv"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -182,4 +186,117 @@ func TestServeAdminKeyFromEnvironment(t *testing.T) {
 	if err == nil || !strings.Contains(string(out), "at least 24 characters") {
 		t.Errorf("a short TOOLBELT_ADMIN_KEY was accepted: %v\n%s", err, out)
 	}
+}
+
+// fakeOllama speaks Ollama's /api/embed with deterministic vectors and
+// counts the documents it embedded.
+func fakeOllama(t *testing.T) (*httptest.Server, *atomic.Int64) {
+	t.Helper()
+	var docs atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/api/embed" || r.Method != http.MethodPost {
+			http.NotFound(w, r)
+			return
+		}
+		var req struct {
+			Model string   `json:"model"`
+			Input []string `json:"input"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			http.Error(w, `{"error":"bad request"}`, http.StatusBadRequest)
+			return
+		}
+		if req.Model != "nomic-embed-text" {
+			w.WriteHeader(http.StatusNotFound)
+			fmt.Fprintf(w, `{"error":"model %q not found, try pulling it first"}`, req.Model)
+			return
+		}
+		out := make([][]float32, len(req.Input))
+		for i, text := range req.Input {
+			if strings.HasPrefix(text, "search_document: ") {
+				docs.Add(1)
+			}
+			v := make([]float32, 16)
+			for _, w := range strings.Fields(strings.ToLower(text)) {
+				h := fnv.New32a()
+				h.Write([]byte(w))
+				v[h.Sum32()%16] += 1
+			}
+			out[i] = v
+		}
+		_ = json.NewEncoder(w).Encode(map[string]any{"model": req.Model, "embeddings": out})
+	}))
+	t.Cleanup(srv.Close)
+	return srv, &docs
+}
+
+func (s *server) post(t *testing.T, path, key string, body any) (int, map[string]any) {
+	t.Helper()
+	raw, _ := json.Marshal(body)
+	req, _ := http.NewRequest("POST", s.base+path, strings.NewReader(string(raw)))
+	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&out)
+	return resp.StatusCode, out
+}
+
+func embedderComponent(t *testing.T, s *server) map[string]any {
+	t.Helper()
+	_, ready := s.get(t, "/readyz", "")
+	return ready["components"].(map[string]any)["embedder"].(map[string]any)
+}
+
+// TestServeWithOllama runs the binary against an Ollama-speaking server:
+// the catalog is embedded once, a restart embeds nothing again, and
+// selection uses the model.
+func TestServeWithOllama(t *testing.T) {
+	bin := buildBinary(t)
+	ollama, docs := fakeOllama(t)
+	data := filepath.Join(t.TempDir(), "data")
+	chosen := "operator-chosen-admin-key-0123456789"
+	env := []string{"TOOLBELT_OLLAMA_URL=" + ollama.URL, "TOOLBELT_ADMIN_KEY=" + chosen}
+
+	s := start(t, bin, data, env...)
+	emb := embedderComponent(t, s)
+	if emb["status"] != "ok" || !strings.Contains(emb["detail"].(string), "ollama/nomic-embed-text") {
+		t.Fatalf("embedder: %v", emb)
+	}
+	if got := docs.Load(); got != 8 {
+		t.Fatalf("first start embedded %d documents, want the 8 built-in tools", got)
+	}
+	code, res := s.post(t, "/api/v1/tools/select", chosen, map[string]any{"query": "read a file", "limit": 3})
+	if code != 200 || res["embedder"] != "ollama/nomic-embed-text" || len(res["tools"].([]any)) != 3 {
+		t.Fatalf("select: %d %v", code, res)
+	}
+	s.stop(t)
+
+	s = start(t, bin, data, env...)
+	if got := docs.Load(); got != 8 {
+		t.Errorf("restart embedded %d documents in all, want still 8", got)
+	}
+	s.stop(t)
+}
+
+// TestServeOllamaDown falls back to the built-in embedder and says so.
+func TestServeOllamaDown(t *testing.T) {
+	bin := buildBinary(t)
+	down := httptest.NewServer(http.NotFoundHandler())
+	url := down.URL
+	down.Close()
+	s := start(t, bin, filepath.Join(t.TempDir(), "data"), "TOOLBELT_OLLAMA_URL="+url)
+	emb := embedderComponent(t, s)
+	detail, _ := emb["detail"].(string)
+	if emb["status"] != "degraded" || !strings.Contains(detail, "builtin/") || !strings.Contains(detail, "unreachable") {
+		t.Fatalf("embedder with Ollama down: %v", emb)
+	}
+	if code, res := s.post(t, "/api/v1/tools/select", s.key, map[string]any{"query": "read a file"}); code != 200 || !strings.HasPrefix(res["embedder"].(string), "builtin/") {
+		t.Errorf("select with Ollama down: %d %v", code, res)
+	}
+	s.stop(t)
 }

@@ -59,12 +59,12 @@ type ErrorBody struct {
 // APIError says what went wrong; Problems lists every invalid field of a
 // 422 answer, each located by a JSON pointer.
 type APIError struct {
-	Code      string           `json:"code" example:"VALIDATION_ERROR"`
-	Message   string           `json:"message" example:"invalid tool definition"`
-	Problems  []models.Problem `json:"problems,omitempty"`
+	Code     string           `json:"code" example:"VALIDATION_ERROR"`
+	Message  string           `json:"message" example:"invalid tool definition"`
+	Problems []models.Problem `json:"problems,omitempty"`
 	// Suggestions name real tools close to an unknown one.
 	Suggestions []string `json:"suggestions,omitempty" example:"file_read,file_list"`
-	RequestID string           `json:"request_id,omitempty" example:"3f2a9c0d1b7e4a56"`
+	RequestID   string   `json:"request_id,omitempty" example:"3f2a9c0d1b7e4a56"`
 }
 
 // Wrap adapts a handler that returns an error to Gin, sending the error
