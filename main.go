@@ -165,11 +165,7 @@ func serve(args []string) error {
 	host := services.DetectHost()
 	selector := services.NewSelector(store, authz, emb, host, cfg.KeepLearned, log)
 	defer selector.Close()
-	registry.OnChange(func(ctx context.Context) {
-		if err := selector.Refresh(ctx); err != nil {
-			log.ErrorContext(ctx, "refresh the selection index", "err", err)
-		}
-	})
+	registry.OnChange(func(context.Context) { selector.MarkDirty() })
 	adminKey, err := accounts.Bootstrap(ctx, cfg.AdminKey)
 	if err != nil {
 		return err

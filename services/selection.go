@@ -35,8 +35,9 @@ const (
 	DenseTop = 20
 	// DefaultKeepLearned caps the learned queries per tool; the oldest go.
 	DefaultKeepLearned = 500
-	// inlineEmbedLimit is how many missing vectors a refresh embeds before
-	// answering; more (a model change) are embedded in the background.
+	// inlineEmbedLimit is how many missing vectors a refresh asks a remote
+	// embedder for before answering; more (a model change) are embedded in
+	// the background. The built-in embedder is fast enough to run inline.
 	inlineEmbedLimit = 64
 )
 
@@ -105,6 +106,8 @@ type Selector struct {
 	idx      atomic.Pointer[index]
 	learned  atomic.Pointer[learnedIndex]
 	recorder *selectionRecorder
+	dirty    atomic.Bool // the catalog changed since the last refresh
+	timer    atomic.Bool // a deferred refresh is scheduled
 	loaded   bool // learned queries read from the store
 
 	embedding atomic.Bool  // a background re-embed runs
@@ -148,6 +151,29 @@ func NewSelector(store *models.Store, authz *Authz, emb embed.Embedder, host Hos
 	s.idx.Store(&index{byName: map[string]int{}, lex: newBM25(nil)})
 	s.learned.Store(newLearnedIndex(emb.Model(), nil))
 	return s
+}
+
+// MarkDirty notes that the catalog changed. The index is rebuilt before
+// the next selection needs it, or shortly after in the background; a burst
+// of registrations costs one rebuild, not one each.
+func (s *Selector) MarkDirty() {
+	s.dirty.Store(true)
+	if s.timer.CompareAndSwap(false, true) {
+		time.AfterFunc(100*time.Millisecond, func() {
+			s.timer.Store(false)
+			if err := s.ensureFresh(context.Background()); err != nil {
+				s.log.Error("refresh the selection index", "err", err)
+			}
+		})
+	}
+}
+
+// ensureFresh rebuilds the index if the catalog changed since.
+func (s *Selector) ensureFresh(ctx context.Context) error {
+	if !s.dirty.Load() {
+		return nil
+	}
+	return s.Refresh(ctx)
 }
 
 // Close writes the selection records still queued; call it before the
@@ -215,6 +241,7 @@ func retrievalText(def *ToolDefinition) string {
 func (s *Selector) Refresh(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.dirty.Store(false)
 	tools, err := s.store.ActiveTools(ctx)
 	if err != nil {
 		return err
@@ -235,8 +262,9 @@ func (s *Selector) Refresh(ctx context.Context) error {
 		}
 	}
 	job := s.missing(tools, learned)
+	_, local := s.emb.(*embed.Builtin)
 	switch {
-	case job.size() > inlineEmbedLimit:
+	case job.size() > inlineEmbedLimit && !local:
 		if s.embedding.CompareAndSwap(false, true) {
 			go s.backgroundEmbed()
 		}
@@ -313,7 +341,9 @@ func (j embedJob) size() int { return len(j.texts) + len(j.learned) }
 func (s *Selector) missing(tools []models.ActiveTool, learned []models.LearnedQuery) embedJob {
 	var j embedJob
 	for _, t := range tools {
-		if d := s.docs[t.VersionID]; d.vec == nil {
+		// A version registered since the last refresh has no docInfo yet;
+		// the next refresh picks it up.
+		if d := s.docs[t.VersionID]; d != nil && d.vec == nil {
 			j.versionIDs = append(j.versionIDs, t.VersionID)
 			j.texts = append(j.texts, d.text)
 		}
@@ -553,6 +583,9 @@ func (v visibility) allows(e *entry) bool {
 // selection so later use can teach the index.
 func (s *Selector) Select(ctx context.Context, caller *models.Principal, req SelectRequest) (*SelectResult, error) {
 	if err := s.checkRequest(&req); err != nil {
+		return nil, err
+	}
+	if err := s.ensureFresh(ctx); err != nil {
 		return nil, err
 	}
 	vis, err := s.visibilityOf(caller)
@@ -908,6 +941,9 @@ func (s *Selector) Feedback(ctx context.Context, caller *models.Principal, selec
 	if caller != nil && caller.Role == RoleAgent && sel.PrincipalID != caller.ID {
 		return nil, fmt.Errorf("%w: selection %s was made by another principal", models.ErrForbidden, selectionID)
 	}
+	if err := s.ensureFresh(ctx); err != nil {
+		return nil, err
+	}
 	vis, err := s.visibilityOf(caller)
 	if err != nil {
 		return nil, err
@@ -1001,6 +1037,9 @@ func (s *Selector) ForgetQuery(ctx context.Context, tool string, id uint) error 
 // tools whose names are most alike. An LLM that invented a tool name can
 // retry with one of these.
 func (s *Selector) Suggest(ctx context.Context, caller *models.Principal, sessionID, name string, max int) ([]string, error) {
+	if err := s.ensureFresh(ctx); err != nil {
+		return nil, err
+	}
 	vis, err := s.visibilityOf(caller)
 	if err != nil {
 		return nil, err

@@ -89,3 +89,30 @@ func BenchmarkSelect10k(b *testing.B) {
 	b.ReportMetric(perTool-float64(vecBytes), "non-vector-B/tool")
 	runtime.KeepAlive(s)
 }
+
+// BenchmarkRegisterIndexed registers tools into a server-like setup whose
+// selection index follows the catalog: a burst of registrations must not
+// rebuild the index once per tool. It ends with one selection, which sees
+// every tool.
+func BenchmarkRegisterIndexed(b *testing.B) {
+	ctx := context.Background()
+	store, _ := testStore(&testing.T{})
+	b.Cleanup(func() { _ = store.Close() })
+	authz, _ := NewAuthz(ctx, store, nil)
+	reg := NewRegistry(store, quiet)
+	s := NewSelector(store, authz, embed.NewBuiltin(), allHost(), 0, quiet)
+	b.Cleanup(s.Close)
+	reg.OnChange(func(context.Context) { s.MarkDirty() })
+	i := 0
+	for b.Loop() {
+		def := benchDefinition(BenchTool{Name: fmt.Sprintf("tool_%06d", i), Description: fmt.Sprintf("Handle request kind %d and report.", i)})
+		if _, err := reg.Register(ctx, def, nil); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+	res, err := s.Select(ctx, nil, SelectRequest{Query: "handle request kind", Limit: 1})
+	if err != nil || len(res.Tools) != 1 || len(s.idx.Load().entries) != i {
+		b.Fatalf("index holds %d of %d tools (%v)", len(s.idx.Load().entries), i, err)
+	}
+}

@@ -56,11 +56,7 @@ func newTestAppWithHost(t testing.TB, host hostCaps) *testApp {
 	registry := services.NewRegistry(store, log)
 	selector := services.NewSelector(store, authz, embed.NewBuiltin(), host, 0, log)
 	t.Cleanup(selector.Close)
-	registry.OnChange(func(ctx context.Context) {
-		if err := selector.Refresh(ctx); err != nil {
-			t.Errorf("refresh: %v", err)
-		}
-	})
+	registry.OnChange(func(context.Context) { selector.MarkDirty() })
 	adminKey, err := accounts.Bootstrap(ctx, "")
 	if err != nil {
 		t.Fatal(err)
