@@ -108,7 +108,7 @@ type Selector struct {
 	recorder *selectionRecorder
 	dirty    atomic.Bool // the catalog changed since the last refresh
 	timer    atomic.Bool // a deferred refresh is scheduled
-	loaded   bool // learned queries read from the store
+	loaded   bool        // learned queries read from the store
 
 	embedding atomic.Bool  // a background re-embed runs
 	embedDone atomic.Int64 // its progress
