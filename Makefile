@@ -15,9 +15,9 @@ build:
 run: build
 	./$(BIN) serve
 
-## test: run every test
+## test: run every test, with the race detector
 test:
-	$(GO) test -count=1 ./...
+	$(GO) test -race -count=1 ./...
 
 ## generate: regenerate the templ components and the OpenAPI document
 generate:

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -22,6 +23,7 @@ import (
 // server is the real binary running on a free loopback port.
 type server struct {
 	cmd    *exec.Cmd
+	mu     sync.Mutex // guards out, which the reader goroutine appends to
 	out    strings.Builder
 	base   string
 	key    string
@@ -32,6 +34,13 @@ var (
 	baseRE = regexp.MustCompile(`running on (http://\S+)`)
 	keyRE  = regexp.MustCompile(`^    (tb_[0-9a-f]{64})$`)
 )
+
+// output is what the server printed so far.
+func (s *server) output() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.out.String()
+}
 
 func buildBinary(t *testing.T) string {
 	t.Helper()
@@ -64,7 +73,9 @@ func start(t *testing.T, bin, dataDir string, env ...string) *server {
 		signalled := false
 		for sc.Scan() {
 			line := sc.Text()
+			s.mu.Lock()
 			s.out.WriteString(line + "\n")
+			s.mu.Unlock()
 			if m := baseRE.FindStringSubmatch(line); m != nil {
 				s.base = m[1]
 			}
@@ -82,9 +93,9 @@ func start(t *testing.T, bin, dataDir string, env ...string) *server {
 	case <-ready:
 	case err := <-s.exited:
 		s.exited <- err
-		t.Fatalf("server exited before it was ready: %v\n%s", err, s.out.String())
+		t.Fatalf("server exited before it was ready: %v\n%s", err, s.output())
 	case <-time.After(30 * time.Second):
-		t.Fatalf("server not ready after 30 s:\n%s", s.out.String())
+		t.Fatalf("server not ready after 30 s:\n%s", s.output())
 	}
 	return s
 }
@@ -130,11 +141,11 @@ func TestServeFirstStartAndRestart(t *testing.T) {
 
 	s := start(t, bin, data)
 	if s.key == "" || !strings.HasPrefix(s.key, "tb_") {
-		t.Fatalf("no admin key printed:\n%s", s.out.String())
+		t.Fatalf("no admin key printed:\n%s", s.output())
 	}
 	for _, want := range []string{"/swagger/index.html", "/healthz", "/readyz", "/api/v1"} {
-		if !strings.Contains(s.out.String(), want) {
-			t.Errorf("start-up output lacks %s:\n%s", want, s.out.String())
+		if !strings.Contains(s.output(), want) {
+			t.Errorf("start-up output lacks %s:\n%s", want, s.output())
 		}
 	}
 	if _, err := os.Stat(filepath.Join(data, "toolbelt.db")); err != nil {
@@ -154,8 +165,8 @@ func TestServeFirstStartAndRestart(t *testing.T) {
 	s.stop(t)
 
 	s = start(t, bin, data)
-	if strings.Contains(s.out.String(), "Admin API key") {
-		t.Errorf("restart printed a new admin key:\n%s", s.out.String())
+	if strings.Contains(s.output(), "Admin API key") {
+		t.Errorf("restart printed a new admin key:\n%s", s.output())
 	}
 	if code, _ := s.get(t, "/api/v1/me", key); code != 200 {
 		t.Errorf("admin key after restart: %d", code)
@@ -175,8 +186,8 @@ func TestServeAdminKeyFromEnvironment(t *testing.T) {
 	if code, body := s.get(t, "/api/v1/me", chosen); code != 200 || body["role"] != "admin" {
 		t.Fatalf("TOOLBELT_ADMIN_KEY: %d %v", code, body)
 	}
-	if strings.Contains(s.out.String(), chosen) || s.key != "" {
-		t.Errorf("the operator's key was printed:\n%s", s.out.String())
+	if strings.Contains(s.output(), chosen) || s.key != "" {
+		t.Errorf("the operator's key was printed:\n%s", s.output())
 	}
 	s.stop(t)
 
