@@ -107,6 +107,9 @@ func parseConfig(args []string) (Config, error) {
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
+	if cfg.KeepLearned < 1 {
+		return cfg, fmt.Errorf("--learned-per-tool must be at least 1")
+	}
 	if fs.NArg() > 0 {
 		return cfg, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}

@@ -1923,7 +1923,7 @@ const docTemplate = `{
             "properties": {
                 "embedder": {
                     "type": "string",
-                    "example": "builtin/hash-v1-384"
+                    "example": "builtin/hash-v1-256"
                 },
                 "format": {
                     "type": "string",

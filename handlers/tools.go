@@ -194,7 +194,7 @@ func (h *Handler) GetTool(c *gin.Context) error {
 	if format := c.Query("format"); format != "" {
 		raw, err := h.Registry.Export(c.Request.Context(), c.Param("name"), format)
 		if err != nil {
-			return err
+			return h.Selector.ExplainUnknown(c.Request.Context(), CurrentPrincipal(c), c.Query("session_id"), c.Param("name"), err)
 		}
 		c.Data(http.StatusOK, "application/json; charset=utf-8", raw)
 		return nil

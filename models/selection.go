@@ -157,6 +157,15 @@ func (s *Store) CreateSelections(ctx context.Context, sels []*Selection) error {
 	return nil
 }
 
+// DeleteSelectionsBefore removes selection records older than t.
+func (s *Store) DeleteSelectionsBefore(ctx context.Context, t time.Time) (int64, error) {
+	res := s.db.WithContext(ctx).Where("created_at < ?", t).Delete(&Selection{})
+	if res.Error != nil {
+		return 0, fmt.Errorf("prune selections: %w", res.Error)
+	}
+	return res.RowsAffected, nil
+}
+
 // SelectionByID returns a recorded selection.
 func (s *Store) SelectionByID(ctx context.Context, id string) (*Selection, error) {
 	var sel Selection

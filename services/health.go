@@ -53,6 +53,9 @@ func (h *Health) Check(ctx context.Context) Readiness {
 		if h.embedNote != "" {
 			emb.Status, emb.Detail = "degraded", emb.Detail+"; "+h.embedNote
 		}
+		if h.selector.EmbedFailing() {
+			emb.Status = "degraded"
+		}
 		r.Components["embedder"] = emb
 		host := h.selector.Host()
 		yes := map[bool]string{true: "yes", false: "no"}

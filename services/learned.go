@@ -163,6 +163,7 @@ func (li *learnedIndex) score(terms []string, qvec []float32) learnedScores {
 	avg := float32(li.liveLen / float64(li.live))
 	n := float64(li.live)
 	per := map[int32]float32{}
+	var idfSum float32
 	seen := map[string]bool{}
 	for _, t := range terms {
 		if seen[t] {
@@ -183,6 +184,7 @@ func (li *learnedIndex) score(terms []string, qvec []float32) learnedScores {
 			continue
 		}
 		idf := float32(math.Log(1 + (n-float64(df)+0.5)/(float64(df)+0.5)))
+		idfSum += idf
 		for _, p := range ps {
 			if li.docs[p.doc].dead {
 				continue
@@ -191,10 +193,14 @@ func (li *learnedIndex) score(terms []string, qvec []float32) learnedScores {
 			per[p.doc] += idf * p.tf * (bm25K1 + 1) / (p.tf + norm)
 		}
 	}
+	// Scores are made absolute: a learned query holding every query term
+	// once scores about the sum of their idf, so dividing by it puts a
+	// near-paraphrase near 1 and a one-word overlap low, however few tools
+	// have learned anything.
 	for doc, sc := range per {
 		tool := li.docs[doc].tool
-		if sc > out.lexical[tool] {
-			out.lexical[tool] = sc
+		if v := min(sc/idfSum, 1); v > out.lexical[tool] {
+			out.lexical[tool] = v
 		}
 	}
 	if qvec != nil {

@@ -55,27 +55,57 @@ func (r *selectionRecorder) record(ctx context.Context, sel *models.Selection) e
 	}
 }
 
+// SelectionRetention is how long selection records are kept: long enough
+// for feedback and calls to refer to them, short enough that the table
+// does not grow without end.
+const SelectionRetention = 30 * 24 * time.Hour
+
 func (r *selectionRecorder) run() {
 	defer close(r.done)
-	for first := range r.queue {
-		batch := []*models.Selection{first}
-	drain:
-		for len(batch) < 256 {
-			select {
-			case s, ok := <-r.queue:
-				if !ok {
-					break drain
-				}
-				batch = append(batch, s)
-			default:
+	prune := time.NewTicker(time.Hour)
+	defer prune.Stop()
+	r.prune()
+	for {
+		select {
+		case first, ok := <-r.queue:
+			if !ok {
+				return
+			}
+			r.flush(first)
+		case <-prune.C:
+			r.prune()
+		}
+	}
+}
+
+func (r *selectionRecorder) prune() {
+	n, err := r.store.DeleteSelectionsBefore(context.Background(), time.Now().Add(-SelectionRetention))
+	if err != nil {
+		r.log.Error("prune selection records", "err", err)
+	} else if n > 0 {
+		r.log.Info("pruned selection records", "count", n, "older_than", SelectionRetention)
+	}
+}
+
+// flush writes first and whatever else is queued, in one transaction.
+func (r *selectionRecorder) flush(first *models.Selection) {
+	batch := []*models.Selection{first}
+drain:
+	for len(batch) < 256 {
+		select {
+		case s, ok := <-r.queue:
+			if !ok {
 				break drain
 			}
+			batch = append(batch, s)
+		default:
+			break drain
 		}
-		if err := r.store.CreateSelections(context.Background(), batch); err != nil {
-			r.log.Error("record selections", "err", err, "count", len(batch))
-		}
-		r.written(batch)
 	}
+	if err := r.store.CreateSelections(context.Background(), batch); err != nil {
+		r.log.Error("record selections", "err", err, "count", len(batch))
+	}
+	r.written(batch)
 }
 
 func (r *selectionRecorder) written(batch []*models.Selection) {

@@ -110,6 +110,9 @@ type Selector struct {
 	timer    atomic.Bool // a deferred refresh is scheduled
 	loaded   bool        // learned queries read from the store
 
+	embedFailUntil atomic.Int64 // unix nanoseconds; query embedding backs off until then
+	embedErr       atomic.Value // string: the last query embedding error
+
 	embedding atomic.Bool  // a background re-embed runs
 	embedDone atomic.Int64 // its progress
 	embedAll  atomic.Int64
@@ -193,7 +196,17 @@ func (s *Selector) Status() string {
 	if s.embedding.Load() {
 		st += fmt.Sprintf(", re-embedding %d/%d", s.embedDone.Load(), s.embedAll.Load())
 	}
+	if s.EmbedFailing() {
+		msg, _ := s.embedErr.Load().(string)
+		st += "; query embedding failing, ranking lexically: " + msg
+	}
 	return st
+}
+
+// EmbedFailing reports whether query embedding failed recently.
+func (s *Selector) EmbedFailing() bool {
+	until := s.embedFailUntil.Load()
+	return until != 0 && time.Now().UnixNano() < until
 }
 
 // retrievalText is the text a tool is found by: its name with words split,
@@ -534,7 +547,7 @@ type SelectResult struct {
 	SelectionID string        `json:"selection_id" example:"9f2c4e1a7b3d5f60"`
 	Query       string        `json:"query"`
 	Format      string        `json:"format" example:"openai"`
-	Embedder    string        `json:"embedder" example:"builtin/hash-v1-384"`
+	Embedder    string        `json:"embedder" example:"builtin/hash-v1-256"`
 	Tools       []Selected    `json:"tools"`
 	Tokens      TokenEstimate `json:"tokens"`
 }
@@ -686,7 +699,9 @@ type ranked struct {
 }
 
 // Fusion weights. Each signal is scaled so its best tool scores 1, then
-// weighted and summed.
+// weighted and summed. The learned signals are absolute (0 to 1) and are
+// divided by at least learnedFloor: when few tools have learned anything, a
+// faint likeness to their queries must stay faint.
 const (
 	// lexicalWeight is BM25 over the tools' own text.
 	lexicalWeight = 1.0
@@ -701,6 +716,10 @@ const (
 	// embedder, which hashes words and n-grams: it mostly re-counts what
 	// BM25 counts, so it only breaks ties and adds sub-word matches.
 	builtinDenseWeight = 0.3
+	// learnedFloor: a learned query holding 30% of the query's term
+	// weight, or a centroid at cosine 0.3, counts in full; fainter ones
+	// count in proportion.
+	learnedFloor = 0.3
 )
 
 func (s *Selector) denseWeight() float64 {
@@ -716,19 +735,15 @@ func (s *Selector) denseWeight() float64 {
 // (its top DenseTop enter the fusion), BM25 over the tools' retrieval text,
 // and what was learned from usage (BM25 over learned queries, the best per
 // tool, and the similarity to their centroid). Each signal is scaled to its
-// best tool and the weighted sum ranks the tools.
+// best tool (the learned ones by at least learnedFloor) and the weighted
+// sum ranks the tools.
 func (s *Selector) rank(ctx context.Context, ix *index, query string, allowed func(*entry) bool, limit int) []ranked {
 	n := len(ix.entries)
 	if n == 0 {
 		return nil
 	}
 	terms := embed.Terms(query)
-	var qvec []float32
-	if vecs, err := s.emb.Embed(ctx, embed.Query, []string{query}); err == nil && len(vecs) == 1 {
-		qvec = vecs[0]
-	} else if err != nil {
-		s.log.WarnContext(ctx, "embed query; ranking lexically", "err", err)
-	}
+	qvec := s.embedQuery(ctx, query)
 	sc := getScratch(n)
 	defer scratchPool.Put(sc)
 	ok, dense, lex, learnLex, learnDense, fused := sc.ok, sc.dense, sc.lex, sc.learnLex, sc.learnDense, sc.fused
@@ -752,8 +767,8 @@ func (s *Selector) rank(ctx context.Context, ix *index, query string, allowed fu
 	}
 	combineMax(fused, dense, ok, s.denseWeight(), DenseTop)
 	combineMax(fused, lex, ok, lexicalWeight, 0)
-	combineMax(fused, learnLex, ok, learnedLexicalWeight, 0)
-	combineMax(fused, learnDense, ok, learnedDenseWeight, DenseTop)
+	combineMaxFloor(fused, learnLex, ok, learnedLexicalWeight, 0, learnedFloor)
+	combineMaxFloor(fused, learnDense, ok, learnedDenseWeight, 0, learnedFloor)
 
 	order := topK(fused, ok, limit)
 	out := make([]ranked, len(order))
@@ -767,6 +782,36 @@ func (s *Selector) rank(ctx context.Context, ix *index, query string, allowed fu
 		}}
 	}
 	return out
+}
+
+// Query embedding must not stall a selection: it gets a short deadline,
+// and after a failure the embedder is left alone for a while (selection
+// ranks lexically meanwhile, and /readyz says why).
+const (
+	queryEmbedTimeout = 2 * time.Second
+	embedBackoff      = 30 * time.Second
+)
+
+// embedQuery returns the query's vector, or nil when the embedder fails or
+// is backing off.
+func (s *Selector) embedQuery(ctx context.Context, query string) []float32 {
+	if until := s.embedFailUntil.Load(); until != 0 && time.Now().UnixNano() < until {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, queryEmbedTimeout)
+	defer cancel()
+	vecs, err := s.emb.Embed(ctx, embed.Query, []string{query})
+	if err != nil || len(vecs) != 1 {
+		if err == nil {
+			err = fmt.Errorf("%d vectors for one query", len(vecs))
+		}
+		s.embedFailUntil.Store(time.Now().Add(embedBackoff).UnixNano())
+		s.embedErr.Store(err.Error())
+		s.log.WarnContext(ctx, "embed query failed; ranking lexically", "err", err, "retry_in", embedBackoff)
+		return nil
+	}
+	s.embedFailUntil.Store(0)
+	return vecs[0]
 }
 
 // scratch holds one ranking's per-tool buffers; pooled, since a ranking
@@ -822,6 +867,12 @@ func denseScores(entries []*entry, ok []bool, qvec, out []float32) {
 // combineMax adds weight*score/best for the allowed entries with a positive
 // score, only the top best ones when top > 0.
 func combineMax(fused []float64, scores []float32, ok []bool, weight float64, top int) {
+	combineMaxFloor(fused, scores, ok, weight, top, 0)
+}
+
+// combineMaxFloor is combineMax dividing by at least floor, so a weak best
+// score is not inflated to 1.
+func combineMaxFloor(fused []float64, scores []float32, ok []bool, weight float64, top int, floor float32) {
 	var best float32
 	for i, s := range scores {
 		if ok[i] && s > best {
@@ -831,12 +882,13 @@ func combineMax(fused []float64, scores []float32, ok []bool, weight float64, to
 	if best <= 0 {
 		return
 	}
-	floor := float32(0)
+	best = max(best, floor)
+	cut := float32(0)
 	if top > 0 {
-		floor = kthLargest(scores, ok, top)
+		cut = kthLargest(scores, ok, top)
 	}
 	for i, s := range scores {
-		if ok[i] && s > 0 && s >= floor {
+		if ok[i] && s > 0 && s >= cut {
 			fused[i] += weight * float64(s/best)
 		}
 	}

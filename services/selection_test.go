@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -215,5 +216,98 @@ func TestSuggest(t *testing.T) {
 	got, _ := s.Suggest(ctx, agent, "", "read_file", 3)
 	if slices.Contains(got, "file_read") {
 		t.Errorf("agent pointed at a tool it may not use: %v", got)
+	}
+}
+
+// TestFewLearnedQueriesStayFaint checks that when a single tool has learned
+// something, queries unlike it are not pulled towards that tool.
+func TestFewLearnedQueriesStayFaint(t *testing.T) {
+	ctx := context.Background()
+	store, _ := testStore(t)
+	authz, _ := NewAuthz(ctx, store, nil)
+	reg := NewRegistry(store, quiet)
+	seedCatalog(t, reg, 0)
+	s := NewSelector(store, authz, embed.NewBuiltin(), allHost(), 0, quiet)
+	t.Cleanup(s.Close)
+	if err := s.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	res, _ := s.Select(ctx, nil, SelectRequest{Query: "show the config file"})
+	if _, err := s.Feedback(ctx, nil, res.SelectionID, []string{"file_read"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ query, want string }{
+		{"send a POST request to an API", "http_request"},
+		{"list the folders in the project", "file_list"},
+	} {
+		got, err := s.Select(ctx, nil, SelectRequest{Query: tc.query, Limit: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Tools[0].Name != tc.want || got.Tools[1].Name == "file_read" {
+			t.Errorf("%q: %s %.3f, %s %.3f; want %s first and file_read not next", tc.query,
+				got.Tools[0].Name, got.Tools[0].Score, got.Tools[1].Name, got.Tools[1].Score, tc.want)
+		}
+	}
+}
+
+// failingEmbedder embeds documents but fails every query.
+type failingEmbedder struct {
+	countingEmbedder
+	queries atomic.Int64
+}
+
+func (f *failingEmbedder) Embed(ctx context.Context, kind embed.Kind, texts []string) ([][]float32, error) {
+	if kind == embed.Query {
+		f.queries.Add(1)
+		return nil, fmt.Errorf("ollama embed: ollama unreachable at http://127.0.0.1:1")
+	}
+	return f.inner.Embed(ctx, kind, texts)
+}
+
+// TestQueryEmbeddingFailureBacksOff ranks lexically when the embedder
+// fails, says so, and does not ask it again for every selection.
+func TestQueryEmbeddingFailureBacksOff(t *testing.T) {
+	ctx := context.Background()
+	store, _ := testStore(t)
+	authz, _ := NewAuthz(ctx, store, nil)
+	reg := NewRegistry(store, quiet)
+	seedCatalog(t, reg, 0)
+	f := &failingEmbedder{countingEmbedder: countingEmbedder{model: "test/failing", inner: embed.NewBuiltin()}}
+	s := NewSelector(store, authz, f, allHost(), 0, quiet)
+	t.Cleanup(s.Close)
+	if err := s.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		res, err := s.Select(ctx, nil, SelectRequest{Query: "read the contents of a text file", Limit: 1})
+		if err != nil || len(res.Tools) != 1 || res.Tools[0].Name != "file_read" {
+			t.Fatalf("lexical selection: %v %v", res, err)
+		}
+	}
+	if n := f.queries.Load(); n != 1 {
+		t.Errorf("the failing embedder was asked %d times, want once (then back off)", n)
+	}
+	if !s.EmbedFailing() || !strings.Contains(s.Status(), "unreachable") {
+		t.Errorf("status does not say query embedding fails: %q", s.Status())
+	}
+}
+
+// TestSelectionRetention prunes old selection records.
+func TestSelectionRetention(t *testing.T) {
+	ctx := context.Background()
+	store, _ := testStore(t)
+	old := &models.Selection{ID: "old", Query: "q", Tools: ",", CreatedAt: time.Now().Add(-SelectionRetention - time.Hour)}
+	fresh := &models.Selection{ID: "fresh", Query: "q", Tools: ",", CreatedAt: time.Now()}
+	if err := store.CreateSelections(ctx, []*models.Selection{old, fresh}); err != nil {
+		t.Fatal(err)
+	}
+	r := newSelectionRecorder(store, quiet)
+	r.close()
+	if _, err := store.SelectionByID(ctx, "old"); err == nil {
+		t.Error("a selection older than the retention was kept")
+	}
+	if _, err := store.SelectionByID(ctx, "fresh"); err != nil {
+		t.Errorf("a fresh selection was pruned: %v", err)
 	}
 }

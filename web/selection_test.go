@@ -215,6 +215,10 @@ func TestUnknownToolSuggestions(t *testing.T) {
 	if r.Status != 404 || !slices.Contains(toStrings(e["suggestions"]), "file_read") || !strings.Contains(e["message"].(string), "did you mean") {
 		t.Fatalf("unknown name: %d %s", r.Status, r.Body)
 	}
+	r = app.do(t, "admin", "GET", "/api/v1/tools/read_file?format=openai", nil)
+	if r.Status != 404 || !slices.Contains(toStrings(r.JSON(t)["error"].(map[string]any)["suggestions"]), "file_read") {
+		t.Errorf("unknown name with a format: %d %s", r.Status, r.Body)
+	}
 	// The session's last task guides the suggestions for an invented name
 	// that looks like no real one.
 	app.do(t, "admin", "POST", "/api/v1/tools/select", map[string]any{"query": "take a screenshot of the homepage", "session_id": "sess-9"})
