@@ -186,7 +186,8 @@ func serve(args []string) error {
 	log.Info("selection index ready", "embedder", selector.Status(), "host", host)
 
 	h := &handlers.Handler{
-		Registry: registry, Selector: selector, Accounts: accounts, Health: services.NewHealth(store, selector, embedNote), Log: log,
+		Registry: registry, Selector: selector, Accounts: accounts,
+		Invoker: services.NewInvoker(store, selector, authz, cfg.DataDir, log), Health: services.NewHealth(store, selector, embedNote), Log: log,
 		Links: handlers.Links{Swagger: "/swagger/index.html", Healthz: "/healthz", Readyz: "/readyz"},
 	}
 	srv := &http.Server{

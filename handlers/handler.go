@@ -30,6 +30,7 @@ const MaxBodyBytes = 1 << 20
 type Handler struct {
 	Registry *services.Registry
 	Selector *services.Selector
+	Invoker  *services.Invoker
 	Accounts *services.Accounts
 	Health   *services.Health
 	Log      *slog.Logger

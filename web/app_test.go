@@ -67,7 +67,8 @@ func newTestAppWithHost(t testing.TB, host hostCaps) *testApp {
 	if err := selector.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
-	h := &handlers.Handler{Registry: registry, Selector: selector, Accounts: accounts, Health: services.NewHealth(store, selector, ""), Log: log,
+	h := &handlers.Handler{Registry: registry, Selector: selector, Accounts: accounts,
+		Invoker: services.NewInvoker(store, selector, authz, dir, log), Health: services.NewHealth(store, selector, ""), Log: log,
 		Links: handlers.Links{Swagger: "/swagger/index.html", Healthz: "/healthz", Readyz: "/readyz"}}
 	app := &testApp{
 		handler: New(Deps{Handler: h, Accounts: accounts, Authz: authz, Log: log}),

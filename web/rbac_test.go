@@ -41,6 +41,9 @@ func TestRBACMatrix(t *testing.T) {
 		{"GET", "/principals/:id/grants", "/api/v1/principals/3/grants", nil, 200, forbidden, forbidden},
 		{"PUT", "/principals/:id/grants", "/api/v1/principals/3/grants", func(*testApp) any { return map[string]any{"categories": []string{"filesystem"}, "tools": []string{}} }, 200, forbidden, forbidden},
 		{"DELETE", "/keys/:id", "/api/v1/keys/2", nil, 204, forbidden, forbidden},
+		{"POST", "/calls", "/api/v1/calls", func(*testApp) any { return map[string]any{"tool": "file_list", "arguments": map[string]any{}} }, 200, forbidden, 200},
+		{"GET", "/calls", "/api/v1/calls", nil, 200, 200, 200},
+		{"GET", "/calls/:id", "/api/v1/calls/{call}", nil, 200, 200, 404},
 		{"POST", "/tools/select", "/api/v1/tools/select", func(*testApp) any { return map[string]any{"query": "read a config file"} }, 200, 200, 200},
 		{"POST", "/selections/:id/feedback", "/api/v1/selections/{sel}/feedback", func(*testApp) any { return map[string]any{"tools": []string{"file_list"}} }, 200, 200, 200},
 		{"GET", "/tools/:name/queries", "/api/v1/tools/file_read/queries", nil, 200, forbidden, forbidden},
@@ -63,7 +66,9 @@ func TestRBACMatrix(t *testing.T) {
 			if r := app.do(t, "agent", "POST", "/api/v1/selections/"+sel+"/feedback", map[string]any{"tools": []string{"file_read"}}); r.Status != 200 {
 				t.Fatalf("fixture feedback: %d %s", r.Status, r.Body)
 			}
-			path := strings.ReplaceAll(tc.path, "{sel}", sel)
+			// A call by the admin, which the agent may not read.
+			call := app.do(t, "admin", "POST", "/api/v1/calls", map[string]any{"tool": "file_list"}).JSON(t)["call_id"].(string)
+			path := strings.NewReplacer("{sel}", sel, "{call}", call).Replace(tc.path)
 			// Admin last: it is the only role whose call changes state.
 			for _, role := range []string{"none", "agent", "reviewer", "admin"} {
 				want := map[string]int{"none": http.StatusUnauthorized, "agent": tc.agent, "reviewer": tc.reviewer, "admin": tc.admin}[role]
@@ -75,7 +80,7 @@ func TestRBACMatrix(t *testing.T) {
 				if r.Status != want {
 					t.Errorf("%s: status %d, want %d: %s", role, r.Status, want, r.Body)
 				}
-				if want >= 400 {
+				if want == 401 || want == 403 {
 					code := r.JSON(t)["error"].(map[string]any)["code"]
 					wantCode := map[int]string{401: "UNAUTHORIZED", 403: "FORBIDDEN"}[want]
 					if code != wantCode {

@@ -37,6 +37,7 @@ type route struct {
 var (
 	everyone = []string{services.RoleAdmin, services.RoleReviewer, services.RoleAgent}
 	admins   = []string{services.RoleAdmin}
+	callers  = []string{services.RoleAdmin, services.RoleAgent}
 )
 
 // routes is the one route table of the API. Who may call what is stated
@@ -58,6 +59,10 @@ var routes = []route{
 	{http.MethodPost, "/selections/:id/feedback", everyone, (*handlers.Handler).SelectionFeedback},
 	{http.MethodGet, "/tools/:name/queries", admins, (*handlers.Handler).LearnedQueries},
 	{http.MethodDelete, "/tools/:name/queries/:id", admins, (*handlers.Handler).ForgetQuery},
+
+	{http.MethodPost, "/calls", callers, (*handlers.Handler).CallTool},
+	{http.MethodGet, "/calls", everyone, (*handlers.Handler).ListCalls},
+	{http.MethodGet, "/calls/:id", everyone, (*handlers.Handler).GetCall},
 
 	{http.MethodPost, "/principals", admins, (*handlers.Handler).CreatePrincipal},
 	{http.MethodGet, "/principals", admins, (*handlers.Handler).ListPrincipals},

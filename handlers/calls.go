@@ -1,0 +1,153 @@
+package handlers
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"toolbelt/models"
+	"toolbelt/services"
+)
+
+// CallRecord is one call of the history with its result.
+type CallRecord struct {
+	models.Call
+	Result json.RawMessage `json:"result" swaggertype:"object"`
+}
+
+// CallList is one page of the call history.
+type CallList struct {
+	Calls  []CallRecord `json:"calls"`
+	Total  int64        `json:"total" example:"42"`
+	Limit  int          `json:"limit" example:"50"`
+	Offset int          `json:"offset" example:"0"`
+}
+
+// statusOf is the HTTP status of a call result: 200 when the tool ran
+// (even if it failed: the agent feeds the result to its LLM), 4xx when a
+// guard refused it.
+func statusOf(res services.ToolResult) int {
+	if res.Status != services.StatusRefused || res.Error == nil {
+		return http.StatusOK
+	}
+	switch res.Error.Code {
+	case services.CodeToolNotFound:
+		return http.StatusNotFound
+	case services.CodeValidation:
+		return http.StatusUnprocessableEntity
+	case services.CodePermissionDenied, services.CodeConfirmationRequired, services.CodePathNotAllowed:
+		return http.StatusForbidden
+	}
+	return http.StatusBadRequest
+}
+
+// CallTool runs a tool call through the guard chain.
+//
+//	@Summary		Call a tool
+//	@Description	Runs the call through the guards (resolve, validate, authorize, approve, secure, cache) and the tool. A call that ran answers 200 with its ToolResult even when the tool failed; a call a guard refused answers 4xx with the same body (404 unknown tool with suggestions, 422 invalid arguments, 403 permission, approval or path).
+//	@Tags			calls
+//	@Accept			json
+//	@Produce		json
+//	@Param			request	body		services.CallRequest	true	"Tool, arguments and session"
+//	@Success		200		{object}	services.ToolResult
+//	@Failure		400		{object}	ErrorBody
+//	@Failure		401		{object}	ErrorBody
+//	@Failure		403		{object}	services.ToolResult
+//	@Failure		404		{object}	services.ToolResult
+//	@Failure		422		{object}	services.ToolResult
+//	@Security		BearerAuth
+//	@Router			/calls [post]
+func (h *Handler) CallTool(c *gin.Context) error {
+	var req services.CallRequest
+	if err := bindJSON(c, &req); err != nil {
+		return err
+	}
+	res := h.Invoker.Call(c.Request.Context(), CurrentPrincipal(c), req)
+	c.JSON(statusOf(res), res)
+	return nil
+}
+
+// GetCall returns one call of the history.
+//
+//	@Summary		Get a call
+//	@Description	One call with its result. Agents see only their own calls.
+//	@Tags			calls
+//	@Produce		json
+//	@Param			id	path		string	true	"Call id"
+//	@Success		200	{object}	CallRecord
+//	@Failure		401	{object}	ErrorBody
+//	@Failure		403	{object}	ErrorBody
+//	@Failure		404	{object}	ErrorBody
+//	@Security		BearerAuth
+//	@Router			/calls/{id} [get]
+func (h *Handler) GetCall(c *gin.Context) error {
+	rec, err := h.Invoker.CallRecord(c.Request.Context(), CurrentPrincipal(c), c.Param("id"))
+	if err != nil {
+		return err
+	}
+	c.JSON(http.StatusOK, CallRecord{Call: *rec, Result: json.RawMessage(rec.Result)})
+	return nil
+}
+
+// ListCalls returns the call history.
+//
+//	@Summary		Call history
+//	@Description	Calls newest first, filtered and paginated. Agents see only their own calls.
+//	@Tags			calls
+//	@Produce		json
+//	@Param			tool		query		string	false	"Tool name"
+//	@Param			status		query		string	false	"Status"	Enums(succeeded, failed, refused)
+//	@Param			principal	query		int		false	"Principal id"
+//	@Param			session_id	query		string	false	"Session"
+//	@Param			since		query		string	false	"RFC 3339 time, inclusive"
+//	@Param			until		query		string	false	"RFC 3339 time, exclusive"
+//	@Param			limit		query		int		false	"Page size (default 50, at most 1000)"
+//	@Param			offset		query		int		false	"Entries to skip"
+//	@Success		200			{object}	CallList
+//	@Failure		400			{object}	ErrorBody
+//	@Failure		401			{object}	ErrorBody
+//	@Failure		403			{object}	ErrorBody
+//	@Security		BearerAuth
+//	@Router			/calls [get]
+func (h *Handler) ListCalls(c *gin.Context) error {
+	if err := onlyQuery(c, "tool", "status", "principal", "session_id", "since", "until", "limit", "offset"); err != nil {
+		return err
+	}
+	f := models.CallFilter{Tool: c.Query("tool"), Status: c.Query("status"), SessionID: c.Query("session_id"), Limit: 50}
+	var err error
+	if c.Query("limit") != "" {
+		if f.Limit, err = intQuery(c, "limit"); err != nil {
+			return err
+		}
+	}
+	if f.Offset, err = intQuery(c, "offset"); err != nil {
+		return err
+	}
+	p, err := intQuery(c, "principal")
+	if err != nil {
+		return err
+	}
+	f.PrincipalID = uint(max(p, 0))
+	for name, dst := range map[string]*time.Time{"since": &f.Since, "until": &f.Until} {
+		if v := c.Query(name); v != "" {
+			t, err := time.Parse(time.RFC3339, v)
+			if err != nil {
+				return fmt.Errorf("%w: %s=%q is not an RFC 3339 time", models.ErrInvalid, name, v)
+			}
+			*dst = t
+		}
+	}
+	calls, total, err := h.Invoker.History(c.Request.Context(), CurrentPrincipal(c), f)
+	if err != nil {
+		return err
+	}
+	out := CallList{Calls: make([]CallRecord, len(calls)), Total: total, Limit: f.Limit, Offset: f.Offset}
+	for i, rec := range calls {
+		out.Calls[i] = CallRecord{Call: rec, Result: json.RawMessage(rec.Result)}
+	}
+	c.JSON(http.StatusOK, out)
+	return nil
+}

@@ -1,0 +1,89 @@
+package models
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Call is the history record of one tool call. Arguments and Result hold
+// JSON with secrets redacted; Result is capped in size.
+type Call struct {
+	ID          string     `gorm:"primaryKey;size:32" json:"id"`
+	PrincipalID uint       `gorm:"index" json:"principal_id"`
+	SessionID   string     `gorm:"size:128;index" json:"session_id"`
+	Tool        string     `gorm:"size:64;index" json:"tool"`
+	Version     string     `gorm:"size:64" json:"version,omitempty"`
+	Arguments   string     `json:"arguments"`
+	Status      string     `gorm:"size:24;index" json:"status"`
+	ErrorCode   string     `gorm:"size:32" json:"error_code,omitempty"`
+	Result      string     `json:"-"`
+	Attempts    int        `json:"attempts"`
+	Cached      bool       `json:"cached"`
+	RunMs       int64      `json:"run_ms"`
+	TotalMs     int64      `json:"total_ms"`
+	CreatedAt   time.Time  `gorm:"index" json:"created_at"`
+	FinishedAt  *time.Time `json:"finished_at,omitempty"`
+}
+
+// SaveCall inserts or replaces a call record.
+func (s *Store) SaveCall(ctx context.Context, c *Call) error {
+	if err := s.db.WithContext(ctx).Save(c).Error; err != nil {
+		return fmt.Errorf("record call %s: %w", c.ID, err)
+	}
+	return nil
+}
+
+// CallByID returns one call record.
+func (s *Store) CallByID(ctx context.Context, id string) (*Call, error) {
+	var c Call
+	if err := s.db.WithContext(ctx).Where("id = ?", id).First(&c).Error; err != nil {
+		return nil, notFound(err, "call %q", id)
+	}
+	return &c, nil
+}
+
+// CallFilter narrows the call history. Empty fields do not filter.
+type CallFilter struct {
+	Tool        string
+	Status      string
+	PrincipalID uint
+	SessionID   string
+	Since       time.Time
+	Until       time.Time
+	Limit       int
+	Offset      int
+}
+
+// Calls returns one page of the history, newest first, and the total
+// number of calls that match.
+func (s *Store) Calls(ctx context.Context, f CallFilter) ([]Call, int64, error) {
+	q := s.db.WithContext(ctx).Model(&Call{})
+	if f.Tool != "" {
+		q = q.Where("tool = ?", f.Tool)
+	}
+	if f.Status != "" {
+		q = q.Where("status = ?", f.Status)
+	}
+	if f.PrincipalID != 0 {
+		q = q.Where("principal_id = ?", f.PrincipalID)
+	}
+	if f.SessionID != "" {
+		q = q.Where("session_id = ?", f.SessionID)
+	}
+	if !f.Since.IsZero() {
+		q = q.Where("created_at >= ?", f.Since)
+	}
+	if !f.Until.IsZero() {
+		q = q.Where("created_at < ?", f.Until)
+	}
+	var total int64
+	if err := q.Count(&total).Error; err != nil {
+		return nil, 0, fmt.Errorf("count calls: %w", err)
+	}
+	var out []Call
+	if err := q.Order("created_at DESC, id DESC").Limit(f.Limit).Offset(f.Offset).Find(&out).Error; err != nil {
+		return nil, 0, fmt.Errorf("list calls: %w", err)
+	}
+	return out, total, nil
+}

@@ -1,0 +1,527 @@
+package services
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/golang-lru/v2/expirable"
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"golang.org/x/text/language"
+	"golang.org/x/text/message"
+
+	"toolbelt/models"
+)
+
+// Call statuses.
+const (
+	StatusSucceeded        = "succeeded"
+	StatusFailed           = "failed"
+	StatusAwaitingApproval = "awaiting_approval"
+	StatusRefused          = "refused"
+)
+
+// Error codes of a ToolResult (DESIGN.md).
+const (
+	CodeToolNotFound         = "TOOL_NOT_FOUND"
+	CodeValidation           = "VALIDATION_ERROR"
+	CodePermissionDenied     = "PERMISSION_DENIED"
+	CodeConfirmationRequired = "CONFIRMATION_REQUIRED"
+	CodePathNotAllowed       = "PATH_NOT_ALLOWED"
+	CodeTimeout              = "TIMEOUT"
+	CodeCancelled            = "CANCELLED"
+	CodeExecutionFailed      = "EXECUTION_FAILED"
+	CodeInternal             = "INTERNAL"
+)
+
+// CallRequest is what an agent sends to run a tool.
+type CallRequest struct {
+	Tool      string          `json:"tool" example:"file_read"`
+	Arguments json.RawMessage `json:"arguments,omitempty" swaggertype:"object"`
+	SessionID string          `json:"session_id,omitempty" example:"run-42"`
+	Version   string          `json:"version,omitempty" example:"1.0.0"`
+}
+
+// ToolResult is the answer of every call (DESIGN.md): its failures are data
+// for the agent's LLM, with a suggestion of what to do next.
+type ToolResult struct {
+	CallID   string          `json:"call_id" example:"5d1e0c2a9b7f4e31"`
+	Status   string          `json:"status" example:"succeeded"`
+	Success  bool            `json:"success"`
+	Data     json.RawMessage `json:"data,omitempty" swaggertype:"object"`
+	Error    *ToolError      `json:"error,omitempty"`
+	Metadata CallMetadata    `json:"metadata"`
+}
+
+// ToolError says why a call did not succeed and what the LLM should do.
+type ToolError struct {
+	Code       string           `json:"code" example:"VALIDATION_ERROR"`
+	Message    string           `json:"message"`
+	Retryable  bool             `json:"retryable"`
+	Suggestion string           `json:"suggestion,omitempty"`
+	Problems   []models.Problem `json:"problems,omitempty"`
+}
+
+// CallMetadata describes how a call ran.
+type CallMetadata struct {
+	Duration    int64  `json:"duration" example:"12"`
+	Cached      bool   `json:"cached"`
+	Attempts    int    `json:"attempts"`
+	ToolVersion string `json:"tool_version,omitempty" example:"1.0.0"`
+}
+
+// call is one call moving through the guard chain.
+type call struct {
+	id       string
+	req      CallRequest
+	caller   *models.Principal
+	def      ToolDefinition
+	version  uint // version id
+	schema   *jsonschema.Schema
+	args     map[string]any
+	workDir  string
+	started  time.Time
+	attempts int
+	cached   bool
+}
+
+// Step handles a call and returns its result; Guard wraps a step with one
+// check that may end the call early.
+type (
+	Step  func(ctx context.Context, c *call) ToolResult
+	Guard func(next Step) Step
+)
+
+// compose wraps final in guards, the first outermost.
+func compose(guards ...Guard) func(Step) Step {
+	return func(final Step) Step {
+		for i := len(guards) - 1; i >= 0; i-- {
+			final = guards[i](final)
+		}
+		return final
+	}
+}
+
+// Invoker is the invoke and execute stages: every call passes the guard
+// chain in DESIGN.md's order, then runs, and is recorded.
+type Invoker struct {
+	store    *models.Store
+	selector *Selector
+	authz    *Authz
+	log      *slog.Logger
+	dataDir  string
+	schemas  *expirable.LRU[uint, *jsonschema.Schema]
+	results  *expirable.LRU[string, cachedResult]
+	run      Step
+}
+
+// NewInvoker returns the invoker; session work directories live under
+// dataDir/sessions.
+func NewInvoker(store *models.Store, selector *Selector, authz *Authz, dataDir string, log *slog.Logger) *Invoker {
+	inv := &Invoker{
+		store: store, selector: selector, authz: authz, log: log, dataDir: dataDir,
+		schemas: expirable.NewLRU[uint, *jsonschema.Schema](4096, nil, time.Hour),
+		results: expirable.NewLRU[string, cachedResult](8192, nil, MaxCacheTTLMs*time.Millisecond),
+	}
+	// The guard chain, in DESIGN.md's order. Still to come with the rest
+	// of the calls work: approvals that wait for a reviewer (until then
+	// approve refuses), the rate limit, the per-category queue, retries.
+	inv.run = compose(inv.resolve, inv.validate, inv.authorize, inv.approve, inv.secure, inv.cache)(inv.execute)
+	return inv
+}
+
+var sessionPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,128}$`)
+
+// Call runs one tool call through the chain and records it.
+func (inv *Invoker) Call(ctx context.Context, caller *models.Principal, req CallRequest) ToolResult {
+	c := &call{id: newID(), req: req, caller: caller, started: time.Now()}
+	if req.SessionID == "" && caller != nil {
+		c.req.SessionID = fmt.Sprintf("principal-%d", caller.ID)
+	}
+	res := inv.guarded(ctx, c)
+	res.CallID = c.id
+	res.Metadata.Duration = time.Since(c.started).Milliseconds()
+	res.Metadata.Cached = c.cached
+	res.Metadata.Attempts = c.attempts
+	if c.def.Version != "" {
+		res.Metadata.ToolVersion = c.def.Version
+	}
+	inv.record(ctx, c, res)
+	if res.Success && !c.cached && inv.selector != nil {
+		if err := inv.selector.LearnFromCall(ctx, c.req.SessionID, c.def.Name); err != nil {
+			inv.log.WarnContext(ctx, "learn from call", "err", err, "call_id", c.id)
+		}
+	}
+	return res
+}
+
+// guarded runs the chain, turning a panic anywhere into INTERNAL for this
+// call only.
+func (inv *Invoker) guarded(ctx context.Context, c *call) (res ToolResult) {
+	defer func() {
+		if p := recover(); p != nil {
+			inv.log.ErrorContext(ctx, "tool call panicked", "call_id", c.id, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			res = failure(CodeInternal, "internal error while running the tool", false, "Try again later; if it persists, report the call id to an administrator.")
+		}
+	}()
+	if !sessionPattern.MatchString(c.req.SessionID) {
+		return refusal(CodeValidation, "session_id must be 1 to 128 letters, digits, '.', '_' or '-'", "Send a session_id such as \"run-42\".")
+	}
+	return inv.run(ctx, c)
+}
+
+func refusal(code, msg, suggestion string) ToolResult {
+	return ToolResult{Status: StatusRefused, Error: &ToolError{Code: code, Message: msg, Suggestion: suggestion}}
+}
+
+func failure(code, msg string, retryable bool, suggestion string) ToolResult {
+	return ToolResult{Status: StatusFailed, Error: &ToolError{Code: code, Message: msg, Retryable: retryable, Suggestion: suggestion}}
+}
+
+// resolve finds the tool (the requested version, or the current one). An
+// unknown name gets the closest real tools as a suggestion.
+func (inv *Invoker) resolve(next Step) Step {
+	return func(ctx context.Context, c *call) ToolResult {
+		name := c.req.Tool
+		var ver *models.ToolVersion
+		var err error
+		switch {
+		case !NamePattern.MatchString(name):
+			err = models.ErrNotFound
+		case c.req.Version != "":
+			_, ver, err = inv.store.ToolVersion(ctx, name, c.req.Version)
+		default:
+			_, ver, err = inv.store.ToolByName(ctx, name, false)
+		}
+		if errors.Is(err, models.ErrNotFound) {
+			sug, _ := inv.selector.Suggest(ctx, c.caller, c.req.SessionID, name, 5)
+			msg := fmt.Sprintf("tool %q does not exist", name)
+			if c.req.Version != "" && NamePattern.MatchString(name) {
+				msg = fmt.Sprintf("tool %q has no version %q (or does not exist)", name, c.req.Version)
+			}
+			hint := "Call POST /api/v1/tools/select with your task to find the right tool."
+			if len(sug) > 0 {
+				hint = "Use one of these tools instead: " + strings.Join(sug, ", ") + "."
+			}
+			return refusal(CodeToolNotFound, msg, hint)
+		}
+		if err != nil {
+			inv.log.ErrorContext(ctx, "resolve tool", "err", err, "call_id", c.id)
+			return failure(CodeInternal, "internal error", true, "Try again.")
+		}
+		def, err := decodeDefinition(ver.Definition)
+		if err != nil {
+			return failure(CodeInternal, "internal error", false, "Report the call id to an administrator.")
+		}
+		c.def, c.version = def, ver.ID
+		return next(ctx, c)
+	}
+}
+
+// validate checks the arguments against the version's compiled schema and
+// lists every field error with a suggestion the LLM can act on.
+func (inv *Invoker) validate(next Step) Step {
+	return func(ctx context.Context, c *call) ToolResult {
+		schema, ok := inv.schemas.Get(c.version)
+		if !ok {
+			var doc any
+			dec := json.NewDecoder(bytes.NewReader(c.def.Parameters))
+			dec.UseNumber()
+			if err := dec.Decode(&doc); err != nil {
+				return failure(CodeInternal, "the tool's schema does not load", false, "Report this tool to an administrator.")
+			}
+			s, err := compileSchema(doc)
+			if err != nil {
+				return failure(CodeInternal, "the tool's schema does not compile", false, "Report this tool to an administrator.")
+			}
+			inv.schemas.Add(c.version, s)
+			schema = s
+		}
+		raw := c.req.Arguments
+		if len(bytes.TrimSpace(raw)) == 0 {
+			raw = json.RawMessage(`{}`)
+		}
+		args, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+		obj, isObj := args.(map[string]any)
+		if err != nil || !isObj {
+			return ToolResult{Status: StatusRefused, Error: &ToolError{Code: CodeValidation, Message: "arguments must be a JSON object",
+				Suggestion: "Send arguments as a JSON object matching this schema: " + string(c.def.Parameters)}}
+		}
+		if err := schema.Validate(args); err != nil {
+			var ve *jsonschema.ValidationError
+			var ps []models.Problem
+			if errors.As(err, &ve) {
+				printer := message.NewPrinter(language.English)
+				for _, leaf := range leaves(ve) {
+					ptr := ""
+					for _, seg := range leaf.InstanceLocation {
+						ptr += "/" + escapePointer(seg)
+					}
+					ps = append(ps, models.Problem{Pointer: ptr, Message: leaf.ErrorKind.LocalizedString(printer)})
+				}
+			}
+			fields := make([]string, 0, len(ps))
+			for _, p := range ps {
+				fields = append(fields, p.Pointer+" "+p.Message)
+			}
+			return ToolResult{Status: StatusRefused, Error: &ToolError{Code: CodeValidation,
+				Message:    fmt.Sprintf("the arguments do not match the schema of %s: %s", c.def.Name, strings.Join(fields, "; ")),
+				Problems:   ps,
+				Suggestion: fmt.Sprintf("Fix the fields listed and call %s again. Its parameters schema is: %s", c.def.Name, string(c.def.Parameters))}}
+		}
+		c.args = obj
+		return next(ctx, c)
+	}
+}
+
+// authorize applies the security levels: admins may call anything,
+// reviewers nothing; an agent may call a safe tool granted by name or
+// category, a moderate or dangerous one only through its category.
+func (inv *Invoker) authorize(next Step) Step {
+	return func(ctx context.Context, c *call) ToolResult {
+		if c.caller == nil || c.caller.Role == RoleAdmin {
+			return next(ctx, c)
+		}
+		denied := refusal(CodePermissionDenied,
+			fmt.Sprintf("you may not call %s (%s, %s)", c.def.Name, c.def.Category, c.def.Security.Level),
+			"Do not retry this tool; ask the user or an administrator to grant it, or choose a tool you may use (POST /api/v1/tools/select).")
+		if c.caller.Role != RoleAgent {
+			return denied
+		}
+		byCategory, err := inv.authz.MayUse(c.caller.ID, "", c.def.Category)
+		if err != nil {
+			return failure(CodeInternal, "internal error", true, "Try again.")
+		}
+		byName := false
+		if c.def.Security.Level == LevelSafe && !byCategory {
+			if byName, err = inv.authz.MayUse(c.caller.ID, c.def.Name, "\x00"); err != nil {
+				return failure(CodeInternal, "internal error", true, "Try again.")
+			}
+		}
+		if !byCategory && !byName {
+			return denied
+		}
+		return next(ctx, c)
+	}
+}
+
+// approve holds dangerous and confirm-required calls for a human. Until
+// the approval queue exists, such calls are refused, never run.
+func (inv *Invoker) approve(next Step) Step {
+	return func(ctx context.Context, c *call) ToolResult {
+		if c.def.Security.Level == LevelDangerous || c.def.Security.RequireConfirm {
+			return refusal(CodeConfirmationRequired,
+				fmt.Sprintf("%s needs a human's approval for each call, and this server has no approval queue yet", c.def.Name),
+				"Ask the user to run this step themselves, or use a tool that does not need approval.")
+		}
+		return next(ctx, c)
+	}
+}
+
+// secure confines file paths to the session work directory and the tool's
+// allowedPaths before anything runs.
+func (inv *Invoker) secure(next Step) Step {
+	return func(ctx context.Context, c *call) ToolResult {
+		dir := filepath.Join(inv.dataDir, "sessions", c.req.SessionID)
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return failure(CodeInternal, "internal error", true, "Try again.")
+		}
+		c.workDir = dir
+		if c.def.Category != "filesystem" {
+			return next(ctx, c)
+		}
+		if p, ok := c.args["path"].(string); ok {
+			if msg := checkPath(p, c.def.Security.AllowedPaths); msg != "" {
+				return refusal(CodePathNotAllowed, msg,
+					"Use a path relative to the session work directory, inside "+strings.Join(allowedOrDot(c.def.Security.AllowedPaths), ", ")+", without \"..\".")
+			}
+		}
+		return next(ctx, c)
+	}
+}
+
+func allowedOrDot(paths []string) []string {
+	if len(paths) == 0 {
+		return []string{"."}
+	}
+	return paths
+}
+
+// checkPath says why a path may not be used, or "" when it may: it must be
+// relative, free of NUL and "..", and inside one of the allowed roots.
+// os.Root enforces the same at run time, symlinks included.
+func checkPath(p string, allowed []string) string {
+	switch {
+	case p == "":
+		return "path is empty"
+	case strings.ContainsRune(p, 0):
+		return "path contains a NUL byte"
+	case filepath.IsAbs(p) || strings.HasPrefix(p, `\`) || (len(p) > 1 && p[1] == ':'):
+		return fmt.Sprintf("path %q is absolute", p)
+	}
+	parts := strings.Split(strings.ReplaceAll(p, `\`, "/"), "/")
+	if slices.Contains(parts, "..") {
+		return fmt.Sprintf("path %q leaves the work directory", p)
+	}
+	clean := filepath.Clean(p)
+	for _, root := range allowedOrDot(allowed) {
+		root = filepath.Clean(root)
+		if root == "." || clean == root || strings.HasPrefix(clean, root+string(filepath.Separator)) {
+			return ""
+		}
+	}
+	return fmt.Sprintf("path %q is outside the tool's allowed paths", p)
+}
+
+// cache answers a cacheable call from an earlier identical one (same tool
+// version, same canonical arguments; for file tools, the same session
+// work directory) within the tool's TTL.
+func (inv *Invoker) cache(next Step) Step {
+	return func(ctx context.Context, c *call) ToolResult {
+		if !c.def.Execution.Cacheable {
+			return next(ctx, c)
+		}
+		canon, _ := json.Marshal(c.args) // encoding/json sorts map keys
+		sum := sha256.Sum256(canon)
+		key := fmt.Sprintf("%d:%s", c.version, hex.EncodeToString(sum[:]))
+		if c.def.Category == "filesystem" {
+			key += ":" + c.req.SessionID
+		}
+		if hit, ok := inv.results.Get(key); ok && time.Now().Before(hit.expires) {
+			c.cached = true
+			return hit.result
+		}
+		res := next(ctx, c)
+		if res.Success {
+			inv.results.Add(key, cachedResult{result: res, expires: time.Now().Add(time.Duration(c.def.Execution.CacheTTL) * time.Millisecond)})
+		}
+		return res
+	}
+}
+
+// cachedResult is a successful result and when it stops being served.
+type cachedResult struct {
+	result  ToolResult
+	expires time.Time
+}
+
+// execute runs the tool within its timeout.
+func (inv *Invoker) execute(ctx context.Context, c *call) ToolResult {
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(c.def.Execution.Timeout)*time.Millisecond)
+	defer cancel()
+	c.attempts++
+	var data any
+	var err error
+	switch {
+	case c.def.Runner.Kind == RunnerBuiltin && c.def.Runner.Builtin == "file_read":
+		data, err = fileRead(c)
+	case c.def.Runner.Kind == RunnerBuiltin && c.def.Runner.Builtin == "file_write":
+		data, err = fileWrite(c)
+	case c.def.Runner.Kind == RunnerBuiltin && c.def.Runner.Builtin == "file_list":
+		data, err = fileList(ctx, c)
+	default:
+		return failure(CodeExecutionFailed,
+			fmt.Sprintf("runner %s %s cannot run on this server yet", c.def.Runner.Kind, c.def.Runner.Builtin), false,
+			"Choose another tool; this one is not available here.")
+	}
+	if ctx.Err() != nil {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return failure(CodeTimeout, fmt.Sprintf("%s did not finish within %d ms", c.def.Name, c.def.Execution.Timeout), true, "Retry with a smaller input, or later.")
+		}
+		return failure(CodeCancelled, "the call was cancelled", false, "")
+	}
+	if err != nil {
+		var te *toolError
+		if errors.As(err, &te) {
+			return failure(te.code, te.msg, false, te.suggestion)
+		}
+		return failure(CodeExecutionFailed, err.Error(), false, "Check the arguments and try again.")
+	}
+	raw, err := json.Marshal(data)
+	if err != nil {
+		return failure(CodeInternal, "internal error", false, "")
+	}
+	return ToolResult{Status: StatusSucceeded, Success: true, Data: raw}
+}
+
+// toolError is a failure a tool explains itself.
+type toolError struct {
+	code, msg, suggestion string
+}
+
+func (e *toolError) Error() string { return e.msg }
+
+// MaxResultRecord caps the result kept in history.
+const MaxResultRecord = 64 << 10
+
+// record stores the call in history. Arguments and data are not stored
+// until output redaction is in place: only the argument names are, so no
+// secret an agent passed can land in the database.
+func (inv *Invoker) record(ctx context.Context, c *call, res ToolResult) {
+	names := make([]string, 0, len(c.args))
+	for k := range c.args {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	argsJSON, _ := json.Marshal(map[string]any{"names": names})
+	summary := res
+	summary.Data = nil
+	resJSON, _ := json.Marshal(summary)
+	if len(resJSON) > MaxResultRecord {
+		resJSON = resJSON[:MaxResultRecord]
+	}
+	now := time.Now().UTC()
+	rec := &models.Call{
+		ID: c.id, SessionID: c.req.SessionID, Tool: c.req.Tool, Version: c.def.Version,
+		Arguments: string(argsJSON), Status: res.Status, Result: string(resJSON),
+		Attempts: c.attempts, Cached: c.cached, TotalMs: time.Since(c.started).Milliseconds(),
+		CreatedAt: c.started.UTC(), FinishedAt: &now,
+	}
+	if c.caller != nil {
+		rec.PrincipalID = c.caller.ID
+	}
+	if res.Error != nil {
+		rec.ErrorCode = res.Error.Code
+	}
+	if err := inv.store.SaveCall(ctx, rec); err != nil {
+		inv.log.ErrorContext(ctx, "record call", "err", err, "call_id", c.id)
+	}
+}
+
+// CallRecord returns a call of the history; an agent sees only its own.
+func (inv *Invoker) CallRecord(ctx context.Context, caller *models.Principal, id string) (*models.Call, error) {
+	rec, err := inv.store.CallByID(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if caller != nil && caller.Role == RoleAgent && rec.PrincipalID != caller.ID {
+		return nil, fmt.Errorf("%w: call %q", models.ErrNotFound, id)
+	}
+	return rec, nil
+}
+
+// History returns one page of calls; an agent sees only its own.
+func (inv *Invoker) History(ctx context.Context, caller *models.Principal, f models.CallFilter) ([]models.Call, int64, error) {
+	if f.Limit < 1 || f.Limit > 1000 {
+		return nil, 0, fmt.Errorf("%w: limit must be between 1 and 1000", models.ErrInvalid)
+	}
+	if f.Offset < 0 {
+		return nil, 0, fmt.Errorf("%w: offset must not be negative", models.ErrInvalid)
+	}
+	if caller != nil && caller.Role == RoleAgent {
+		f.PrincipalID = caller.ID
+	}
+	return inv.store.Calls(ctx, f)
+}

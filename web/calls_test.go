@@ -1,0 +1,202 @@
+package web
+
+import (
+	"bufio"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// callResult posts a call and returns the status and the ToolResult.
+func (a *testApp) call(t *testing.T, role string, body map[string]any) (int, map[string]any) {
+	t.Helper()
+	r := a.do(t, role, "POST", "/api/v1/calls", body)
+	return r.Status, r.JSON(t)
+}
+
+func errCode(res map[string]any) string {
+	if e, ok := res["error"].(map[string]any); ok {
+		return e["code"].(string)
+	}
+	return ""
+}
+
+// TestCallsThroughTheChain covers each guard's outcome through HTTP.
+func TestCallsThroughTheChain(t *testing.T) {
+	app := newTestApp(t)
+	agent := fmt.Sprint(app.ids["agent"])
+	app.do(t, "admin", "PUT", "/api/v1/principals/"+agent+"/grants", map[string]any{"categories": []string{"filesystem", "shell"}})
+
+	code, res := app.call(t, "agent", map[string]any{"tool": "file_write", "session_id": "s1", "arguments": map[string]any{"path": "notes/a.txt", "content": "hello"}})
+	if code != 200 || res["success"] != true || res["status"] != "succeeded" || res["call_id"] == "" {
+		t.Fatalf("file_write: %d %v", code, res)
+	}
+	code, res = app.call(t, "agent", map[string]any{"tool": "file_read", "session_id": "s1", "arguments": map[string]any{"path": "notes/a.txt"}})
+	if code != 200 || res["data"].(map[string]any)["content"] != "hello" || res["metadata"].(map[string]any)["tool_version"] != "1.0.0" {
+		t.Fatalf("file_read: %d %v", code, res)
+	}
+	// Another session has its own work directory.
+	if _, res := app.call(t, "agent", map[string]any{"tool": "file_read", "session_id": "s2", "arguments": map[string]any{"path": "notes/a.txt"}}); res["success"] != false || errCode(res) != "EXECUTION_FAILED" {
+		t.Errorf("read across sessions: %v", res)
+	}
+	// A cacheable tool answers the same call from the cache.
+	_, res = app.call(t, "agent", map[string]any{"tool": "file_read", "session_id": "s1", "arguments": map[string]any{"path": "notes/a.txt"}})
+	if res["metadata"].(map[string]any)["cached"] != true {
+		t.Errorf("second identical read not cached: %v", res["metadata"])
+	}
+
+	cases := []struct {
+		name       string
+		role       string
+		body       map[string]any
+		status     int
+		code       string
+		suggestion string
+	}{
+		{"unknown tool", "agent", map[string]any{"tool": "read_file", "arguments": map[string]any{"path": "a"}}, 404, "TOOL_NOT_FOUND", "file_read"},
+		{"unknown version", "agent", map[string]any{"tool": "file_read", "version": "9.9.9", "arguments": map[string]any{"path": "a"}}, 404, "TOOL_NOT_FOUND", ""},
+		{"missing argument", "agent", map[string]any{"tool": "file_read", "arguments": map[string]any{}}, 422, "VALIDATION_ERROR", `"required":["path"]`},
+		{"wrong type", "agent", map[string]any{"tool": "file_read", "arguments": map[string]any{"path": 5}}, 422, "VALIDATION_ERROR", "schema"},
+		{"unknown argument", "agent", map[string]any{"tool": "file_read", "arguments": map[string]any{"path": "a", "mode": "x"}}, 422, "VALIDATION_ERROR", ""},
+		{"arguments not an object", "agent", map[string]any{"tool": "file_read", "arguments": []any{1}}, 422, "VALIDATION_ERROR", ""},
+		{"bad session", "agent", map[string]any{"tool": "file_list", "session_id": "../x"}, 422, "VALIDATION_ERROR", "session_id"},
+		{"not granted", "agent", map[string]any{"tool": "web_search", "arguments": map[string]any{"query": "go"}}, 403, "PERMISSION_DENIED", "grant"},
+		{"dangerous needs approval", "agent", map[string]any{"tool": "shell_exec", "arguments": map[string]any{"command": "ls"}}, 403, "CONFIRMATION_REQUIRED", ""},
+		{"absolute path", "agent", map[string]any{"tool": "file_read", "arguments": map[string]any{"path": "/etc/passwd"}}, 403, "PATH_NOT_ALLOWED", "relative"},
+		{"parent path", "agent", map[string]any{"tool": "file_read", "arguments": map[string]any{"path": "../../etc/passwd"}}, 403, "PATH_NOT_ALLOWED", ""},
+		{"runner not here yet", "admin", map[string]any{"tool": "web_search", "arguments": map[string]any{"query": "go"}}, 200, "EXECUTION_FAILED", ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			code, res := app.call(t, tc.role, tc.body)
+			if code != tc.status || errCode(res) != tc.code || res["success"] != false {
+				t.Fatalf("%d %v, want %d %s", code, res, tc.status, tc.code)
+			}
+			if sug := res["error"].(map[string]any)["suggestion"].(string); !strings.Contains(sug, tc.suggestion) {
+				t.Errorf("suggestion %q lacks %q", sug, tc.suggestion)
+			}
+		})
+	}
+	code, res = app.call(t, "agent", map[string]any{"tool": "file_read", "arguments": map[string]any{"path": 5}})
+	if ps := res["error"].(map[string]any)["problems"].([]any); code != 422 || ps[0].(map[string]any)["pointer"] != "/path" {
+		t.Errorf("problems %v", ps)
+	}
+}
+
+// TestCallPathsFromCorpora feeds every traversal and sensitive-file entry,
+// raw and URL-decoded, to file_read and file_write: nothing outside the
+// work directory is read or written.
+func TestCallPathsFromCorpora(t *testing.T) {
+	app := newTestApp(t)
+	outside := filepath.Join(filepath.Dir(app.dbPath), "secret.txt")
+	if err := os.WriteFile(outside, []byte("TOP-SECRET-SENTINEL"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var entries []string
+	for _, name := range []string{"traversal.txt", "linux-files.txt"} {
+		f, err := os.Open(filepath.Join("..", "..", "shared", "corpora", name))
+		if err != nil {
+			t.Fatalf("corpus: %v", err)
+		}
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			line := strings.TrimSpace(sc.Text())
+			if line == "" {
+				continue
+			}
+			entries = append(entries, line)
+			if dec, err := url.PathUnescape(line); err == nil && dec != line {
+				entries = append(entries, dec)
+			}
+			entries = append(entries, strings.ReplaceAll(line, "/etc/passwd", "../secret.txt"))
+		}
+		f.Close()
+	}
+	if len(entries) < 200 {
+		t.Fatalf("only %d corpus entries", len(entries))
+	}
+	codes := map[string]int{}
+	for _, p := range entries {
+		for _, tool := range []string{"file_read", "file_write"} {
+			args := map[string]any{"path": p, "content": "PWNED"}
+			if tool == "file_read" {
+				delete(args, "content")
+			}
+			r := app.do(t, "admin", "POST", "/api/v1/calls", map[string]any{"tool": tool, "session_id": "corpus", "arguments": args})
+			res := r.JSON(t)
+			if strings.Contains(string(r.Body), "TOP-SECRET-SENTINEL") || strings.Contains(string(r.Body), "root:") {
+				t.Fatalf("%s %q read outside the work directory: %s", tool, p, r.Body)
+			}
+			if res["success"] == true {
+				// Only a path that stays inside may succeed (e.g. "etc/passwd"
+				// relative, created inside the work directory).
+				if !strings.HasPrefix(filepath.Clean(filepath.Join("sessions/corpus", filepath.FromSlash(p))), "sessions/corpus") {
+					t.Errorf("%s %q succeeded", tool, p)
+				}
+			}
+			codes[errCode(res)]++
+		}
+	}
+	if got, _ := os.ReadFile(outside); string(got) != "TOP-SECRET-SENTINEL" {
+		t.Fatal("a file outside the work directory was written")
+	}
+	// Nothing escaped into the data directory or above.
+	_ = filepath.WalkDir(filepath.Dir(app.dbPath), func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && !strings.Contains(p, string(filepath.Separator)+"sessions"+string(filepath.Separator)) &&
+			!strings.HasPrefix(filepath.Base(p), "toolbelt.db") && filepath.Base(p) != "secret.txt" {
+			t.Errorf("unexpected file outside the sessions: %s", p)
+		}
+		return nil
+	})
+	if codes["PATH_NOT_ALLOWED"] == 0 {
+		t.Errorf("no entry refused as PATH_NOT_ALLOWED: %v", codes)
+	}
+	t.Logf("outcomes: %v", codes)
+}
+
+// TestCallHistory lists and reads calls; agents see only their own, and a
+// call in a session teaches the selection index.
+func TestCallHistory(t *testing.T) {
+	app := newTestApp(t)
+	agent := fmt.Sprint(app.ids["agent"])
+	app.do(t, "admin", "PUT", "/api/v1/principals/"+agent+"/grants", map[string]any{"categories": []string{"filesystem"}})
+	app.do(t, "agent", "POST", "/api/v1/tools/select", map[string]any{"query": "peek into the notes of the project", "session_id": "h1"})
+	app.call(t, "agent", map[string]any{"tool": "file_list", "session_id": "h1"})
+	app.call(t, "agent", map[string]any{"tool": "file_read", "session_id": "h1", "arguments": map[string]any{"path": "missing.txt"}})
+	app.call(t, "admin", map[string]any{"tool": "file_list", "session_id": "h2"})
+
+	list := app.do(t, "agent", "GET", "/api/v1/calls", nil).JSON(t)
+	if list["total"] != float64(2) {
+		t.Fatalf("agent sees %v calls, want its 2", list["total"])
+	}
+	all := app.do(t, "reviewer", "GET", "/api/v1/calls", nil).JSON(t)
+	if all["total"] != float64(3) {
+		t.Fatalf("reviewer sees %v calls, want 3", all["total"])
+	}
+	failed := app.do(t, "admin", "GET", "/api/v1/calls?status=failed&tool=file_read", nil).JSON(t)["calls"].([]any)
+	if len(failed) != 1 || failed[0].(map[string]any)["error_code"] != "EXECUTION_FAILED" {
+		t.Errorf("failed calls %v", failed)
+	}
+	first := list["calls"].([]any)[1].(map[string]any)
+	if r := app.do(t, "agent", "GET", "/api/v1/calls/"+first["id"].(string), nil); r.Status != 200 || r.JSON(t)["result"].(map[string]any)["status"] != "succeeded" {
+		t.Errorf("get call: %d %s", r.Status, r.Body)
+	}
+	for _, bad := range []string{"limit=0", "since=yesterday", "colour=red"} {
+		if r := app.do(t, "admin", "GET", "/api/v1/calls?"+bad, nil); r.Status != 400 {
+			t.Errorf("%s: %d", bad, r.Status)
+		}
+	}
+	// The successful call in session h1 taught file_list the session's task.
+	qs := app.do(t, "admin", "GET", "/api/v1/tools/file_list/queries", nil).JSON(t)["queries"].([]any)
+	var texts []string
+	for _, q := range qs {
+		texts = append(texts, q.(map[string]any)["query"].(string))
+	}
+	if !slices.Contains(texts, "peek into the notes of the project") {
+		t.Errorf("call did not teach the index: %v", texts)
+	}
+}
