@@ -187,7 +187,7 @@ func serve(args []string) error {
 
 	h := &handlers.Handler{
 		Registry: registry, Selector: selector, Accounts: accounts,
-		Invoker: services.NewInvoker(store, selector, authz, cfg.DataDir, log), Health: services.NewHealth(store, selector, embedNote), Log: log,
+		Invoker: services.NewInvoker(store, selector, authz, cfg.DataDir, nil, log), Health: services.NewHealth(store, selector, embedNote), Log: log,
 		Links: handlers.Links{Swagger: "/swagger/index.html", Healthz: "/healthz", Readyz: "/readyz"},
 	}
 	srv := &http.Server{

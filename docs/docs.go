@@ -113,7 +113,7 @@ const docTemplate = `{
                 ]
             },
             "post": {
-                "description": "Runs the call through the guards (resolve, validate, authorize, approve, secure, cache) and the tool. A call that ran answers 200 with its ToolResult even when the tool failed; a call a guard refused answers 4xx with the same body (404 unknown tool with suggestions, 422 invalid arguments, 403 permission, approval or path).",
+                "description": "Runs the call through the guards (resolve, validate, authorize, approve, secure, cache, rate limit, category queue) and the tool, retrying retryable failures with backoff. A call that ran answers 200 with its ToolResult even when the tool failed; a call a guard refused answers 4xx with the same body (404 unknown tool with suggestions, 422 invalid arguments, 403 permission, approval or path).",
                 "consumes": [
                     "application/json"
                 ],
@@ -168,6 +168,12 @@ const docTemplate = `{
                     },
                     "422": {
                         "description": "Unprocessable Entity",
+                        "schema": {
+                            "$ref": "#/definitions/services.ToolResult"
+                        }
+                    },
+                    "429": {
+                        "description": "rate limit or full queue, with Retry-After",
                         "schema": {
                             "$ref": "#/definitions/services.ToolResult"
                         }
@@ -2430,6 +2436,10 @@ const docTemplate = `{
                     "items": {
                         "$ref": "#/definitions/models.Problem"
                     }
+                },
+                "retry_after": {
+                    "description": "RetryAfter is the wait in seconds a limit asks for (also sent as the\nRetry-After header).",
+                    "type": "integer"
                 },
                 "retryable": {
                     "type": "boolean"

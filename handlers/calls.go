@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -40,6 +41,8 @@ func statusOf(res services.ToolResult) int {
 		return http.StatusUnprocessableEntity
 	case services.CodePermissionDenied, services.CodeConfirmationRequired, services.CodePathNotAllowed:
 		return http.StatusForbidden
+	case services.CodeRateLimit, services.CodeQueueFull:
+		return http.StatusTooManyRequests
 	}
 	return http.StatusBadRequest
 }
@@ -47,7 +50,7 @@ func statusOf(res services.ToolResult) int {
 // CallTool runs a tool call through the guard chain.
 //
 //	@Summary		Call a tool
-//	@Description	Runs the call through the guards (resolve, validate, authorize, approve, secure, cache) and the tool. A call that ran answers 200 with its ToolResult even when the tool failed; a call a guard refused answers 4xx with the same body (404 unknown tool with suggestions, 422 invalid arguments, 403 permission, approval or path).
+//	@Description	Runs the call through the guards (resolve, validate, authorize, approve, secure, cache, rate limit, category queue) and the tool, retrying retryable failures with backoff. A call that ran answers 200 with its ToolResult even when the tool failed; a call a guard refused answers 4xx with the same body (404 unknown tool with suggestions, 422 invalid arguments, 403 permission, approval or path).
 //	@Tags			calls
 //	@Accept			json
 //	@Produce		json
@@ -58,6 +61,7 @@ func statusOf(res services.ToolResult) int {
 //	@Failure		403		{object}	services.ToolResult
 //	@Failure		404		{object}	services.ToolResult
 //	@Failure		422		{object}	services.ToolResult
+//	@Failure		429		{object}	services.ToolResult	"rate limit or full queue, with Retry-After"
 //	@Security		BearerAuth
 //	@Router			/calls [post]
 func (h *Handler) CallTool(c *gin.Context) error {
@@ -66,6 +70,9 @@ func (h *Handler) CallTool(c *gin.Context) error {
 		return err
 	}
 	res := h.Invoker.Call(c.Request.Context(), CurrentPrincipal(c), req)
+	if res.Error != nil && res.Error.RetryAfter > 0 {
+		c.Header("Retry-After", strconv.Itoa(res.Error.RetryAfter))
+	}
 	c.JSON(statusOf(res), res)
 	return nil
 }

@@ -72,6 +72,9 @@ type ToolError struct {
 	Retryable  bool             `json:"retryable"`
 	Suggestion string           `json:"suggestion,omitempty"`
 	Problems   []models.Problem `json:"problems,omitempty"`
+	// RetryAfter is the wait in seconds a limit asks for (also sent as the
+	// Retry-After header).
+	RetryAfter int `json:"retry_after,omitempty"`
 }
 
 // CallMetadata describes how a call ran.
@@ -124,21 +127,28 @@ type Invoker struct {
 	dataDir  string
 	schemas  *expirable.LRU[uint, *jsonschema.Schema]
 	results  *expirable.LRU[string, cachedResult]
+	limits   *rateLimits
+	queues   *queues
+	sleep    func(context.Context, time.Duration) error
 	run      Step
 }
 
 // NewInvoker returns the invoker; session work directories live under
 // dataDir/sessions.
-func NewInvoker(store *models.Store, selector *Selector, authz *Authz, dataDir string, log *slog.Logger) *Invoker {
+// queueLimits overrides DefaultQueueLimits per category.
+func NewInvoker(store *models.Store, selector *Selector, authz *Authz, dataDir string, queueLimits map[string]int, log *slog.Logger) *Invoker {
 	inv := &Invoker{
 		store: store, selector: selector, authz: authz, log: log, dataDir: dataDir,
 		schemas: expirable.NewLRU[uint, *jsonschema.Schema](4096, nil, time.Hour),
 		results: expirable.NewLRU[string, cachedResult](8192, nil, MaxCacheTTLMs*time.Millisecond),
+		limits:  newRateLimits(),
+		queues:  newQueues(queueLimits, 0),
+		sleep:   sleepCtx,
 	}
 	// The guard chain, in DESIGN.md's order. Still to come with the rest
 	// of the calls work: approvals that wait for a reviewer (until then
-	// approve refuses), the rate limit, the per-category queue, retries.
-	inv.run = compose(inv.resolve, inv.validate, inv.authorize, inv.approve, inv.secure, inv.cache)(inv.execute)
+	// approve refuses dangerous and confirm-required calls).
+	inv.run = compose(inv.resolve, inv.validate, inv.authorize, inv.approve, inv.secure, inv.cache, inv.limit, inv.queue)(inv.execute)
 	return inv
 }
 
@@ -417,11 +427,22 @@ type cachedResult struct {
 	expires time.Time
 }
 
-// execute runs the tool within its timeout.
+// execute runs the tool, retrying retryable failures of retryable tools
+// with exponential backoff.
 func (inv *Invoker) execute(ctx context.Context, c *call) ToolResult {
+	retries := 0
+	if c.def.Execution.Retryable {
+		retries = c.def.Execution.MaxRetries
+	}
+	res, n := withRetries(ctx, retries, inv.sleep, func() ToolResult { return inv.attempt(ctx, c) })
+	c.attempts = n
+	return res
+}
+
+// attempt runs the tool once within its timeout.
+func (inv *Invoker) attempt(ctx context.Context, c *call) ToolResult {
 	ctx, cancel := context.WithTimeout(ctx, time.Duration(c.def.Execution.Timeout)*time.Millisecond)
 	defer cancel()
-	c.attempts++
 	var data any
 	var err error
 	switch {

@@ -68,7 +68,7 @@ func newTestAppWithHost(t testing.TB, host hostCaps) *testApp {
 		t.Fatal(err)
 	}
 	h := &handlers.Handler{Registry: registry, Selector: selector, Accounts: accounts,
-		Invoker: services.NewInvoker(store, selector, authz, dir, log), Health: services.NewHealth(store, selector, ""), Log: log,
+		Invoker: services.NewInvoker(store, selector, authz, dir, nil, log), Health: services.NewHealth(store, selector, ""), Log: log,
 		Links: handlers.Links{Swagger: "/swagger/index.html", Healthz: "/healthz", Readyz: "/readyz"}}
 	app := &testApp{
 		handler: New(Deps{Handler: h, Accounts: accounts, Authz: authz, Log: log}),

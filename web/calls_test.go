@@ -200,3 +200,37 @@ func TestCallHistory(t *testing.T) {
 		t.Errorf("call did not teach the index: %v", texts)
 	}
 }
+
+// TestCallRateLimit refuses calls past the tool's rate with 429 and
+// Retry-After, per principal.
+func TestCallRateLimit(t *testing.T) {
+	app := newTestApp(t)
+	def := toolDef("tiny_list", func(m map[string]any) {
+		m["category"] = "filesystem"
+		m["parameters"] = map[string]any{"type": "object", "properties": map[string]any{}}
+		m["security"] = map[string]any{"level": "safe", "rateLimit": map[string]any{"maxCalls": 2, "windowMs": 60000}}
+		m["runner"] = map[string]any{"kind": "builtin", "builtin": "file_list"}
+	})
+	if r := app.do(t, "admin", "POST", "/api/v1/tools", def); r.Status != 201 {
+		t.Fatal(string(r.Body))
+	}
+	for i := range 2 {
+		if code, res := app.call(t, "admin", map[string]any{"tool": "tiny_list"}); code != 200 || res["success"] != true {
+			t.Fatalf("call %d: %d %v", i, code, res)
+		}
+	}
+	r := app.do(t, "admin", "POST", "/api/v1/calls", map[string]any{"tool": "tiny_list"})
+	res := r.JSON(t)
+	if r.Status != 429 || errCode(res) != "RATE_LIMIT_EXCEEDED" || r.Header.Get("Retry-After") == "" || res["error"].(map[string]any)["retryable"] != true {
+		t.Fatalf("third call: %d %v %v", r.Status, r.Header, res)
+	}
+	if !strings.Contains(res["error"].(map[string]any)["suggestion"].(string), "Wait") {
+		t.Errorf("suggestion %v", res["error"])
+	}
+	// Another principal has its own budget.
+	agent := fmt.Sprint(app.ids["agent"])
+	app.do(t, "admin", "PUT", "/api/v1/principals/"+agent+"/grants", map[string]any{"tools": []string{"tiny_list"}})
+	if code, res := app.call(t, "agent", map[string]any{"tool": "tiny_list"}); code != 200 {
+		t.Errorf("agent's first call: %d %v", code, res)
+	}
+}
