@@ -165,6 +165,10 @@ func serve(args []string) error {
 	if embedNote != "" {
 		log.Warn(embedNote)
 	}
+	redactor, err := services.NewRedactor(secretValues(cfg))
+	if err != nil {
+		return fmt.Errorf("load secret detection rules: %w", err)
+	}
 	host := services.DetectHost()
 	selector := services.NewSelector(store, authz, emb, host, cfg.KeepLearned, log)
 	defer selector.Close()
@@ -187,7 +191,7 @@ func serve(args []string) error {
 
 	h := &handlers.Handler{
 		Registry: registry, Selector: selector, Accounts: accounts,
-		Invoker: services.NewInvoker(store, selector, authz, cfg.DataDir, nil, log), Health: services.NewHealth(store, selector, embedNote), Log: log,
+		Invoker: services.NewInvoker(store, selector, authz, redactor, cfg.DataDir, nil, log), Health: services.NewHealth(store, selector, embedNote), Log: log,
 		Links: handlers.Links{Swagger: "/swagger/index.html", Healthz: "/healthz", Readyz: "/readyz"},
 	}
 	srv := &http.Server{
@@ -306,4 +310,17 @@ func chooseEmbedder(ctx context.Context, url, model string) (embed.Embedder, str
 		return b, fmt.Sprintf("Ollama is not usable (%v); using the built-in embedder %s", err, b.Model()), nil
 	}
 	return o, "", nil
+}
+
+// secretValues are the values redacted verbatim from tool output and call
+// records: the admin key and the variables named in TOOLBELT_SECRETS
+// (comma-separated names, e.g. the variables http tools take headers from).
+func secretValues(cfg Config) []string {
+	vals := []string{cfg.AdminKey}
+	for _, name := range strings.Split(os.Getenv("TOOLBELT_SECRETS"), ",") {
+		if name = strings.TrimSpace(name); name != "" {
+			vals = append(vals, os.Getenv(name))
+		}
+	}
+	return vals
 }

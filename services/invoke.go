@@ -130,15 +130,16 @@ type Invoker struct {
 	limits   *rateLimits
 	queues   *queues
 	sleep    func(context.Context, time.Duration) error
+	redactor *Redactor
 	run      Step
 }
 
 // NewInvoker returns the invoker; session work directories live under
 // dataDir/sessions.
 // queueLimits overrides DefaultQueueLimits per category.
-func NewInvoker(store *models.Store, selector *Selector, authz *Authz, dataDir string, queueLimits map[string]int, log *slog.Logger) *Invoker {
+func NewInvoker(store *models.Store, selector *Selector, authz *Authz, redactor *Redactor, dataDir string, queueLimits map[string]int, log *slog.Logger) *Invoker {
 	inv := &Invoker{
-		store: store, selector: selector, authz: authz, log: log, dataDir: dataDir,
+		store: store, selector: selector, authz: authz, redactor: redactor, log: log, dataDir: dataDir,
 		schemas: expirable.NewLRU[uint, *jsonschema.Schema](4096, nil, time.Hour),
 		results: expirable.NewLRU[string, cachedResult](8192, nil, MaxCacheTTLMs*time.Millisecond),
 		limits:  newRateLimits(),
@@ -466,15 +467,17 @@ func (inv *Invoker) attempt(ctx context.Context, c *call) ToolResult {
 	if err != nil {
 		var te *toolError
 		if errors.As(err, &te) {
-			return failure(te.code, te.msg, false, te.suggestion)
+			return failure(te.code, inv.redactor.Redact(te.msg), false, te.suggestion)
 		}
-		return failure(CodeExecutionFailed, err.Error(), false, "Check the arguments and try again.")
+		return failure(CodeExecutionFailed, inv.redactor.Redact(err.Error()), false, "Check the arguments and try again.")
 	}
 	raw, err := json.Marshal(data)
 	if err != nil {
 		return failure(CodeInternal, "internal error", false, "")
 	}
-	return ToolResult{Status: StatusSucceeded, Success: true, Data: raw}
+	// Output is redacted here, before the cache, the history or the caller
+	// can see it.
+	return ToolResult{Status: StatusSucceeded, Success: true, Data: inv.redactor.RedactJSON(raw)}
 }
 
 // toolError is a failure a tool explains itself.
@@ -487,21 +490,23 @@ func (e *toolError) Error() string { return e.msg }
 // MaxResultRecord caps the result kept in history.
 const MaxResultRecord = 64 << 10
 
-// record stores the call in history. Arguments and data are not stored
-// until output redaction is in place: only the argument names are, so no
-// secret an agent passed can land in the database.
+// record stores the call in history with its arguments redacted and its
+// (already redacted) result; a result over MaxResultRecord keeps its
+// status and error but not its data.
 func (inv *Invoker) record(ctx context.Context, c *call, res ToolResult) {
-	names := make([]string, 0, len(c.args))
-	for k := range c.args {
-		names = append(names, k)
+	args := c.req.Arguments
+	if len(bytes.TrimSpace(args)) == 0 {
+		args = json.RawMessage(`{}`)
 	}
-	slices.Sort(names)
-	argsJSON, _ := json.Marshal(map[string]any{"names": names})
-	summary := res
-	summary.Data = nil
-	resJSON, _ := json.Marshal(summary)
+	argsJSON := inv.redactor.RedactJSON(args)
+	if len(argsJSON) > MaxResultRecord {
+		argsJSON = []byte(`{"truncated":true}`)
+	}
+	resJSON, _ := json.Marshal(res)
 	if len(resJSON) > MaxResultRecord {
-		resJSON = resJSON[:MaxResultRecord]
+		summary := res
+		summary.Data = json.RawMessage(`{"truncated":true}`)
+		resJSON, _ = json.Marshal(summary)
 	}
 	now := time.Now().UTC()
 	rec := &models.Call{

@@ -68,7 +68,7 @@ func newTestAppWithHost(t testing.TB, host hostCaps) *testApp {
 		t.Fatal(err)
 	}
 	h := &handlers.Handler{Registry: registry, Selector: selector, Accounts: accounts,
-		Invoker: services.NewInvoker(store, selector, authz, dir, nil, log), Health: services.NewHealth(store, selector, ""), Log: log,
+		Invoker: services.NewInvoker(store, selector, authz, testRedactor(t), dir, nil, log), Health: services.NewHealth(store, selector, ""), Log: log,
 		Links: handlers.Links{Swagger: "/swagger/index.html", Healthz: "/healthz", Readyz: "/readyz"}}
 	app := &testApp{
 		handler: New(Deps{Handler: h, Accounts: accounts, Authz: authz, Log: log}),
@@ -176,3 +176,12 @@ func problemPointers(t testing.TB, r response) []string {
 }
 
 func newRecorder() *httptest.ResponseRecorder { return httptest.NewRecorder() }
+
+func testRedactor(t testing.TB) *services.Redactor {
+	t.Helper()
+	r, err := services.NewRedactor([]string{"test-configured-secret"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}

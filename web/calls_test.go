@@ -234,3 +234,30 @@ func TestCallRateLimit(t *testing.T) {
 		t.Errorf("agent's first call: %d %v", code, res)
 	}
 }
+
+// TestCallRedaction checks that secrets in arguments and output reach
+// neither the caller, nor the history, nor the database.
+func TestCallRedaction(t *testing.T) {
+	app := newTestApp(t)
+	secret := "AKIAZ7VRSQ4TJNWDEMPX"
+	content := "aws_access_key_id = " + secret + "\nconfigured: test-configured-secret\n"
+	_, w := app.call(t, "admin", map[string]any{"tool": "file_write", "session_id": "r1", "arguments": map[string]any{"path": "creds.txt", "content": content}})
+	if w["success"] != true {
+		t.Fatalf("write: %v", w)
+	}
+	r := app.do(t, "admin", "POST", "/api/v1/calls", map[string]any{"tool": "file_read", "session_id": "r1", "arguments": map[string]any{"path": "creds.txt"}})
+	got := r.JSON(t)["data"].(map[string]any)["content"].(string)
+	if strings.Contains(got, secret) || strings.Contains(got, "test-configured-secret") || !strings.Contains(got, "[REDACTED:") {
+		t.Fatalf("output not redacted: %q", got)
+	}
+	rec := app.do(t, "admin", "GET", "/api/v1/calls/"+w["call_id"].(string), nil)
+	if strings.Contains(string(rec.Body), secret) || !strings.Contains(string(rec.Body), "creds.txt") {
+		t.Errorf("history holds the secret or lost the arguments: %s", rec.Body)
+	}
+	for _, f := range []string{app.dbPath, app.dbPath + "-wal"} {
+		raw, _ := os.ReadFile(f)
+		if strings.Contains(string(raw), secret) || strings.Contains(string(raw), "test-configured-secret") {
+			t.Errorf("%s holds a secret in plain text", filepath.Base(f))
+		}
+	}
+}

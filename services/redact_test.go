@@ -1,0 +1,56 @@
+package services
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+func TestRedact(t *testing.T) {
+	r, err := NewRedactor([]string{"hunter2-very-secret", "short"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name, in, secret string
+	}{
+		{"aws key", "key id AKIAZ7VRSQ4TJNWDEMPX here", "AKIAZ7VRSQ4TJNWDEMPX"},
+		{"github token", "token=ghp_4Qx9cVb7Lm2Np8Rt6Yw3Zs5Ka1Df0Gh9Jk2L", "ghp_4Qx9cVb7Lm2Np8Rt6Yw3Zs5Ka1Df0Gh9Jk2L"},
+		{"private key", "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEAu1SU1LfVLPHCozMxH2Mo4lgOEePzNm0tRgeLezV6ffAt0gunVTLw7onLRnrq0/IzW7yWR7QkrmBL7jTKEn5u+qKhbwKfBstIs+bMY2Zkp18gnTxKLxoS2tFczGkPLPgizskuemMghRniWaoLcyehkd3qqGElvW/VDL5AaWTg0nLVkjRo9z+40RQzuVaE8AkAFmxZzow3x+VJYKdjykkJ0iT9wCS0DRTXu269V264Vf/3jvredZiKRkgwlL9xNAwxXFg0x/XFw005UWVRIkdgcKWTjpBP2dPwVZ4WWC+9aGVd+Gyn1o0CLelf4rEjGoXbAAEgAqeGUxrcIlbjXfbcmwIDAQABAoIBAQCQvsRU3ZkZRz3sLoF8vr\n-----END RSA PRIVATE KEY-----", "MIIEowIBAAKCAQEAu1SU1LfVLPHCozMxH2Mo4lgOEePzNm0tRgeLezV6ffAt0gunVTLw7onLRnrq0"},
+		{"toolbelt key", "Authorization: Bearer tb_" + strings.Repeat("ab", 32), "tb_" + strings.Repeat("ab", 32)},
+		{"configured secret", "password is hunter2-very-secret.", "hunter2-very-secret"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := r.Redact(tc.in)
+			if strings.Contains(got, tc.secret) || !strings.Contains(got, "[REDACTED:") {
+				t.Errorf("not redacted: %q", got)
+			}
+		})
+	}
+	if got := r.Redact("a short note about the weather"); got != "a short note about the weather" {
+		t.Errorf("plain text changed: %q", got)
+	}
+	raw := []byte(`{"out":"token hunter2-very-secret","n":1.50,"list":["ok"]}`)
+	var v map[string]any
+	if err := json.Unmarshal(r.RedactJSON(raw), &v); err != nil || strings.Contains(v["out"].(string), "hunter2") || v["list"].([]any)[0] != "ok" {
+		t.Errorf("RedactJSON: %v %v", v, err)
+	}
+}
+
+func FuzzRedact(f *testing.F) {
+	r, err := NewRedactor([]string{"configured-secret-value"})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(`{"a":"AKIAZ7VRSQ4TJNWDEMPX"}`)
+	f.Add("plain")
+	f.Add("configured-secret-value")
+	f.Fuzz(func(t *testing.T, s string) {
+		out := r.Redact(s)
+		if strings.Contains(out, "configured-secret-value") {
+			t.Fatalf("configured secret survived: %q", out)
+		}
+		_ = r.RedactJSON([]byte(s))
+	})
+}
