@@ -189,9 +189,10 @@ func serve(args []string) error {
 	}
 	log.Info("selection index ready", "embedder", selector.Status(), "host", host)
 
+	invoker := services.NewInvoker(store, selector, authz, redactor, cfg.DataDir, nil, log)
 	h := &handlers.Handler{
 		Registry: registry, Selector: selector, Accounts: accounts,
-		Invoker: services.NewInvoker(store, selector, authz, redactor, cfg.DataDir, nil, log), Health: services.NewHealth(store, selector, embedNote), Log: log,
+		Invoker: invoker, Health: services.NewHealth(store, selector, embedNote), Log: log,
 		Links: handlers.Links{Swagger: "/swagger/index.html", Healthz: "/healthz", Readyz: "/readyz"},
 	}
 	srv := &http.Server{
@@ -207,6 +208,10 @@ func serve(args []string) error {
 		return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
 	}
 	base := baseURL(ln.Addr().String())
+	if err := invoker.Recover(ctx); err != nil {
+		return fmt.Errorf("recover calls: %w", err)
+	}
+	go invoker.SweepApprovals(ctx, 30*time.Second)
 
 	fmt.Printf("\nToolbelt is running on %s (data in %s)\n", base, cfg.DataDir)
 	switch {
@@ -231,6 +236,7 @@ func serve(args []string) error {
 	if err := srv.Shutdown(shutdownCtx); err != nil {
 		return fmt.Errorf("shut down: %w", err)
 	}
+	invoker.Close(shutdownCtx)
 	return nil
 }
 

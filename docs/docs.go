@@ -15,6 +15,210 @@ const docTemplate = `{
     "host": "{{.Host}}",
     "basePath": "{{.BasePath}}",
     "paths": {
+        "/approvals": {
+            "get": {
+                "description": "Pending approvals by default (tool, redacted arguments, requester, expiry), newest first; status=all or a state for the others.",
+                "produces": [
+                    "application/json"
+                ],
+                "tags": [
+                    "approvals"
+                ],
+                "summary": "Approval queue",
+                "parameters": [
+                    {
+                        "enum": [
+                            "pending",
+                            "approved",
+                            "denied",
+                            "expired",
+                            "used",
+                            "all"
+                        ],
+                        "type": "string",
+                        "description": "State",
+                        "name": "status",
+                        "in": "query"
+                    }
+                ],
+                "responses": {
+                    "200": {
+                        "description": "OK",
+                        "schema": {
+                            "$ref": "#/definitions/handlers.ApprovalList"
+                        }
+                    },
+                    "400": {
+                        "description": "Bad Request",
+                        "schema": {
+                            "$ref": "#/definitions/handlers.ErrorBody"
+                        }
+                    },
+                    "401": {
+                        "description": "Unauthorized",
+                        "schema": {
+                            "$ref": "#/definitions/handlers.ErrorBody"
+                        }
+                    },
+                    "403": {
+                        "description": "Forbidden",
+                        "schema": {
+                            "$ref": "#/definitions/handlers.ErrorBody"
+                        }
+                    }
+                },
+                "security": [
+                    {
+                        "BearerAuth": []
+                    }
+                ]
+            }
+        },
+        "/approvals/{id}/approve": {
+            "post": {
+                "description": "The call runs at once in the background (its result at GET /calls/{id}). A reviewer cannot approve their own call; an expired or decided approval answers 409.",
+                "consumes": [
+                    "application/json"
+                ],
+                "produces": [
+                    "application/json"
+                ],
+                "tags": [
+                    "approvals"
+                ],
+                "summary": "Approve a call",
+                "parameters": [
+                    {
+                        "type": "string",
+                        "description": "Approval id",
+                        "name": "id",
+                        "in": "path",
+                        "required": true
+                    },
+                    {
+                        "description": "Reason",
+                        "name": "request",
+                        "in": "body",
+                        "schema": {
+                            "$ref": "#/definitions/handlers.DecisionRequest"
+                        }
+                    }
+                ],
+                "responses": {
+                    "200": {
+                        "description": "OK",
+                        "schema": {
+                            "$ref": "#/definitions/models.Approval"
+                        }
+                    },
+                    "401": {
+                        "description": "Unauthorized",
+                        "schema": {
+                            "$ref": "#/definitions/handlers.ErrorBody"
+                        }
+                    },
+                    "403": {
+                        "description": "Forbidden",
+                        "schema": {
+                            "$ref": "#/definitions/handlers.ErrorBody"
+                        }
+                    },
+                    "404": {
+                        "description": "Not Found",
+                        "schema": {
+                            "$ref": "#/definitions/handlers.ErrorBody"
+                        }
+                    },
+                    "409": {
+                        "description": "Conflict",
+                        "schema": {
+                            "$ref": "#/definitions/handlers.ErrorBody"
+                        }
+                    }
+                },
+                "security": [
+                    {
+                        "BearerAuth": []
+                    }
+                ]
+            }
+        },
+        "/approvals/{id}/deny": {
+            "post": {
+                "description": "The call ends with CONFIRMATION_DENIED and the reason as its suggestion.",
+                "consumes": [
+                    "application/json"
+                ],
+                "produces": [
+                    "application/json"
+                ],
+                "tags": [
+                    "approvals"
+                ],
+                "summary": "Deny a call",
+                "parameters": [
+                    {
+                        "type": "string",
+                        "description": "Approval id",
+                        "name": "id",
+                        "in": "path",
+                        "required": true
+                    },
+                    {
+                        "description": "Reason (required)",
+                        "name": "request",
+                        "in": "body",
+                        "required": true,
+                        "schema": {
+                            "$ref": "#/definitions/handlers.DecisionRequest"
+                        }
+                    }
+                ],
+                "responses": {
+                    "200": {
+                        "description": "OK",
+                        "schema": {
+                            "$ref": "#/definitions/models.Approval"
+                        }
+                    },
+                    "401": {
+                        "description": "Unauthorized",
+                        "schema": {
+                            "$ref": "#/definitions/handlers.ErrorBody"
+                        }
+                    },
+                    "403": {
+                        "description": "Forbidden",
+                        "schema": {
+                            "$ref": "#/definitions/handlers.ErrorBody"
+                        }
+                    },
+                    "404": {
+                        "description": "Not Found",
+                        "schema": {
+                            "$ref": "#/definitions/handlers.ErrorBody"
+                        }
+                    },
+                    "409": {
+                        "description": "Conflict",
+                        "schema": {
+                            "$ref": "#/definitions/handlers.ErrorBody"
+                        }
+                    },
+                    "422": {
+                        "description": "Unprocessable Entity",
+                        "schema": {
+                            "$ref": "#/definitions/handlers.ErrorBody"
+                        }
+                    }
+                },
+                "security": [
+                    {
+                        "BearerAuth": []
+                    }
+                ]
+            }
+        },
         "/calls": {
             "get": {
                 "description": "Calls newest first, filtered and paginated. Agents see only their own calls.",
@@ -113,7 +317,7 @@ const docTemplate = `{
                 ]
             },
             "post": {
-                "description": "Runs the call through the guards (resolve, validate, authorize, approve, secure, cache, rate limit, category queue) and the tool, retrying retryable failures with backoff. A call that ran answers 200 with its ToolResult even when the tool failed; a call a guard refused answers 4xx with the same body (404 unknown tool with suggestions, 422 invalid arguments, 403 permission, approval or path).",
+                "description": "Runs the call through the guards (resolve, validate, authorize, approve, secure, cache, rate limit, category queue) and the tool, retrying retryable failures with backoff. A dangerous or confirm-required call waits for a reviewer, and an async call runs in the background: both answer 202 with a Location to poll. A call that ran answers 200 with its ToolResult even when the tool failed; a call a guard refused answers 4xx with the same body (404 unknown tool with suggestions, 422 invalid arguments, 403 permission, approval or path).",
                 "consumes": [
                     "application/json"
                 ],
@@ -138,6 +342,12 @@ const docTemplate = `{
                 "responses": {
                     "200": {
                         "description": "OK",
+                        "schema": {
+                            "$ref": "#/definitions/services.ToolResult"
+                        }
+                    },
+                    "202": {
+                        "description": "waiting for approval, or async: poll the Location",
                         "schema": {
                             "$ref": "#/definitions/services.ToolResult"
                         }
@@ -1593,6 +1803,17 @@ const docTemplate = `{
                 }
             }
         },
+        "handlers.ApprovalList": {
+            "type": "object",
+            "properties": {
+                "approvals": {
+                    "type": "array",
+                    "items": {
+                        "$ref": "#/definitions/models.Approval"
+                    }
+                }
+            }
+        },
         "handlers.CallList": {
             "type": "object",
             "properties": {
@@ -1674,6 +1895,15 @@ const docTemplate = `{
                     "items": {
                         "$ref": "#/definitions/services.CategoryCount"
                     }
+                }
+            }
+        },
+        "handlers.DecisionRequest": {
+            "type": "object",
+            "properties": {
+                "reason": {
+                    "type": "string",
+                    "example": "the command only lists files"
                 }
             }
         },
@@ -1809,6 +2039,51 @@ const docTemplate = `{
                 }
             }
         },
+        "models.Approval": {
+            "type": "object",
+            "properties": {
+                "args_hash": {
+                    "type": "string"
+                },
+                "arguments": {
+                    "description": "redacted, for the reviewer",
+                    "type": "string"
+                },
+                "call_id": {
+                    "type": "string"
+                },
+                "created_at": {
+                    "type": "string"
+                },
+                "decided_at": {
+                    "type": "string"
+                },
+                "decided_by": {
+                    "type": "integer"
+                },
+                "expires_at": {
+                    "type": "string"
+                },
+                "id": {
+                    "type": "string"
+                },
+                "principal_id": {
+                    "type": "integer"
+                },
+                "reason": {
+                    "type": "string"
+                },
+                "status": {
+                    "type": "string"
+                },
+                "tool": {
+                    "type": "string"
+                },
+                "version": {
+                    "type": "string"
+                }
+            }
+        },
         "models.LearnedQuery": {
             "type": "object",
             "properties": {
@@ -1891,6 +2166,10 @@ const docTemplate = `{
             "properties": {
                 "arguments": {
                     "type": "object"
+                },
+                "async": {
+                    "description": "Async answers 202 at once; the result is polled at the call's URL.",
+                    "type": "boolean"
                 },
                 "session_id": {
                     "type": "string",

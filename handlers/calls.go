@@ -31,6 +31,9 @@ type CallList struct {
 // (even if it failed: the agent feeds the result to its LLM), 4xx when a
 // guard refused it.
 func statusOf(res services.ToolResult) int {
+	if res.Status == services.StatusAwaitingApproval || res.Status == services.StatusQueued {
+		return http.StatusAccepted
+	}
 	if res.Status != services.StatusRefused || res.Error == nil {
 		return http.StatusOK
 	}
@@ -50,12 +53,13 @@ func statusOf(res services.ToolResult) int {
 // CallTool runs a tool call through the guard chain.
 //
 //	@Summary		Call a tool
-//	@Description	Runs the call through the guards (resolve, validate, authorize, approve, secure, cache, rate limit, category queue) and the tool, retrying retryable failures with backoff. A call that ran answers 200 with its ToolResult even when the tool failed; a call a guard refused answers 4xx with the same body (404 unknown tool with suggestions, 422 invalid arguments, 403 permission, approval or path).
+//	@Description	Runs the call through the guards (resolve, validate, authorize, approve, secure, cache, rate limit, category queue) and the tool, retrying retryable failures with backoff. A dangerous or confirm-required call waits for a reviewer, and an async call runs in the background: both answer 202 with a Location to poll. A call that ran answers 200 with its ToolResult even when the tool failed; a call a guard refused answers 4xx with the same body (404 unknown tool with suggestions, 422 invalid arguments, 403 permission, approval or path).
 //	@Tags			calls
 //	@Accept			json
 //	@Produce		json
 //	@Param			request	body		services.CallRequest	true	"Tool, arguments and session"
 //	@Success		200		{object}	services.ToolResult
+//	@Success		202		{object}	services.ToolResult	"waiting for approval, or async: poll the Location"
 //	@Failure		400		{object}	ErrorBody
 //	@Failure		401		{object}	ErrorBody
 //	@Failure		403		{object}	services.ToolResult
@@ -72,6 +76,9 @@ func (h *Handler) CallTool(c *gin.Context) error {
 	res := h.Invoker.Call(c.Request.Context(), CurrentPrincipal(c), req)
 	if res.Error != nil && res.Error.RetryAfter > 0 {
 		c.Header("Retry-After", strconv.Itoa(res.Error.RetryAfter))
+	}
+	if statusOf(res) == http.StatusAccepted {
+		c.Header("Location", "/api/v1/calls/"+res.CallID)
 	}
 	c.JSON(statusOf(res), res)
 	return nil
@@ -156,5 +163,95 @@ func (h *Handler) ListCalls(c *gin.Context) error {
 		out.Calls[i] = CallRecord{Call: rec, Result: json.RawMessage(rec.Result)}
 	}
 	c.JSON(http.StatusOK, out)
+	return nil
+}
+
+// DecisionRequest carries a reviewer's reason.
+type DecisionRequest struct {
+	Reason string `json:"reason" example:"the command only lists files"`
+}
+
+// ApprovalList lists approvals.
+type ApprovalList struct {
+	Approvals []models.Approval `json:"approvals"`
+}
+
+// ListApprovals lists approvals.
+//
+//	@Summary		Approval queue
+//	@Description	Pending approvals by default (tool, redacted arguments, requester, expiry), newest first; status=all or a state for the others.
+//	@Tags			approvals
+//	@Produce		json
+//	@Param			status	query		string	false	"State"	Enums(pending, approved, denied, expired, used, all)
+//	@Success		200		{object}	ApprovalList
+//	@Failure		400		{object}	ErrorBody
+//	@Failure		401		{object}	ErrorBody
+//	@Failure		403		{object}	ErrorBody
+//	@Security		BearerAuth
+//	@Router			/approvals [get]
+func (h *Handler) ListApprovals(c *gin.Context) error {
+	if err := onlyQuery(c, "status"); err != nil {
+		return err
+	}
+	as, err := h.Invoker.Approvals(c.Request.Context(), c.Query("status"))
+	if err != nil {
+		return err
+	}
+	if as == nil {
+		as = []models.Approval{}
+	}
+	c.JSON(http.StatusOK, ApprovalList{Approvals: as})
+	return nil
+}
+
+// Approve approves a pending call, which then runs.
+//
+//	@Summary		Approve a call
+//	@Description	The call runs at once in the background (its result at GET /calls/{id}). A reviewer cannot approve their own call; an expired or decided approval answers 409.
+//	@Tags			approvals
+//	@Accept			json
+//	@Produce		json
+//	@Param			id		path		string			true	"Approval id"
+//	@Param			request	body		DecisionRequest	false	"Reason"
+//	@Success		200		{object}	models.Approval
+//	@Failure		401		{object}	ErrorBody
+//	@Failure		403		{object}	ErrorBody
+//	@Failure		404		{object}	ErrorBody
+//	@Failure		409		{object}	ErrorBody
+//	@Security		BearerAuth
+//	@Router			/approvals/{id}/approve [post]
+func (h *Handler) Approve(c *gin.Context) error { return h.decide(c, true) }
+
+// Deny denies a pending call with a reason for the agent.
+//
+//	@Summary		Deny a call
+//	@Description	The call ends with CONFIRMATION_DENIED and the reason as its suggestion.
+//	@Tags			approvals
+//	@Accept			json
+//	@Produce		json
+//	@Param			id		path		string			true	"Approval id"
+//	@Param			request	body		DecisionRequest	true	"Reason (required)"
+//	@Success		200		{object}	models.Approval
+//	@Failure		401		{object}	ErrorBody
+//	@Failure		403		{object}	ErrorBody
+//	@Failure		404		{object}	ErrorBody
+//	@Failure		409		{object}	ErrorBody
+//	@Failure		422		{object}	ErrorBody
+//	@Security		BearerAuth
+//	@Router			/approvals/{id}/deny [post]
+func (h *Handler) Deny(c *gin.Context) error { return h.decide(c, false) }
+
+func (h *Handler) decide(c *gin.Context, approve bool) error {
+	var req DecisionRequest
+	if c.Request.ContentLength != 0 {
+		if err := bindJSON(c, &req); err != nil {
+			return err
+		}
+	}
+	a, err := h.Invoker.Decide(c.Request.Context(), CurrentPrincipal(c), c.Param("id"), approve, req.Reason)
+	if err != nil {
+		return err
+	}
+	c.JSON(http.StatusOK, a)
 	return nil
 }

@@ -9,21 +9,25 @@ import (
 // Call is the history record of one tool call. Arguments and Result hold
 // JSON with secrets redacted; Result is capped in size.
 type Call struct {
-	ID          string     `gorm:"primaryKey;size:32" json:"id"`
-	PrincipalID uint       `gorm:"index" json:"principal_id"`
-	SessionID   string     `gorm:"size:128;index" json:"session_id"`
-	Tool        string     `gorm:"size:64;index" json:"tool"`
-	Version     string     `gorm:"size:64" json:"version,omitempty"`
-	Arguments   string     `json:"arguments"`
-	Status      string     `gorm:"size:24;index" json:"status"`
-	ErrorCode   string     `gorm:"size:32" json:"error_code,omitempty"`
-	Result      string     `json:"-"`
-	Attempts    int        `json:"attempts"`
-	Cached      bool       `json:"cached"`
-	RunMs       int64      `json:"run_ms"`
-	TotalMs     int64      `json:"total_ms"`
-	CreatedAt   time.Time  `gorm:"index" json:"created_at"`
-	FinishedAt  *time.Time `json:"finished_at,omitempty"`
+	ID          string `gorm:"primaryKey;size:32" json:"id"`
+	PrincipalID uint   `gorm:"index" json:"principal_id"`
+	SessionID   string `gorm:"size:128;index" json:"session_id"`
+	Tool        string `gorm:"size:64;index" json:"tool"`
+	Version     string `gorm:"size:64" json:"version,omitempty"`
+	Arguments   string `json:"arguments"`
+	Status      string `gorm:"size:24;index" json:"status"`
+	ErrorCode   string `gorm:"size:32" json:"error_code,omitempty"`
+	Result      string `json:"-"`
+	// Request holds the call as sent (tool, version, arguments) while it
+	// waits for approval or runs in the background, so it survives a
+	// restart; it is cleared once the call ends.
+	Request    string     `json:"-"`
+	Attempts   int        `json:"attempts"`
+	Cached     bool       `json:"cached"`
+	RunMs      int64      `json:"run_ms"`
+	TotalMs    int64      `json:"total_ms"`
+	CreatedAt  time.Time  `gorm:"index" json:"created_at"`
+	FinishedAt *time.Time `json:"finished_at,omitempty"`
 }
 
 // SaveCall inserts or replaces a call record.
@@ -32,6 +36,15 @@ func (s *Store) SaveCall(ctx context.Context, c *Call) error {
 		return fmt.Errorf("record call %s: %w", c.ID, err)
 	}
 	return nil
+}
+
+// CallsInState returns the calls in a status, oldest first.
+func (s *Store) CallsInState(ctx context.Context, status string) ([]Call, error) {
+	var out []Call
+	if err := s.db.WithContext(ctx).Where("status = ?", status).Order("created_at").Find(&out).Error; err != nil {
+		return nil, fmt.Errorf("list %s calls: %w", status, err)
+	}
+	return out, nil
 }
 
 // CallByID returns one call record.

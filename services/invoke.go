@@ -30,6 +30,9 @@ const (
 	StatusSucceeded        = "succeeded"
 	StatusFailed           = "failed"
 	StatusAwaitingApproval = "awaiting_approval"
+	StatusQueued           = "queued"
+	StatusRunning          = "running"
+	StatusInterrupted      = "interrupted"
 	StatusRefused          = "refused"
 )
 
@@ -39,6 +42,7 @@ const (
 	CodeValidation           = "VALIDATION_ERROR"
 	CodePermissionDenied     = "PERMISSION_DENIED"
 	CodeConfirmationRequired = "CONFIRMATION_REQUIRED"
+	CodeConfirmationDenied   = "CONFIRMATION_DENIED"
 	CodePathNotAllowed       = "PATH_NOT_ALLOWED"
 	CodeTimeout              = "TIMEOUT"
 	CodeCancelled            = "CANCELLED"
@@ -52,6 +56,8 @@ type CallRequest struct {
 	Arguments json.RawMessage `json:"arguments,omitempty" swaggertype:"object"`
 	SessionID string          `json:"session_id,omitempty" example:"run-42"`
 	Version   string          `json:"version,omitempty" example:"1.0.0"`
+	// Async answers 202 at once; the result is polled at the call's URL.
+	Async bool `json:"async,omitempty"`
 }
 
 // ToolResult is the answer of every call (DESIGN.md): its failures are data
@@ -98,6 +104,11 @@ type call struct {
 	started  time.Time
 	attempts int
 	cached   bool
+	// approval is the id of the approval this run may consume (a call
+	// resumed after a reviewer approved it).
+	approval string
+	// waiting is set when the call was parked for approval.
+	waiting bool
 }
 
 // Step handles a call and returns its result; Guard wraps a step with one
@@ -131,6 +142,7 @@ type Invoker struct {
 	queues   *queues
 	sleep    func(context.Context, time.Duration) error
 	redactor *Redactor
+	bg       *background
 	run      Step
 }
 
@@ -145,10 +157,9 @@ func NewInvoker(store *models.Store, selector *Selector, authz *Authz, redactor 
 		limits:  newRateLimits(),
 		queues:  newQueues(queueLimits, 0),
 		sleep:   sleepCtx,
+		bg:      newBackground(),
 	}
-	// The guard chain, in DESIGN.md's order. Still to come with the rest
-	// of the calls work: approvals that wait for a reviewer (until then
-	// approve refuses dangerous and confirm-required calls).
+	// The guard chain, in DESIGN.md's order.
 	inv.run = compose(inv.resolve, inv.validate, inv.authorize, inv.approve, inv.secure, inv.cache, inv.limit, inv.queue)(inv.execute)
 	return inv
 }
@@ -161,13 +172,24 @@ func (inv *Invoker) Call(ctx context.Context, caller *models.Principal, req Call
 	if req.SessionID == "" && caller != nil {
 		c.req.SessionID = fmt.Sprintf("principal-%d", caller.ID)
 	}
-	res := inv.guarded(ctx, c)
+	if req.Async {
+		return inv.enqueue(ctx, c)
+	}
+	return inv.finish(ctx, c, inv.guarded(ctx, c))
+}
+
+// finish completes a result's metadata, records the call, and teaches the
+// selection index from a success.
+func (inv *Invoker) finish(ctx context.Context, c *call, res ToolResult) ToolResult {
 	res.CallID = c.id
 	res.Metadata.Duration = time.Since(c.started).Milliseconds()
 	res.Metadata.Cached = c.cached
 	res.Metadata.Attempts = c.attempts
 	if c.def.Version != "" {
 		res.Metadata.ToolVersion = c.def.Version
+	}
+	if c.waiting {
+		return res // parked for approval: recorded with its approval
 	}
 	inv.record(ctx, c, res)
 	if res.Success && !c.cached && inv.selector != nil {
@@ -328,17 +350,71 @@ func (inv *Invoker) authorize(next Step) Step {
 	}
 }
 
-// approve holds dangerous and confirm-required calls for a human. Until
-// the approval queue exists, such calls are refused, never run.
+// approve holds dangerous and confirm-required calls for a human: the
+// first time, the call is parked and an approval created (202); once a
+// reviewer approves, the call runs again through the whole chain and
+// consumes the approval here, if it still matches the tool version, the
+// principal and the arguments.
 func (inv *Invoker) approve(next Step) Step {
 	return func(ctx context.Context, c *call) ToolResult {
-		if c.def.Security.Level == LevelDangerous || c.def.Security.RequireConfirm {
-			return refusal(CodeConfirmationRequired,
-				fmt.Sprintf("%s needs a human's approval for each call, and this server has no approval queue yet", c.def.Name),
-				"Ask the user to run this step themselves, or use a tool that does not need approval.")
+		if c.def.Security.Level != LevelDangerous && !c.def.Security.RequireConfirm {
+			return next(ctx, c)
 		}
-		return next(ctx, c)
+		hash := argsHash(c.args)
+		if c.approval != "" {
+			a, err := inv.store.ApprovalByID(ctx, c.approval)
+			if err != nil || a.VersionID != c.version || a.ArgsHash != hash || a.PrincipalID != principalID(c.caller) {
+				return refusal(CodeConfirmationRequired, "the approval does not match this call", "Call the tool again to ask for a new approval.")
+			}
+			if ok, err := inv.store.UseApproval(ctx, a.ID); err != nil || !ok {
+				return refusal(CodeConfirmationRequired, "the approval was already used or is not approved", "Call the tool again to ask for a new approval.")
+			}
+			return next(ctx, c)
+		}
+		return inv.park(ctx, c, hash)
 	}
+}
+
+// ApprovalTTL is how long a reviewer has to decide.
+const ApprovalTTL = 15 * time.Minute
+
+// park stores the call as awaiting approval, with a pending approval.
+func (inv *Invoker) park(ctx context.Context, c *call, hash string) ToolResult {
+	now := time.Now().UTC()
+	a := &models.Approval{
+		ID: newID(), CallID: c.id, Tool: c.def.Name, Version: c.def.Version, VersionID: c.version,
+		PrincipalID: principalID(c.caller), ArgsHash: hash, Arguments: string(inv.redactor.RedactJSON(c.req.Arguments)),
+		Status: models.ApprovalPending, ExpiresAt: now.Add(ApprovalTTL),
+	}
+	res := ToolResult{CallID: c.id, Status: StatusAwaitingApproval, Error: &ToolError{
+		Code:       CodeConfirmationRequired,
+		Message:    fmt.Sprintf("%s needs a reviewer's approval for this call", c.def.Name),
+		Retryable:  true,
+		Suggestion: fmt.Sprintf("Tell the user the call waits for approval (it expires at %s). Poll GET /api/v1/calls/%s for the result.", a.ExpiresAt.Format(time.RFC3339), c.id),
+	}, Metadata: CallMetadata{ToolVersion: c.def.Version}}
+	res.Data, _ = json.Marshal(map[string]string{"approval_id": a.ID})
+	rec := inv.callRecord(c, res)
+	rec.Request = inv.requestJSON(c)
+	if err := inv.store.CreateApproval(ctx, a, rec); err != nil {
+		inv.log.ErrorContext(ctx, "park call for approval", "err", err, "call_id", c.id)
+		return failure(CodeInternal, "internal error", true, "Try again.")
+	}
+	c.waiting = true
+	inv.log.InfoContext(ctx, "call awaits approval", "call_id", c.id, "approval_id", a.ID, "tool", c.def.Name)
+	return res
+}
+
+func argsHash(args map[string]any) string {
+	canon, _ := json.Marshal(args)
+	sum := sha256.Sum256(canon)
+	return hex.EncodeToString(sum[:])
+}
+
+func principalID(p *models.Principal) uint {
+	if p == nil {
+		return 0
+	}
+	return p.ID
 }
 
 // secure confines file paths to the session work directory and the tool's
@@ -491,9 +567,21 @@ func (e *toolError) Error() string { return e.msg }
 const MaxResultRecord = 64 << 10
 
 // record stores the call in history with its arguments redacted and its
-// (already redacted) result; a result over MaxResultRecord keeps its
-// status and error but not its data.
+// (already redacted) result.
 func (inv *Invoker) record(ctx context.Context, c *call, res ToolResult) {
+	rec := inv.callRecord(c, res)
+	if res.Status == StatusQueued || res.Status == StatusRunning {
+		rec.Request = inv.requestJSON(c)
+		rec.FinishedAt = nil
+	}
+	if err := inv.store.SaveCall(ctx, rec); err != nil {
+		inv.log.ErrorContext(ctx, "record call", "err", err, "call_id", c.id)
+	}
+}
+
+// callRecord is the history row of a call and its result; a result over
+// MaxResultRecord keeps its status and error but not its data.
+func (inv *Invoker) callRecord(c *call, res ToolResult) *models.Call {
 	args := c.req.Arguments
 	if len(bytes.TrimSpace(args)) == 0 {
 		args = json.RawMessage(`{}`)
@@ -513,17 +601,18 @@ func (inv *Invoker) record(ctx context.Context, c *call, res ToolResult) {
 		ID: c.id, SessionID: c.req.SessionID, Tool: c.req.Tool, Version: c.def.Version,
 		Arguments: string(argsJSON), Status: res.Status, Result: string(resJSON),
 		Attempts: c.attempts, Cached: c.cached, TotalMs: time.Since(c.started).Milliseconds(),
-		CreatedAt: c.started.UTC(), FinishedAt: &now,
-	}
-	if c.caller != nil {
-		rec.PrincipalID = c.caller.ID
+		CreatedAt: c.started.UTC(), FinishedAt: &now, PrincipalID: principalID(c.caller),
 	}
 	if res.Error != nil {
 		rec.ErrorCode = res.Error.Code
 	}
-	if err := inv.store.SaveCall(ctx, rec); err != nil {
-		inv.log.ErrorContext(ctx, "record call", "err", err, "call_id", c.id)
-	}
+	return rec
+}
+
+// requestJSON is the call as sent, kept while it waits so it can run later.
+func (inv *Invoker) requestJSON(c *call) string {
+	raw, _ := json.Marshal(c.req)
+	return string(raw)
 }
 
 // CallRecord returns a call of the history; an agent sees only its own.

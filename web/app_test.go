@@ -24,6 +24,7 @@ type testApp struct {
 	t       *testing.T
 	handler http.Handler
 	store   *models.Store
+	invoker *services.Invoker
 	dbPath  string
 	keys    map[string]string // role → key; "none" → ""
 	ids     map[string]uint   // role → principal id
@@ -67,10 +68,13 @@ func newTestAppWithHost(t testing.TB, host hostCaps) *testApp {
 	if err := selector.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
+	invoker := services.NewInvoker(store, selector, authz, testRedactor(t), dir, nil, log)
+	t.Cleanup(func() { invoker.Close(context.Background()) })
 	h := &handlers.Handler{Registry: registry, Selector: selector, Accounts: accounts,
-		Invoker: services.NewInvoker(store, selector, authz, testRedactor(t), dir, nil, log), Health: services.NewHealth(store, selector, ""), Log: log,
+		Invoker: invoker, Health: services.NewHealth(store, selector, ""), Log: log,
 		Links: handlers.Links{Swagger: "/swagger/index.html", Healthz: "/healthz", Readyz: "/readyz"}}
 	app := &testApp{
+		invoker: invoker,
 		handler: New(Deps{Handler: h, Accounts: accounts, Authz: authz, Log: log}),
 		store:   store, dbPath: dbPath,
 		keys: map[string]string{"admin": adminKey, "none": ""},

@@ -65,7 +65,7 @@ func TestCallsThroughTheChain(t *testing.T) {
 		{"arguments not an object", "agent", map[string]any{"tool": "file_read", "arguments": []any{1}}, 422, "VALIDATION_ERROR", ""},
 		{"bad session", "agent", map[string]any{"tool": "file_list", "session_id": "../x"}, 422, "VALIDATION_ERROR", "session_id"},
 		{"not granted", "agent", map[string]any{"tool": "web_search", "arguments": map[string]any{"query": "go"}}, 403, "PERMISSION_DENIED", "grant"},
-		{"dangerous needs approval", "agent", map[string]any{"tool": "shell_exec", "arguments": map[string]any{"command": "ls"}}, 403, "CONFIRMATION_REQUIRED", ""},
+		{"dangerous waits for approval", "agent", map[string]any{"tool": "shell_exec", "arguments": map[string]any{"command": "ls"}}, 202, "CONFIRMATION_REQUIRED", "Poll GET /api/v1/calls/"},
 		{"absolute path", "agent", map[string]any{"tool": "file_read", "arguments": map[string]any{"path": "/etc/passwd"}}, 403, "PATH_NOT_ALLOWED", "relative"},
 		{"parent path", "agent", map[string]any{"tool": "file_read", "arguments": map[string]any{"path": "../../etc/passwd"}}, 403, "PATH_NOT_ALLOWED", ""},
 		{"runner not here yet", "admin", map[string]any{"tool": "web_search", "arguments": map[string]any{"query": "go"}}, 200, "EXECUTION_FAILED", ""},

@@ -44,6 +44,10 @@ func TestRBACMatrix(t *testing.T) {
 		{"POST", "/calls", "/api/v1/calls", func(*testApp) any { return map[string]any{"tool": "file_list", "arguments": map[string]any{}} }, 200, forbidden, 200},
 		{"GET", "/calls", "/api/v1/calls", nil, 200, 200, 200},
 		{"GET", "/calls/:id", "/api/v1/calls/{call}", nil, 200, 200, 404},
+		{"GET", "/approvals", "/api/v1/approvals", nil, 200, 200, forbidden},
+		// The reviewer decides first; the admin then finds it decided.
+		{"POST", "/approvals/:id/approve", "/api/v1/approvals/{appr}/approve", func(*testApp) any { return map[string]any{"reason": "ok"} }, 409, 200, forbidden},
+		{"POST", "/approvals/:id/deny", "/api/v1/approvals/{appr}/deny", func(*testApp) any { return map[string]any{"reason": "no"} }, 409, 200, forbidden},
 		{"POST", "/tools/select", "/api/v1/tools/select", func(*testApp) any { return map[string]any{"query": "read a config file"} }, 200, 200, 200},
 		{"POST", "/selections/:id/feedback", "/api/v1/selections/{sel}/feedback", func(*testApp) any { return map[string]any{"tools": []string{"file_list"}} }, 200, 200, 200},
 		{"GET", "/tools/:name/queries", "/api/v1/tools/file_read/queries", nil, 200, forbidden, forbidden},
@@ -59,16 +63,18 @@ func TestRBACMatrix(t *testing.T) {
 			// The agent may use filesystem tools; it selected tools and
 			// reported using file_read: a selection to give feedback on and
 			// learned query 1.
-			if r := app.do(t, "admin", "PUT", "/api/v1/principals/3/grants", map[string]any{"categories": []string{"filesystem"}}); r.Status != 200 {
+			if r := app.do(t, "admin", "PUT", "/api/v1/principals/3/grants", map[string]any{"categories": []string{"filesystem", "shell"}}); r.Status != 200 {
 				t.Fatalf("fixture grants: %d %s", r.Status, r.Body)
 			}
 			sel := app.do(t, "agent", "POST", "/api/v1/tools/select", map[string]any{"query": "show the config file"}).JSON(t)["selection_id"].(string)
 			if r := app.do(t, "agent", "POST", "/api/v1/selections/"+sel+"/feedback", map[string]any{"tools": []string{"file_read"}}); r.Status != 200 {
 				t.Fatalf("fixture feedback: %d %s", r.Status, r.Body)
 			}
+			// A dangerous call by the agent, waiting for approval.
+			appr := app.do(t, "agent", "POST", "/api/v1/calls", map[string]any{"tool": "shell_exec", "arguments": map[string]any{"command": "ls"}}).JSON(t)["data"].(map[string]any)["approval_id"].(string)
 			// A call by the admin, which the agent may not read.
 			call := app.do(t, "admin", "POST", "/api/v1/calls", map[string]any{"tool": "file_list"}).JSON(t)["call_id"].(string)
-			path := strings.NewReplacer("{sel}", sel, "{call}", call).Replace(tc.path)
+			path := strings.NewReplacer("{sel}", sel, "{call}", call, "{appr}", appr).Replace(tc.path)
 			// Admin last: it is the only role whose call changes state.
 			for _, role := range []string{"none", "agent", "reviewer", "admin"} {
 				want := map[string]int{"none": http.StatusUnauthorized, "agent": tc.agent, "reviewer": tc.reviewer, "admin": tc.admin}[role]

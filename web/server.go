@@ -38,6 +38,7 @@ var (
 	everyone = []string{services.RoleAdmin, services.RoleReviewer, services.RoleAgent}
 	admins   = []string{services.RoleAdmin}
 	callers  = []string{services.RoleAdmin, services.RoleAgent}
+	deciders = []string{services.RoleAdmin, services.RoleReviewer}
 )
 
 // routes is the one route table of the API. Who may call what is stated
@@ -63,6 +64,10 @@ var routes = []route{
 	{http.MethodPost, "/calls", callers, (*handlers.Handler).CallTool},
 	{http.MethodGet, "/calls", everyone, (*handlers.Handler).ListCalls},
 	{http.MethodGet, "/calls/:id", everyone, (*handlers.Handler).GetCall},
+
+	{http.MethodGet, "/approvals", deciders, (*handlers.Handler).ListApprovals},
+	{http.MethodPost, "/approvals/:id/approve", deciders, (*handlers.Handler).Approve},
+	{http.MethodPost, "/approvals/:id/deny", deciders, (*handlers.Handler).Deny},
 
 	{http.MethodPost, "/principals", admins, (*handlers.Handler).CreatePrincipal},
 	{http.MethodGet, "/principals", admins, (*handlers.Handler).ListPrincipals},

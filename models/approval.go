@@ -1,0 +1,140 @@
+package models
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"gorm.io/gorm"
+)
+
+// Approval states.
+const (
+	ApprovalPending  = "pending"
+	ApprovalApproved = "approved"
+	ApprovalDenied   = "denied"
+	ApprovalExpired  = "expired"
+	ApprovalUsed     = "used"
+)
+
+// Approval is a human's decision on one dangerous call, bound to the tool
+// version, the principal and the hash of the canonical arguments, single
+// use and expiring.
+type Approval struct {
+	ID          string     `gorm:"primaryKey;size:32" json:"id"`
+	CallID      string     `gorm:"size:32;index" json:"call_id"`
+	Tool        string     `gorm:"size:64" json:"tool"`
+	Version     string     `gorm:"size:64" json:"version"`
+	VersionID   uint       `json:"-"`
+	PrincipalID uint       `gorm:"index" json:"principal_id"`
+	ArgsHash    string     `gorm:"size:64" json:"args_hash"`
+	Arguments   string     `json:"arguments"` // redacted, for the reviewer
+	Status      string     `gorm:"size:16;index" json:"status"`
+	Reason      string     `json:"reason,omitempty"`
+	DecidedBy   *uint      `json:"decided_by,omitempty"`
+	DecidedAt   *time.Time `json:"decided_at,omitempty"`
+	ExpiresAt   time.Time  `gorm:"index" json:"expires_at"`
+	CreatedAt   time.Time  `json:"created_at"`
+}
+
+// CreateApproval stores a pending approval and its waiting call at once.
+func (s *Store) CreateApproval(ctx context.Context, a *Approval, c *Call) error {
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if err := tx.Save(c).Error; err != nil {
+			return err
+		}
+		return tx.Create(a).Error
+	})
+	if err != nil {
+		return fmt.Errorf("create approval for call %s: %w", c.ID, err)
+	}
+	return nil
+}
+
+// ApprovalByID returns one approval.
+func (s *Store) ApprovalByID(ctx context.Context, id string) (*Approval, error) {
+	var a Approval
+	if err := s.db.WithContext(ctx).Where("id = ?", id).First(&a).Error; err != nil {
+		return nil, notFound(err, "approval %q", id)
+	}
+	return &a, nil
+}
+
+// Approvals lists approvals in a state (all when empty), newest first.
+func (s *Store) Approvals(ctx context.Context, status string, limit int) ([]Approval, error) {
+	q := s.db.WithContext(ctx).Order("created_at DESC").Limit(limit)
+	if status != "" {
+		q = q.Where("status = ?", status)
+	}
+	var out []Approval
+	if err := q.Find(&out).Error; err != nil {
+		return nil, fmt.Errorf("list approvals: %w", err)
+	}
+	return out, nil
+}
+
+// ErrNotPending is a decision on an approval that is no longer pending.
+var ErrNotPending = errors.New("approval is not pending")
+
+// DecideApproval records a decision on a pending, unexpired approval.
+// check sees the approval inside the transaction (a reviewer may not decide
+// their own call).
+func (s *Store) DecideApproval(ctx context.Context, id, status, reason string, by uint, check func(*Approval) error) (*Approval, error) {
+	var a Approval
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if err := tx.Where("id = ?", id).First(&a).Error; err != nil {
+			return notFound(err, "approval %q", id)
+		}
+		if err := check(&a); err != nil {
+			return err
+		}
+		if a.Status != ApprovalPending {
+			return fmt.Errorf("%w: approval %s is %s", ErrConflict, id, a.Status)
+		}
+		now := time.Now().UTC()
+		if now.After(a.ExpiresAt) {
+			tx.Model(&a).Update("status", ApprovalExpired)
+			return fmt.Errorf("%w: approval %s expired at %s", ErrConflict, id, a.ExpiresAt.Format(time.RFC3339))
+		}
+		a.Status, a.Reason, a.DecidedBy, a.DecidedAt = status, reason, &by, &now
+		return tx.Model(&a).Updates(map[string]any{"status": status, "reason": reason, "decided_by": by, "decided_at": now}).Error
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &a, nil
+}
+
+// UseApproval marks an approved approval used; false when it was not
+// approved (or already used), so an approval runs one call only.
+func (s *Store) UseApproval(ctx context.Context, id string) (bool, error) {
+	res := s.db.WithContext(ctx).Model(&Approval{}).Where("id = ? AND status = ?", id, ApprovalApproved).Update("status", ApprovalUsed)
+	if res.Error != nil {
+		return false, fmt.Errorf("use approval %s: %w", id, res.Error)
+	}
+	return res.RowsAffected == 1, nil
+}
+
+// ExpireApprovals marks pending approvals past their time expired and
+// returns them.
+func (s *Store) ExpireApprovals(ctx context.Context, now time.Time) ([]Approval, error) {
+	var out []Approval
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if err := tx.Where("status = ? AND expires_at < ?", ApprovalPending, now).Find(&out).Error; err != nil {
+			return err
+		}
+		if len(out) == 0 {
+			return nil
+		}
+		ids := make([]string, len(out))
+		for i, a := range out {
+			ids[i] = a.ID
+		}
+		return tx.Model(&Approval{}).Where("id IN ?", ids).Update("status", ApprovalExpired).Error
+	})
+	if err != nil {
+		return nil, fmt.Errorf("expire approvals: %w", err)
+	}
+	return out, nil
+}

@@ -1,0 +1,239 @@
+package services
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"toolbelt/models"
+)
+
+// background runs calls that answered 202: asynchronous calls, and calls
+// a reviewer approved. Each has a row in the history whose Request lets it
+// run after a restart.
+type background struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+func newBackground() *background {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &background{ctx: ctx, cancel: cancel}
+}
+
+// enqueue records an asynchronous call as queued and runs it in the
+// background; the caller polls its URL.
+func (inv *Invoker) enqueue(ctx context.Context, c *call) ToolResult {
+	if !sessionPattern.MatchString(c.req.SessionID) {
+		return inv.finish(ctx, c, inv.guarded(ctx, c))
+	}
+	res := ToolResult{CallID: c.id, Status: StatusQueued}
+	inv.record(ctx, c, res)
+	inv.runLater(c.id, "")
+	return res
+}
+
+// runLater runs a recorded call in the background, optionally consuming
+// an approval.
+func (inv *Invoker) runLater(callID, approvalID string) {
+	inv.bg.wg.Add(1)
+	go func() {
+		defer inv.bg.wg.Done()
+		if err := inv.resume(inv.bg.ctx, callID, approvalID); err != nil {
+			inv.log.Error("run call in the background", "err", err, "call_id", callID)
+		}
+	}()
+}
+
+// resume runs a recorded call through the whole chain again (permissions
+// may have changed since) and records its result.
+func (inv *Invoker) resume(ctx context.Context, callID, approvalID string) error {
+	rec, err := inv.store.CallByID(ctx, callID)
+	if err != nil {
+		return err
+	}
+	var req CallRequest
+	if err := json.Unmarshal([]byte(rec.Request), &req); err != nil {
+		return fmt.Errorf("decode request of call %s: %w", callID, err)
+	}
+	caller, err := inv.store.PrincipalByID(ctx, rec.PrincipalID)
+	if err != nil {
+		return err
+	}
+	c := &call{id: callID, req: req, caller: caller, started: time.Now(), approval: approvalID}
+	c.req.Async = false
+	inv.record(ctx, c, ToolResult{CallID: callID, Status: StatusRunning})
+	inv.finish(ctx, c, inv.guarded(ctx, c))
+	return nil
+}
+
+// Close cancels background calls still running after ctx ends, and waits
+// for them to be recorded.
+func (inv *Invoker) Close(ctx context.Context) {
+	done := make(chan struct{})
+	go func() { inv.bg.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		inv.bg.cancel()
+		<-done
+	}
+	inv.bg.cancel()
+}
+
+// Recover runs at start: calls left running by a crash are marked
+// interrupted; queued calls and approved calls not yet run are run.
+func (inv *Invoker) Recover(ctx context.Context) error {
+	running, err := inv.store.CallsInState(ctx, StatusRunning)
+	if err != nil {
+		return err
+	}
+	for _, rec := range running {
+		res := failure(CodeInternal, "the server stopped while this call ran", true, "Call the tool again if the task still needs it.")
+		res.Status, res.CallID = StatusInterrupted, rec.ID
+		raw, _ := json.Marshal(res)
+		now := time.Now().UTC()
+		rec.Status, rec.ErrorCode, rec.Result, rec.Request, rec.FinishedAt = StatusInterrupted, CodeInternal, string(raw), "", &now
+		if err := inv.store.SaveCall(ctx, &rec); err != nil {
+			return err
+		}
+	}
+	queued, err := inv.store.CallsInState(ctx, StatusQueued)
+	if err != nil {
+		return err
+	}
+	for _, rec := range queued {
+		inv.runLater(rec.ID, approvalOf(ctx, inv.store, rec.ID))
+	}
+	if len(running)+len(queued) > 0 {
+		inv.log.Info("recovered calls", "interrupted", len(running), "resumed", len(queued))
+	}
+	return nil
+}
+
+// approvalOf finds the approved approval of a call, if any.
+func approvalOf(ctx context.Context, store *models.Store, callID string) string {
+	as, err := store.Approvals(ctx, models.ApprovalApproved, 1000)
+	if err != nil {
+		return ""
+	}
+	for _, a := range as {
+		if a.CallID == callID {
+			return a.ID
+		}
+	}
+	return ""
+}
+
+// Approvals lists approvals in a state (pending when empty; "all" for
+// every state), newest first.
+func (inv *Invoker) Approvals(ctx context.Context, status string) ([]models.Approval, error) {
+	if err := inv.expire(ctx); err != nil {
+		return nil, err
+	}
+	switch status {
+	case "":
+		status = models.ApprovalPending
+	case "all":
+		status = ""
+	case models.ApprovalPending, models.ApprovalApproved, models.ApprovalDenied, models.ApprovalExpired, models.ApprovalUsed:
+	default:
+		return nil, fmt.Errorf("%w: status %q is not pending, approved, denied, expired, used or all", models.ErrInvalid, status)
+	}
+	return inv.store.Approvals(ctx, status, 500)
+}
+
+// Decide approves or denies a pending approval. A reviewer may not decide
+// a call they made. An approved call is queued to run; a denied one ends
+// with CONFIRMATION_DENIED and the reason as the suggestion.
+func (inv *Invoker) Decide(ctx context.Context, reviewer *models.Principal, id string, approve bool, reason string) (*models.Approval, error) {
+	reason = strings.TrimSpace(reason)
+	if len(reason) > 1000 {
+		return nil, &models.ValidationError{What: "decision", Problems: []models.Problem{{Pointer: "/reason", Message: "is longer than 1000 characters"}}}
+	}
+	if !approve && reason == "" {
+		return nil, &models.ValidationError{What: "decision", Problems: []models.Problem{{Pointer: "/reason", Message: "is required when denying: it tells the agent what to do instead"}}}
+	}
+	status := models.ApprovalDenied
+	if approve {
+		status = models.ApprovalApproved
+	}
+	a, err := inv.store.DecideApproval(ctx, id, status, reason, reviewer.ID, func(a *models.Approval) error {
+		if a.PrincipalID == reviewer.ID {
+			return fmt.Errorf("%w: you made this call; another reviewer must decide it", models.ErrForbidden)
+		}
+		return nil
+	})
+	if err != nil {
+		if errors.Is(err, models.ErrConflict) {
+			_ = inv.expire(ctx)
+		}
+		return nil, err
+	}
+	inv.log.InfoContext(ctx, "approval decided", "approval_id", a.ID, "call_id", a.CallID, "status", a.Status, "by", reviewer.Name)
+	if approve {
+		rec, err := inv.store.CallByID(ctx, a.CallID)
+		if err != nil {
+			return nil, err
+		}
+		rec.Status = StatusQueued
+		if err := inv.store.SaveCall(ctx, rec); err != nil {
+			return nil, err
+		}
+		inv.runLater(a.CallID, a.ID)
+		return a, nil
+	}
+	suggestion := "A reviewer denied this call: " + reason + ". Do not retry it; tell the user or take another way."
+	return a, inv.endCall(ctx, a.CallID, CodeConfirmationDenied, "a reviewer denied the call", suggestion)
+}
+
+// expire ends the calls whose approval ran out of time.
+func (inv *Invoker) expire(ctx context.Context) error {
+	expired, err := inv.store.ExpireApprovals(ctx, time.Now().UTC())
+	if err != nil {
+		return err
+	}
+	for _, a := range expired {
+		if err := inv.endCall(ctx, a.CallID, CodeConfirmationDenied, "no reviewer approved the call in time",
+			"The approval expired. Call the tool again if the task still needs it."); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// endCall records a waiting call as failed with code.
+func (inv *Invoker) endCall(ctx context.Context, callID, code, msg, suggestion string) error {
+	rec, err := inv.store.CallByID(ctx, callID)
+	if err != nil {
+		return err
+	}
+	res := failure(code, msg, false, suggestion)
+	res.CallID = callID
+	res.Metadata.ToolVersion = rec.Version
+	raw, _ := json.Marshal(res)
+	now := time.Now().UTC()
+	rec.Status, rec.ErrorCode, rec.Result, rec.Request, rec.FinishedAt = StatusFailed, code, string(raw), "", &now
+	return inv.store.SaveCall(ctx, rec)
+}
+
+// SweepApprovals expires approvals every interval until ctx ends.
+func (inv *Invoker) SweepApprovals(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := inv.expire(ctx); err != nil {
+				inv.log.Error("expire approvals", "err", err)
+			}
+		}
+	}
+}
