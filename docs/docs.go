@@ -2489,6 +2489,10 @@ const docTemplate = `{
                 },
                 "sandbox": {
                     "type": "boolean"
+                },
+                "shellOperators": {
+                    "description": "ShellOperators lets a shell tool's command chain, pipe, redirect and\nsubstitute; by default only one plain command is accepted.",
+                    "type": "boolean"
                 }
             }
         },

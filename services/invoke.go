@@ -426,6 +426,12 @@ func (inv *Invoker) secure(next Step) Step {
 			return failure(CodeInternal, "internal error", true, "Try again.")
 		}
 		c.workDir = dir
+		if cmd, ok := c.args["command"].(string); ok && c.def.Category == "shell" {
+			if msg := checkCommand(cmd, c.def.Security.ShellOperators); msg != "" {
+				return refusal(CodeCommandRejected, msg,
+					"Send one plain command with its arguments; run the steps as separate calls instead of chaining, piping or redirecting.")
+			}
+		}
 		if c.def.Category != "filesystem" {
 			return next(ctx, c)
 		}

@@ -40,11 +40,14 @@ type ToolDefinition struct {
 
 // Security holds the guards a call of the tool must pass.
 type Security struct {
-	Level          string     `json:"level" example:"safe" enums:"safe,moderate,dangerous"`
-	RequireConfirm bool       `json:"requireConfirm"`
-	Sandbox        bool       `json:"sandbox"`
-	AllowedPaths   []string   `json:"allowedPaths,omitempty"`
-	Network        bool       `json:"network"`
+	Level          string   `json:"level" example:"safe" enums:"safe,moderate,dangerous"`
+	RequireConfirm bool     `json:"requireConfirm"`
+	Sandbox        bool     `json:"sandbox"`
+	AllowedPaths   []string `json:"allowedPaths,omitempty"`
+	Network        bool     `json:"network"`
+	// ShellOperators lets a shell tool's command chain, pipe, redirect and
+	// substitute; by default only one plain command is accepted.
+	ShellOperators bool       `json:"shellOperators,omitempty"`
 	RateLimit      *RateLimit `json:"rateLimit,omitempty"`
 }
 

@@ -261,3 +261,26 @@ func TestCallRedaction(t *testing.T) {
 		}
 	}
 }
+
+// TestCallShellCommandCheck refuses chained commands before anything runs.
+func TestCallShellCommandCheck(t *testing.T) {
+	app := newTestApp(t)
+	def := toolDef("quick_shell", func(m map[string]any) {
+		m["category"] = "shell"
+		m["parameters"] = map[string]any{"type": "object", "properties": map[string]any{"command": map[string]any{"type": "string"}}, "required": []any{"command"}}
+		m["security"] = map[string]any{"level": "moderate", "sandbox": true}
+		m["runner"] = map[string]any{"kind": "builtin", "builtin": "shell_exec"}
+	})
+	if r := app.do(t, "admin", "POST", "/api/v1/tools", def); r.Status != 201 {
+		t.Fatal(string(r.Body))
+	}
+	for _, cmd := range []string{"echo hi; id", "cat notes | mail x", "echo $(id)", "echo hi > /etc/x", "ls\nid"} {
+		code, res := app.call(t, "admin", map[string]any{"tool": "quick_shell", "arguments": map[string]any{"command": cmd}})
+		if code != 403 || errCode(res) != "COMMAND_REJECTED" {
+			t.Errorf("%q: %d %v", cmd, code, res)
+		}
+	}
+	if code, res := app.call(t, "admin", map[string]any{"tool": "quick_shell", "arguments": map[string]any{"command": "ls -la"}}); errCode(res) == "COMMAND_REJECTED" || code == 403 {
+		t.Errorf("a plain command was rejected: %d %v", code, res)
+	}
+}
