@@ -189,7 +189,11 @@ func serve(args []string) error {
 	}
 	log.Info("selection index ready", "embedder", selector.Status(), "host", host)
 
-	invoker := services.NewInvoker(store, selector, authz, redactor, cfg.DataDir, nil, log)
+	netPolicy, err := services.ParseNetPolicy(os.Getenv("TOOLBELT_HTTP_ALLOW_HOSTS"), os.Getenv("TOOLBELT_HTTP_ALLOW_PRIVATE"))
+	if err != nil {
+		return fmt.Errorf("TOOLBELT_HTTP_ALLOW_PRIVATE: %w", err)
+	}
+	invoker := services.NewInvoker(store, selector, authz, redactor, netPolicy, cfg.DataDir, nil, log)
 	h := &handlers.Handler{
 		Registry: registry, Selector: selector, Accounts: accounts,
 		Invoker: invoker, Health: services.NewHealth(store, selector, embedNote), Log: log,

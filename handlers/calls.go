@@ -42,7 +42,7 @@ func statusOf(res services.ToolResult) int {
 		return http.StatusNotFound
 	case services.CodeValidation:
 		return http.StatusUnprocessableEntity
-	case services.CodePermissionDenied, services.CodeConfirmationRequired, services.CodePathNotAllowed, services.CodeCommandRejected:
+	case services.CodePermissionDenied, services.CodeConfirmationRequired, services.CodePathNotAllowed, services.CodeCommandRejected, services.CodeURLNotAllowed:
 		return http.StatusForbidden
 	case services.CodeRateLimit, services.CodeQueueFull:
 		return http.StatusTooManyRequests

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -131,27 +132,37 @@ func compose(guards ...Guard) func(Step) Step {
 // Invoker is the invoke and execute stages: every call passes the guard
 // chain in DESIGN.md's order, then runs, and is recorded.
 type Invoker struct {
-	store    *models.Store
-	selector *Selector
-	authz    *Authz
-	log      *slog.Logger
-	dataDir  string
-	schemas  *expirable.LRU[uint, *jsonschema.Schema]
-	results  *expirable.LRU[string, cachedResult]
-	limits   *rateLimits
-	queues   *queues
-	sleep    func(context.Context, time.Duration) error
-	redactor *Redactor
-	bg       *background
-	run      Step
+	store      *models.Store
+	selector   *Selector
+	authz      *Authz
+	log        *slog.Logger
+	dataDir    string
+	schemas    *expirable.LRU[uint, *jsonschema.Schema]
+	results    *expirable.LRU[string, cachedResult]
+	limits     *rateLimits
+	queues     *queues
+	sleep      func(context.Context, time.Duration) error
+	redactor   *Redactor
+	net        NetPolicy
+	httpClient *http.Client
+	bg         *background
+	run        Step
 }
 
 // NewInvoker returns the invoker; session work directories live under
 // dataDir/sessions.
+// WithSleep replaces the wait between retries (tests pass a fake clock so
+// they never sleep).
+func (inv *Invoker) WithSleep(sleep func(context.Context, time.Duration) error) *Invoker {
+	inv.sleep = sleep
+	return inv
+}
+
 // queueLimits overrides DefaultQueueLimits per category.
-func NewInvoker(store *models.Store, selector *Selector, authz *Authz, redactor *Redactor, dataDir string, queueLimits map[string]int, log *slog.Logger) *Invoker {
+func NewInvoker(store *models.Store, selector *Selector, authz *Authz, redactor *Redactor, netPolicy NetPolicy, dataDir string, queueLimits map[string]int, log *slog.Logger) *Invoker {
 	inv := &Invoker{
 		store: store, selector: selector, authz: authz, redactor: redactor, log: log, dataDir: dataDir,
+		net: netPolicy, httpClient: netPolicy.client(),
 		schemas: expirable.NewLRU[uint, *jsonschema.Schema](4096, nil, time.Hour),
 		results: expirable.NewLRU[string, cachedResult](8192, nil, MaxCacheTTLMs*time.Millisecond),
 		limits:  newRateLimits(),
@@ -432,6 +443,11 @@ func (inv *Invoker) secure(next Step) Step {
 					"Send one plain command with its arguments; run the steps as separate calls instead of chaining, piping or redirecting.")
 			}
 		}
+		if u, ok := c.args["url"].(string); ok && (c.def.Security.Network || c.def.Category == "api" || c.def.Category == "browser") {
+			if msg := inv.net.checkURL(u); msg != "" {
+				return refusal(CodeURLNotAllowed, msg, "Use a public http or https URL; internal addresses are never fetched.")
+			}
+		}
 		if c.def.Category != "filesystem" {
 			return next(ctx, c)
 		}
@@ -535,6 +551,8 @@ func (inv *Invoker) attempt(ctx context.Context, c *call) ToolResult {
 		data, err = fileWrite(c)
 	case c.def.Runner.Kind == RunnerBuiltin && c.def.Runner.Builtin == "file_list":
 		data, err = fileList(ctx, c)
+	case c.def.Runner.Kind == RunnerBuiltin && c.def.Runner.Builtin == "http_request":
+		data, err = inv.httpRequest(ctx, c)
 	default:
 		return failure(CodeExecutionFailed,
 			fmt.Sprintf("runner %s %s cannot run on this server yet", c.def.Runner.Kind, c.def.Runner.Builtin), false,
@@ -549,7 +567,7 @@ func (inv *Invoker) attempt(ctx context.Context, c *call) ToolResult {
 	if err != nil {
 		var te *toolError
 		if errors.As(err, &te) {
-			return failure(te.code, inv.redactor.Redact(te.msg), false, te.suggestion)
+			return failure(te.code, inv.redactor.Redact(te.msg), te.retryable, te.suggestion)
 		}
 		return failure(CodeExecutionFailed, inv.redactor.Redact(err.Error()), false, "Check the arguments and try again.")
 	}
@@ -565,6 +583,7 @@ func (inv *Invoker) attempt(ctx context.Context, c *call) ToolResult {
 // toolError is a failure a tool explains itself.
 type toolError struct {
 	code, msg, suggestion string
+	retryable             bool
 }
 
 func (e *toolError) Error() string { return e.msg }

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"toolbelt/handlers"
 	"toolbelt/models"
@@ -40,6 +41,11 @@ func newTestApp(t testing.TB) *testApp {
 
 func newTestAppWithHost(t testing.TB, host hostCaps) *testApp {
 	t.Helper()
+	return newTestAppWith(t, host, services.NetPolicy{})
+}
+
+func newTestAppWith(t testing.TB, host hostCaps, netPolicy services.NetPolicy) *testApp {
+	t.Helper()
 	ctx := context.Background()
 	dir := t.TempDir()
 	dbPath := filepath.Join(dir, "toolbelt.db")
@@ -68,7 +74,8 @@ func newTestAppWithHost(t testing.TB, host hostCaps) *testApp {
 	if err := selector.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
-	invoker := services.NewInvoker(store, selector, authz, testRedactor(t), dir, nil, log)
+	invoker := services.NewInvoker(store, selector, authz, testRedactor(t), netPolicy, dir, nil, log).
+		WithSleep(func(context.Context, time.Duration) error { return nil })
 	t.Cleanup(func() { invoker.Close(context.Background()) })
 	h := &handlers.Handler{Registry: registry, Selector: selector, Accounts: accounts,
 		Invoker: invoker, Health: services.NewHealth(store, selector, ""), Log: log,
@@ -188,4 +195,9 @@ func testRedactor(t testing.TB) *services.Redactor {
 		t.Fatal(err)
 	}
 	return r
+}
+
+func mustJSON(v any) []byte {
+	raw, _ := json.Marshal(v)
+	return raw
 }

@@ -1,0 +1,75 @@
+package web
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"toolbelt/services"
+)
+
+// TestHTTPRequestTool fetches from a local server that the policy allows
+// explicitly: retries on 503, redaction, and redirects re-checked.
+func TestHTTPRequestTool(t *testing.T) {
+	var flaky atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/ok":
+			w.Header().Set("Content-Type", "text/plain")
+			_, _ = w.Write([]byte("hello " + r.Method))
+		case "/flaky":
+			if flaky.Add(1) <= 2 {
+				http.Error(w, "busy", http.StatusServiceUnavailable)
+				return
+			}
+			_, _ = w.Write([]byte("finally"))
+		case "/leak":
+			_, _ = w.Write([]byte("aws_access_key_id=AKIAZ7VRSQ4TJNWDEMPX"))
+		case "/redirect":
+			http.Redirect(w, r, "http://169.254.169.254/latest/meta-data/", http.StatusFound)
+		}
+	}))
+	defer srv.Close()
+	app := newTestAppWith(t, hostCaps{Chromium: true, Python: true, Node: true, Sandbox: true},
+		services.NetPolicy{AllowPrivate: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}})
+	call := func(path string, extra map[string]any) (int, map[string]any) {
+		args := map[string]any{"url": srv.URL + path}
+		for k, v := range extra {
+			args[k] = v
+		}
+		return app.call(t, "admin", map[string]any{"tool": "http_request", "arguments": args})
+	}
+	if code, res := call("/ok", map[string]any{"method": "POST", "body": "x"}); code != 200 || res["data"].(map[string]any)["body"] != "hello POST" {
+		t.Fatalf("ok: %d %v", code, res)
+	}
+	code, res := call("/flaky", nil)
+	if code != 200 || res["success"] != true || res["metadata"].(map[string]any)["attempts"] != float64(3) {
+		t.Fatalf("flaky: %d %v", code, res)
+	}
+	if _, res := call("/leak", nil); strings.Contains(res["data"].(map[string]any)["body"].(string), "AKIAZ7VRSQ4TJNWDEMPX") {
+		t.Errorf("secret in a fetched body was not redacted: %v", res)
+	}
+	if _, res := call("/redirect", nil); res["success"] != false || errCode(res) != "URL_NOT_ALLOWED" {
+		t.Errorf("redirect to the metadata service: %v", res)
+	}
+}
+
+// TestHTTPRequestSSRF refuses internal addresses under the default policy.
+func TestHTTPRequestSSRF(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("INTERNAL-SENTINEL-BODY")) }))
+	defer srv.Close()
+	app := newTestApp(t)
+	for _, u := range []string{
+		srv.URL, "http://localhost:1/", "http://127.0.0.1/", "http://[::1]/", "http://169.254.169.254/latest/meta-data/",
+		"http://10.0.0.1/", "http://192.168.1.1/", "http://[::ffff:127.0.0.1]/", "http://100.64.0.1/", "http://0.0.0.0/",
+		"ftp://example.com/", "http://user:pw@example.com/", "file:///etc/passwd", "gopher://127.0.0.1:25/",
+	} {
+		code, res := app.call(t, "admin", map[string]any{"tool": "http_request", "arguments": map[string]any{"url": u}})
+		if res["success"] != false || (code != 403 && code != 422) || (errCode(res) != "URL_NOT_ALLOWED" && errCode(res) != "VALIDATION_ERROR") || strings.Contains(string(mustJSON(res)), "INTERNAL-SENTINEL-BODY") {
+			t.Errorf("%s: %d %v", u, code, res)
+		}
+	}
+}
