@@ -172,7 +172,13 @@ func serve(args []string) error {
 	host := services.DetectHost()
 	selector := services.NewSelector(store, authz, emb, host, cfg.KeepLearned, log)
 	defer selector.Close()
-	registry.OnChange(func(context.Context) { selector.MarkDirty() })
+	var invoker *services.Invoker
+	registry.OnChange(func(context.Context) {
+		selector.MarkDirty()
+		if invoker != nil {
+			invoker.CatalogChanged()
+		}
+	})
 	adminKey, err := accounts.Bootstrap(ctx, cfg.AdminKey)
 	if err != nil {
 		return err
@@ -193,7 +199,7 @@ func serve(args []string) error {
 	if err != nil {
 		return fmt.Errorf("TOOLBELT_HTTP_ALLOW_PRIVATE: %w", err)
 	}
-	invoker := services.NewInvoker(store, selector, authz, redactor, netPolicy, cfg.DataDir, nil, log)
+	invoker = services.NewInvoker(store, selector, authz, redactor, netPolicy, cfg.DataDir, nil, log)
 	h := &handlers.Handler{
 		Registry: registry, Selector: selector, Accounts: accounts,
 		Invoker: invoker, Health: services.NewHealth(store, selector, embedNote), Log: log,

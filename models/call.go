@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"gorm.io/gorm"
 )
 
 // Call is the history record of one tool call. Arguments and Result hold
@@ -21,13 +23,28 @@ type Call struct {
 	// Request holds the call as sent (tool, version, arguments) while it
 	// waits for approval or runs in the background, so it survives a
 	// restart; it is cleared once the call ends.
-	Request    string     `json:"-"`
+	Request string `json:"-"`
+	// Prepared marks a record whose arguments were redacted (in memory
+	// only, before it is stored).
+	Prepared   bool       `gorm:"-" json:"-"`
 	Attempts   int        `json:"attempts"`
 	Cached     bool       `json:"cached"`
 	RunMs      int64      `json:"run_ms"`
 	TotalMs    int64      `json:"total_ms"`
 	CreatedAt  time.Time  `gorm:"index" json:"created_at"`
 	FinishedAt *time.Time `json:"finished_at,omitempty"`
+}
+
+// SaveCalls inserts or replaces call records in one transaction.
+func (s *Store) SaveCalls(ctx context.Context, cs []*Call) error {
+	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		for _, c := range cs {
+			if err := tx.Save(c).Error; err != nil {
+				return fmt.Errorf("record call %s: %w", c.ID, err)
+			}
+		}
+		return nil
+	})
 }
 
 // SaveCall inserts or replaces a call record.

@@ -53,7 +53,7 @@ func (inv *Invoker) runLater(callID, approvalID string) {
 // resume runs a recorded call through the whole chain again (permissions
 // may have changed since) and records its result.
 func (inv *Invoker) resume(ctx context.Context, callID, approvalID string) error {
-	rec, err := inv.store.CallByID(ctx, callID)
+	rec, err := inv.calls.byID(ctx, callID)
 	if err != nil {
 		return err
 	}
@@ -84,6 +84,7 @@ func (inv *Invoker) Close(ctx context.Context) {
 		<-done
 	}
 	inv.bg.cancel()
+	inv.calls.close()
 }
 
 // Recover runs at start: calls left running by a crash are marked
@@ -177,12 +178,12 @@ func (inv *Invoker) Decide(ctx context.Context, reviewer *models.Principal, id s
 	}
 	inv.log.InfoContext(ctx, "approval decided", "approval_id", a.ID, "call_id", a.CallID, "status", a.Status, "by", reviewer.Name)
 	if approve {
-		rec, err := inv.store.CallByID(ctx, a.CallID)
+		rec, err := inv.calls.byID(ctx, a.CallID)
 		if err != nil {
 			return nil, err
 		}
 		rec.Status = StatusQueued
-		if err := inv.store.SaveCall(ctx, rec); err != nil {
+		if err := inv.calls.save(ctx, rec); err != nil {
 			return nil, err
 		}
 		inv.runLater(a.CallID, a.ID)
@@ -209,7 +210,7 @@ func (inv *Invoker) expire(ctx context.Context) error {
 
 // endCall records a waiting call as failed with code.
 func (inv *Invoker) endCall(ctx context.Context, callID, code, msg, suggestion string) error {
-	rec, err := inv.store.CallByID(ctx, callID)
+	rec, err := inv.calls.byID(ctx, callID)
 	if err != nil {
 		return err
 	}
@@ -219,7 +220,7 @@ func (inv *Invoker) endCall(ctx context.Context, callID, code, msg, suggestion s
 	raw, _ := json.Marshal(res)
 	now := time.Now().UTC()
 	rec.Status, rec.ErrorCode, rec.Result, rec.Request, rec.FinishedAt = StatusFailed, code, string(raw), "", &now
-	return inv.store.SaveCall(ctx, rec)
+	return inv.calls.save(ctx, rec)
 }
 
 // SweepApprovals expires approvals every interval until ctx ends.

@@ -16,6 +16,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/golang-lru/v2/expirable"
@@ -146,6 +147,9 @@ type Invoker struct {
 	net        NetPolicy
 	httpClient *http.Client
 	bg         *background
+	calls      *callRecorder
+	tools      sync.Map // name → *resolvedTool, the current versions
+	dirs       sync.Map // session work directories already made
 	run        Step
 }
 
@@ -169,6 +173,7 @@ func NewInvoker(store *models.Store, selector *Selector, authz *Authz, redactor 
 		queues:  newQueues(queueLimits, 0),
 		sleep:   sleepCtx,
 		bg:      newBackground(),
+		calls:   newCallRecorder(store, func(c *models.Call) { c.Arguments = string(redactor.RedactJSON([]byte(c.Arguments))) }, log),
 	}
 	// The guard chain, in DESIGN.md's order.
 	inv.run = compose(inv.resolve, inv.validate, inv.authorize, inv.approve, inv.secure, inv.cache, inv.limit, inv.queue)(inv.execute)
@@ -204,9 +209,7 @@ func (inv *Invoker) finish(ctx context.Context, c *call, res ToolResult) ToolRes
 	}
 	inv.record(ctx, c, res)
 	if res.Success && !c.cached && inv.selector != nil {
-		if err := inv.selector.LearnFromCall(ctx, c.req.SessionID, c.def.Name); err != nil {
-			inv.log.WarnContext(ctx, "learn from call", "err", err, "call_id", c.id)
-		}
+		inv.selector.LearnFromCallLater(c.req.SessionID, c.def.Name)
 	}
 	return res
 }
@@ -239,6 +242,12 @@ func failure(code, msg string, retryable bool, suggestion string) ToolResult {
 func (inv *Invoker) resolve(next Step) Step {
 	return func(ctx context.Context, c *call) ToolResult {
 		name := c.req.Tool
+		if c.req.Version == "" {
+			if rt, ok := inv.tools.Load(name); ok {
+				c.def, c.version = rt.(*resolvedTool).def, rt.(*resolvedTool).versionID
+				return next(ctx, c)
+			}
+		}
 		var ver *models.ToolVersion
 		var err error
 		switch {
@@ -270,9 +279,23 @@ func (inv *Invoker) resolve(next Step) Step {
 			return failure(CodeInternal, "internal error", false, "Report the call id to an administrator.")
 		}
 		c.def, c.version = def, ver.ID
+		if c.req.Version == "" {
+			inv.tools.Store(name, &resolvedTool{def: def, versionID: ver.ID})
+		}
 		return next(ctx, c)
 	}
 }
+
+// resolvedTool is a current version kept in memory between catalog
+// changes.
+type resolvedTool struct {
+	def       ToolDefinition
+	versionID uint
+}
+
+// CatalogChanged forgets the resolved current versions; the registry calls
+// it after every change.
+func (inv *Invoker) CatalogChanged() { inv.tools.Clear() }
 
 // validate checks the arguments against the version's compiled schema and
 // lists every field error with a suggestion the LLM can act on.
@@ -406,6 +429,7 @@ func (inv *Invoker) park(ctx context.Context, c *call, hash string) ToolResult {
 	res.Data, _ = json.Marshal(map[string]string{"approval_id": a.ID})
 	rec := inv.callRecord(c, res)
 	rec.Request = inv.requestJSON(c)
+	rec.Arguments, rec.Prepared = a.Arguments, true
 	if err := inv.store.CreateApproval(ctx, a, rec); err != nil {
 		inv.log.ErrorContext(ctx, "park call for approval", "err", err, "call_id", c.id)
 		return failure(CodeInternal, "internal error", true, "Try again.")
@@ -433,8 +457,11 @@ func principalID(p *models.Principal) uint {
 func (inv *Invoker) secure(next Step) Step {
 	return func(ctx context.Context, c *call) ToolResult {
 		dir := filepath.Join(inv.dataDir, "sessions", c.req.SessionID)
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return failure(CodeInternal, "internal error", true, "Try again.")
+		if _, made := inv.dirs.Load(dir); !made {
+			if err := os.MkdirAll(dir, 0o700); err != nil {
+				return failure(CodeInternal, "internal error", true, "Try again.")
+			}
+			inv.dirs.Store(dir, true)
 		}
 		c.workDir = dir
 		if cmd, ok := c.args["command"].(string); ok && c.def.Category == "shell" {
@@ -551,6 +578,8 @@ func (inv *Invoker) attempt(ctx context.Context, c *call) ToolResult {
 		data, err = fileWrite(c)
 	case c.def.Runner.Kind == RunnerBuiltin && c.def.Runner.Builtin == "file_list":
 		data, err = fileList(ctx, c)
+	case c.def.Runner.Kind == RunnerBuiltin && c.def.Runner.Builtin == "echo":
+		data = c.args
 	case c.def.Runner.Kind == RunnerBuiltin && c.def.Runner.Builtin == "http_request":
 		data, err = inv.httpRequest(ctx, c)
 	default:
@@ -599,7 +628,7 @@ func (inv *Invoker) record(ctx context.Context, c *call, res ToolResult) {
 		rec.Request = inv.requestJSON(c)
 		rec.FinishedAt = nil
 	}
-	if err := inv.store.SaveCall(ctx, rec); err != nil {
+	if err := inv.calls.save(ctx, rec); err != nil {
 		inv.log.ErrorContext(ctx, "record call", "err", err, "call_id", c.id)
 	}
 }
@@ -607,11 +636,17 @@ func (inv *Invoker) record(ctx context.Context, c *call, res ToolResult) {
 // callRecord is the history row of a call and its result; a result over
 // MaxResultRecord keeps its status and error but not its data.
 func (inv *Invoker) callRecord(c *call, res ToolResult) *models.Call {
+	// The decoded arguments re-encoded (canonical, no escapes) when the
+	// call got that far; the bytes as sent otherwise.
 	args := c.req.Arguments
-	if len(bytes.TrimSpace(args)) == 0 {
+	if c.args != nil {
+		args, _ = json.Marshal(c.args)
+	} else if len(bytes.TrimSpace(args)) == 0 {
 		args = json.RawMessage(`{}`)
 	}
-	argsJSON := inv.redactor.RedactJSON(args)
+	// The recorder redacts the arguments before the record is read or
+	// stored, off the call path.
+	argsJSON := []byte(args)
 	if len(argsJSON) > MaxResultRecord {
 		argsJSON = []byte(`{"truncated":true}`)
 	}
@@ -642,7 +677,7 @@ func (inv *Invoker) requestJSON(c *call) string {
 
 // CallRecord returns a call of the history; an agent sees only its own.
 func (inv *Invoker) CallRecord(ctx context.Context, caller *models.Principal, id string) (*models.Call, error) {
-	rec, err := inv.store.CallByID(ctx, id)
+	rec, err := inv.calls.byID(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -663,5 +698,6 @@ func (inv *Invoker) History(ctx context.Context, caller *models.Principal, f mod
 	if caller != nil && caller.Role == RoleAgent {
 		f.PrincipalID = caller.ID
 	}
+	inv.calls.sync()
 	return inv.store.Calls(ctx, f)
 }

@@ -106,9 +106,13 @@ type Selector struct {
 	idx      atomic.Pointer[index]
 	learned  atomic.Pointer[learnedIndex]
 	recorder *selectionRecorder
-	dirty    atomic.Bool // the catalog changed since the last refresh
-	timer    atomic.Bool // a deferred refresh is scheduled
-	loaded   bool        // learned queries read from the store
+
+	learnOnce sync.Once
+	lessons   chan [2]string
+	learnWG   sync.WaitGroup
+	dirty     atomic.Bool // the catalog changed since the last refresh
+	timer     atomic.Bool // a deferred refresh is scheduled
+	loaded    bool        // learned queries read from the store
 
 	embedFailUntil atomic.Int64 // unix nanoseconds; query embedding backs off until then
 	embedErr       atomic.Value // string: the last query embedding error
@@ -181,7 +185,10 @@ func (s *Selector) ensureFresh(ctx context.Context) error {
 
 // Close writes the selection records still queued; call it before the
 // database closes.
-func (s *Selector) Close() { s.recorder.close() }
+func (s *Selector) Close() {
+	s.learnWG.Wait()
+	s.recorder.close()
+}
 
 // Embedder returns the embedder in use.
 func (s *Selector) Embedder() embed.Embedder { return s.emb }
@@ -1036,6 +1043,35 @@ func (s *Selector) LearnFromCall(ctx context.Context, sessionID, tool string) er
 	_, err = s.learn(ctx, sel, []string{tool}, "call")
 	return err
 }
+
+// LearnFromCallLater queues LearnFromCall for a background worker, so a
+// call never waits for learning. Learning is best effort: when the queue
+// is full the lesson is dropped.
+func (s *Selector) LearnFromCallLater(sessionID, tool string) {
+	if sessionID == "" {
+		return
+	}
+	s.learnOnce.Do(func() {
+		s.lessons = make(chan [2]string, 1024)
+		go func() {
+			for l := range s.lessons {
+				if err := s.LearnFromCall(context.Background(), l[0], l[1]); err != nil {
+					s.log.Warn("learn from call", "err", err, "session", l[0], "tool", l[1])
+				}
+				s.learnWG.Done()
+			}
+		}()
+	})
+	s.learnWG.Add(1)
+	select {
+	case s.lessons <- [2]string{sessionID, tool}:
+	default:
+		s.learnWG.Done()
+	}
+}
+
+// WaitLearning waits until queued lessons are learned (tests, shutdown).
+func (s *Selector) WaitLearning() { s.learnWG.Wait() }
 
 func (s *Selector) learn(ctx context.Context, sel *models.Selection, tools []string, source string) ([]string, error) {
 	model := s.emb.Model()

@@ -90,4 +90,7 @@ type CompositeStep struct {
 var Builtins = []string{
 	"shell_exec", "file_read", "file_write", "file_list", "code_execute",
 	"http_request", "web_search", "browser_navigate",
+	// echo answers its arguments: a no-op for testing integrations and for
+	// measuring the guard chain.
+	"echo",
 }

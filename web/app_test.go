@@ -22,13 +22,14 @@ import (
 // testApp is the whole service over a fresh SQLite file, wired as main
 // wires it, with one key per role.
 type testApp struct {
-	t       *testing.T
-	handler http.Handler
-	store   *models.Store
-	invoker *services.Invoker
-	dbPath  string
-	keys    map[string]string // role → key; "none" → ""
-	ids     map[string]uint   // role → principal id
+	t        *testing.T
+	handler  http.Handler
+	store    *models.Store
+	invoker  *services.Invoker
+	selector *services.Selector
+	dbPath   string
+	keys     map[string]string // role → key; "none" → ""
+	ids      map[string]uint   // role → principal id
 }
 
 // hostCaps is what the test host claims to run.
@@ -63,7 +64,13 @@ func newTestAppWith(t testing.TB, host hostCaps, netPolicy services.NetPolicy) *
 	registry := services.NewRegistry(store, log)
 	selector := services.NewSelector(store, authz, embed.NewBuiltin(), host, 0, log)
 	t.Cleanup(selector.Close)
-	registry.OnChange(func(context.Context) { selector.MarkDirty() })
+	var invoker *services.Invoker
+	registry.OnChange(func(context.Context) {
+		selector.MarkDirty()
+		if invoker != nil {
+			invoker.CatalogChanged()
+		}
+	})
 	adminKey, err := accounts.Bootstrap(ctx, "")
 	if err != nil {
 		t.Fatal(err)
@@ -74,14 +81,14 @@ func newTestAppWith(t testing.TB, host hostCaps, netPolicy services.NetPolicy) *
 	if err := selector.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
-	invoker := services.NewInvoker(store, selector, authz, testRedactor(t), netPolicy, dir, nil, log).
+	invoker = services.NewInvoker(store, selector, authz, testRedactor(t), netPolicy, dir, nil, log).
 		WithSleep(func(context.Context, time.Duration) error { return nil })
 	t.Cleanup(func() { invoker.Close(context.Background()) })
 	h := &handlers.Handler{Registry: registry, Selector: selector, Accounts: accounts,
 		Invoker: invoker, Health: services.NewHealth(store, selector, ""), Log: log,
 		Links: handlers.Links{Swagger: "/swagger/index.html", Healthz: "/healthz", Readyz: "/readyz"}}
 	app := &testApp{
-		invoker: invoker,
+		invoker: invoker, selector: selector,
 		handler: New(Deps{Handler: h, Accounts: accounts, Authz: authz, Log: log}),
 		store:   store, dbPath: dbPath,
 		keys: map[string]string{"admin": adminKey, "none": ""},

@@ -191,6 +191,7 @@ func TestCallHistory(t *testing.T) {
 		}
 	}
 	// The successful call in session h1 taught file_list the session's task.
+	app.selector.WaitLearning()
 	qs := app.do(t, "admin", "GET", "/api/v1/tools/file_list/queries", nil).JSON(t)["queries"].([]any)
 	var texts []string
 	for _, q := range qs {
