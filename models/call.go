@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
 )
 
 // Call is the history record of one tool call. Arguments and Result hold
@@ -35,16 +35,25 @@ type Call struct {
 	FinishedAt *time.Time `json:"finished_at,omitempty"`
 }
 
-// SaveCalls inserts or replaces call records in one transaction.
+// SaveCalls inserts or replaces call records with one statement (a call
+// is saved as queued, running and finished under one id). A batch holding
+// one id twice keeps the last.
 func (s *Store) SaveCalls(ctx context.Context, cs []*Call) error {
-	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		for _, c := range cs {
-			if err := tx.Save(c).Error; err != nil {
-				return fmt.Errorf("record call %s: %w", c.ID, err)
-			}
+	last := map[string]int{}
+	for i, c := range cs {
+		last[c.ID] = i
+	}
+	uniq := make([]*Call, 0, len(last))
+	for i, c := range cs {
+		if last[c.ID] == i {
+			uniq = append(uniq, c)
 		}
-		return nil
-	})
+	}
+	err := s.db.WithContext(ctx).Clauses(clause.OnConflict{Columns: []clause.Column{{Name: "id"}}, UpdateAll: true}).Create(uniq).Error
+	if err != nil {
+		return fmt.Errorf("record %d calls: %w", len(uniq), err)
+	}
+	return nil
 }
 
 // SaveCall inserts or replaces a call record.

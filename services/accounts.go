@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hashicorp/golang-lru/v2/expirable"
+
 	"toolbelt/models"
 )
 
@@ -35,11 +37,24 @@ type Accounts struct {
 
 	mu      sync.Mutex
 	touched map[uint]time.Time // key id → last recorded use, to limit writes
+	// known caches key hash → principal for a few seconds, so a burst of
+	// requests does not query the database each time; revoking a key
+	// clears it at once.
+	known *expirable.LRU[string, authEntry]
 }
+
+type authEntry struct {
+	keyID     uint
+	principal models.Principal
+}
+
+// authCacheTTL bounds how long a cached authentication is trusted.
+const authCacheTTL = 10 * time.Second
 
 // NewAccounts returns the account service.
 func NewAccounts(store *models.Store, authz *Authz, log *slog.Logger) *Accounts {
-	return &Accounts{store: store, authz: authz, log: log, touched: map[uint]time.Time{}}
+	return &Accounts{store: store, authz: authz, log: log, touched: map[uint]time.Time{},
+		known: expirable.NewLRU[string, authEntry](4096, nil, authCacheTTL)}
 }
 
 // Principal is an account as the API shows it.
@@ -155,6 +170,7 @@ func (a *Accounts) RevokeKey(ctx context.Context, id uint, by *models.Principal)
 	if err != nil {
 		return err
 	}
+	a.known.Purge()
 	a.log.InfoContext(ctx, "api key revoked", "key_prefix", key.Prefix, "by", principalName(by))
 	return nil
 }
@@ -165,13 +181,20 @@ func (a *Accounts) Authenticate(ctx context.Context, secret string) (*models.Pri
 	if !strings.HasPrefix(secret, KeyPrefix) && len(secret) < MinAdminKeyLen {
 		return nil, fmt.Errorf("%w: invalid api key", models.ErrUnauthorized)
 	}
-	key, p, err := a.store.KeyByHash(ctx, hashKey(secret))
+	hash := hashKey(secret)
+	if e, ok := a.known.Get(hash); ok {
+		a.touch(ctx, e.keyID)
+		p := e.principal
+		return &p, nil
+	}
+	key, p, err := a.store.KeyByHash(ctx, hash)
 	if errors.Is(err, models.ErrNotFound) {
 		return nil, fmt.Errorf("%w: invalid api key", models.ErrUnauthorized)
 	}
 	if err != nil {
 		return nil, err
 	}
+	a.known.Add(hash, authEntry{keyID: key.ID, principal: *p})
 	a.touch(ctx, key.ID)
 	return p, nil
 }

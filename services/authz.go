@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/casbin/casbin/v2"
 	"github.com/casbin/casbin/v2/model"
@@ -54,6 +55,23 @@ type Route struct {
 // database.
 type Authz struct {
 	e *casbin.SyncedEnforcer
+	// decisions caches Enforce answers by request; every policy change
+	// clears it, so a cached answer is never stale.
+	decisions sync.Map
+}
+
+// enforce is Enforce through the decision cache.
+func (a *Authz) enforce(sub, obj, act string) (bool, error) {
+	key := sub + "\x00" + obj + "\x00" + act
+	if v, ok := a.decisions.Load(key); ok {
+		return v.(bool), nil
+	}
+	ok, err := a.e.Enforce(sub, obj, act)
+	if err != nil {
+		return false, err
+	}
+	a.decisions.Store(key, ok)
+	return ok, nil
 }
 
 // NewAuthz loads the policies from store's database and replaces the
@@ -94,6 +112,7 @@ func (a *Authz) replace(subject string, rules [][]string) error {
 	if samePolicies(current, rules) {
 		return nil
 	}
+	defer a.decisions.Clear()
 	if len(rules) == 0 {
 		_, err := a.e.RemoveFilteredPolicy(0, subject)
 		return err
@@ -116,7 +135,7 @@ func samePolicies(a, b [][]string) bool {
 
 // CanAccess reports whether role may call method on the route pattern.
 func (a *Authz) CanAccess(role, route, method string) (bool, error) {
-	return a.e.Enforce("role:"+role, route, method)
+	return a.enforce("role:"+role, route, method)
 }
 
 // Grants are the categories and tools an agent may use.
@@ -166,8 +185,8 @@ func (a *Authz) Grants(id uint) (Grants, error) {
 // its category.
 func (a *Authz) MayUse(id uint, tool, category string) (bool, error) {
 	sub := principalSubject(id)
-	if ok, err := a.e.Enforce(sub, "tool:"+tool, "use"); ok || err != nil {
+	if ok, err := a.enforce(sub, "tool:"+tool, "use"); ok || err != nil {
 		return ok, err
 	}
-	return a.e.Enforce(sub, "category:"+category, "use")
+	return a.enforce(sub, "category:"+category, "use")
 }

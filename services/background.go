@@ -65,7 +65,7 @@ func (inv *Invoker) resume(ctx context.Context, callID, approvalID string) error
 	if err != nil {
 		return err
 	}
-	c := &call{id: callID, req: req, caller: caller, started: time.Now(), approval: approvalID}
+	c := &call{id: callID, req: req, caller: caller, started: time.Now(), approval: approvalID, created: rec.CreatedAt}
 	c.req.Async = false
 	inv.record(ctx, c, ToolResult{CallID: callID, Status: StatusRunning})
 	inv.finish(ctx, c, inv.guarded(ctx, c))

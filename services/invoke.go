@@ -111,6 +111,10 @@ type call struct {
 	approval string
 	// waiting is set when the call was parked for approval.
 	waiting bool
+	// created is when the call was first received (a resumed call keeps
+	// it); runMs is the time spent executing.
+	created time.Time
+	runMs   int64
 }
 
 // Step handles a call and returns its result; Guard wraps a step with one
@@ -254,7 +258,11 @@ func (inv *Invoker) resolve(next Step) Step {
 		case !NamePattern.MatchString(name):
 			err = models.ErrNotFound
 		case c.req.Version != "":
-			_, ver, err = inv.store.ToolVersion(ctx, name, c.req.Version)
+			var t *models.Tool
+			t, ver, err = inv.store.ToolVersion(ctx, name, c.req.Version)
+			if err == nil && t.RetiredAt != nil {
+				err = models.ErrNotFound // a retired tool runs in no version
+			}
 		default:
 			_, ver, err = inv.store.ToolByName(ctx, name, false)
 		}
@@ -456,7 +464,9 @@ func principalID(p *models.Principal) uint {
 // allowedPaths before anything runs.
 func (inv *Invoker) secure(next Step) Step {
 	return func(ctx context.Context, c *call) ToolResult {
-		dir := filepath.Join(inv.dataDir, "sessions", c.req.SessionID)
+		// Work directories belong to a principal and a session: two agents
+		// using the same session id never share files.
+		dir := filepath.Join(inv.dataDir, "sessions", fmt.Sprintf("p%d", principalID(c.caller)), c.req.SessionID)
 		if _, made := inv.dirs.Load(dir); !made {
 			if err := os.MkdirAll(dir, 0o700); err != nil {
 				return failure(CodeInternal, "internal error", true, "Try again.")
@@ -470,12 +480,12 @@ func (inv *Invoker) secure(next Step) Step {
 					"Send one plain command with its arguments; run the steps as separate calls instead of chaining, piping or redirecting.")
 			}
 		}
-		if u, ok := c.args["url"].(string); ok && (c.def.Security.Network || c.def.Category == "api" || c.def.Category == "browser") {
+		if u, ok := c.args["url"].(string); ok {
 			if msg := inv.net.checkURL(u); msg != "" {
 				return refusal(CodeURLNotAllowed, msg, "Use a public http or https URL; internal addresses are never fetched.")
 			}
 		}
-		if c.def.Category != "filesystem" {
+		if c.def.Category != "filesystem" && !isFileBuiltin(c.def) {
 			return next(ctx, c)
 		}
 		if p, ok := c.args["path"].(string); ok {
@@ -486,6 +496,12 @@ func (inv *Invoker) secure(next Step) Step {
 		}
 		return next(ctx, c)
 	}
+}
+
+// isFileBuiltin reports whether the tool runs one of the file built-ins,
+// whatever its category.
+func isFileBuiltin(def ToolDefinition) bool {
+	return def.Runner.Kind == RunnerBuiltin && strings.HasPrefix(def.Runner.Builtin, "file_")
 }
 
 func allowedOrDot(paths []string) []string {
@@ -532,8 +548,8 @@ func (inv *Invoker) cache(next Step) Step {
 		canon, _ := json.Marshal(c.args) // encoding/json sorts map keys
 		sum := sha256.Sum256(canon)
 		key := fmt.Sprintf("%d:%s", c.version, hex.EncodeToString(sum[:]))
-		if c.def.Category == "filesystem" {
-			key += ":" + c.req.SessionID
+		if c.def.Category == "filesystem" || isFileBuiltin(c.def) {
+			key += fmt.Sprintf(":p%d:%s", principalID(c.caller), c.req.SessionID)
 		}
 		if hit, ok := inv.results.Get(key); ok && time.Now().Before(hit.expires) {
 			c.cached = true
@@ -560,8 +576,9 @@ func (inv *Invoker) execute(ctx context.Context, c *call) ToolResult {
 	if c.def.Execution.Retryable {
 		retries = c.def.Execution.MaxRetries
 	}
+	start := time.Now()
 	res, n := withRetries(ctx, retries, inv.sleep, func() ToolResult { return inv.attempt(ctx, c) })
-	c.attempts = n
+	c.attempts, c.runMs = n, time.Since(start).Milliseconds()
 	return res
 }
 
@@ -660,8 +677,15 @@ func (inv *Invoker) callRecord(c *call, res ToolResult) *models.Call {
 	rec := &models.Call{
 		ID: c.id, SessionID: c.req.SessionID, Tool: c.req.Tool, Version: c.def.Version,
 		Arguments: string(argsJSON), Status: res.Status, Result: string(resJSON),
-		Attempts: c.attempts, Cached: c.cached, TotalMs: time.Since(c.started).Milliseconds(),
+		Attempts: c.attempts, Cached: c.cached, RunMs: c.runMs, TotalMs: time.Since(c.started).Milliseconds(),
 		CreatedAt: c.started.UTC(), FinishedAt: &now, PrincipalID: principalID(c.caller),
+	}
+	if !c.created.IsZero() {
+		rec.CreatedAt = c.created
+		rec.TotalMs = time.Since(c.created).Milliseconds()
+	}
+	if res.Status == StatusAwaitingApproval {
+		rec.FinishedAt = nil
 	}
 	if res.Error != nil {
 		rec.ErrorCode = res.Error.Code

@@ -69,24 +69,40 @@ func (r *Redactor) Redact(s string) string {
 
 // RedactJSON redacts every string (keys included) inside a JSON document
 // and returns it re-encoded; text that is not JSON is redacted as text.
-// Most documents hold no secret: one scan of the whole text settles that
-// and returns it as it is. Callers pass JSON made by encoding/json, which
-// escapes no letter, so a secret cannot hide behind \u escapes.
+// The document is first re-encoded canonically (no escapes a secret could
+// hide behind, such as \/ or \u0041); most documents then hold no secret,
+// which one scan of the whole text settles.
 func (r *Redactor) RedactJSON(raw []byte) []byte {
-	if !r.holdsSecret(string(raw)) && !bytes.Contains(raw, []byte(`\u`)) {
-		return raw
-	}
 	var v any
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	if err := dec.Decode(&v); err != nil {
 		return []byte(r.Redact(string(raw)))
 	}
-	out, err := json.Marshal(r.walk(v))
+	canon, err := encodeCanonical(v)
+	if err != nil {
+		return []byte(r.Redact(string(raw)))
+	}
+	if !r.holdsSecret(string(canon)) {
+		return canon
+	}
+	out, err := encodeCanonical(r.walk(v))
 	if err != nil {
 		return []byte(r.Redact(string(raw)))
 	}
 	return out
+}
+
+// encodeCanonical encodes v compactly, with sorted keys and without HTML
+// escaping.
+func encodeCanonical(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimRight(buf.Bytes(), "\n"), nil
 }
 
 // holdsSecret reports whether s holds anything Redact would remove.

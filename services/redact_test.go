@@ -31,6 +31,13 @@ func TestRedact(t *testing.T) {
 	if got := r.Redact("a short note about the weather"); got != "a short note about the weather" {
 		t.Errorf("plain text changed: %q", got)
 	}
+	// A secret written with JSON escapes is found all the same.
+	for _, esc := range []string{`{"a":"hunter2\/very-secret"}`, `{"a":"hunter2-very-secr\u0065t"}`} {
+		r2, _ := NewRedactor([]string{"hunter2/very-secret", "hunter2-very-secret"})
+		if got := string(r2.RedactJSON([]byte(esc))); strings.Contains(got, "very-secret") || !strings.Contains(got, "REDACTED") {
+			t.Errorf("escaped secret survived: %s -> %s", esc, got)
+		}
+	}
 	raw := []byte(`{"out":"token hunter2-very-secret","n":1.50,"list":["ok"]}`)
 	var v map[string]any
 	if err := json.Unmarshal(r.RedactJSON(raw), &v); err != nil || strings.Contains(v["out"].(string), "hunter2") || v["list"].([]any)[0] != "ok" {

@@ -62,7 +62,7 @@ func TestApprovalFlow(t *testing.T) {
 	}
 	callID, approvalID := ask("approved content")
 	// Nothing ran yet.
-	if _, err := os.Stat(filepath.Join(filepath.Dir(app.dbPath), "sessions", "ap", "n.txt")); err == nil {
+	if _, err := os.Stat(filepath.Join(filepath.Dir(app.dbPath), "sessions", fmt.Sprintf("p%d", app.ids["agent"]), "ap", "n.txt")); err == nil {
 		t.Fatal("the dangerous call ran before approval")
 	}
 	pending := app.do(t, "reviewer", "GET", "/api/v1/approvals", nil).JSON(t)["approvals"].([]any)
@@ -82,7 +82,7 @@ func TestApprovalFlow(t *testing.T) {
 	if rec["status"] != "succeeded" {
 		t.Fatalf("approved call: %v", rec)
 	}
-	got, _ := os.ReadFile(filepath.Join(filepath.Dir(app.dbPath), "sessions", "ap", "n.txt"))
+	got, _ := os.ReadFile(filepath.Join(filepath.Dir(app.dbPath), "sessions", fmt.Sprintf("p%d", app.ids["agent"]), "ap", "n.txt"))
 	if string(got) != "approved content" {
 		t.Errorf("file after the approved call: %q", got)
 	}

@@ -8,7 +8,11 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/gin-gonic/gin"
 
 	"toolbelt/models"
 	"toolbelt/services"
@@ -109,4 +113,63 @@ func BenchmarkListHTTP(b *testing.B) {
 			b.ReportMetric(float64(size)/1e6, "MB/resp")
 		})
 	}
+}
+
+// BenchmarkCachedCallHTTP sends the same cacheable call (file_read of a
+// small file) from parallel clients over real HTTP: authentication,
+// Casbin, the chain up to the cache hit, JSON out. BenchmarkBareGinJSON is
+// the same machine's ceiling: a Gin handler answering a small JSON object.
+// Compare their req/s.
+func BenchmarkCachedCallHTTP(b *testing.B) {
+	app := newTestApp(b)
+	srv := httptest.NewServer(app.handler)
+	b.Cleanup(srv.Close)
+	key := app.keys["admin"]
+	body := `{"tool":"file_read","session_id":"bench","arguments":{"path":"hello.txt"}}`
+	post := func(client *http.Client, payload string) {
+		req, _ := http.NewRequest("POST", srv.URL+"/api/v1/calls", strings.NewReader(payload))
+		req.Header.Set("Authorization", "Bearer "+key)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := client.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	post(http.DefaultClient, `{"tool":"file_write","session_id":"bench","arguments":{"path":"hello.txt","content":"hello"}}`)
+	post(http.DefaultClient, body)
+	benchParallel(b, func(client *http.Client) { post(client, body) })
+}
+
+// BenchmarkBareGinJSON is a bare Gin JSON handler under the same load.
+func BenchmarkBareGinJSON(b *testing.B) {
+	gin.SetMode(gin.ReleaseMode)
+	r := gin.New()
+	r.POST("/x", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"success": true, "data": gin.H{"content": "hello"}}) })
+	srv := httptest.NewServer(r)
+	b.Cleanup(srv.Close)
+	benchParallel(b, func(client *http.Client) {
+		resp, err := client.Post(srv.URL+"/x", "application/json", strings.NewReader(`{}`))
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	})
+}
+
+// benchParallel runs do from 8 clients per CPU with keep-alive
+// connections and reports requests per second.
+func benchParallel(b *testing.B, do func(*http.Client)) {
+	b.SetParallelism(8)
+	start := time.Now()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
+		for pb.Next() {
+			do(client)
+		}
+	})
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "req/s")
 }

@@ -285,3 +285,27 @@ func TestCallShellCommandCheck(t *testing.T) {
 		t.Errorf("a plain command was rejected: %d %v", code, res)
 	}
 }
+
+// TestCallIsolation keeps principals apart and retired tools unrunnable.
+func TestCallIsolation(t *testing.T) {
+	app := newTestApp(t)
+	agent := fmt.Sprint(app.ids["agent"])
+	app.do(t, "admin", "PUT", "/api/v1/principals/"+agent+"/grants", map[string]any{"categories": []string{"filesystem"}})
+	other := app.do(t, "admin", "POST", "/api/v1/principals", map[string]any{"name": "other-agent", "role": "agent"}).JSON(t)
+	app.keys["other"] = other["key"].(string)
+	app.do(t, "admin", "PUT", "/api/v1/principals/"+fmt.Sprint(other["id"])+"/grants", map[string]any{"categories": []string{"filesystem"}})
+
+	if _, res := app.call(t, "agent", map[string]any{"tool": "file_write", "session_id": "run-42", "arguments": map[string]any{"path": "mine.txt", "content": "private"}}); res["success"] != true {
+		t.Fatalf("write: %v", res)
+	}
+	if _, res := app.call(t, "other", map[string]any{"tool": "file_read", "session_id": "run-42", "arguments": map[string]any{"path": "mine.txt"}}); res["success"] != false {
+		t.Errorf("another agent read the file through the same session id: %v", res)
+	}
+	// A retired tool runs in no version, pinned or not.
+	app.do(t, "admin", "DELETE", "/api/v1/tools/file_list", nil)
+	for _, body := range []map[string]any{{"tool": "file_list"}, {"tool": "file_list", "version": "1.0.0"}} {
+		if code, res := app.call(t, "admin", body); code != 404 || errCode(res) != "TOOL_NOT_FOUND" {
+			t.Errorf("%v on a retired tool: %d %v", body, code, res)
+		}
+	}
+}
