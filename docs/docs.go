@@ -446,6 +446,56 @@ const docTemplate = `{
                         "BearerAuth": []
                     }
                 ]
+            },
+            "delete": {
+                "description": "A queued or running call is cancelled (it ends CANCELLED); a call awaiting approval ends at once. Agents cancel only their own calls; a finished call answers 409.",
+                "tags": [
+                    "calls"
+                ],
+                "summary": "Cancel a call",
+                "parameters": [
+                    {
+                        "type": "string",
+                        "description": "Call id",
+                        "name": "id",
+                        "in": "path",
+                        "required": true
+                    }
+                ],
+                "responses": {
+                    "202": {
+                        "description": "Accepted"
+                    },
+                    "401": {
+                        "description": "Unauthorized",
+                        "schema": {
+                            "$ref": "#/definitions/handlers.ErrorBody"
+                        }
+                    },
+                    "403": {
+                        "description": "Forbidden",
+                        "schema": {
+                            "$ref": "#/definitions/handlers.ErrorBody"
+                        }
+                    },
+                    "404": {
+                        "description": "Not Found",
+                        "schema": {
+                            "$ref": "#/definitions/handlers.ErrorBody"
+                        }
+                    },
+                    "409": {
+                        "description": "Conflict",
+                        "schema": {
+                            "$ref": "#/definitions/handlers.ErrorBody"
+                        }
+                    }
+                },
+                "security": [
+                    {
+                        "BearerAuth": []
+                    }
+                ]
             }
         },
         "/categories": {

@@ -255,3 +255,25 @@ func (h *Handler) decide(c *gin.Context, approve bool) error {
 	c.JSON(http.StatusOK, a)
 	return nil
 }
+
+// CancelCall cancels a call.
+//
+//	@Summary		Cancel a call
+//	@Description	A queued or running call is cancelled (it ends CANCELLED); a call awaiting approval ends at once. Agents cancel only their own calls; a finished call answers 409.
+//	@Tags			calls
+//	@Param			id	path	string	true	"Call id"
+//	@Success		202
+//	@Failure		401	{object}	ErrorBody
+//	@Failure		403	{object}	ErrorBody
+//	@Failure		404	{object}	ErrorBody
+//	@Failure		409	{object}	ErrorBody
+//	@Security		BearerAuth
+//	@Router			/calls/{id} [delete]
+func (h *Handler) CancelCall(c *gin.Context) error {
+	if err := h.Invoker.Cancel(c.Request.Context(), CurrentPrincipal(c), c.Param("id")); err != nil {
+		return err
+	}
+	c.Header("Location", "/api/v1/calls/"+c.Param("id"))
+	c.Status(http.StatusAccepted)
+	return nil
+}

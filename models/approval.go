@@ -138,3 +138,14 @@ func (s *Store) ExpireApprovals(ctx context.Context, now time.Time) ([]Approval,
 	}
 	return out, nil
 }
+
+// CancelApprovalsOf closes the pending or approved approvals of a call.
+func (s *Store) CancelApprovalsOf(ctx context.Context, callID string) error {
+	err := s.db.WithContext(ctx).Model(&Approval{}).
+		Where("call_id = ? AND status IN ?", callID, []string{ApprovalPending, ApprovalApproved}).
+		Updates(map[string]any{"status": ApprovalDenied, "reason": "cancelled by the caller"}).Error
+	if err != nil {
+		return fmt.Errorf("cancel approvals of call %s: %w", callID, err)
+	}
+	return nil
+}

@@ -65,6 +65,8 @@ func (inv *Invoker) resume(ctx context.Context, callID, approvalID string) error
 	if err != nil {
 		return err
 	}
+	ctx, cancel := inv.track(ctx, callID)
+	defer cancel()
 	c := &call{id: callID, req: req, caller: caller, started: time.Now(), approval: approvalID, created: rec.CreatedAt}
 	c.req.Async = false
 	inv.record(ctx, c, ToolResult{CallID: callID, Status: StatusRunning})
@@ -237,4 +239,25 @@ func (inv *Invoker) SweepApprovals(ctx context.Context, every time.Duration) {
 			}
 		}
 	}
+}
+
+// Cancel stops a call: one queued or running is cancelled through its
+// context (it ends CANCELLED), one awaiting approval ends at once and its
+// approval can no longer be decided. Agents cancel only their own calls.
+func (inv *Invoker) Cancel(ctx context.Context, caller *models.Principal, id string) error {
+	rec, err := inv.CallRecord(ctx, caller, id)
+	if err != nil {
+		return err
+	}
+	if cancel, ok := inv.running.Load(id); ok {
+		cancel.(context.CancelFunc)()
+		return nil
+	}
+	if rec.Status != StatusAwaitingApproval && rec.Status != StatusQueued {
+		return fmt.Errorf("%w: call %s is %s and can no longer be cancelled", models.ErrConflict, id, rec.Status)
+	}
+	if err := inv.store.CancelApprovalsOf(ctx, id); err != nil {
+		return err
+	}
+	return inv.endCall(ctx, id, CodeCancelled, "the call was cancelled", "")
 }

@@ -153,6 +153,7 @@ type Invoker struct {
 	bg         *background
 	calls      *callRecorder
 	tools      sync.Map // name → *resolvedTool, the current versions
+	running    sync.Map // call id → context.CancelFunc of a call in flight
 	dirs       sync.Map // session work directories already made
 	run        Step
 }
@@ -195,7 +196,19 @@ func (inv *Invoker) Call(ctx context.Context, caller *models.Principal, req Call
 	if req.Async {
 		return inv.enqueue(ctx, c)
 	}
+	ctx, cancel := inv.track(ctx, c.id)
+	defer cancel()
 	return inv.finish(ctx, c, inv.guarded(ctx, c))
+}
+
+// track makes a call cancellable by id until the returned cancel runs.
+func (inv *Invoker) track(ctx context.Context, id string) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	inv.running.Store(id, cancel)
+	return ctx, func() {
+		inv.running.Delete(id)
+		cancel()
+	}
 }
 
 // finish completes a result's metadata, records the call, and teaches the

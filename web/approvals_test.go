@@ -167,3 +167,26 @@ func TestAsyncCallAndRecovery(t *testing.T) {
 		t.Errorf("approved call after a restart: %v", rec)
 	}
 }
+
+// TestCancelCalls cancels a call waiting for approval and one running.
+func TestCancelCalls(t *testing.T) {
+	app := newTestApp(t)
+	dangerousWrite(t, app)
+	res := app.do(t, "agent", "POST", "/api/v1/calls", map[string]any{"tool": "overwrite_note", "arguments": map[string]any{"path": "n", "content": "c"}}).JSON(t)
+	callID, approvalID := res["call_id"].(string), res["data"].(map[string]any)["approval_id"].(string)
+	if r := app.do(t, "reviewer", "DELETE", "/api/v1/calls/"+callID, nil); r.Status != 403 {
+		t.Errorf("reviewer cancelling: %d", r.Status)
+	}
+	if r := app.do(t, "agent", "DELETE", "/api/v1/calls/"+callID, nil); r.Status != 202 {
+		t.Fatalf("cancel: %d %s", r.Status, r.Body)
+	}
+	if rec := app.poll(t, "agent", callID); rec["status"] != "failed" || rec["error_code"] != "CANCELLED" {
+		t.Errorf("cancelled call: %v", rec)
+	}
+	if r := app.do(t, "reviewer", "POST", "/api/v1/approvals/"+approvalID+"/approve", map[string]any{}); r.Status != 409 {
+		t.Errorf("approving a cancelled call: %d", r.Status)
+	}
+	if r := app.do(t, "agent", "DELETE", "/api/v1/calls/"+callID, nil); r.Status != 409 {
+		t.Errorf("cancelling twice: %d", r.Status)
+	}
+}

@@ -73,3 +73,24 @@ func TestHTTPRequestSSRF(t *testing.T) {
 		}
 	}
 }
+
+// TestCancelRunningCall cancels an async call while its request hangs.
+func TestCancelRunningCall(t *testing.T) {
+	entered := make(chan struct{}, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		entered <- struct{}{}
+		<-r.Context().Done() // hang until the client gives up
+	}))
+	defer srv.Close()
+	app := newTestAppWith(t, hostCaps{Chromium: true, Python: true, Node: true, Sandbox: true},
+		services.NetPolicy{AllowPrivate: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}})
+	r := app.do(t, "admin", "POST", "/api/v1/calls", map[string]any{"tool": "http_request", "async": true, "arguments": map[string]any{"url": srv.URL}})
+	id := r.JSON(t)["call_id"].(string)
+	<-entered
+	if r := app.do(t, "admin", "DELETE", "/api/v1/calls/"+id, nil); r.Status != 202 {
+		t.Fatalf("cancel: %d %s", r.Status, r.Body)
+	}
+	if rec := app.poll(t, "admin", id); rec["status"] != "failed" || rec["error_code"] != "CANCELLED" {
+		t.Errorf("cancelled running call: %v", rec)
+	}
+}

@@ -64,6 +64,7 @@ var routes = []route{
 	{http.MethodPost, "/calls", callers, (*handlers.Handler).CallTool},
 	{http.MethodGet, "/calls", everyone, (*handlers.Handler).ListCalls},
 	{http.MethodGet, "/calls/:id", everyone, (*handlers.Handler).GetCall},
+	{http.MethodDelete, "/calls/:id", callers, (*handlers.Handler).CancelCall},
 
 	{http.MethodGet, "/approvals", deciders, (*handlers.Handler).ListApprovals},
 	{http.MethodPost, "/approvals/:id/approve", deciders, (*handlers.Handler).Approve},
