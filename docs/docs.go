@@ -498,6 +498,58 @@ const docTemplate = `{
                 ]
             }
         },
+        "/calls/{id}/events": {
+            "get": {
+                "description": "Streams the call's status changes, progress its tool emits, and finally its result (\"result\" event), as text/event-stream. A call that already ended sends its result at once. Agents see only their own calls.",
+                "produces": [
+                    "text/event-stream"
+                ],
+                "tags": [
+                    "calls"
+                ],
+                "summary": "Call events (SSE)",
+                "parameters": [
+                    {
+                        "type": "string",
+                        "description": "Call id",
+                        "name": "id",
+                        "in": "path",
+                        "required": true
+                    }
+                ],
+                "responses": {
+                    "200": {
+                        "description": "event stream",
+                        "schema": {
+                            "type": "string"
+                        }
+                    },
+                    "401": {
+                        "description": "Unauthorized",
+                        "schema": {
+                            "$ref": "#/definitions/handlers.ErrorBody"
+                        }
+                    },
+                    "403": {
+                        "description": "Forbidden",
+                        "schema": {
+                            "$ref": "#/definitions/handlers.ErrorBody"
+                        }
+                    },
+                    "404": {
+                        "description": "Not Found",
+                        "schema": {
+                            "$ref": "#/definitions/handlers.ErrorBody"
+                        }
+                    }
+                },
+                "security": [
+                    {
+                        "BearerAuth": []
+                    }
+                ]
+            }
+        },
         "/categories": {
             "get": {
                 "description": "Every category with its number of active tools.",

@@ -277,3 +277,54 @@ func (h *Handler) CancelCall(c *gin.Context) error {
 	c.Status(http.StatusAccepted)
 	return nil
 }
+
+// CallEvents streams a call's events as Server-Sent Events.
+//
+//	@Summary		Call events (SSE)
+//	@Description	Streams the call's status changes, progress its tool emits, and finally its result ("result" event), as text/event-stream. A call that already ended sends its result at once. Agents see only their own calls.
+//	@Tags			calls
+//	@Produce		text/event-stream
+//	@Param			id	path		string	true	"Call id"
+//	@Success		200	{string}	string	"event stream"
+//	@Failure		401	{object}	ErrorBody
+//	@Failure		403	{object}	ErrorBody
+//	@Failure		404	{object}	ErrorBody
+//	@Security		BearerAuth
+//	@Router			/calls/{id}/events [get]
+func (h *Handler) CallEvents(c *gin.Context) error {
+	rec, events, stop, err := h.Invoker.Events(c.Request.Context(), CurrentPrincipal(c), c.Param("id"))
+	if err != nil {
+		return err
+	}
+	defer stop()
+	c.Header("Content-Type", "text/event-stream")
+	c.Header("Cache-Control", "no-store")
+	c.Header("X-Accel-Buffering", "no")
+	c.Status(http.StatusOK)
+	send := func(name string, data []byte) {
+		fmt.Fprintf(c.Writer, "event: %s\ndata: %s\n\n", name, data)
+		c.Writer.Flush()
+	}
+	status, _ := json.Marshal(map[string]string{"status": rec.Status})
+	send("status", status)
+	if services.Terminal(rec.Status) {
+		send("result", []byte(rec.Result))
+		return nil
+	}
+	heartbeat := time.NewTicker(15 * time.Second)
+	defer heartbeat.Stop()
+	for {
+		select {
+		case <-c.Request.Context().Done():
+			return nil
+		case <-heartbeat.C:
+			fmt.Fprint(c.Writer, ": keep-alive\n\n")
+			c.Writer.Flush()
+		case ev := <-events:
+			send(ev.Name, ev.Data)
+			if ev.Name == "result" {
+				return nil
+			}
+		}
+	}
+}

@@ -222,7 +222,12 @@ func (inv *Invoker) endCall(ctx context.Context, callID, code, msg, suggestion s
 	raw, _ := json.Marshal(res)
 	now := time.Now().UTC()
 	rec.Status, rec.ErrorCode, rec.Result, rec.Request, rec.FinishedAt = StatusFailed, code, string(raw), "", &now
-	return inv.calls.save(ctx, rec)
+	if err := inv.calls.save(ctx, rec); err != nil {
+		return err
+	}
+	inv.events.publish(callID, "status", map[string]string{"status": StatusFailed})
+	inv.events.publish(callID, "result", res)
+	return nil
 }
 
 // SweepApprovals expires approvals every interval until ctx ends.

@@ -111,6 +111,8 @@ type call struct {
 	approval string
 	// waiting is set when the call was parked for approval.
 	waiting bool
+	// emit streams a tool's progress to the call's event subscribers.
+	emit func(event string, data any)
 	// created is when the call was first received (a resumed call keeps
 	// it); runMs is the time spent executing.
 	created time.Time
@@ -154,6 +156,7 @@ type Invoker struct {
 	calls      *callRecorder
 	tools      sync.Map // name → *resolvedTool, the current versions
 	running    sync.Map // call id → context.CancelFunc of a call in flight
+	events     *broker
 	dirs       sync.Map // session work directories already made
 	run        Step
 }
@@ -178,6 +181,7 @@ func NewInvoker(store *models.Store, selector *Selector, authz *Authz, redactor 
 		queues:  newQueues(queueLimits, 0),
 		sleep:   sleepCtx,
 		bg:      newBackground(),
+		events:  newBroker(),
 		calls:   newCallRecorder(store, func(c *models.Call) { c.Arguments = string(redactor.RedactJSON([]byte(c.Arguments))) }, log),
 	}
 	// The guard chain, in DESIGN.md's order.
@@ -599,6 +603,8 @@ func (inv *Invoker) execute(ctx context.Context, c *call) ToolResult {
 func (inv *Invoker) attempt(ctx context.Context, c *call) ToolResult {
 	ctx, cancel := context.WithTimeout(ctx, time.Duration(c.def.Execution.Timeout)*time.Millisecond)
 	defer cancel()
+	c.emit = func(event string, data any) { inv.events.publish(c.id, event, data) }
+	c.emit("attempt", map[string]int{"attempt": c.attempts + 1})
 	var data any
 	var err error
 	switch {
@@ -660,6 +666,10 @@ func (inv *Invoker) record(ctx context.Context, c *call, res ToolResult) {
 	}
 	if err := inv.calls.save(ctx, rec); err != nil {
 		inv.log.ErrorContext(ctx, "record call", "err", err, "call_id", c.id)
+	}
+	inv.events.publish(c.id, "status", map[string]string{"status": res.Status})
+	if Terminal(res.Status) {
+		inv.events.publish(c.id, "result", res)
 	}
 }
 

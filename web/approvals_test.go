@@ -1,10 +1,14 @@
 package web
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -188,5 +192,56 @@ func TestCancelCalls(t *testing.T) {
 	}
 	if r := app.do(t, "agent", "DELETE", "/api/v1/calls/"+callID, nil); r.Status != 409 {
 		t.Errorf("cancelling twice: %d", r.Status)
+	}
+}
+
+// TestCallEventsSSE streams a call waiting for approval until its result.
+func TestCallEventsSSE(t *testing.T) {
+	app := newTestApp(t)
+	dangerousWrite(t, app)
+	srv := httptest.NewServer(app.handler)
+	defer srv.Close()
+	res := app.do(t, "agent", "POST", "/api/v1/calls", map[string]any{"tool": "overwrite_note", "arguments": map[string]any{"path": "e.txt", "content": "streamed"}}).JSON(t)
+	callID, approvalID := res["call_id"].(string), res["data"].(map[string]any)["approval_id"].(string)
+	req, _ := http.NewRequest("GET", srv.URL+"/api/v1/calls/"+callID+"/events", nil)
+	req.Header.Set("Authorization", "Bearer "+app.keys["agent"])
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("content type %q", resp.Header.Get("Content-Type"))
+	}
+	lines := make(chan string, 64)
+	go func() {
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	if first := <-lines; first != "event: status" {
+		t.Fatalf("first line %q", first)
+	}
+	if data := <-lines; !strings.Contains(data, "awaiting_approval") {
+		t.Fatalf("first status %q", data)
+	}
+	if r := app.do(t, "reviewer", "POST", "/api/v1/approvals/"+approvalID+"/approve", map[string]any{}); r.Status != 200 {
+		t.Fatal(string(r.Body))
+	}
+	var seen []string
+	for l := range lines {
+		if strings.HasPrefix(l, "event: ") {
+			seen = append(seen, strings.TrimPrefix(l, "event: "))
+		}
+		if strings.HasPrefix(l, "data: ") && seen[len(seen)-1] == "result" {
+			if !strings.Contains(l, `"status":"succeeded"`) {
+				t.Errorf("result %s", l)
+			}
+		}
+	}
+	if len(seen) < 3 || seen[len(seen)-1] != "result" || !slices.Contains(seen, "attempt") {
+		t.Errorf("events %v", seen)
 	}
 }

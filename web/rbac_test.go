@@ -45,6 +45,7 @@ func TestRBACMatrix(t *testing.T) {
 		{"GET", "/calls", "/api/v1/calls", nil, 200, 200, 200},
 		{"GET", "/calls/:id", "/api/v1/calls/{call}", nil, 200, 200, 404},
 		{"DELETE", "/calls/:id", "/api/v1/calls/{call}", nil, 409, forbidden, 404},
+		{"GET", "/calls/:id/events", "/api/v1/calls/{call}/events", nil, 200, 200, 404},
 		{"GET", "/approvals", "/api/v1/approvals", nil, 200, 200, forbidden},
 		// The reviewer decides first; the admin then finds it decided.
 		{"POST", "/approvals/:id/approve", "/api/v1/approvals/{appr}/approve", func(*testApp) any { return map[string]any{"reason": "ok"} }, 409, 200, forbidden},

@@ -65,6 +65,7 @@ var routes = []route{
 	{http.MethodGet, "/calls", everyone, (*handlers.Handler).ListCalls},
 	{http.MethodGet, "/calls/:id", everyone, (*handlers.Handler).GetCall},
 	{http.MethodDelete, "/calls/:id", callers, (*handlers.Handler).CancelCall},
+	{http.MethodGet, "/calls/:id/events", everyone, (*handlers.Handler).CallEvents},
 
 	{http.MethodGet, "/approvals", deciders, (*handlers.Handler).ListApprovals},
 	{http.MethodPost, "/approvals/:id/approve", deciders, (*handlers.Handler).Approve},
