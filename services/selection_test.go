@@ -49,6 +49,29 @@ func seedCatalog(t testing.TB, reg *Registry, n int) {
 	}
 }
 
+// catalogFixture is a store with the built-ins and n extra tools.
+func catalogFixture(t *testing.T, n int) (*models.Store, *Authz) {
+	t.Helper()
+	store, _ := testStore(t)
+	authz, err := NewAuthz(context.Background(), store, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seedCatalog(t, NewRegistry(store, quiet), n)
+	return store, authz
+}
+
+// newFixtureSelector builds and refreshes a selector over the fixture.
+func newFixtureSelector(t *testing.T, store *models.Store, authz *Authz, emb embed.Embedder, keep int) *Selector {
+	t.Helper()
+	s := NewSelector(store, authz, emb, allHost(), keep, quiet)
+	t.Cleanup(s.Close)
+	if err := s.Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 // TestSelectorPersistsVectors checks that a restart (a new selector over
 // the same database) re-embeds nothing, and that learned queries survive.
 func TestSelectorPersistsVectors(t *testing.T) {
@@ -149,14 +172,8 @@ func TestSelectorModelChangeReembeds(t *testing.T) {
 // TestLearnedCapDropsOldest keeps only the newest queries of a tool.
 func TestLearnedCapDropsOldest(t *testing.T) {
 	ctx := context.Background()
-	store, _ := testStore(t)
-	authz, _ := NewAuthz(ctx, store, nil)
-	reg := NewRegistry(store, quiet)
-	seedCatalog(t, reg, 0)
-	s := NewSelector(store, authz, embed.NewBuiltin(), allHost(), 3, quiet)
-	if err := s.Refresh(ctx); err != nil {
-		t.Fatal(err)
-	}
+	store, authz := catalogFixture(t, 0)
+	s := newFixtureSelector(t, store, authz, embed.NewBuiltin(), 3)
 	for i := range 5 {
 		res, err := s.Select(ctx, nil, SelectRequest{Query: fmt.Sprintf("task number %d about files", i)})
 		if err != nil {
@@ -188,14 +205,8 @@ func TestLearnedCapDropsOldest(t *testing.T) {
 // TestSuggest finds real tools for invented names.
 func TestSuggest(t *testing.T) {
 	ctx := context.Background()
-	store, _ := testStore(t)
-	authz, _ := NewAuthz(ctx, store, nil)
-	reg := NewRegistry(store, quiet)
-	seedCatalog(t, reg, 0)
-	s := NewSelector(store, authz, embed.NewBuiltin(), allHost(), 0, quiet)
-	if err := s.Refresh(ctx); err != nil {
-		t.Fatal(err)
-	}
+	store, authz := catalogFixture(t, 0)
+	s := newFixtureSelector(t, store, authz, embed.NewBuiltin(), 0)
 	for _, tc := range []struct{ name, want string }{
 		{"read_file", "file_read"},
 		{"filewrite", "file_write"},
@@ -223,15 +234,8 @@ func TestSuggest(t *testing.T) {
 // something, queries unlike it are not pulled towards that tool.
 func TestFewLearnedQueriesStayFaint(t *testing.T) {
 	ctx := context.Background()
-	store, _ := testStore(t)
-	authz, _ := NewAuthz(ctx, store, nil)
-	reg := NewRegistry(store, quiet)
-	seedCatalog(t, reg, 0)
-	s := NewSelector(store, authz, embed.NewBuiltin(), allHost(), 0, quiet)
-	t.Cleanup(s.Close)
-	if err := s.Refresh(ctx); err != nil {
-		t.Fatal(err)
-	}
+	store, authz := catalogFixture(t, 0)
+	s := newFixtureSelector(t, store, authz, embed.NewBuiltin(), 0)
 	res, _ := s.Select(ctx, nil, SelectRequest{Query: "show the config file"})
 	if _, err := s.Feedback(ctx, nil, res.SelectionID, []string{"file_read"}); err != nil {
 		t.Fatal(err)
@@ -269,16 +273,9 @@ func (f *failingEmbedder) Embed(ctx context.Context, kind embed.Kind, texts []st
 // fails, says so, and does not ask it again for every selection.
 func TestQueryEmbeddingFailureBacksOff(t *testing.T) {
 	ctx := context.Background()
-	store, _ := testStore(t)
-	authz, _ := NewAuthz(ctx, store, nil)
-	reg := NewRegistry(store, quiet)
-	seedCatalog(t, reg, 0)
+	store, authz := catalogFixture(t, 0)
 	f := &failingEmbedder{countingEmbedder: countingEmbedder{model: "test/failing", inner: embed.NewBuiltin()}}
-	s := NewSelector(store, authz, f, allHost(), 0, quiet)
-	t.Cleanup(s.Close)
-	if err := s.Refresh(ctx); err != nil {
-		t.Fatal(err)
-	}
+	s := newFixtureSelector(t, store, authz, f, 0)
 	for range 3 {
 		res, err := s.Select(ctx, nil, SelectRequest{Query: "read the contents of a text file", Limit: 1})
 		if err != nil || len(res.Tools) != 1 || res.Tools[0].Name != "file_read" {
