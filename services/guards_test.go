@@ -2,10 +2,14 @@ package services
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"toolbelt/models"
+	"toolbelt/services/embed"
 )
 
 // TestWithRetries checks the retry loop with a fake sleep: no test sleeps.
@@ -111,5 +115,77 @@ func waitFor(t *testing.T, cond func() bool) {
 			t.Fatal("condition not reached")
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestPanicBecomesInternal: a panic inside the chain or a tool ends that
+// call with INTERNAL, is recorded, and the invoker keeps serving.
+func TestPanicBecomesInternal(t *testing.T) {
+	ctx := context.Background()
+	store, authz := catalogFixture(t, 0)
+	red, err := NewRedactor(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sel := newFixtureSelector(t, store, authz, embed.NewBuiltin(), 0)
+	inv := NewInvoker(store, sel, authz, red, NetPolicy{}, t.TempDir(), nil, quiet)
+	t.Cleanup(func() { inv.Close(ctx) })
+	normal := inv.run
+	inv.run = func(context.Context, *call) ToolResult { panic("tool exploded") }
+	res := inv.Call(ctx, nil, CallRequest{Tool: "echo_anything", SessionID: "s"})
+	if res.Error == nil || res.Error.Code != CodeInternal || strings.Contains(res.Error.Message, "exploded") {
+		t.Fatalf("panicking call: %+v", res.Error)
+	}
+	rec, err := inv.CallRecord(ctx, nil, res.CallID)
+	if err != nil || rec.ErrorCode != CodeInternal {
+		t.Fatalf("record of the panicking call: %+v %v", rec, err)
+	}
+	inv.run = normal
+	if res := inv.Call(ctx, nil, CallRequest{Tool: "file_list", SessionID: "s"}); !res.Success {
+		t.Errorf("the next call failed: %+v", res.Error)
+	}
+}
+
+// TestAuthorizeGuard runs the permission guard alone over roles, levels
+// and grants.
+func TestAuthorizeGuard(t *testing.T) {
+	store, _ := testStore(t)
+	authz, err := NewAuthz(context.Background(), store, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := authz.SetGrants(1, Grants{Categories: []string{"filesystem"}, Tools: []string{"web_search", "http_request"}}); err != nil {
+		t.Fatal(err)
+	}
+	inv := &Invoker{authz: authz}
+	ok := ToolResult{Status: StatusSucceeded, Success: true}
+	step := inv.authorize(func(context.Context, *call) ToolResult { return ok })
+	agent := &models.Principal{ID: 1, Role: RoleAgent}
+	cases := []struct {
+		name     string
+		caller   *models.Principal
+		tool     string
+		category string
+		level    string
+		allowed  bool
+	}{
+		{"admin calls anything", &models.Principal{ID: 9, Role: RoleAdmin}, "shell_exec", "shell", LevelDangerous, true},
+		{"reviewer calls nothing", &models.Principal{ID: 8, Role: RoleReviewer}, "file_read", "filesystem", LevelSafe, false},
+		{"safe by category", agent, "file_read", "filesystem", LevelSafe, true},
+		{"moderate by category", agent, "file_write", "filesystem", LevelModerate, true},
+		{"dangerous by category", agent, "wipe", "filesystem", LevelDangerous, true},
+		{"safe by tool name", agent, "web_search", "search", LevelSafe, true},
+		{"moderate needs its category", agent, "http_request", "api", LevelModerate, false},
+		{"nothing granted", agent, "code_execute", "code", LevelModerate, false},
+		{"another agent", &models.Principal{ID: 2, Role: RoleAgent}, "file_read", "filesystem", LevelSafe, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &call{caller: tc.caller, def: ToolDefinition{Name: tc.tool, Category: tc.category, Security: Security{Level: tc.level}}}
+			res := step(context.Background(), c)
+			if res.Success != tc.allowed || (!tc.allowed && res.Error.Code != CodePermissionDenied) {
+				t.Errorf("allowed %v, want %v (%+v)", res.Success, tc.allowed, res.Error)
+			}
+		})
 	}
 }
