@@ -189,3 +189,71 @@ func TestAuthorizeGuard(t *testing.T) {
 		})
 	}
 }
+
+// TestCacheGuard runs the cache guard alone: hits for equal canonical
+// arguments, misses for others, for failures, and after the TTL.
+func TestCacheGuard(t *testing.T) {
+	inv := &Invoker{results: newResultsCache()}
+	runs := 0
+	step := inv.cache(func(_ context.Context, c *call) ToolResult {
+		runs++
+		if c.args["fail"] == true {
+			return failure(CodeExecutionFailed, "no", false, "")
+		}
+		return ToolResult{Status: StatusSucceeded, Success: true}
+	})
+	def := ToolDefinition{Name: "t", Category: "search", Execution: Execution{Cacheable: true, CacheTTL: 60_000}}
+	mk := func(args map[string]any) *call { return &call{def: def, version: 1, args: args} }
+	cases := []struct {
+		name   string
+		c      *call
+		cached bool
+		runs   int
+	}{
+		{"first call runs", mk(map[string]any{"q": "go", "n": 1}), false, 1},
+		{"same arguments, other key order", mk(map[string]any{"n": 1, "q": "go"}), true, 1},
+		{"other arguments run", mk(map[string]any{"q": "rust", "n": 1}), false, 2},
+		{"failures are not cached", mk(map[string]any{"fail": true}), false, 3},
+		{"a failure runs again", mk(map[string]any{"fail": true}), false, 4},
+		{"another version runs", &call{def: def, version: 2, args: map[string]any{"q": "go", "n": 1}}, false, 5},
+	}
+	for _, tc := range cases {
+		step(context.Background(), tc.c)
+		if tc.c.cached != tc.cached || runs != tc.runs {
+			t.Errorf("%s: cached %v runs %d; want %v %d", tc.name, tc.c.cached, runs, tc.cached, tc.runs)
+		}
+	}
+	short := ToolDefinition{Name: "t", Category: "search", Execution: Execution{Cacheable: true, CacheTTL: 1}}
+	step(context.Background(), &call{def: short, version: 3, args: map[string]any{}})
+	time.Sleep(20 * time.Millisecond)
+	c := &call{def: short, version: 3, args: map[string]any{}}
+	step(context.Background(), c)
+	if c.cached {
+		t.Error("an expired entry was served")
+	}
+}
+
+// TestLimitGuard runs the rate limit alone: per tool and principal.
+func TestLimitGuard(t *testing.T) {
+	inv := &Invoker{limits: newRateLimits()}
+	step := inv.limit(func(context.Context, *call) ToolResult { return ToolResult{Success: true} })
+	def := ToolDefinition{Name: "t", Security: Security{RateLimit: &RateLimit{MaxCalls: 2, WindowMs: 60_000}}}
+	a, b := &models.Principal{ID: 1}, &models.Principal{ID: 2}
+	want := []bool{true, true, false}
+	for i, w := range want {
+		if res := step(context.Background(), &call{def: def, caller: a}); res.Success != w {
+			t.Fatalf("call %d: %+v", i, res.Error)
+		} else if !w && (res.Error.Code != CodeRateLimit || res.Error.RetryAfter < 1) {
+			t.Errorf("refusal %+v", res.Error)
+		}
+	}
+	if res := step(context.Background(), &call{def: def, caller: b}); !res.Success {
+		t.Error("another principal shares the budget")
+	}
+	unlimited := ToolDefinition{Name: "u"}
+	for range 5 {
+		if res := step(context.Background(), &call{def: unlimited, caller: a}); !res.Success {
+			t.Fatal("a tool without a rate limit was limited")
+		}
+	}
+}

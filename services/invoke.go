@@ -176,7 +176,7 @@ func NewInvoker(store *models.Store, selector *Selector, authz *Authz, redactor 
 		store: store, selector: selector, authz: authz, redactor: redactor, log: log, dataDir: dataDir,
 		net: netPolicy, httpClient: netPolicy.client(),
 		schemas: expirable.NewLRU[uint, *jsonschema.Schema](4096, nil, time.Hour),
-		results: expirable.NewLRU[string, cachedResult](8192, nil, MaxCacheTTLMs*time.Millisecond),
+		results: newResultsCache(),
 		limits:  newRateLimits(),
 		queues:  newQueues(queueLimits, 0),
 		sleep:   sleepCtx,
@@ -578,6 +578,12 @@ func (inv *Invoker) cache(next Step) Step {
 		}
 		return res
 	}
+}
+
+// newResultsCache holds up to 8192 results; each also carries its own
+// expiry from the tool's cacheTTL.
+func newResultsCache() *expirable.LRU[string, cachedResult] {
+	return expirable.NewLRU[string, cachedResult](8192, nil, MaxCacheTTLMs*time.Millisecond)
 }
 
 // cachedResult is a successful result and when it stops being served.
