@@ -27,10 +27,13 @@ func newBackground() *background {
 }
 
 // enqueue records an asynchronous call as queued and runs it in the
-// background; the caller polls its URL.
+// background; the caller polls its URL. The cheap guards (resolve,
+// validate, authorize) run first, so an unknown tool, bad arguments or a
+// missing permission are answered at once; the whole chain runs again in
+// the background.
 func (inv *Invoker) enqueue(ctx context.Context, c *call) ToolResult {
-	if !sessionPattern.MatchString(c.req.SessionID) {
-		return inv.finish(ctx, c, inv.guarded(ctx, c))
+	if res := inv.precheck(ctx, c); res.Error != nil {
+		return inv.finish(ctx, c, res)
 	}
 	res := ToolResult{CallID: c.id, Status: StatusQueued}
 	inv.record(ctx, c, res)

@@ -235,6 +235,16 @@ func (inv *Invoker) finish(ctx context.Context, c *call, res ToolResult) ToolRes
 	return res
 }
 
+// precheck runs the guards that need no approval and change nothing.
+func (inv *Invoker) precheck(ctx context.Context, c *call) ToolResult {
+	if !sessionPattern.MatchString(c.req.SessionID) {
+		return inv.guarded(ctx, c)
+	}
+	return compose(inv.resolve, inv.validate, inv.authorize)(func(context.Context, *call) ToolResult {
+		return ToolResult{Status: StatusQueued}
+	})(ctx, c)
+}
+
 // guarded runs the chain, turning a panic anywhere into INTERNAL for this
 // call only.
 func (inv *Invoker) guarded(ctx context.Context, c *call) (res ToolResult) {

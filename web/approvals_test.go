@@ -148,6 +148,20 @@ func TestAsyncCallAndRecovery(t *testing.T) {
 	if rec := app.poll(t, "admin", res["call_id"].(string)); rec["status"] != "succeeded" {
 		t.Fatalf("async result: %v", rec)
 	}
+	// The cheap guards answer an async call at once.
+	for _, tc := range []struct {
+		body   map[string]any
+		status int
+		code   string
+	}{
+		{map[string]any{"tool": "no_such_tool", "async": true}, 404, "TOOL_NOT_FOUND"},
+		{map[string]any{"tool": "file_read", "async": true, "arguments": map[string]any{}}, 422, "VALIDATION_ERROR"},
+	} {
+		r := app.do(t, "admin", "POST", "/api/v1/calls", tc.body)
+		if r.Status != tc.status || errCode(r.JSON(t)) != tc.code {
+			t.Errorf("%v: %d %s", tc.body, r.Status, r.Body)
+		}
+	}
 
 	// A crash left one call running and one approved but not run.
 	dangerousWrite(t, app)
