@@ -139,6 +139,18 @@ func (s *Store) ExpireApprovals(ctx context.Context, now time.Time) ([]Approval,
 	return out, nil
 }
 
+// ApprovedApprovalOf returns the id of a call's approved, unused approval,
+// or "" when it has none.
+func (s *Store) ApprovedApprovalOf(ctx context.Context, callID string) (string, error) {
+	var ids []string
+	err := s.db.WithContext(ctx).Model(&Approval{}).Where("call_id = ? AND status = ?", callID, ApprovalApproved).
+		Limit(1).Pluck("id", &ids).Error
+	if err != nil || len(ids) == 0 {
+		return "", err
+	}
+	return ids[0], nil
+}
+
 // CancelApprovalsOf closes the pending or approved approvals of a call.
 func (s *Store) CancelApprovalsOf(ctx context.Context, callID string) error {
 	err := s.db.WithContext(ctx).Model(&Approval{}).

@@ -114,26 +114,16 @@ func (inv *Invoker) Recover(ctx context.Context) error {
 		return err
 	}
 	for _, rec := range queued {
-		inv.runLater(rec.ID, approvalOf(ctx, inv.store, rec.ID))
+		approval, err := inv.store.ApprovedApprovalOf(ctx, rec.ID)
+		if err != nil {
+			return err
+		}
+		inv.runLater(rec.ID, approval)
 	}
 	if len(running)+len(queued) > 0 {
 		inv.log.Info("recovered calls", "interrupted", len(running), "resumed", len(queued))
 	}
 	return nil
-}
-
-// approvalOf finds the approved approval of a call, if any.
-func approvalOf(ctx context.Context, store *models.Store, callID string) string {
-	as, err := store.Approvals(ctx, models.ApprovalApproved, 1000)
-	if err != nil {
-		return ""
-	}
-	for _, a := range as {
-		if a.CallID == callID {
-			return a.ID
-		}
-	}
-	return ""
 }
 
 // Approvals lists approvals in a state (pending when empty; "all" for

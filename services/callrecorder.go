@@ -21,16 +21,12 @@ type callRecorder struct {
 
 	mu      sync.Mutex
 	pending map[string]*models.Call
-	queue   chan *models.Call
-	syncs   chan chan struct{}
-	done    chan struct{}
-	once    sync.Once
+	batch   *batcher[*models.Call]
 }
 
 func newCallRecorder(store *models.Store, prepare func(*models.Call), log *slog.Logger) *callRecorder {
-	r := &callRecorder{store: store, log: log, prepare: prepare, pending: map[string]*models.Call{},
-		queue: make(chan *models.Call, 4096), syncs: make(chan chan struct{}), done: make(chan struct{})}
-	go r.run()
+	r := &callRecorder{store: store, log: log, prepare: prepare, pending: map[string]*models.Call{}}
+	r.batch = newBatcher(r.write, 0, nil)
 	return r
 }
 
@@ -39,18 +35,12 @@ func (r *callRecorder) save(ctx context.Context, c *models.Call) error {
 	r.mu.Lock()
 	r.pending[c.ID] = c
 	r.mu.Unlock()
-	select {
-	case r.queue <- c:
+	if r.batch.put(c) {
 		return nil
-	default:
-		r.finish(c)
-		r.mu.Lock()
-		cp := *c
-		r.mu.Unlock()
-		err := r.store.SaveCalls(ctx, []*models.Call{&cp})
-		r.written([]*models.Call{c})
-		return err
 	}
+	err := r.store.SaveCalls(ctx, r.copies([]*models.Call{c}))
+	r.written([]*models.Call{c})
+	return err
 }
 
 // finish prepares a record once, under the lock that guards pending ones.
@@ -63,65 +53,26 @@ func (r *callRecorder) finish(c *models.Call) {
 	}
 }
 
-func (r *callRecorder) run() {
-	defer close(r.done)
-	for {
-		select {
-		case c, ok := <-r.queue:
-			if !ok {
-				return
-			}
-			r.flush(c)
-		case ack := <-r.syncs:
-			r.drain()
-			close(ack)
-		}
+// write stores a batch with one statement.
+func (r *callRecorder) write(batch []*models.Call) {
+	if err := r.store.SaveCalls(context.Background(), r.copies(batch)); err != nil {
+		r.log.Error("record calls", "err", err, "count", len(batch))
 	}
+	r.written(batch)
 }
 
-// drain writes everything queued now.
-func (r *callRecorder) drain() {
-	for {
-		select {
-		case c, ok := <-r.queue:
-			if !ok {
-				return
-			}
-			r.flush(c)
-		default:
-			return
-		}
-	}
-}
-
-func (r *callRecorder) flush(first *models.Call) {
-	batch := []*models.Call{first}
-drain:
-	for len(batch) < 256 {
-		select {
-		case c, ok := <-r.queue:
-			if !ok {
-				break drain
-			}
-			batch = append(batch, c)
-		default:
-			break drain
-		}
-	}
-	// gorm writes into what it saves: it gets copies, so the pending
-	// records readers copy are never touched.
-	copies := make([]*models.Call, len(batch))
+// copies prepares records and returns copies of them to save: gorm writes
+// into what it saves, and readers copy the pending records.
+func (r *callRecorder) copies(batch []*models.Call) []*models.Call {
+	out := make([]*models.Call, len(batch))
 	for i, c := range batch {
 		r.finish(c)
 		r.mu.Lock()
 		cp := *c
 		r.mu.Unlock()
-		copies[i] = &cp
+		out[i] = &cp
 	}
-	if err := r.store.SaveCalls(context.Background(), copies); err != nil {
-		r.log.Error("record calls", "err", err, "count", len(batch))
-	}
-	r.written(batch)
+	return out
 }
 
 func (r *callRecorder) written(batch []*models.Call) {
@@ -150,17 +101,7 @@ func (r *callRecorder) byID(ctx context.Context, id string) (*models.Call, error
 }
 
 // sync waits until every record queued so far is written.
-func (r *callRecorder) sync() {
-	ack := make(chan struct{})
-	select {
-	case r.syncs <- ack:
-		<-ack
-	case <-r.done:
-	}
-}
+func (r *callRecorder) sync() { r.batch.sync() }
 
 // close writes what is queued and stops the writer.
-func (r *callRecorder) close() {
-	r.once.Do(func() { close(r.queue) })
-	<-r.done
-}
+func (r *callRecorder) close() { r.batch.close() }

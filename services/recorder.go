@@ -21,18 +21,15 @@ type selectionRecorder struct {
 	mu      sync.Mutex
 	pending map[string]*models.Selection // id → not yet written
 	last    map[string]*models.Selection // session → newest pending
-	queue   chan *models.Selection
-	done    chan struct{}
-	once    sync.Once
+	batch   *batcher[*models.Selection]
 }
 
 func newSelectionRecorder(store *models.Store, log *slog.Logger) *selectionRecorder {
 	r := &selectionRecorder{
 		store: store, log: log,
 		pending: map[string]*models.Selection{}, last: map[string]*models.Selection{},
-		queue: make(chan *models.Selection, 4096), done: make(chan struct{}),
 	}
-	go r.run()
+	r.batch = newBatcher(r.write, time.Hour, r.prune)
 	return r
 }
 
@@ -45,38 +42,18 @@ func (r *selectionRecorder) record(ctx context.Context, sel *models.Selection) e
 		r.last[sel.SessionID] = sel
 	}
 	r.mu.Unlock()
-	select {
-	case r.queue <- sel:
+	if r.batch.put(sel) {
 		return nil
-	default:
-		err := r.store.CreateSelections(ctx, []*models.Selection{sel})
-		r.written([]*models.Selection{sel})
-		return err
 	}
+	err := r.store.CreateSelections(ctx, []*models.Selection{sel})
+	r.written([]*models.Selection{sel})
+	return err
 }
 
 // SelectionRetention is how long selection records are kept: long enough
 // for feedback and calls to refer to them, short enough that the table
 // does not grow without end.
 const SelectionRetention = 30 * 24 * time.Hour
-
-func (r *selectionRecorder) run() {
-	defer close(r.done)
-	prune := time.NewTicker(time.Hour)
-	defer prune.Stop()
-	r.prune()
-	for {
-		select {
-		case first, ok := <-r.queue:
-			if !ok {
-				return
-			}
-			r.flush(first)
-		case <-prune.C:
-			r.prune()
-		}
-	}
-}
 
 func (r *selectionRecorder) prune() {
 	n, err := r.store.DeleteSelectionsBefore(context.Background(), time.Now().Add(-SelectionRetention))
@@ -87,21 +64,8 @@ func (r *selectionRecorder) prune() {
 	}
 }
 
-// flush writes first and whatever else is queued, in one transaction.
-func (r *selectionRecorder) flush(first *models.Selection) {
-	batch := []*models.Selection{first}
-drain:
-	for len(batch) < 256 {
-		select {
-		case s, ok := <-r.queue:
-			if !ok {
-				break drain
-			}
-			batch = append(batch, s)
-		default:
-			break drain
-		}
-	}
+// write stores a batch in one transaction.
+func (r *selectionRecorder) write(batch []*models.Selection) {
 	if err := r.store.CreateSelections(context.Background(), batch); err != nil {
 		r.log.Error("record selections", "err", err, "count", len(batch))
 	}
@@ -142,7 +106,4 @@ func (r *selectionRecorder) lastOf(ctx context.Context, session string) (*models
 }
 
 // close writes what is queued and stops the writer.
-func (r *selectionRecorder) close() {
-	r.once.Do(func() { close(r.queue) })
-	<-r.done
-}
+func (r *selectionRecorder) close() { r.batch.close() }

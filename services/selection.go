@@ -190,9 +190,6 @@ func (s *Selector) Close() {
 	s.recorder.close()
 }
 
-// Embedder returns the embedder in use.
-func (s *Selector) Embedder() embed.Embedder { return s.emb }
-
 // Host returns what this host can run.
 func (s *Selector) Host() HostCaps { return s.host }
 
