@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 )
 
@@ -26,9 +27,11 @@ type Call struct {
 	Request string `json:"-"`
 	// Prepared marks a record whose arguments were redacted (in memory
 	// only, before it is stored).
-	Prepared   bool       `gorm:"-" json:"-"`
-	Attempts   int        `json:"attempts"`
-	Cached     bool       `json:"cached"`
+	Prepared bool `gorm:"-" json:"-"`
+	Attempts int  `json:"attempts"`
+	Cached   bool `json:"cached"`
+	// QueueMs is the time spent waiting for a slot in the category queue.
+	QueueMs    int64      `json:"queue_ms"`
 	RunMs      int64      `json:"run_ms"`
 	TotalMs    int64      `json:"total_ms"`
 	CreatedAt  time.Time  `gorm:"index" json:"created_at"`
@@ -49,7 +52,8 @@ func (s *Store) SaveCalls(ctx context.Context, cs []*Call) error {
 			uniq = append(uniq, c)
 		}
 	}
-	err := s.db.WithContext(ctx).Clauses(clause.OnConflict{Columns: []clause.Column{{Name: "id"}}, UpdateAll: true}).Create(uniq).Error
+	// One INSERT is atomic on its own: no BEGIN/COMMIT around it.
+	err := s.db.Session(&gorm.Session{SkipDefaultTransaction: true}).WithContext(ctx).Clauses(clause.OnConflict{Columns: []clause.Column{{Name: "id"}}, UpdateAll: true}).Create(uniq).Error
 	if err != nil {
 		return fmt.Errorf("record %d calls: %w", len(uniq), err)
 	}

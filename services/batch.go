@@ -21,6 +21,8 @@ type batcher[T any] struct {
 const (
 	batchQueue = 4096
 	batchSize  = 256
+	// batchLinger is how long a write waits for more items.
+	batchLinger = 2 * time.Millisecond
 )
 
 // newBatcher starts the writer. When every > 0, tick also runs at start
@@ -83,9 +85,14 @@ func (b *batcher[T]) drain() {
 	}
 }
 
-// flush writes first and whatever else is queued, up to batchSize.
+// flush writes first and whatever else is queued, up to batchSize. It
+// lingers up to batchLinger for more items, so a busy server writes a few
+// large batches instead of many single rows (each write costs the same
+// fixed price in SQLite).
 func (b *batcher[T]) flush(first T) {
 	batch := []T{first}
+	linger := time.NewTimer(batchLinger)
+	defer linger.Stop()
 	for len(batch) < batchSize {
 		select {
 		case item, ok := <-b.queue:
@@ -94,7 +101,7 @@ func (b *batcher[T]) flush(first T) {
 				return
 			}
 			batch = append(batch, item)
-		default:
+		case <-linger.C:
 			b.write(batch)
 			return
 		}
