@@ -1966,6 +1966,10 @@ const docTemplate = `{
                 "principal_id": {
                     "type": "integer"
                 },
+                "queue_ms": {
+                    "description": "QueueMs is the time spent waiting for a slot in the category queue.",
+                    "type": "integer"
+                },
                 "result": {
                     "type": "object"
                 },

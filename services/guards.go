@@ -123,8 +123,10 @@ func (inv *Invoker) queue(next Step) Step {
 				res.Error.RetryAfter = 2
 				return res
 			}
+			waitStart := time.Now()
 			err := cq.sem.Acquire(ctx, 1)
 			cq.waiting.Add(-1)
+			c.queueMs = time.Since(waitStart).Milliseconds()
 			if err != nil {
 				return failure(CodeCancelled, "the call was cancelled while it waited for a free slot", false, "")
 			}

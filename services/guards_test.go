@@ -75,24 +75,32 @@ func TestQueueGuard(t *testing.T) {
 		running.Add(-1)
 		return ToolResult{Status: StatusSucceeded, Success: true}
 	})
-	shell := &call{def: ToolDefinition{Category: "shell"}}
+	shell := func() *call { return &call{def: ToolDefinition{Category: "shell"}} }
 	var wg sync.WaitGroup
-	results := make([]ToolResult, 3)
+	results := make([]ToolResult, 4)
 	for i := range 2 {
-		wg.Go(func() { results[i] = step(context.Background(), shell) })
+		wg.Go(func() { results[i] = step(context.Background(), shell()) })
 	}
 	waitFor(t, func() bool { return running.Load() == 2 })
 	// The third waits; the fourth finds the waiting list full.
 	ctx, cancel := context.WithCancel(context.Background())
-	wg.Go(func() { results[2] = step(ctx, shell) })
+	wg.Go(func() { results[2] = step(ctx, shell()) })
 	waitFor(t, func() bool { return inv.queues.of("shell").waiting.Load() == 1 })
-	if res := step(context.Background(), shell); res.Error == nil || res.Error.Code != CodeQueueFull || res.Error.RetryAfter == 0 {
+	if res := step(context.Background(), shell()); res.Error == nil || res.Error.Code != CodeQueueFull || res.Error.RetryAfter == 0 {
 		t.Fatalf("fourth call: %+v", res)
 	}
 	cancel()
 	waitFor(t, func() bool { return inv.queues.of("shell").waiting.Load() == 0 })
+	// A waiter that gets a slot runs, and its wait is measured.
+	waiter := shell()
+	wg.Go(func() { results[3] = step(context.Background(), waiter) })
+	waitFor(t, func() bool { return inv.queues.of("shell").waiting.Load() == 1 })
+	time.Sleep(30 * time.Millisecond)
 	close(release)
 	wg.Wait()
+	if !results[3].Success || waiter.queueMs < 30 {
+		t.Errorf("waiter: %+v after %d ms in the queue (held at least 30 ms)", results[3], waiter.queueMs)
+	}
 	if results[2].Error == nil || results[2].Error.Code != CodeCancelled {
 		t.Errorf("cancelled waiter: %+v", results[2])
 	}
@@ -193,7 +201,11 @@ func TestAuthorizeGuard(t *testing.T) {
 // TestCacheGuard runs the cache guard alone: hits for equal canonical
 // arguments, misses for others, for failures, and after the TTL.
 func TestCacheGuard(t *testing.T) {
-	inv := &Invoker{results: newResultsCache()}
+	red, err := NewRedactor([]string{"hunter2-secret-value"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv := &Invoker{results: newResultsCache(), redactor: red}
 	runs := 0
 	step := inv.cache(func(_ context.Context, c *call) ToolResult {
 		runs++
@@ -222,6 +234,14 @@ func TestCacheGuard(t *testing.T) {
 		if tc.c.cached != tc.cached || runs != tc.runs {
 			t.Errorf("%s: cached %v runs %d; want %v %d", tc.name, tc.c.cached, runs, tc.cached, tc.runs)
 		}
+	}
+	// A hit's history record reuses the arguments redacted once.
+	secret := map[string]any{"q": "hunter2-secret-value"}
+	step(context.Background(), mk(secret))
+	hit := mk(map[string]any{"q": "hunter2-secret-value"})
+	step(context.Background(), hit)
+	if !hit.cached || strings.Contains(hit.redactedArgs, "hunter2") || !strings.Contains(hit.redactedArgs, "REDACTED") {
+		t.Errorf("cache hit: cached %v, redacted arguments %q", hit.cached, hit.redactedArgs)
 	}
 	short := ToolDefinition{Name: "t", Category: "search", Execution: Execution{Cacheable: true, CacheTTL: 1}}
 	step(context.Background(), &call{def: short, version: 3, args: map[string]any{}})

@@ -189,6 +189,8 @@ func (inv *Invoker) httpRequest(ctx context.Context, c *call) (any, error) {
 		return nil, &toolError{code: CodeUpstream, msg: fmt.Sprintf("request failed: %v", err), retryable: true, suggestion: "The site did not answer; try again later."}
 	}
 	defer resp.Body.Close()
+	// The host and status only: a URL's path and query may carry secrets.
+	c.log.InfoContext(ctx, "http_request answered", "method", req.Method, "host", req.URL.Host, "status", resp.StatusCode)
 	buf, err := io.ReadAll(io.LimitReader(resp.Body, MaxHTTPResponseBytes+1))
 	if err != nil && ctx.Err() != nil {
 		return nil, ctx.Err()

@@ -117,6 +117,13 @@ type call struct {
 	// it); runMs is the time spent executing.
 	created time.Time
 	runMs   int64
+	// queueMs is the time spent waiting for a slot in the category queue.
+	queueMs int64
+	// redactedArgs, when set, are the arguments already redacted for the
+	// history (a cache hit reuses the first hit's).
+	redactedArgs string
+	// log is the tool's logger, carrying the call id.
+	log *slog.Logger
 }
 
 // Step handles a call and returns its result; Guard wraps a step with one
@@ -145,7 +152,7 @@ type Invoker struct {
 	log        *slog.Logger
 	dataDir    string
 	schemas    *expirable.LRU[uint, *jsonschema.Schema]
-	results    *expirable.LRU[string, cachedResult]
+	results    *expirable.LRU[string, *cachedResult]
 	limits     *rateLimits
 	queues     *queues
 	sleep      func(context.Context, time.Duration) error
@@ -175,7 +182,7 @@ func NewInvoker(store *models.Store, selector *Selector, authz *Authz, redactor 
 	inv := &Invoker{
 		store: store, selector: selector, authz: authz, redactor: redactor, log: log, dataDir: dataDir,
 		net: netPolicy, httpClient: netPolicy.client(),
-		schemas: expirable.NewLRU[uint, *jsonschema.Schema](4096, nil, time.Hour),
+		schemas: newSchemaCache(),
 		results: newResultsCache(),
 		limits:  newRateLimits(),
 		queues:  newQueues(queueLimits, 0),
@@ -580,26 +587,44 @@ func (inv *Invoker) cache(next Step) Step {
 		}
 		if hit, ok := inv.results.Get(key); ok && time.Now().Before(hit.expires) {
 			c.cached = true
+			c.redactedArgs = hit.redactedArgs(inv.redactor, c.args)
 			return hit.result
 		}
 		res := next(ctx, c)
 		if res.Success {
-			inv.results.Add(key, cachedResult{result: res, expires: time.Now().Add(time.Duration(c.def.Execution.CacheTTL) * time.Millisecond)})
+			inv.results.Add(key, &cachedResult{result: res, expires: time.Now().Add(time.Duration(c.def.Execution.CacheTTL) * time.Millisecond)})
 		}
 		return res
 	}
 }
 
+// newSchemaCache keeps compiled parameter schemas by version id.
+func newSchemaCache() *expirable.LRU[uint, *jsonschema.Schema] {
+	return expirable.NewLRU[uint, *jsonschema.Schema](4096, nil, time.Hour)
+}
+
 // newResultsCache holds up to 8192 results; each also carries its own
 // expiry from the tool's cacheTTL.
-func newResultsCache() *expirable.LRU[string, cachedResult] {
-	return expirable.NewLRU[string, cachedResult](8192, nil, MaxCacheTTLMs*time.Millisecond)
+func newResultsCache() *expirable.LRU[string, *cachedResult] {
+	return expirable.NewLRU[string, *cachedResult](8192, nil, MaxCacheTTLMs*time.Millisecond)
 }
 
 // cachedResult is a successful result and when it stops being served.
 type cachedResult struct {
 	result  ToolResult
 	expires time.Time
+	// The hits' arguments are the same canonical JSON: they are redacted
+	// once for all the history records of the hits.
+	argsOnce sync.Once
+	args     string
+}
+
+func (h *cachedResult) redactedArgs(r *Redactor, args map[string]any) string {
+	h.argsOnce.Do(func() {
+		raw, _ := json.Marshal(args)
+		h.args = string(r.RedactJSON(raw))
+	})
+	return h.args
 }
 
 // execute runs the tool, retrying retryable failures of retryable tools
@@ -609,10 +634,28 @@ func (inv *Invoker) execute(ctx context.Context, c *call) ToolResult {
 	if c.def.Execution.Retryable {
 		retries = c.def.Execution.MaxRetries
 	}
+	c.log = inv.toolLogger(c)
 	start := time.Now()
-	res, n := withRetries(ctx, retries, inv.sleep, func() ToolResult { return inv.attempt(ctx, c) })
+	res, n := withRetries(ctx, retries, inv.sleep, func() ToolResult {
+		c.attempts++
+		res := inv.attempt(ctx, c)
+		if res.Error != nil {
+			c.log.InfoContext(ctx, "tool attempt failed", "attempt", c.attempts, "code", res.Error.Code, "retryable", res.Error.Retryable)
+		}
+		return res
+	})
 	c.attempts, c.runMs = n, time.Since(start).Milliseconds()
 	return res
+}
+
+// toolLogger is the logger a tool writes to: every line carries the call
+// id, the tool and the session.
+func (inv *Invoker) toolLogger(c *call) *slog.Logger {
+	log := inv.log
+	if log == nil {
+		log = slog.Default()
+	}
+	return log.With("call_id", c.id, "tool", c.def.Name, "session_id", c.req.SessionID)
 }
 
 // attempt runs the tool once within its timeout.
@@ -620,7 +663,7 @@ func (inv *Invoker) attempt(ctx context.Context, c *call) ToolResult {
 	ctx, cancel := context.WithTimeout(ctx, time.Duration(c.def.Execution.Timeout)*time.Millisecond)
 	defer cancel()
 	c.emit = func(event string, data any) { inv.events.publish(c.id, event, data) }
-	c.emit("attempt", map[string]int{"attempt": c.attempts + 1})
+	c.emit("attempt", map[string]int{"attempt": c.attempts})
 	var data any
 	var err error
 	switch {
@@ -695,9 +738,12 @@ func (inv *Invoker) callRecord(c *call, res ToolResult) *models.Call {
 	// The decoded arguments re-encoded (canonical, no escapes) when the
 	// call got that far; the bytes as sent otherwise.
 	args := c.req.Arguments
-	if c.args != nil {
+	switch {
+	case c.redactedArgs != "":
+		args = json.RawMessage(c.redactedArgs)
+	case c.args != nil:
 		args, _ = json.Marshal(c.args)
-	} else if len(bytes.TrimSpace(args)) == 0 {
+	case len(bytes.TrimSpace(args)) == 0:
 		args = json.RawMessage(`{}`)
 	}
 	// The recorder redacts the arguments before the record is read or
@@ -716,8 +762,11 @@ func (inv *Invoker) callRecord(c *call, res ToolResult) *models.Call {
 	rec := &models.Call{
 		ID: c.id, SessionID: c.req.SessionID, Tool: c.req.Tool, Version: c.def.Version,
 		Arguments: string(argsJSON), Status: res.Status, Result: string(resJSON),
-		Attempts: c.attempts, Cached: c.cached, RunMs: c.runMs, TotalMs: time.Since(c.started).Milliseconds(),
+		Attempts: c.attempts, Cached: c.cached, QueueMs: c.queueMs, RunMs: c.runMs, TotalMs: time.Since(c.started).Milliseconds(),
 		CreatedAt: c.started.UTC(), FinishedAt: &now, PrincipalID: principalID(c.caller),
+	}
+	if c.redactedArgs != "" {
+		rec.Prepared = true
 	}
 	if !c.created.IsZero() {
 		rec.CreatedAt = c.created

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -30,6 +31,25 @@ type testApp struct {
 	dbPath   string
 	keys     map[string]string // role → key; "none" → ""
 	ids      map[string]uint   // role → principal id
+	logs     *logBuffer        // what the server logged
+}
+
+// logBuffer collects log output safely across goroutines.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // hostCaps is what the test host claims to run.
@@ -55,7 +75,13 @@ func newTestAppWith(t testing.TB, host hostCaps, netPolicy services.NetPolicy) *
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = store.Close() })
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	// Tests read the server's JSON log lines; benchmarks throw them away.
+	logs := &logBuffer{}
+	var logTo io.Writer = logs
+	if _, bench := t.(*testing.B); bench {
+		logTo = io.Discard
+	}
+	log := slog.New(slog.NewJSONHandler(logTo, nil))
 	authz, err := services.NewAuthz(ctx, store, RolePolicies())
 	if err != nil {
 		t.Fatal(err)
@@ -90,7 +116,7 @@ func newTestAppWith(t testing.TB, host hostCaps, netPolicy services.NetPolicy) *
 	app := &testApp{
 		invoker: invoker, selector: selector,
 		handler: New(Deps{Handler: h, Accounts: accounts, Authz: authz, Log: log}),
-		store:   store, dbPath: dbPath,
+		store:   store, dbPath: dbPath, logs: logs,
 		keys: map[string]string{"admin": adminKey, "none": ""},
 		ids:  map[string]uint{"admin": 1},
 	}
