@@ -1,6 +1,7 @@
 package services
 
 import (
+	"context"
 	"encoding/json"
 	"path/filepath"
 	"strings"
@@ -43,6 +44,38 @@ func FuzzValidateDefinition(f *testing.F) {
 			if _, err := RenderAll(def); err != nil {
 				t.Fatalf("valid definition does not render: %v", err)
 			}
+		}
+	})
+}
+
+// FuzzValidateArguments: no argument bytes panic the validate guard, and
+// what it lets through is a JSON object the schema accepts.
+func FuzzValidateArguments(f *testing.F) {
+	for _, s := range []string{`{"path":"a.txt"}`, `{"path":1}`, `[]`, `null`, ``, `{"path":"a","extra":{"$ref":"#"}}`, `{"path":"\u0000"}`, `{"a":` + strings.Repeat("[", 200)} {
+		f.Add([]byte(s))
+	}
+	defs, _ := BuiltinDefinitions()
+	var def ToolDefinition
+	for _, d := range defs {
+		if d.Name == "file_read" {
+			def = d
+		}
+	}
+	inv := &Invoker{schemas: newSchemaCache()}
+	step := inv.validate(func(_ context.Context, c *call) ToolResult {
+		return ToolResult{Status: StatusSucceeded, Success: true}
+	})
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		c := &call{def: def, version: 1, req: CallRequest{Arguments: raw}}
+		res := step(context.Background(), c)
+		if !res.Success {
+			if res.Error == nil || res.Error.Code != CodeValidation {
+				t.Fatalf("refused without VALIDATION_ERROR: %+v", res)
+			}
+			return
+		}
+		if _, ok := c.args["path"].(string); !ok {
+			t.Fatalf("accepted %q without a string path", raw)
 		}
 	})
 }
