@@ -1,0 +1,345 @@
+// Package sandbox runs commands for tools so that they cannot hurt the
+// host: bubblewrap when it is installed, else a native backend built from
+// Linux namespaces, landlock and seccomp; around both, a memory and
+// process cap (a cgroup where one is writable, resource limits otherwise),
+// an unprivileged uid when the server runs as root, no network unless the
+// tool asks for it, capped output, and a kill of the whole process tree on
+// timeout.
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Defaults for what a sandboxed command may use.
+const (
+	DefaultMemory = 256 << 20
+	DefaultProcs  = 64
+	DefaultOutput = 1 << 20
+)
+
+// Unprivileged identity of sandboxed processes when the server is root
+// (nobody:nogroup on Debian).
+const (
+	SandboxUID = 65534
+	SandboxGID = 65534
+)
+
+// ErrUnavailable means no sandbox works on this host: a tool that needs
+// one must not run.
+var ErrUnavailable = errors.New("no sandbox is available on this host")
+
+// Limits bounds one run. Zero fields take the defaults.
+type Limits struct {
+	Memory int64         // bytes
+	Procs  int           // processes and threads
+	Output int           // bytes of stdout and of stderr, each
+	CPU    time.Duration // CPU time, a backstop behind the context's deadline
+}
+
+func (l Limits) withDefaults() Limits {
+	if l.Memory <= 0 {
+		l.Memory = DefaultMemory
+	}
+	if l.Procs <= 0 {
+		l.Procs = DefaultProcs
+	}
+	if l.Output <= 0 {
+		l.Output = DefaultOutput
+	}
+	return l
+}
+
+// Spec is one command to run.
+type Spec struct {
+	Argv []string
+	// Dir is the host directory the command works in: the only writable
+	// place, mounted at /work (bubblewrap) or confined by landlock (native).
+	Dir     string
+	Env     []string // the whole environment; PATH defaults to the system's
+	Stdin   []byte
+	Network bool
+	Limits  Limits
+}
+
+// Limit names what stopped a command.
+type Limit string
+
+const (
+	LimitMemory    Limit = "memory"
+	LimitTime      Limit = "time"
+	LimitProcesses Limit = "processes"
+	LimitOutput    Limit = "output"
+)
+
+// Result is how a command ended.
+type Result struct {
+	ExitCode int
+	Stdout   []byte
+	Stderr   []byte
+	// Limit is set when a limit stopped the command (or, for processes,
+	// refused it a fork).
+	Limit    Limit
+	Duration time.Duration
+}
+
+// TruncationMark ends output cut at the limit.
+const TruncationMark = "\n[output truncated: the limit is %d bytes]\n"
+
+// Status says what isolation this server has.
+type Status struct {
+	Backend string `json:"backend" example:"bubblewrap"` // bubblewrap, native or none
+	Limits  string `json:"limits" example:"cgroup v1"`   // cgroup v1, cgroup v2 or rlimits
+	User    string `json:"user,omitempty" example:"65534"`
+	Reason  string `json:"reason,omitempty"` // why no sandbox, or what is degraded
+}
+
+// Sandbox runs commands with one backend.
+type Sandbox struct {
+	backend backend
+	cgroups *cgroups
+	drop    bool // run as SandboxUID (the server is root)
+	status  Status
+	log     *slog.Logger
+}
+
+// backend builds the command that runs spec isolated. The command must
+// wait on file descriptor 3 (closed by the runner) before running spec,
+// so the runner can put it in a cgroup first.
+type backend interface {
+	name() string
+	command(spec Spec, drop bool, limits []rlimit) (*exec.Cmd, error)
+	// workPath is where the command sees the work directory.
+	workPath(spec Spec) string
+}
+
+// Available reports whether commands can run.
+func (s *Sandbox) Available() bool { return s != nil && s.backend != nil }
+
+// Status reports the backend and limits in use.
+func (s *Sandbox) Status() Status {
+	if s == nil {
+		return Status{Backend: "none", Reason: "not probed"}
+	}
+	return s.status
+}
+
+// Owner is the uid and gid that sandboxed processes run as when they
+// differ from the server's: the work directories must belong to them.
+func (s *Sandbox) Owner() (uid, gid int, ok bool) {
+	if s == nil || !s.drop {
+		return 0, 0, false
+	}
+	return SandboxUID, SandboxGID, true
+}
+
+// Run runs spec and waits for it. A command that fails is a Result with
+// its exit code; an error means it could not run (or ctx was cancelled,
+// not timed out).
+func (s *Sandbox) Run(ctx context.Context, spec Spec) (*Result, error) {
+	if !s.Available() {
+		return nil, ErrUnavailable
+	}
+	if len(spec.Argv) == 0 {
+		return nil, errors.New("sandbox: empty command")
+	}
+	spec.Limits = spec.Limits.withDefaults()
+	if spec.Limits.CPU <= 0 {
+		if d, ok := ctx.Deadline(); ok {
+			spec.Limits.CPU = time.Until(d) + time.Second
+		}
+	}
+	if len(spec.Env) == 0 {
+		spec.Env = DefaultEnv(s.backend.workPath(spec))
+	}
+	release, hold, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	defer hold.Close()
+	// A cgroup caps memory and processes when one is writable; resource
+	// limits do otherwise.
+	var group *cgroup
+	if s.cgroups != nil {
+		if group, err = s.cgroups.create(spec.Limits); err != nil {
+			s.log.Warn("sandbox cgroup", "err", err)
+			group = nil
+		}
+	}
+	cmd, err := s.backend.command(spec, s.drop, rlimitsFor(spec.Limits, group == nil))
+	if err != nil {
+		release.Close()
+		group.remove()
+		return nil, err
+	}
+	cmd.ExtraFiles = append([]*os.File{release}, cmd.ExtraFiles...)
+	stdout := newCapped(spec.Limits.Output)
+	stderr := newCapped(spec.Limits.Output)
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	if spec.Stdin != nil {
+		cmd.Stdin = bytes.NewReader(spec.Stdin)
+	}
+	// Wait returns even if an escaped process keeps the pipes open.
+	cmd.WaitDelay = time.Second
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Setsid = true
+	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		release.Close()
+		group.remove()
+		return nil, fmt.Errorf("sandbox: start %s: %w", s.backend.name(), err)
+	}
+	release.Close()
+	// The command waits on fd 3 until it is in its cgroup.
+	if group != nil {
+		if err := group.add(cmd.Process.Pid); err != nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			group.kill()
+			group.remove()
+			return nil, fmt.Errorf("sandbox: confine: %w", err)
+		}
+	}
+	hold.Close()
+
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	var waitErr error
+	var limit Limit
+	select {
+	case waitErr = <-done:
+	case <-ctx.Done():
+		limit = LimitTime
+	case <-stdout.full:
+		limit = LimitOutput
+	case <-stderr.full:
+		limit = LimitOutput
+	}
+	if limit != "" {
+		// Killing the first process ends its pid namespace, and with it
+		// every process inside, setsid or not; the cgroup catches the rest.
+		_ = cmd.Process.Kill()
+		group.kill()
+		waitErr = <-done
+	}
+	res := &Result{ExitCode: exitCode(cmd, waitErr), Stdout: stdout.bytes(), Stderr: stderr.bytes(), Duration: time.Since(start), Limit: limit}
+	switch {
+	case group != nil && group.oomKilled():
+		res.Limit = LimitMemory
+	case group != nil && group.pidsRefused() && res.Limit != LimitOutput:
+		res.Limit = LimitProcesses
+	case res.Limit == "" && group == nil && memoryExhausted(res):
+		res.Limit = LimitMemory
+	case (res.Limit == "" || res.Limit == LimitTime) && group == nil && forkRefused(res):
+		res.Limit = LimitProcesses
+	}
+	group.kill()
+	group.remove()
+	if limit == LimitTime && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return res, ctx.Err()
+	}
+	return res, nil
+}
+
+// DefaultEnv is the environment of a command that sets none; work is the
+// work directory as the command sees it.
+func DefaultEnv(work string) []string {
+	return []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + work, "TMPDIR=" + work, "LANG=C.UTF-8"}
+}
+
+// WorkPath is the work directory as a command in this sandbox sees it.
+func (s *Sandbox) WorkPath(spec Spec) string {
+	if !s.Available() {
+		return spec.Dir
+	}
+	return s.backend.workPath(spec)
+}
+
+func exitCode(cmd *exec.Cmd, err error) int {
+	if cmd.ProcessState != nil {
+		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return 128 + int(ws.Signal())
+		}
+		return cmd.ProcessState.ExitCode()
+	}
+	if err != nil {
+		return -1
+	}
+	return 0
+}
+
+// memoryExhausted guesses a memory limit from a failed command's output
+// when resource limits (not a cgroup) enforce it: the allocation fails
+// inside the program, which says so.
+func memoryExhausted(res *Result) bool {
+	if res.ExitCode == 0 {
+		return false
+	}
+	out := string(res.Stderr)
+	for _, s := range []string{"MemoryError", "Cannot allocate memory", "out of memory", "JavaScript heap out of memory", "std::bad_alloc"} {
+		if strings.Contains(out, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// forkRefused tells from the output that RLIMIT_NPROC refused a fork
+// (without a cgroup there is no counter to read).
+func forkRefused(res *Result) bool {
+	out := string(res.Stderr)
+	return strings.Contains(out, "fork") && (strings.Contains(out, "Resource temporarily unavailable") || strings.Contains(out, "Cannot fork"))
+}
+
+// capped keeps the first n bytes written and signals once more arrives.
+type capped struct {
+	mu   sync.Mutex
+	buf  bytes.Buffer
+	n    int
+	over bool
+	full chan struct{}
+}
+
+func newCapped(n int) *capped { return &capped{n: n, full: make(chan struct{})} }
+
+func (c *capped) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	room := c.n - c.buf.Len()
+	if len(p) <= room {
+		c.buf.Write(p)
+		return len(p), nil
+	}
+	c.buf.Write(p[:max(room, 0)])
+	if !c.over {
+		c.over = true
+		close(c.full)
+	}
+	return len(p), nil
+}
+
+func (c *capped) bytes() []byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := bytes.Clone(c.buf.Bytes())
+	if c.over {
+		out = append(out, fmt.Sprintf(TruncationMark, c.n)...)
+	}
+	return out
+}
+
+var _ io.Writer = (*capped)(nil)

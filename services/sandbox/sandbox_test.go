@@ -1,0 +1,273 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// workRoot is a directory the sandbox uid can reach (t.TempDir makes its
+// directories private).
+func workRoot(t testing.TB) string {
+	t.Helper()
+	root := t.TempDir()
+	for _, p := range []string{filepath.Dir(root), root} {
+		if err := os.Chmod(p, 0o711); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return root
+}
+
+// backends returns each backend that works here. In CI a backend that
+// does not work fails the test: the mechanism must be there.
+func backends(t *testing.T) map[string]*Sandbox {
+	t.Helper()
+	root := workRoot(t)
+	out := map[string]*Sandbox{}
+	for _, name := range []string{Bubblewrap, Native} {
+		s := Probe(context.Background(), name, root, quiet)
+		if !s.Available() {
+			if os.Getenv("CI") == "true" {
+				t.Fatalf("%s sandbox unavailable in CI: %s", name, s.Status().Reason)
+			}
+			t.Logf("%s sandbox unavailable: %s", name, s.Status().Reason)
+			continue
+		}
+		out[name] = s
+		if s.cgroups != nil {
+			// The same backend as on a host without a writable cgroup.
+			r := *s
+			r.cgroups = nil
+			out[name+"+rlimits"] = &r
+		}
+	}
+	if len(out) == 0 {
+		t.Skip("no sandbox backend works here")
+	}
+	return out
+}
+
+// workDir makes a fresh work directory for one run.
+func workDir(t *testing.T, s *Sandbox) string {
+	t.Helper()
+	root := workRoot(t)
+	dir := filepath.Join(root, "p1", "session")
+	if err := s.PrepareDir(root, dir); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func run(t *testing.T, s *Sandbox, timeout time.Duration, spec Spec) *Result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	res, err := s.Run(ctx, spec)
+	if err != nil {
+		t.Fatalf("run %q: %v", spec.Argv, err)
+	}
+	return res
+}
+
+func TestFilesystemConfinement(t *testing.T) {
+	for name, s := range backends(t) {
+		t.Run(name, func(t *testing.T) {
+			dir := workDir(t, s)
+			parent := filepath.Dir(dir)
+			script := fmt.Sprintf(`echo hi > note.txt
+echo x > /etc/tb-escape 2>/dev/null && echo ESCAPED-ETC
+echo x > %[1]s/escape 2>/dev/null && echo ESCAPED-PARENT
+echo x > /usr/tb-escape 2>/dev/null && echo ESCAPED-USR
+cat /root/.bashrc >/dev/null 2>&1 && echo READ-ROOT
+id -u`, parent)
+			res := run(t, s, 20*time.Second, Spec{Argv: []string{"sh", "-c", script}, Dir: dir})
+			out := string(res.Stdout)
+			if res.ExitCode != 0 || strings.Contains(out, "ESCAPED") || strings.Contains(out, "READ-ROOT") {
+				t.Fatalf("exit %d, stdout %q, stderr %q", res.ExitCode, out, res.Stderr)
+			}
+			if got, err := os.ReadFile(filepath.Join(dir, "note.txt")); err != nil || string(got) != "hi\n" {
+				t.Errorf("work directory file: %q %v", got, err)
+			}
+			for _, p := range []string{"/etc/tb-escape", filepath.Join(parent, "escape"), "/usr/tb-escape"} {
+				if _, err := os.Stat(p); err == nil {
+					t.Errorf("%s was written outside the work directory", p)
+					os.Remove(p)
+				}
+			}
+			if os.Geteuid() == 0 && strings.TrimSpace(lastLine(out)) != fmt.Sprint(SandboxUID) {
+				t.Errorf("runs as uid %q, want %d", lastLine(out), SandboxUID)
+			}
+			// No new namespaces inside: nothing to build an escape from.
+			res = run(t, s, 20*time.Second, Spec{Argv: []string{"unshare", "--user", "--map-root-user", "true"}, Dir: dir})
+			if res.ExitCode == 0 {
+				t.Error("a user namespace could be created inside the sandbox")
+			}
+		})
+	}
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
+}
+
+func TestMemoryLimit(t *testing.T) {
+	for name, s := range backends(t) {
+		t.Run(name, func(t *testing.T) {
+			dir := workDir(t, s)
+			res := run(t, s, 60*time.Second, Spec{
+				Argv: []string{"python3", "-c", "b = b'x' * (1 << 30); print(len(b))"},
+				Dir:  dir, Limits: Limits{Memory: 128 << 20},
+			})
+			if res.ExitCode == 0 || res.Limit != LimitMemory {
+				t.Fatalf("a 1 GiB allocation under 128 MiB: exit %d, limit %q, stderr %q", res.ExitCode, res.Limit, res.Stderr)
+			}
+		})
+	}
+}
+
+func TestForkBombContained(t *testing.T) {
+	for name, s := range backends(t) {
+		t.Run(name, func(t *testing.T) {
+			dir := workDir(t, s)
+			start := time.Now()
+			res := run(t, s, 5*time.Second, Spec{
+				Argv: []string{"sh", "-c", "f() { f & f & wait; }; f"},
+				Dir:  dir, Limits: Limits{Procs: 32},
+			})
+			if res.Limit != LimitProcesses && res.Limit != LimitTime {
+				t.Fatalf("fork bomb: exit %d, limit %q", res.ExitCode, res.Limit)
+			}
+			if s.cgroups != nil && res.Limit != LimitProcesses {
+				t.Errorf("with a cgroup the limit hit should be processes, got %q", res.Limit)
+			}
+			waitGone(t, start, func() int { return countProcs("sh", "-c", "f() { f & f & wait; }; f") })
+		})
+	}
+}
+
+func TestNetworkIsolation(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var accepted atomic.Int64
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			c.Close()
+		}
+	}()
+	port := ln.Addr().(*net.TCPAddr).Port
+	connect := fmt.Sprintf("import socket; socket.create_connection(('127.0.0.1', %d), timeout=3); print('connected')", port)
+	for name, s := range backends(t) {
+		t.Run(name, func(t *testing.T) {
+			dir := workDir(t, s)
+			before := accepted.Load()
+			res := run(t, s, 20*time.Second, Spec{Argv: []string{"python3", "-c", connect}, Dir: dir})
+			if res.ExitCode == 0 || accepted.Load() != before {
+				t.Fatalf("reached the host without network: exit %d, stdout %q", res.ExitCode, res.Stdout)
+			}
+			res = run(t, s, 20*time.Second, Spec{Argv: []string{"python3", "-c", connect}, Dir: dir, Network: true})
+			if res.ExitCode != 0 || accepted.Load() != before+1 {
+				t.Fatalf("with network: exit %d, stderr %q", res.ExitCode, res.Stderr)
+			}
+		})
+	}
+}
+
+func TestTimeoutKillsEscapedGrandchild(t *testing.T) {
+	for name, s := range backends(t) {
+		t.Run(name, func(t *testing.T) {
+			dir := workDir(t, s)
+			start := time.Now()
+			res := run(t, s, time.Second, Spec{Argv: []string{"sh", "-c", "setsid sleep 313 & (sleep 314 &) ; sleep 315"}, Dir: dir})
+			if res.Limit != LimitTime {
+				t.Fatalf("limit %q, exit %d", res.Limit, res.ExitCode)
+			}
+			for _, arg := range []string{"313", "314", "315"} {
+				waitGone(t, start, func() int { return countProcs("sleep", arg) })
+			}
+		})
+	}
+}
+
+func TestOutputCapped(t *testing.T) {
+	for name, s := range backends(t) {
+		t.Run(name, func(t *testing.T) {
+			dir := workDir(t, s)
+			res := run(t, s, 20*time.Second, Spec{Argv: []string{"yes"}, Dir: dir, Limits: Limits{Output: 64 << 10}})
+			mark := fmt.Sprintf(TruncationMark, 64<<10)
+			if res.Limit != LimitOutput || len(res.Stdout) != 64<<10+len(mark) || !strings.HasSuffix(string(res.Stdout), mark) {
+				t.Fatalf("limit %q, %d bytes of stdout", res.Limit, len(res.Stdout))
+			}
+		})
+	}
+}
+
+func TestExitCodeAndStdin(t *testing.T) {
+	for name, s := range backends(t) {
+		t.Run(name, func(t *testing.T) {
+			dir := workDir(t, s)
+			res := run(t, s, 20*time.Second, Spec{Argv: []string{"sh", "-c", "cat; echo oops >&2; exit 3"}, Dir: dir, Stdin: []byte("in")})
+			if res.ExitCode != 3 || string(res.Stdout) != "in" || string(res.Stderr) != "oops\n" || res.Limit != "" {
+				t.Fatalf("%+v", res)
+			}
+		})
+	}
+}
+
+func TestNoSandboxRefuses(t *testing.T) {
+	s := Probe(context.Background(), None, workRoot(t), quiet)
+	if s.Available() || s.Status().Backend != None || s.Status().Reason == "" {
+		t.Fatalf("status %+v", s.Status())
+	}
+	if _, err := s.Run(context.Background(), Spec{Argv: []string{"true"}}); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("run without a sandbox: %v", err)
+	}
+}
+
+// countProcs counts live processes whose command line is argv.
+func countProcs(argv ...string) int {
+	want := strings.Join(argv, "\x00") + "\x00"
+	entries, _ := os.ReadDir("/proc")
+	n := 0
+	for _, e := range entries {
+		raw, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && string(raw) == want {
+			if st, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat")); err == nil && !strings.Contains(string(st), ") Z ") {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// waitGone waits (boundedly) until count is 0: the kernel reaps killed
+// processes asynchronously.
+func waitGone(t *testing.T, since time.Time, count func() int) {
+	t.Helper()
+	for count() > 0 {
+		if time.Since(since) > 30*time.Second {
+			t.Fatalf("%d processes outlived the sandbox", count())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
