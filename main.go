@@ -20,9 +20,11 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -31,7 +33,9 @@ import (
 	"toolbelt/handlers"
 	"toolbelt/models"
 	"toolbelt/services"
+	"toolbelt/services/browser"
 	"toolbelt/services/embed"
+	"toolbelt/services/sandbox"
 	"toolbelt/web"
 )
 
@@ -46,6 +50,8 @@ type Config struct {
 	OllamaURL   string
 	EmbedModel  string
 	KeepLearned int
+	Sandbox     string
+	SearXNG     string
 }
 
 func main() {
@@ -99,6 +105,8 @@ func parseConfig(args []string) (Config, error) {
 	fs.StringVar(&cfg.LogFormat, "log-format", env("TOOLBELT_LOG_FORMAT", "json"), "json or text (TOOLBELT_LOG_FORMAT)")
 	fs.StringVar(&cfg.OllamaURL, "ollama-url", os.Getenv("TOOLBELT_OLLAMA_URL"), "Ollama base URL for embeddings (TOOLBELT_OLLAMA_URL); the built-in embedder when empty or unreachable")
 	fs.StringVar(&cfg.EmbedModel, "embed-model", env("TOOLBELT_EMBED_MODEL", "nomic-embed-text"), "Ollama embedding model (TOOLBELT_EMBED_MODEL)")
+	fs.StringVar(&cfg.Sandbox, "sandbox", env("TOOLBELT_SANDBOX", sandbox.Auto), "auto, bubblewrap, native or none (TOOLBELT_SANDBOX): how commands of tools are isolated")
+	fs.StringVar(&cfg.SearXNG, "searxng-url", os.Getenv("TOOLBELT_SEARXNG_URL"), "SearXNG-compatible search endpoint for web_search (TOOLBELT_SEARXNG_URL)")
 	keep, err := strconv.Atoi(env("TOOLBELT_LEARNED_PER_TOOL", strconv.Itoa(services.DefaultKeepLearned)))
 	if err != nil || keep < 1 {
 		return cfg, fmt.Errorf("TOOLBELT_LEARNED_PER_TOOL must be a positive integer")
@@ -109,6 +117,14 @@ func parseConfig(args []string) (Config, error) {
 	}
 	if cfg.KeepLearned < 1 {
 		return cfg, fmt.Errorf("--learned-per-tool must be at least 1")
+	}
+	if !slices.Contains([]string{sandbox.Auto, sandbox.Bubblewrap, sandbox.Native, sandbox.None}, cfg.Sandbox) {
+		return cfg, fmt.Errorf("--sandbox %q: use auto, bubblewrap, native or none", cfg.Sandbox)
+	}
+	if cfg.SearXNG != "" {
+		if u, err := url.Parse(cfg.SearXNG); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return cfg, fmt.Errorf("--searxng-url %q: use an absolute http or https URL", cfg.SearXNG)
+		}
 	}
 	if fs.NArg() > 0 {
 		return cfg, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
@@ -170,6 +186,24 @@ func serve(args []string) error {
 		return fmt.Errorf("load secret detection rules: %w", err)
 	}
 	host := services.DetectHost()
+	// Sandboxed commands run as an unprivileged uid when the server is
+	// root: it must traverse (not list) the data directory to reach the
+	// work directories under sessions/.
+	if os.Geteuid() == 0 {
+		if err := os.Chmod(cfg.DataDir, 0o711); err != nil {
+			return err
+		}
+	}
+	box := sandbox.Probe(ctx, cfg.Sandbox, filepath.Join(cfg.DataDir, "sessions"), log)
+	host.Sandbox = box.Available()
+	var chromium *browser.Browser
+	if path, err := browser.Find(); err == nil {
+		chromium = browser.New(path, log)
+		defer chromium.Close()
+	} else {
+		host.Chromium = false
+		log.Warn("browser_navigate unavailable", "reason", err.Error())
+	}
 	selector := services.NewSelector(store, authz, emb, host, cfg.KeepLearned, log)
 	defer selector.Close()
 	var invoker *services.Invoker
@@ -199,10 +233,11 @@ func serve(args []string) error {
 	if err != nil {
 		return fmt.Errorf("TOOLBELT_HTTP_ALLOW_PRIVATE: %w", err)
 	}
-	invoker = services.NewInvoker(store, selector, authz, redactor, netPolicy, cfg.DataDir, nil, log)
+	invoker = services.NewInvoker(store, selector, authz, redactor, netPolicy, cfg.DataDir, nil, log).
+		WithSandbox(box).WithBrowser(chromium).WithSearch(cfg.SearXNG).WithSecretNames(secretNames())
 	h := &handlers.Handler{
 		Registry: registry, Selector: selector, Accounts: accounts,
-		Invoker: invoker, Health: services.NewHealth(store, selector, embedNote), Log: log,
+		Invoker: invoker, Health: services.NewHealth(store, selector, embedNote).WithSandbox(box.Status()), Log: log,
 		Links: handlers.Links{Swagger: "/swagger/index.html", Healthz: "/healthz", Readyz: "/readyz"},
 	}
 	srv := &http.Server{
@@ -333,10 +368,20 @@ func chooseEmbedder(ctx context.Context, url, model string) (embed.Embedder, str
 // (comma-separated names, e.g. the variables http tools take headers from).
 func secretValues(cfg Config) []string {
 	vals := []string{cfg.AdminKey}
-	for _, name := range strings.Split(os.Getenv("TOOLBELT_SECRETS"), ",") {
-		if name = strings.TrimSpace(name); name != "" {
-			vals = append(vals, os.Getenv(name))
-		}
+	for _, name := range secretNames() {
+		vals = append(vals, os.Getenv(name))
 	}
 	return vals
+}
+
+// secretNames are the variables named in TOOLBELT_SECRETS: http tools may
+// reference them in headers as {{env.NAME}}.
+func secretNames() []string {
+	var names []string
+	for _, name := range strings.Split(os.Getenv("TOOLBELT_SECRETS"), ",") {
+		if name = strings.TrimSpace(name); name != "" {
+			names = append(names, name)
+		}
+	}
+	return names
 }

@@ -120,6 +120,17 @@ func fileWrite(c *call) (any, error) {
 	if cerr != nil {
 		return nil, pathError(p, cerr)
 	}
+	if c.owner != nil {
+		// Sandboxed commands run as another uid: what the session writes
+		// is theirs to read and change too.
+		clean := path.Clean(strings.ReplaceAll(p, `\`, "/"))
+		for d := path.Dir(clean); d != "."; d = path.Dir(d) {
+			_ = root.Lchown(d, c.owner[0], c.owner[1])
+		}
+		if err := root.Lchown(clean, c.owner[0], c.owner[1]); err != nil {
+			return nil, pathError(p, err)
+		}
+	}
 	return map[string]any{"path": p, "bytes_written": n, "appended": appendMode}, nil
 }
 

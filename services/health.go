@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"toolbelt/models"
+	"toolbelt/services/sandbox"
 )
 
 // Health reports whether the service can do its work, and which optional
@@ -15,6 +16,13 @@ type Health struct {
 	selector  *Selector
 	embedNote string
 	start     time.Time
+	sandbox   *sandbox.Status
+}
+
+// WithSandbox adds the sandbox's isolation level to the report.
+func (h *Health) WithSandbox(st sandbox.Status) *Health {
+	h.sandbox = &st
+	return h
 }
 
 // NewHealth returns the readiness checker. embedNote says why the
@@ -59,8 +67,22 @@ func (h *Health) Check(ctx context.Context) Readiness {
 		r.Components["embedder"] = emb
 		host := h.selector.Host()
 		yes := map[bool]string{true: "yes", false: "no"}
-		r.Components["host"] = Component{Status: "ok", Detail: fmt.Sprintf("chromium %s, python3 %s, node %s, sandbox (bubblewrap) %s",
+		r.Components["host"] = Component{Status: "ok", Detail: fmt.Sprintf("chromium %s, python3 %s, node %s, sandbox %s",
 			yes[host.Chromium], yes[host.Python], yes[host.Node], yes[host.Sandbox])}
+	}
+	if h.sandbox != nil {
+		// Without a sandbox the service still serves; tools that need one
+		// refuse with SANDBOX_UNAVAILABLE.
+		sb := Component{Status: "ok", Detail: h.sandbox.Backend + ", limits by " + h.sandbox.Limits}
+		if h.sandbox.User != "" {
+			sb.Detail += ", commands run as uid " + h.sandbox.User
+		}
+		if h.sandbox.Backend == sandbox.None {
+			sb.Status, sb.Detail = "degraded", "none: "+h.sandbox.Reason
+		} else if h.sandbox.Reason != "" {
+			sb.Detail += "; " + h.sandbox.Reason
+		}
+		r.Components["sandbox"] = sb
 	}
 	return r
 }

@@ -178,6 +178,13 @@ func (inv *Invoker) httpRequest(ctx context.Context, c *call) (any, error) {
 		}
 	}
 	req.Header.Set("User-Agent", "Toolbelt/1 (+http_request)")
+	return inv.doHTTP(ctx, c, req)
+}
+
+// doHTTP sends a request with the SSRF-guarded client and turns the answer
+// into a result: status, a few headers, the body (capped); 5xx and 429
+// are retryable upstream errors.
+func (inv *Invoker) doHTTP(ctx context.Context, c *call, req *http.Request) (any, error) {
 	resp, err := inv.httpClient.Do(req)
 	if err != nil {
 		switch {
@@ -190,7 +197,7 @@ func (inv *Invoker) httpRequest(ctx context.Context, c *call) (any, error) {
 	}
 	defer resp.Body.Close()
 	// The host and status only: a URL's path and query may carry secrets.
-	c.log.InfoContext(ctx, "http_request answered", "method", req.Method, "host", req.URL.Host, "status", resp.StatusCode)
+	c.log.InfoContext(ctx, "http answered", "method", req.Method, "host", req.URL.Host, "status", resp.StatusCode)
 	buf, err := io.ReadAll(io.LimitReader(resp.Body, MaxHTTPResponseBytes+1))
 	if err != nil && ctx.Err() != nil {
 		return nil, ctx.Err()

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"os"
 	"path/filepath"
 	"regexp"
 	"runtime/debug"
@@ -25,6 +24,8 @@ import (
 	"golang.org/x/text/message"
 
 	"toolbelt/models"
+	"toolbelt/services/browser"
+	"toolbelt/services/sandbox"
 )
 
 // Call statuses.
@@ -124,6 +125,9 @@ type call struct {
 	redactedArgs string
 	// log is the tool's logger, carrying the call id.
 	log *slog.Logger
+	// owner is the uid and gid files written for the session get, when
+	// sandboxed commands run as another user.
+	owner *[2]int
 }
 
 // Step handles a call and returns its result; Guard wraps a step with one
@@ -166,6 +170,11 @@ type Invoker struct {
 	events     *broker
 	dirs       sync.Map // session work directories already made
 	run        Step
+	// Optional mechanisms of the built-in tools.
+	sandbox     *sandbox.Sandbox
+	browser     *browser.Browser
+	searchURL   string
+	secretNames []string
 }
 
 // NewInvoker returns the invoker; session work directories live under
@@ -500,12 +509,19 @@ func (inv *Invoker) secure(next Step) Step {
 	return func(ctx context.Context, c *call) ToolResult {
 		// Work directories belong to a principal and a session: two agents
 		// using the same session id never share files.
-		dir := filepath.Join(inv.dataDir, "sessions", fmt.Sprintf("p%d", principalID(c.caller)), c.req.SessionID)
+		root := filepath.Join(inv.dataDir, "sessions")
+		dir := filepath.Join(root, fmt.Sprintf("p%d", principalID(c.caller)), c.req.SessionID)
 		if _, made := inv.dirs.Load(dir); !made {
-			if err := os.MkdirAll(dir, 0o700); err != nil {
+			// Sandboxed commands may run as another uid: the directory is
+			// theirs (PrepareDir is MkdirAll when they do not).
+			if err := inv.sandbox.PrepareDir(root, dir); err != nil {
+				inv.log.ErrorContext(ctx, "make work directory", "err", err, "call_id", c.id)
 				return failure(CodeInternal, "internal error", true, "Try again.")
 			}
 			inv.dirs.Store(dir, true)
+		}
+		if uid, gid, ok := inv.sandbox.Owner(); ok {
+			c.owner = &[2]int{uid, gid}
 		}
 		c.workDir = dir
 		if cmd, ok := c.args["command"].(string); ok && c.def.Category == "shell" {
@@ -666,7 +682,12 @@ func (inv *Invoker) attempt(ctx context.Context, c *call) ToolResult {
 	c.emit("attempt", map[string]int{"attempt": c.attempts})
 	var data any
 	var err error
+	if (c.def.Security.Sandbox || c.def.Runner.Kind == RunnerCommand) && !inv.sandbox.Available() {
+		// Never run unsandboxed what asked for the sandbox.
+		data, err = inv.sandboxed(ctx, c, nil, nil)
+	}
 	switch {
+	case err != nil:
 	case c.def.Runner.Kind == RunnerBuiltin && c.def.Runner.Builtin == "file_read":
 		data, err = fileRead(c)
 	case c.def.Runner.Kind == RunnerBuiltin && c.def.Runner.Builtin == "file_write":
@@ -677,6 +698,18 @@ func (inv *Invoker) attempt(ctx context.Context, c *call) ToolResult {
 		data = c.args
 	case c.def.Runner.Kind == RunnerBuiltin && c.def.Runner.Builtin == "http_request":
 		data, err = inv.httpRequest(ctx, c)
+	case c.def.Runner.Kind == RunnerBuiltin && c.def.Runner.Builtin == "shell_exec":
+		data, err = inv.shellExec(ctx, c)
+	case c.def.Runner.Kind == RunnerBuiltin && c.def.Runner.Builtin == "code_execute":
+		data, err = inv.codeExecute(ctx, c)
+	case c.def.Runner.Kind == RunnerBuiltin && c.def.Runner.Builtin == "web_search":
+		data, err = inv.webSearch(ctx, c)
+	case c.def.Runner.Kind == RunnerBuiltin && c.def.Runner.Builtin == "browser_navigate":
+		data, err = inv.browserNavigate(ctx, c)
+	case c.def.Runner.Kind == RunnerCommand:
+		data, err = inv.commandRunner(ctx, c)
+	case c.def.Runner.Kind == RunnerHTTP:
+		data, err = inv.httpRunner(ctx, c)
 	default:
 		return failure(CodeExecutionFailed,
 			fmt.Sprintf("runner %s %s cannot run on this server yet", c.def.Runner.Kind, c.def.Runner.Builtin), false,

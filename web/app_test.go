@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -18,6 +19,7 @@ import (
 	"toolbelt/models"
 	"toolbelt/services"
 	"toolbelt/services/embed"
+	"toolbelt/services/sandbox"
 )
 
 // testApp is the whole service over a fresh SQLite file, wired as main
@@ -107,8 +109,17 @@ func newTestAppWith(t testing.TB, host hostCaps, netPolicy services.NetPolicy) *
 	if err := selector.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
+	// The sandbox uid must reach the work directories (t.TempDir makes its
+	// directories private).
+	for _, p := range []string{filepath.Dir(dir), dir} {
+		if err := os.Chmod(p, 0o711); err != nil {
+			t.Fatal(err)
+		}
+	}
+	box := sandbox.Probe(ctx, sandbox.Auto, filepath.Join(dir, "sessions"), log)
 	invoker = services.NewInvoker(store, selector, authz, testRedactor(t), netPolicy, dir, nil, log).
-		WithSleep(func(context.Context, time.Duration) error { return nil })
+		WithSleep(func(context.Context, time.Duration) error { return nil }).
+		WithSandbox(box)
 	t.Cleanup(func() { invoker.Close(context.Background()) })
 	h := &handlers.Handler{Registry: registry, Selector: selector, Accounts: accounts,
 		Invoker: invoker, Health: services.NewHealth(store, selector, ""), Log: log,

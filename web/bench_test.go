@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -172,4 +173,39 @@ func benchParallel(b *testing.B, do func(*http.Client)) {
 		}
 	})
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "req/s")
+}
+
+// BenchmarkSandboxedEchoHTTP calls a command tool running `echo` in the
+// sandbox, one call at a time over real HTTP, and reports the median.
+func BenchmarkSandboxedEchoHTTP(b *testing.B) {
+	app := newTestApp(b)
+	if !app.invoker.Sandbox().Available() {
+		b.Skip("no sandbox: " + app.invoker.Sandbox().Status().Reason)
+	}
+	def := sayTool()
+	if r := app.do(b, "admin", "POST", "/api/v1/tools", def); r.Status != 201 {
+		b.Fatalf("register: %d %s", r.Status, r.Body)
+	}
+	srv := httptest.NewServer(app.handler)
+	b.Cleanup(srv.Close)
+	var took []time.Duration
+	for b.Loop() {
+		start := time.Now()
+		req, _ := http.NewRequest("POST", srv.URL+"/api/v1/calls", strings.NewReader(`{"tool":"say","arguments":{"text":"hello"}}`))
+		req.Header.Set("Authorization", "Bearer "+app.keys["admin"])
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(body), `"stdout":"hello\n"`) {
+			b.Fatalf("answer %s", body)
+		}
+		took = append(took, time.Since(start))
+	}
+	slices.Sort(took)
+	b.ReportMetric(float64(took[len(took)/2].Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(took[len(took)*99/100].Microseconds())/1000, "p99-ms")
 }

@@ -68,7 +68,7 @@ func TestCallsThroughTheChain(t *testing.T) {
 		{"dangerous waits for approval", "agent", map[string]any{"tool": "shell_exec", "arguments": map[string]any{"command": "ls"}}, 202, "CONFIRMATION_REQUIRED", "Poll GET /api/v1/calls/"},
 		{"absolute path", "agent", map[string]any{"tool": "file_read", "arguments": map[string]any{"path": "/etc/passwd"}}, 403, "PATH_NOT_ALLOWED", "relative"},
 		{"parent path", "agent", map[string]any{"tool": "file_read", "arguments": map[string]any{"path": "../../etc/passwd"}}, 403, "PATH_NOT_ALLOWED", ""},
-		{"runner not here yet", "admin", map[string]any{"tool": "web_search", "arguments": map[string]any{"query": "go"}}, 200, "EXECUTION_FAILED", ""},
+		{"search not configured", "admin", map[string]any{"tool": "web_search", "arguments": map[string]any{"query": "go"}}, 200, "UPSTREAM_ERROR", "TOOLBELT_SEARXNG_URL"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -56,8 +56,8 @@ func TestHTTPRequestTool(t *testing.T) {
 	if n := strings.Count(logs, `"msg":"tool attempt failed","call_id":"`+id+`"`); n != 2 {
 		t.Errorf("%d failed attempts logged with call id %s; want 2:\n%s", n, id, logs)
 	}
-	if !strings.Contains(logs, `"msg":"http_request answered","call_id":"`+id+`","tool":"http_request"`) {
-		t.Errorf("http_request logged without its call id:\n%s", logs)
+	if !strings.Contains(logs, `"msg":"http answered","call_id":"`+id+`","tool":"http_request"`) {
+		t.Errorf("the http call logged without its call id:\n%s", logs)
 	}
 	if _, res := call("/leak", nil); strings.Contains(res["data"].(map[string]any)["body"].(string), "AKIAZ7VRSQ4TJNWDEMPX") {
 		t.Errorf("secret in a fetched body was not redacted: %v", res)

@@ -116,7 +116,7 @@ func (s *Sandbox) PrepareDir(root, dir string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	if !s.drop {
+	if s == nil || !s.drop {
 		return nil
 	}
 	rel, err := filepath.Rel(root, dir)

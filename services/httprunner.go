@@ -1,0 +1,183 @@
+package services
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"slices"
+	"strings"
+	"time"
+)
+
+// WithSecretNames sets the environment variables that http runners may
+// reference in headers as {{env.NAME}}: the configured secrets, whose
+// values the redactor already removes from every output.
+func (inv *Invoker) WithSecretNames(names []string) *Invoker {
+	inv.secretNames = names
+	return inv
+}
+
+// httpRunner runs a registered http tool: placeholders in the URL fill
+// its path and query (escaped), header values may name a configured
+// secret as {{env.NAME}}, and body placeholders become the JSON of the
+// argument; with no body template, POST, PUT and PATCH send the arguments
+// as JSON.
+func (inv *Invoker) httpRunner(ctx context.Context, c *call) (any, error) {
+	r := c.def.Runner
+	target, err := expandURL(r.URL, c.args)
+	if err != nil {
+		return nil, err
+	}
+	if msg := inv.net.checkURL(target); msg != "" {
+		return nil, &toolError{code: CodeURLNotAllowed, msg: msg, suggestion: "This tool's address is not allowed here; tell an administrator."}
+	}
+	var body io.Reader
+	switch {
+	case r.Body != "":
+		b, err := expandBody(r.Body, c.args)
+		if err != nil {
+			return nil, err
+		}
+		body = strings.NewReader(b)
+	case r.Method == http.MethodPost || r.Method == http.MethodPut || r.Method == http.MethodPatch:
+		raw, _ := json.Marshal(c.args)
+		body = strings.NewReader(string(raw))
+	}
+	req, err := http.NewRequestWithContext(ctx, r.Method, target, body)
+	if err != nil {
+		return nil, &toolError{code: CodeExecutionFailed, msg: err.Error(), suggestion: "Check the arguments."}
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for name, tmpl := range r.Headers {
+		v, err := inv.expandHeader(tmpl, c.args)
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set(name, v)
+	}
+	req.Header.Set("User-Agent", "Toolbelt/1 (+"+c.def.Name+")")
+	return inv.doHTTP(ctx, c, req)
+}
+
+// expandURL fills URL placeholders: escaped as a path segment before the
+// query, as a query value after it.
+func expandURL(tmpl string, args map[string]any) (string, error) {
+	q := strings.IndexByte(tmpl, '?')
+	var bad error
+	out := placeholder.ReplaceAllStringFunc(tmpl, func(m string) string {
+		name := placeholder.FindStringSubmatch(m)[1]
+		s, err := scalarString(args[name])
+		if args[name] == nil {
+			s, err = "", nil
+		}
+		if err != nil {
+			bad = &toolError{code: CodeValidation, msg: fmt.Sprintf("argument %q: %v", name, err), suggestion: "Pass a string, number or boolean."}
+		}
+		if idx := strings.Index(tmpl, m); q >= 0 && idx > q {
+			return url.QueryEscape(s)
+		}
+		return url.PathEscape(s)
+	})
+	return out, bad
+}
+
+// expandBody fills body placeholders with the JSON of each argument.
+func expandBody(tmpl string, args map[string]any) (string, error) {
+	return placeholder.ReplaceAllStringFunc(tmpl, func(m string) string {
+		raw, _ := json.Marshal(args[placeholder.FindStringSubmatch(m)[1]])
+		return string(raw)
+	}), nil
+}
+
+// expandHeader fills a header value: {{env.NAME}} with a configured
+// secret, {{name}} with an argument (no line breaks).
+func (inv *Invoker) expandHeader(tmpl string, args map[string]any) (string, error) {
+	var bad error
+	out := placeholder.ReplaceAllStringFunc(tmpl, func(m string) string {
+		name := placeholder.FindStringSubmatch(m)[1]
+		if env, ok := strings.CutPrefix(name, "env."); ok {
+			v := os.Getenv(env)
+			if !slices.Contains(inv.secretNames, env) || v == "" {
+				bad = &toolError{code: CodeExecutionFailed,
+					msg:        fmt.Sprintf("the tool's header needs the secret %s, which is not configured on this server", env),
+					suggestion: "Do not retry; tell an administrator to set it and list it in TOOLBELT_SECRETS."}
+			}
+			return v
+		}
+		s, err := scalarString(args[name])
+		if err != nil || strings.ContainsAny(s, "\r\n") {
+			bad = &toolError{code: CodeValidation, msg: fmt.Sprintf("argument %q cannot fill a header", name), suggestion: "Pass a single-line string."}
+		}
+		return s
+	})
+	return out, bad
+}
+
+// WithSearch sets the SearXNG-compatible endpoint web_search queries.
+func (inv *Invoker) WithSearch(endpoint string) *Invoker {
+	inv.searchURL = strings.TrimRight(endpoint, "/")
+	return inv
+}
+
+// searchClient talks to the configured search endpoint, which an
+// administrator chose, so it may be on the private network.
+var searchClient = &http.Client{Timeout: 30 * time.Second}
+
+// webSearch asks the SearXNG endpoint (GET /search?format=json) and
+// returns titles, URLs and snippets.
+func (inv *Invoker) webSearch(ctx context.Context, c *call) (any, error) {
+	if inv.searchURL == "" {
+		return nil, &toolError{code: CodeUpstream, msg: "web_search has no search endpoint configured",
+			suggestion: "Do not retry; an administrator must set TOOLBELT_SEARXNG_URL (or --searxng-url) to a SearXNG instance with the JSON format enabled."}
+	}
+	query, _ := c.args["query"].(string)
+	limit := intArg(c.args, "max_results", 10)
+	u := inv.searchURL + "/search?" + url.Values{"q": {query}, "format": {"json"}}.Encode()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := searchClient.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, &toolError{code: CodeUpstream, msg: fmt.Sprintf("the search endpoint did not answer: %v", err), retryable: true, suggestion: "Try again later."}
+	}
+	defer resp.Body.Close()
+	c.log.InfoContext(ctx, "search answered", "status", resp.StatusCode)
+	if resp.StatusCode != http.StatusOK {
+		return nil, &toolError{code: CodeUpstream, msg: fmt.Sprintf("the search endpoint answered %s", resp.Status),
+			retryable: resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests, suggestion: "Try again later, or rephrase the query."}
+	}
+	var answer struct {
+		Results []struct {
+			Title   string `json:"title"`
+			URL     string `json:"url"`
+			Content string `json:"content"`
+		} `json:"results"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, MaxHTTPResponseBytes)).Decode(&answer); err != nil {
+		return nil, &toolError{code: CodeUpstream, msg: "the search endpoint did not answer SearXNG JSON", suggestion: "Tell an administrator: the endpoint must have the json format enabled."}
+	}
+	type hit struct {
+		Title   string `json:"title"`
+		URL     string `json:"url"`
+		Snippet string `json:"snippet"`
+	}
+	hits := []hit{}
+	for _, r := range answer.Results {
+		if len(hits) == limit {
+			break
+		}
+		hits = append(hits, hit{Title: r.Title, URL: r.URL, Snippet: r.Content})
+	}
+	return map[string]any{"query": query, "results": hits}, nil
+}

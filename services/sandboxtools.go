@@ -1,0 +1,157 @@
+package services
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"toolbelt/services/sandbox"
+)
+
+// Codes of sandboxed tools.
+const (
+	CodeSandboxUnavailable = "SANDBOX_UNAVAILABLE"
+	CodeSandboxLimit       = "SANDBOX_LIMIT"
+)
+
+// WithSandbox sets the sandbox that tools with security.sandbox (and
+// command runners) run in; without one they refuse with
+// SANDBOX_UNAVAILABLE, never running unsandboxed.
+func (inv *Invoker) WithSandbox(s *sandbox.Sandbox) *Invoker {
+	inv.sandbox = s
+	return inv
+}
+
+// Sandbox is the sandbox in use (nil when none was set).
+func (inv *Invoker) Sandbox() *sandbox.Sandbox { return inv.sandbox }
+
+// sandboxed runs argv in the call's work directory and turns the outcome
+// into the data of a result: exit code, stdout and stderr. A limit hit is
+// SANDBOX_LIMIT naming it.
+func (inv *Invoker) sandboxed(ctx context.Context, c *call, argv []string, stdin []byte) (any, error) {
+	if !inv.sandbox.Available() {
+		reason := "no sandbox is configured"
+		if inv.sandbox != nil {
+			reason = inv.sandbox.Status().Reason
+		}
+		return nil, &toolError{code: CodeSandboxUnavailable,
+			msg:        fmt.Sprintf("%s needs the sandbox, which is not available on this server (%s)", c.def.Name, reason),
+			suggestion: "Do not retry; choose a tool that needs no sandbox, or ask an administrator to install bubblewrap."}
+	}
+	spec := sandbox.Spec{Argv: argv, Dir: c.workDir, Stdin: stdin, Network: c.def.Security.Network}
+	res, err := inv.sandbox.Run(ctx, spec)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, fmt.Errorf("the sandbox could not run the command: %w", err)
+	}
+	c.log.InfoContext(ctx, "sandboxed command ended", "exit_code", res.ExitCode, "limit", string(res.Limit), "ms", res.Duration.Milliseconds())
+	out := map[string]any{"exit_code": res.ExitCode, "stdout": string(res.Stdout), "stderr": string(res.Stderr)}
+	if res.Limit == "" {
+		return out, nil
+	}
+	// A limit that ended the command is a failure the LLM can act on; the
+	// deadline is reported as TIMEOUT by the invoker.
+	if res.Limit == sandbox.LimitTime && ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	advice := map[sandbox.Limit]string{
+		sandbox.LimitMemory:    "Use less memory: process the data in smaller pieces.",
+		sandbox.LimitProcesses: "Start fewer processes or threads.",
+		sandbox.LimitOutput:    "Print less: write large output to a file in the work directory and read parts of it with file_read.",
+		sandbox.LimitTime:      "Do less work per call, or split the task.",
+	}
+	return nil, &toolError{code: CodeSandboxLimit, msg: fmt.Sprintf("the command hit the sandbox's %s limit (exit code %d): %s", res.Limit, res.ExitCode, tail(res.Stderr, 500)),
+		suggestion: advice[res.Limit]}
+}
+
+// tail is the end of a command's stderr, for an error message.
+func tail(b []byte, n int) string {
+	s := strings.TrimSpace(string(b))
+	if len(s) > n {
+		s = "…" + s[len(s)-n:]
+	}
+	return s
+}
+
+// shellExec runs one command line with sh in the sandbox; the secure guard
+// has already refused chaining, pipes, substitution and redirection unless
+// the tool allows them.
+func (inv *Invoker) shellExec(ctx context.Context, c *call) (any, error) {
+	cmd, _ := c.args["command"].(string)
+	if secs := intArg(c.args, "timeout_seconds", 0); secs > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, time.Duration(secs)*time.Second)
+		defer cancel()
+	}
+	return inv.sandboxed(ctx, c, []string{"sh", "-c", cmd}, nil)
+}
+
+// codeExecute runs a Python or JavaScript program in the sandbox.
+func (inv *Invoker) codeExecute(ctx context.Context, c *call) (any, error) {
+	code, _ := c.args["code"].(string)
+	stdin, _ := c.args["stdin"].(string)
+	var argv []string
+	switch c.args["language"] {
+	case "python":
+		argv = []string{"python3", "-I", "-c", code}
+	case "javascript":
+		argv = []string{"node", "-e", code}
+	default:
+		return nil, &toolError{code: CodeValidation, msg: fmt.Sprintf("language %v is not supported", c.args["language"]), suggestion: "Use python or javascript."}
+	}
+	return inv.sandboxed(ctx, c, argv, []byte(stdin))
+}
+
+// commandRunner runs a registered command tool: each argv element that is
+// a {{placeholder}} becomes exactly one argument, the argument's value
+// (never split or interpreted by a shell); an element whose optional
+// argument is absent is left out.
+func (inv *Invoker) commandRunner(ctx context.Context, c *call) (any, error) {
+	argv, err := expandArgv(c.def.Runner.Argv, c.args)
+	if err != nil {
+		return nil, err
+	}
+	return inv.sandboxed(ctx, c, argv, nil)
+}
+
+func expandArgv(tmpl []string, args map[string]any) ([]string, error) {
+	out := make([]string, 0, len(tmpl))
+	for _, el := range tmpl {
+		m := placeholder.FindStringSubmatch(el)
+		if m == nil {
+			out = append(out, el)
+			continue
+		}
+		v, ok := args[m[1]]
+		if !ok || v == nil {
+			continue
+		}
+		s, err := scalarString(v)
+		if err != nil {
+			return nil, &toolError{code: CodeValidation, msg: fmt.Sprintf("argument %q: %v", m[1], err), suggestion: "Pass a string, number or boolean."}
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// scalarString is a JSON scalar as text.
+func scalarString(v any) (string, error) {
+	switch x := v.(type) {
+	case string:
+		return x, nil
+	case bool:
+		return strconv.FormatBool(x), nil
+	case json.Number:
+		return x.String(), nil
+	case float64:
+		return strconv.FormatFloat(x, 'f', -1, 64), nil
+	}
+	return "", errors.New("must be a string, number or boolean to fill a template")
+}
