@@ -137,7 +137,15 @@ func (s *server) stop(t *testing.T) {
 // admin key once; a restart keeps everything and prints no key.
 func TestServeFirstStartAndRestart(t *testing.T) {
 	bin := buildBinary(t)
-	data := filepath.Join(t.TempDir(), "data")
+	tmp := t.TempDir()
+	// As root, sandboxed commands run as uid 65534, which must traverse
+	// the directories above the data directory (t.TempDir's are private).
+	for _, p := range []string{filepath.Dir(tmp), tmp} {
+		if err := os.Chmod(p, 0o711); err != nil {
+			t.Fatal(err)
+		}
+	}
+	data := filepath.Join(tmp, "data")
 
 	s := start(t, bin, data)
 	if s.key == "" || !strings.HasPrefix(s.key, "tb_") {
@@ -156,6 +164,26 @@ func TestServeFirstStartAndRestart(t *testing.T) {
 	}
 	if code, body := s.get(t, "/api/v1/me", s.key); code != 200 || body["role"] != "admin" {
 		t.Fatalf("admin key: %d %v", code, body)
+	}
+	// The probed sandbox is reported and runs code end to end.
+	_, ready := s.get(t, "/readyz", "")
+	box := ready["components"].(map[string]any)["sandbox"].(map[string]any)
+	if box["status"] == "ok" || os.Getenv("CI") == "true" {
+		if box["status"] != "ok" {
+			t.Fatalf("no sandbox in CI: %v", box)
+		}
+		req, _ := http.NewRequest("POST", s.base+"/api/v1/calls", strings.NewReader(`{"tool":"code_execute","arguments":{"language":"python","code":"print(6 * 7)"}}`))
+		req.Header.Set("Authorization", "Bearer "+s.key)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(raw), `"stdout":"42\n"`) {
+			t.Errorf("code_execute through the server: %s", raw)
+		}
 	}
 	code, body := s.get(t, "/api/v1/tools", s.key)
 	if code != 200 || body["total"] != float64(8) {
