@@ -727,7 +727,7 @@ func TestGuardUnattributed(t *testing.T) {
 	if err := g.refuseUnattributed(u); err == nil {
 		t.Error("a request with no call in flight was allowed")
 	}
-	open := g.add("ctx-open", "frame-open", nil)
+	open := g.add("ctx-open", "frame-open", nil, nil)
 	if err := g.refuseUnattributed(u); err != nil {
 		t.Errorf("refused with only an allow-all call in flight: %v", err)
 	}
@@ -736,13 +736,17 @@ func TestGuardUnattributed(t *testing.T) {
 			return errors.New("private address")
 		}
 		return nil
-	})
+	}, nil)
 	if err := g.refuseUnattributed(u); err == nil {
 		t.Error("allowed although one call in flight refuses it")
 	}
 	g.addFrame(strict, "child")
 	if got := g.owner(t.Context(), nil, "child"); got != strict {
 		t.Errorf("owner of an attached frame = %v", got)
+	}
+	strict.closing.Store(true)
+	if got := g.refuseUnattributed(u); !errors.Is(got, errClosing) {
+		t.Errorf("a request while a call closes: %v, want it refused", got)
 	}
 	g.remove(strict)
 	g.addFrame(strict, "late")

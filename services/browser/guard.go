@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/url"
 	"sync"
+	"sync/atomic"
 
 	"github.com/chromedp/cdproto/cdp"
 	jsonv2 "github.com/chromedp/cdproto/cdp/jsonv2"
@@ -46,6 +47,14 @@ type tab struct {
 	mainFrame cdp.FrameID
 	frames    []cdp.FrameID // guarded by guard.mu
 
+	// closing is set when the call returns, and done is the Done channel of
+	// the call's context. From either on, the tab's requests are refused
+	// without asking allow, whose own context may have ended with the call
+	// (a DNS lookup in allow would then fail, and allow might let the
+	// request through).
+	closing atomic.Bool
+	done    <-chan struct{}
+
 	mu      sync.Mutex
 	blocked *Error // the first refusal of a main document
 }
@@ -58,9 +67,10 @@ func newGuard(log *slog.Logger) *guard {
 	}
 }
 
-// add registers a tab before it navigates.
-func (g *guard) add(bc cdp.BrowserContextID, mainFrame cdp.FrameID, allow func(*url.URL) error) *tab {
-	t := &tab{allow: allow, context: bc, mainFrame: mainFrame}
+// add registers a tab before it navigates; done is the Done channel of the
+// call's context.
+func (g *guard) add(bc cdp.BrowserContextID, mainFrame cdp.FrameID, allow func(*url.URL) error, done <-chan struct{}) *tab {
+	t := &tab{allow: allow, context: bc, mainFrame: mainFrame, done: done}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.byContext[bc] = t
@@ -133,12 +143,18 @@ func (g *guard) refuseUnattributed(u *url.URL) error {
 		return errors.New("request from no known page")
 	}
 	for _, t := range tabs {
+		if t.ended() {
+			return errClosing
+		}
 		if err := check(t.allow, u); err != nil {
 			return err
 		}
 	}
 	return nil
 }
+
+// errClosing refuses the requests that come while a call ends.
+var errClosing = errors.New("the page is closing")
 
 // pausedRequest is the part of Fetch.requestPaused that the guard reads. It is
 // decoded with encoding/json, which never fails on odd text in a URL, so that
@@ -179,10 +195,13 @@ func (g *guard) decide(ctx context.Context, b *chromedp.Browser, p pausedRequest
 		err = errors.New("unparsable URL")
 	default:
 		t = g.owner(ctx, b, p.FrameID)
-		if t != nil {
-			err = check(t.allow, u)
-		} else {
+		switch {
+		case t == nil:
 			err = g.refuseUnattributed(u)
+		case t.ended():
+			err = errClosing
+		default:
+			err = check(t.allow, u)
 		}
 	}
 	if err == nil {
@@ -198,7 +217,12 @@ func (g *guard) decide(ctx context.Context, b *chromedp.Browser, p pausedRequest
 		host = u.Host
 	}
 	main := t != nil && p.FrameID == t.mainFrame && p.ResourceType == network.ResourceTypeDocument
-	g.log.Info("browser: blocked request", "host", host, "type", string(p.ResourceType), "main_document", main, "reason", err)
+	level := slog.LevelInfo
+	if errors.Is(err, errClosing) {
+		// The call is over; its error is the end of its context.
+		level, main = slog.LevelDebug, false
+	}
+	g.log.Log(ctx, level, "browser: blocked request", "host", host, "type", string(p.ResourceType), "main_document", main, "reason", err)
 	if main {
 		t.setBlocked(&Error{Kind: KindBlocked, Msg: fmt.Sprintf("%s refused: %v", p.Request.URL, err), Err: err})
 	}
@@ -213,6 +237,16 @@ func (g *guard) fail(ctx context.Context, b *chromedp.Browser, id fetch.RequestI
 	})
 	if err != nil && ctx.Err() == nil {
 		g.log.Debug("browser: fail request", "err", err)
+	}
+}
+
+// ended reports whether the call of the tab is over or its context ended.
+func (t *tab) ended() bool {
+	select {
+	case <-t.done:
+		return true
+	default:
+		return t.closing.Load()
 	}
 }
 

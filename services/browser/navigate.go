@@ -135,6 +135,9 @@ func (i *instance) navigate(ctx context.Context, u *url.URL, opt Options) (_ *Pa
 		dialogs sync.WaitGroup
 	)
 	defer func() {
+		if t != nil {
+			t.closing.Store(true)
+		}
 		stopWatch()
 		cancelRun()
 		dialogs.Wait()
@@ -156,7 +159,7 @@ func (i *instance) navigate(ctx context.Context, u *url.URL, opt Options) (_ *Pa
 		return nil, false, i.failure(ctx, nil, "opening a tab", KindInternal, err)
 	}
 	c := chromedp.FromContext(runCtx)
-	t = i.guard.add(c.BrowserContextID, cdp.FrameID(c.Target.TargetID), opt.Allow)
+	t = i.guard.add(c.BrowserContextID, cdp.FrameID(c.Target.TargetID), opt.Allow, ctx.Done())
 	if _, err := cdp.Call(runCtx, i.browser, cdpbrowser.SetDownloadBehavior, cdpbrowser.SetDownloadBehaviorParams{
 		Behavior:         cdpbrowser.SetDownloadBehaviorBehaviorDeny,
 		BrowserContextID: c.BrowserContextID,
