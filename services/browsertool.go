@@ -81,9 +81,13 @@ func (p NetPolicy) checkResolved(ctx context.Context, u *url.URL) error {
 	host := u.Hostname()
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
+	// Fail closed: a lookup that fails here (the call ended, or a DNS
+	// server answering Go and Chromium differently) refuses the request.
+	// Go and Chromium still resolve separately, so DNS rebinding is only
+	// closed by the network around the server.
 	addrs, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
 	if err != nil {
-		return nil // unresolvable: Chromium fails to load it on its own
+		return fmt.Errorf("host %s could not be resolved", host)
 	}
 	for _, a := range addrs {
 		if !p.addrAllowed(a) {

@@ -22,9 +22,10 @@ import (
 // Navigate call that the request belongs to.
 //
 // Interception is enabled once on the browser session, not on each tab. A tab
-// session does not see the requests of a cross-site iframe, which Chromium runs
-// as a target of its own, nor those of a service worker; the browser session
-// sees them all, including every redirect hop. The price is attribution: a
+// session does not see the subresources of a cross-site iframe, which
+// Chromium runs as a target of its own (checked with Chromium 148); the
+// browser session sees every request, including those of workers and service
+// workers, and each redirect hop. The price is attribution: a
 // paused request names a frame, not a tab. The guard knows the main frame of
 // each tab and the frames attached in it, and asks Chromium for the browser
 // context of any other frame that is a target (a cross-site iframe, a worker).

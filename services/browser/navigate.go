@@ -43,8 +43,7 @@ type Options struct {
 	// error blocks that request. nil allows everything. It is called from
 	// several goroutines at once, and its error is logged and may be shown to
 	// the agent, so it should name the host rather than the full URL.
-	// WebSocket connections do not go through it; see the package caveats in
-	// Navigate.
+	// WebSocket and WebRTC connections do not go through it; see Navigate.
 	Allow func(u *url.URL) error
 }
 
