@@ -199,6 +199,7 @@ func serve(args []string) error {
 	var chromium *browser.Browser
 	if path, err := browser.Find(); err == nil {
 		chromium = browser.New(path, log)
+		host.Chromium = true // also when TOOLBELT_CHROMIUM names one off PATH
 		defer chromium.Close()
 	} else {
 		host.Chromium = false

@@ -55,9 +55,11 @@ func (inv *Invoker) sandboxed(ctx context.Context, c *call, argv []string, stdin
 	if res.Limit == "" {
 		return out, nil
 	}
-	// A limit that ended the command is a failure the LLM can act on; the
-	// deadline is reported as TIMEOUT by the invoker.
-	if res.Limit == sandbox.LimitTime && ctx.Err() != nil {
+	// A limit that ended the command is a failure the LLM can act on. The
+	// tool's own deadline is reported as TIMEOUT by the invoker (it checks
+	// its context first); a shorter one the call asked for
+	// (timeout_seconds) is the time limit here.
+	if res.Limit == sandbox.LimitTime && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		return nil, ctx.Err()
 	}
 	advice := map[sandbox.Limit]string{
@@ -66,8 +68,11 @@ func (inv *Invoker) sandboxed(ctx context.Context, c *call, argv []string, stdin
 		sandbox.LimitOutput:    "Print less: write large output to a file in the work directory and read parts of it with file_read.",
 		sandbox.LimitTime:      "Do less work per call, or split the task.",
 	}
-	return nil, &toolError{code: CodeSandboxLimit, msg: fmt.Sprintf("the command hit the sandbox's %s limit (exit code %d): %s", res.Limit, res.ExitCode, tail(res.Stderr, 500)),
-		suggestion: advice[res.Limit]}
+	msg := fmt.Sprintf("the command hit the sandbox's %s limit (exit code %d)", res.Limit, res.ExitCode)
+	if t := tail(res.Stderr, 500); t != "" {
+		msg += ": " + t
+	}
+	return nil, &toolError{code: CodeSandboxLimit, msg: msg, suggestion: advice[res.Limit]}
 }
 
 // tail is the end of a command's stderr, for an error message.

@@ -201,3 +201,25 @@ func sayTool() map[string]any {
 		m["runner"] = map[string]any{"kind": "command", "argv": []any{"echo", "{{text}}"}}
 	})
 }
+
+// TestShellTimeout: a shell command past its timeout_seconds ends with
+// SANDBOX_LIMIT naming time.
+func TestShellTimeout(t *testing.T) {
+	app := newTestApp(t)
+	needSandbox(t, app)
+	def := toolDef("sleeper", func(m map[string]any) {
+		m["category"] = "shell"
+		m["parameters"] = map[string]any{"type": "object", "properties": map[string]any{
+			"command": map[string]any{"type": "string"}, "timeout_seconds": map[string]any{"type": "integer"}}, "required": []any{"command"}}
+		m["security"] = map[string]any{"level": "moderate", "sandbox": true}
+		m["runner"] = map[string]any{"kind": "builtin", "builtin": "shell_exec"}
+	})
+	if r := app.do(t, "admin", "POST", "/api/v1/tools", def); r.Status != 201 {
+		t.Fatalf("register: %d %s", r.Status, r.Body)
+	}
+	_, res := app.call(t, "admin", map[string]any{"tool": "sleeper", "arguments": map[string]any{"command": "sleep 30", "timeout_seconds": 1}})
+	e, _ := res["error"].(map[string]any)
+	if errCode(res) != "SANDBOX_LIMIT" || !strings.Contains(e["message"].(string), "time limit") {
+		t.Fatalf("%v", res)
+	}
+}
