@@ -114,6 +114,8 @@ func (inv *Invoker) queue(next Step) Step {
 	return func(ctx context.Context, c *call) ToolResult {
 		cq := inv.queues.of(c.def.Category)
 		if !cq.sem.TryAcquire(1) {
+			// Timed from before the call counts as waiting.
+			waitStart := time.Now()
 			if cq.waiting.Add(1) > int64(inv.queues.maxWait) {
 				cq.waiting.Add(-1)
 				res := refusal(CodeQueueFull,
@@ -123,7 +125,6 @@ func (inv *Invoker) queue(next Step) Step {
 				res.Error.RetryAfter = 2
 				return res
 			}
-			waitStart := time.Now()
 			err := cq.sem.Acquire(ctx, 1)
 			cq.waiting.Add(-1)
 			c.queueMs = time.Since(waitStart).Milliseconds()

@@ -38,11 +38,7 @@ func (inv *Invoker) httpRunner(ctx context.Context, c *call) (any, error) {
 	var body io.Reader
 	switch {
 	case r.Body != "":
-		b, err := expandBody(r.Body, c.args)
-		if err != nil {
-			return nil, err
-		}
-		body = strings.NewReader(b)
+		body = strings.NewReader(expandBody(r.Body, c.args))
 	case r.Method == http.MethodPost || r.Method == http.MethodPut || r.Method == http.MethodPatch:
 		raw, _ := json.Marshal(c.args)
 		body = strings.NewReader(string(raw))
@@ -66,33 +62,41 @@ func (inv *Invoker) httpRunner(ctx context.Context, c *call) (any, error) {
 }
 
 // expandURL fills URL placeholders: escaped as a path segment before the
-// query, as a query value after it.
+// query, as a query value after it. An absent argument fills nothing.
 func expandURL(tmpl string, args map[string]any) (string, error) {
-	q := strings.IndexByte(tmpl, '?')
+	path, query, hasQuery := strings.Cut(tmpl, "?")
+	out, err := fillTemplate(path, args, url.PathEscape)
+	if err != nil || !hasQuery {
+		return out, err
+	}
+	q, err := fillTemplate(query, args, url.QueryEscape)
+	return out + "?" + q, err
+}
+
+// fillTemplate replaces each {{name}} with the escaped text of a scalar
+// argument.
+func fillTemplate(tmpl string, args map[string]any, escape func(string) string) (string, error) {
 	var bad error
 	out := placeholder.ReplaceAllStringFunc(tmpl, func(m string) string {
 		name := placeholder.FindStringSubmatch(m)[1]
-		s, err := scalarString(args[name])
 		if args[name] == nil {
-			s, err = "", nil
+			return ""
 		}
+		s, err := scalarString(args[name])
 		if err != nil {
 			bad = &toolError{code: CodeValidation, msg: fmt.Sprintf("argument %q: %v", name, err), suggestion: "Pass a string, number or boolean."}
 		}
-		if idx := strings.Index(tmpl, m); q >= 0 && idx > q {
-			return url.QueryEscape(s)
-		}
-		return url.PathEscape(s)
+		return escape(s)
 	})
 	return out, bad
 }
 
 // expandBody fills body placeholders with the JSON of each argument.
-func expandBody(tmpl string, args map[string]any) (string, error) {
+func expandBody(tmpl string, args map[string]any) string {
 	return placeholder.ReplaceAllStringFunc(tmpl, func(m string) string {
 		raw, _ := json.Marshal(args[placeholder.FindStringSubmatch(m)[1]])
 		return string(raw)
-	}), nil
+	})
 }
 
 // expandHeader fills a header value: {{env.NAME}} with a configured

@@ -682,9 +682,9 @@ func (inv *Invoker) attempt(ctx context.Context, c *call) ToolResult {
 	c.emit("attempt", map[string]int{"attempt": c.attempts})
 	var data any
 	var err error
-	if (c.def.Security.Sandbox || c.def.Runner.Kind == RunnerCommand) && !inv.sandbox.Available() {
+	if c.def.Security.Sandbox || c.def.Runner.Kind == RunnerCommand {
 		// Never run unsandboxed what asked for the sandbox.
-		data, err = inv.sandboxed(ctx, c, nil, nil)
+		err = inv.sandboxMissing(c)
 	}
 	switch {
 	case err != nil:

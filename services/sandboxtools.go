@@ -33,14 +33,8 @@ func (inv *Invoker) Sandbox() *sandbox.Sandbox { return inv.sandbox }
 // into the data of a result: exit code, stdout and stderr. A limit hit is
 // SANDBOX_LIMIT naming it.
 func (inv *Invoker) sandboxed(ctx context.Context, c *call, argv []string, stdin []byte) (any, error) {
-	if !inv.sandbox.Available() {
-		reason := "no sandbox is configured"
-		if inv.sandbox != nil {
-			reason = inv.sandbox.Status().Reason
-		}
-		return nil, &toolError{code: CodeSandboxUnavailable,
-			msg:        fmt.Sprintf("%s needs the sandbox, which is not available on this server (%s)", c.def.Name, reason),
-			suggestion: "Do not retry; choose a tool that needs no sandbox, or ask an administrator to install bubblewrap."}
+	if err := inv.sandboxMissing(c); err != nil {
+		return nil, err
 	}
 	spec := sandbox.Spec{Argv: argv, Dir: c.workDir, Stdin: stdin, Network: c.def.Security.Network}
 	res, err := inv.sandbox.Run(ctx, spec)
@@ -73,6 +67,21 @@ func (inv *Invoker) sandboxed(ctx context.Context, c *call, argv []string, stdin
 		msg += ": " + t
 	}
 	return nil, &toolError{code: CodeSandboxLimit, msg: msg, suggestion: advice[res.Limit]}
+}
+
+// sandboxMissing is SANDBOX_UNAVAILABLE when there is no sandbox to run
+// c's command in, nil otherwise.
+func (inv *Invoker) sandboxMissing(c *call) error {
+	if inv.sandbox.Available() {
+		return nil
+	}
+	reason := "no sandbox is configured"
+	if inv.sandbox != nil {
+		reason = inv.sandbox.Status().Reason
+	}
+	return &toolError{code: CodeSandboxUnavailable,
+		msg:        fmt.Sprintf("%s needs the sandbox, which is not available on this server (%s)", c.def.Name, reason),
+		suggestion: "Do not retry; choose a tool that needs no sandbox, or ask an administrator to install bubblewrap."}
 }
 
 // tail is the end of a command's stderr, for an error message.

@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"toolbelt/services"
@@ -153,7 +154,9 @@ func TestWebSearch(t *testing.T) {
 // templates and calls it against a local server.
 func TestHTTPRunner(t *testing.T) {
 	var path, query, auth, body string
+	var requests atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
 		path, query, auth = r.URL.EscapedPath(), r.URL.RawQuery, r.Header.Get("Authorization")
 		raw := make([]byte, 1024)
 		n, _ := r.Body.Read(raw)
@@ -186,9 +189,23 @@ func TestHTTPRunner(t *testing.T) {
 		t.Errorf("the secret came back unredacted: %v", res)
 	}
 	// A secret that is not configured is never read from the environment.
+	// The call fails before any request leaves.
 	app.invoker.WithSecretNames(nil)
-	if _, res := app.call(t, "admin", map[string]any{"tool": "create_item", "arguments": map[string]any{"id": "a"}}); errCode(res) != "EXECUTION_FAILED" || auth == "Bearer " {
-		t.Errorf("unconfigured secret: %v", res)
+	before := requests.Load()
+	if _, res := app.call(t, "admin", map[string]any{"tool": "create_item", "arguments": map[string]any{"id": "a"}}); errCode(res) != "EXECUTION_FAILED" || requests.Load() != before {
+		t.Errorf("unconfigured secret: %v (%d requests sent)", res, requests.Load()-before)
+	}
+	// A placeholder used in the path and the query is escaped for each.
+	def = toolDef("lookup", func(m map[string]any) {
+		m["category"] = "api"
+		m["parameters"] = map[string]any{"type": "object", "properties": map[string]any{"id": map[string]any{"type": "string"}}, "required": []any{"id"}}
+		m["runner"] = map[string]any{"kind": "http", "method": "GET", "url": srv.URL + "/items/{{id}}?again={{id}}"}
+	})
+	if r := app.do(t, "admin", "POST", "/api/v1/tools", def); r.Status != 201 {
+		t.Fatalf("register: %d %s", r.Status, r.Body)
+	}
+	if _, res := app.call(t, "admin", map[string]any{"tool": "lookup", "arguments": map[string]any{"id": "a b&c"}}); res["success"] != true || path != "/items/a%20b&c" || query != "again=a+b%26c" {
+		t.Errorf("path %q query %q: %v", path, query, res)
 	}
 }
 

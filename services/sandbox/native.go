@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"syscall"
 
 	seccomp "github.com/elastic/go-seccomp-bpf"
@@ -173,8 +174,8 @@ func lookPath(name string, env []string) (string, error) {
 	}
 	path := "/usr/local/bin:/usr/bin:/bin"
 	for _, kv := range env {
-		if len(kv) > 5 && kv[:5] == "PATH=" {
-			path = kv[5:]
+		if p, ok := strings.CutPrefix(kv, "PATH="); ok {
+			path = p
 		}
 	}
 	for _, dir := range filepath.SplitList(path) {

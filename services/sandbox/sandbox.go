@@ -261,14 +261,6 @@ func DefaultEnv(work string) []string {
 	return []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + work, "TMPDIR=" + work, "LANG=C.UTF-8"}
 }
 
-// WorkPath is the work directory as a command in this sandbox sees it.
-func (s *Sandbox) WorkPath(spec Spec) string {
-	if !s.Available() {
-		return spec.Dir
-	}
-	return s.backend.workPath(spec)
-}
-
 func exitCode(cmd *exec.Cmd, err error) int {
 	if cmd.ProcessState != nil {
 		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
