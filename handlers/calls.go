@@ -80,7 +80,7 @@ func (h *Handler) CallTool(c *gin.Context) error {
 	if statusOf(res) == http.StatusAccepted {
 		c.Header("Location", "/api/v1/calls/"+res.CallID)
 	}
-	c.JSON(statusOf(res), res)
+	c.Data(statusOf(res), "application/json; charset=utf-8", res.JSON())
 	return nil
 }
 

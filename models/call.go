@@ -3,10 +3,10 @@ package models
 import (
 	"context"
 	"fmt"
+	"strings"
+	"sync"
 	"time"
 
-	"gorm.io/gorm"
-	"gorm.io/gorm/clause"
 )
 
 // Call is the history record of one tool call. Arguments and Result hold
@@ -18,7 +18,7 @@ type Call struct {
 	Tool        string `gorm:"size:64;index" json:"tool"`
 	Version     string `gorm:"size:64" json:"version,omitempty"`
 	Arguments   string `json:"arguments"`
-	Status      string `gorm:"size:24;index" json:"status"`
+	Status      string `gorm:"size:24" json:"status"`
 	ErrorCode   string `gorm:"size:32" json:"error_code,omitempty"`
 	Result      string `json:"-"`
 	// Request holds the call as sent (tool, version, arguments) while it
@@ -41,23 +41,71 @@ type Call struct {
 // SaveCalls inserts or replaces call records with one statement (a call
 // is saved as queued, running and finished under one id). A batch holding
 // one id twice keeps the last.
+//
+// It is the history's hot path (every call, cached hits included), so it
+// skips gorm's per-row reflection: one prepared multi-row upsert per batch
+// size, standard SQL that SQLite and Postgres both accept. One statement is
+// atomic on its own: no BEGIN/COMMIT around it.
 func (s *Store) SaveCalls(ctx context.Context, cs []*Call) error {
-	last := map[string]int{}
+	last := make(map[string]int, len(cs))
 	for i, c := range cs {
 		last[c.ID] = i
 	}
-	uniq := make([]*Call, 0, len(last))
+	args := make([]any, 0, len(last)*len(callColumns))
 	for i, c := range cs {
 		if last[c.ID] == i {
-			uniq = append(uniq, c)
+			args = append(args, c.values()...)
 		}
 	}
-	// One INSERT is atomic on its own: no BEGIN/COMMIT around it.
-	err := s.db.Session(&gorm.Session{SkipDefaultTransaction: true}).WithContext(ctx).Clauses(clause.OnConflict{Columns: []clause.Column{{Name: "id"}}, UpdateAll: true}).Create(uniq).Error
+	sqlDB, err := s.db.DB()
+	if err == nil {
+		_, err = sqlDB.ExecContext(ctx, upsertCallsSQL(len(last)), args...)
+	}
 	if err != nil {
-		return fmt.Errorf("record %d calls: %w", len(uniq), err)
+		return fmt.Errorf("record %d calls: %w", len(last), err)
 	}
 	return nil
+}
+
+// callColumns are the stored columns of Call, in the order of values.
+var callColumns = []string{"id", "principal_id", "session_id", "tool", "version", "arguments", "status", "error_code",
+	"result", "request", "attempts", "cached", "queue_ms", "run_ms", "total_ms", "created_at", "finished_at"}
+
+func (c *Call) values() []any {
+	var finished any
+	if c.FinishedAt != nil {
+		finished = *c.FinishedAt
+	}
+	return []any{c.ID, int64(c.PrincipalID), c.SessionID, c.Tool, c.Version, c.Arguments, c.Status, c.ErrorCode,
+		c.Result, c.Request, int64(c.Attempts), c.Cached, c.QueueMs, c.RunMs, c.TotalMs, c.CreatedAt, finished}
+}
+
+// upsertCalls caches the statement text per row count.
+var upsertCalls sync.Map
+
+func upsertCallsSQL(rows int) string {
+	if q, ok := upsertCalls.Load(rows); ok {
+		return q.(string)
+	}
+	var b strings.Builder
+	b.WriteString("INSERT INTO calls (" + strings.Join(callColumns, ",") + ") VALUES ")
+	row := "(" + strings.TrimSuffix(strings.Repeat("?,", len(callColumns)), ",") + ")"
+	for i := range rows {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(row)
+	}
+	b.WriteString(" ON CONFLICT (id) DO UPDATE SET ")
+	for i, col := range callColumns[1:] {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(col + "=excluded." + col)
+	}
+	q := b.String()
+	upsertCalls.Store(rows, q)
+	return q
 }
 
 // SaveCall inserts or replaces a call record.
@@ -68,10 +116,16 @@ func (s *Store) SaveCall(ctx context.Context, c *Call) error {
 	return nil
 }
 
-// CallsInState returns the calls in a status, oldest first.
+// openCalls are the states of calls not finished yet, the ones a restart
+// acts on. Only they are indexed by status (a partial index): finished
+// calls, nearly all of the history, cost no entry in it.
+const openCalls = "status IN ('queued','running','awaiting_approval')"
+
+// CallsInState returns the calls in an open state (queued, running,
+// awaiting_approval), oldest first.
 func (s *Store) CallsInState(ctx context.Context, status string) ([]Call, error) {
 	var out []Call
-	if err := s.db.WithContext(ctx).Where("status = ?", status).Order("created_at").Find(&out).Error; err != nil {
+	if err := s.db.WithContext(ctx).Where("status = ? AND "+openCalls, status).Order("created_at").Find(&out).Error; err != nil {
 		return nil, fmt.Errorf("list %s calls: %w", status, err)
 	}
 	return out, nil

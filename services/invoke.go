@@ -72,6 +72,21 @@ type ToolResult struct {
 	Data     json.RawMessage `json:"data,omitempty" swaggertype:"object"`
 	Error    *ToolError      `json:"error,omitempty"`
 	Metadata CallMetadata    `json:"metadata"`
+	// encoded is this result's JSON as the history recorded it, so the
+	// answer is not encoded twice; nil when not recorded or truncated.
+	encoded []byte
+}
+
+// JSON is the result encoded as JSON.
+func (r ToolResult) JSON() []byte {
+	if r.encoded != nil {
+		return r.encoded
+	}
+	raw, err := json.Marshal(r)
+	if err != nil { // only a malformed Data could fail; say so
+		raw, _ = json.Marshal(ToolResult{CallID: r.CallID, Status: StatusFailed, Error: &ToolError{Code: CodeInternal, Message: "the result could not be encoded: " + err.Error()}, Metadata: r.Metadata})
+	}
+	return raw
 }
 
 // ToolError says why a call did not succeed and what the LLM should do.
@@ -244,7 +259,7 @@ func (inv *Invoker) finish(ctx context.Context, c *call, res ToolResult) ToolRes
 	if c.waiting {
 		return res // parked for approval: recorded with its approval
 	}
-	inv.record(ctx, c, res)
+	res.encoded = inv.record(ctx, c, res)
 	if res.Success && !c.cached && inv.selector != nil {
 		inv.selector.LearnFromCallLater(c.req.SessionID, c.def.Name)
 	}
@@ -478,7 +493,7 @@ func (inv *Invoker) park(ctx context.Context, c *call, hash string) ToolResult {
 		Suggestion: fmt.Sprintf("Tell the user the call waits for approval (it expires at %s). Poll GET /api/v1/calls/%s for the result.", a.ExpiresAt.Format(time.RFC3339), c.id),
 	}, Metadata: CallMetadata{ToolVersion: c.def.Version}}
 	res.Data, _ = json.Marshal(map[string]string{"approval_id": a.ID})
-	rec := inv.callRecord(c, res)
+	rec, _ := inv.callRecord(c, res)
 	rec.Request = inv.requestJSON(c)
 	rec.Arguments, rec.Prepared = a.Arguments, true
 	if err := inv.store.CreateApproval(ctx, a, rec); err != nil {
@@ -750,8 +765,10 @@ const MaxResultRecord = 64 << 10
 
 // record stores the call in history with its arguments redacted and its
 // (already redacted) result.
-func (inv *Invoker) record(ctx context.Context, c *call, res ToolResult) {
-	rec := inv.callRecord(c, res)
+//
+// It returns the result's JSON when the record holds all of it.
+func (inv *Invoker) record(ctx context.Context, c *call, res ToolResult) []byte {
+	rec, encoded := inv.callRecord(c, res)
 	if res.Status == StatusQueued || res.Status == StatusRunning {
 		rec.Request = inv.requestJSON(c)
 		rec.FinishedAt = nil
@@ -763,11 +780,12 @@ func (inv *Invoker) record(ctx context.Context, c *call, res ToolResult) {
 	if Terminal(res.Status) {
 		inv.events.publish(c.id, "result", res)
 	}
+	return encoded
 }
 
 // callRecord is the history row of a call and its result; a result over
 // MaxResultRecord keeps its status and error but not its data.
-func (inv *Invoker) callRecord(c *call, res ToolResult) *models.Call {
+func (inv *Invoker) callRecord(c *call, res ToolResult) (*models.Call, []byte) {
 	// The decoded arguments re-encoded (canonical, no escapes) when the
 	// call got that far; the bytes as sent otherwise.
 	args := c.req.Arguments
@@ -785,11 +803,13 @@ func (inv *Invoker) callRecord(c *call, res ToolResult) *models.Call {
 	if len(argsJSON) > MaxResultRecord {
 		argsJSON = []byte(`{"truncated":true}`)
 	}
-	resJSON, _ := json.Marshal(res)
+	res.encoded = nil // encode this result, not an earlier one
+	resJSON := res.JSON()
+	encoded := resJSON
 	if len(resJSON) > MaxResultRecord {
 		summary := res
 		summary.Data = json.RawMessage(`{"truncated":true}`)
-		resJSON, _ = json.Marshal(summary)
+		resJSON, encoded = summary.JSON(), nil
 	}
 	now := time.Now().UTC()
 	rec := &models.Call{
@@ -811,7 +831,7 @@ func (inv *Invoker) callRecord(c *call, res ToolResult) *models.Call {
 	if res.Error != nil {
 		rec.ErrorCode = res.Error.Code
 	}
-	return rec
+	return rec, encoded
 }
 
 // requestJSON is the call as sent, kept while it waits so it can run later.

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -164,7 +165,7 @@ func BenchmarkBareGinJSON(b *testing.B) {
 // connections and reports requests per second.
 func benchParallel(b *testing.B, do func(*http.Client)) {
 	b.SetParallelism(8)
-	start := time.Now()
+	start, cpu := time.Now(), cpuTime()
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
@@ -173,6 +174,15 @@ func benchParallel(b *testing.B, do func(*http.Client)) {
 		}
 	})
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "req/s")
+	b.ReportMetric(float64((cpuTime()-cpu).Microseconds())/float64(b.N), "cpu-µs/req")
+}
+
+// cpuTime is the CPU time this process used so far (user and system,
+// server and clients together).
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkSandboxedEchoHTTP calls a command tool running `echo` in the

@@ -1,0 +1,91 @@
+package models
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"slices"
+	"testing"
+	"time"
+
+	"gorm.io/gorm"
+)
+
+func TestCallsInStateUsesOpenIndex(t *testing.T) {
+	ctx := context.Background()
+	store, err := Open(ctx, t.TempDir()+"/t.db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	start := time.Now().UTC()
+	var rows []*Call
+	for i, status := range []string{"succeeded", "running", "failed", "queued", "running", "awaiting_approval"} {
+		rows = append(rows, &Call{ID: fmt.Sprintf("c%d", i), Tool: "t", Status: status, CreatedAt: start.Add(time.Duration(i) * time.Second)})
+	}
+	if err := store.SaveCalls(ctx, rows); err != nil {
+		t.Fatal(err)
+	}
+	got, err := store.CallsInState(ctx, "running")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].ID != "c1" || got[1].ID != "c4" {
+		t.Fatalf("running calls = %+v, want c1 then c4", got)
+	}
+	// A finished call becomes running again (a retried upsert) and is found.
+	rows[0].Status = "running"
+	if err := store.SaveCalls(ctx, rows[:1]); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ = store.CallsInState(ctx, "running"); len(got) != 3 || got[0].ID != "c0" {
+		t.Fatalf("after update: %+v", got)
+	}
+	var plan []struct {
+		Detail string
+	}
+	if err := store.db.Raw("EXPLAIN QUERY PLAN SELECT * FROM calls WHERE status = ? AND "+openCalls+" ORDER BY created_at", "running").Scan(&plan).Error; err != nil {
+		t.Fatal(err)
+	}
+	if len(plan) == 0 || !strings.Contains(plan[0].Detail, "idx_calls_open") {
+		t.Fatalf("the open-calls query does not use the partial index: %+v", plan)
+	}
+	var n int64
+	store.db.Raw("SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = 'idx_calls_status'").Scan(&n)
+	if n != 0 {
+		t.Fatal("the full status index is still there")
+	}
+}
+
+// The hand-written upsert must name every stored column of Call.
+func TestCallColumnsMatchSchema(t *testing.T) {
+	store, err := Open(context.Background(), t.TempDir()+"/t.db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	stmt := &gorm.Statement{DB: store.db}
+	if err := stmt.Parse(&Call{}); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(stmt.Schema.DBNames, callColumns) {
+		t.Fatalf("callColumns = %v\nschema      = %v", callColumns, stmt.Schema.DBNames)
+	}
+	now := time.Now().UTC()
+	in := &Call{ID: "x", PrincipalID: 7, SessionID: "s", Tool: "t", Version: "1", Arguments: "{}", Status: "succeeded", ErrorCode: "E",
+		Result: "{}", Request: "r", Attempts: 2, Cached: true, QueueMs: 3, RunMs: 4, TotalMs: 5, CreatedAt: now, FinishedAt: &now}
+	if err := store.SaveCalls(context.Background(), []*Call{in}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := store.CallByID(context.Background(), "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.CreatedAt.Equal(now) || got.FinishedAt == nil || !got.FinishedAt.Equal(now) {
+		t.Fatalf("times: %v %v, want %v", got.CreatedAt, got.FinishedAt, now)
+	}
+	got.CreatedAt, got.FinishedAt, in.CreatedAt, in.FinishedAt = now, nil, now, nil
+	if *got != *in {
+		t.Fatalf("read back %+v\nwant         %+v", *got, *in)
+	}
+}
