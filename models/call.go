@@ -6,7 +6,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
 )
 
 // Call is the history record of one tool call. Arguments and Result hold

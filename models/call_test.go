@@ -3,8 +3,8 @@ package models
 import (
 	"context"
 	"fmt"
-	"strings"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
