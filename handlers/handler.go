@@ -82,6 +82,10 @@ func (h *Handler) Wrap(fn func(*gin.Context) error) gin.HandlerFunc {
 // logged with their detail and answered with "internal error" only.
 func (h *Handler) Fail(c *gin.Context, err error) {
 	status, body := h.classify(c, err)
+	if WantsHTML(c) {
+		h.failPage(c, status, body)
+		return
+	}
 	if status == http.StatusUnauthorized {
 		c.Header("WWW-Authenticate", `Bearer realm="toolbelt"`)
 	}

@@ -79,13 +79,18 @@ var routes = []route{
 	{http.MethodDelete, "/keys/:id", admins, (*handlers.Handler).RevokeKey},
 }
 
-// RolePolicies returns, per role, the endpoints of the route table it may
-// call, as Casbin seeds them.
+// RolePolicies returns, per role, the endpoints of the route table and the
+// console pages it may open, as Casbin seeds them.
 func RolePolicies() map[string][]services.Route {
 	out := map[string][]services.Route{}
 	for _, r := range routes {
 		for _, role := range r.roles {
 			out[role] = append(out[role], services.Route{Method: r.method, Path: APIPrefix + r.path})
+		}
+	}
+	for _, p := range pages {
+		for _, role := range p.roles {
+			out[role] = append(out[role], services.Route{Method: p.method, Path: ConsolePrefix + p.path})
 		}
 	}
 	return out
@@ -110,7 +115,7 @@ func New(d Deps) http.Handler {
 	r.UseRawPath = true
 	r.UnescapePathValues = true
 	r.Use(requestID(), accessLog(d.Log), recovery(d.Handler), securityHeaders(), limitBody())
-	r.NoRoute(d.Handler.NotFound)
+	r.NoRoute(consoleNotFound(d))
 	r.NoMethod(d.Handler.MethodNotAllowed)
 
 	r.GET("/", d.Handler.Home)
@@ -127,6 +132,8 @@ func New(d Deps) http.Handler {
 		}
 		swaggerUI(c)
 	})
+
+	mountConsole(r, d)
 
 	api := r.Group(APIPrefix, authenticate(d))
 	for _, rt := range routes {

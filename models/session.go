@@ -1,0 +1,60 @@
+package models
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// ConsoleSession is a signed-in browser of the admin console. Only the
+// SHA-256 of the cookie's token is stored; the session lives only as long
+// as the API key it was opened with stays active.
+type ConsoleSession struct {
+	Hash        string    `gorm:"primaryKey;size:64"`
+	PrincipalID uint      `gorm:"not null;index"`
+	KeyID       uint      `gorm:"not null;index"`
+	CreatedAt   time.Time `gorm:"not null"`
+	ExpiresAt   time.Time `gorm:"not null;index"`
+}
+
+// CreateConsoleSession stores a new session.
+func (s *Store) CreateConsoleSession(ctx context.Context, cs *ConsoleSession) error {
+	if err := s.db.WithContext(ctx).Create(cs).Error; err != nil {
+		return fmt.Errorf("create console session: %w", err)
+	}
+	return nil
+}
+
+// ConsoleSessionByHash returns an unexpired session whose key is still
+// active, with its principal.
+func (s *Store) ConsoleSessionByHash(ctx context.Context, hash string, now time.Time) (*ConsoleSession, *Principal, error) {
+	var cs ConsoleSession
+	err := s.db.WithContext(ctx).
+		Where("hash = ? AND expires_at > ? AND key_id IN (SELECT id FROM api_keys WHERE revoked_at IS NULL)", hash, now).
+		First(&cs).Error
+	if err != nil {
+		return nil, nil, notFound(err, "console session")
+	}
+	p, err := s.PrincipalByID(ctx, cs.PrincipalID)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &cs, p, nil
+}
+
+// DeleteConsoleSession ends a session; ending an unknown one is no error.
+func (s *Store) DeleteConsoleSession(ctx context.Context, hash string) error {
+	if err := s.db.WithContext(ctx).Where("hash = ?", hash).Delete(&ConsoleSession{}).Error; err != nil {
+		return fmt.Errorf("end console session: %w", err)
+	}
+	return nil
+}
+
+// DeleteExpiredConsoleSessions removes sessions past their expiry.
+func (s *Store) DeleteExpiredConsoleSessions(ctx context.Context, now time.Time) (int64, error) {
+	res := s.db.WithContext(ctx).Where("expires_at <= ?", now).Delete(&ConsoleSession{})
+	if res.Error != nil {
+		return 0, fmt.Errorf("prune console sessions: %w", res.Error)
+	}
+	return res.RowsAffected, nil
+}

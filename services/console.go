@@ -1,0 +1,86 @@
+package services
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"toolbelt/models"
+)
+
+// ConsoleSessionTTL is how long a console sign-in lasts.
+const ConsoleSessionTTL = 12 * time.Hour
+
+// ConsoleSession is a signed-in console browser: the cookie's token, the
+// CSRF token its forms must carry, and who it is.
+type ConsoleSession struct {
+	Token     string
+	CSRF      string
+	Principal *models.Principal
+	ExpiresAt time.Time
+}
+
+// SignIn opens a console session with an API key. A wrong or revoked key is
+// models.ErrUnauthorized, with no hint of which.
+func (a *Accounts) SignIn(ctx context.Context, secret string) (*ConsoleSession, error) {
+	bad := fmt.Errorf("%w: that API key is not valid", models.ErrUnauthorized)
+	if len(secret) < len(KeyPrefix)+8 {
+		return nil, bad
+	}
+	key, p, err := a.store.KeyByHash(ctx, hashKey(secret))
+	if errors.Is(err, models.ErrNotFound) {
+		return nil, bad
+	}
+	if err != nil {
+		return nil, err
+	}
+	token := rand.Text() + rand.Text() // 2 × 130 bits
+	now := time.Now().UTC()
+	cs := &models.ConsoleSession{Hash: hashKey(token), PrincipalID: p.ID, KeyID: key.ID, CreatedAt: now, ExpiresAt: now.Add(ConsoleSessionTTL)}
+	if err := a.store.CreateConsoleSession(ctx, cs); err != nil {
+		return nil, err
+	}
+	a.touch(ctx, key.ID)
+	a.log.InfoContext(ctx, "console sign-in", "principal", p.Name, "key_id", key.ID)
+	return &ConsoleSession{Token: token, CSRF: CSRFToken(token), Principal: p, ExpiresAt: cs.ExpiresAt}, nil
+}
+
+// ConsoleSession returns the session of a cookie token: unknown, expired,
+// signed-out sessions and those whose key was revoked are
+// models.ErrUnauthorized.
+func (a *Accounts) ConsoleSession(ctx context.Context, token string) (*ConsoleSession, error) {
+	if token == "" {
+		return nil, fmt.Errorf("%w: not signed in", models.ErrUnauthorized)
+	}
+	cs, p, err := a.store.ConsoleSessionByHash(ctx, hashKey(token), time.Now().UTC())
+	if errors.Is(err, models.ErrNotFound) {
+		return nil, fmt.Errorf("%w: the session ended; sign in again", models.ErrUnauthorized)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &ConsoleSession{Token: token, CSRF: CSRFToken(token), Principal: p, ExpiresAt: cs.ExpiresAt}, nil
+}
+
+// SignOut ends the session of a cookie token.
+func (a *Accounts) SignOut(ctx context.Context, token string) error {
+	return a.store.DeleteConsoleSession(ctx, hashKey(token))
+}
+
+// PruneConsoleSessions removes expired sessions.
+func (a *Accounts) PruneConsoleSessions(ctx context.Context) error {
+	_, err := a.store.DeleteExpiredConsoleSessions(ctx, time.Now().UTC())
+	return err
+}
+
+// CSRFToken is the token a session's forms carry. It is derived from the
+// session token (which never leaves the HttpOnly cookie), so it needs no
+// storage and a page from another session cannot forge it.
+func CSRFToken(sessionToken string) string {
+	sum := sha256.Sum256([]byte("toolbelt console csrf\x00" + sessionToken))
+	return hex.EncodeToString(sum[:16])
+}

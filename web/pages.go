@@ -1,0 +1,125 @@
+package web
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+
+	"toolbelt/handlers"
+	"toolbelt/models"
+	"toolbelt/views"
+)
+
+// ConsolePrefix is where the admin console lives.
+const ConsolePrefix = "/admin"
+
+// pages is the console's route table, beside the API's: each page and the
+// roles that may open it, enforced by Casbin from the same RolePolicies.
+// Sign-in and sign-out are outside it (anyone may try to sign in; anyone
+// signed in may sign out).
+var pages = []route{
+	{http.MethodGet, "", everyone, (*handlers.Handler).Dashboard},
+
+	// Tools: list, detail, register and edit (handlers/console_tools.go).
+
+	// Retrieval playground (handlers/console_playground.go).
+
+	// Approvals (handlers/console_approvals.go).
+
+	// Call history (handlers/console_calls.go).
+
+	// Access: principals, keys, grants (handlers/console_access.go).
+}
+
+// navItems are the console's navigation entries; each is shown only to
+// roles that may open it.
+var navItems = []views.NavItem{
+	{Label: "Dashboard", Href: ConsolePrefix},
+	{Label: "Tools", Href: ConsolePrefix + "/tools"},
+	{Label: "Playground", Href: ConsolePrefix + "/playground"},
+	{Label: "Approvals", Href: ConsolePrefix + "/approvals"},
+	{Label: "History", Href: ConsolePrefix + "/calls"},
+	{Label: "Access", Href: ConsolePrefix + "/access"},
+}
+
+// consoleNotFound answers paths no route matches: inside the console
+// with the signed-in frame, elsewhere as usual.
+func consoleNotFound(d Deps) gin.HandlerFunc {
+	auth := consoleAuth(d)
+	return func(c *gin.Context) {
+		if p := c.Request.URL.Path; p == ConsolePrefix || strings.HasPrefix(p, ConsolePrefix+"/") {
+			auth(c)
+			return
+		}
+		d.Handler.NotFound(c)
+	}
+}
+
+// mountConsole registers the sign-in pages and the page table.
+func mountConsole(r *gin.Engine, d Deps) {
+	r.GET(ConsolePrefix+"/login", d.Handler.SignInPage)
+	r.POST(ConsolePrefix+"/login", d.Handler.SignIn)
+	g := r.Group(ConsolePrefix, consoleAuth(d))
+	g.POST("/logout", d.Handler.Wrap(d.Handler.SignOut))
+	for _, p := range pages {
+		fn := p.handler
+		g.Handle(p.method, p.path, d.Handler.Wrap(func(c *gin.Context) error { return fn(d.Handler, c) }))
+	}
+}
+
+// consoleAuth resolves the session cookie (a browser without one is sent
+// to sign in), checks the CSRF token of every request that changes
+// something, and asks Casbin whether the role may open the page (a 403
+// page when not).
+func consoleAuth(d Deps) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		ctx := c.Request.Context()
+		token, _ := c.Cookie(handlers.SessionCookie)
+		s, err := d.Accounts.ConsoleSession(ctx, token)
+		if errors.Is(err, models.ErrUnauthorized) && c.Request.Method == http.MethodGet {
+			c.Redirect(http.StatusSeeOther, ConsolePrefix+"/login?next="+url.QueryEscape(c.Request.URL.RequestURI()))
+			c.Abort()
+			return
+		}
+		if err != nil {
+			d.Handler.Fail(c, err)
+			return
+		}
+		var nav []views.NavItem
+		for _, n := range navItems {
+			if ok, _ := d.Authz.CanAccess(s.Principal.Role, n.Href, http.MethodGet); ok {
+				nav = append(nav, n)
+			}
+		}
+		handlers.SetConsole(c, s, nav)
+		c.Set("principal_name", s.Principal.Name)
+		if c.FullPath() == "" { // no such page: a 404 inside the console frame
+			d.Handler.NotFound(c)
+			return
+		}
+		if c.Request.Method != http.MethodGet && c.Request.Method != http.MethodHead {
+			if err := handlers.CheckCSRF(c, s); err != nil {
+				d.Handler.Fail(c, err)
+				return
+			}
+		}
+		if c.FullPath() == ConsolePrefix+"/logout" {
+			c.Next()
+			return
+		}
+		allowed, err := d.Authz.CanAccess(s.Principal.Role, c.FullPath(), c.Request.Method)
+		if err != nil {
+			d.Handler.Fail(c, fmt.Errorf("authorize %s %s: %w", c.Request.Method, c.FullPath(), err))
+			return
+		}
+		if !allowed {
+			d.Handler.Fail(c, fmt.Errorf("%w: the %s role may not open this page", models.ErrForbidden, s.Principal.Role))
+			return
+		}
+		c.Next()
+	}
+}
