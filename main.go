@@ -258,6 +258,9 @@ func serve(args []string) error {
 		return fmt.Errorf("recover calls: %w", err)
 	}
 	go invoker.SweepApprovals(ctx, 30*time.Second)
+	if err := accounts.PruneConsoleSessions(ctx); err != nil {
+		log.Warn("prune console sessions", "err", err)
+	}
 
 	fmt.Printf("\nToolbelt is running on %s (data in %s)\n", base, cfg.DataDir)
 	switch {
@@ -266,7 +269,7 @@ func serve(args []string) error {
 	case cfg.AdminKey != "":
 		fmt.Printf("\n  Admin API key: the one in TOOLBELT_ADMIN_KEY\n")
 	}
-	fmt.Printf("\n  Home        %s/\n  Swagger UI  %s/swagger/index.html\n  API         %s/api/v1\n  Health      %s/healthz\n  Readiness   %s/readyz\n\n", base, base, base, base, base)
+	fmt.Printf("\n  Home        %s/\n  Console     %s/admin\n  Swagger UI  %s/swagger/index.html\n  API         %s/api/v1\n  Health      %s/healthz\n  Readiness   %s/readyz\n\n", base, base, base, base, base, base)
 	log.Info("listening", "addr", ln.Addr().String(), "data_dir", cfg.DataDir)
 
 	errc := make(chan error, 1)
