@@ -205,7 +205,8 @@ func serve(args []string) error {
 		host.Chromium = false
 		log.Warn("browser_navigate unavailable", "reason", err.Error())
 	}
-	selector := services.NewSelector(store, authz, emb, host, cfg.KeepLearned, log)
+	metrics := services.NewMetrics()
+	selector := services.NewSelector(store, authz, emb, host, cfg.KeepLearned, log).WithMetrics(metrics)
 	defer selector.Close()
 	var invoker *services.Invoker
 	registry.OnChange(func(context.Context) {
@@ -235,7 +236,8 @@ func serve(args []string) error {
 		return fmt.Errorf("TOOLBELT_HTTP_ALLOW_PRIVATE: %w", err)
 	}
 	invoker = services.NewInvoker(store, selector, authz, redactor, netPolicy, cfg.DataDir, nil, log).
-		WithSandbox(box).WithBrowser(chromium).WithSearch(cfg.SearXNG).WithSecretNames(secretNames())
+		WithSandbox(box).WithBrowser(chromium).WithSearch(cfg.SearXNG).WithSecretNames(secretNames()).WithMetrics(metrics)
+	invoker.ReportPendingApprovals(metrics)
 	h := &handlers.Handler{
 		Registry: registry, Selector: selector, Accounts: accounts,
 		Invoker: invoker, Health: services.NewHealth(store, selector, embedNote).WithSandbox(box.Status()), Log: log,
@@ -243,7 +245,7 @@ func serve(args []string) error {
 	}
 	srv := &http.Server{
 		Addr:              cfg.Addr,
-		Handler:           web.New(web.Deps{Handler: h, Accounts: accounts, Authz: authz, Log: log}),
+		Handler:           web.New(web.Deps{Handler: h, Accounts: accounts, Authz: authz, Log: log, Metrics: metrics}),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       60 * time.Second,
 		IdleTimeout:       120 * time.Second,

@@ -172,6 +172,7 @@ func (inv *Invoker) Decide(ctx context.Context, reviewer *models.Principal, id s
 		return nil, err
 	}
 	inv.log.InfoContext(ctx, "approval decided", "approval_id", a.ID, "call_id", a.CallID, "status", a.Status, "by", reviewer.Name)
+	inv.metrics.decided(a.Status)
 	if approve {
 		rec, err := inv.calls.byID(ctx, a.CallID)
 		if err != nil {
@@ -195,6 +196,7 @@ func (inv *Invoker) expire(ctx context.Context) error {
 		return err
 	}
 	for _, a := range expired {
+		inv.metrics.decided(models.ApprovalExpired)
 		if err := inv.endCall(ctx, a.CallID, CodeConfirmationDenied, "no reviewer approved the call in time",
 			"The approval expired. Call the tool again if the task still needs it."); err != nil {
 			return err

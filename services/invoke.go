@@ -138,6 +138,9 @@ type call struct {
 	// redactedArgs, when set, are the arguments already redacted for the
 	// history (a cache hit reuses the first hit's).
 	redactedArgs string
+	// inner is, per guard of the chain, the time spent in the steps after
+	// it (for the guard timings).
+	inner [8]time.Duration
 	// log is the tool's logger, carrying the call id.
 	log *slog.Logger
 	// owner is the uid and gid files written for the session get, when
@@ -183,6 +186,7 @@ type Invoker struct {
 	tools      sync.Map // name → *resolvedTool, the current versions
 	running    sync.Map // call id → context.CancelFunc of a call in flight
 	events     *broker
+	metrics    *Metrics
 	dirs       sync.Map // session work directories already made
 	run        Step
 	// Optional mechanisms of the built-in tools.
@@ -215,9 +219,40 @@ func NewInvoker(store *models.Store, selector *Selector, authz *Authz, redactor 
 		events:  newBroker(),
 		calls:   newCallRecorder(store, func(c *models.Call) { c.Arguments = string(redactor.RedactJSON([]byte(c.Arguments))) }, log),
 	}
-	// The guard chain, in DESIGN.md's order.
-	inv.run = compose(inv.resolve, inv.validate, inv.authorize, inv.approve, inv.secure, inv.cache, inv.limit, inv.queue)(inv.execute)
+	// The guard chain, in DESIGN.md's order, each guard timed on its own.
+	inv.run = compose(
+		inv.timed(0, "resolve", inv.resolve), inv.timed(1, "validate", inv.validate),
+		inv.timed(2, "authorize", inv.authorize), inv.timed(3, "approve", inv.approve),
+		inv.timed(4, "secure", inv.secure), inv.timed(5, "cache", inv.cache),
+		inv.timed(6, "limit", inv.limit), inv.timed(7, "queue", inv.queue),
+	)(inv.execute)
 	return inv
+}
+
+// WithMetrics makes the invoker report to m.
+func (inv *Invoker) WithMetrics(m *Metrics) *Invoker {
+	inv.metrics = m
+	return inv
+}
+
+// timed measures the time a guard spends itself: the time of its step
+// minus the time of the steps it calls.
+func (inv *Invoker) timed(i int, name string, g Guard) Guard {
+	return func(next Step) Step {
+		inner := func(ctx context.Context, c *call) ToolResult {
+			start := time.Now()
+			res := next(ctx, c)
+			c.inner[i] += time.Since(start)
+			return res
+		}
+		step := g(inner)
+		return func(ctx context.Context, c *call) ToolResult {
+			start := time.Now()
+			res := step(ctx, c)
+			inv.metrics.guard(name, time.Since(start)-c.inner[i])
+			return res
+		}
+	}
 }
 
 var sessionPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,128}$`)
@@ -256,6 +291,11 @@ func (inv *Invoker) finish(ctx context.Context, c *call, res ToolResult) ToolRes
 	if c.def.Version != "" {
 		res.Metadata.ToolVersion = c.def.Version
 	}
+	tool := c.def.Name
+	if tool == "" {
+		tool = "unknown" // never a name an agent made up: labels stay bounded
+	}
+	inv.metrics.call(tool, res.Status, time.Since(c.started))
 	if c.waiting {
 		return res // parked for approval: recorded with its approval
 	}
@@ -616,7 +656,10 @@ func (inv *Invoker) cache(next Step) Step {
 		if c.def.Category == "filesystem" || isFileBuiltin(c.def) {
 			key += fmt.Sprintf(":p%d:%s", principalID(c.caller), c.req.SessionID)
 		}
-		if hit, ok := inv.results.Get(key); ok && time.Now().Before(hit.expires) {
+		hit, ok := inv.results.Get(key)
+		ok = ok && time.Now().Before(hit.expires)
+		inv.metrics.cacheLookup(ok)
+		if ok {
 			c.cached = true
 			c.redactedArgs = hit.redactedArgs(inv.redactor, c.args)
 			return hit.result

@@ -62,6 +62,7 @@ func (inv *Invoker) sandboxed(ctx context.Context, c *call, argv []string, stdin
 		sandbox.LimitOutput:    "Print less: write large output to a file in the work directory and read parts of it with file_read.",
 		sandbox.LimitTime:      "Do less work per call, or split the task.",
 	}
+	inv.metrics.sandboxKill(string(res.Limit))
 	msg := fmt.Sprintf("the command hit the sandbox's %s limit (exit code %d)", res.Limit, res.ExitCode)
 	if t := tail(res.Stderr, 500); t != "" {
 		msg += ": " + t

@@ -98,8 +98,10 @@ type Selector struct {
 	authz *Authz
 	emb   embed.Embedder
 	host  HostCaps
-	log   *slog.Logger
-	keep  int
+	// metrics receives selection latency.
+	metrics *Metrics
+	log     *slog.Logger
+	keep    int
 
 	mu       sync.Mutex // serializes refreshes
 	docs     map[uint]*docInfo
@@ -599,6 +601,7 @@ func (v visibility) allows(e *entry) bool {
 // may use and this host can run, in the requested format, and records the
 // selection so later use can teach the index.
 func (s *Selector) Select(ctx context.Context, caller *models.Principal, req SelectRequest) (*SelectResult, error) {
+	defer func(start time.Time) { s.metrics.selected(time.Since(start)) }(time.Now())
 	if err := s.checkRequest(&req); err != nil {
 		return nil, err
 	}

@@ -90,7 +90,8 @@ func newTestAppWith(t testing.TB, host hostCaps, netPolicy services.NetPolicy) *
 	}
 	accounts := services.NewAccounts(store, authz, log)
 	registry := services.NewRegistry(store, log)
-	selector := services.NewSelector(store, authz, embed.NewBuiltin(), host, 0, log)
+	metrics := services.NewMetrics()
+	selector := services.NewSelector(store, authz, embed.NewBuiltin(), host, 0, log).WithMetrics(metrics)
 	t.Cleanup(selector.Close)
 	var invoker *services.Invoker
 	registry.OnChange(func(context.Context) {
@@ -119,14 +120,15 @@ func newTestAppWith(t testing.TB, host hostCaps, netPolicy services.NetPolicy) *
 	box := sandbox.Probe(ctx, sandbox.Auto, filepath.Join(dir, "sessions"), log)
 	invoker = services.NewInvoker(store, selector, authz, testRedactor(t), netPolicy, dir, nil, log).
 		WithSleep(func(context.Context, time.Duration) error { return nil }).
-		WithSandbox(box)
+		WithSandbox(box).WithMetrics(metrics)
+	invoker.ReportPendingApprovals(metrics)
 	t.Cleanup(func() { invoker.Close(context.Background()) })
 	h := &handlers.Handler{Registry: registry, Selector: selector, Accounts: accounts,
 		Invoker: invoker, Health: services.NewHealth(store, selector, ""), Log: log,
 		Links: handlers.Links{Swagger: "/swagger/index.html", Healthz: "/healthz", Readyz: "/readyz"}}
 	app := &testApp{
 		invoker: invoker, selector: selector,
-		handler: New(Deps{Handler: h, Accounts: accounts, Authz: authz, Log: log}),
+		handler: New(Deps{Handler: h, Accounts: accounts, Authz: authz, Log: log, Metrics: metrics}),
 		store:   store, dbPath: dbPath, logs: logs,
 		keys: map[string]string{"admin": adminKey, "none": ""},
 		ids:  map[string]uint{"admin": 1},

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	swaggerFiles "github.com/swaggo/files"
 	ginSwagger "github.com/swaggo/gin-swagger"
 
@@ -25,6 +26,9 @@ import (
 
 // APIPrefix is where the JSON API lives.
 const APIPrefix = "/api/v1"
+
+// MetricsPath serves the Prometheus metrics, to admins.
+const MetricsPath = "/metrics"
 
 // route is one API endpoint and the roles that may call it.
 type route struct {
@@ -93,6 +97,7 @@ func RolePolicies() map[string][]services.Route {
 			out[role] = append(out[role], services.Route{Method: p.method, Path: ConsolePrefix + p.path})
 		}
 	}
+	out[services.RoleAdmin] = append(out[services.RoleAdmin], services.Route{Method: http.MethodGet, Path: MetricsPath})
 	return out
 }
 
@@ -102,6 +107,9 @@ type Deps struct {
 	Accounts *services.Accounts
 	Authz    *services.Authz
 	Log      *slog.Logger
+	// Metrics, when set, are served at /metrics (admins) and receive
+	// every request's route, status and latency.
+	Metrics *services.Metrics
 }
 
 // New returns the HTTP handler of the whole service.
@@ -114,7 +122,7 @@ func New(d Deps) http.Handler {
 	// handler, which refuses it precisely, instead of changing the route.
 	r.UseRawPath = true
 	r.UnescapePathValues = true
-	r.Use(requestID(), accessLog(d.Log), recovery(d.Handler), securityHeaders(), limitBody())
+	r.Use(requestID(), accessLog(d.Log, d.Metrics), recovery(d.Handler), securityHeaders(), limitBody())
 	r.NoRoute(consoleNotFound(d))
 	r.NoMethod(d.Handler.MethodNotAllowed)
 
@@ -134,6 +142,10 @@ func New(d Deps) http.Handler {
 	})
 
 	mountConsole(r, d)
+	if d.Metrics != nil {
+		// Scrape with an admin key (Prometheus: authorization.credentials).
+		r.GET(MetricsPath, authenticate(d), gin.WrapH(promhttp.HandlerFor(d.Metrics.Registry, promhttp.HandlerOpts{})))
+	}
 
 	api := r.Group(APIPrefix, authenticate(d))
 	for _, rt := range routes {
@@ -203,10 +215,18 @@ func requestID() gin.HandlerFunc {
 // accessLog writes one structured line per request. It logs the route
 // pattern and path, never the query string or headers, which may carry
 // secrets.
-func accessLog(log *slog.Logger) gin.HandlerFunc {
+//
+// It also reports each request to the metrics (by route pattern, so
+// labels stay bounded).
+func accessLog(log *slog.Logger, m *services.Metrics) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		start := time.Now()
 		c.Next()
+		route := c.FullPath()
+		if route == "" {
+			route = "unmatched"
+		}
+		m.HTTPRequest(route, c.Request.Method, c.Writer.Status(), time.Since(start))
 		log.LogAttrs(c.Request.Context(), slog.LevelInfo, "request",
 			slog.String("request_id", c.GetString(handlers.RequestIDKey)),
 			slog.String("method", c.Request.Method),

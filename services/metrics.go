@@ -1,0 +1,196 @@
+package services
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"toolbelt/models"
+	"toolbelt/services/embed"
+)
+
+// Metrics are the service's Prometheus series, on a registry of their own
+// (the web layer serves it at /metrics). Every method is safe on a nil
+// *Metrics, so components built without metrics (tests) need no checks.
+type Metrics struct {
+	Registry *prometheus.Registry
+
+	calls            *prometheus.CounterVec
+	callSeconds      *prometheus.HistogramVec
+	guardSeconds     *prometheus.HistogramVec
+	cache            *prometheus.CounterVec
+	rateLimited      *prometheus.CounterVec
+	queueDepth       *prometheus.GaugeVec
+	queueWait        *prometheus.HistogramVec
+	approvalsDecided *prometheus.CounterVec
+	sandboxKills     *prometheus.CounterVec
+	embedSeconds     prometheus.Histogram
+	embedErrors      prometheus.Counter
+	selectSeconds    prometheus.Histogram
+	httpRequests     *prometheus.CounterVec
+	httpSeconds      *prometheus.HistogramVec
+}
+
+// Latency buckets from 100 µs to about 30 s.
+var latencyBuckets = prometheus.ExponentialBuckets(0.0001, 3, 13)
+
+// NewMetrics registers every series, with the Go runtime and process
+// collectors.
+func NewMetrics() *Metrics {
+	reg := prometheus.NewRegistry()
+	f := func(c prometheus.Collector) { reg.MustRegister(c) }
+	m := &Metrics{Registry: reg,
+		calls: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "toolbelt_calls_total",
+			Help: "Tool calls by tool and final status."}, []string{"tool", "status"}),
+		callSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "toolbelt_call_duration_seconds",
+			Help: "Time from receiving a call to its result, by tool.", Buckets: latencyBuckets}, []string{"tool"}),
+		guardSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "toolbelt_guard_duration_seconds",
+			Help: "Time spent in each guard of the chain itself (excluding the guards after it and the execution).", Buckets: latencyBuckets}, []string{"guard"}),
+		cache: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "toolbelt_cache_lookups_total",
+			Help: "Result cache lookups of cacheable tools, by result (hit or miss)."}, []string{"result"}),
+		rateLimited: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "toolbelt_rate_limited_total",
+			Help: "Calls refused by a tool's rate limit, by tool."}, []string{"tool"}),
+		queueDepth: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "toolbelt_queue_waiting",
+			Help: "Calls waiting for a slot in their category's queue."}, []string{"category"}),
+		queueWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "toolbelt_queue_wait_seconds",
+			Help: "Time calls waited for a slot in their category's queue.", Buckets: latencyBuckets}, []string{"category"}),
+		approvalsDecided: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "toolbelt_approvals_decided_total",
+			Help: "Approvals decided, by decision (approved, denied, expired)."}, []string{"decision"}),
+		sandboxKills: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "toolbelt_sandbox_kills_total",
+			Help: "Sandboxed programs stopped at a limit, by limit (memory, processes, output, time)."}, []string{"reason"}),
+		embedSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "toolbelt_embed_duration_seconds",
+			Help: "Time to embed a batch of texts.", Buckets: latencyBuckets}),
+		embedErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "toolbelt_embed_errors_total",
+			Help: "Embedding requests that failed."}),
+		selectSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "toolbelt_selection_duration_seconds",
+			Help: "Time to select the tools for a task.", Buckets: latencyBuckets}),
+		httpRequests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "toolbelt_http_requests_total",
+			Help: "HTTP requests by route pattern, method and status."}, []string{"route", "method", "status"}),
+		httpSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "toolbelt_http_request_duration_seconds",
+			Help: "HTTP request latency by route pattern.", Buckets: latencyBuckets}, []string{"route"}),
+	}
+	for _, c := range []prometheus.Collector{m.calls, m.callSeconds, m.guardSeconds, m.cache, m.rateLimited, m.queueDepth,
+		m.queueWait, m.approvalsDecided, m.sandboxKills, m.embedSeconds, m.embedErrors, m.selectSeconds, m.httpRequests, m.httpSeconds,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
+		f(c)
+	}
+	return m
+}
+
+// Gauge registers a gauge read at scrape time (such as pending approvals).
+func (m *Metrics) Gauge(name, help string, read func() float64) {
+	if m != nil {
+		m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, read))
+	}
+}
+
+func (m *Metrics) call(tool, status string, d time.Duration) {
+	if m != nil {
+		m.calls.WithLabelValues(tool, status).Inc()
+		m.callSeconds.WithLabelValues(tool).Observe(d.Seconds())
+	}
+}
+
+func (m *Metrics) guard(name string, d time.Duration) {
+	if m != nil {
+		m.guardSeconds.WithLabelValues(name).Observe(d.Seconds())
+	}
+}
+
+func (m *Metrics) cacheLookup(hit bool) {
+	if m != nil {
+		m.cache.WithLabelValues(map[bool]string{true: "hit", false: "miss"}[hit]).Inc()
+	}
+}
+
+func (m *Metrics) limited(tool string) {
+	if m != nil {
+		m.rateLimited.WithLabelValues(tool).Inc()
+	}
+}
+
+func (m *Metrics) queued(category string, delta float64) {
+	if m != nil {
+		m.queueDepth.WithLabelValues(category).Add(delta)
+	}
+}
+
+func (m *Metrics) queueWaited(category string, d time.Duration) {
+	if m != nil {
+		m.queueWait.WithLabelValues(category).Observe(d.Seconds())
+	}
+}
+
+func (m *Metrics) decided(decision string) {
+	if m != nil {
+		m.approvalsDecided.WithLabelValues(decision).Inc()
+	}
+}
+
+func (m *Metrics) sandboxKill(reason string) {
+	if m != nil {
+		m.sandboxKills.WithLabelValues(reason).Inc()
+	}
+}
+
+func (m *Metrics) embedded(d time.Duration, err error) {
+	if m != nil {
+		m.embedSeconds.Observe(d.Seconds())
+		if err != nil {
+			m.embedErrors.Inc()
+		}
+	}
+}
+
+func (m *Metrics) selected(d time.Duration) {
+	if m != nil {
+		m.selectSeconds.Observe(d.Seconds())
+	}
+}
+
+// HTTPRequest records one HTTP request (route is the matched pattern, or
+// "unmatched").
+func (m *Metrics) HTTPRequest(route, method string, status int, d time.Duration) {
+	if m != nil {
+		m.httpRequests.WithLabelValues(route, method, strconv.Itoa(status)).Inc()
+		m.httpSeconds.WithLabelValues(route).Observe(d.Seconds())
+	}
+}
+
+// timedEmbedder reports each embedding request's latency and errors.
+type timedEmbedder struct {
+	embed.Embedder
+	m *Metrics
+}
+
+func (t timedEmbedder) Embed(ctx context.Context, kind embed.Kind, texts []string) ([][]float32, error) {
+	start := time.Now()
+	vecs, err := t.Embedder.Embed(ctx, kind, texts)
+	t.m.embedded(time.Since(start), err)
+	return vecs, err
+}
+
+// WithMetrics makes the selector report selection and embedding latency
+// to m. Call it before the selector is used.
+func (s *Selector) WithMetrics(m *Metrics) *Selector {
+	s.metrics = m
+	s.emb = timedEmbedder{Embedder: s.emb, m: m}
+	return s
+}
+
+// ReportPendingApprovals exposes the number of approvals waiting for a
+// reviewer as a gauge read at scrape time.
+func (inv *Invoker) ReportPendingApprovals(m *Metrics) {
+	m.Gauge("toolbelt_approvals_pending", "Approvals waiting for a reviewer.", func() float64 {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		n, err := inv.store.CountApprovals(ctx, models.ApprovalPending)
+		if err != nil {
+			return -1
+		}
+		return float64(n)
+	})
+}
