@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"fmt"
 	"net/http"
 
 	"github.com/gin-gonic/gin"
@@ -49,6 +50,10 @@ func (h *Handler) SelectTools(c *gin.Context) error {
 	res, err := h.Selector.Select(c.Request.Context(), CurrentPrincipal(c), req)
 	if err != nil {
 		return err
+	}
+	// The selection id is handed out only once its record is committed.
+	if err := h.Selector.Committed(c.Request.Context(), res); err != nil {
+		return fmt.Errorf("record selection: %w", err)
 	}
 	c.JSON(http.StatusOK, res)
 	return nil

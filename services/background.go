@@ -36,7 +36,7 @@ func (inv *Invoker) enqueue(ctx context.Context, c *call) ToolResult {
 		return inv.finish(ctx, c, res)
 	}
 	res := ToolResult{CallID: c.id, Status: StatusQueued}
-	inv.record(ctx, c, res)
+	_, res.committed = inv.record(ctx, c, res)
 	inv.runLater(c.id, "")
 	return res
 }
@@ -179,7 +179,7 @@ func (inv *Invoker) Decide(ctx context.Context, reviewer *models.Principal, id s
 			return nil, err
 		}
 		rec.Status = StatusQueued
-		if err := inv.calls.save(ctx, rec); err != nil {
+		if err := inv.calls.saveNow(ctx, rec); err != nil {
 			return nil, err
 		}
 		inv.runLater(a.CallID, a.ID)
@@ -217,7 +217,7 @@ func (inv *Invoker) endCall(ctx context.Context, callID, code, msg, suggestion s
 	raw, _ := json.Marshal(res)
 	now := time.Now().UTC()
 	rec.Status, rec.ErrorCode, rec.Result, rec.Request, rec.FinishedAt = StatusFailed, code, string(raw), "", &now
-	if err := inv.calls.save(ctx, rec); err != nil {
+	if err := inv.calls.saveNow(ctx, rec); err != nil {
 		return err
 	}
 	inv.events.publish(callID, "status", map[string]string{"status": StatusFailed})

@@ -1,47 +1,82 @@
 package services
 
 import (
+	"context"
 	"sync"
 	"time"
 )
 
 // batcher runs one goroutine that takes queued items and hands them to
-// write in batches, so request paths enqueue and return. Both record
-// writers (selections, calls) stand on it; they keep what is not written
-// yet in memory for readers.
+// write in batches. Both record writers (selections, calls) stand on it;
+// they keep what is not written yet in memory for readers.
+//
+// Queuing an item does not wait for the write: the request path goes on.
+// Whoever must acknowledge the item (an HTTP answer) waits on its ack
+// channel before answering, so what it acknowledges survives a crash.
+// Waiters hurry the writer, and the items answered at the same moment
+// share one write: a group commit.
 type batcher[T any] struct {
-	write func([]T)
-	queue chan T
+	write func([]T) error
+	queue chan batchEntry[T]
+	hurry chan struct{}
 	syncs chan chan struct{}
 	done  chan struct{}
 	once  sync.Once
+}
+
+type batchEntry[T any] struct {
+	item T
+	ack  chan error
 }
 
 // Batch limits: items waiting, and items per write.
 const (
 	batchQueue = 4096
 	batchSize  = 256
-	// batchLinger is how long a write waits for more items.
+	// batchLinger is how long a write nobody waits for waits for more items.
 	batchLinger = 2 * time.Millisecond
 )
 
 // newBatcher starts the writer. When every > 0, tick also runs at start
 // and then at that interval on the writer goroutine (housekeeping such as
 // pruning old rows).
-func newBatcher[T any](write func([]T), every time.Duration, tick func()) *batcher[T] {
-	b := &batcher[T]{write: write, queue: make(chan T, batchQueue), syncs: make(chan chan struct{}), done: make(chan struct{})}
+func newBatcher[T any](write func([]T) error, every time.Duration, tick func()) *batcher[T] {
+	b := &batcher[T]{write: write, queue: make(chan batchEntry[T], batchQueue), hurry: make(chan struct{}, 1),
+		syncs: make(chan chan struct{}), done: make(chan struct{})}
 	go b.run(every, tick)
 	return b
 }
 
-// put queues an item; false means the queue is full and the caller must
-// write the item itself.
-func (b *batcher[T]) put(item T) bool {
+// enqueue queues an item and returns the channel that receives the result
+// of its write. false means the queue is full and the caller must write
+// the item itself.
+func (b *batcher[T]) enqueue(item T) (<-chan error, bool) {
+	ack := make(chan error, 1)
 	select {
-	case b.queue <- item:
-		return true
+	case b.queue <- batchEntry[T]{item: item, ack: ack}:
+		return ack, true
 	default:
-		return false
+		return nil, false
+	}
+}
+
+// wait returns once the item of ack is written (with the write's error),
+// hurrying the writer. A cancelled ctx stops the wait, not the write.
+func (b *batcher[T]) wait(ctx context.Context, ack <-chan error) error {
+	select {
+	case err := <-ack:
+		return err
+	default:
+	}
+	select {
+	case b.hurry <- struct{}{}:
+	default:
+	}
+	select {
+	case err := <-ack:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 
@@ -74,11 +109,11 @@ func (b *batcher[T]) run(every time.Duration, tick func()) {
 func (b *batcher[T]) drain() {
 	for {
 		select {
-		case item, ok := <-b.queue:
+		case e, ok := <-b.queue:
 			if !ok {
 				return
 			}
-			b.flush(item)
+			b.flush(e)
 		default:
 			return
 		}
@@ -88,25 +123,51 @@ func (b *batcher[T]) drain() {
 // flush writes first and whatever else is queued, up to batchSize. It
 // lingers up to batchLinger for more items, so a busy server writes a few
 // large batches instead of many single rows (each write costs the same
-// fixed price in SQLite).
-func (b *batcher[T]) flush(first T) {
-	batch := []T{first}
+// fixed price in SQLite), unless someone waits: then it takes what is
+// queued already and writes.
+func (b *batcher[T]) flush(first batchEntry[T]) {
+	batch := []batchEntry[T]{first}
 	linger := time.NewTimer(batchLinger)
 	defer linger.Stop()
-	for len(batch) < batchSize {
+	for hurried := false; len(batch) < batchSize; {
+		if hurried {
+			select {
+			case e, ok := <-b.queue:
+				if ok {
+					batch = append(batch, e)
+					continue
+				}
+			default:
+			}
+			break
+		}
 		select {
-		case item, ok := <-b.queue:
+		case e, ok := <-b.queue:
 			if !ok {
-				b.write(batch)
+				b.writeBatch(batch)
 				return
 			}
-			batch = append(batch, item)
+			batch = append(batch, e)
+			continue
+		case <-b.hurry:
+			hurried = true
+			continue
 		case <-linger.C:
-			b.write(batch)
-			return
 		}
+		break
 	}
-	b.write(batch)
+	b.writeBatch(batch)
+}
+
+func (b *batcher[T]) writeBatch(batch []batchEntry[T]) {
+	items := make([]T, len(batch))
+	for i, e := range batch {
+		items[i] = e.item
+	}
+	err := b.write(items)
+	for _, e := range batch {
+		e.ack <- err
+	}
 }
 
 // sync waits until every item queued so far is written.

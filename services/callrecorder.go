@@ -8,10 +8,13 @@ import (
 	"toolbelt/models"
 )
 
-// callRecorder writes call records off the call path, in batches, so a
-// call answers without waiting for the database. Records not yet written
-// are served from memory; Sync waits until everything queued is written
-// (listings use it so they never miss a call just made).
+// callRecorder writes call records in batches, off the call path (the
+// redaction of the arguments happens on the writer too). The HTTP answer
+// of a call waits until its record is committed (Invoker.Committed), so no
+// acknowledged call is lost to a crash; the calls answered at the same
+// moment share one write (group commit). Records being written are read
+// from memory once written; sync waits until everything queued is
+// written (listings use it).
 type callRecorder struct {
 	store *models.Store
 	log   *slog.Logger
@@ -30,17 +33,35 @@ func newCallRecorder(store *models.Store, prepare func(*models.Call), log *slog.
 	return r
 }
 
-// save queues a record; a full queue writes at once.
-func (r *callRecorder) save(ctx context.Context, c *models.Call) error {
+// save queues a record and returns the channel that receives the result
+// of its write (wait on it before acknowledging the call). A full queue
+// writes at once.
+func (r *callRecorder) save(ctx context.Context, c *models.Call) <-chan error {
 	r.mu.Lock()
 	r.pending[c.ID] = c
 	r.mu.Unlock()
-	if r.batch.put(c) {
-		return nil
+	if ack, ok := r.batch.enqueue(c); ok {
+		return ack
 	}
 	err := r.store.SaveCalls(ctx, r.copies([]*models.Call{c}))
 	r.written([]*models.Call{c})
-	return err
+	ack := make(chan error, 1)
+	ack <- err
+	return ack
+}
+
+// saveNow writes a record and returns once it is committed.
+func (r *callRecorder) saveNow(ctx context.Context, c *models.Call) error {
+	return r.wait(ctx, r.save(ctx, c))
+}
+
+// wait returns once the record of ack is committed (nil ack: nothing to
+// wait for).
+func (r *callRecorder) wait(ctx context.Context, ack <-chan error) error {
+	if ack == nil {
+		return nil
+	}
+	return r.batch.wait(ctx, ack)
 }
 
 // finish prepares a record once, under the lock that guards pending ones.
@@ -54,11 +75,13 @@ func (r *callRecorder) finish(c *models.Call) {
 }
 
 // write stores a batch with one statement.
-func (r *callRecorder) write(batch []*models.Call) {
-	if err := r.store.SaveCalls(context.Background(), r.copies(batch)); err != nil {
+func (r *callRecorder) write(batch []*models.Call) error {
+	err := r.store.SaveCalls(context.Background(), r.copies(batch))
+	if err != nil {
 		r.log.Error("record calls", "err", err, "count", len(batch))
 	}
 	r.written(batch)
+	return err
 }
 
 // copies prepares records and returns copies of them to save: gorm writes
@@ -91,6 +114,9 @@ func (r *callRecorder) byID(ctx context.Context, id string) (*models.Call, error
 	c, ok := r.pending[id]
 	r.mu.Unlock()
 	if ok {
+		// Being written: answer once it is, so nothing read here can be
+		// lost to a crash.
+		r.batch.sync()
 		r.finish(c)
 		r.mu.Lock()
 		cp := *c

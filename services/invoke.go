@@ -75,6 +75,9 @@ type ToolResult struct {
 	// encoded is this result's JSON as the history recorded it, so the
 	// answer is not encoded twice; nil when not recorded or truncated.
 	encoded []byte
+	// committed receives the result of the record's write (nil when the
+	// call was recorded otherwise, such as with its approval).
+	committed <-chan error
 }
 
 // JSON is the result encoded as JSON.
@@ -299,7 +302,7 @@ func (inv *Invoker) finish(ctx context.Context, c *call, res ToolResult) ToolRes
 	if c.waiting {
 		return res // parked for approval: recorded with its approval
 	}
-	res.encoded = inv.record(ctx, c, res)
+	res.encoded, res.committed = inv.record(ctx, c, res)
 	if res.Success && !c.cached && inv.selector != nil {
 		inv.selector.LearnFromCallLater(c.req.SessionID, c.def.Name)
 	}
@@ -809,21 +812,27 @@ const MaxResultRecord = 64 << 10
 // record stores the call in history with its arguments redacted and its
 // (already redacted) result.
 //
-// It returns the result's JSON when the record holds all of it.
-func (inv *Invoker) record(ctx context.Context, c *call, res ToolResult) []byte {
+// It returns the result's JSON when the record holds all of it, and the
+// channel that receives the result of the record's write.
+func (inv *Invoker) record(ctx context.Context, c *call, res ToolResult) ([]byte, <-chan error) {
 	rec, encoded := inv.callRecord(c, res)
 	if res.Status == StatusQueued || res.Status == StatusRunning {
 		rec.Request = inv.requestJSON(c)
 		rec.FinishedAt = nil
 	}
-	if err := inv.calls.save(ctx, rec); err != nil {
-		inv.log.ErrorContext(ctx, "record call", "err", err, "call_id", c.id)
-	}
+	committed := inv.calls.save(ctx, rec)
 	inv.events.publish(c.id, "status", map[string]string{"status": res.Status})
 	if Terminal(res.Status) {
 		inv.events.publish(c.id, "result", res)
 	}
-	return encoded
+	return encoded, committed
+}
+
+// Committed returns once the record of res is committed to the database,
+// with the write's error: an HTTP answer waits for it, so every call it
+// acknowledges survives a crash. The call itself never waits for it.
+func (inv *Invoker) Committed(ctx context.Context, res ToolResult) error {
+	return inv.calls.wait(ctx, res.committed)
 }
 
 // callRecord is the history row of a call and its result; a result over

@@ -9,11 +9,12 @@ import (
 	"toolbelt/models"
 )
 
-// selectionRecorder writes selection records off the request path, in
-// batches: a selection answers in a few milliseconds and its record is
-// learning data, not an acknowledged write. Records not yet written are
-// served from memory, so feedback right after a selection finds it. Close
-// flushes what is queued.
+// selectionRecorder writes selection records in batches, off the
+// selection path. The HTTP answer waits until the record is committed
+// (Selector.Committed: its id is acknowledged to the caller for feedback),
+// sharing one write with the selections answered at the same moment.
+// Records not yet written are served from memory, so feedback right after
+// a selection finds it. Close flushes what is queued.
 type selectionRecorder struct {
 	store *models.Store
 	log   *slog.Logger
@@ -33,8 +34,9 @@ func newSelectionRecorder(store *models.Store, log *slog.Logger) *selectionRecor
 	return r
 }
 
-// record queues a selection; when the queue is full it writes at once.
-func (r *selectionRecorder) record(ctx context.Context, sel *models.Selection) error {
+// record queues a selection and returns the channel that receives the
+// result of its write; when the queue is full it writes at once.
+func (r *selectionRecorder) record(ctx context.Context, sel *models.Selection) <-chan error {
 	sel.CreatedAt = time.Now().UTC()
 	r.mu.Lock()
 	r.pending[sel.ID] = sel
@@ -42,12 +44,14 @@ func (r *selectionRecorder) record(ctx context.Context, sel *models.Selection) e
 		r.last[sel.SessionID] = sel
 	}
 	r.mu.Unlock()
-	if r.batch.put(sel) {
-		return nil
+	if ack, ok := r.batch.enqueue(sel); ok {
+		return ack
 	}
 	err := r.store.CreateSelections(ctx, []*models.Selection{sel})
 	r.written([]*models.Selection{sel})
-	return err
+	ack := make(chan error, 1)
+	ack <- err
+	return ack
 }
 
 // SelectionRetention is how long selection records are kept: long enough
@@ -65,11 +69,13 @@ func (r *selectionRecorder) prune() {
 }
 
 // write stores a batch in one transaction.
-func (r *selectionRecorder) write(batch []*models.Selection) {
-	if err := r.store.CreateSelections(context.Background(), batch); err != nil {
+func (r *selectionRecorder) write(batch []*models.Selection) error {
+	err := r.store.CreateSelections(context.Background(), batch)
+	if err != nil {
 		r.log.Error("record selections", "err", err, "count", len(batch))
 	}
 	r.written(batch)
+	return err
 }
 
 func (r *selectionRecorder) written(batch []*models.Selection) {

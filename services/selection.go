@@ -556,6 +556,18 @@ type SelectResult struct {
 	Embedder    string        `json:"embedder" example:"builtin/hash-v1-256"`
 	Tools       []Selected    `json:"tools"`
 	Tokens      TokenEstimate `json:"tokens"`
+	// committed receives the result of the selection record's write.
+	committed <-chan error
+}
+
+// Committed returns once the record of res is committed, with the write's
+// error; an HTTP answer waits for it, so the selection id it hands out
+// survives a crash.
+func (s *Selector) Committed(ctx context.Context, res *SelectResult) error {
+	if res.committed == nil {
+		return nil
+	}
+	return s.recorder.batch.wait(ctx, res.committed)
 }
 
 // visibility decides which tools a caller may be offered.
@@ -651,9 +663,7 @@ func (s *Selector) Select(ctx context.Context, caller *models.Principal, req Sel
 	if caller != nil {
 		sel.PrincipalID = caller.ID
 	}
-	if err := s.recorder.record(ctx, sel); err != nil {
-		return nil, err
-	}
+	res.committed = s.recorder.record(ctx, sel)
 	res.SelectionID = sel.ID
 	return res, nil
 }

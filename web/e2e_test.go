@@ -77,7 +77,7 @@ func (e *e2e) screenshot() {
 	_ = os.MkdirAll(dir, 0o755)
 	ctx, cancel := context.WithTimeout(e.ctx, 10*time.Second)
 	defer cancel()
-	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(80))
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	if err != nil {
 		e.t.Logf("screenshot failed: %v", err)
 		return

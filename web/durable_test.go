@@ -1,0 +1,47 @@
+package web
+
+import (
+	"context"
+	"testing"
+
+	"toolbelt/models"
+)
+
+// Every answer that hands out an id (a call, a call accepted for later, a
+// selection) is sent only once its record is in the database: another
+// connection reads it right after the answer.
+func TestAnswersWaitForCommit(t *testing.T) {
+	app := newTestApp(t)
+	other, err := models.Open(context.Background(), app.dbPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = other.Close() })
+	ctx := context.Background()
+	for i := range 20 {
+		code, res := app.call(t, "admin", map[string]any{"tool": "file_list", "session_id": "d", "arguments": map[string]any{}})
+		if code != 200 {
+			t.Fatalf("call: %d %v", code, res)
+		}
+		rec, err := other.CallByID(ctx, res["call_id"].(string))
+		if err != nil || rec.Status != "succeeded" {
+			t.Fatalf("call %d answered but not committed: %v %+v", i, err, rec)
+		}
+
+		r := app.do(t, "admin", "POST", "/api/v1/calls", map[string]any{"tool": "file_list", "session_id": "d", "async": true, "arguments": map[string]any{}})
+		if r.Status != 202 {
+			t.Fatalf("async: %d %s", r.Status, r.Body)
+		}
+		if _, err := other.CallByID(ctx, r.JSON(t)["call_id"].(string)); err != nil {
+			t.Fatalf("async call %d accepted but not committed: %v", i, err)
+		}
+
+		s := app.do(t, "admin", "POST", "/api/v1/tools/select", map[string]any{"query": "list files", "session_id": "d"})
+		if s.Status != 200 {
+			t.Fatalf("select: %d %s", s.Status, s.Body)
+		}
+		if _, err := other.SelectionByID(ctx, s.JSON(t)["selection_id"].(string)); err != nil {
+			t.Fatalf("selection %d answered but not committed: %v", i, err)
+		}
+	}
+}
