@@ -52,6 +52,9 @@ type Config struct {
 	KeepLearned int
 	Sandbox     string
 	SearXNG     string
+	// ShutdownTimeout is how long calls in flight may finish after
+	// SIGTERM or SIGINT before they are cancelled as interrupted.
+	ShutdownTimeout time.Duration
 }
 
 func main() {
@@ -112,6 +115,11 @@ func parseConfig(args []string) (Config, error) {
 		return cfg, fmt.Errorf("TOOLBELT_LEARNED_PER_TOOL must be a positive integer")
 	}
 	fs.IntVar(&cfg.KeepLearned, "learned-per-tool", keep, "learned queries kept per tool, oldest dropped (TOOLBELT_LEARNED_PER_TOOL)")
+	grace, err := time.ParseDuration(env("TOOLBELT_SHUTDOWN_TIMEOUT", "20s"))
+	if err != nil || grace < 0 {
+		return cfg, fmt.Errorf("TOOLBELT_SHUTDOWN_TIMEOUT must be a duration such as 20s")
+	}
+	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", grace, "how long calls in flight may finish on SIGTERM before they are interrupted (TOOLBELT_SHUTDOWN_TIMEOUT)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
@@ -281,13 +289,23 @@ func serve(args []string) error {
 		return err
 	case <-ctx.Done():
 	}
-	log.Info("shutting down")
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	// Stop accepting at once; let calls in flight finish until the
+	// deadline, then cancel them (recorded as interrupted) and let their
+	// answers go out before the connections close.
+	log.Info("shutting down", "deadline", cfg.ShutdownTimeout.String())
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	defer cancel()
-	if err := srv.Shutdown(shutdownCtx); err != nil {
+	serverDone := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout+15*time.Second)
+		defer cancel()
+		serverDone <- srv.Shutdown(ctx)
+	}()
+	invoker.Shutdown(shutdownCtx)
+	if err := <-serverDone; err != nil {
 		return fmt.Errorf("shut down: %w", err)
 	}
-	invoker.Close(shutdownCtx)
+	log.Info("stopped")
 	return nil
 }
 

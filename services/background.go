@@ -77,6 +77,42 @@ func (inv *Invoker) resume(ctx context.Context, callID, approvalID string) error
 	return nil
 }
 
+// interrupted is the result of a call the server stopped while it ran.
+func interrupted() ToolResult {
+	res := failure(CodeInternal, "the server stopped while this call ran", true, "Call the tool again if the task still needs it.")
+	res.Status = StatusInterrupted
+	return res
+}
+
+// Shutdown lets the calls in flight (answered synchronously or running in
+// the background) finish until ctx ends, then cancels the rest and records
+// them as interrupted. It returns once every call has ended and its record
+// is written (or after a further grace of 10 s for tools slow to stop).
+func (inv *Invoker) Shutdown(ctx context.Context) {
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for inv.inFlight.Load() > 0 && ctx.Err() == nil {
+		select {
+		case <-ctx.Done():
+		case <-tick.C:
+		}
+	}
+	if n := inv.inFlight.Load(); n > 0 {
+		inv.log.Warn("shutdown deadline passed: interrupting calls", "calls", n)
+		inv.interrupting.Store(true)
+		inv.running.Range(func(_, cancel any) bool {
+			cancel.(context.CancelFunc)()
+			return true
+		})
+		inv.bg.cancel()
+		grace := time.Now().Add(10 * time.Second)
+		for inv.inFlight.Load() > 0 && time.Now().Before(grace) {
+			<-tick.C
+		}
+	}
+	inv.Close(context.Background())
+}
+
 // Close cancels background calls still running after ctx ends, and waits
 // for them to be recorded.
 func (inv *Invoker) Close(ctx context.Context) {
@@ -100,8 +136,8 @@ func (inv *Invoker) Recover(ctx context.Context) error {
 		return err
 	}
 	for _, rec := range running {
-		res := failure(CodeInternal, "the server stopped while this call ran", true, "Call the tool again if the task still needs it.")
-		res.Status, res.CallID = StatusInterrupted, rec.ID
+		res := interrupted()
+		res.CallID = rec.ID
 		raw, _ := json.Marshal(res)
 		now := time.Now().UTC()
 		rec.Status, rec.ErrorCode, rec.Result, rec.Request, rec.FinishedAt = StatusInterrupted, CodeInternal, string(raw), "", &now

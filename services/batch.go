@@ -20,6 +20,7 @@ type batcher[T any] struct {
 	queue chan batchEntry[T]
 	hurry chan struct{}
 	syncs chan chan struct{}
+	quit  chan struct{} // closed by close: write what is queued and stop
 	done  chan struct{}
 	once  sync.Once
 }
@@ -42,15 +43,20 @@ const (
 // pruning old rows).
 func newBatcher[T any](write func([]T) error, every time.Duration, tick func()) *batcher[T] {
 	b := &batcher[T]{write: write, queue: make(chan batchEntry[T], batchQueue), hurry: make(chan struct{}, 1),
-		syncs: make(chan chan struct{}), done: make(chan struct{})}
+		syncs: make(chan chan struct{}), quit: make(chan struct{}), done: make(chan struct{})}
 	go b.run(every, tick)
 	return b
 }
 
 // enqueue queues an item and returns the channel that receives the result
-// of its write. false means the queue is full and the caller must write
-// the item itself.
+// of its write. false means the queue is full or the writer stopped: the
+// caller must write the item itself.
 func (b *batcher[T]) enqueue(item T) (<-chan error, bool) {
+	select {
+	case <-b.quit:
+		return nil, false
+	default:
+	}
 	ack := make(chan error, 1)
 	select {
 	case b.queue <- batchEntry[T]{item: item, ack: ack}:
@@ -91,11 +97,11 @@ func (b *batcher[T]) run(every time.Duration, tick func()) {
 	}
 	for {
 		select {
-		case first, ok := <-b.queue:
-			if !ok {
-				return
-			}
+		case first := <-b.queue:
 			b.flush(first)
+		case <-b.quit:
+			b.drain()
+			return
 		case ack := <-b.syncs:
 			b.drain()
 			close(ack)
@@ -109,10 +115,7 @@ func (b *batcher[T]) run(every time.Duration, tick func()) {
 func (b *batcher[T]) drain() {
 	for {
 		select {
-		case e, ok := <-b.queue:
-			if !ok {
-				return
-			}
+		case e := <-b.queue:
 			b.flush(e)
 		default:
 			return
@@ -132,22 +135,19 @@ func (b *batcher[T]) flush(first batchEntry[T]) {
 	for hurried := false; len(batch) < batchSize; {
 		if hurried {
 			select {
-			case e, ok := <-b.queue:
-				if ok {
-					batch = append(batch, e)
-					continue
-				}
+			case e := <-b.queue:
+				batch = append(batch, e)
+				continue
 			default:
 			}
 			break
 		}
 		select {
-		case e, ok := <-b.queue:
-			if !ok {
-				b.writeBatch(batch)
-				return
-			}
+		case e := <-b.queue:
 			batch = append(batch, e)
+			continue
+		case <-b.quit:
+			hurried = true
 			continue
 		case <-b.hurry:
 			hurried = true
@@ -182,6 +182,6 @@ func (b *batcher[T]) sync() {
 
 // close writes what is queued and stops the writer.
 func (b *batcher[T]) close() {
-	b.once.Do(func() { close(b.queue) })
+	b.once.Do(func() { close(b.quit) })
 	<-b.done
 }

@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/golang-lru/v2/expirable"
@@ -188,10 +189,14 @@ type Invoker struct {
 	calls      *callRecorder
 	tools      sync.Map // name → *resolvedTool, the current versions
 	running    sync.Map // call id → context.CancelFunc of a call in flight
-	events     *broker
-	metrics    *Metrics
-	dirs       sync.Map // session work directories already made
-	run        Step
+	inFlight   atomic.Int64
+	// interrupting is set when Shutdown's deadline passed: calls
+	// cancelled from then on are recorded as interrupted.
+	interrupting atomic.Bool
+	events       *broker
+	metrics      *Metrics
+	dirs         sync.Map // session work directories already made
+	run          Step
 	// Optional mechanisms of the built-in tools.
 	sandbox     *sandbox.Sandbox
 	browser     *browser.Browser
@@ -278,8 +283,10 @@ func (inv *Invoker) Call(ctx context.Context, caller *models.Principal, req Call
 func (inv *Invoker) track(ctx context.Context, id string) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(ctx)
 	inv.running.Store(id, cancel)
+	inv.inFlight.Add(1)
 	return ctx, func() {
 		inv.running.Delete(id)
+		inv.inFlight.Add(-1)
 		cancel()
 	}
 }
@@ -287,6 +294,9 @@ func (inv *Invoker) track(ctx context.Context, id string) (context.Context, cont
 // finish completes a result's metadata, records the call, and teaches the
 // selection index from a success.
 func (inv *Invoker) finish(ctx context.Context, c *call, res ToolResult) ToolResult {
+	if ctx.Err() != nil && inv.interrupting.Load() && !res.Success {
+		res = interrupted()
+	}
 	res.CallID = c.id
 	res.Metadata.Duration = time.Since(c.started).Milliseconds()
 	res.Metadata.Cached = c.cached
