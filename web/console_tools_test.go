@@ -25,8 +25,8 @@ func registerForm(name string) url.Values {
 		"name": {name}, "version": {"1.0.0"}, "category": {"code"}, "level": {"safe"},
 		"description": {"Count the words of a text. Input: text. Output: the count."},
 		"tags":        {"text, count"}, "examples": {"how many words are in this paragraph\ncount words"},
-		"parameters":  {`{"type": "object", "properties": {"text": {"type": "string", "description": "The text"}}, "required": ["text"]}`},
-		"sandbox":     {"on"}, "timeout": {"5000"}, "max_retries": {"0"},
+		"parameters": {`{"type": "object", "properties": {"text": {"type": "string", "description": "The text"}}, "required": ["text"]}`},
+		"sandbox":    {"on"}, "timeout": {"5000"}, "max_retries": {"0"},
 		"runner_kind": {"command"}, "argv": {"wc\n-w\n{{text}}"},
 		// Settings of other runner kinds left in the form are ignored.
 		"method": {"GET"}, "url": {"https://left.over.example"}, "builtin": {"file_read"},
