@@ -93,12 +93,12 @@ func LineDiff(a, b string) []DiffLine {
 				emit(DiffSame)
 				i++
 				j++
-			case j < len(my) && (i == len(mx) || lcs[i*w+j+1] >= lcs[(i+1)*w+j]):
-				emit(DiffAdded)
-				j++
-			default:
+			case i < len(mx) && (j == len(my) || lcs[(i+1)*w+j] >= lcs[i*w+j+1]):
 				emit(DiffRemoved)
 				i++
+			default:
+				emit(DiffAdded)
+				j++
 			}
 		}
 	}

@@ -1,6 +1,10 @@
 package views
 
-import "github.com/a-h/templ"
+import (
+	"strings"
+
+	"github.com/a-h/templ"
+)
 
 // FormProblem is one problem of a submitted tool form: the field it
 // concerns (empty when it fits none), where in the definition it is, and
@@ -92,4 +96,16 @@ func spell(code bool) string {
 		return "false"
 	}
 	return "true"
+}
+
+// errorText makes a problem read as a sentence beside its field: the
+// registry's messages often start with the verb ("is required", "must
+// be …"), so the field's label is put before them.
+func errorText(label, msg string) string {
+	for _, verb := range []string{"is ", "must ", "has ", "does ", "only ", "nests ", "carries "} {
+		if strings.HasPrefix(msg, verb) {
+			return label + " " + msg
+		}
+	}
+	return msg
 }

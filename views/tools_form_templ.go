@@ -476,7 +476,7 @@ func ToolFormPage(p Page, f ToolForm) templ.Component {
 	})
 }
 
-func fieldErrors(f ToolForm, field string) templ.Component {
+func fieldErrors(f ToolForm, field, label string) templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
 		if templ_7745c5c3_CtxErr := ctx.Err(); templ_7745c5c3_CtxErr != nil {
@@ -530,9 +530,9 @@ func fieldErrors(f ToolForm, field string) templ.Component {
 					return templ_7745c5c3_Err
 				}
 				var templ_7745c5c3_Var19 string
-				templ_7745c5c3_Var19, templ_7745c5c3_Err = templ.JoinStringErrs(e)
+				templ_7745c5c3_Var19, templ_7745c5c3_Err = templ.JoinStringErrs(errorText(label, e))
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/tools_form.templ`, Line: 123, Col: 10}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/tools_form.templ`, Line: 123, Col: 28}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var19))
 				if templ_7745c5c3_Err != nil {
@@ -708,7 +708,7 @@ func formText(f ToolForm, field, label, hint, typ string) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = fieldErrors(f, field).Render(ctx, templ_7745c5c3_Buffer)
+		templ_7745c5c3_Err = fieldErrors(f, field, label).Render(ctx, templ_7745c5c3_Buffer)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -854,7 +854,7 @@ func formArea(f ToolForm, field, label, hint string, rows int, mono bool) templ.
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = fieldErrors(f, field).Render(ctx, templ_7745c5c3_Buffer)
+		templ_7745c5c3_Err = fieldErrors(f, field, label).Render(ctx, templ_7745c5c3_Buffer)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -989,7 +989,7 @@ func formSelect(f ToolForm, field, label, hint string, options []string) templ.C
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = fieldErrors(f, field).Render(ctx, templ_7745c5c3_Buffer)
+		templ_7745c5c3_Err = fieldErrors(f, field, label).Render(ctx, templ_7745c5c3_Buffer)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -1084,7 +1084,7 @@ func formCheck(f ToolForm, field, label, hint string) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = fieldErrors(f, field).Render(ctx, templ_7745c5c3_Buffer)
+		templ_7745c5c3_Err = fieldErrors(f, field, label).Render(ctx, templ_7745c5c3_Buffer)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

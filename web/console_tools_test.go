@@ -1,13 +1,19 @@
 package web
 
 import (
+	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"net/url"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/PuerkitoBio/goquery"
+
+	"toolbelt/services"
+	"toolbelt/views"
 )
 
 // listedTools returns the tool names a listing page shows, in order.
@@ -434,5 +440,53 @@ func TestConsoleLearnedQueries(t *testing.T) {
 	}
 	if p = b.post(action, url.Values{}); p.Status != 404 {
 		t.Errorf("remove twice: %d", p.Status)
+	}
+}
+
+func TestConsoleLineDiff(t *testing.T) {
+	cases := []struct {
+		name, a, b string
+		want       []string // op+text of each line
+	}{
+		{"equal", "a\nb", "a\nb", nil},
+		{"changed line", "a\nb\nc", "a\nB\nc", []string{" a", "-b", "+B", " c"}},
+		{"inserted", "a\nc", "a\nb\nc", []string{" a", "+b", " c"}},
+		{"removed at end", "a\nb\nc", "a\nb", []string{" a", " b", "-c"}},
+		{"far context folded", "1\n2\n3\n4\n5\n6\n7\n8\n9", "1\n2\n3\n4\n5\n6\n7\n8\nX", []string{"~5 unchanged lines", " 6", " 7", " 8", "-9", "+X"}},
+	}
+	for _, tc := range cases {
+		var got []string
+		for _, l := range views.LineDiff(tc.a, tc.b) {
+			got = append(got, string(l.Op)+l.Text)
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+// BenchmarkConsoleToolsPages renders the tools pages over HTTP with 10,000
+// tools in the catalog (each page must stay well under 50 ms).
+func BenchmarkConsoleToolsPages(b *testing.B) {
+	app := newTestApp(b)
+	ctx := context.Background()
+	reg := services.NewRegistry(app.store, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	for i := range benchTools - 8 {
+		if _, err := reg.Register(ctx, benchDef(i), nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	br := signedIn(b, app, "admin")
+	for _, path := range []string{
+		"/admin/tools", "/admin/tools?q=record+set+9999", "/admin/tools?category=code&level=moderate&offset=1000",
+		"/admin/tools/bench_tool_04242", "/admin/tools/new",
+	} {
+		b.Run(path, func(b *testing.B) {
+			for b.Loop() {
+				if p := br.get(path); p.Status != 200 {
+					b.Fatalf("status %d", p.Status)
+				}
+			}
+		})
 	}
 }
