@@ -31,16 +31,16 @@ var formatLabels = map[string]string{
 
 // ToolsPage lists the catalog with search, filters and pages.
 func (h *Handler) ToolsPage(c *gin.Context) error {
-	if err := onlyQuery(c, "q", "category", "level", "retired", "offset", "notice"); err != nil {
+	if err := onlyQuery(c, "q", "category", "level", "tag", "retired", "offset", "notice"); err != nil {
 		return err
 	}
 	offset, err := intQuery(c, "offset")
 	if err != nil {
 		return err
 	}
-	f := views.ToolsFilter{Q: strings.TrimSpace(c.Query("q")), Category: c.Query("category"), Level: c.Query("level"), Retired: c.Query("retired") != ""}
+	f := views.ToolsFilter{Q: strings.TrimSpace(c.Query("q")), Category: c.Query("category"), Level: c.Query("level"), Tag: c.Query("tag"), Retired: c.Query("retired") != ""}
 	page, err := h.Registry.List(c.Request.Context(), services.ListOptions{
-		Category: f.Category, Level: f.Level, Query: f.Q, IncludeRetired: f.Retired,
+		Category: f.Category, Level: f.Level, Tag: f.Tag, Query: f.Q, IncludeRetired: f.Retired,
 		Limit: consoleToolsPageSize, Offset: offset,
 	})
 	if err != nil {
@@ -55,9 +55,9 @@ func (h *Handler) ToolsPage(c *gin.Context) error {
 	if len(d.Tools) > 0 {
 		d.From, d.To = offset+1, offset+len(d.Tools)
 	}
-	pageURL := func(off int) string {
+	listURL := func(f views.ToolsFilter, off int) string {
 		q := url.Values{}
-		for k, v := range map[string]string{"q": f.Q, "category": f.Category, "level": f.Level} {
+		for k, v := range map[string]string{"q": f.Q, "category": f.Category, "level": f.Level, "tag": f.Tag} {
 			if v != "" {
 				q.Set(k, v)
 			}
@@ -74,11 +74,19 @@ func (h *Handler) ToolsPage(c *gin.Context) error {
 		return "/admin/tools?" + q.Encode()
 	}
 	if offset > 0 {
-		d.PrevURL = pageURL(max(0, offset-consoleToolsPageSize))
+		d.PrevURL = listURL(f, max(0, offset-consoleToolsPageSize))
 	}
 	if int64(offset+consoleToolsPageSize) < page.Total {
-		d.NextURL = pageURL(offset + consoleToolsPageSize)
+		d.NextURL = listURL(f, offset+consoleToolsPageSize)
 	}
+	d.TagURL = func(tag string) string {
+		g := f
+		g.Tag = tag
+		return listURL(g, 0)
+	}
+	noTag := f
+	noTag.Tag = ""
+	d.NoTagURL = listURL(noTag, 0)
 	return h.Render(c, http.StatusOK, views.ToolsPage(h.Page(c, "Tools"), d))
 }
 
@@ -172,6 +180,12 @@ func (h *Handler) versionDiff(c *gin.Context, d *views.ToolDetail, vers []servic
 	from, to := c.Query("from"), c.Query("to")
 	if from == "" && to == "" {
 		return nil
+	}
+	if from == "" {
+		from = d.DiffFrom
+	}
+	if to == "" {
+		to = d.DiffTo
 	}
 	ctx := c.Request.Context()
 	a, err := h.Registry.Version(ctx, d.Name, from)

@@ -39,6 +39,9 @@ var fieldOfPointer = map[string]string{
 	"/runner/url": "url", "/runner/headers": "headers", "/runner/body": "body", "/runner/steps": "steps",
 }
 
+// listFields are the fields holding a list, one item per comma or line.
+var listFields = map[string]bool{"tags": true, "examples": true, "allowed_paths": true, "argv": true}
+
 // formField returns the form field a problem's pointer concerns, or "".
 func formField(pointer string) string {
 	for p := pointer; p != ""; {
@@ -164,8 +167,12 @@ func (h *Handler) toolForm(edit bool, name, latest string, vals map[string]strin
 		f.Problems = append(f.Problems, views.FormProblem{Field: field, Pointer: p.Pointer, Message: p.Message})
 		if field != "" {
 			msg := p.Message
-			if base := fieldPointer(field); p.Pointer != base {
-				msg = "At " + strings.TrimPrefix(p.Pointer, base) + ": " + msg
+			if rest := strings.TrimPrefix(p.Pointer, fieldPointer(field)); rest != "" {
+				if n, err := strconv.Atoi(strings.TrimPrefix(rest, "/")); err == nil && listFields[field] {
+					msg = fmt.Sprintf("Item %d: %s", n+1, msg)
+				} else {
+					msg = "At " + rest + ": " + msg
+				}
 			}
 			f.Errors[field] = append(f.Errors[field], msg)
 		}

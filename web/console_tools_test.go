@@ -73,6 +73,15 @@ func TestConsoleToolsList(t *testing.T) {
 			t.Errorf("%s: %d %v, want %v", tc.query, p.Status, got, tc.want)
 		}
 	}
+	// Tags link to the listing filtered by them.
+	p = b.get("/admin/tools?level=safe")
+	href, _ := p.TestID("tool-file_read").Find(`a.tag:contains("#read")`).Attr("href")
+	if p = b.get(href); !slices.Equal(listedTools(p), []string{"file_read"}) || !strings.Contains(p.TestID("active-tag").Text(), "#read") {
+		t.Errorf("tag link %s lists %v", href, listedTools(p))
+	}
+	if href, _ = p.TestID("clear-tag").Attr("href"); href != "/admin/tools?level=safe" {
+		t.Errorf("clearing the tag goes to %s", href)
+	}
 	p = b.get("/admin/tools?q=file&level=safe")
 	if v, _ := p.TestID("filter-q").Attr("value"); v != "file" || p.TestID("filter-level").Find("option[selected]").Text() != "safe" {
 		t.Errorf("the filters do not show what was asked: q=%q", v)
@@ -91,6 +100,16 @@ func TestConsoleToolsList(t *testing.T) {
 	p = b.get("/admin/tools?q=web_search&retired=1")
 	if got := listedTools(p); !slices.Equal(got, []string{"web_search"}) || p.TestID("tool-retired").Length() != 1 {
 		t.Errorf("retired listing %v", got)
+	}
+
+	// Its page stays readable, without exports or try-it, and restores it.
+	p = b.get("/admin/tools/web_search")
+	if p.Status != 200 || p.TestID("export-openai").Length() != 0 || p.TestID("try-form").Length() != 0 || p.TestID("restore").Length() != 1 {
+		t.Fatalf("retired tool page: %d", p.Status)
+	}
+	p = b.post("/admin/tools/web_search/rollback", url.Values{"version": {"1.0.0"}})
+	if p.Status != 200 || p.TestID("export-openai").Length() != 1 || p.TestID("try-form").Length() != 1 {
+		t.Fatalf("restore: %d %s", p.Status, p.URL)
 	}
 
 	// Pages of 50, keeping the filters.
