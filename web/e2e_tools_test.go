@@ -56,8 +56,17 @@ func TestE2ERegisterTool(t *testing.T) {
 		chromedp.Click(tid("filter-apply")),
 		chromedp.WaitVisible(tid("tool-echo_back")),
 	)
-	e.run("try it",
+	e.run("open an export: its copy button shows once the script runs",
 		chromedp.Click(chromedp.CSS(`[data-testid="tool-echo_back"] a`)),
+		chromedp.WaitVisible(tid("export-openai")),
+		chromedp.Click(chromedp.CSS(`[data-testid="export-openai"] summary`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-copy="export-json-openai"]`)),
+		chromedp.WaitVisible(chromedp.CSS("#export-json-openai")),
+	)
+	if got := e.text(chromedp.CSS("#export-json-openai")); !strings.Contains(got, `"name": "echo_back"`) {
+		t.Errorf("openai export %q", got)
+	}
+	e.run("try it",
 		chromedp.WaitVisible(tid("try-message")),
 		chromedp.SendKeys(tid("try-message"), "hello there"),
 		chromedp.Click(tid("try-run")),
