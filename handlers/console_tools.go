@@ -20,8 +20,8 @@ import (
 // consoleToolsPageSize is how many tools a console listing page shows.
 const consoleToolsPageSize = 50
 
-// formatLabels name the LLM APIs of the export formats.
-var formatLabels = map[string]string{
+// toolFormatLabels name the LLM APIs of the export formats.
+var toolFormatLabels = map[string]string{
 	services.FormatOpenAI:          "OpenAI Chat Completions",
 	services.FormatOpenAIResponses: "OpenAI Responses",
 	services.FormatAnthropic:       "Anthropic Messages",
@@ -101,7 +101,7 @@ func (h *Handler) ToolPage(c *gin.Context) error {
 		return err
 	}
 	if d.CanTry {
-		d.Try = views.TryForm{Fields: tryFields(json.RawMessage(d.Parameters), nil), SessionID: defaultSession(c)}
+		d.Try = views.TryForm{Fields: tryFields(json.RawMessage(d.Parameters), nil), SessionID: trySession(c)}
 	}
 	return h.Render(c, http.StatusOK, views.ToolPage(h.Page(c, d.Name), *d))
 }
@@ -130,8 +130,8 @@ func (h *Handler) toolDetail(c *gin.Context) (*views.ToolDetail, error) {
 	d := &views.ToolDetail{
 		Name: tool.Name, Version: tool.Version, Description: tool.Description, Category: tool.Category,
 		Level: tool.SecurityLevel, Tags: tool.Tags, Examples: def.Examples, Retired: tool.Retired,
-		Security: securitySettings(def.Security), Execution: executionSettings(def.Execution), Runner: runnerSettings(def.Runner),
-		Parameters: prettyJSON(def.Parameters),
+		Security: toolSecuritySettings(def.Security), Execution: toolExecutionSettings(def.Execution), Runner: toolRunnerSettings(def.Runner),
+		Parameters: toolsPrettyJSON(def.Parameters),
 		CanAdmin:   role == services.RoleAdmin,
 		CanTry:     (role == services.RoleAdmin || role == services.RoleAgent) && !tool.Retired,
 	}
@@ -147,7 +147,7 @@ func (h *Handler) toolDetail(c *gin.Context) (*views.ToolDetail, error) {
 			if err != nil {
 				return nil, err
 			}
-			d.Exports = append(d.Exports, views.ExportView{Format: f, Label: formatLabels[f], JSON: prettyJSON(raw)})
+			d.Exports = append(d.Exports, views.ExportView{Format: f, Label: toolFormatLabels[f], JSON: toolsPrettyJSON(raw)})
 		}
 	}
 	if d.CanAdmin {
@@ -197,7 +197,7 @@ func (h *Handler) versionDiff(c *gin.Context, d *views.ToolDetail, vers []servic
 		return err
 	}
 	d.DiffFrom, d.DiffTo = from, to
-	d.Diff = &views.VersionDiff{From: from, To: to, Lines: views.LineDiff(prettyDefinition(a.Definition), prettyDefinition(b.Definition))}
+	d.Diff = &views.VersionDiff{From: from, To: to, Lines: views.LineDiff(toolsPrettyDefinition(a.Definition), toolsPrettyDefinition(b.Definition))}
 	return nil
 }
 
@@ -223,73 +223,73 @@ func (h *Handler) ForgetQueryForm(c *gin.Context) error {
 	return Redirect(c, "/admin/tools/"+name, "The learned query was removed.")
 }
 
-func securitySettings(s services.Security) []views.Setting {
-	out := []views.Setting{
+func toolSecuritySettings(s services.Security) []views.ToolSetting {
+	out := []views.ToolSetting{
 		{Label: "Level", Value: s.Level},
-		{Label: "Requires confirmation", Value: yesNo(s.RequireConfirm)},
-		{Label: "Sandbox", Value: yesNo(s.Sandbox)},
-		{Label: "Network", Value: yesNo(s.Network)},
+		{Label: "Requires confirmation", Value: toolsYesNo(s.RequireConfirm)},
+		{Label: "Sandbox", Value: toolsYesNo(s.Sandbox)},
+		{Label: "Network", Value: toolsYesNo(s.Network)},
 	}
 	if s.ShellOperators {
-		out = append(out, views.Setting{Label: "Shell operators", Value: "allowed"})
+		out = append(out, views.ToolSetting{Label: "Shell operators", Value: "allowed"})
 	}
 	if len(s.AllowedPaths) > 0 {
-		out = append(out, views.Setting{Label: "Allowed paths", Value: strings.Join(s.AllowedPaths, ", ")})
+		out = append(out, views.ToolSetting{Label: "Allowed paths", Value: strings.Join(s.AllowedPaths, ", ")})
 	}
 	if s.RateLimit != nil {
-		out = append(out, views.Setting{Label: "Rate limit", Value: fmt.Sprintf("%d calls per %s", s.RateLimit.MaxCalls, millis(s.RateLimit.WindowMs))})
+		out = append(out, views.ToolSetting{Label: "Rate limit", Value: fmt.Sprintf("%d calls per %s", s.RateLimit.MaxCalls, toolsMillis(s.RateLimit.WindowMs))})
 	}
 	return out
 }
 
-func executionSettings(e services.Execution) []views.Setting {
-	out := []views.Setting{{Label: "Timeout", Value: millis(e.Timeout)}}
+func toolExecutionSettings(e services.Execution) []views.ToolSetting {
+	out := []views.ToolSetting{{Label: "Timeout", Value: toolsMillis(e.Timeout)}}
 	if e.Retryable {
-		out = append(out, views.Setting{Label: "Retries", Value: strconv.Itoa(e.MaxRetries)})
+		out = append(out, views.ToolSetting{Label: "Retries", Value: strconv.Itoa(e.MaxRetries)})
 	} else {
-		out = append(out, views.Setting{Label: "Retries", Value: "not retryable"})
+		out = append(out, views.ToolSetting{Label: "Retries", Value: "not retryable"})
 	}
 	if e.Cacheable {
-		out = append(out, views.Setting{Label: "Cache", Value: millis(e.CacheTTL)})
+		out = append(out, views.ToolSetting{Label: "Cache", Value: toolsMillis(e.CacheTTL)})
 	} else {
-		out = append(out, views.Setting{Label: "Cache", Value: "off"})
+		out = append(out, views.ToolSetting{Label: "Cache", Value: "off"})
 	}
 	return out
 }
 
-func runnerSettings(r services.Runner) []views.Setting {
-	out := []views.Setting{{Label: "Kind", Value: r.Kind}}
+func toolRunnerSettings(r services.Runner) []views.ToolSetting {
+	out := []views.ToolSetting{{Label: "Kind", Value: r.Kind}}
 	switch r.Kind {
 	case services.RunnerBuiltin:
-		out = append(out, views.Setting{Label: "Built-in", Value: r.Builtin})
+		out = append(out, views.ToolSetting{Label: "Built-in", Value: r.Builtin})
 	case services.RunnerCommand:
 		argv, _ := json.Marshal(r.Argv)
-		out = append(out, views.Setting{Label: "Argv", Value: string(argv)})
+		out = append(out, views.ToolSetting{Label: "Argv", Value: string(argv)})
 	case services.RunnerHTTP:
-		out = append(out, views.Setting{Label: "Request", Value: r.Method + " " + r.URL})
-		for _, k := range sortedKeys(r.Headers) {
-			out = append(out, views.Setting{Label: "Header " + k, Value: r.Headers[k]})
+		out = append(out, views.ToolSetting{Label: "Request", Value: r.Method + " " + r.URL})
+		for _, k := range toolsSortedKeys(r.Headers) {
+			out = append(out, views.ToolSetting{Label: "Header " + k, Value: r.Headers[k]})
 		}
 		if r.Body != "" {
-			out = append(out, views.Setting{Label: "Body", Value: r.Body})
+			out = append(out, views.ToolSetting{Label: "Body", Value: r.Body})
 		}
 	case services.RunnerComposite:
 		for i, s := range r.Steps {
-			out = append(out, views.Setting{Label: fmt.Sprintf("Step %d", i+1), Value: s.Tool})
+			out = append(out, views.ToolSetting{Label: fmt.Sprintf("Step %d", i+1), Value: s.Tool})
 		}
 	}
 	return out
 }
 
-func yesNo(b bool) string {
+func toolsYesNo(b bool) string {
 	if b {
 		return "yes"
 	}
 	return "no"
 }
 
-// millis shows a duration in milliseconds the way people read it.
-func millis(ms int) string {
+// toolsMillis shows a duration in milliseconds the way people read it.
+func toolsMillis(ms int) string {
 	switch {
 	case ms >= 60_000 && ms%60_000 == 0:
 		return strconv.Itoa(ms/60_000) + " min"
@@ -299,8 +299,8 @@ func millis(ms int) string {
 	return strconv.Itoa(ms) + " ms"
 }
 
-// prettyJSON indents JSON for reading; what does not parse is shown as is.
-func prettyJSON(raw []byte) string {
+// toolsPrettyJSON indents JSON for reading; what does not parse is shown as is.
+func toolsPrettyJSON(raw []byte) string {
 	var buf bytes.Buffer
 	if err := json.Indent(&buf, raw, "", "  "); err != nil {
 		return string(raw)
@@ -308,9 +308,9 @@ func prettyJSON(raw []byte) string {
 	return buf.String()
 }
 
-// prettyDefinition is a definition as indented JSON, the text versions are
+// toolsPrettyDefinition is a definition as indented JSON, the text versions are
 // compared by.
-func prettyDefinition(def services.ToolDefinition) string {
+func toolsPrettyDefinition(def services.ToolDefinition) string {
 	raw, err := json.MarshalIndent(def, "", "  ")
 	if err != nil {
 		return err.Error()
@@ -318,8 +318,8 @@ func prettyDefinition(def services.ToolDefinition) string {
 	return string(raw)
 }
 
-// isProblem reports whether err is a validation error, and returns it.
-func isProblem(err error) (*models.ValidationError, bool) {
+// toolsValidation reports whether err is a validation error, and returns it.
+func toolsValidation(err error) (*models.ValidationError, bool) {
 	var ve *models.ValidationError
 	ok := errors.As(err, &ve)
 	return ve, ok

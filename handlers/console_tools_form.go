@@ -16,18 +16,18 @@ import (
 	"toolbelt/views"
 )
 
-// toolFormFields are the fields of the register and edit form.
-var toolFormFields = []string{
+// toolFormFieldNames are the fields of the register and edit form.
+var toolFormFieldNames = []string{
 	"name", "version", "description", "category", "tags", "examples", "parameters",
 	"level", "require_confirm", "sandbox", "network", "shell_operators", "allowed_paths", "rate_max_calls", "rate_window_ms",
 	"timeout", "retryable", "max_retries", "cacheable", "cache_ttl",
 	"runner_kind", "builtin", "argv", "method", "url", "headers", "body", "steps",
 }
 
-// fieldOfPointer maps the JSON pointers of a definition's problems to the
+// toolFieldOfPointer maps the JSON pointers of a definition's problems to the
 // form field that edits them; a problem under a pointer goes to the
 // longest prefix listed.
-var fieldOfPointer = map[string]string{
+var toolFieldOfPointer = map[string]string{
 	"/name": "name", "/version": "version", "/description": "description", "/category": "category",
 	"/tags": "tags", "/examples": "examples", "/parameters": "parameters",
 	"/security/level": "level", "/security/requireConfirm": "require_confirm", "/security/sandbox": "sandbox",
@@ -39,13 +39,13 @@ var fieldOfPointer = map[string]string{
 	"/runner/url": "url", "/runner/headers": "headers", "/runner/body": "body", "/runner/steps": "steps",
 }
 
-// listFields are the fields holding a list, one item per comma or line.
-var listFields = map[string]bool{"tags": true, "examples": true, "allowed_paths": true, "argv": true}
+// toolListFields are the fields holding a list, one item per comma or line.
+var toolListFields = map[string]bool{"tags": true, "examples": true, "allowed_paths": true, "argv": true}
 
-// formField returns the form field a problem's pointer concerns, or "".
-func formField(pointer string) string {
+// toolFormField returns the form field a problem's pointer concerns, or "".
+func toolFormField(pointer string) string {
 	for p := pointer; p != ""; {
-		if f, ok := fieldOfPointer[p]; ok {
+		if f, ok := toolFieldOfPointer[p]; ok {
 			return f
 		}
 		i := strings.LastIndex(p, "/")
@@ -71,14 +71,14 @@ func (h *Handler) NewToolPage(c *gin.Context) error {
 // their fields with the values as sent; nothing is stored unless the whole
 // definition is valid.
 func (h *Handler) CreateToolForm(c *gin.Context) error {
-	vals := postedValues(c)
-	def, ps := definitionOf(vals)
+	vals := toolFormValues(c)
+	def, ps := toolFormDefinition(vals)
 	if len(ps) == 0 {
 		tool, err := h.Registry.Register(c.Request.Context(), def, CurrentPrincipal(c))
 		if err == nil {
 			return Redirect(c, "/admin/tools/"+tool.Name, fmt.Sprintf("Registered %s %s.", tool.Name, tool.Version))
 		}
-		status, problems, ok := formProblems(err, "/name", "is already registered; publish a new version of it instead")
+		status, problems, ok := toolFormProblems(err, "/name", "is already registered; publish a new version of it instead")
 		if !ok {
 			return err
 		}
@@ -96,13 +96,13 @@ func (h *Handler) EditToolPage(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	current, latest := currentAndLatest(vers)
+	current, latest := toolCurrentAndLatest(vers)
 	tool, err := h.Registry.Version(ctx, name, current)
 	if err != nil {
 		return err
 	}
-	vals := valuesOf(tool.Definition)
-	vals["version"] = nextPatch(latest)
+	vals := toolFormValuesOf(tool.Definition)
+	vals["version"] = toolNextPatch(latest)
 	return h.renderToolForm(c, http.StatusOK, h.toolForm(true, name, latest, vals, nil))
 }
 
@@ -114,16 +114,16 @@ func (h *Handler) PublishToolForm(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	_, latest := currentAndLatest(vers)
-	vals := postedValues(c)
+	_, latest := toolCurrentAndLatest(vers)
+	vals := toolFormValues(c)
 	vals["name"] = name
-	def, ps := definitionOf(vals)
+	def, ps := toolFormDefinition(vals)
 	if len(ps) == 0 {
 		tool, err := h.Registry.Publish(ctx, name, def, CurrentPrincipal(c))
 		if err == nil {
 			return Redirect(c, "/admin/tools/"+name, fmt.Sprintf("Published %s %s.", name, tool.Version))
 		}
-		status, problems, ok := formProblems(err, "/version", "was published by someone else just now; choose a greater version")
+		status, problems, ok := toolFormProblems(err, "/version", "was published by someone else just now; choose a greater version")
 		if !ok {
 			return err
 		}
@@ -132,11 +132,11 @@ func (h *Handler) PublishToolForm(c *gin.Context) error {
 	return h.renderToolForm(c, http.StatusUnprocessableEntity, h.toolForm(true, name, latest, vals, ps))
 }
 
-// formProblems turns a registry error the form can show into its status
+// toolFormProblems turns a registry error the form can show into its status
 // and problems: validation problems (422), or a conflict (409) stated at
 // conflictAt.
-func formProblems(err error, conflictAt, conflictMsg string) (int, []models.Problem, bool) {
-	if ve, ok := isProblem(err); ok {
+func toolFormProblems(err error, conflictAt, conflictMsg string) (int, []models.Problem, bool) {
+	if ve, ok := toolsValidation(err); ok {
 		return http.StatusUnprocessableEntity, ve.Problems, true
 	}
 	if errors.Is(err, models.ErrConflict) {
@@ -160,15 +160,15 @@ func (h *Handler) toolForm(edit bool, name, latest string, vals map[string]strin
 		Methods:     []string{"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"},
 	}
 	for _, p := range ps {
-		field := formField(p.Pointer)
+		field := toolFormField(p.Pointer)
 		if edit && field == "name" {
 			field = "" // the edit form has no name field
 		}
 		f.Problems = append(f.Problems, views.FormProblem{Field: field, Pointer: p.Pointer, Message: p.Message})
 		if field != "" {
 			msg := p.Message
-			if rest := strings.TrimPrefix(p.Pointer, fieldPointer(field)); rest != "" {
-				if n, err := strconv.Atoi(strings.TrimPrefix(rest, "/")); err == nil && listFields[field] {
+			if rest := strings.TrimPrefix(p.Pointer, toolFieldPointer(field)); rest != "" {
+				if n, err := strconv.Atoi(strings.TrimPrefix(rest, "/")); err == nil && toolListFields[field] {
 					msg = fmt.Sprintf("Item %d: %s", n+1, msg)
 				} else {
 					msg = "At " + rest + ": " + msg
@@ -180,10 +180,10 @@ func (h *Handler) toolForm(edit bool, name, latest string, vals map[string]strin
 	return f
 }
 
-// fieldPointer is the pointer a field edits.
-func fieldPointer(field string) string {
+// toolFieldPointer is the pointer a field edits.
+func toolFieldPointer(field string) string {
 	best := ""
-	for p, f := range fieldOfPointer {
+	for p, f := range toolFieldOfPointer {
 		if f == field && (best == "" || len(p) > len(best)) {
 			best = p
 		}
@@ -191,21 +191,21 @@ func fieldPointer(field string) string {
 	return best
 }
 
-// postedValues reads the form's fields.
-func postedValues(c *gin.Context) map[string]string {
-	vals := make(map[string]string, len(toolFormFields))
-	for _, f := range toolFormFields {
+// toolFormValues reads the form's fields.
+func toolFormValues(c *gin.Context) map[string]string {
+	vals := make(map[string]string, len(toolFormFieldNames))
+	for _, f := range toolFormFieldNames {
 		vals[f] = strings.ReplaceAll(c.PostForm(f), "\r\n", "\n")
 	}
 	return vals
 }
 
-// definitionOf builds a definition from the form. Values that cannot be
+// toolFormDefinition builds a definition from the form. Values that cannot be
 // what their field needs (a number that is not one, JSON that does not
 // parse) are problems at the field's pointer; everything else is left to
 // the registry's validation. Only the settings of the chosen runner kind
 // are taken, so fields of other kinds left filled in do no harm.
-func definitionOf(v map[string]string) (services.ToolDefinition, []models.Problem) {
+func toolFormDefinition(v map[string]string) (services.ToolDefinition, []models.Problem) {
 	var ps []models.Problem
 	num := func(field, ptr, what string) int {
 		s := strings.TrimSpace(v[field])
@@ -220,11 +220,11 @@ func definitionOf(v map[string]string) (services.ToolDefinition, []models.Proble
 	}
 	def := services.ToolDefinition{
 		Name: v["name"], Version: v["version"], Description: v["description"], Category: v["category"],
-		Tags: splitList(v["tags"], ","), Examples: splitList(v["examples"], "\n"),
+		Tags: toolsSplitList(v["tags"], ","), Examples: toolsSplitList(v["examples"], "\n"),
 		Security: services.Security{
 			Level: v["level"], RequireConfirm: v["require_confirm"] != "", Sandbox: v["sandbox"] != "",
 			Network: v["network"] != "", ShellOperators: v["shell_operators"] != "",
-			AllowedPaths: splitList(v["allowed_paths"], ","),
+			AllowedPaths: toolsSplitList(v["allowed_paths"], ","),
 		},
 		Execution: services.Execution{
 			Timeout:    num("timeout", "/execution/timeout", "milliseconds"),
@@ -248,7 +248,7 @@ func definitionOf(v map[string]string) (services.ToolDefinition, []models.Proble
 	case services.RunnerBuiltin:
 		def.Runner.Builtin = v["builtin"]
 	case services.RunnerCommand:
-		def.Runner.Argv = splitList(v["argv"], "\n")
+		def.Runner.Argv = toolsSplitList(v["argv"], "\n")
 	case services.RunnerHTTP:
 		def.Runner.Method, def.Runner.URL, def.Runner.Body = v["method"], strings.TrimSpace(v["url"]), v["body"]
 		for i, line := range strings.Split(v["headers"], "\n") {
@@ -275,8 +275,8 @@ func definitionOf(v map[string]string) (services.ToolDefinition, []models.Proble
 	return def, ps
 }
 
-// valuesOf is the form's values for a stored definition.
-func valuesOf(def services.ToolDefinition) map[string]string {
+// toolFormValuesOf is the form's values for a stored definition.
+func toolFormValuesOf(def services.ToolDefinition) map[string]string {
 	check := func(b bool) string {
 		if b {
 			return "on"
@@ -286,7 +286,7 @@ func valuesOf(def services.ToolDefinition) map[string]string {
 	v := map[string]string{
 		"name": def.Name, "version": def.Version, "description": def.Description, "category": def.Category,
 		"tags": strings.Join(def.Tags, ", "), "examples": strings.Join(def.Examples, "\n"),
-		"parameters": prettyJSON(def.Parameters),
+		"parameters": toolsPrettyJSON(def.Parameters),
 		"level":      def.Security.Level, "require_confirm": check(def.Security.RequireConfirm), "sandbox": check(def.Security.Sandbox),
 		"network": check(def.Security.Network), "shell_operators": check(def.Security.ShellOperators),
 		"allowed_paths": strings.Join(def.Security.AllowedPaths, ", "),
@@ -302,7 +302,7 @@ func valuesOf(def services.ToolDefinition) map[string]string {
 		v["rate_max_calls"], v["rate_window_ms"] = strconv.Itoa(rl.MaxCalls), strconv.Itoa(rl.WindowMs)
 	}
 	var headers []string
-	for _, k := range sortedKeys(def.Runner.Headers) {
+	for _, k := range toolsSortedKeys(def.Runner.Headers) {
 		headers = append(headers, k+": "+def.Runner.Headers[k])
 	}
 	v["headers"] = strings.Join(headers, "\n")
@@ -313,8 +313,8 @@ func valuesOf(def services.ToolDefinition) map[string]string {
 	return v
 }
 
-// splitList splits a list field, trimming items and dropping empty ones.
-func splitList(s, sep string) []string {
+// toolsSplitList splits a list field, trimming items and dropping empty ones.
+func toolsSplitList(s, sep string) []string {
 	var out []string
 	for _, item := range strings.Split(s, sep) {
 		if item = strings.TrimSpace(item); item != "" {
@@ -324,8 +324,8 @@ func splitList(s, sep string) []string {
 	return out
 }
 
-// currentAndLatest returns the current version and the highest published.
-func currentAndLatest(vers []services.ToolVersion) (current, latest string) {
+// toolCurrentAndLatest returns the current version and the highest published.
+func toolCurrentAndLatest(vers []services.ToolVersion) (current, latest string) {
 	for _, v := range vers {
 		if v.Current {
 			current = v.Version
@@ -340,8 +340,8 @@ func currentAndLatest(vers []services.ToolVersion) (current, latest string) {
 	return current, latest
 }
 
-// nextPatch proposes the version after latest: its patch number plus one.
-func nextPatch(latest string) string {
+// toolNextPatch proposes the version after latest: its patch number plus one.
+func toolNextPatch(latest string) string {
 	core, _, _ := strings.Cut(strings.SplitN(latest, "+", 2)[0], "-")
 	parts := strings.Split(core, ".")
 	if len(parts) != 3 {

@@ -54,14 +54,14 @@ func (h *Handler) TryToolForm(c *gin.Context) error {
 	return h.Render(c, statusOf(res), views.ToolPage(page, *d))
 }
 
-// defaultSession is the session the try-it form proposes: one per
+// trySession is the session the try-it form proposes: one per
 // principal, so its calls share a work directory.
-func defaultSession(c *gin.Context) string {
+func trySession(c *gin.Context) string {
 	return fmt.Sprintf("console-%d", CurrentPrincipal(c).ID)
 }
 
-// paramSchema is what the try-it form reads of one parameter's schema.
-type paramSchema struct {
+// tryParamSchema is what the try-it form reads of one parameter's schema.
+type tryParamSchema struct {
 	Type             json.RawMessage   `json:"type"`
 	Enum             []json.RawMessage `json:"enum"`
 	Description      string            `json:"description"`
@@ -83,23 +83,23 @@ func tryFields(schema json.RawMessage, form url.Values) []views.TryField {
 	if json.Unmarshal(schema, &root) != nil {
 		return nil
 	}
-	var props map[string]paramSchema
+	var props map[string]tryParamSchema
 	if json.Unmarshal(root.Properties, &props) != nil {
 		return nil
 	}
 	var fields []views.TryField
-	for _, name := range objectKeys(root.Properties) {
+	for _, name := range jsonObjectKeys(root.Properties) {
 		p, ok := props[name]
 		if !ok {
 			continue
 		}
 		f := views.TryField{Name: name, Required: slices.Contains(root.Required, name), Hint: p.Description}
-		f.Type = schemaType(p.Type)
+		f.Type = paramType(p.Type)
 		switch {
-		case len(p.Enum) > 0 && scalars(p.Enum):
+		case len(p.Enum) > 0 && enumScalars(p.Enum):
 			f.Control = views.ControlSelect
 			for _, e := range p.Enum {
-				f.Options = append(f.Options, enumLabel(e))
+				f.Options = append(f.Options, tryEnumLabel(e))
 				f.OptionJSON = append(f.OptionJSON, string(bytes.TrimSpace(e)))
 			}
 		case f.Type == "string":
@@ -110,7 +110,7 @@ func tryFields(schema json.RawMessage, form url.Values) []views.TryField {
 			if f.Type == "integer" {
 				f.Step = "1"
 			}
-			f.Min, f.Max = bound(p.Minimum, p.ExclusiveMinimum), bound(p.Maximum, p.ExclusiveMaximum)
+			f.Min, f.Max = schemaBound(p.Minimum, p.ExclusiveMinimum), schemaBound(p.Maximum, p.ExclusiveMaximum)
 		case f.Type == "boolean":
 			f.Control = views.ControlCheckbox
 		default:
@@ -168,7 +168,7 @@ func tryValue(f *views.TryField) (json.RawMessage, string) {
 			}
 			return nil, ""
 		}
-		return enumValue(f, v)
+		return tryEnumValue(f, v)
 	}
 	if f.Control != views.ControlText {
 		v = strings.TrimSpace(v)
@@ -224,17 +224,17 @@ func tryValue(f *views.TryField) (json.RawMessage, string) {
 	return raw, ""
 }
 
-// enumValue maps a chosen option back to the schema's enum value.
-func enumValue(f *views.TryField, v string) (json.RawMessage, string) {
+// tryEnumValue maps a chosen option back to the schema's enum value.
+func tryEnumValue(f *views.TryField, v string) (json.RawMessage, string) {
 	if i := slices.Index(f.Options, v); i >= 0 {
 		return json.RawMessage(f.OptionJSON[i]), ""
 	}
 	return nil, fmt.Sprintf("%q is not one of the choices.", v)
 }
 
-// missingProps reads the names out of a schema validator's "missing
+// tryMissingProps reads the names out of a schema validator's "missing
 // property" message.
-var missingProps = regexp.MustCompile(`missing propert(?:y|ies) (.+)`)
+var tryMissingProps = regexp.MustCompile(`missing propert(?:y|ies) (.+)`)
 
 // markTryProblems puts the problems of a refused call beside the fields
 // they concern.
@@ -257,7 +257,7 @@ func markTryProblems(t *views.TryForm, e *services.ToolError) {
 			note(strings.NewReplacer("~1", "/", "~0", "~").Replace(seg), p.Message)
 			continue
 		}
-		if m := missingProps.FindStringSubmatch(p.Message); m != nil {
+		if m := tryMissingProps.FindStringSubmatch(p.Message); m != nil {
 			for _, n := range strings.Split(m[1], ",") {
 				note(strings.Trim(strings.TrimSpace(n), `'"`), "This field is required.")
 			}
@@ -270,7 +270,7 @@ func tryResult(res services.ToolResult) *views.TryResult {
 	r := &views.TryResult{CallID: res.CallID, Status: res.Status, Success: res.Success,
 		Duration: res.Metadata.Duration, Attempts: res.Metadata.Attempts, Cached: res.Metadata.Cached, Version: res.Metadata.ToolVersion}
 	if len(res.Data) > 0 && !bytes.Equal(res.Data, []byte("null")) {
-		r.Data = prettyJSON(res.Data)
+		r.Data = toolsPrettyJSON(res.Data)
 	}
 	if e := res.Error; e != nil {
 		r.Code, r.Message, r.Suggestion = e.Code, e.Message, e.Suggestion
@@ -281,9 +281,9 @@ func tryResult(res services.ToolResult) *views.TryResult {
 	return r
 }
 
-// objectKeys returns the keys of a JSON object in document order (maps
+// jsonObjectKeys returns the keys of a JSON object in document order (maps
 // lose it, and the form should follow the schema's order).
-func objectKeys(raw json.RawMessage) []string {
+func jsonObjectKeys(raw json.RawMessage) []string {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
 		return nil
@@ -304,9 +304,9 @@ func objectKeys(raw json.RawMessage) []string {
 	return keys
 }
 
-// schemaType is a parameter's JSON type: its "type", or the first non-null
+// paramType is a parameter's JSON type: its "type", or the first non-null
 // one of a list; "" when it has none.
-func schemaType(raw json.RawMessage) string {
+func paramType(raw json.RawMessage) string {
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
 		return s
@@ -322,7 +322,7 @@ func schemaType(raw json.RawMessage) string {
 	return ""
 }
 
-func scalars(vs []json.RawMessage) bool {
+func enumScalars(vs []json.RawMessage) bool {
 	for _, v := range vs {
 		if t := bytes.TrimSpace(v); len(t) == 0 || t[0] == '{' || t[0] == '[' || string(t) == "null" {
 			return false
@@ -331,9 +331,9 @@ func scalars(vs []json.RawMessage) bool {
 	return true
 }
 
-// enumLabel is how an enum value reads in a select: strings without
+// tryEnumLabel is how an enum value reads in a select: strings without
 // quotes, other scalars as JSON.
-func enumLabel(raw json.RawMessage) string {
+func tryEnumLabel(raw json.RawMessage) string {
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
 		return s
@@ -341,7 +341,7 @@ func enumLabel(raw json.RawMessage) string {
 	return string(bytes.TrimSpace(raw))
 }
 
-func bound(inclusive, exclusive *json.Number) string {
+func schemaBound(inclusive, exclusive *json.Number) string {
 	if inclusive != nil {
 		return inclusive.String()
 	}
@@ -351,7 +351,7 @@ func bound(inclusive, exclusive *json.Number) string {
 	return ""
 }
 
-func sortedKeys(m map[string]string) []string {
+func toolsSortedKeys(m map[string]string) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)

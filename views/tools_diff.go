@@ -105,12 +105,12 @@ func LineDiff(a, b string) []DiffLine {
 	for range tail {
 		emit(DiffSame)
 	}
-	return withContext(all)
+	return diffWithContext(all)
 }
 
-// withContext drops unchanged lines farther than diffContext from any
+// diffWithContext drops unchanged lines farther than diffContext from any
 // change, putting a DiffSkip line in their place.
-func withContext(all []DiffLine) []DiffLine {
+func diffWithContext(all []DiffLine) []DiffLine {
 	keep := make([]bool, len(all))
 	for i, l := range all {
 		if l.Op == DiffSame {
@@ -152,7 +152,7 @@ func diffClass(op byte) string {
 	return "diff-same"
 }
 
-func lineNum(n int) string {
+func diffLineNum(n int) string {
 	if n == 0 {
 		return ""
 	}

@@ -75,33 +75,33 @@ func (f ToolForm) fieldAttrs(field string, hint bool) templ.Attributes {
 	return a
 }
 
-// invalid marks an input invalid, naming the element holding its error.
-func invalid(bad bool, errID string) templ.Attributes {
+// toolsInvalid marks an input invalid, naming the element holding its error.
+func toolsInvalid(bad bool, errID string) templ.Attributes {
 	if !bad {
 		return templ.Attributes{}
 	}
 	return templ.Attributes{"aria-invalid": "true", "aria-errormessage": errID}
 }
 
-func plural(n int) string {
+func toolsPlural(n int) string {
 	if n == 1 {
 		return ""
 	}
 	return "s"
 }
 
-// spell turns the browser's spell check off for code fields.
-func spell(code bool) string {
+// toolsSpell turns the browser's spell check off for code fields.
+func toolsSpell(code bool) string {
 	if code {
 		return "false"
 	}
 	return "true"
 }
 
-// errorText makes a problem read as a sentence beside its field: the
+// toolErrorText makes a problem read as a sentence beside its field: the
 // registry's messages often start with the verb ("is required", "must
 // be …"), so the field's label is put before them.
-func errorText(label, msg string) string {
+func toolErrorText(label, msg string) string {
 	for _, verb := range []string{"is ", "must ", "has ", "does ", "only ", "nests ", "carries "} {
 		if strings.HasPrefix(msg, verb) {
 			return label + " " + msg

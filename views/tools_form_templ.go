@@ -131,9 +131,9 @@ func ToolFormPage(p Page, f ToolForm) templ.Component {
 					return templ_7745c5c3_Err
 				}
 				var templ_7745c5c3_Var7 string
-				templ_7745c5c3_Var7, templ_7745c5c3_Err = templ.JoinStringErrs(plural(len(f.Problems)))
+				templ_7745c5c3_Var7, templ_7745c5c3_Err = templ.JoinStringErrs(toolsPlural(len(f.Problems)))
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `tools_form.templ`, Line: 22, Col: 85}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `tools_form.templ`, Line: 22, Col: 90}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var7))
 				if templ_7745c5c3_Err != nil {
@@ -261,35 +261,35 @@ func ToolFormPage(p Page, f ToolForm) templ.Component {
 					return templ_7745c5c3_Err
 				}
 			} else {
-				templ_7745c5c3_Err = formText(f, "name", "Name", "snake_case: a lowercase letter, then lowercase letters, digits or _ (at most 64).", "text").Render(ctx, templ_7745c5c3_Buffer)
+				templ_7745c5c3_Err = toolText(f, "name", "Name", "snake_case: a lowercase letter, then lowercase letters, digits or _ (at most 64).", "text").Render(ctx, templ_7745c5c3_Buffer)
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
 			}
 			if f.Edit {
-				templ_7745c5c3_Err = formText(f, "version", "Version", "Semantic version, greater than "+f.Latest+".", "text").Render(ctx, templ_7745c5c3_Buffer)
+				templ_7745c5c3_Err = toolText(f, "version", "Version", "Semantic version, greater than "+f.Latest+".", "text").Render(ctx, templ_7745c5c3_Buffer)
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
 			} else {
-				templ_7745c5c3_Err = formText(f, "version", "Version", "Semantic version such as 1.0.0.", "text").Render(ctx, templ_7745c5c3_Buffer)
+				templ_7745c5c3_Err = toolText(f, "version", "Version", "Semantic version such as 1.0.0.", "text").Render(ctx, templ_7745c5c3_Buffer)
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
 			}
-			templ_7745c5c3_Err = formArea(f, "description", "Description", "What the tool does, its input and its output. The LLM reads this to choose the tool.", 3, false).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = toolArea(f, "description", "Description", "What the tool does, its input and its output. The LLM reads this to choose the tool.", 3, false).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = formSelect(f, "category", "Category", "", f.Categories).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = toolSelect(f, "category", "Category", "", f.Categories).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = formText(f, "tags", "Tags", "Comma-separated, lowercase.", "text").Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = toolText(f, "tags", "Tags", "Comma-separated, lowercase.", "text").Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = formArea(f, "examples", "Example requests", "One per line; they help retrieval find the tool.", 3, false).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = toolArea(f, "examples", "Example requests", "One per line; they help retrieval find the tool.", 3, false).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -297,7 +297,7 @@ func ToolFormPage(p Page, f ToolForm) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = formArea(f, "parameters", "Parameters (JSON Schema)", "JSON Schema draft 2020-12 with \"type\": \"object\" at the root.", 12, true).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = toolArea(f, "parameters", "Parameters (JSON Schema)", "JSON Schema draft 2020-12 with \"type\": \"object\" at the root.", 12, true).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -305,27 +305,27 @@ func ToolFormPage(p Page, f ToolForm) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = formSelect(f, "level", "Security level", "Dangerous calls wait for a reviewer's approval.", f.Levels).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = toolSelect(f, "level", "Security level", "Dangerous calls wait for a reviewer's approval.", f.Levels).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = formCheck(f, "require_confirm", "Require confirmation", "A reviewer approves every call, whatever its level.").Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = toolCheck(f, "require_confirm", "Require confirmation", "A reviewer approves every call, whatever its level.").Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = formCheck(f, "sandbox", "Run in the sandbox", "Required for command runners.").Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = toolCheck(f, "sandbox", "Run in the sandbox", "Required for command runners.").Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = formCheck(f, "network", "Network in the sandbox", "Sandboxed tools have no network unless this is ticked.").Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = toolCheck(f, "network", "Network in the sandbox", "Sandboxed tools have no network unless this is ticked.").Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = formCheck(f, "shell_operators", "Allow shell operators", "Shell tools only: lets a command chain, pipe and redirect.").Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = toolCheck(f, "shell_operators", "Allow shell operators", "Shell tools only: lets a command chain, pipe and redirect.").Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = formText(f, "allowed_paths", "Allowed paths", "Filesystem tools: comma-separated roots relative to the work directory, e.g. \".\".", "text").Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = toolText(f, "allowed_paths", "Allowed paths", "Filesystem tools: comma-separated roots relative to the work directory, e.g. \".\".", "text").Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -333,11 +333,11 @@ func ToolFormPage(p Page, f ToolForm) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = formText(f, "rate_max_calls", "Rate limit: calls", "Leave both empty for no limit.", "number").Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = toolText(f, "rate_max_calls", "Rate limit: calls", "Leave both empty for no limit.", "number").Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = formText(f, "rate_window_ms", "per window (ms)", "At least 1000.", "number").Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = toolText(f, "rate_window_ms", "per window (ms)", "At least 1000.", "number").Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -345,15 +345,15 @@ func ToolFormPage(p Page, f ToolForm) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = formText(f, "timeout", "Timeout (ms)", "100 to 600000.", "number").Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = toolText(f, "timeout", "Timeout (ms)", "100 to 600000.", "number").Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = formText(f, "max_retries", "Max retries", "0 to 10; needs retryable.", "number").Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = toolText(f, "max_retries", "Max retries", "0 to 10; needs retryable.", "number").Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = formText(f, "cache_ttl", "Cache TTL (ms)", "Needs cacheable.", "number").Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = toolText(f, "cache_ttl", "Cache TTL (ms)", "Needs cacheable.", "number").Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -361,11 +361,11 @@ func ToolFormPage(p Page, f ToolForm) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = formCheck(f, "retryable", "Retryable", "Retry failures marked retryable, with backoff.").Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = toolCheck(f, "retryable", "Retryable", "Retry failures marked retryable, with backoff.").Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = formCheck(f, "cacheable", "Cacheable", "Serve identical calls from the cache for the TTL.").Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = toolCheck(f, "cacheable", "Cacheable", "Serve identical calls from the cache for the TTL.").Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -386,7 +386,7 @@ func ToolFormPage(p Page, f ToolForm) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = formSelect(f, "runner_kind", "Runner kind", "Only the settings of the chosen kind are saved.", f.RunnerKinds).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = toolSelect(f, "runner_kind", "Runner kind", "Only the settings of the chosen kind are saved.", f.RunnerKinds).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -394,7 +394,7 @@ func ToolFormPage(p Page, f ToolForm) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = formSelect(f, "builtin", "Built-in tool", "", f.Builtins).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = toolSelect(f, "builtin", "Built-in tool", "", f.Builtins).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -402,7 +402,7 @@ func ToolFormPage(p Page, f ToolForm) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = formArea(f, "argv", "Argv", "One argument per line; the first is the program. {{param}} as a whole line becomes one argument.", 4, true).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = toolArea(f, "argv", "Argv", "One argument per line; the first is the program. {{param}} as a whole line becomes one argument.", 4, true).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -410,19 +410,19 @@ func ToolFormPage(p Page, f ToolForm) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = formSelect(f, "method", "Method", "", f.Methods).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = toolSelect(f, "method", "Method", "", f.Methods).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = formText(f, "url", "URL template", "Absolute http(s) URL; {{param}} may fill the path and query.", "url").Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = toolText(f, "url", "URL template", "Absolute http(s) URL; {{param}} may fill the path and query.", "url").Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = formArea(f, "headers", "Headers", "One per line as Name: value; secrets as {{env.NAME}}.", 3, true).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = toolArea(f, "headers", "Headers", "One per line as Name: value; secrets as {{env.NAME}}.", 3, true).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = formArea(f, "body", "Body template", "", 3, true).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = toolArea(f, "body", "Body template", "", 3, true).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -430,7 +430,7 @@ func ToolFormPage(p Page, f ToolForm) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = formArea(f, "steps", "Steps (JSON)", "An array of {\"tool\": \"name\", \"arguments\": {…}}.", 6, true).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = toolArea(f, "steps", "Steps (JSON)", "An array of {\"tool\": \"name\", \"arguments\": {…}}.", 6, true).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -476,7 +476,7 @@ func ToolFormPage(p Page, f ToolForm) templ.Component {
 	})
 }
 
-func fieldErrors(f ToolForm, field, label string) templ.Component {
+func toolFieldErrors(f ToolForm, field, label string) templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
 		if templ_7745c5c3_CtxErr := ctx.Err(); templ_7745c5c3_CtxErr != nil {
@@ -530,9 +530,9 @@ func fieldErrors(f ToolForm, field, label string) templ.Component {
 					return templ_7745c5c3_Err
 				}
 				var templ_7745c5c3_Var19 string
-				templ_7745c5c3_Var19, templ_7745c5c3_Err = templ.JoinStringErrs(errorText(label, e))
+				templ_7745c5c3_Var19, templ_7745c5c3_Err = templ.JoinStringErrs(toolErrorText(label, e))
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `tools_form.templ`, Line: 123, Col: 28}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `tools_form.templ`, Line: 123, Col: 32}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var19))
 				if templ_7745c5c3_Err != nil {
@@ -552,7 +552,7 @@ func fieldErrors(f ToolForm, field, label string) templ.Component {
 	})
 }
 
-func fieldHint(field, hint string) templ.Component {
+func toolFieldHint(field, hint string) templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
 		if templ_7745c5c3_CtxErr := ctx.Err(); templ_7745c5c3_CtxErr != nil {
@@ -605,7 +605,7 @@ func fieldHint(field, hint string) templ.Component {
 	})
 }
 
-func formText(f ToolForm, field, label, hint, typ string) templ.Component {
+func toolText(f ToolForm, field, label, hint, typ string) templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
 		if templ_7745c5c3_CtxErr := ctx.Err(); templ_7745c5c3_CtxErr != nil {
@@ -704,11 +704,11 @@ func formText(f ToolForm, field, label, hint, typ string) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = fieldHint(field, hint).Render(ctx, templ_7745c5c3_Buffer)
+		templ_7745c5c3_Err = toolFieldHint(field, hint).Render(ctx, templ_7745c5c3_Buffer)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = fieldErrors(f, field, label).Render(ctx, templ_7745c5c3_Buffer)
+		templ_7745c5c3_Err = toolFieldErrors(f, field, label).Render(ctx, templ_7745c5c3_Buffer)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -720,7 +720,7 @@ func formText(f ToolForm, field, label, hint, typ string) templ.Component {
 	})
 }
 
-func formArea(f ToolForm, field, label, hint string, rows int, mono bool) templ.Component {
+func toolArea(f ToolForm, field, label, hint string, rows int, mono bool) templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
 		if templ_7745c5c3_CtxErr := ctx.Err(); templ_7745c5c3_CtxErr != nil {
@@ -807,9 +807,9 @@ func formArea(f ToolForm, field, label, hint string, rows int, mono bool) templ.
 				return templ_7745c5c3_Err
 			}
 			var templ_7745c5c3_Var34 string
-			templ_7745c5c3_Var34, templ_7745c5c3_Err = templruntime.NewAttributeExpression(spell(mono)).Resolve(ctx)
+			templ_7745c5c3_Var34, templ_7745c5c3_Err = templruntime.NewAttributeExpression(toolsSpell(mono)).Resolve(ctx)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `tools_form.templ`, Line: 147, Col: 89}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `tools_form.templ`, Line: 147, Col: 94}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var34)
 			if templ_7745c5c3_Err != nil {
@@ -840,7 +840,7 @@ func formArea(f ToolForm, field, label, hint string, rows int, mono bool) templ.
 		var templ_7745c5c3_Var35 string
 		templ_7745c5c3_Var35, templ_7745c5c3_Err = templ.JoinStringErrs(f.Values[field])
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `tools_form.templ`, Line: 147, Col: 148}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `tools_form.templ`, Line: 147, Col: 153}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var35))
 		if templ_7745c5c3_Err != nil {
@@ -850,11 +850,11 @@ func formArea(f ToolForm, field, label, hint string, rows int, mono bool) templ.
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = fieldHint(field, hint).Render(ctx, templ_7745c5c3_Buffer)
+		templ_7745c5c3_Err = toolFieldHint(field, hint).Render(ctx, templ_7745c5c3_Buffer)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = fieldErrors(f, field, label).Render(ctx, templ_7745c5c3_Buffer)
+		templ_7745c5c3_Err = toolFieldErrors(f, field, label).Render(ctx, templ_7745c5c3_Buffer)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -866,7 +866,7 @@ func formArea(f ToolForm, field, label, hint string, rows int, mono bool) templ.
 	})
 }
 
-func formSelect(f ToolForm, field, label, hint string, options []string) templ.Component {
+func toolSelect(f ToolForm, field, label, hint string, options []string) templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
 		if templ_7745c5c3_CtxErr := ctx.Err(); templ_7745c5c3_CtxErr != nil {
@@ -985,11 +985,11 @@ func formSelect(f ToolForm, field, label, hint string, options []string) templ.C
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = fieldHint(field, hint).Render(ctx, templ_7745c5c3_Buffer)
+		templ_7745c5c3_Err = toolFieldHint(field, hint).Render(ctx, templ_7745c5c3_Buffer)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = fieldErrors(f, field, label).Render(ctx, templ_7745c5c3_Buffer)
+		templ_7745c5c3_Err = toolFieldErrors(f, field, label).Render(ctx, templ_7745c5c3_Buffer)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -1001,7 +1001,7 @@ func formSelect(f ToolForm, field, label, hint string, options []string) templ.C
 	})
 }
 
-func formCheck(f ToolForm, field, label, hint string) templ.Component {
+func toolCheck(f ToolForm, field, label, hint string) templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
 		if templ_7745c5c3_CtxErr := ctx.Err(); templ_7745c5c3_CtxErr != nil {
@@ -1080,11 +1080,11 @@ func formCheck(f ToolForm, field, label, hint string) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = fieldHint(field, hint).Render(ctx, templ_7745c5c3_Buffer)
+		templ_7745c5c3_Err = toolFieldHint(field, hint).Render(ctx, templ_7745c5c3_Buffer)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = fieldErrors(f, field, label).Render(ctx, templ_7745c5c3_Buffer)
+		templ_7745c5c3_Err = toolFieldErrors(f, field, label).Render(ctx, templ_7745c5c3_Buffer)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

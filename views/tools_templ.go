@@ -603,8 +603,8 @@ func ToolsPage(p Page, d ToolsList) templ.Component {
 	})
 }
 
-// Setting is one labelled value of a definition.
-type Setting struct {
+// ToolSetting is one labelled value of a definition.
+type ToolSetting struct {
 	Label string
 	Value string
 }
@@ -648,9 +648,9 @@ type ToolDetail struct {
 	Tags        []string
 	Examples    []string
 	Retired     bool
-	Security    []Setting
-	Execution   []Setting
-	Runner      []Setting
+	Security    []ToolSetting
+	Execution   []ToolSetting
+	Runner      []ToolSetting
 	Parameters  string
 	Versions    []VersionRow
 	DiffFrom    string
@@ -914,15 +914,15 @@ func ToolPage(p Page, d ToolDetail) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = settingsCard("Security", d.Security, "security").Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = toolSettingsCard("Security", d.Security, "security").Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = settingsCard("Execution", d.Execution, "execution").Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = toolSettingsCard("Execution", d.Execution, "execution").Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = settingsCard("Runner", d.Runner, "runner").Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = toolSettingsCard("Runner", d.Runner, "runner").Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -1080,12 +1080,12 @@ func ToolPage(p Page, d ToolDetail) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = versionsSection(p, d).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = toolVersionsSection(p, d).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
 			if d.CanAdmin {
-				templ_7745c5c3_Err = learnedSection(p, d).Render(ctx, templ_7745c5c3_Buffer)
+				templ_7745c5c3_Err = toolLearnedSection(p, d).Render(ctx, templ_7745c5c3_Buffer)
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
@@ -1104,7 +1104,7 @@ func ToolPage(p Page, d ToolDetail) templ.Component {
 	})
 }
 
-func settingsCard(title string, s []Setting, id string) templ.Component {
+func toolSettingsCard(title string, s []ToolSetting, id string) templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
 		if templ_7745c5c3_CtxErr := ctx.Err(); templ_7745c5c3_CtxErr != nil {
@@ -1191,7 +1191,7 @@ func settingsCard(title string, s []Setting, id string) templ.Component {
 	})
 }
 
-func versionsSection(p Page, d ToolDetail) templ.Component {
+func toolVersionsSection(p Page, d ToolDetail) templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
 		if templ_7745c5c3_CtxErr := ctx.Err(); templ_7745c5c3_CtxErr != nil {
@@ -1494,7 +1494,7 @@ func versionsSection(p Page, d ToolDetail) templ.Component {
 	})
 }
 
-func learnedSection(p Page, d ToolDetail) templ.Component {
+func toolLearnedSection(p Page, d ToolDetail) templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
 		if templ_7745c5c3_CtxErr := ctx.Err(); templ_7745c5c3_CtxErr != nil {
@@ -1733,9 +1733,9 @@ func DiffTable(lines []DiffLine) templ.Component {
 						return templ_7745c5c3_Err
 					}
 					var templ_7745c5c3_Var82 string
-					templ_7745c5c3_Var82, templ_7745c5c3_Err = templ.JoinStringErrs(lineNum(l.OldNum))
+					templ_7745c5c3_Var82, templ_7745c5c3_Err = templ.JoinStringErrs(diffLineNum(l.OldNum))
 					if templ_7745c5c3_Err != nil {
-						return templ.Error{Err: templ_7745c5c3_Err, FileName: `tools.templ`, Line: 398, Col: 43}
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `tools.templ`, Line: 398, Col: 47}
 					}
 					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var82))
 					if templ_7745c5c3_Err != nil {
@@ -1746,9 +1746,9 @@ func DiffTable(lines []DiffLine) templ.Component {
 						return templ_7745c5c3_Err
 					}
 					var templ_7745c5c3_Var83 string
-					templ_7745c5c3_Var83, templ_7745c5c3_Err = templ.JoinStringErrs(lineNum(l.NewNum))
+					templ_7745c5c3_Var83, templ_7745c5c3_Err = templ.JoinStringErrs(diffLineNum(l.NewNum))
 					if templ_7745c5c3_Err != nil {
-						return templ.Error{Err: templ_7745c5c3_Err, FileName: `tools.templ`, Line: 399, Col: 43}
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `tools.templ`, Line: 399, Col: 47}
 					}
 					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var83))
 					if templ_7745c5c3_Err != nil {

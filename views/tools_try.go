@@ -1,8 +1,8 @@
 package views
 
-// sessionDescribedBy names the session field's hint and, when it has one,
+// trySessionDescribedBy names the session field's hint and, when it has one,
 // its error.
-func sessionDescribedBy(bad bool) string {
+func trySessionDescribedBy(bad bool) string {
 	if bad {
 		return "try-session-error try-session-hint"
 	}

@@ -16,8 +16,8 @@ import (
 	"toolbelt/views"
 )
 
-// listedTools returns the tool names a listing page shows, in order.
-func listedTools(p page) []string {
+// toolsListed returns the tool names a listing page shows, in order.
+func toolsListed(p page) []string {
 	var names []string
 	p.TestID("tool-list").Find(`[data-testid="tool-link"]`).Each(func(_ int, s *goquery.Selection) {
 		names = append(names, strings.TrimSpace(s.Text()))
@@ -25,8 +25,8 @@ func listedTools(p page) []string {
 	return names
 }
 
-// registerForm is a valid register form for a command tool named name.
-func registerForm(name string) url.Values {
+// toolRegisterForm is a valid register form for a command tool named name.
+func toolRegisterForm(name string) url.Values {
 	return url.Values{
 		"name": {name}, "version": {"1.0.0"}, "category": {"code"}, "level": {"safe"},
 		"description": {"Count the words of a text. Input: text. Output: the count."},
@@ -44,7 +44,7 @@ func TestConsoleToolsList(t *testing.T) {
 	b := signedIn(t, app, "admin")
 
 	p := b.get("/admin/tools")
-	all := listedTools(p)
+	all := toolsListed(p)
 	if p.Status != 200 || !slices.Contains(all, "file_read") || !slices.Contains(all, "shell_exec") || !slices.IsSorted(all) {
 		t.Fatalf("listing: %d %v", p.Status, all)
 	}
@@ -69,15 +69,15 @@ func TestConsoleToolsList(t *testing.T) {
 	}
 	for _, tc := range cases {
 		p := b.get("/admin/tools?" + tc.query)
-		if got := listedTools(p); p.Status != 200 || !slices.Equal(got, tc.want) {
+		if got := toolsListed(p); p.Status != 200 || !slices.Equal(got, tc.want) {
 			t.Errorf("%s: %d %v, want %v", tc.query, p.Status, got, tc.want)
 		}
 	}
 	// Tags link to the listing filtered by them.
 	p = b.get("/admin/tools?level=safe")
 	href, _ := p.TestID("tool-file_read").Find(`a.tag:contains("#read")`).Attr("href")
-	if p = b.get(href); !slices.Equal(listedTools(p), []string{"file_read"}) || !strings.Contains(p.TestID("active-tag").Text(), "#read") {
-		t.Errorf("tag link %s lists %v", href, listedTools(p))
+	if p = b.get(href); !slices.Equal(toolsListed(p), []string{"file_read"}) || !strings.Contains(p.TestID("active-tag").Text(), "#read") {
+		t.Errorf("tag link %s lists %v", href, toolsListed(p))
 	}
 	if href, _ = p.TestID("clear-tag").Attr("href"); href != "/admin/tools?level=safe" {
 		t.Errorf("clearing the tag goes to %s", href)
@@ -94,11 +94,11 @@ func TestConsoleToolsList(t *testing.T) {
 	if r := app.do(t, "admin", "DELETE", "/api/v1/tools/web_search", nil); r.Status != 204 {
 		t.Fatalf("retire: %d", r.Status)
 	}
-	if got := listedTools(b.get("/admin/tools?q=web_search")); len(got) != 0 {
+	if got := toolsListed(b.get("/admin/tools?q=web_search")); len(got) != 0 {
 		t.Errorf("retired tool listed: %v", got)
 	}
 	p = b.get("/admin/tools?q=web_search&retired=1")
-	if got := listedTools(p); !slices.Equal(got, []string{"web_search"}) || p.TestID("tool-retired").Length() != 1 {
+	if got := toolsListed(p); !slices.Equal(got, []string{"web_search"}) || p.TestID("tool-retired").Length() != 1 {
 		t.Errorf("retired listing %v", got)
 	}
 
@@ -119,12 +119,12 @@ func TestConsoleToolsList(t *testing.T) {
 		}
 	}
 	p = b.get("/admin/tools?q=bulk_tool")
-	if got := listedTools(p); len(got) != 50 || got[0] != "bulk_tool_00" || p.TestID("page-prev").Length() != 0 {
+	if got := toolsListed(p); len(got) != 50 || got[0] != "bulk_tool_00" || p.TestID("page-prev").Length() != 0 {
 		t.Fatalf("page 1: %d tools", len(got))
 	}
 	next, _ := p.TestID("page-next").Attr("href")
 	p = b.get(next)
-	if got := listedTools(p); !slices.Equal(got, []string{"bulk_tool_50", "bulk_tool_51"}) || p.TestID("page-next").Length() != 0 ||
+	if got := toolsListed(p); !slices.Equal(got, []string{"bulk_tool_50", "bulk_tool_51"}) || p.TestID("page-next").Length() != 0 ||
 		!strings.Contains(p.TestID("tool-count").Text(), "51–52 of 52") {
 		t.Fatalf("page 2 (%s): %v %q", next, got, p.TestID("tool-count").Text())
 	}
@@ -137,14 +137,14 @@ func TestConsoleToolsRoles(t *testing.T) {
 	app := newTestApp(t)
 	agent := signedIn(t, app, "agent")
 	p := agent.get("/admin/tools")
-	if p.Status != 200 || p.TestID("register-link").Length() != 0 || len(listedTools(p)) == 0 {
+	if p.Status != 200 || p.TestID("register-link").Length() != 0 || len(toolsListed(p)) == 0 {
 		t.Fatalf("agent listing: %d, register link %d", p.Status, p.TestID("register-link").Length())
 	}
 	if p = agent.get("/admin/tools/new"); p.Status != 403 || p.TestID("error-page").Length() != 1 {
 		t.Fatalf("agent on the register form: %d", p.Status)
 	}
 	agent.get("/admin/tools")
-	if p = agent.post("/admin/tools/new", registerForm("sneaky")); p.Status != 403 {
+	if p = agent.post("/admin/tools/new", toolRegisterForm("sneaky")); p.Status != 403 {
 		t.Fatalf("agent registering: %d", p.Status)
 	}
 	// The tool page: no editing, no roll-back, no learned queries; try-it yes.
@@ -186,7 +186,7 @@ func TestConsoleRegisterEditRollback(t *testing.T) {
 
 	// Invalid: a bad name, a parameter type that is not one, a timeout that
 	// is not a number. The number is caught first, beside its field.
-	form := registerForm("Word Count")
+	form := toolRegisterForm("Word Count")
 	form.Set("timeout", "5s")
 	p = b.post("/admin/tools/new", form)
 	if p.Status != 422 || !strings.Contains(p.TestID("error-timeout").Text(), `"5s" is not a whole number`) {
@@ -244,11 +244,11 @@ func TestConsoleRegisterEditRollback(t *testing.T) {
 	if p.TestID("export-anthropic").Length() != 1 || !strings.Contains(p.TestID("export-openai").Text(), `"name": "word_count"`) {
 		t.Error("the exports are missing")
 	}
-	if !slices.Contains(listedTools(b.get("/admin/tools?q=word")), "word_count") {
+	if !slices.Contains(toolsListed(b.get("/admin/tools?q=word")), "word_count") {
 		t.Error("the new tool is not listed")
 	}
 	// The same name again is a conflict beside the name.
-	if p = b.post("/admin/tools/new", registerForm("word_count")); p.Status != 409 || !strings.Contains(p.TestID("error-name").Text(), "already registered") {
+	if p = b.post("/admin/tools/new", toolRegisterForm("word_count")); p.Status != 409 || !strings.Contains(p.TestID("error-name").Text(), "already registered") {
 		t.Errorf("duplicate: %d %q", p.Status, p.TestID("error-name").Text())
 	}
 
@@ -508,4 +508,61 @@ func BenchmarkConsoleToolsPages(b *testing.B) {
 			}
 		})
 	}
+}
+
+// Each problem of a submitted form lands beside the field that edits it.
+func TestConsoleRegisterFieldErrors(t *testing.T) {
+	app := newTestApp(t)
+	b := signedIn(t, app, "admin")
+	b.get("/admin/tools/new")
+	httpRunner := map[string]string{"runner_kind": "http", "sandbox": "", "argv": ""}
+	cases := []struct {
+		name  string
+		set   map[string]string
+		field string
+		want  string
+	}{
+		{"bad tag", map[string]string{"tags": "ok, Not OK"}, "tags", "Item 2:"},
+		{"parameters not JSON", map[string]string{"parameters": "{type: object}"}, "parameters", "not valid JSON"},
+		{"argv starts with a placeholder", map[string]string{"argv": "{{text}}\nx"}, "argv", "Item 1: must name a fixed program"},
+		{"command outside the sandbox", map[string]string{"sandbox": ""}, "sandbox", "must be true"},
+		{"retries without retryable", map[string]string{"max_retries": "3"}, "max_retries", "retryable is false"},
+		{"ttl without cacheable", map[string]string{"cache_ttl": "1000"}, "cache_ttl", "cacheable is false"},
+		{"rate window too short", map[string]string{"rate_max_calls": "10", "rate_window_ms": "10"}, "rate_window_ms", "between 1000"},
+		{"rate calls not a number", map[string]string{"rate_max_calls": "many", "rate_window_ms": "1000"}, "rate_max_calls", `"many" is not a whole number`},
+		{"allowed paths outside filesystem", map[string]string{"allowed_paths": "."}, "allowed_paths", "only filesystem tools"},
+		{"http without url", toolFormMerge(httpRunner, map[string]string{"url": ""}), "url", "URL template is required"},
+		{"http placeholder names nothing", toolFormMerge(httpRunner, map[string]string{"url": "https://api.example.com/{{nope}}"}), "url", "{{nope}}"},
+		{"header without colon", toolFormMerge(httpRunner, map[string]string{"url": "https://api.example.com/", "headers": "Accept json"}), "headers", "is not Name: value"},
+		{"literal secret header", toolFormMerge(httpRunner, map[string]string{"url": "https://api.example.com/", "headers": "Authorization: Bearer sk-1"}), "headers", "environment"},
+		{"steps not JSON", map[string]string{"runner_kind": "composite", "sandbox": "", "steps": "[{"}, "steps", "not a JSON array"},
+		{"step calls a missing tool", map[string]string{"runner_kind": "composite", "sandbox": "", "steps": `[{"tool": "no_such_tool"}]`}, "steps", "At /0/tool: tool \"no_such_tool\" is not registered"},
+	}
+	for _, tc := range cases {
+		form := toolRegisterForm("field_errors")
+		for k, v := range tc.set {
+			form.Set(k, v)
+		}
+		p := b.post("/admin/tools/new", form)
+		if got := p.TestID("error-" + tc.field).Text(); p.Status != 422 || !strings.Contains(got, tc.want) {
+			t.Errorf("%s: %d, %s error %q, want %q; summary %q", tc.name, p.Status, tc.field, got, tc.want, p.TestID("form-problems").Text())
+		}
+		if v, _ := p.TestID("field-" + tc.field).Attr("aria-invalid"); v != "true" {
+			t.Errorf("%s: %s not marked invalid", tc.name, tc.field)
+		}
+	}
+	if r := app.do(t, "admin", "GET", "/api/v1/tools/field_errors", nil); r.Status != 404 {
+		t.Fatalf("an invalid form stored the tool: %d", r.Status)
+	}
+}
+
+func toolFormMerge(a, b map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range a {
+		out[k] = v
+	}
+	for k, v := range b {
+		out[k] = v
+	}
+	return out
 }
