@@ -113,7 +113,7 @@ func ToolFormPage(p Page, f ToolForm) templ.Component {
 				return templ_7745c5c3_Err
 			}
 			if len(f.Problems) > 0 {
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 11, "<div class=\"alert error-summary\" role=\"alert\" tabindex=\"-1\" id=\"problems\" data-testid=\"form-problems\"><h2>The definition has ")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 11, "<div class=\"alert error-summary\" role=\"alert\" tabindex=\"-1\" id=\"problems\" autofocus data-testid=\"form-problems\"><h2>The definition has ")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
