@@ -115,12 +115,7 @@ func (h *Handler) toolDetail(c *gin.Context) (*views.ToolDetail, error) {
 	if err != nil {
 		return nil, err
 	}
-	current := vers[len(vers)-1].Version
-	for _, v := range vers {
-		if v.Current {
-			current = v.Version
-		}
-	}
+	current, _ := toolCurrentAndLatest(vers)
 	tool, err := h.Registry.Version(ctx, name, current)
 	if err != nil {
 		return nil, err
