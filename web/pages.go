@@ -25,6 +25,15 @@ var pages = []route{
 	{http.MethodGet, "", everyone, (*handlers.Handler).Dashboard},
 
 	// Tools: list, detail, register and edit (handlers/console_tools.go).
+	{http.MethodGet, "/tools", everyone, (*handlers.Handler).ToolsPage},
+	{http.MethodGet, "/tools/new", admins, (*handlers.Handler).NewToolPage},
+	{http.MethodPost, "/tools/new", admins, (*handlers.Handler).CreateToolForm},
+	{http.MethodGet, "/tools/:name", everyone, (*handlers.Handler).ToolPage},
+	{http.MethodGet, "/tools/:name/edit", admins, (*handlers.Handler).EditToolPage},
+	{http.MethodPost, "/tools/:name/edit", admins, (*handlers.Handler).PublishToolForm},
+	{http.MethodPost, "/tools/:name/rollback", admins, (*handlers.Handler).RollbackToolForm},
+	{http.MethodPost, "/tools/:name/queries/:id/forget", admins, (*handlers.Handler).ForgetQueryForm},
+	{http.MethodPost, "/tools/:name/try", callers, (*handlers.Handler).TryToolForm},
 
 	// Retrieval playground (handlers/console_playground.go).
 

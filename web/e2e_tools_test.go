@@ -1,0 +1,81 @@
+package web
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+)
+
+// An admin registers a tool in the browser, gets a mistake pointed out
+// beside its field, fixes it, finds the tool listed and tries it.
+func TestE2ERegisterTool(t *testing.T) {
+	app := newTestApp(t)
+	e := newE2E(t, app)
+	e.signIn("admin")
+	e.run("open the register form",
+		chromedp.Navigate(e.URL+"/admin/tools"),
+		chromedp.WaitVisible(tid("register-link")),
+		chromedp.Click(tid("register-link")),
+		chromedp.WaitVisible(tid("tool-form")),
+	)
+	e.run("fill it in with a bad name",
+		chromedp.SendKeys(chromedp.CSS("#f-name"), "Echo Back"),
+		chromedp.SendKeys(chromedp.CSS("#f-description"), "Answer with the message it was given. Input: message. Output: the same message."),
+		chromedp.SetValue(chromedp.CSS("#f-category"), "code"),
+		chromedp.SetValue(chromedp.CSS("#f-level"), "safe"),
+		chromedp.SetValue(chromedp.CSS("#f-parameters"), `{"type": "object", "properties": {"message": {"type": "string", "description": "What to echo"}}, "required": ["message"]}`),
+		chromedp.SetValue(chromedp.CSS("#f-runner_kind"), "builtin"),
+		chromedp.WaitVisible(chromedp.CSS("#f-builtin")),
+		chromedp.SetValue(chromedp.CSS("#f-builtin"), "echo"),
+		chromedp.Click(tid("form-submit")),
+		chromedp.WaitVisible(tid("error-name")),
+	)
+	if got := e.text(tid("error-name")); !strings.Contains(got, "snake_case") {
+		t.Fatalf("name error %q", got)
+	}
+	if got := e.text(tid("form-problems")); !strings.Contains(got, "1 problem") {
+		t.Errorf("summary %q", got)
+	}
+	kind, err := chromedp.Run(e.ctx, chromedp.Value(chromedp.CSS("#f-runner_kind")))
+	if err != nil || kind != "builtin" {
+		t.Fatalf("the runner kind was not kept: %q %v", kind, err)
+	}
+	e.run("fix the name",
+		chromedp.Clear(chromedp.CSS("#f-name")),
+		chromedp.SendKeys(chromedp.CSS("#f-name"), "echo_back"),
+		chromedp.Click(tid("form-submit")),
+		chromedp.WaitVisible(tid("notice")),
+	)
+	if got := e.text(tid("notice")); !strings.Contains(got, "Registered echo_back 1.0.0") {
+		t.Fatalf("notice %q", got)
+	}
+	e.run("find it in the list",
+		chromedp.Navigate(e.URL+"/admin/tools"),
+		chromedp.SendKeys(tid("filter-q"), "echo_back"),
+		chromedp.Click(tid("filter-apply")),
+		chromedp.WaitVisible(tid("tool-echo_back")),
+	)
+	e.run("open an export: its copy button shows once the script runs",
+		chromedp.Click(chromedp.CSS(`[data-testid="tool-echo_back"] a`)),
+		chromedp.WaitVisible(tid("export-openai")),
+		chromedp.Click(chromedp.CSS(`[data-testid="export-openai"] summary`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-copy="export-json-openai"]`)),
+		chromedp.WaitVisible(chromedp.CSS("#export-json-openai")),
+	)
+	if got := e.text(chromedp.CSS("#export-json-openai")); !strings.Contains(got, `"name": "echo_back"`) {
+		t.Errorf("openai export %q", got)
+	}
+	e.run("try it",
+		chromedp.WaitVisible(tid("try-message")),
+		chromedp.SendKeys(tid("try-message"), "hello there"),
+		chromedp.Click(tid("try-run")),
+		chromedp.WaitVisible(tid("try-data")),
+	)
+	if got := e.text(tid("try-status")); got != "succeeded" {
+		t.Errorf("try status %q", got)
+	}
+	if got := e.text(tid("try-data")); !strings.Contains(got, "hello there") {
+		t.Errorf("try data %q", got)
+	}
+}
