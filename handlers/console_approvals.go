@@ -155,10 +155,11 @@ func (h *Handler) approvalsData(c *gin.Context, fail *decisionFailure) (views.Ap
 		if a.DecidedAt != nil {
 			row.When = *a.DecidedAt
 		}
-		d.Decided = append(d.Decided, row)
 		if len(d.Decided) == decidedShown {
+			d.DecidedCapped = true
 			break
 		}
+		d.Decided = append(d.Decided, row)
 	}
 	return d, nil
 }
