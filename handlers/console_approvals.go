@@ -29,7 +29,7 @@ type decisionFailure struct {
 // ApprovalsPage shows the pending queue, refreshing itself, with a form
 // per call to approve or deny it, and the recent decisions below.
 func (h *Handler) ApprovalsPage(c *gin.Context) error {
-	d, err := h.approvalsData(c, nil)
+	d, err := h.approvalsData(c, nil, true)
 	if err != nil {
 		return err
 	}
@@ -38,7 +38,7 @@ func (h *Handler) ApprovalsPage(c *gin.Context) error {
 
 // PendingApprovals is the queue alone, the fragment the page polls.
 func (h *Handler) PendingApprovals(c *gin.Context) error {
-	d, err := h.approvalsData(c, nil)
+	d, err := h.approvalsData(c, nil, false)
 	if err != nil {
 		return err
 	}
@@ -85,7 +85,7 @@ func (h *Handler) decideInConsole(c *gin.Context, approve bool) error {
 			f.message = body.Error.Message
 		}
 	}
-	d, derr := h.approvalsData(c, f)
+	d, derr := h.approvalsData(c, f, true)
 	if derr != nil {
 		return derr
 	}
@@ -106,9 +106,10 @@ func plainMessage(err error, msg string) string {
 	return msg
 }
 
-// approvalsData gathers the queue (oldest, so soonest to expire, first) and
-// the latest decisions, with a failed decision placed on its approval.
-func (h *Handler) approvalsData(c *gin.Context, fail *decisionFailure) (views.ApprovalsData, error) {
+// approvalsData gathers the queue (oldest, so soonest to expire, first),
+// with a failed decision placed on its approval, and the latest decisions
+// when decided is set (the polled fragment does without them).
+func (h *Handler) approvalsData(c *gin.Context, fail *decisionFailure, decided bool) (views.ApprovalsData, error) {
 	ctx := c.Request.Context()
 	me := CurrentPrincipal(c)
 	d := views.ApprovalsData{Now: time.Now().UTC(), Poll: fail == nil}
@@ -119,9 +120,11 @@ func (h *Handler) approvalsData(c *gin.Context, fail *decisionFailure) (views.Ap
 	if err != nil {
 		return d, err
 	}
-	all, err := h.Invoker.Approvals(ctx, "all")
-	if err != nil {
-		return d, err
+	var all []models.Approval
+	if decided {
+		if all, err = h.Invoker.Approvals(ctx, "all"); err != nil {
+			return d, err
+		}
 	}
 	names, err := h.principalNames(ctx)
 	if err != nil {
