@@ -49,3 +49,34 @@ func Millis(ms int64) string {
 func isoTime(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 
 func i64(n int64) string { return strconv.FormatInt(n, 10) }
+
+// stage is one segment of a call's timing bar, its share of the total.
+type stage struct {
+	Name  string
+	Class string
+	X, W  float64 // percent of the bar
+	Ms    int64
+}
+
+// stages splits a call's total time into queue wait, run, and the rest
+// (guards, waiting for approval, recording), as shares of a 100-wide bar.
+// Nothing is drawn for a call with no measured time.
+func stages(queueMs, runMs, totalMs int64) []stage {
+	other := totalMs - queueMs - runMs
+	if totalMs <= 0 || other < 0 {
+		return nil
+	}
+	var out []stage
+	x := 0.0
+	for _, s := range []stage{{Name: "queue", Class: "queue", Ms: queueMs}, {Name: "run", Class: "run", Ms: runMs}, {Name: "other", Class: "other", Ms: other}} {
+		if s.Ms == 0 {
+			continue
+		}
+		s.X, s.W = x, float64(s.Ms)*100/float64(totalMs)
+		x += s.W
+		out = append(out, s)
+	}
+	return out
+}
+
+func pct(f float64) string { return strconv.FormatFloat(f, 'f', 2, 64) }

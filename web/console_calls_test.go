@@ -468,6 +468,16 @@ func TestConsoleCallDetail(t *testing.T) {
 	if p.TestID("call-status").Text() != "succeeded" || p.TestID("call-error").Length() != 0 || !strings.Contains(p.TestID("call-result").Text(), `"bytes_written": 8`) {
 		t.Errorf("succeeded call: %q result %q", p.TestID("call-status").Text(), p.TestID("call-result").Text())
 	}
+	// The timing bar splits the total into queue, run and the rest.
+	seeded := seedHistory(t, app, 1, time.Now().UTC(), []uint{app.ids["agent"]})[0]
+	p = b.get("/admin/calls/" + seeded.ID)
+	var widths []string
+	p.TestID("call-stages").Find("rect").Each(func(_ int, r *goquery.Selection) {
+		widths = append(widths, r.AttrOr("class", "")+" "+r.AttrOr("width", ""))
+	})
+	if got := strings.Join(widths, ", "); got != "queue 5.00, run 75.00, other 20.00" {
+		t.Errorf("stages %q of queue 2 ms, run 30 ms, total 40 ms", got)
+	}
 	if p := b.get("/admin/calls/nosuchcall"); p.Status != 404 || p.TestID("error-page").Length() != 1 {
 		t.Errorf("unknown call: %d", p.Status)
 	}
