@@ -102,6 +102,15 @@ func TestConsoleApprovalQueue(t *testing.T) {
 	if frag.Doc.Find(`form input[name="_csrf"]`).AttrOr("value", "") == "" {
 		t.Error("the fragment's forms carry no CSRF token")
 	}
+
+	// The waiting call's page sends a reviewer to the queue, not its agent.
+	d := b.get("/admin/calls/" + callID)
+	if d.TestID("call-status").Text() != "awaiting approval" || d.TestID("call-waiting").Find(`a[href="/admin/approvals"]`).Length() != 1 || d.TestID("call-error").Length() != 0 {
+		t.Errorf("waiting call page for a reviewer: %q", d.Doc.Find("main").Text())
+	}
+	if d := signedIn(t, app, "agent").get("/admin/calls/" + callID); d.Status != 200 || d.TestID("call-waiting").Length() != 0 {
+		t.Errorf("waiting call page for its agent: %d", d.Status)
+	}
 }
 
 // TestConsoleDecisions: a denial needs a reason (the error is beside the
@@ -219,6 +228,33 @@ func TestConsoleSelfApproval(t *testing.T) {
 	r.get("/admin/approvals")
 	if p := r.post("/admin/approvals/"+approvalID+"/approve", url.Values{}); p.Status != 200 {
 		t.Errorf("reviewer approving the admin's call: %d", p.Status)
+	}
+}
+
+// TestConsoleExpiredApproval: an approval past its time leaves the queue
+// for the decided list, and deciding it is refused with the reason.
+func TestConsoleExpiredApproval(t *testing.T) {
+	app := newTestApp(t)
+	dangerousWrite(t, app)
+	callID, approvalID := askApproval(t, app, "agent", "too late")
+	b := signedIn(t, app, "reviewer")
+	b.get("/admin/approvals")
+	if err := app.store.DB().Model(&models.Approval{}).Where("id = ?", approvalID).Update("expires_at", time.Now().Add(-time.Minute)).Error; err != nil {
+		t.Fatal(err)
+	}
+	p := b.post("/admin/approvals/"+approvalID+"/approve", url.Values{})
+	if p.Status != http.StatusConflict || !strings.Contains(p.TestID("approvals-error").Text(), "expired at") {
+		t.Fatalf("approving an expired call: %d %q", p.Status, p.TestID("approvals-error").Text())
+	}
+	if p.TestID("approval-"+approvalID).Length() != 0 || p.TestID("pending-empty").Length() != 1 {
+		t.Error("the expired approval is still in the queue")
+	}
+	row := p.TestID("decided-" + approvalID)
+	if row.Find(`[data-testid="decided-status"]`).Text() != "expired" || row.Find(`[data-testid="decided-by"]`).Text() != "—" {
+		t.Errorf("expired row: %q", row.Text())
+	}
+	if s := callState(t, app, callID); s != "failed" {
+		t.Errorf("expired call: %s", s)
 	}
 }
 
