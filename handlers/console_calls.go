@@ -20,6 +20,11 @@ import (
 // callsPageSize is how many calls one history page lists.
 const callsPageSize = 50
 
+// callsMaxPage bounds offset pagination: a deeper page costs a pass over
+// every call it skips, so older calls are reached by moving Until instead
+// (the last page links there).
+const callsMaxPage = 200
+
 // callStatuses are the states the history filter offers, in that order.
 var callStatuses = []string{services.StatusSucceeded, services.StatusFailed, services.StatusRefused,
 	services.StatusAwaitingApproval, services.StatusQueued, services.StatusRunning, services.StatusInterrupted}
@@ -91,9 +96,13 @@ func (h *Handler) CallsPage(c *gin.Context) error {
 	d.Page = 1
 	if v := c.Query("page"); v != "" {
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 1_000_000 {
+		switch {
+		case err != nil || n < 1:
 			d.Errors["page"] = fmt.Sprintf("Page %q does not exist; pages are numbered from 1.", v)
-		} else {
+		case n > callsMaxPage:
+			d.Errors["page"] = fmt.Sprintf("Pages stop at %d (the newest %d matching calls); set Until to an earlier time to see older calls.",
+				callsMaxPage, callsMaxPage*callsPageSize)
+		default:
 			d.Page = n
 		}
 	}
@@ -121,8 +130,13 @@ func (h *Handler) CallsPage(c *gin.Context) error {
 	if d.Page > 1 {
 		d.PrevURL = callsURL(form, min(d.Page-1, d.Pages))
 	}
-	if d.Page < d.Pages {
+	switch {
+	case d.Page < min(d.Pages, callsMaxPage):
 		d.NextURL = callsURL(form, d.Page+1)
+	case d.Page == callsMaxPage && d.Pages > callsMaxPage && len(calls) > 0:
+		older := form
+		older.Until = localTimeValue(olderThan(calls[len(calls)-1].CreatedAt, f.Until))
+		d.NextURL = callsURL(older, 1)
 	}
 	return h.Render(c, http.StatusOK, views.Calls(p, d))
 }
@@ -160,6 +174,20 @@ func (h *Handler) CallPage(c *gin.Context) error {
 		}
 	}
 	return h.Render(c, http.StatusOK, views.Call(h.Page(c, rec.Tool+" call"), d))
+}
+
+// olderThan is the Until that continues the history after a call created
+// at last: its second rounded up, so no call is skipped (a few of that
+// second show again), unless that would not move before until.
+func olderThan(last, until time.Time) time.Time {
+	t := last.UTC().Truncate(time.Second)
+	if t.Before(last) {
+		t = t.Add(time.Second)
+	}
+	if !until.IsZero() && !t.Before(until) {
+		t = last.UTC().Truncate(time.Second)
+	}
+	return t
 }
 
 // parseLocalTime reads a datetime-local value (no zone: UTC) or an

@@ -458,6 +458,32 @@ func TestConsoleCallHistory(t *testing.T) {
 	}
 }
 
+// TestConsoleCallHistoryDepth: pages stop at 200; the last one continues
+// with an earlier Until rather than a deeper offset.
+func TestConsoleCallHistoryDepth(t *testing.T) {
+	app := newTestApp(t)
+	start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	seedHistory(t, app, 10_060, start, []uint{app.ids["admin"]})
+	b := signedIn(t, app, "admin")
+	if p := b.get("/admin/calls?page=201"); p.Status != http.StatusBadRequest || !strings.Contains(p.TestID("error-page").Text(), "set Until to an earlier time") {
+		t.Fatalf("page 201: %d %q", p.Status, p.TestID("error-page").Text())
+	}
+	p := b.get("/admin/calls?page=200")
+	rows := p.TestID("call-row")
+	if rows.Length() != 50 || rows.Last().AttrOr("data-call-id", "") != "seed009999" || p.TestID("page-of").Text() != "Page 200 of 202" {
+		t.Fatalf("page 200: %d rows, %q", rows.Length(), p.TestID("page-of").Text())
+	}
+	next := p.TestID("next").AttrOr("href", "")
+	want := "/admin/calls?until=" + url.QueryEscape(start.Add(-9999*time.Minute).Format("2006-01-02T15:04"))
+	if next != want {
+		t.Fatalf("next from the last page %q, want %q", next, want)
+	}
+	p = b.get(next)
+	if first := p.TestID("call-row").First().AttrOr("data-call-id", ""); first != "seed010000" || !strings.Contains(p.TestID("calls-total").Text(), "of 60,") {
+		t.Errorf("older calls start at %s, %q", first, p.TestID("calls-total").Text())
+	}
+}
+
 // TestConsoleCallDetail: a failed call's page shows its timings and the
 // error's code, message and suggestion; a succeeded one its result.
 func TestConsoleCallDetail(t *testing.T) {
