@@ -201,9 +201,13 @@ func parseLocalTime(v string) (time.Time, bool) {
 	return time.Time{}, false
 }
 
-// localTimeValue is t as a datetime-local input shows it.
+// localTimeValue is t as a datetime-local input shows it (to the
+// millisecond, the finest it takes).
 func localTimeValue(t time.Time) string {
-	if t.Second() != 0 {
+	switch {
+	case t.Nanosecond() != 0:
+		return t.Format("2006-01-02T15:04:05.999")
+	case t.Second() != 0:
 		return t.Format("2006-01-02T15:04:05")
 	}
 	return t.Format("2006-01-02T15:04")

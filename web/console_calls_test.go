@@ -412,6 +412,11 @@ func TestConsoleCallHistory(t *testing.T) {
 			}
 		})
 	}
+	// A time from a hand-made link is kept to the millisecond in the form.
+	p = b.get("/admin/calls?since=" + url.QueryEscape("2026-03-01T11:00:30.25Z"))
+	if v := p.Doc.Find("#filter-since").AttrOr("value", ""); v != "2026-03-01T11:00:30.25" || !strings.Contains(p.TestID("calls-total").Text(), "of 60,") {
+		t.Errorf("since kept as %q, %q", v, p.TestID("calls-total").Text())
+	}
 	p = b.get("/admin/calls?status=failed&principal=" + agent)
 	if v := p.Doc.Find("#filter-status option[selected]").AttrOr("value", ""); v != "failed" {
 		t.Errorf("status filter not kept: %q", v)
