@@ -72,7 +72,7 @@ func (h *Handler) decideInConsole(c *gin.Context, approve bool) error {
 	if status >= http.StatusInternalServerError {
 		return err
 	}
-	f := &decisionFailure{id: id, reason: reason, message: plainMessage(err, body.Error.Message)}
+	f := &decisionFailure{id: id, reason: reason, message: decisionMessage(err, body.Error.Message)}
 	var ve *models.ValidationError
 	if errors.As(err, &ve) {
 		f.message = ""
@@ -92,9 +92,9 @@ func (h *Handler) decideInConsole(c *gin.Context, approve bool) error {
 	return h.Render(c, status, views.Approvals(h.Page(c, "Approvals"), d))
 }
 
-// plainMessage drops the error kind's prefix ("forbidden: ") from a
+// decisionMessage drops the error kind's prefix ("forbidden: ") from a
 // message meant for a person.
-func plainMessage(err error, msg string) string {
+func decisionMessage(err error, msg string) string {
 	for _, kind := range []error{models.ErrForbidden, models.ErrConflict, models.ErrNotFound, models.ErrInvalid} {
 		if errors.Is(err, kind) {
 			msg = strings.TrimPrefix(msg, kind.Error()+": ")
@@ -126,7 +126,7 @@ func (h *Handler) approvalsData(c *gin.Context, fail *decisionFailure, decided b
 			return d, err
 		}
 	}
-	names, err := h.principalNames(ctx)
+	names, err := h.callerNames(ctx)
 	if err != nil {
 		return d, err
 	}
@@ -167,10 +167,10 @@ func (h *Handler) approvalsData(c *gin.Context, fail *decisionFailure, decided b
 	return d, nil
 }
 
-// principalNames maps principal ids to names for display.
-type principalNames map[uint]string
+// callerNames maps principal ids to names for display.
+type callerNames map[uint]string
 
-func (n principalNames) of(id uint) string {
+func (n callerNames) of(id uint) string {
 	if name, ok := n[id]; ok {
 		return name
 	}
@@ -180,13 +180,13 @@ func (n principalNames) of(id uint) string {
 	return "principal " + strconv.FormatUint(uint64(id), 10)
 }
 
-// principalNames reads every principal's name (accounts are few).
-func (h *Handler) principalNames(ctx context.Context) (principalNames, error) {
+// callerNames reads every principal's name (accounts are few).
+func (h *Handler) callerNames(ctx context.Context) (callerNames, error) {
 	ps, err := h.Accounts.Principals(ctx)
 	if err != nil {
 		return nil, err
 	}
-	out := make(principalNames, len(ps))
+	out := make(callerNames, len(ps))
 	for _, p := range ps {
 		out[p.ID] = p.Name
 	}

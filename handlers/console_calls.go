@@ -29,9 +29,9 @@ const callsMaxPage = 200
 var callStatuses = []string{services.StatusSucceeded, services.StatusFailed, services.StatusRefused,
 	services.StatusAwaitingApproval, services.StatusQueued, services.StatusRunning, services.StatusInterrupted}
 
-// localTimeLayouts are what a datetime-local input sends (minutes, or
+// filterTimeLayouts are what a datetime-local input sends (minutes, or
 // seconds with step="1"); RFC 3339 is accepted too for hand-made links.
-var localTimeLayouts = []string{"2006-01-02T15:04", "2006-01-02T15:04:05", time.RFC3339}
+var filterTimeLayouts = []string{"2006-01-02T15:04", "2006-01-02T15:04:05", time.RFC3339}
 
 // CallsPage lists the call history, filtered and paginated; an agent sees
 // only its own calls (the service enforces it). An invalid filter is
@@ -43,7 +43,7 @@ func (h *Handler) CallsPage(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	names := make(principalNames, len(ps))
+	names := make(callerNames, len(ps))
 	for _, p := range ps {
 		names[p.ID] = p.Name
 	}
@@ -63,7 +63,7 @@ func (h *Handler) CallsPage(c *gin.Context) error {
 	}
 	if me == nil || me.Role != services.RoleAgent {
 		for _, p := range ps {
-			d.Principals = append(d.Principals, views.Option{Value: strconv.FormatUint(uint64(p.ID), 10), Label: p.Name + " (" + p.Role + ")"})
+			d.Principals = append(d.Principals, views.PrincipalOption{Value: strconv.FormatUint(uint64(p.ID), 10), Label: p.Name + " (" + p.Role + ")"})
 		}
 		if form.Principal != "" {
 			id, err := strconv.ParseUint(form.Principal, 10, 32)
@@ -83,12 +83,12 @@ func (h *Handler) CallsPage(c *gin.Context) error {
 		if *tf.raw == "" {
 			continue
 		}
-		t, ok := parseLocalTime(*tf.raw)
+		t, ok := parseFilterTime(*tf.raw)
 		if !ok {
 			d.Errors[tf.name] = fmt.Sprintf("%q is not a date and time; use the picker or type it as 2026-01-31T14:05 (UTC).", *tf.raw)
 			continue
 		}
-		*tf.dst, *tf.raw = t, localTimeValue(t)
+		*tf.dst, *tf.raw = t, filterTimeValue(t)
 	}
 	if !f.Since.IsZero() && !f.Until.IsZero() && !f.Until.After(f.Since) {
 		d.Errors["until"] = "Must be later than the From time."
@@ -135,7 +135,7 @@ func (h *Handler) CallsPage(c *gin.Context) error {
 		d.NextURL = callsURL(form, d.Page+1)
 	case d.Page == callsMaxPage && d.Pages > callsMaxPage && len(calls) > 0:
 		older := form
-		older.Until = localTimeValue(olderThan(calls[len(calls)-1].CreatedAt, f.Until))
+		older.Until = filterTimeValue(olderCallsUntil(calls[len(calls)-1].CreatedAt, f.Until))
 		d.NextURL = callsURL(older, 1)
 	}
 	return h.Render(c, http.StatusOK, views.Calls(p, d))
@@ -151,7 +151,7 @@ func (h *Handler) CallPage(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	names, err := h.principalNames(ctx)
+	names, err := h.callerNames(ctx)
 	if err != nil {
 		return err
 	}
@@ -176,10 +176,10 @@ func (h *Handler) CallPage(c *gin.Context) error {
 	return h.Render(c, http.StatusOK, views.Call(h.Page(c, rec.Tool+" call"), d))
 }
 
-// olderThan is the Until that continues the history after a call created
+// olderCallsUntil is the Until that continues the history after a call created
 // at last: its second rounded up, so no call is skipped (a few of that
 // second show again), unless that would not move before until.
-func olderThan(last, until time.Time) time.Time {
+func olderCallsUntil(last, until time.Time) time.Time {
 	t := last.UTC().Truncate(time.Second)
 	if t.Before(last) {
 		t = t.Add(time.Second)
@@ -190,10 +190,10 @@ func olderThan(last, until time.Time) time.Time {
 	return t
 }
 
-// parseLocalTime reads a datetime-local value (no zone: UTC) or an
+// parseFilterTime reads a datetime-local value (no zone: UTC) or an
 // RFC 3339 time.
-func parseLocalTime(v string) (time.Time, bool) {
-	for _, layout := range localTimeLayouts {
+func parseFilterTime(v string) (time.Time, bool) {
+	for _, layout := range filterTimeLayouts {
 		if t, err := time.Parse(layout, v); err == nil {
 			return t.UTC(), true
 		}
@@ -201,9 +201,9 @@ func parseLocalTime(v string) (time.Time, bool) {
 	return time.Time{}, false
 }
 
-// localTimeValue is t as a datetime-local input shows it (to the
+// filterTimeValue is t as a datetime-local input shows it (to the
 // millisecond, the finest it takes).
-func localTimeValue(t time.Time) string {
+func filterTimeValue(t time.Time) string {
 	switch {
 	case t.Nanosecond() != 0:
 		return t.Format("2006-01-02T15:04:05.999")

@@ -7,9 +7,9 @@ import (
 	"time"
 )
 
-// PrettyJSON indents a JSON document for reading; text that is not JSON
+// CallJSON indents a JSON document for reading; text that is not JSON
 // is returned as it is.
-func PrettyJSON(s string) string {
+func CallJSON(s string) string {
 	var b bytes.Buffer
 	if err := json.Indent(&b, []byte(s), "", "  "); err != nil {
 		return s
@@ -17,9 +17,9 @@ func PrettyJSON(s string) string {
 	return b.String()
 }
 
-// Left says how long remains from now until t ("4 min 10 s left"), or
+// TimeLeft says how long remains from now until t ("4 min 10 s left"), or
 // that t has passed.
-func Left(now, t time.Time) string {
+func TimeLeft(now, t time.Time) string {
 	d := t.Sub(now).Round(time.Second)
 	switch {
 	case d <= 0:
@@ -37,38 +37,38 @@ func Left(now, t time.Time) string {
 	return strconv.Itoa(h) + " h " + strconv.Itoa(m) + " min left"
 }
 
-// Millis formats a duration in milliseconds for the timing tables.
-func Millis(ms int64) string {
+// CallMillis formats a duration in milliseconds for the timing tables.
+func CallMillis(ms int64) string {
 	if ms < 1000 {
 		return strconv.FormatInt(ms, 10) + " ms"
 	}
 	return strconv.FormatFloat(float64(ms)/1000, 'f', 2, 64) + " s"
 }
 
-// isoTime is t for a <time datetime> attribute.
-func isoTime(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+// machineTime is t for a <time datetime> attribute.
+func machineTime(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 
-func i64(n int64) string { return strconv.FormatInt(n, 10) }
+func callCount(n int64) string { return strconv.FormatInt(n, 10) }
 
-// stage is one segment of a call's timing bar, its share of the total.
-type stage struct {
+// timingStage is one segment of a call's timing bar, its share of the total.
+type timingStage struct {
 	Name  string
 	Class string
 	X, W  float64 // percent of the bar
 	Ms    int64
 }
 
-// stages splits a call's total time into queue wait, run, and the rest
+// timingStages splits a call's total time into queue wait, run, and the rest
 // (guards, waiting for approval, recording), as shares of a 100-wide bar.
 // Nothing is drawn for a call with no measured time.
-func stages(queueMs, runMs, totalMs int64) []stage {
+func timingStages(queueMs, runMs, totalMs int64) []timingStage {
 	other := totalMs - queueMs - runMs
 	if totalMs <= 0 || other < 0 {
 		return nil
 	}
-	var out []stage
+	var out []timingStage
 	x := 0.0
-	for _, s := range []stage{{Name: "queue", Class: "queue", Ms: queueMs}, {Name: "run", Class: "run", Ms: runMs}, {Name: "other", Class: "other", Ms: other}} {
+	for _, s := range []timingStage{{Name: "queue", Class: "queue", Ms: queueMs}, {Name: "run", Class: "run", Ms: runMs}, {Name: "other", Class: "other", Ms: other}} {
 		if s.Ms == 0 {
 			continue
 		}
@@ -79,4 +79,4 @@ func stages(queueMs, runMs, totalMs int64) []stage {
 	return out
 }
 
-func pct(f float64) string { return strconv.FormatFloat(f, 'f', 2, 64) }
+func stagePct(f float64) string { return strconv.FormatFloat(f, 'f', 2, 64) }

@@ -15,9 +15,9 @@ import (
 	"toolbelt/views"
 )
 
-// askApproval makes role call the dangerous overwrite_note tool (see
+// dangerousCall makes role call the dangerous overwrite_note tool (see
 // dangerousWrite) and returns the waiting call's id and its approval's id.
-func askApproval(t *testing.T, app *testApp, role, content string) (callID, approvalID string) {
+func dangerousCall(t *testing.T, app *testApp, role, content string) (callID, approvalID string) {
 	t.Helper()
 	r := app.do(t, role, "POST", "/api/v1/calls", map[string]any{"tool": "overwrite_note", "session_id": "console",
 		"arguments": map[string]any{"path": "note.txt", "content": content}})
@@ -28,8 +28,8 @@ func askApproval(t *testing.T, app *testApp, role, content string) (callID, appr
 	return res["call_id"].(string), res["data"].(map[string]any)["approval_id"].(string)
 }
 
-// approvalState reads an approval's state from the API.
-func approvalState(t *testing.T, app *testApp, id string) string {
+// approvalStateOf reads an approval's state from the API.
+func approvalStateOf(t *testing.T, app *testApp, id string) string {
 	t.Helper()
 	for _, a := range app.do(t, "admin", "GET", "/api/v1/approvals?status=all", nil).JSON(t)["approvals"].([]any) {
 		if a := a.(map[string]any); a["id"] == id {
@@ -40,7 +40,7 @@ func approvalState(t *testing.T, app *testApp, id string) string {
 	return ""
 }
 
-func callState(t *testing.T, app *testApp, id string) string {
+func callStateOf(t *testing.T, app *testApp, id string) string {
 	t.Helper()
 	return app.do(t, "admin", "GET", "/api/v1/calls/"+id, nil).JSON(t)["status"].(string)
 }
@@ -50,7 +50,7 @@ func callState(t *testing.T, app *testApp, id string) string {
 func TestConsoleApprovalQueue(t *testing.T) {
 	app := newTestApp(t)
 	dangerousWrite(t, app)
-	callID, approvalID := askApproval(t, app, "agent", "token test-configured-secret inside")
+	callID, approvalID := dangerousCall(t, app, "agent", "token test-configured-secret inside")
 
 	b := signedIn(t, app, "reviewer")
 	p := b.get("/admin/approvals")
@@ -119,8 +119,8 @@ func TestConsoleApprovalQueue(t *testing.T) {
 func TestConsoleDecisions(t *testing.T) {
 	app := newTestApp(t)
 	dangerousWrite(t, app)
-	denyCall, denyID := askApproval(t, app, "agent", "to deny")
-	okCall, okID := askApproval(t, app, "agent", "to approve")
+	denyCall, denyID := dangerousCall(t, app, "agent", "to deny")
+	okCall, okID := dangerousCall(t, app, "agent", "to approve")
 	b := signedIn(t, app, "reviewer")
 	b.get("/admin/approvals")
 
@@ -142,10 +142,10 @@ func TestConsoleDecisions(t *testing.T) {
 	if p.TestID("pending-approvals").AttrOr("hx-get", "") != "" {
 		t.Error("the queue polls while an error is on screen (it would wipe it)")
 	}
-	if s := approvalState(t, app, denyID); s != "pending" {
+	if s := approvalStateOf(t, app, denyID); s != "pending" {
 		t.Fatalf("a refused denial changed the approval: %s", s)
 	}
-	if s := callState(t, app, denyCall); s != "awaiting_approval" {
+	if s := callStateOf(t, app, denyCall); s != "awaiting_approval" {
 		t.Fatalf("a refused denial changed the call: %s", s)
 	}
 
@@ -162,7 +162,7 @@ func TestConsoleDecisions(t *testing.T) {
 		row.Find(`[data-testid="decided-reason"]`).Text() != "notes are read-only today" {
 		t.Errorf("decided row: %q", row.Text())
 	}
-	if s := callState(t, app, denyCall); s != "failed" {
+	if s := callStateOf(t, app, denyCall); s != "failed" {
 		t.Errorf("denied call: %s", s)
 	}
 
@@ -204,7 +204,7 @@ func TestConsoleDecisions(t *testing.T) {
 func TestConsoleSelfApproval(t *testing.T) {
 	app := newTestApp(t)
 	dangerousWrite(t, app)
-	callID, approvalID := askApproval(t, app, "admin", "mine")
+	callID, approvalID := dangerousCall(t, app, "admin", "mine")
 	b := signedIn(t, app, "admin")
 	p := b.get("/admin/approvals")
 	if p.TestID("own-"+approvalID).Length() != 1 || p.TestID("decide-"+approvalID).Length() != 0 {
@@ -217,10 +217,10 @@ func TestConsoleSelfApproval(t *testing.T) {
 	if got := p.TestID("error-" + approvalID).Text(); got != "You made this call; another reviewer must decide it" {
 		t.Errorf("self-approval message %q", got)
 	}
-	if s := approvalState(t, app, approvalID); s != "pending" {
+	if s := approvalStateOf(t, app, approvalID); s != "pending" {
 		t.Errorf("self-approval changed the approval: %s", s)
 	}
-	if s := callState(t, app, callID); s != "awaiting_approval" {
+	if s := callStateOf(t, app, callID); s != "awaiting_approval" {
 		t.Errorf("self-approval changed the call: %s", s)
 	}
 	// Another decider may.
@@ -236,7 +236,7 @@ func TestConsoleSelfApproval(t *testing.T) {
 func TestConsoleExpiredApproval(t *testing.T) {
 	app := newTestApp(t)
 	dangerousWrite(t, app)
-	callID, approvalID := askApproval(t, app, "agent", "too late")
+	callID, approvalID := dangerousCall(t, app, "agent", "too late")
 	b := signedIn(t, app, "reviewer")
 	b.get("/admin/approvals")
 	if err := app.store.DB().Model(&models.Approval{}).Where("id = ?", approvalID).Update("expires_at", time.Now().Add(-time.Minute)).Error; err != nil {
@@ -253,7 +253,7 @@ func TestConsoleExpiredApproval(t *testing.T) {
 	if row.Find(`[data-testid="decided-status"]`).Text() != "expired" || row.Find(`[data-testid="decided-by"]`).Text() != "—" {
 		t.Errorf("expired row: %q", row.Text())
 	}
-	if s := callState(t, app, callID); s != "failed" {
+	if s := callStateOf(t, app, callID); s != "failed" {
 		t.Errorf("expired call: %s", s)
 	}
 }
@@ -304,9 +304,9 @@ func TestConsoleAgentView(t *testing.T) {
 	}
 }
 
-// seedHistory stores n calls, one a minute back from start: tools,
+// seedCallHistory stores n calls, one a minute back from start: tools,
 // statuses, principals and sessions rotate so filters have work to do.
-func seedHistory(t testing.TB, app *testApp, n int, start time.Time, principals []uint) []*models.Call {
+func seedCallHistory(t testing.TB, app *testApp, n int, start time.Time, principals []uint) []*models.Call {
 	t.Helper()
 	tools := []string{"file_read", "file_write", "web_search"}
 	statuses := []string{"succeeded", "succeeded", "failed", "refused"}
@@ -332,7 +332,7 @@ func seedHistory(t testing.TB, app *testApp, n int, start time.Time, principals 
 func TestConsoleCallHistory(t *testing.T) {
 	app := newTestApp(t)
 	start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	seedHistory(t, app, 120, start, []uint{app.ids["admin"], app.ids["agent"]})
+	seedCallHistory(t, app, 120, start, []uint{app.ids["admin"], app.ids["agent"]})
 	b := signedIn(t, app, "reviewer")
 
 	ids := func(p page) []string {
@@ -468,7 +468,7 @@ func TestConsoleCallHistory(t *testing.T) {
 func TestConsoleCallHistoryDepth(t *testing.T) {
 	app := newTestApp(t)
 	start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	seedHistory(t, app, 10_060, start, []uint{app.ids["admin"]})
+	seedCallHistory(t, app, 10_060, start, []uint{app.ids["admin"]})
 	b := signedIn(t, app, "admin")
 	if p := b.get("/admin/calls?page=201"); p.Status != http.StatusBadRequest || !strings.Contains(p.TestID("error-page").Text(), "set Until to an earlier time") {
 		t.Fatalf("page 201: %d %q", p.Status, p.TestID("error-page").Text())
@@ -510,9 +510,9 @@ func TestConsoleCallDetail(t *testing.T) {
 		"call-session":          "d1",
 		"call-attempts":         "1",
 		"call-cached":           "no",
-		"call-queue-ms":         views.Millis(int64(rec["queue_ms"].(float64))),
-		"call-run-ms":           views.Millis(int64(rec["run_ms"].(float64))),
-		"call-total-ms":         views.Millis(int64(rec["total_ms"].(float64))),
+		"call-queue-ms":         views.CallMillis(int64(rec["queue_ms"].(float64))),
+		"call-run-ms":           views.CallMillis(int64(rec["run_ms"].(float64))),
+		"call-total-ms":         views.CallMillis(int64(rec["total_ms"].(float64))),
 		"call-error-code":       "EXECUTION_FAILED",
 		"call-error-suggestion": "List the directory with file_list to see which files exist.",
 	}
@@ -536,7 +536,7 @@ func TestConsoleCallDetail(t *testing.T) {
 		t.Errorf("succeeded call: %q result %q", p.TestID("call-status").Text(), p.TestID("call-result").Text())
 	}
 	// The timing bar splits the total into queue, run and the rest.
-	seeded := seedHistory(t, app, 1, time.Now().UTC(), []uint{app.ids["agent"]})[0]
+	seeded := seedCallHistory(t, app, 1, time.Now().UTC(), []uint{app.ids["agent"]})[0]
 	p = b.get("/admin/calls/" + seeded.ID)
 	var widths []string
 	p.TestID("call-stages").Find("rect").Each(func(_ int, r *goquery.Selection) {
@@ -554,7 +554,7 @@ func TestConsoleCallDetail(t *testing.T) {
 // (the issue's bar: under 50 ms each, server side).
 func BenchmarkConsoleCallsPage(b *testing.B) {
 	app := newTestApp(b)
-	seedHistory(b, app, 100_000, time.Now().UTC(), []uint{app.ids["admin"], app.ids["agent"], app.ids["reviewer"]})
+	seedCallHistory(b, app, 100_000, time.Now().UTC(), []uint{app.ids["admin"], app.ids["agent"], app.ids["reviewer"]})
 	admin, agent := signedIn(b, app, "admin"), signedIn(b, app, "agent")
 	for _, bc := range []struct {
 		name string

@@ -13,7 +13,7 @@ import (
 func TestE2EApproveInConsole(t *testing.T) {
 	app := newTestApp(t)
 	dangerousWrite(t, app)
-	callID, approvalID := askApproval(t, app, "agent", "written after approval")
+	callID, approvalID := dangerousCall(t, app, "agent", "written after approval")
 
 	e := newE2E(t, app)
 	e.signIn("reviewer")
@@ -33,7 +33,7 @@ func TestE2EApproveInConsole(t *testing.T) {
 	if _, err := chromedp.Run(e.ctx, chromedp.Evaluate[any]("window.__stayed = true")); err != nil {
 		t.Fatal(err)
 	}
-	_, secondID := askApproval(t, app, "agent", "a second note")
+	_, secondID := dangerousCall(t, app, "agent", "a second note")
 	e.run("the queue refreshes itself", chromedp.WaitVisible(tid("approval-"+secondID)))
 	if stayed, err := chromedp.Run(e.ctx, chromedp.Evaluate[bool]("window.__stayed === true")); err != nil || !stayed {
 		t.Fatalf("the page reloaded instead of refreshing the list (%v)", err)
@@ -51,7 +51,7 @@ func TestE2EApproveInConsole(t *testing.T) {
 	// A reason typed before a refresh survives it.
 	e.run("type a reason", chromedp.Navigate(e.URL+"/admin/approvals"), chromedp.WaitVisible(tid("reason-"+approvalID)),
 		chromedp.SendKeys(tid("reason-"+approvalID), "only writes a note"), chromedp.Blur(tid("reason-"+approvalID)))
-	_, thirdID := askApproval(t, app, "agent", "a third note")
+	_, thirdID := dangerousCall(t, app, "agent", "a third note")
 	e.run("refresh with a reason typed", chromedp.WaitVisible(tid("approval-"+thirdID)))
 	if got, err := chromedp.Run(e.ctx, chromedp.Value(tid("reason-"+approvalID))); err != nil || got != "only writes a note" {
 		t.Fatalf("the refresh lost the typed reason: %q %v", got, err)
