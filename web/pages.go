@@ -38,8 +38,14 @@ var pages = []route{
 	// Retrieval playground (handlers/console_playground.go).
 
 	// Approvals (handlers/console_approvals.go).
+	{http.MethodGet, "/approvals", deciders, (*handlers.Handler).ApprovalsPage},
+	{http.MethodGet, "/approvals/pending", deciders, (*handlers.Handler).PendingApprovals},
+	{http.MethodPost, "/approvals/:id/approve", deciders, (*handlers.Handler).ApproveInConsole},
+	{http.MethodPost, "/approvals/:id/deny", deciders, (*handlers.Handler).DenyInConsole},
 
 	// Call history (handlers/console_calls.go).
+	{http.MethodGet, "/calls", everyone, (*handlers.Handler).CallsPage},
+	{http.MethodGet, "/calls/:id", everyone, (*handlers.Handler).CallPage},
 
 	// Access: principals, keys, grants (handlers/console_access.go).
 }

@@ -1,0 +1,581 @@
+package web
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/PuerkitoBio/goquery"
+
+	"toolbelt/models"
+	"toolbelt/views"
+)
+
+// dangerousCall makes role call the dangerous overwrite_note tool (see
+// dangerousWrite) and returns the waiting call's id and its approval's id.
+func dangerousCall(t *testing.T, app *testApp, role, content string) (callID, approvalID string) {
+	t.Helper()
+	r := app.do(t, role, "POST", "/api/v1/calls", map[string]any{"tool": "overwrite_note", "session_id": "console",
+		"arguments": map[string]any{"path": "note.txt", "content": content}})
+	res := r.JSON(t)
+	if r.Status != http.StatusAccepted || res["status"] != "awaiting_approval" {
+		t.Fatalf("dangerous call: %d %v", r.Status, res)
+	}
+	return res["call_id"].(string), res["data"].(map[string]any)["approval_id"].(string)
+}
+
+// approvalStateOf reads an approval's state from the API.
+func approvalStateOf(t *testing.T, app *testApp, id string) string {
+	t.Helper()
+	for _, a := range app.do(t, "admin", "GET", "/api/v1/approvals?status=all", nil).JSON(t)["approvals"].([]any) {
+		if a := a.(map[string]any); a["id"] == id {
+			return a["status"].(string)
+		}
+	}
+	t.Fatalf("approval %s not found", id)
+	return ""
+}
+
+func callStateOf(t *testing.T, app *testApp, id string) string {
+	t.Helper()
+	return app.do(t, "admin", "GET", "/api/v1/calls/"+id, nil).JSON(t)["status"].(string)
+}
+
+// TestConsoleApprovalQueue: a waiting call is listed with its requester,
+// redacted arguments and time left; the fragment route is the list alone.
+func TestConsoleApprovalQueue(t *testing.T) {
+	app := newTestApp(t)
+	dangerousWrite(t, app)
+	callID, approvalID := dangerousCall(t, app, "agent", "token test-configured-secret inside")
+
+	b := signedIn(t, app, "reviewer")
+	p := b.get("/admin/approvals")
+	if p.Status != 200 || p.TestID("nav-Approvals").AttrOr("aria-current", "") != "page" {
+		t.Fatalf("approvals page: %d", p.Status)
+	}
+	row := p.TestID("approval-" + approvalID)
+	if row.Length() != 1 {
+		t.Fatalf("approval %s not listed: %s", approvalID, p.TestID("pending-approvals").Text())
+	}
+	if got := row.Find(`[data-testid="approval-tool"]`).Text(); got != "overwrite_note" {
+		t.Errorf("tool %q", got)
+	}
+	if got := row.Find(`[data-testid="approval-requester"]`).Text(); got != "test-agent" {
+		t.Errorf("requester %q", got)
+	}
+	// Approvals last 15 minutes by default; the page counts down to it.
+	if got := row.Find(`[data-testid="approval-left"]`).Text(); !strings.HasSuffix(got, "left") || !strings.Contains(got, "min") {
+		t.Errorf("time left %q", got)
+	}
+	args := row.Find(`[data-testid="approval-arguments"]`).Text()
+	if !strings.Contains(args, `"path": "note.txt"`) || strings.Contains(args, "test-configured-secret") {
+		t.Errorf("arguments not shown redacted: %s", args)
+	}
+	if href := row.Find(`a[href="/admin/calls/` + callID + `"]`); href.Length() != 1 {
+		t.Error("no link to the waiting call")
+	}
+	// Each reason field has its label; both decisions are buttons of the form.
+	if p.Doc.Find(`label[for="reason-`+approvalID+`"]`).Length() != 1 || p.TestID("approve-"+approvalID).Length() != 1 || p.TestID("deny-"+approvalID).Length() != 1 {
+		t.Error("the decision form lacks its label or buttons")
+	}
+	// The queue polls its fragment, which is the list alone.
+	list := p.TestID("pending-approvals")
+	if list.AttrOr("hx-get", "") != "/admin/approvals/pending" || !strings.Contains(list.AttrOr("hx-trigger", ""), "every") {
+		t.Errorf("the queue does not refresh itself: %v", list.Nodes[0].Attr)
+	}
+	if p.TestID("refresh").AttrOr("href", "") != "/admin/approvals" {
+		t.Error("no refresh link for browsers without JavaScript")
+	}
+	frag := b.get("/admin/approvals/pending")
+	if frag.Status != 200 || frag.TestID("approval-"+approvalID).Length() != 1 {
+		t.Fatalf("fragment: %d", frag.Status)
+	}
+	if frag.Doc.Find("body").Children().Length() != 1 || frag.TestID("pending-approvals").Length() != 1 ||
+		frag.Doc.Find("nav, h1, title, header").Length() != 0 {
+		html, _ := frag.Doc.Html()
+		t.Errorf("the fragment is more than the list:\n%s", html)
+	}
+	if frag.Doc.Find(`form input[name="_csrf"]`).AttrOr("value", "") == "" {
+		t.Error("the fragment's forms carry no CSRF token")
+	}
+
+	// The waiting call's page sends a reviewer to the queue, not its agent.
+	d := b.get("/admin/calls/" + callID)
+	if d.TestID("call-status").Text() != "awaiting approval" || d.TestID("call-waiting").Find(`a[href="/admin/approvals"]`).Length() != 1 || d.TestID("call-error").Length() != 0 {
+		t.Errorf("waiting call page for a reviewer: %q", d.Doc.Find("main").Text())
+	}
+	if d := signedIn(t, app, "agent").get("/admin/calls/" + callID); d.Status != 200 || d.TestID("call-waiting").Length() != 0 {
+		t.Errorf("waiting call page for its agent: %d", d.Status)
+	}
+}
+
+// TestConsoleDecisions: a denial needs a reason (the error is beside the
+// field, nothing changes); approving runs the call, which the history
+// shows as succeeded; the decided list says who decided.
+func TestConsoleDecisions(t *testing.T) {
+	app := newTestApp(t)
+	dangerousWrite(t, app)
+	denyCall, denyID := dangerousCall(t, app, "agent", "to deny")
+	okCall, okID := dangerousCall(t, app, "agent", "to approve")
+	b := signedIn(t, app, "reviewer")
+	b.get("/admin/approvals")
+
+	// Deny without a reason: 422, error beside the reason, nothing changed.
+	p := b.post("/admin/approvals/"+denyID+"/deny", url.Values{"reason": {"   "}})
+	if p.Status != http.StatusUnprocessableEntity {
+		t.Fatalf("deny without reason: %d", p.Status)
+	}
+	if got := p.TestID("error-reason-" + denyID).Text(); !strings.Contains(got, "required when denying") {
+		t.Errorf("reason error %q", got)
+	}
+	field := p.TestID("reason-" + denyID)
+	if field.AttrOr("aria-invalid", "") != "true" || field.AttrOr("aria-describedby", "") != "reason-"+denyID+"-error" {
+		t.Error("the reason field is not marked invalid")
+	}
+	if p.TestID("error-reason-"+okID).Length() != 0 {
+		t.Error("the error shows on another approval too")
+	}
+	if p.TestID("pending-approvals").AttrOr("hx-get", "") != "" {
+		t.Error("the queue polls while an error is on screen (it would wipe it)")
+	}
+	if s := approvalStateOf(t, app, denyID); s != "pending" {
+		t.Fatalf("a refused denial changed the approval: %s", s)
+	}
+	if s := callStateOf(t, app, denyCall); s != "awaiting_approval" {
+		t.Fatalf("a refused denial changed the call: %s", s)
+	}
+
+	// Deny with a reason: back to the queue with a notice; the call ends.
+	p = b.post("/admin/approvals/"+denyID+"/deny", url.Values{"reason": {"notes are read-only today"}})
+	if p.Status != 200 || !strings.HasSuffix(strings.SplitN(p.URL, "?", 2)[0], "/admin/approvals") || !strings.Contains(p.TestID("notice").Text(), "Denied") {
+		t.Fatalf("deny: %d %s %q", p.Status, p.URL, p.TestID("notice").Text())
+	}
+	if p.TestID("approval-"+denyID).Length() != 0 {
+		t.Error("a denied approval is still in the queue")
+	}
+	row := p.TestID("decided-" + denyID)
+	if row.Find(`[data-testid="decided-status"]`).Text() != "denied" || row.Find(`[data-testid="decided-by"]`).Text() != "test-reviewer" ||
+		row.Find(`[data-testid="decided-reason"]`).Text() != "notes are read-only today" {
+		t.Errorf("decided row: %q", row.Text())
+	}
+	if s := callStateOf(t, app, denyCall); s != "failed" {
+		t.Errorf("denied call: %s", s)
+	}
+
+	// Approve: the call runs and the history shows it succeeded.
+	p = b.post("/admin/approvals/"+okID+"/approve", url.Values{"reason": {""}})
+	if p.Status != 200 || !strings.Contains(p.TestID("notice").Text(), "Approved") {
+		t.Fatalf("approve: %d %q", p.Status, p.TestID("notice").Text())
+	}
+	if rec := app.poll(t, "agent", okCall); rec["status"] != "succeeded" {
+		t.Fatalf("approved call: %v", rec)
+	}
+	h := b.get("/admin/calls?tool=overwrite_note")
+	var status string
+	h.TestID("call-row").Each(func(_ int, r *goquery.Selection) {
+		if r.AttrOr("data-call-id", "") == okCall {
+			status = r.Find(`[data-testid="call-status"]`).Text()
+		}
+	})
+	if status != "succeeded" {
+		t.Errorf("history shows the approved call as %q", status)
+	}
+	p = b.get("/admin/approvals")
+	if got := p.TestID("decided-" + okID).Find(`[data-testid="decided-status"]`).Text(); got != "approved · ran" {
+		t.Errorf("approved row status %q", got)
+	}
+	if p.TestID("pending-empty").Length() != 1 {
+		t.Error("the queue is not empty after both decisions")
+	}
+
+	// A decision on an approval no longer pending is refused with a message.
+	p = b.post("/admin/approvals/"+okID+"/approve", url.Values{})
+	if p.Status != http.StatusConflict || !strings.Contains(p.TestID("approvals-error").Text(), "is used") {
+		t.Errorf("deciding twice: %d %q", p.Status, p.TestID("approvals-error").Text())
+	}
+}
+
+// TestConsoleSelfApproval: nobody decides their own call, and the page
+// says why.
+func TestConsoleSelfApproval(t *testing.T) {
+	app := newTestApp(t)
+	dangerousWrite(t, app)
+	callID, approvalID := dangerousCall(t, app, "admin", "mine")
+	b := signedIn(t, app, "admin")
+	p := b.get("/admin/approvals")
+	if p.TestID("own-"+approvalID).Length() != 1 || p.TestID("decide-"+approvalID).Length() != 0 {
+		t.Error("the queue offers an admin to decide their own call")
+	}
+	p = b.post("/admin/approvals/"+approvalID+"/approve", url.Values{"reason": {"looks fine"}})
+	if p.Status != http.StatusForbidden {
+		t.Fatalf("self-approval: %d", p.Status)
+	}
+	if got := p.TestID("error-" + approvalID).Text(); got != "You made this call; another reviewer must decide it" {
+		t.Errorf("self-approval message %q", got)
+	}
+	if s := approvalStateOf(t, app, approvalID); s != "pending" {
+		t.Errorf("self-approval changed the approval: %s", s)
+	}
+	if s := callStateOf(t, app, callID); s != "awaiting_approval" {
+		t.Errorf("self-approval changed the call: %s", s)
+	}
+	// Another decider may.
+	r := signedIn(t, app, "reviewer")
+	r.get("/admin/approvals")
+	if p := r.post("/admin/approvals/"+approvalID+"/approve", url.Values{}); p.Status != 200 {
+		t.Errorf("reviewer approving the admin's call: %d", p.Status)
+	}
+}
+
+// TestConsoleExpiredApproval: an approval past its time leaves the queue
+// for the decided list, and deciding it is refused with the reason.
+func TestConsoleExpiredApproval(t *testing.T) {
+	app := newTestApp(t)
+	dangerousWrite(t, app)
+	callID, approvalID := dangerousCall(t, app, "agent", "too late")
+	b := signedIn(t, app, "reviewer")
+	b.get("/admin/approvals")
+	if err := app.store.DB().Model(&models.Approval{}).Where("id = ?", approvalID).Update("expires_at", time.Now().Add(-time.Minute)).Error; err != nil {
+		t.Fatal(err)
+	}
+	p := b.post("/admin/approvals/"+approvalID+"/approve", url.Values{})
+	if p.Status != http.StatusConflict || !strings.Contains(p.TestID("approvals-error").Text(), "expired at") {
+		t.Fatalf("approving an expired call: %d %q", p.Status, p.TestID("approvals-error").Text())
+	}
+	if p.TestID("approval-"+approvalID).Length() != 0 || p.TestID("pending-empty").Length() != 1 {
+		t.Error("the expired approval is still in the queue")
+	}
+	row := p.TestID("decided-" + approvalID)
+	if row.Find(`[data-testid="decided-status"]`).Text() != "expired" || row.Find(`[data-testid="decided-by"]`).Text() != "—" {
+		t.Errorf("expired row: %q", row.Text())
+	}
+	if s := callStateOf(t, app, callID); s != "failed" {
+		t.Errorf("expired call: %s", s)
+	}
+}
+
+// TestConsoleAgentView: an agent may not open the approvals and sees only
+// its own calls.
+func TestConsoleAgentView(t *testing.T) {
+	app := newTestApp(t)
+	app.call(t, "admin", map[string]any{"tool": "file_write", "session_id": "adm", "arguments": map[string]any{"path": "a.txt", "content": "x"}})
+	agent := fmt.Sprint(app.ids["agent"])
+	app.do(t, "admin", "PUT", "/api/v1/principals/"+agent+"/grants", map[string]any{"categories": []string{"filesystem"}})
+	_, own := app.call(t, "agent", map[string]any{"tool": "file_list", "session_id": "mine", "arguments": map[string]any{}})
+	adminCalls := app.do(t, "admin", "GET", "/api/v1/calls?principal=1", nil).JSON(t)["calls"].([]any)
+	if len(adminCalls) != 1 {
+		t.Fatalf("admin calls: %v", adminCalls)
+	}
+	adminCall := adminCalls[0].(map[string]any)["id"].(string)
+
+	b := signedIn(t, app, "agent")
+	for _, path := range []string{"/admin/approvals", "/admin/approvals/pending"} {
+		if p := b.get(path); p.Status != 403 || p.TestID("error-page").Length() != 1 {
+			t.Errorf("agent on %s: %d", path, p.Status)
+		}
+	}
+	if p := b.post("/admin/approvals/x/approve", url.Values{}); p.Status != 403 {
+		t.Errorf("agent approving: %d", p.Status)
+	}
+	p := b.get("/admin/calls")
+	if p.Status != 200 || p.TestID("nav-Approvals").Length() != 0 || p.TestID("nav-History").Length() != 1 {
+		t.Fatalf("agent history: %d", p.Status)
+	}
+	rows := p.TestID("call-row")
+	if rows.Length() != 1 || rows.AttrOr("data-call-id", "") != own["call_id"] || rows.Find(`[data-testid="call-principal"]`).Text() != "test-agent" {
+		t.Fatalf("agent sees %d calls: %s", rows.Length(), rows.Text())
+	}
+	if p.Doc.Find("#filter-principal").Length() != 0 {
+		t.Error("an agent is offered the principal filter")
+	}
+	// Asking for someone else's calls changes nothing; their detail is a 404.
+	if p := b.get("/admin/calls?principal=1"); p.TestID("call-row").Length() != 1 {
+		t.Errorf("principal=1 shows an agent %d calls", p.TestID("call-row").Length())
+	}
+	if p := b.get("/admin/calls/" + adminCall); p.Status != 404 {
+		t.Errorf("agent opening the admin's call: %d", p.Status)
+	}
+	if p := b.get("/admin/calls/" + own["call_id"].(string)); p.Status != 200 || p.TestID("call-tool").Text() != "file_list" {
+		t.Errorf("agent opening its call: %d", p.Status)
+	}
+}
+
+// seedCallHistory stores n calls, one a minute back from start: tools,
+// statuses, principals and sessions rotate so filters have work to do.
+func seedCallHistory(t testing.TB, app *testApp, n int, start time.Time, principals []uint) []*models.Call {
+	t.Helper()
+	tools := []string{"file_read", "file_write", "web_search"}
+	statuses := []string{"succeeded", "succeeded", "failed", "refused"}
+	var out []*models.Call
+	for i := range n {
+		fin := start.Add(-time.Duration(i)*time.Minute + 40*time.Millisecond)
+		c := &models.Call{ID: fmt.Sprintf("seed%06d", i), PrincipalID: principals[i%len(principals)], SessionID: fmt.Sprintf("s%d", i%5),
+			Tool: tools[i%3], Version: "1.0.0", Arguments: `{"i":` + fmt.Sprint(i) + `}`, Status: statuses[i%4],
+			Result: `{"status":"` + statuses[i%4] + `"}`, Attempts: 1, QueueMs: 2, RunMs: 30, TotalMs: 40,
+			CreatedAt: start.Add(-time.Duration(i) * time.Minute), FinishedAt: &fin}
+		out = append(out, c)
+	}
+	for i := 0; i < len(out); i += 200 {
+		if err := app.store.SaveCalls(context.Background(), out[i:min(i+200, len(out))]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+// TestConsoleCallHistory: filters, pagination and their errors over 120
+// calls.
+func TestConsoleCallHistory(t *testing.T) {
+	app := newTestApp(t)
+	start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	seedCallHistory(t, app, 120, start, []uint{app.ids["admin"], app.ids["agent"]})
+	b := signedIn(t, app, "reviewer")
+
+	ids := func(p page) []string {
+		var out []string
+		p.TestID("call-row").Each(func(_ int, s *goquery.Selection) { out = append(out, s.AttrOr("data-call-id", "")) })
+		return out
+	}
+	p := b.get("/admin/calls")
+	if got := ids(p); len(got) != 50 || got[0] != "seed000000" || got[49] != "seed000049" {
+		t.Fatalf("page 1: %d rows %v", len(got), got)
+	}
+	if got := p.TestID("calls-total").Text(); !strings.Contains(got, "1–50 of 120") {
+		t.Errorf("total %q", got)
+	}
+	if p.TestID("prev").Length() != 0 || p.TestID("next").AttrOr("href", "") != "/admin/calls?page=2" || p.TestID("page-of").Text() != "Page 1 of 3" {
+		t.Errorf("pager on page 1: %q", p.TestID("pager").Text())
+	}
+	p = b.get(p.TestID("next").AttrOr("href", ""))
+	if got := ids(p); len(got) != 50 || got[0] != "seed000050" {
+		t.Errorf("page 2: %v", got)
+	}
+	p = b.get(p.TestID("next").AttrOr("href", ""))
+	if got := ids(p); len(got) != 20 || got[19] != "seed000119" || p.TestID("next").Length() != 0 || p.TestID("prev").AttrOr("href", "") != "/admin/calls?page=2" {
+		t.Errorf("page 3: %d rows, pager %q", len(got), p.TestID("pager").Text())
+	}
+	if got := p.TestID("calls-total").Text(); !strings.Contains(got, "101–120 of 120") {
+		t.Errorf("total on page 3 %q", got)
+	}
+	link := p.TestID("call-link").First()
+	if link.AttrOr("href", "") != "/admin/calls/seed000100" || link.Text() != "file_write" {
+		t.Errorf("row link %v %q", link.AttrOr("href", ""), link.Text())
+	}
+
+	// Filters combine, are kept in the form and in the pager's links.
+	agent := fmt.Sprint(app.ids["agent"])
+	cases := []struct {
+		query string
+		want  int // matching calls
+	}{
+		{"status=failed", 30},
+		{"tool=web_search", 40},
+		{"principal=" + agent, 60},
+		{"session=s3", 24},
+		{"tool=file_read&status=succeeded", 20},               // i%3==0 and i%4 in {0,1}
+		{"since=2026-03-01T11:00&until=2026-03-01T12:00", 60}, // i in 1..60
+		{"since=2026-03-01T11:00:30", 60},                     // i 0..59
+		{"until=" + url.QueryEscape(start.Add(-100*time.Minute).Format(time.RFC3339)), 19}, // i 101..119
+		{"tool=nope", 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.query, func(t *testing.T) {
+			p := b.get("/admin/calls?" + tc.query)
+			if p.Status != 200 {
+				t.Fatalf("status %d", p.Status)
+			}
+			if tc.want == 0 {
+				if p.TestID("calls-empty").Length() != 1 || p.TestID("clear-filters").Length() != 1 {
+					t.Errorf("no empty state: %q", p.Doc.Find("main").Text())
+				}
+				return
+			}
+			want := fmt.Sprintf("of %d,", tc.want)
+			if got := p.TestID("calls-total").Text(); !strings.Contains(got, want) {
+				t.Errorf("total %q, want %q", got, want)
+			}
+			if got := len(ids(p)); got != min(tc.want, 50) {
+				t.Errorf("%d rows", got)
+			}
+			if next := p.TestID("next").AttrOr("href", ""); tc.want > 50 {
+				q, _ := url.Parse(next)
+				orig, _ := url.ParseQuery(tc.query)
+				for k := range orig {
+					if q.Query().Get(k) == "" {
+						t.Errorf("next link %q drops %s", next, k)
+					}
+				}
+			}
+		})
+	}
+	// A time from a hand-made link is kept to the millisecond in the form.
+	p = b.get("/admin/calls?since=" + url.QueryEscape("2026-03-01T11:00:30.25Z"))
+	if v := p.Doc.Find("#filter-since").AttrOr("value", ""); v != "2026-03-01T11:00:30.25" || !strings.Contains(p.TestID("calls-total").Text(), "of 60,") {
+		t.Errorf("since kept as %q, %q", v, p.TestID("calls-total").Text())
+	}
+	p = b.get("/admin/calls?status=failed&principal=" + agent)
+	if v := p.Doc.Find("#filter-status option[selected]").AttrOr("value", ""); v != "failed" {
+		t.Errorf("status filter not kept: %q", v)
+	}
+	if v := p.Doc.Find("#filter-principal option[selected]").Text(); v != "test-agent (agent)" {
+		t.Errorf("principal filter not kept: %q", v)
+	}
+	p.TestID("call-row").Each(func(_ int, r *goquery.Selection) {
+		if r.Find(`[data-testid="call-status"]`).Text() != "failed" || r.Find(`[data-testid="call-principal"]`).Text() != "test-agent" {
+			t.Errorf("row outside the filter: %q", r.Text())
+		}
+	})
+
+	// Bad filters: 400, the error beside its field, no list.
+	bad := []struct{ query, field, want string }{
+		{"status=exploded", "status", `"exploded" is not a call status`},
+		{"since=yesterday", "since", `"yesterday" is not a date and time`},
+		{"since=2026-03-01T12:00&until=2026-03-01T11:00", "until", "later than the From time"},
+		{"principal=999", "principal", `No principal has the id "999"`},
+		{"principal=abc", "principal", `No principal has the id "abc"`},
+		{"page=0", "page", `Page "0" does not exist`},
+		{"session=" + strings.Repeat("x", 129), "session", "at most 128"},
+	}
+	for _, tc := range bad {
+		t.Run("bad "+tc.query[:min(len(tc.query), 30)], func(t *testing.T) {
+			p := b.get("/admin/calls?" + tc.query)
+			if p.Status != http.StatusBadRequest || p.TestID("call-row").Length() != 0 || p.TestID("calls-invalid").Length() != 1 {
+				t.Fatalf("status %d, %d rows", p.Status, p.TestID("call-row").Length())
+			}
+			if got := p.TestID("error-" + tc.field).Text(); !strings.Contains(got, tc.want) {
+				t.Errorf("error %q, want %q", got, tc.want)
+			}
+			if tc.field != "page" {
+				if in := p.Doc.Find("#filter-" + tc.field); in.AttrOr("aria-invalid", "") != "true" || in.AttrOr("aria-describedby", "") != "filter-"+tc.field+"-error" {
+					t.Error("the field is not marked invalid")
+				}
+			}
+		})
+	}
+	// Past the last page: no rows, a way back.
+	p = b.get("/admin/calls?page=9")
+	if p.Status != 200 || p.TestID("call-row").Length() != 0 || p.TestID("prev").AttrOr("href", "") != "/admin/calls?page=3" {
+		t.Errorf("past the end: %d %q", p.Status, p.TestID("pager").Text())
+	}
+}
+
+// TestConsoleCallHistoryDepth: pages stop at 200; the last one continues
+// with an earlier Until rather than a deeper offset.
+func TestConsoleCallHistoryDepth(t *testing.T) {
+	app := newTestApp(t)
+	start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	seedCallHistory(t, app, 10_060, start, []uint{app.ids["admin"]})
+	b := signedIn(t, app, "admin")
+	if p := b.get("/admin/calls?page=201"); p.Status != http.StatusBadRequest || !strings.Contains(p.TestID("error-page").Text(), "set Until to an earlier time") {
+		t.Fatalf("page 201: %d %q", p.Status, p.TestID("error-page").Text())
+	}
+	p := b.get("/admin/calls?page=200")
+	rows := p.TestID("call-row")
+	if rows.Length() != 50 || rows.Last().AttrOr("data-call-id", "") != "seed009999" || p.TestID("page-of").Text() != "Page 200 of 202" {
+		t.Fatalf("page 200: %d rows, %q", rows.Length(), p.TestID("page-of").Text())
+	}
+	next := p.TestID("next").AttrOr("href", "")
+	want := "/admin/calls?until=" + url.QueryEscape(start.Add(-9999*time.Minute).Format("2006-01-02T15:04"))
+	if next != want {
+		t.Fatalf("next from the last page %q, want %q", next, want)
+	}
+	p = b.get(next)
+	if first := p.TestID("call-row").First().AttrOr("data-call-id", ""); first != "seed010000" || !strings.Contains(p.TestID("calls-total").Text(), "of 60,") {
+		t.Errorf("older calls start at %s, %q", first, p.TestID("calls-total").Text())
+	}
+}
+
+// TestConsoleCallDetail: a failed call's page shows its timings and the
+// error's code, message and suggestion; a succeeded one its result.
+func TestConsoleCallDetail(t *testing.T) {
+	app := newTestApp(t)
+	_, failed := app.call(t, "admin", map[string]any{"tool": "file_read", "session_id": "d1", "arguments": map[string]any{"path": "missing.txt"}})
+	_, ok := app.call(t, "admin", map[string]any{"tool": "file_write", "session_id": "d1", "arguments": map[string]any{"path": "w.txt", "content": "hi there"}})
+	rec := app.do(t, "admin", "GET", "/api/v1/calls/"+failed["call_id"].(string), nil).JSON(t)
+
+	b := signedIn(t, app, "reviewer")
+	p := b.get("/admin/calls/" + failed["call_id"].(string))
+	if p.Status != 200 {
+		t.Fatalf("detail: %d", p.Status)
+	}
+	want := map[string]string{
+		"call-tool":             "file_read",
+		"call-version":          "v1.0.0",
+		"call-status":           "failed",
+		"call-principal":        "admin",
+		"call-session":          "d1",
+		"call-attempts":         "1",
+		"call-cached":           "no",
+		"call-queue-ms":         views.CallMillis(int64(rec["queue_ms"].(float64))),
+		"call-run-ms":           views.CallMillis(int64(rec["run_ms"].(float64))),
+		"call-total-ms":         views.CallMillis(int64(rec["total_ms"].(float64))),
+		"call-error-code":       "EXECUTION_FAILED",
+		"call-error-suggestion": "List the directory with file_list to see which files exist.",
+	}
+	for id, w := range want {
+		if got := strings.TrimSpace(p.TestID(id).Text()); got != w {
+			t.Errorf("%s = %q, want %q", id, got, w)
+		}
+	}
+	if got := p.TestID("call-error-message").Text(); !strings.Contains(got, "missing.txt does not exist") {
+		t.Errorf("error message %q", got)
+	}
+	if !strings.Contains(p.TestID("call-created").Text(), "UTC") || !strings.Contains(p.TestID("call-finished").Text(), "UTC") {
+		t.Errorf("times: %q / %q", p.TestID("call-created").Text(), p.TestID("call-finished").Text())
+	}
+	if got := p.TestID("call-arguments").Text(); !strings.Contains(got, `"path": "missing.txt"`) {
+		t.Errorf("arguments %q", got)
+	}
+
+	p = b.get("/admin/calls/" + ok["call_id"].(string))
+	if p.TestID("call-status").Text() != "succeeded" || p.TestID("call-error").Length() != 0 || !strings.Contains(p.TestID("call-result").Text(), `"bytes_written": 8`) {
+		t.Errorf("succeeded call: %q result %q", p.TestID("call-status").Text(), p.TestID("call-result").Text())
+	}
+	// The timing bar splits the total into queue, run and the rest.
+	seeded := seedCallHistory(t, app, 1, time.Now().UTC(), []uint{app.ids["agent"]})[0]
+	p = b.get("/admin/calls/" + seeded.ID)
+	var widths []string
+	p.TestID("call-stages").Find("rect").Each(func(_ int, r *goquery.Selection) {
+		widths = append(widths, r.AttrOr("class", "")+" "+r.AttrOr("width", ""))
+	})
+	if got := strings.Join(widths, ", "); got != "queue 5.00, run 75.00, other 20.00" {
+		t.Errorf("stages %q of queue 2 ms, run 30 ms, total 40 ms", got)
+	}
+	if p := b.get("/admin/calls/nosuchcall"); p.Status != 404 || p.TestID("error-page").Length() != 1 {
+		t.Errorf("unknown call: %d", p.Status)
+	}
+}
+
+// BenchmarkConsoleCallsPage renders history pages over 100,000 calls
+// (the issue's bar: under 50 ms each, server side).
+func BenchmarkConsoleCallsPage(b *testing.B) {
+	app := newTestApp(b)
+	seedCallHistory(b, app, 100_000, time.Now().UTC(), []uint{app.ids["admin"], app.ids["agent"], app.ids["reviewer"]})
+	admin, agent := signedIn(b, app, "admin"), signedIn(b, app, "agent")
+	for _, bc := range []struct {
+		name string
+		b    *browserClient
+		path string
+	}{
+		{"newest", admin, "/admin/calls"},
+		{"page 200", admin, "/admin/calls?page=200"},
+		{"status", admin, "/admin/calls?status=failed"},
+		{"tool and status", admin, "/admin/calls?tool=web_search&status=refused"},
+		{"session", admin, "/admin/calls?session=s3"},
+		{"last hour", admin, "/admin/calls?since=" + time.Now().UTC().Add(-time.Hour).Format("2006-01-02T15:04")},
+		{"agent", agent, "/admin/calls"},
+		{"detail", admin, "/admin/calls/seed050000"},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			for b.Loop() {
+				if p := bc.b.get(bc.path); p.Status != 200 {
+					b.Fatalf("%s: %d", bc.path, p.Status)
+				}
+			}
+		})
+	}
+}

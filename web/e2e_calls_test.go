@@ -1,0 +1,89 @@
+package web
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+)
+
+// TestE2EApproveInConsole: an agent's dangerous call waits (202); a
+// reviewer signed in to the console sees it (and a later one arrive
+// without reloading), approves it, and finds it succeeded in the history.
+func TestE2EApproveInConsole(t *testing.T) {
+	app := newTestApp(t)
+	dangerousWrite(t, app)
+	callID, approvalID := dangerousCall(t, app, "agent", "written after approval")
+
+	e := newE2E(t, app)
+	e.signIn("reviewer")
+	e.run("open the queue",
+		chromedp.Click(tid("nav-Approvals")),
+		chromedp.WaitVisible(tid("approval-"+approvalID)),
+	)
+	card := `[data-testid="approval-` + approvalID + `"] `
+	if got := e.text(chromedp.CSS(card + `[data-testid="approval-requester"]`)); got != "test-agent" {
+		t.Fatalf("requester %q", got)
+	}
+	if got := e.text(chromedp.CSS(card + `[data-testid="approval-left"]`)); !strings.HasSuffix(got, "left") {
+		t.Fatalf("time left %q", got)
+	}
+
+	// A call made while the page is open shows up by polling, not reloading.
+	if _, err := chromedp.Run(e.ctx, chromedp.Evaluate[any]("window.__stayed = true")); err != nil {
+		t.Fatal(err)
+	}
+	_, secondID := dangerousCall(t, app, "agent", "a second note")
+	e.run("the queue refreshes itself", chromedp.WaitVisible(tid("approval-"+secondID)))
+	if stayed, err := chromedp.Run(e.ctx, chromedp.Evaluate[bool]("window.__stayed === true")); err != nil || !stayed {
+		t.Fatalf("the page reloaded instead of refreshing the list (%v)", err)
+	}
+
+	// Denying without a reason is refused beside the field.
+	e.run("deny without a reason",
+		chromedp.Click(tid("deny-"+secondID)),
+		chromedp.WaitVisible(tid("error-reason-"+secondID)),
+	)
+	if got := e.text(tid("error-reason-" + secondID)); !strings.Contains(got, "required when denying") {
+		t.Fatalf("reason error %q", got)
+	}
+
+	// A reason typed before a refresh survives it.
+	e.run("type a reason", chromedp.Navigate(e.URL+"/admin/approvals"), chromedp.WaitVisible(tid("reason-"+approvalID)),
+		chromedp.SendKeys(tid("reason-"+approvalID), "only writes a note"), chromedp.Blur(tid("reason-"+approvalID)))
+	_, thirdID := dangerousCall(t, app, "agent", "a third note")
+	e.run("refresh with a reason typed", chromedp.WaitVisible(tid("approval-"+thirdID)))
+	if got, err := chromedp.Run(e.ctx, chromedp.Value(tid("reason-"+approvalID))); err != nil || got != "only writes a note" {
+		t.Fatalf("the refresh lost the typed reason: %q %v", got, err)
+	}
+
+	e.run("approve",
+		chromedp.Click(tid("approve-"+approvalID)),
+		chromedp.WaitVisible(tid("notice")),
+	)
+	if got := e.text(tid("notice")); !strings.Contains(got, "Approved") {
+		t.Fatalf("notice %q", got)
+	}
+	if rec := app.poll(t, "agent", callID); rec["status"] != "succeeded" {
+		t.Fatalf("approved call: %v", rec)
+	}
+
+	row := `[data-call-id="` + callID + `"] `
+	e.run("find it in the history",
+		chromedp.Click(tid("nav-History")),
+		chromedp.WaitVisible(chromedp.CSS(row+`[data-testid="call-status"]`)),
+	)
+	if got := e.text(chromedp.CSS(row + `[data-testid="call-status"]`)); got != "succeeded" {
+		t.Fatalf("history status %q", got)
+	}
+	e.run("open the call",
+		chromedp.Click(chromedp.CSS(row+`[data-testid="call-link"]`)),
+		chromedp.WaitVisible(tid("call-timings")),
+	)
+	if got := e.text(tid("call-status")); got != "succeeded" {
+		t.Fatalf("detail status %q", got)
+	}
+	if got := e.text(tid("call-result")); !strings.Contains(got, `"bytes_written": 22`) {
+		t.Fatalf("result %q", got)
+	}
+}
