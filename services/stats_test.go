@@ -183,7 +183,7 @@ func BenchmarkDashboardStats(b *testing.B) {
 		fin := start.Add(time.Duration(i) * 864 * time.Millisecond)
 		batch = append(batch, &models.Call{ID: fmt.Sprintf("%012x%08d", fin.UnixMilli(), i), PrincipalID: 2, SessionID: "bench",
 			Tool: fmt.Sprintf("tool_%02d", i%40), Version: "1.0.0", Arguments: `{"path":"notes/today.txt"}`, Status: status, ErrorCode: code,
-			Result: `{"call_id":"x","status":"succeeded","success":true,"data":{"content":"a few lines of a file"}}`,
+			Result:   `{"call_id":"x","status":"succeeded","success":true,"data":{"content":"a few lines of a file"}}`,
 			Attempts: 1, Cached: i%4 == 0, RunMs: int64(i % 700), TotalMs: int64(i%700 + i%3), CreatedAt: fin, FinishedAt: &fin})
 		if len(batch) == cap(batch) {
 			if err := store.SaveCalls(ctx, batch); err != nil {
