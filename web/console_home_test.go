@@ -106,3 +106,79 @@ func TestConsoleDashboardCountsCalls(t *testing.T) {
 		t.Errorf("agent dashboard: %d", p.Status)
 	}
 }
+
+// The playground ranks the catalog as the API does and puts each input
+// error next to its field.
+func TestConsolePlayground(t *testing.T) {
+	app := newTestApp(t)
+	b := signedIn(t, app, "admin")
+
+	p := b.get("/admin/playground")
+	if p.Status != 200 || p.TestID("playground-form").Length() != 1 || p.TestID("playground-result").Length() != 0 {
+		t.Fatalf("first visit: %d", p.Status)
+	}
+	if p.TestID("category-filesystem").Length() != 1 || p.TestID("nav-Playground").AttrOr("aria-current", "") != "page" {
+		t.Fatal("no category checkboxes or the navigation does not mark the page")
+	}
+
+	p = b.get("/admin/playground?q=read+a+file&limit=5")
+	if p.Status != 200 {
+		t.Fatalf("query: %d", p.Status)
+	}
+	ranked := p.TestID("ranked-tool")
+	if ranked.Length() == 0 || ranked.Length() > 5 {
+		t.Fatalf("%d tools ranked, want 1 to 5", ranked.Length())
+	}
+	if first := ranked.First().AttrOr("data-name", ""); first != "file_read" {
+		t.Errorf("first tool %q, want file_read", first)
+	}
+	if ranked.First().Find(`[data-testid="ranked-score"]`).Text() == "" || !strings.Contains(ranked.First().Text(), "lexical") {
+		t.Error("no score or reasons")
+	}
+	sel, _ := strconv.Atoi(p.TestID("tokens-selection").Text())
+	cat, _ := strconv.Atoi(p.TestID("tokens-catalog").Text())
+	if sel <= 0 || cat <= sel {
+		t.Errorf("tokens: selection %d of catalog %d", sel, cat)
+	}
+	// The API agrees on the order.
+	api := app.do(t, "admin", "POST", "/api/v1/tools/select", map[string]any{"query": "read a file", "limit": 5}).JSON(t)
+	apiTools := api["tools"].([]any)
+	if len(apiTools) != ranked.Length() || apiTools[0].(map[string]any)["name"] != "file_read" {
+		t.Errorf("the API selects %d tools, the playground %d", len(apiTools), ranked.Length())
+	}
+
+	// A category filter keeps only that category.
+	p = b.get("/admin/playground?q=read+a+file&limit=10&category=shell")
+	p.TestID("ranked-tool").Each(func(_ int, s *goquery.Selection) {
+		if !strings.Contains(s.Text(), "shell") {
+			t.Errorf("%s is not a shell tool", s.AttrOr("data-name", ""))
+		}
+	})
+	if p.Doc.Find(`input[name="category"][value="shell"][checked]`).Length() != 1 || p.Doc.Find(`input[name="category"][checked]`).Length() != 1 {
+		t.Error("the checked category is not kept")
+	}
+
+	for _, tc := range []struct {
+		name, query, field, want string
+	}{
+		{"empty query", "q=&limit=5", "error-query", "Describe the task"},
+		{"blank query", "q=+++&limit=5", "error-query", "Describe the task"},
+		{"limit zero", "q=read&limit=0", "error-limit", "between 1 and 40"},
+		{"limit too big", "q=read&limit=51", "error-limit", "between 1 and 40"},
+		{"limit not a number", "q=read&limit=ten", "error-limit", "whole number"},
+		{"unknown category", "q=read&limit=5&category=nope", "error-categories", "not a category"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := b.get("/admin/playground?" + tc.query)
+			if p.Status != 422 || !strings.Contains(p.TestID(tc.field).Text(), tc.want) || p.TestID("playground-result").Length() != 0 {
+				t.Fatalf("%d %s=%q", p.Status, tc.field, p.TestID(tc.field).Text())
+			}
+			if tc.field != "error-categories" {
+				id := strings.TrimPrefix(tc.field, "error-")
+				if v, _ := p.Doc.Find("#pg-" + id).Attr("aria-invalid"); v != "true" {
+					t.Errorf("#pg-%s is not marked invalid", id)
+				}
+			}
+		})
+	}
+}

@@ -27,6 +27,7 @@ var pages = []route{
 	// Tools: list, detail, register and edit (handlers/console_tools.go).
 
 	// Retrieval playground (handlers/console_playground.go).
+	{http.MethodGet, "/playground", everyone, (*handlers.Handler).Playground},
 
 	// Approvals (handlers/console_approvals.go).
 
