@@ -1,6 +1,7 @@
 package web
 
 import (
+	"net/url"
 	"strconv"
 	"strings"
 	"testing"
@@ -177,6 +178,204 @@ func TestConsolePlayground(t *testing.T) {
 				id := strings.TrimPrefix(tc.field, "error-")
 				if v, _ := p.Doc.Find("#pg-" + id).Attr("aria-invalid"); v != "true" {
 					t.Errorf("#pg-%s is not marked invalid", id)
+				}
+			}
+		})
+	}
+}
+
+// keyWorks reports the status of GET /api/v1/me with key.
+func keyWorks(t *testing.T, app *testApp, key string) int {
+	t.Helper()
+	app.keys["probe"] = key
+	defer delete(app.keys, "probe")
+	return app.do(t, "probe", "GET", "/api/v1/me", nil).Status
+}
+
+// Creating a principal shows its key once; the key works, can be joined
+// by another and revoked; the last admin key is refused.
+func TestConsoleAccessKeys(t *testing.T) {
+	app := newTestApp(t)
+	b := signedIn(t, app, "admin")
+
+	p := b.get("/admin/access")
+	if p.Status != 200 || p.TestID("principal-admin").Length() != 1 || p.TestID("principal-test-agent").Length() != 1 {
+		t.Fatalf("access page: %d", p.Status)
+	}
+
+	// Invalid input: each error beside its field, nothing created.
+	p = b.post("/admin/access/principals", url.Values{"name": {"bad name!"}, "role": {"boss"}})
+	if p.Status != 422 || !strings.Contains(p.TestID("error-name").Text(), "ASCII letters") || !strings.Contains(p.TestID("error-role").Text(), "not a role") {
+		t.Fatalf("invalid principal: %d name %q role %q", p.Status, p.TestID("error-name").Text(), p.TestID("error-role").Text())
+	}
+	if v, _ := p.Doc.Find("#acc-name").Attr("value"); v != "bad name!" {
+		t.Errorf("the name typed is lost: %q", v)
+	}
+
+	// Created: the key is on this page only, with a warning.
+	p = b.post("/admin/access/principals", url.Values{"name": {"ci-agent"}, "role": {"agent"}})
+	key, _ := p.TestID("new-key").Attr("value")
+	if p.Status != 201 || !strings.HasPrefix(key, "tb_") || !strings.Contains(p.TestID("key-warning").Text(), "only time") {
+		t.Fatalf("create: %d key %q", p.Status, key)
+	}
+	if p.Header.Get("Cache-Control") != "no-store" {
+		t.Error("the key page may be cached")
+	}
+	if got := keyWorks(t, app, key); got != 200 {
+		t.Fatalf("the new key answers %d", got)
+	}
+	p = b.get("/admin/access")
+	if strings.Contains(p.Doc.Text(), key) || p.Doc.Find(`[value="`+key+`"]`).Length() != 0 {
+		t.Fatal("the access page shows the key again")
+	}
+	row := p.TestID("principal-ci-agent")
+	if row.Find(`[data-testid="principal-role"]`).Text() != "agent" || row.Find(`[data-testid="key-`+key[:9]+`"]`).Length() != 1 {
+		t.Fatalf("the new principal's row: %q", row.Text())
+	}
+	// The same name again is refused beside the field.
+	if p = b.post("/admin/access/principals", url.Values{"name": {"ci-agent"}, "role": {"reviewer"}}); p.Status != 409 || !strings.Contains(p.TestID("error-name").Text(), "exists") {
+		t.Fatalf("duplicate name: %d %q", p.Status, p.TestID("error-name").Text())
+	}
+
+	// Another key: shown once, both work.
+	id := strings.TrimPrefix(b.get("/admin/access").TestID("principal-ci-agent").AttrOr("id", ""), "principal-")
+	p = b.post("/admin/access/principals/"+id+"/keys", url.Values{})
+	second, _ := p.TestID("new-key").Attr("value")
+	if p.Status != 201 || second == "" || second == key || keyWorks(t, app, second) != 200 || keyWorks(t, app, key) != 200 {
+		t.Fatalf("issue key: %d %q", p.Status, second)
+	}
+
+	// Revoke the first: it stops working, the page says so.
+	row = b.get("/admin/access").TestID("principal-ci-agent")
+	keyID := row.Find(`[data-testid="key-` + key[:9] + `"]`).AttrOr("data-key-id", "")
+	p = b.post("/admin/access/keys/"+keyID+"/revoke", url.Values{})
+	if p.Status != 200 || !strings.Contains(p.TestID("notice").Text(), "revoked") {
+		t.Fatalf("revoke: %d %q", p.Status, p.TestID("notice").Text())
+	}
+	if got := keyWorks(t, app, key); got != 401 {
+		t.Errorf("a revoked key answers %d", got)
+	}
+	if state := p.TestID("principal-ci-agent").Find(`[data-testid="key-` + key[:9] + `"] [data-testid="key-state"]`).Text(); !strings.Contains(state, "revoked") {
+		t.Errorf("key state %q", state)
+	}
+
+	// The last admin key: refused with the service's reason.
+	adminKey := p.TestID("principal-admin").Find(`tr[data-key-id]`).AttrOr("data-key-id", "")
+	p = b.post("/admin/access/keys/"+adminKey+"/revoke", url.Values{})
+	if p.Status != 409 || !strings.Contains(p.TestID("alert").Text(), "last active admin key") {
+		t.Fatalf("last admin key: %d %q", p.Status, p.TestID("alert").Text())
+	}
+	if keyWorks(t, app, app.keys["admin"]) != 200 {
+		t.Fatal("the admin key stopped working")
+	}
+	// A form without the CSRF token changes nothing.
+	if p = b.post("/admin/access/principals", url.Values{"name": {"forged"}, "role": {"admin"}, "_csrf": {"x"}}); p.Status != 403 {
+		t.Fatalf("forged form: %d", p.Status)
+	}
+}
+
+// Grants are edited per agent, errors beside their field, and the agent's
+// selection follows them.
+func TestConsoleAccessGrants(t *testing.T) {
+	app := newTestApp(t)
+	b := signedIn(t, app, "admin")
+	agent := strconv.Itoa(int(app.ids["agent"]))
+
+	p := b.get("/admin/access")
+	if p.TestID("principal-test-agent").Find(`[data-testid="grants-form"]`).Length() != 1 || p.TestID("principal-admin").Find(`[data-testid="grants-form"]`).Length() != 0 {
+		t.Fatal("grants forms: agents only")
+	}
+
+	p = b.post("/admin/access/principals/"+agent+"/grants", url.Values{"category": {"filesystem", "nope"}, "tools": {"web_search, Bad-Name"}})
+	form := p.TestID("principal-test-agent")
+	if p.Status != 422 || !strings.Contains(form.Find(`[data-testid="error-tools"]`).Text(), "Bad-Name") ||
+		!strings.Contains(form.Find(`[data-testid="error-categories"]`).Text(), "nope") {
+		t.Fatalf("invalid grants: %d %q", p.Status, form.Find(".field-error").Text())
+	}
+	if v, _ := form.Find(`[data-testid="grant-tools"]`).Attr("value"); v != "web_search, Bad-Name" {
+		t.Errorf("the tools typed are lost: %q", v)
+	}
+	if got := app.do(t, "admin", "GET", "/api/v1/principals/"+agent+"/grants", nil).JSON(t); len(got["categories"].([]any)) != 0 {
+		t.Fatalf("invalid grants were stored: %v", got)
+	}
+	// Grants apply to agents only: the service's reason is shown.
+	if p = b.post("/admin/access/principals/1/grants", url.Values{"category": {"shell"}}); p.Status != 422 || !strings.Contains(p.TestID("alert").Text(), "grants apply to agents") {
+		t.Fatalf("grants of an admin: %d %q", p.Status, p.TestID("alert").Text())
+	}
+
+	p = b.post("/admin/access/principals/"+agent+"/grants", url.Values{"category": {"filesystem"}, "tools": {"web_search"}})
+	if p.Status != 200 || !strings.Contains(p.TestID("notice").Text(), "Grants saved") {
+		t.Fatalf("save grants: %d", p.Status)
+	}
+	form = p.TestID("principal-test-agent")
+	if form.Find(`[data-testid="grant-filesystem"][checked]`).Length() != 1 || form.Find(`[data-testid="grant-shell"][checked]`).Length() != 0 ||
+		form.Find(`[data-testid="grant-tools"]`).AttrOr("value", "") != "web_search" {
+		t.Fatal("the saved grants are not shown")
+	}
+
+	// The agent's selection, through the API and the playground, keeps to them.
+	res := app.do(t, "agent", "POST", "/api/v1/tools/select", map[string]any{"query": "run a shell command or read a file", "limit": 20}).JSON(t)
+	for _, tool := range res["tools"].([]any) {
+		m := tool.(map[string]any)
+		if m["category"] != "filesystem" && m["name"] != "web_search" {
+			t.Errorf("the agent is offered %v (%v)", m["name"], m["category"])
+		}
+	}
+	ap := signedIn(t, app, "agent").get("/admin/playground?q=run+a+shell+command+or+read+a+file&limit=20")
+	if ap.Status != 200 || ap.TestID("ranked-tool").Length() == 0 {
+		t.Fatalf("agent playground: %d", ap.Status)
+	}
+	ap.TestID("ranked-tool").Each(func(_ int, s *goquery.Selection) {
+		if name := s.AttrOr("data-name", ""); !strings.HasPrefix(name, "file_") && name != "web_search" {
+			t.Errorf("the agent's playground offers %s", name)
+		}
+	})
+}
+
+// Each role sees the navigation entries it may open, and only admins open
+// the access page.
+func TestConsoleHomeRoles(t *testing.T) {
+	app := newTestApp(t)
+	for _, tc := range []struct {
+		role       string
+		wantNav    []string
+		notNav     []string
+		accessCode int
+	}{
+		{"admin", []string{"Dashboard", "Playground", "Access"}, nil, 200},
+		{"reviewer", []string{"Dashboard", "Playground"}, []string{"Access"}, 403},
+		{"agent", []string{"Dashboard", "Playground"}, []string{"Access"}, 403},
+	} {
+		t.Run(tc.role, func(t *testing.T) {
+			b := signedIn(t, app, tc.role)
+			p := b.get("/admin")
+			for _, n := range tc.wantNav {
+				if p.TestID("nav-"+n).Length() != 1 {
+					t.Errorf("no %s in the navigation", n)
+				}
+			}
+			for _, n := range tc.notNav {
+				if p.TestID("nav-"+n).Length() != 0 {
+					t.Errorf("%s is in the navigation", n)
+				}
+			}
+			// Every entry shown opens.
+			p.TestID("nav").Find("a").Each(func(_ int, a *goquery.Selection) {
+				if got := b.get(a.AttrOr("href", "")).Status; got != 200 {
+					t.Errorf("%s answers %d", a.AttrOr("href", ""), got)
+				}
+			})
+			p = b.get("/admin/access")
+			if p.Status != tc.accessCode {
+				t.Fatalf("/admin/access: %d, want %d", p.Status, tc.accessCode)
+			}
+			if tc.accessCode == 403 {
+				if p.TestID("error-page").AttrOr("data-status", "") != "403" || p.TestID("principal-admin").Length() != 0 {
+					t.Error("not a 403 page")
+				}
+				p = b.post("/admin/access/principals", url.Values{"name": {"sneaky"}, "role": {"admin"}})
+				if p.Status != 403 {
+					t.Errorf("POST as %s: %d", tc.role, p.Status)
 				}
 			}
 		})

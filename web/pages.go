@@ -34,6 +34,11 @@ var pages = []route{
 	// Call history (handlers/console_calls.go).
 
 	// Access: principals, keys, grants (handlers/console_access.go).
+	{http.MethodGet, "/access", admins, (*handlers.Handler).Access},
+	{http.MethodPost, "/access/principals", admins, (*handlers.Handler).CreatePrincipalPage},
+	{http.MethodPost, "/access/principals/:id/keys", admins, (*handlers.Handler).IssueKeyPage},
+	{http.MethodPost, "/access/keys/:id/revoke", admins, (*handlers.Handler).RevokeKeyPage},
+	{http.MethodPost, "/access/principals/:id/grants", admins, (*handlers.Handler).SetGrantsPage},
 }
 
 // navItems are the console's navigation entries; each is shown only to
