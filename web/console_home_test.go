@@ -247,7 +247,7 @@ func TestConsoleAccessKeys(t *testing.T) {
 
 	// Revoke the first: it stops working, the page says so.
 	row = b.get("/admin/access").TestID("principal-ci-agent")
-	keyID := row.Find(`[data-testid="key-` + key[:9] + `"]`).AttrOr("data-key-id", "")
+	keyID := row.Find(`[data-testid="key-`+key[:9]+`"]`).AttrOr("data-key-id", "")
 	p = b.post("/admin/access/keys/"+keyID+"/revoke", url.Values{})
 	if p.Status != 200 || !strings.Contains(p.TestID("notice").Text(), "revoked") {
 		t.Fatalf("revoke: %d %q", p.Status, p.TestID("notice").Text())
