@@ -1,12 +1,17 @@
 package web
 
 import (
+	"context"
+	"fmt"
 	"net/url"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/PuerkitoBio/goquery"
+
+	"toolbelt/models"
 )
 
 // sumAttr adds up an integer attribute over a selection.
@@ -379,5 +384,45 @@ func TestConsoleHomeRoles(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The dashboard counts approvals waiting and flags a tool whose failure
+// rate rose in the last hour, with its numbers.
+func TestConsoleDashboardApprovalsAndRising(t *testing.T) {
+	app := newTestApp(t)
+	dangerousWrite(t, app)
+	r := app.do(t, "agent", "POST", "/api/v1/calls", map[string]any{"tool": "overwrite_note", "arguments": map[string]any{"path": "n.txt", "content": "x"}})
+	if r.Status != 202 {
+		t.Fatalf("dangerous call: %d %s", r.Status, r.Body)
+	}
+	// History as recorded: web_search fine for hours, failing in the last one.
+	now := time.Now().UTC()
+	var calls []*models.Call
+	for i := range 20 {
+		calls = append(calls, &models.Call{ID: fmt.Sprintf("old%02d", i), Tool: "web_search", Status: "succeeded", TotalMs: 40,
+			CreatedAt: now.Add(-2*time.Hour - time.Duration(i)*time.Minute)})
+	}
+	for i := range 6 {
+		calls = append(calls, &models.Call{ID: fmt.Sprintf("new%02d", i), Tool: "web_search", Status: "failed", ErrorCode: "UPSTREAM_ERROR",
+			TotalMs: 900, CreatedAt: now.Add(-time.Duration(i+1) * time.Minute)})
+	}
+	if err := app.store.SaveCalls(context.Background(), calls); err != nil {
+		t.Fatal(err)
+	}
+
+	p := signedIn(t, app, "reviewer").get("/admin")
+	if got := p.TestID("stat-approvals-value").Text(); got != "1" {
+		t.Errorf("pending approvals %q, want 1", got)
+	}
+	if got := strings.Join(strings.Fields(p.TestID("stat-calls").Text()), " "); !strings.Contains(got, "1 open") {
+		t.Errorf("calls card %q", got)
+	}
+	rising := strings.Join(strings.Fields(p.TestID("rising-web_search").Text()), " ")
+	if !strings.Contains(rising, "100.0% failed in the last hour (6 of 6)") || !strings.Contains(rising, "0.0% before (0 of 20)") {
+		t.Errorf("rising %q", rising)
+	}
+	if p.TestID("rising-overwrite_note").Length() != 0 {
+		t.Error("a waiting call is flagged as failing")
 	}
 }
