@@ -18,41 +18,46 @@ type CallStat struct {
 }
 
 // ScanCallStats calls fn with every call created in [since, until), in no
-// particular order. Strings repeat across calls (a few tools, statuses and
-// codes), so each distinct value is allocated once per scan.
+// particular order.
 //
-// The covering index idx_calls_stats answers it without reading the table
-// (whose rows carry arguments and results).
+// It is the statistics' one scan of rows, so it reads little: three
+// columns (status with error code, and duration with the cache flag, are
+// packed in SQL that SQLite and Postgres share), answered by the covering
+// index idx_calls_stats without reading the table, and each distinct
+// string is allocated once per scan.
 func (s *Store) ScanCallStats(ctx context.Context, since, until time.Time, fn func(CallStat)) error {
 	sqlDB, err := s.db.DB()
 	if err != nil {
 		return fmt.Errorf("scan calls: %w", err)
 	}
-	rows, err := sqlDB.QueryContext(ctx, "SELECT tool, status, error_code, cached, total_ms FROM calls WHERE created_at >= ? AND created_at < ?",
-		since.UTC(), until.UTC())
+	rows, err := sqlDB.QueryContext(ctx, `SELECT tool, status || ' ' || error_code, total_ms * 2 + CASE WHEN cached THEN 1 ELSE 0 END
+FROM calls WHERE created_at >= ? AND created_at < ?`, since.UTC(), until.UTC())
 	if err != nil {
 		return fmt.Errorf("scan calls: %w", err)
 	}
 	defer rows.Close()
-	strs := map[string]string{}
-	intern := func(b sql.RawBytes) string {
-		if v, ok := strs[string(b)]; ok {
-			return v
-		}
-		v := string(b)
-		strs[v] = v
-		return v
-	}
+	tools := map[string]string{}
+	outcomes := map[string][2]string{}
 	var (
-		tool, status, code sql.RawBytes
-		c                  CallStat
+		tool, outcome sql.RawBytes
+		packed        int64
 	)
 	for rows.Next() {
-		if err := rows.Scan(&tool, &status, &code, &c.Cached, &c.TotalMs); err != nil {
+		if err := rows.Scan(&tool, &outcome, &packed); err != nil {
 			return fmt.Errorf("scan calls: %w", err)
 		}
-		c.Tool, c.Status, c.ErrorCode = intern(tool), intern(status), intern(code)
-		fn(c)
+		name, ok := tools[string(tool)]
+		if !ok {
+			name = string(tool)
+			tools[name] = name
+		}
+		o, ok := outcomes[string(outcome)]
+		if !ok {
+			status, code, _ := strings.Cut(string(outcome), " ")
+			o = [2]string{status, code}
+			outcomes[string(outcome)] = o
+		}
+		fn(CallStat{Tool: name, Status: o[0], ErrorCode: o[1], Cached: packed&1 == 1, TotalMs: packed >> 1})
 	}
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("scan calls: %w", err)

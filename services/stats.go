@@ -34,11 +34,11 @@ const (
 //
 // The window is cut into clock hours. An hour that ended and holds no
 // unfinished call does not change any more (a finished record is never
-// rewritten), so its figures are kept in memory and only read again when
-// its number of records differs (a long call is written when it ends). A
-// page load then reads the rows of the current hour, one statement of
-// index counts and the outcomes of the last 60 minutes, however long the
-// history.
+// rewritten), so its figures are kept in memory, and read again only when
+// its number of records differs, counted every statsRecheck (a long call
+// is written into its hour when it ends). A page load then reads the rows
+// of the current hour and the outcomes of the last 60 minutes, however
+// long the history.
 type Stats struct {
 	store *models.Store
 	// flush writes call records still queued in memory, so a call just
@@ -49,7 +49,12 @@ type Stats struct {
 	mu      sync.Mutex
 	indexed bool
 	hours   map[int64]*hourStats // by the hour's Unix start
+	checked time.Time            // when the kept hours were last counted
 }
+
+// statsRecheck is how often the kept hours are compared with the
+// database: a record written late into a past hour shows within it.
+const statsRecheck = 30 * time.Second
 
 // NewStats returns the statistics service over store. inv, when not nil,
 // is asked to write its pending call records before each computation.
@@ -163,9 +168,39 @@ type hourStats struct {
 type toolAgg struct {
 	succeeded, failed, open, cached int64
 	codes                           map[string]int64
-	latency                         map[int]int64 // histogram bin → calls
+	// latency counts calls per histogram bin, densely, while adding up;
+	// bins holds the non-empty bins of an hour once it is read, which is
+	// smaller to keep and quick to add to another tool's latency.
+	latency []int64
+	bins    []binCount
 }
 
+type binCount struct {
+	bin uint16
+	n   uint32
+}
+
+func newToolAgg() *toolAgg { return &toolAgg{codes: map[string]int64{}} }
+
+func (a *toolAgg) addLatency(bin int, n int64) {
+	if bin >= len(a.latency) {
+		a.latency = append(a.latency, make([]int64, bin+1-len(a.latency))...)
+	}
+	a.latency[bin] += n
+}
+
+// pack turns the dense latency counts into bins.
+func (a *toolAgg) pack() {
+	a.bins = a.bins[:0]
+	for b, n := range a.latency {
+		if n > 0 {
+			a.bins = append(a.bins, binCount{bin: uint16(b), n: uint32(n)})
+		}
+	}
+	a.latency = nil
+}
+
+// merge adds a packed hour's figures to a.
 func (a *toolAgg) merge(b *toolAgg) {
 	a.succeeded += b.succeeded
 	a.failed += b.failed
@@ -174,13 +209,9 @@ func (a *toolAgg) merge(b *toolAgg) {
 	for k, v := range b.codes {
 		a.codes[k] += v
 	}
-	for k, v := range b.latency {
-		a.latency[k] += v
+	for _, bc := range b.bins {
+		a.addLatency(int(bc.bin), int64(bc.n))
 	}
-}
-
-func newToolAgg() *toolAgg {
-	return &toolAgg{codes: map[string]int64{}, latency: map[int]int64{}}
 }
 
 // Summary computes the usage figures of a window ending now.
@@ -233,14 +264,20 @@ func (s *Stats) readHours(ctx context.Context, first time.Time, n int, now time.
 		bounds[i] = first.Add(time.Duration(i) * time.Hour)
 	}
 	bounds[n] = now.Add(time.Nanosecond) // the current hour ends now
-	counts, err := s.store.CountCallsBetween(ctx, bounds)
-	if err != nil {
-		return nil, err
+	// Settled hours are checked against their record count now and then
+	// (a long call is written into its hour when it ends).
+	var counts []int64
+	if n > 1 && (now.Sub(s.checked) >= statsRecheck || now.Before(s.checked)) {
+		var err error
+		if counts, err = s.store.CountCallsBetween(ctx, bounds[:n]); err != nil {
+			return nil, err
+		}
+		s.checked = now
 	}
 	out := make([]*hourStats, n)
 	for i := range n {
 		key := bounds[i].Unix()
-		if h, ok := s.hours[key]; ok && h.rows == counts[i] {
+		if h, ok := s.hours[key]; ok && i < n-1 && (counts == nil || h.rows == counts[i]) {
 			out[i] = h
 			continue
 		}
@@ -250,6 +287,9 @@ func (s *Stats) readHours(ctx context.Context, first time.Time, n int, now time.
 		})
 		if err != nil {
 			return nil, err
+		}
+		for _, a := range h.tools {
+			a.pack()
 		}
 		out[i] = h
 		// An hour is settled once it ended and every call in it finished.
@@ -294,7 +334,7 @@ func (h *hourStats) add(c models.CallStat) {
 		a.cached++
 	}
 	if c.Status == StatusSucceeded || c.Status == StatusFailed {
-		a.latency[latencyBin(c.TotalMs)]++
+		a.addLatency(latencyBin(c.TotalMs), 1)
 	}
 }
 
@@ -391,26 +431,24 @@ func binMax(bin int) int64 {
 	return (m+1)<<shift - 1
 }
 
-// histPercentile is the nearest-rank percentile p of a histogram: the
-// smallest bin that at least p% of the calls reach (0 with no calls).
-func histPercentile(hist map[int]int64, p int64) int64 {
+// histPercentile is the nearest-rank percentile p of a histogram (calls
+// per bin): the smallest bin that at least p% of the calls reach, 0 with
+// no calls.
+func histPercentile(hist []int64, p int64) int64 {
 	var n int64
-	bins := make([]int, 0, len(hist))
-	for b, c := range hist {
+	for _, c := range hist {
 		n += c
-		bins = append(bins, b)
 	}
 	if n == 0 {
 		return 0
 	}
-	slices.Sort(bins)
 	rank := (n*p + 99) / 100
 	var seen int64
-	for _, b := range bins {
-		seen += hist[b]
+	for b, c := range hist {
+		seen += c
 		if seen >= rank {
 			return binMax(b)
 		}
 	}
-	return binMax(bins[len(bins)-1])
+	return binMax(len(hist) - 1)
 }
