@@ -17,6 +17,9 @@ type CallStat struct {
 	TotalMs   int64
 }
 
+const scanCallStatsSQL = `SELECT tool, status || ' ' || error_code, total_ms * 2 + CASE WHEN cached THEN 1 ELSE 0 END
+FROM calls WHERE created_at >= ? AND created_at < ?`
+
 // ScanCallStats calls fn with every call created in [since, until), in no
 // particular order.
 //
@@ -30,8 +33,7 @@ func (s *Store) ScanCallStats(ctx context.Context, since, until time.Time, fn fu
 	if err != nil {
 		return fmt.Errorf("scan calls: %w", err)
 	}
-	rows, err := sqlDB.QueryContext(ctx, `SELECT tool, status || ' ' || error_code, total_ms * 2 + CASE WHEN cached THEN 1 ELSE 0 END
-FROM calls WHERE created_at >= ? AND created_at < ?`, since.UTC(), until.UTC())
+	rows, err := sqlDB.QueryContext(ctx, scanCallStatsSQL, since.UTC(), until.UTC())
 	if err != nil {
 		return fmt.Errorf("scan calls: %w", err)
 	}
