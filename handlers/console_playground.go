@@ -47,17 +47,26 @@ func (h *Handler) Playground(c *gin.Context) error {
 	return h.Render(c, status, views.Playground(h.Page(c, "Retrieval playground"), d))
 }
 
-// playgroundSelect asks the selector, which checks the request: only what
-// the form adds (a limit that is not a whole number, or below 1, which the
-// API reads as "the default") is checked here.
+// playgroundSelect asks the selector, which checks the whole request. A
+// limit that is not a whole number, or below 1 (which the API reads as
+// "the default"), is sent as -1, so the selector reports it beside any
+// other problem and selects nothing.
 func (h *Handler) playgroundSelect(c *gin.Context, form views.PlaygroundForm, categories []string) (*views.PlaygroundResult, error) {
 	limit, err := strconv.Atoi(strings.TrimSpace(form.Limit))
-	if err != nil || limit < 1 {
-		return nil, &models.ValidationError{What: "selection request", Problems: []models.Problem{{
-			Pointer: "/limit", Message: fmt.Sprintf("must be a whole number between 1 and %d", services.MaxSelectLimit)}}}
+	notNumber := err != nil
+	if notNumber || limit < 1 {
+		limit = -1
 	}
 	res, err := h.Selector.Select(c.Request.Context(), CurrentPrincipal(c),
 		services.SelectRequest{Query: form.Query, Limit: limit, Categories: categories})
+	var ve *models.ValidationError
+	if notNumber && errors.As(err, &ve) {
+		for i, p := range ve.Problems {
+			if p.Pointer == "/limit" {
+				ve.Problems[i].Message = fmt.Sprintf("must be a whole number between 1 and %d", services.MaxSelectLimit)
+			}
+		}
+	}
 	if err != nil {
 		return nil, err
 	}

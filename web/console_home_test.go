@@ -173,6 +173,9 @@ func TestConsolePlayground(t *testing.T) {
 		{"limit too big", "q=read&limit=51", "error-limit", "between 1 and 40"},
 		{"limit not a number", "q=read&limit=ten", "error-limit", "whole number"},
 		{"unknown category", "q=read&limit=5&category=nope", "error-categories", "not a category"},
+		{"every field wrong", "q=&limit=x&category=nope", "error-query", "Describe the task"},
+		{"every field wrong", "q=&limit=x&category=nope", "error-limit", "whole number"},
+		{"every field wrong", "q=&limit=x&category=nope", "error-categories", "not a category"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := b.get("/admin/playground?" + tc.query)
