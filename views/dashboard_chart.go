@@ -84,12 +84,16 @@ func NewDashChart(hours []DashHour) DashChart {
 // who do not see it.
 func (ch DashChart) Summary() string {
 	total := ch.Succeeded + ch.Failed
+	since := "in the last 24 hours"
+	if len(ch.Bars) > 0 {
+		since = "since " + ch.Bars[0].Hour.Start.UTC().Format("Jan 2 15:04") + " UTC"
+	}
 	if total == 0 {
-		return "No calls finished in the last 24 hours."
+		return "No calls finished " + since + "."
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s finished in the last 24 hours: %s succeeded and %s failed.",
-		dashCount(total, "call", "calls"), strconv.FormatInt(ch.Succeeded, 10), strconv.FormatInt(ch.Failed, 10))
+	fmt.Fprintf(&b, "%s finished %s: %s succeeded and %s failed.",
+		dashCount(total, "call", "calls"), since, strconv.FormatInt(ch.Succeeded, 10), strconv.FormatInt(ch.Failed, 10))
 	fmt.Fprintf(&b, " The busiest hour began at %s UTC with %s.", ch.Busiest.UTC().Format("15:04"), dashCount(ch.BusiestCalls, "call", "calls"))
 	return b.String()
 }
