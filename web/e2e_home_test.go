@@ -62,3 +62,40 @@ func TestE2EAccessForbiddenForAgent(t *testing.T) {
 		t.Fatalf("signed in as %q", got)
 	}
 }
+
+// An admin creates a principal in a real browser, sees its key once, and
+// revokes it through the two-step button.
+func TestE2EAccessCreateAndRevoke(t *testing.T) {
+	app := newTestApp(t)
+	e := newE2E(t, app)
+	e.signIn("admin")
+	e.run("create a principal",
+		chromedp.Click(tid("nav-Access")),
+		chromedp.WaitVisible(tid("create-principal")),
+		chromedp.SendKeys(chromedp.CSS("#acc-name"), "e2e-bot"),
+		chromedp.Click(tid("create-submit")),
+		chromedp.WaitVisible(tid("new-key")),
+	)
+	key, err := chromedp.Run(e.ctx, chromedp.Evaluate[string](`document.querySelector('[data-testid="new-key"]').value`))
+	if err != nil || !strings.HasPrefix(key, "tb_") {
+		t.Fatalf("key %q (%v)", key, err)
+	}
+	if keyWorks(t, app, key) != 200 {
+		t.Fatal("the key shown does not work")
+	}
+	row := `[data-testid="principal-e2e-bot"] `
+	e.run("revoke it",
+		chromedp.Click(tid("back-to-access")),
+		chromedp.WaitVisible(chromedp.CSS(row+`[data-testid="revoke-open"]`)),
+		chromedp.Click(chromedp.CSS(row+`[data-testid="revoke-open"]`)),
+		chromedp.WaitVisible(chromedp.CSS(row+`[data-testid="revoke"]`)),
+		chromedp.Click(chromedp.CSS(row+`[data-testid="revoke"]`)),
+		chromedp.WaitVisible(tid("notice")),
+	)
+	if got := e.text(chromedp.CSS(row + `[data-testid="key-state"]`)); !strings.Contains(got, "revoked") {
+		t.Fatalf("key state %q", got)
+	}
+	if keyWorks(t, app, key) != 401 {
+		t.Fatal("the revoked key still works")
+	}
+}
