@@ -299,8 +299,11 @@ func (s *Stats) readHours(ctx context.Context, first time.Time, n int, now time.
 			delete(s.hours, key)
 		}
 	}
+	// Hours older than the longest window are dropped (not those before
+	// this window: windows of other lengths share the kept hours).
+	horizon := now.Truncate(time.Hour).Add(-MaxStatsHours * time.Hour).Unix()
 	for key := range s.hours {
-		if key < first.Unix() {
+		if key < horizon {
 			delete(s.hours, key)
 		}
 	}
