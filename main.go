@@ -250,6 +250,7 @@ func serve(args []string) error {
 		Registry: registry, Selector: selector, Accounts: accounts,
 		Invoker: invoker, Health: services.NewHealth(store, selector, embedNote).WithSandbox(box.Status()), Log: log,
 		Links: handlers.Links{Swagger: "/swagger/index.html", Healthz: "/healthz", Readyz: "/readyz"},
+		Stats: services.NewStats(store, invoker),
 	}
 	srv := &http.Server{
 		Addr:              cfg.Addr,

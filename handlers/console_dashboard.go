@@ -5,19 +5,76 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"toolbelt/services"
 	"toolbelt/views"
 )
 
-// Dashboard is the console's first page.
+// approvalsPage is the review queue the pending count links to.
+const approvalsPage = "/admin/approvals"
+
+// Dashboard is the console's first page: the last 24 hours of calls, the
+// busiest tools and those failing more than before, the catalog per
+// category, the approvals waiting, and which embedder and sandbox run.
 func (h *Handler) Dashboard(c *gin.Context) error {
 	ctx := c.Request.Context()
 	cats, err := h.Registry.Categories(ctx)
 	if err != nil {
 		return err
 	}
-	d := views.DashboardData{}
+	sum, err := h.Stats.Summary(ctx, services.StatsQuery{Hours: services.DefaultStatsHours})
+	if err != nil {
+		return err
+	}
+	page := h.Page(c, "Dashboard")
+	d := dashboardData(sum)
 	for _, cat := range cats {
 		d.Categories = append(d.Categories, views.CategoryCount{Name: cat.Category, Tools: cat.Tools})
 	}
-	return h.Render(c, http.StatusOK, views.Dashboard(h.Page(c, "Dashboard"), d))
+	for _, n := range page.Nav {
+		if n.Href == approvalsPage {
+			d.ApprovalsHref = approvalsPage
+		}
+	}
+	ready := h.Health.Check(ctx)
+	d.Embedder = inUse(ready, "embedder")
+	d.Sandbox = inUse(ready, "sandbox")
+	return h.Render(c, http.StatusOK, views.Dashboard(page, d))
+}
+
+// dashboardData turns the usage summary into the page's figures.
+func dashboardData(sum *services.Summary) views.DashboardData {
+	d := views.DashboardData{Calls: sum.Calls, Succeeded: sum.Succeeded, Failed: sum.Failed, Open: sum.Open,
+		SuccessRate: sum.SuccessRate, P50Ms: sum.P50Ms, P95Ms: sum.P95Ms, CacheHitRate: sum.CacheHitRate,
+		PendingApprovals: sum.PendingApprovals, RisingMinCalls: services.RisingMinCalls}
+	hours := make([]views.DashHour, len(sum.Hourly))
+	for i, hc := range sum.Hourly {
+		hours[i] = views.DashHour{Start: hc.Start, Succeeded: hc.Succeeded, Failed: hc.Failed}
+	}
+	d.Chart = views.NewDashChart(hours)
+	byName := map[string]services.ToolStats{}
+	for _, t := range sum.Tools {
+		byName[t.Tool] = t
+	}
+	for _, name := range sum.Top {
+		t := byName[name]
+		row := views.DashTool{Name: t.Tool, Calls: t.Calls, SuccessRate: t.SuccessRate, P95Ms: t.P95Ms}
+		if len(t.Failures) > 0 {
+			row.TopFailure = t.Failures[0].Code
+		}
+		d.Top = append(d.Top, row)
+	}
+	for _, r := range sum.Rising {
+		d.Rising = append(d.Rising, views.DashRising{Name: r.Tool, RecentCalls: r.RecentCalls, RecentFailed: r.RecentFailed,
+			RecentRate: r.RecentRate, PriorCalls: r.PriorCalls, PriorFailed: r.PriorFailed, PriorRate: r.PriorRate})
+	}
+	return d
+}
+
+// inUse reads one component of the readiness report, as /readyz states it.
+func inUse(r services.Readiness, name string) views.DashComponent {
+	comp, ok := r.Components[name]
+	if !ok {
+		return views.DashComponent{Status: "unknown", Detail: "not reported by this server"}
+	}
+	return views.DashComponent{Status: comp.Status, Detail: comp.Detail}
 }

@@ -33,6 +33,7 @@ type Handler struct {
 	Invoker  *services.Invoker
 	Accounts *services.Accounts
 	Health   *services.Health
+	Stats    *services.Stats
 	Log      *slog.Logger
 	// Links are shown on the home page.
 	Links Links

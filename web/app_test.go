@@ -125,7 +125,8 @@ func newTestAppWith(t testing.TB, host hostCaps, netPolicy services.NetPolicy) *
 	t.Cleanup(func() { invoker.Close(context.Background()) })
 	h := &handlers.Handler{Registry: registry, Selector: selector, Accounts: accounts,
 		Invoker: invoker, Health: services.NewHealth(store, selector, ""), Log: log,
-		Links: handlers.Links{Swagger: "/swagger/index.html", Healthz: "/healthz", Readyz: "/readyz"}}
+		Links: handlers.Links{Swagger: "/swagger/index.html", Healthz: "/healthz", Readyz: "/readyz"},
+		Stats: services.NewStats(store, invoker)}
 	app := &testApp{
 		invoker: invoker, selector: selector,
 		handler: New(Deps{Handler: h, Accounts: accounts, Authz: authz, Log: log, Metrics: metrics}),

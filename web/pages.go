@@ -36,6 +36,7 @@ var pages = []route{
 	{http.MethodPost, "/tools/:name/try", callers, (*handlers.Handler).TryToolForm},
 
 	// Retrieval playground (handlers/console_playground.go).
+	{http.MethodGet, "/playground", everyone, (*handlers.Handler).Playground},
 
 	// Approvals (handlers/console_approvals.go).
 	{http.MethodGet, "/approvals", deciders, (*handlers.Handler).ApprovalsPage},
@@ -48,6 +49,11 @@ var pages = []route{
 	{http.MethodGet, "/calls/:id", everyone, (*handlers.Handler).CallPage},
 
 	// Access: principals, keys, grants (handlers/console_access.go).
+	{http.MethodGet, "/access", admins, (*handlers.Handler).Access},
+	{http.MethodPost, "/access/principals", admins, (*handlers.Handler).CreatePrincipalPage},
+	{http.MethodPost, "/access/principals/:id/keys", admins, (*handlers.Handler).IssueKeyPage},
+	{http.MethodPost, "/access/keys/:id/revoke", admins, (*handlers.Handler).RevokeKeyPage},
+	{http.MethodPost, "/access/principals/:id/grants", admins, (*handlers.Handler).SetGrantsPage},
 }
 
 // navItems are the console's navigation entries; each is shown only to

@@ -1,0 +1,213 @@
+package handlers
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"unicode"
+
+	"github.com/gin-gonic/gin"
+
+	"toolbelt/models"
+	"toolbelt/services"
+	"toolbelt/views"
+)
+
+const accessPage = "/admin/access"
+
+// accessForm is what a refused form sends back to the access page: the
+// new-principal form, or one agent's grants form, as entered and with
+// their errors, or a message for the whole page.
+type accessForm struct {
+	create      views.AccessCreateForm
+	grantsOf    uint
+	grants      services.Grants
+	grantErrors map[string]string
+	alert       string
+}
+
+// Access lists principals with their keys and, for agents, their grants.
+func (h *Handler) Access(c *gin.Context) error {
+	return h.renderAccess(c, http.StatusOK, accessForm{})
+}
+
+// renderAccess shows the access page, with a refused form as it was sent.
+func (h *Handler) renderAccess(c *gin.Context, status int, f accessForm) error {
+	ctx := c.Request.Context()
+	ps, err := h.Accounts.Principals(ctx)
+	if err != nil {
+		return err
+	}
+	d := views.AccessData{Roles: services.Roles, Create: f.create, Alert: f.alert}
+	if d.Create.Role == "" {
+		d.Create.Role = services.RoleAgent
+	}
+	if d.Create.Errors == nil {
+		d.Create.Errors = map[string]string{}
+	}
+	for _, p := range ps {
+		row := views.AccessPrincipal{ID: p.ID, Name: p.Name, Role: p.Role, Created: p.CreatedAt}
+		for _, k := range p.Keys {
+			row.Keys = append(row.Keys, views.AccessKey{ID: k.ID, Prefix: k.Prefix, Created: k.CreatedAt, LastUsed: k.LastUsedAt, Revoked: k.RevokedAt})
+		}
+		if p.Role == services.RoleAgent {
+			g, errs := f.grants, f.grantErrors
+			if p.ID != f.grantsOf {
+				if g, err = h.Accounts.Grants(ctx, p.ID); err != nil {
+					return err
+				}
+				errs = nil
+			}
+			row.Grants = grantsForm(g, errs)
+		}
+		d.Principals = append(d.Principals, row)
+		if p.ID == f.grantsOf && row.Grants == nil && d.Alert == "" {
+			d.Alert = "Grants not saved: " + f.grantErrors[""] // not an agent: there is no form to show it in
+		}
+	}
+	return h.Render(c, status, views.Access(h.Page(c, "Access"), d))
+}
+
+func grantsForm(g services.Grants, errs map[string]string) *views.AccessGrants {
+	form := &views.AccessGrants{Tools: strings.Join(g.Tools, ", "), Errors: errs}
+	if form.Errors == nil {
+		form.Errors = map[string]string{}
+	}
+	for _, cat := range services.Categories {
+		form.Categories = append(form.Categories, views.PlaygroundCategory{Name: cat, Checked: slices.Contains(g.Categories, cat)})
+	}
+	return form
+}
+
+// CreatePrincipalPage creates a principal and shows its first key, once.
+func (h *Handler) CreatePrincipalPage(c *gin.Context) error {
+	in := services.NewPrincipal{Name: c.PostForm("name"), Role: c.PostForm("role")}
+	out, err := h.Accounts.CreatePrincipal(c.Request.Context(), in, CurrentPrincipal(c))
+	var ve *models.ValidationError
+	switch {
+	case errors.As(err, &ve):
+		f := accessForm{create: views.AccessCreateForm{Name: in.Name, Role: in.Role, Errors: problemsByField(ve, "name")}}
+		return h.renderAccess(c, http.StatusUnprocessableEntity, f)
+	case errors.Is(err, models.ErrConflict):
+		f := accessForm{create: views.AccessCreateForm{Name: in.Name, Role: in.Role,
+			Errors: map[string]string{"name": fmt.Sprintf("A principal named %q exists already; choose another name.", strings.TrimSpace(in.Name))}}}
+		return h.renderAccess(c, http.StatusConflict, f)
+	case err != nil:
+		return err
+	}
+	shown := views.AccessNewKey{Principal: out.Name, Role: out.Role, Key: out.Key, NewPrincipal: true}
+	if err := h.describeKey(c, out.ID, out.KeyID, &shown); err != nil {
+		return err
+	}
+	return h.Render(c, http.StatusCreated, views.AccessKeyShown(h.Page(c, "Principal created"), shown))
+}
+
+// describeKey fills in the owner and the shown prefix of a new key, as the
+// access list will show them.
+func (h *Handler) describeKey(c *gin.Context, principalID, keyID uint, k *views.AccessNewKey) error {
+	ps, err := h.Accounts.Principals(c.Request.Context())
+	if err != nil {
+		return err
+	}
+	for _, p := range ps {
+		if p.ID != principalID {
+			continue
+		}
+		k.Principal, k.Role = p.Name, p.Role
+		for _, key := range p.Keys {
+			if key.ID == keyID {
+				k.Prefix = key.Prefix
+			}
+		}
+	}
+	return nil
+}
+
+// IssueKeyPage adds a key to a principal and shows it, once.
+func (h *Handler) IssueKeyPage(c *gin.Context) error {
+	id, err := idParam(c, "id")
+	if err != nil {
+		return err
+	}
+	key, err := h.Accounts.IssueKey(c.Request.Context(), id, CurrentPrincipal(c))
+	if err != nil {
+		return err
+	}
+	shown := views.AccessNewKey{Key: key.Key}
+	if err := h.describeKey(c, key.PrincipalID, key.ID, &shown); err != nil {
+		return err
+	}
+	return h.Render(c, http.StatusCreated, views.AccessKeyShown(h.Page(c, "Key issued"), shown))
+}
+
+// RevokeKeyPage revokes a key. The service refuses the last active admin
+// key; its reason is shown on the access page.
+func (h *Handler) RevokeKeyPage(c *gin.Context) error {
+	id, err := idParam(c, "id")
+	if err != nil {
+		return err
+	}
+	err = h.Accounts.RevokeKey(c.Request.Context(), id, CurrentPrincipal(c))
+	if errors.Is(err, models.ErrConflict) {
+		return h.renderAccess(c, http.StatusConflict, accessForm{alert: "Not revoked: " + strings.TrimPrefix(err.Error(), models.ErrConflict.Error()+": ") + "."})
+	}
+	if err != nil {
+		return err
+	}
+	return Redirect(c, accessPage, fmt.Sprintf("Key %d revoked; it stopped working at once.", id))
+}
+
+// SetGrantsPage replaces an agent's grants from its form: categories as
+// checkboxes, tool names typed in one field.
+func (h *Handler) SetGrantsPage(c *gin.Context) error {
+	id, err := idParam(c, "id")
+	if err != nil {
+		return err
+	}
+	g := services.Grants{Categories: c.PostFormArray("category"), Tools: splitNames(c.PostForm("tools"))}
+	if g.Categories == nil {
+		g.Categories = []string{}
+	}
+	saved, err := h.Accounts.SetGrants(c.Request.Context(), id, g, CurrentPrincipal(c))
+	var ve *models.ValidationError
+	if errors.As(err, &ve) {
+		return h.renderAccess(c, http.StatusUnprocessableEntity, accessForm{grantsOf: id, grants: g, grantErrors: problemsByField(ve, "")})
+	}
+	if err != nil {
+		return err
+	}
+	return Redirect(c, accessPage, fmt.Sprintf("Grants saved: %d categories, %d tools.", len(saved.Categories), len(saved.Tools)))
+}
+
+// splitNames reads tool names separated by commas or white space.
+func splitNames(s string) []string {
+	names := strings.FieldsFunc(s, func(r rune) bool { return r == ',' || unicode.IsSpace(r) })
+	if names == nil {
+		names = []string{}
+	}
+	return names
+}
+
+// problemsByField keys each problem by its first pointer segment
+// ("/tools/2" → "tools"); a problem without a pointer goes to fallback.
+// A field with several problems shows them all.
+func problemsByField(ve *models.ValidationError, fallback string) map[string]string {
+	out := map[string]string{}
+	for _, p := range ve.Problems {
+		field := strings.TrimPrefix(p.Pointer, "/")
+		if i := strings.IndexByte(field, '/'); i >= 0 {
+			field = field[:i]
+		}
+		if field == "" {
+			field = fallback
+		}
+		msg := p.Message
+		if out[field] != "" {
+			msg = out[field] + "; " + msg
+		}
+		out[field] = msg
+	}
+	return out
+}

@@ -1,0 +1,110 @@
+package handlers
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+
+	"toolbelt/models"
+	"toolbelt/services"
+	"toolbelt/views"
+)
+
+// Playground runs a selection as the signed-in principal, the way an agent
+// asks POST /api/v1/tools/select, and shows the ranked tools with their
+// scores and reasons. The form is a GET, so a query can be bookmarked; the
+// first visit (no q parameter) shows the form only.
+func (h *Handler) Playground(c *gin.Context) error {
+	q := c.Request.URL.Query()
+	form := views.PlaygroundForm{Query: q.Get("q"), Limit: q.Get("limit"), MaxLimit: services.MaxSelectLimit, Errors: map[string]string{}}
+	if form.Limit == "" {
+		form.Limit = strconv.Itoa(services.DefaultSelectLimit)
+	}
+	chosen := q["category"]
+	for _, cat := range services.Categories {
+		form.Categories = append(form.Categories, views.PlaygroundCategory{Name: cat, Checked: slices.Contains(chosen, cat)})
+	}
+	d := views.PlaygroundData{Form: form}
+	status := http.StatusOK
+	if _, asked := q["q"]; asked {
+		res, err := h.playgroundSelect(c, form, chosen)
+		var ve *models.ValidationError
+		switch {
+		case errors.As(err, &ve):
+			status = http.StatusUnprocessableEntity
+			playgroundErrors(d.Form.Errors, ve)
+		case err != nil:
+			return err
+		default:
+			d.Result = res
+		}
+	}
+	return h.Render(c, status, views.Playground(h.Page(c, "Retrieval playground"), d))
+}
+
+// playgroundSelect asks the selector, which checks the whole request. A
+// limit that is not a whole number, or below 1 (which the API reads as
+// "the default"), is sent as -1, so the selector reports it beside any
+// other problem and selects nothing.
+func (h *Handler) playgroundSelect(c *gin.Context, form views.PlaygroundForm, categories []string) (*views.PlaygroundResult, error) {
+	limit, err := strconv.Atoi(strings.TrimSpace(form.Limit))
+	notNumber := err != nil
+	if notNumber || limit < 1 {
+		limit = -1
+	}
+	res, err := h.Selector.Select(c.Request.Context(), CurrentPrincipal(c),
+		services.SelectRequest{Query: form.Query, Limit: limit, Categories: categories})
+	var ve *models.ValidationError
+	if notNumber && errors.As(err, &ve) {
+		for i, p := range ve.Problems {
+			if p.Pointer == "/limit" {
+				ve.Problems[i].Message = fmt.Sprintf("must be a whole number between 1 and %d", services.MaxSelectLimit)
+			}
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := &views.PlaygroundResult{Embedder: res.Embedder, Format: res.Format,
+		SelectionTokens: res.Tokens.Selection, CatalogTokens: res.Tokens.Catalog, SavedRatio: res.Tokens.Saved}
+	for i, t := range res.Tools {
+		out.Tools = append(out.Tools, views.PlaygroundTool{Rank: i + 1, Name: t.Name, Category: t.Category, Level: t.SecurityLevel,
+			Score: t.Score, DenseSimilarity: t.Reasons.DenseSimilarity, DenseRank: t.Reasons.DenseRank,
+			LexicalScore: t.Reasons.LexicalScore, LexicalRank: t.Reasons.LexicalRank,
+			MatchedTerms: t.Reasons.MatchedTerms, LearnedQueries: t.Reasons.LearnedQueries})
+	}
+	return out, nil
+}
+
+// playgroundErrors puts each problem of a selection request next to its
+// field.
+func playgroundErrors(errs map[string]string, ve *models.ValidationError) {
+	for _, p := range ve.Problems {
+		field := strings.TrimPrefix(p.Pointer, "/")
+		if i := strings.IndexByte(field, '/'); i >= 0 {
+			field = field[:i] // /categories/0 → categories
+		}
+		switch field {
+		case "query", "limit", "categories":
+		default:
+			field = "query"
+		}
+		msg := p.Message
+		switch {
+		case field == "query" && strings.HasPrefix(msg, "is required"):
+			msg = "Describe the task the tools are for."
+		case field == "query" && strings.HasPrefix(msg, "is "):
+			msg = "The task " + msg + "."
+		case field == "limit":
+			msg = "The limit " + msg + "."
+		}
+		if errs[field] == "" {
+			errs[field] = msg
+		}
+	}
+}

@@ -1,0 +1,457 @@
+package services
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"math/bits"
+	"slices"
+	"sync"
+	"time"
+
+	"toolbelt/models"
+)
+
+// Thresholds of a rising failure rate: a tool is flagged when, over at
+// least RisingMinCalls finished calls in the last hour, its failure rate is
+// RisingMargin above the rate of the rest of the window and at least
+// double it.
+const (
+	RisingMinCalls = 5
+	RisingMargin   = 0.2
+)
+
+// Window limits of a statistics query, in hours.
+const (
+	DefaultStatsHours = 24
+	MaxStatsHours     = 7 * 24
+	DefaultTopTools   = 5
+)
+
+// Stats computes usage figures from the call history: per tool calls,
+// success, latency percentiles, failures by code and cache hits; calls per
+// hour; the busiest tools; tools whose failure rate is rising.
+//
+// The window is cut into clock hours. An hour that ended and holds no
+// unfinished call does not change any more (a finished record is never
+// rewritten), so its figures are kept in memory, and read again only when
+// its number of records differs, counted every statsRecheck (a long call
+// is written into its hour when it ends). A page load then reads the rows
+// of the current hour and the outcomes of the last 60 minutes, however
+// long the history.
+type Stats struct {
+	store *models.Store
+	// flush writes call records still queued in memory, so a call just
+	// made is counted.
+	flush func()
+	now   func() time.Time
+
+	mu      sync.Mutex
+	indexed bool
+	hours   map[int64]*hourStats // by the hour's Unix start
+	checked time.Time            // when the kept hours were last counted
+}
+
+// statsRecheck is how often the kept hours are compared with the
+// database: a record written late into a past hour shows within it.
+const statsRecheck = 30 * time.Second
+
+// NewStats returns the statistics service over store. inv, when not nil,
+// is asked to write its pending call records before each computation.
+func NewStats(store *models.Store, inv *Invoker) *Stats {
+	s := &Stats{store: store, now: time.Now, hours: map[int64]*hourStats{}}
+	if inv != nil {
+		s.flush = inv.calls.sync
+	}
+	return s
+}
+
+// WithClock makes the service read the time from now (tests).
+func (s *Stats) WithClock(now func() time.Time) *Stats {
+	s.now = now
+	return s
+}
+
+// StatsQuery chooses the window of a summary.
+type StatsQuery struct {
+	// Hours is the number of clock hours, the current one included
+	// (default 24, at most 168).
+	Hours int `json:"hours" example:"24"`
+	// Top is how many of the busiest tools to name (default 5).
+	Top int `json:"top" example:"5"`
+}
+
+// Summary is the usage of the whole service over a window.
+type Summary struct {
+	Since time.Time `json:"since"`
+	Until time.Time `json:"until"`
+	// Calls counts every call created in the window; Succeeded and Failed
+	// the finished ones (refused and interrupted calls count as failed);
+	// Open those still queued, running or awaiting approval.
+	Calls     int64 `json:"calls" example:"1200"`
+	Succeeded int64 `json:"succeeded" example:"1130"`
+	Failed    int64 `json:"failed" example:"62"`
+	Open      int64 `json:"open" example:"8"`
+	// SuccessRate is Succeeded over finished calls (0 with none).
+	SuccessRate float64 `json:"success_rate" example:"0.948"`
+	// CacheHitRate is the share of finished calls answered from the cache.
+	CacheHitRate float64 `json:"cache_hit_rate" example:"0.31"`
+	// P50Ms and P95Ms are percentiles of the duration of calls that ran
+	// (succeeded or failed): exact below 128 ms, within 1.6% above.
+	P50Ms int64 `json:"p50_ms" example:"12"`
+	P95Ms int64 `json:"p95_ms" example:"480"`
+	// Failures counts failed calls by error code, most frequent first.
+	Failures []CodeCount `json:"failures"`
+	// Hourly has one entry per clock hour of the window, oldest first.
+	Hourly []HourCount `json:"hourly"`
+	// Tools has every tool called in the window, busiest first.
+	Tools []ToolStats `json:"tools"`
+	// Top names the busiest tools (at most StatsQuery.Top).
+	Top []string `json:"top"`
+	// Rising lists tools whose failure rate rose in the last hour.
+	Rising []RisingTool `json:"rising"`
+	// PendingApprovals counts calls waiting for a reviewer now.
+	PendingApprovals int64 `json:"pending_approvals" example:"2"`
+}
+
+// CodeCount is how many failed calls ended with one error code, and their
+// share of the finished calls.
+type CodeCount struct {
+	Code  string  `json:"code" example:"TIMEOUT"`
+	Calls int64   `json:"calls" example:"7"`
+	Rate  float64 `json:"rate" example:"0.012"`
+}
+
+// HourCount is the calls created in one clock hour.
+type HourCount struct {
+	Start     time.Time `json:"start"`
+	Succeeded int64     `json:"succeeded"`
+	Failed    int64     `json:"failed"`
+	Open      int64     `json:"open"`
+}
+
+// ToolStats is the usage of one tool over the window.
+type ToolStats struct {
+	Tool         string      `json:"tool" example:"file_read"`
+	Calls        int64       `json:"calls" example:"340"`
+	Succeeded    int64       `json:"succeeded" example:"331"`
+	Failed       int64       `json:"failed" example:"9"`
+	Open         int64       `json:"open" example:"0"`
+	SuccessRate  float64     `json:"success_rate" example:"0.974"`
+	CacheHitRate float64     `json:"cache_hit_rate" example:"0.4"`
+	P50Ms        int64       `json:"p50_ms" example:"3"`
+	P95Ms        int64       `json:"p95_ms" example:"21"`
+	Failures     []CodeCount `json:"failures"`
+}
+
+// RisingTool is a tool failing more in the last hour than before it.
+type RisingTool struct {
+	Tool string `json:"tool" example:"web_search"`
+	// Recent counts finished calls in the last 60 minutes; Prior those
+	// earlier in the window.
+	RecentCalls  int64   `json:"recent_calls" example:"20"`
+	RecentFailed int64   `json:"recent_failed" example:"9"`
+	RecentRate   float64 `json:"recent_rate" example:"0.45"`
+	PriorCalls   int64   `json:"prior_calls" example:"400"`
+	PriorFailed  int64   `json:"prior_failed" example:"8"`
+	PriorRate    float64 `json:"prior_rate" example:"0.02"`
+}
+
+// hourStats are the figures of one clock hour of history.
+type hourStats struct {
+	rows  int64
+	open  bool // an unfinished call: the hour may still change
+	tools map[string]*toolAgg
+}
+
+// toolAgg accumulates one tool's calls.
+type toolAgg struct {
+	succeeded, failed, open, cached int64
+	codes                           map[string]int64
+	// latency counts calls per histogram bin, densely, while adding up;
+	// bins holds the non-empty bins of an hour once it is read, which is
+	// smaller to keep and quick to add to another tool's latency.
+	latency []int64
+	bins    []binCount
+}
+
+type binCount struct {
+	bin uint16
+	n   uint32
+}
+
+func newToolAgg() *toolAgg { return &toolAgg{codes: map[string]int64{}} }
+
+func (a *toolAgg) addLatency(bin int, n int64) {
+	if bin >= len(a.latency) {
+		a.latency = append(a.latency, make([]int64, bin+1-len(a.latency))...)
+	}
+	a.latency[bin] += n
+}
+
+// pack turns the dense latency counts into bins.
+func (a *toolAgg) pack() {
+	a.bins = a.bins[:0]
+	for b, n := range a.latency {
+		if n > 0 {
+			a.bins = append(a.bins, binCount{bin: uint16(b), n: uint32(n)})
+		}
+	}
+	a.latency = nil
+}
+
+// merge adds a packed hour's figures to a.
+func (a *toolAgg) merge(b *toolAgg) {
+	a.succeeded += b.succeeded
+	a.failed += b.failed
+	a.open += b.open
+	a.cached += b.cached
+	for k, v := range b.codes {
+		a.codes[k] += v
+	}
+	for _, bc := range b.bins {
+		a.addLatency(int(bc.bin), int64(bc.n))
+	}
+}
+
+// Summary computes the usage figures of a window ending now.
+func (s *Stats) Summary(ctx context.Context, q StatsQuery) (*Summary, error) {
+	if q.Hours == 0 {
+		q.Hours = DefaultStatsHours
+	}
+	if q.Top == 0 {
+		q.Top = DefaultTopTools
+	}
+	if q.Hours < 1 || q.Hours > MaxStatsHours {
+		return nil, fmt.Errorf("%w: hours must be between 1 and %d", models.ErrInvalid, MaxStatsHours)
+	}
+	if q.Top < 0 || q.Top > 100 {
+		return nil, fmt.Errorf("%w: top must be between 0 and 100", models.ErrInvalid)
+	}
+	if s.flush != nil {
+		s.flush()
+	}
+	now := s.now().UTC()
+	first := now.Truncate(time.Hour).Add(-time.Duration(q.Hours-1) * time.Hour)
+	hours, err := s.readHours(ctx, first, q.Hours, now)
+	if err != nil {
+		return nil, err
+	}
+	recent, err := s.store.ToolOutcomes(ctx, now.Add(-time.Hour), now.Add(time.Nanosecond))
+	if err != nil {
+		return nil, err
+	}
+	pending, err := s.store.CountPendingApprovals(ctx, now)
+	if err != nil {
+		return nil, err
+	}
+	return summarize(first, now, hours, recent, q.Top, pending), nil
+}
+
+// readHours returns the figures of each clock hour from first, reusing
+// the settled hours whose record count has not changed.
+func (s *Stats) readHours(ctx context.Context, first time.Time, n int, now time.Time) ([]*hourStats, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.indexed {
+		if err := s.store.MigrateStats(ctx); err != nil {
+			return nil, err
+		}
+		s.indexed = true
+	}
+	bounds := make([]time.Time, n+1)
+	for i := range bounds {
+		bounds[i] = first.Add(time.Duration(i) * time.Hour)
+	}
+	bounds[n] = now.Add(time.Nanosecond) // the current hour ends now
+	// Settled hours are checked against their record count now and then
+	// (a long call is written into its hour when it ends).
+	var counts []int64
+	if n > 1 && (now.Sub(s.checked) >= statsRecheck || now.Before(s.checked)) {
+		var err error
+		if counts, err = s.store.CountCallsBetween(ctx, bounds[:n]); err != nil {
+			return nil, err
+		}
+		s.checked = now
+	}
+	out := make([]*hourStats, n)
+	for i := range n {
+		key := bounds[i].Unix()
+		if h, ok := s.hours[key]; ok && i < n-1 && (counts == nil || h.rows == counts[i]) {
+			out[i] = h
+			continue
+		}
+		h := &hourStats{tools: map[string]*toolAgg{}}
+		err := s.store.ScanCallStats(ctx, bounds[i], bounds[i+1], func(c models.CallStat) {
+			h.add(c)
+		})
+		if err != nil {
+			return nil, err
+		}
+		for _, a := range h.tools {
+			a.pack()
+		}
+		out[i] = h
+		// An hour is settled once it ended and every call in it finished.
+		if !h.open && i < n-1 {
+			s.hours[key] = h
+		} else {
+			delete(s.hours, key)
+		}
+	}
+	// Hours older than the longest window are dropped (not those before
+	// this window: windows of other lengths share the kept hours).
+	horizon := now.Truncate(time.Hour).Add(-MaxStatsHours * time.Hour).Unix()
+	for key := range s.hours {
+		if key < horizon {
+			delete(s.hours, key)
+		}
+	}
+	return out, nil
+}
+
+func (h *hourStats) add(c models.CallStat) {
+	h.rows++
+	a := h.tools[c.Tool]
+	if a == nil {
+		a = newToolAgg()
+		h.tools[c.Tool] = a
+	}
+	finished := true
+	switch c.Status {
+	case StatusSucceeded:
+		a.succeeded++
+	case StatusQueued, StatusRunning, StatusAwaitingApproval:
+		a.open++
+		h.open = true
+		finished = false
+	default:
+		a.failed++
+		code := c.ErrorCode
+		if code == "" {
+			code = "UNKNOWN"
+		}
+		a.codes[code]++
+	}
+	if finished && c.Cached {
+		a.cached++
+	}
+	if c.Status == StatusSucceeded || c.Status == StatusFailed {
+		a.addLatency(latencyBin(c.TotalMs), 1)
+	}
+}
+
+// summarize merges the hours into the figures of the window.
+func summarize(first, now time.Time, hours []*hourStats, recent []models.ToolOutcome, top int, pending int64) *Summary {
+	sum := &Summary{Since: first, Until: now, PendingApprovals: pending,
+		Failures: []CodeCount{}, Hourly: make([]HourCount, len(hours)), Tools: []ToolStats{}, Top: []string{}, Rising: []RisingTool{}}
+	tools := map[string]*toolAgg{}
+	all := newToolAgg()
+	for i, h := range hours {
+		hc := &sum.Hourly[i]
+		hc.Start = first.Add(time.Duration(i) * time.Hour)
+		for name, a := range h.tools {
+			t := tools[name]
+			if t == nil {
+				t = newToolAgg()
+				tools[name] = t
+			}
+			t.merge(a)
+			all.merge(a)
+			hc.Succeeded += a.succeeded
+			hc.Failed += a.failed
+			hc.Open += a.open
+		}
+	}
+	whole := toolStats("", all)
+	sum.Calls, sum.Succeeded, sum.Failed, sum.Open = whole.Calls, whole.Succeeded, whole.Failed, whole.Open
+	sum.SuccessRate, sum.CacheHitRate, sum.P50Ms, sum.P95Ms = whole.SuccessRate, whole.CacheHitRate, whole.P50Ms, whole.P95Ms
+	sum.Failures = whole.Failures
+	byName := map[string]ToolStats{}
+	for name, a := range tools {
+		ts := toolStats(name, a)
+		sum.Tools = append(sum.Tools, ts)
+		byName[name] = ts
+	}
+	for _, r := range recent {
+		ts := byName[r.Tool]
+		rt := RisingTool{Tool: r.Tool, RecentCalls: r.Finished, RecentFailed: r.Failed,
+			PriorCalls: max(ts.Succeeded+ts.Failed-r.Finished, 0), PriorFailed: max(ts.Failed-r.Failed, 0)}
+		rt.RecentRate = ratio(rt.RecentFailed, rt.RecentCalls)
+		rt.PriorRate = ratio(rt.PriorFailed, rt.PriorCalls)
+		if rt.RecentCalls >= RisingMinCalls && rt.RecentRate >= rt.PriorRate+RisingMargin && rt.RecentRate >= 2*rt.PriorRate {
+			sum.Rising = append(sum.Rising, rt)
+		}
+	}
+	slices.SortFunc(sum.Tools, func(a, b ToolStats) int {
+		return cmp.Or(cmp.Compare(b.Calls, a.Calls), cmp.Compare(a.Tool, b.Tool))
+	})
+	for _, t := range sum.Tools[:min(top, len(sum.Tools))] {
+		sum.Top = append(sum.Top, t.Tool)
+	}
+	slices.SortFunc(sum.Rising, func(a, b RisingTool) int {
+		return cmp.Or(cmp.Compare(b.RecentRate-b.PriorRate, a.RecentRate-a.PriorRate), cmp.Compare(a.Tool, b.Tool))
+	})
+	return sum
+}
+
+func toolStats(name string, a *toolAgg) ToolStats {
+	finished := a.succeeded + a.failed
+	ts := ToolStats{Tool: name, Calls: finished + a.open, Succeeded: a.succeeded, Failed: a.failed, Open: a.open,
+		SuccessRate: ratio(a.succeeded, finished), CacheHitRate: ratio(a.cached, finished), Failures: []CodeCount{}}
+	ts.P50Ms, ts.P95Ms = histPercentile(a.latency, 50), histPercentile(a.latency, 95)
+	for code, n := range a.codes {
+		ts.Failures = append(ts.Failures, CodeCount{Code: code, Calls: n, Rate: ratio(n, finished)})
+	}
+	slices.SortFunc(ts.Failures, func(x, y CodeCount) int { return cmp.Or(cmp.Compare(y.Calls, x.Calls), cmp.Compare(x.Code, y.Code)) })
+	return ts
+}
+
+func ratio(n, of int64) float64 {
+	if of == 0 {
+		return 0
+	}
+	return round(float64(n)/float64(of), 4)
+}
+
+// latencyBin maps a duration to a histogram bin: one bin per millisecond
+// below 128 ms, then 64 bins per doubling (bins under 1.6% wide).
+func latencyBin(ms int64) int {
+	if ms < 128 {
+		return int(max(ms, 0))
+	}
+	shift := bits.Len64(uint64(ms)) - 7 // ms>>shift is in [64, 128)
+	return 128 + (shift-1)*64 + int(ms>>shift) - 64
+}
+
+// binMax is the largest duration in a bin.
+func binMax(bin int) int64 {
+	if bin < 128 {
+		return int64(bin)
+	}
+	shift := (bin-128)/64 + 1
+	m := int64((bin-128)%64 + 64)
+	return (m+1)<<shift - 1
+}
+
+// histPercentile is the nearest-rank percentile p of a histogram (calls
+// per bin): the smallest bin that at least p% of the calls reach, 0 with
+// no calls.
+func histPercentile(hist []int64, p int64) int64 {
+	var n int64
+	for _, c := range hist {
+		n += c
+	}
+	if n == 0 {
+		return 0
+	}
+	rank := (n*p + 99) / 100
+	var seen int64
+	for b, c := range hist {
+		seen += c
+		if seen >= rank {
+			return binMax(b)
+		}
+	}
+	return binMax(len(hist) - 1)
+}

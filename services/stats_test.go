@@ -1,0 +1,240 @@
+package services
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"toolbelt/models"
+)
+
+// statsClock is 30 minutes into an hour, so the window's hours are easy
+// to reason about.
+var statsClock = time.Date(2026, 3, 10, 14, 30, 0, 0, time.UTC)
+
+// saveStatCalls stores calls created ago before the clock.
+func saveStatCalls(t testing.TB, store *models.Store, calls ...*models.Call) {
+	t.Helper()
+	for i, c := range calls {
+		if c.ID == "" {
+			c.ID = fmt.Sprintf("%s-%d-%d", c.Tool, c.CreatedAt.UnixNano(), i)
+		}
+	}
+	if err := store.SaveCalls(context.Background(), calls); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func statCall(tool, status, code string, ago time.Duration, ms int64) *models.Call {
+	return &models.Call{Tool: tool, Status: status, ErrorCode: code, TotalMs: ms, CreatedAt: statsClock.Add(-ago)}
+}
+
+func TestStatsSummary(t *testing.T) {
+	ctx := context.Background()
+	store, _ := testStore(t)
+	stats := NewStats(store, nil).WithClock(func() time.Time { return statsClock })
+
+	var calls []*models.Call
+	// file_read: 10 calls over the day, 1 failed, 4 cached, durations 1..10.
+	for i := range 10 {
+		c := statCall("file_read", StatusSucceeded, "", time.Duration(i+2)*time.Hour, int64(i+1))
+		if i == 9 {
+			c.Status, c.ErrorCode = StatusFailed, CodeTimeout
+		}
+		c.Cached = i < 4
+		calls = append(calls, c)
+	}
+	// web_search: fine earlier, failing in the last hour.
+	for i := range 20 {
+		calls = append(calls, statCall("web_search", StatusSucceeded, "", 3*time.Hour+time.Duration(i)*time.Minute, 200))
+	}
+	for i := range 6 {
+		status, code := StatusFailed, "UPSTREAM_ERROR"
+		if i == 0 {
+			status, code = StatusSucceeded, ""
+		}
+		calls = append(calls, statCall("web_search", status, code, time.Duration(i+1)*time.Minute, 300))
+	}
+	// An open call, a refusal, and calls outside the window.
+	calls = append(calls,
+		statCall("shell_exec", StatusAwaitingApproval, "", 10*time.Minute, 0),
+		statCall("shell_exec", StatusRefused, CodeValidation, 20*time.Minute, 0),
+		statCall("file_read", StatusSucceeded, "", 25*time.Hour, 1),
+		statCall("file_read", StatusSucceeded, "", -time.Minute, 1),
+	)
+	saveStatCalls(t, store, calls...)
+
+	sum, err := stats.Summary(ctx, StatsQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := time.Date(2026, 3, 9, 15, 0, 0, 0, time.UTC); !sum.Since.Equal(want) || len(sum.Hourly) != 24 {
+		t.Fatalf("window since %s with %d hours, want %s and 24", sum.Since, len(sum.Hourly), want)
+	}
+	if sum.Calls != 38 || sum.Succeeded != 30 || sum.Failed != 7 || sum.Open != 1 {
+		t.Fatalf("calls %d succeeded %d failed %d open %d, want 38 30 7 1", sum.Calls, sum.Succeeded, sum.Failed, sum.Open)
+	}
+	if sum.SuccessRate != round(30.0/37, 4) {
+		t.Errorf("success rate %v", sum.SuccessRate)
+	}
+	var hourly HourCount
+	for _, h := range sum.Hourly {
+		hourly.Succeeded += h.Succeeded
+		hourly.Failed += h.Failed
+		hourly.Open += h.Open
+	}
+	if hourly.Succeeded != 30 || hourly.Failed != 7 || hourly.Open != 1 {
+		t.Errorf("hourly totals %+v", hourly)
+	}
+	if last := sum.Hourly[23]; last.Succeeded != 1 || last.Failed != 6 || last.Open != 1 {
+		t.Errorf("current hour %+v, want 1 succeeded, 6 failed, 1 open", last)
+	}
+	if !slices.Equal(sum.Top, []string{"web_search", "file_read", "shell_exec"}) {
+		t.Errorf("top %v", sum.Top)
+	}
+	var fr ToolStats
+	for _, ts := range sum.Tools {
+		if ts.Tool == "file_read" {
+			fr = ts
+		}
+	}
+	if fr.Calls != 10 || fr.SuccessRate != 0.9 || fr.CacheHitRate != 0.4 || fr.P50Ms != 5 || fr.P95Ms != 10 {
+		t.Errorf("file_read %+v", fr)
+	}
+	if len(fr.Failures) != 1 || fr.Failures[0] != (CodeCount{Code: CodeTimeout, Calls: 1, Rate: 0.1}) {
+		t.Errorf("file_read failures %+v", fr.Failures)
+	}
+	if len(sum.Rising) != 1 || sum.Rising[0].Tool != "web_search" || sum.Rising[0].RecentCalls != 6 ||
+		sum.Rising[0].RecentFailed != 5 || sum.Rising[0].PriorCalls != 20 || sum.Rising[0].PriorFailed != 0 {
+		t.Errorf("rising %+v", sum.Rising)
+	}
+	if len(sum.Failures) == 0 || sum.Failures[0].Code != "UPSTREAM_ERROR" || sum.Failures[0].Calls != 5 {
+		t.Errorf("failures %+v", sum.Failures)
+	}
+}
+
+// A settled hour is reused until its record count changes: a late record
+// (a long call written when it ended) is counted.
+func TestStatsReusesSettledHours(t *testing.T) {
+	ctx := context.Background()
+	store, _ := testStore(t)
+	clock := statsClock
+	stats := NewStats(store, nil).WithClock(func() time.Time { return clock })
+	saveStatCalls(t, store, statCall("file_read", StatusSucceeded, "", 5*time.Hour, 3))
+	if sum, err := stats.Summary(ctx, StatsQuery{}); err != nil || sum.Calls != 1 {
+		t.Fatalf("first summary: %v %+v", err, sum)
+	}
+	if len(stats.hours) != 24-1 {
+		t.Fatalf("%d hours kept, want the 23 settled ones", len(stats.hours))
+	}
+	saveStatCalls(t, store, statCall("file_read", StatusFailed, CodeTimeout, 5*time.Hour+time.Minute, 9))
+	if sum, _ := stats.Summary(ctx, StatsQuery{}); sum.Calls != 1 {
+		t.Fatalf("the kept hours were counted again at once: %d calls", sum.Calls)
+	}
+	clock = clock.Add(statsRecheck)
+	sum, err := stats.Summary(ctx, StatsQuery{})
+	if err != nil || sum.Calls != 2 || sum.Failed != 1 {
+		t.Fatalf("after a late record: %v calls %d failed %d", err, sum.Calls, sum.Failed)
+	}
+	// An hour with an open call is read again each time.
+	saveStatCalls(t, store, &models.Call{ID: "open-1", Tool: "shell_exec", Status: StatusQueued, CreatedAt: statsClock.Add(-6 * time.Hour)})
+	clock = clock.Add(statsRecheck)
+	if sum, _ = stats.Summary(ctx, StatsQuery{}); sum.Open != 1 {
+		t.Fatalf("open %d", sum.Open)
+	}
+	saveStatCalls(t, store, &models.Call{ID: "open-1", Tool: "shell_exec", Status: StatusSucceeded, TotalMs: 4, CreatedAt: statsClock.Add(-6 * time.Hour)})
+	if sum, _ = stats.Summary(ctx, StatsQuery{}); sum.Open != 0 || sum.Succeeded != 2 {
+		t.Fatalf("after the open call ended: open %d succeeded %d", sum.Open, sum.Succeeded)
+	}
+	if _, err := stats.Summary(ctx, StatsQuery{Hours: 1000}); err == nil {
+		t.Fatal("a window of 1000 hours was accepted")
+	}
+}
+
+func TestLatencyBins(t *testing.T) {
+	for _, ms := range []int64{0, 1, 127, 128, 129, 255, 256, 1000, 600_000, 6_600_000} {
+		b := latencyBin(ms)
+		if hi := binMax(b); hi < ms || float64(hi-ms) > 0.016*float64(ms)+0.5 {
+			t.Errorf("%d ms → bin %d up to %d", ms, b, hi)
+		}
+		if b > 0 && binMax(b-1) >= ms {
+			t.Errorf("%d ms: the bin below already reaches %d", ms, binMax(b-1))
+		}
+	}
+}
+
+// BenchmarkDashboardStats computes the dashboard's summary over 100,000
+// calls spread over the last 24 hours: "warm" is a page load after the
+// first (settled hours reused), "recount" one that also counts the kept
+// hours again (once every statsRecheck), "cold" the first one after a
+// start.
+func BenchmarkDashboardStats(b *testing.B) {
+	ctx := context.Background()
+	store, err := models.Open(ctx, filepath.Join(b.TempDir(), "bench.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = store.Close() })
+	now := time.Now().UTC()
+	start := now.Add(-24 * time.Hour)
+	const total = 100_000
+	codes := []string{CodeTimeout, "UPSTREAM_ERROR", CodeValidation, "EXECUTION_FAILED"}
+	batch := make([]*models.Call, 0, 40)
+	for i := range total {
+		status, code := StatusSucceeded, ""
+		if i%13 == 0 {
+			status, code = StatusFailed, codes[i%len(codes)]
+		}
+		fin := start.Add(time.Duration(i) * 864 * time.Millisecond)
+		batch = append(batch, &models.Call{ID: fmt.Sprintf("%012x%08d", fin.UnixMilli(), i), PrincipalID: 2, SessionID: "bench",
+			Tool: fmt.Sprintf("tool_%02d", i%40), Version: "1.0.0", Arguments: `{"path":"notes/today.txt"}`, Status: status, ErrorCode: code,
+			Result:   `{"call_id":"x","status":"succeeded","success":true,"data":{"content":"a few lines of a file"}}`,
+			Attempts: 1, Cached: i%4 == 0, RunMs: int64(i % 700), TotalMs: int64(i%700 + i%3), CreatedAt: fin, FinishedAt: &fin})
+		if len(batch) == cap(batch) {
+			if err := store.SaveCalls(ctx, batch); err != nil {
+				b.Fatal(err)
+			}
+			batch = batch[:0]
+		}
+	}
+	clock := func() time.Time { return now }
+	b.Run("warm", func(b *testing.B) {
+		stats := NewStats(store, nil).WithClock(clock)
+		if _, err := stats.Summary(ctx, StatsQuery{}); err != nil {
+			b.Fatal(err)
+		}
+		for b.Loop() {
+			sum, err := stats.Summary(ctx, StatsQuery{})
+			if err != nil || sum.Calls < total-5000 {
+				b.Fatal(err, sum.Calls)
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N), "ms/op")
+	})
+	b.Run("recount", func(b *testing.B) {
+		at := now
+		stats := NewStats(store, nil).WithClock(func() time.Time { return at })
+		if _, err := stats.Summary(ctx, StatsQuery{}); err != nil {
+			b.Fatal(err)
+		}
+		for b.Loop() {
+			at = at.Add(statsRecheck) // the kept hours are counted again each time
+			if _, err := stats.Summary(ctx, StatsQuery{}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N), "ms/op")
+	})
+	b.Run("cold", func(b *testing.B) {
+		for b.Loop() {
+			sum, err := NewStats(store, nil).WithClock(clock).Summary(ctx, StatsQuery{})
+			if err != nil || sum.Calls < total-5000 {
+				b.Fatal(err, sum.Calls)
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N), "ms/op")
+	})
+}
