@@ -12,9 +12,9 @@ import (
 // JSON with secrets redacted; Result is capped in size.
 type Call struct {
 	ID          string `gorm:"primaryKey;size:32" json:"id"`
-	PrincipalID uint   `gorm:"index" json:"principal_id"`
-	SessionID   string `gorm:"size:128;index" json:"session_id"`
-	Tool        string `gorm:"size:64;index" json:"tool"`
+	PrincipalID uint   `json:"principal_id"`
+	SessionID   string `gorm:"size:128" json:"session_id"`
+	Tool        string `gorm:"size:64" json:"tool"`
 	Version     string `gorm:"size:64" json:"version,omitempty"`
 	Arguments   string `json:"arguments"`
 	Status      string `gorm:"size:24" json:"status"`
@@ -33,7 +33,7 @@ type Call struct {
 	QueueMs    int64      `json:"queue_ms"`
 	RunMs      int64      `json:"run_ms"`
 	TotalMs    int64      `json:"total_ms"`
-	CreatedAt  time.Time  `gorm:"index" json:"created_at"`
+	CreatedAt  time.Time  `json:"created_at"`
 	FinishedAt *time.Time `json:"finished_at,omitempty"`
 }
 
@@ -119,6 +119,26 @@ func (s *Store) SaveCall(ctx context.Context, c *Call) error {
 // acts on. Only they are indexed by status (a partial index): finished
 // calls, nearly all of the history, cost no entry in it.
 const openCalls = "status IN ('queued','running','awaiting_approval')"
+
+// callIndexes are the call history's indexes, one B-tree each that every
+// recorded call pays for, so each earns its place: the history filtered by
+// principal (every agent's own view), session or tool and ordered by time;
+// open calls for the restart (a partial index: finished calls, nearly all
+// of the history, cost no entry in it); and the usage statistics' covering
+// index, led by created_at, which also serves the unfiltered history and
+// time ranges. Databases made before drop the single-column ones.
+var callIndexes = []string{
+	"DROP INDEX IF EXISTS idx_calls_status",
+	"DROP INDEX IF EXISTS idx_calls_principal_id",
+	"DROP INDEX IF EXISTS idx_calls_session_id",
+	"DROP INDEX IF EXISTS idx_calls_tool",
+	"DROP INDEX IF EXISTS idx_calls_created_at",
+	"CREATE INDEX IF NOT EXISTS idx_calls_principal_time ON calls(principal_id, created_at)",
+	"CREATE INDEX IF NOT EXISTS idx_calls_session_time ON calls(session_id, created_at)",
+	"CREATE INDEX IF NOT EXISTS idx_calls_tool_time ON calls(tool, created_at)",
+	"CREATE INDEX IF NOT EXISTS idx_calls_open ON calls(status, created_at) WHERE " + openCalls,
+	"CREATE INDEX IF NOT EXISTS idx_calls_stats ON calls(created_at, tool, status, error_code, cached, total_ms)",
+}
 
 // CallsInState returns the calls in an open state (queued, running,
 // awaiting_approval), oldest first.

@@ -89,3 +89,26 @@ func TestCallColumnsMatchSchema(t *testing.T) {
 		t.Fatalf("read back %+v\nwant         %+v", *got, *in)
 	}
 }
+
+// Each history filter reads its own index in time order.
+func TestHistoryQueriesUseIndexes(t *testing.T) {
+	store, err := Open(context.Background(), t.TempDir()+"/t.db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	for where, index := range map[string]string{
+		"principal_id = 3":           "idx_calls_principal_time",
+		"session_id = 's'":           "idx_calls_session_time",
+		"tool = 'file_read'":         "idx_calls_tool_time",
+		"created_at >= '2026-01-01'": "idx_calls_stats",
+	} {
+		var plan []struct{ Detail string }
+		if err := store.db.Raw("EXPLAIN QUERY PLAN SELECT * FROM calls WHERE " + where + " ORDER BY created_at DESC, id DESC LIMIT 50").Scan(&plan).Error; err != nil {
+			t.Fatal(err)
+		}
+		if len(plan) == 0 || !strings.Contains(plan[0].Detail, index) {
+			t.Errorf("WHERE %s: plan %+v, want %s", where, plan, index)
+		}
+	}
+}

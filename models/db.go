@@ -68,12 +68,7 @@ func (s *Store) migrate(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("migrate database: %w", err)
 	}
-	// The call history's status index covers open calls only (see
-	// openCalls); databases made before that drop the full one.
-	for _, ddl := range []string{
-		"DROP INDEX IF EXISTS idx_calls_status",
-		"CREATE INDEX IF NOT EXISTS idx_calls_open ON calls(status, created_at) WHERE " + openCalls,
-	} {
+	for _, ddl := range callIndexes {
 		if err := s.db.WithContext(ctx).Exec(ddl).Error; err != nil {
 			return fmt.Errorf("migrate database: %w", err)
 		}

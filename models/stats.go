@@ -131,21 +131,6 @@ func (s *Store) CountPendingApprovals(ctx context.Context, now time.Time) (int64
 	return n, nil
 }
 
-// statsIndexes serve the queries above: one covering index over the
-// columns they read, led by created_at, so a time window is a range of the
-// index and never a read of the table.
-var statsIndexes = []string{
-	"CREATE INDEX IF NOT EXISTS idx_calls_stats ON calls(created_at, tool, status, error_code, cached, total_ms)",
-}
-
-// MigrateStats adds the indexes the usage statistics need; it is safe to
-// run again. It is the statistics' own migration step, run by their
-// service before its first query.
-func (s *Store) MigrateStats(ctx context.Context) error {
-	for _, ddl := range statsIndexes {
-		if err := s.db.WithContext(ctx).Exec(ddl).Error; err != nil {
-			return fmt.Errorf("migrate statistics indexes: %w", err)
-		}
-	}
-	return nil
-}
+// The queries above read the covering index idx_calls_stats (see
+// callIndexes): a time window is a range of the index, never a read of the
+// table.

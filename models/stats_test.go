@@ -14,10 +14,8 @@ func TestCallStatsQueries(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = store.Close() })
-	if err := store.MigrateStats(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := store.MigrateStats(ctx); err != nil {
+	// Migrating again (a restart) keeps working.
+	if err := store.migrate(ctx); err != nil {
 		t.Fatalf("a second migration: %v", err)
 	}
 	hour := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)

@@ -8,7 +8,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
-	"toolbelt/models"
 	"toolbelt/services/embed"
 )
 
@@ -187,7 +186,7 @@ func (inv *Invoker) ReportPendingApprovals(m *Metrics) {
 	m.Gauge("toolbelt_approvals_pending", "Approvals waiting for a reviewer.", func() float64 {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		n, err := inv.store.CountApprovals(ctx, models.ApprovalPending)
+		n, err := inv.store.CountPendingApprovals(ctx, time.Now())
 		if err != nil {
 			return -1
 		}

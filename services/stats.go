@@ -47,7 +47,6 @@ type Stats struct {
 	now   func() time.Time
 
 	mu      sync.Mutex
-	indexed bool
 	hours   map[int64]*hourStats // by the hour's Unix start
 	checked time.Time            // when the kept hours were last counted
 }
@@ -253,12 +252,6 @@ func (s *Stats) Summary(ctx context.Context, q StatsQuery) (*Summary, error) {
 func (s *Stats) readHours(ctx context.Context, first time.Time, n int, now time.Time) ([]*hourStats, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.indexed {
-		if err := s.store.MigrateStats(ctx); err != nil {
-			return nil, err
-		}
-		s.indexed = true
-	}
 	bounds := make([]time.Time, n+1)
 	for i := range bounds {
 		bounds[i] = first.Add(time.Duration(i) * time.Hour)
