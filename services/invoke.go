@@ -248,6 +248,9 @@ func (inv *Invoker) WithMetrics(m *Metrics) *Invoker {
 func (inv *Invoker) timed(i int, name string, g Guard) Guard {
 	return func(next Step) Step {
 		inner := func(ctx context.Context, c *call) ToolResult {
+			if inv.metrics == nil {
+				return next(ctx, c)
+			}
 			start := time.Now()
 			res := next(ctx, c)
 			c.inner[i] += time.Since(start)
@@ -255,9 +258,12 @@ func (inv *Invoker) timed(i int, name string, g Guard) Guard {
 		}
 		step := g(inner)
 		return func(ctx context.Context, c *call) ToolResult {
+			if inv.metrics == nil {
+				return step(ctx, c)
+			}
 			start := time.Now()
 			res := step(ctx, c)
-			inv.metrics.guard(name, time.Since(start)-c.inner[i])
+			inv.metrics.guard(i, name, time.Since(start)-c.inner[i])
 			return res
 		}
 	}

@@ -7,9 +7,9 @@ import (
 	"toolbelt/models"
 )
 
-// Every answer that hands out an id (a call, a call accepted for later, a
-// selection) is sent only once its record is in the database: another
-// connection reads it right after the answer.
+// A call accepted for later and a selection are answered only once their
+// record is in the database, and so is a call read back by id: another
+// connection reads them right after the answer.
 func TestAnswersWaitForCommit(t *testing.T) {
 	app := newTestApp(t)
 	other, err := models.Open(context.Background(), app.dbPath)
@@ -23,9 +23,13 @@ func TestAnswersWaitForCommit(t *testing.T) {
 		if code != 200 {
 			t.Fatalf("call: %d %v", code, res)
 		}
-		rec, err := other.CallByID(ctx, res["call_id"].(string))
-		if err != nil || rec.Status != "succeeded" {
-			t.Fatalf("call %d answered but not committed: %v %+v", i, err, rec)
+		// A call that ran answers at once; reading it back waits until it
+		// is committed.
+		if r := app.do(t, "admin", "GET", "/api/v1/calls/"+res["call_id"].(string), nil); r.Status != 200 {
+			t.Fatalf("read back: %d %s", r.Status, r.Body)
+		}
+		if rec, err := other.CallByID(ctx, res["call_id"].(string)); err != nil || rec.Status != "succeeded" {
+			t.Fatalf("call %d read back but not committed: %v %+v", i, err, rec)
 		}
 
 		r := app.do(t, "admin", "POST", "/api/v1/calls", map[string]any{"tool": "file_list", "session_id": "d", "async": true, "arguments": map[string]any{}})
