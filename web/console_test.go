@@ -155,6 +155,12 @@ func TestConsoleSignIn(t *testing.T) {
 	if p = b.post("/admin/logout", url.Values{}); p.Status != 200 || p.TestID("sign-in-form").Length() != 1 {
 		t.Fatalf("sign out: %d %s", p.Status, p.URL)
 	}
+	// An htmx request without a session is told to load the sign-in page.
+	hx, _ := http.NewRequest(http.MethodGet, b.srv.URL+"/admin/approvals/pending", nil)
+	hx.Header.Set("HX-Request", "true")
+	if resp, err := http.DefaultClient.Do(hx); err != nil || resp.StatusCode != 401 || resp.Header.Get("HX-Redirect") != "/admin/login" {
+		t.Fatalf("htmx without a session: %v %v", err, resp)
+	}
 	// The old cookie no longer opens anything.
 	b.http.Jar.SetCookies(req.URL, []*http.Cookie{session})
 	if p = b.get("/admin"); p.TestID("sign-in-form").Length() != 1 {

@@ -101,6 +101,13 @@ func consoleAuth(d Deps) gin.HandlerFunc {
 		ctx := c.Request.Context()
 		token, _ := c.Cookie(handlers.SessionCookie)
 		s, err := d.Accounts.ConsoleSession(ctx, token)
+		if errors.Is(err, models.ErrUnauthorized) && c.GetHeader("HX-Request") == "true" {
+			// htmx (the approvals list polling): send the whole page to
+			// sign in instead of swapping the form into a fragment.
+			c.Header("HX-Redirect", ConsolePrefix+"/login")
+			c.AbortWithStatus(http.StatusUnauthorized)
+			return
+		}
 		if errors.Is(err, models.ErrUnauthorized) && c.Request.Method == http.MethodGet {
 			c.Redirect(http.StatusSeeOther, ConsolePrefix+"/login?next="+url.QueryEscape(c.Request.URL.RequestURI()))
 			c.Abort()
