@@ -24,6 +24,8 @@ type Metrics struct {
 	guards           [8]sync.Once // resolves guardObs, one per guard of the chain
 	guardObs         [8]prometheus.Observer
 	cache            *prometheus.CounterVec
+	cacheHits        prometheus.Counter
+	cacheMisses      prometheus.Counter
 	rateLimited      *prometheus.CounterVec
 	queueDepth       *prometheus.GaugeVec
 	queueWait        *prometheus.HistogramVec
@@ -79,6 +81,7 @@ func NewMetrics() *Metrics {
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
 		f(c)
 	}
+	m.cacheHits, m.cacheMisses = m.cache.WithLabelValues("hit"), m.cache.WithLabelValues("miss")
 	return m
 }
 
@@ -105,8 +108,12 @@ func (m *Metrics) guard(i int, name string, d time.Duration) {
 }
 
 func (m *Metrics) cacheLookup(hit bool) {
-	if m != nil {
-		m.cache.WithLabelValues(map[bool]string{true: "hit", false: "miss"}[hit]).Inc()
+	switch {
+	case m == nil:
+	case hit:
+		m.cacheHits.Inc()
+	default:
+		m.cacheMisses.Inc()
 	}
 }
 
