@@ -56,8 +56,14 @@ func TestE2ERegisterTool(t *testing.T) {
 		chromedp.Click(tid("filter-apply")),
 		chromedp.WaitVisible(tid("tool-echo_back")),
 	)
+	// Follow the list's link by its address: Navigate waits for the page's
+	// load, where a click could race the old document going away.
+	href, err := chromedp.Run(e.ctx, chromedp.AttributeValue(chromedp.CSS(`[data-testid="tool-echo_back"] a`), "href"))
+	if err != nil || !href.Exists {
+		t.Fatalf("the listed tool has no link: %v %+v", err, href)
+	}
 	e.run("open an export: its copy button shows once the script runs",
-		chromedp.Click(chromedp.CSS(`[data-testid="tool-echo_back"] a`)),
+		chromedp.Navigate(e.URL+href.Value),
 		chromedp.WaitVisible(tid("export-openai")),
 		chromedp.Click(chromedp.CSS(`[data-testid="export-openai"] summary`)),
 		chromedp.WaitVisible(chromedp.CSS(`[data-copy="export-json-openai"]`)),
