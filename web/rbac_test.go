@@ -1,7 +1,10 @@
 package web
 
 import (
+	"fmt"
 	"net/http"
+	"net/url"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -104,6 +107,97 @@ func TestRBACMatrix(t *testing.T) {
 	for _, rt := range routes {
 		if !covered[rt.method+" "+rt.path] {
 			t.Errorf("route %s %s has no row in the RBAC matrix", rt.method, rt.path)
+		}
+	}
+}
+
+// TestConsoleRBACMatrix opens every console page, and submits every console
+// form, as every role: without a session a page leads to sign in (303) and a
+// form is refused (401); a role the policy does not allow gets a 403 page;
+// an allowed role gets through (its form may still be invalid, but is
+// never refused for its role). The expectations are written out here,
+// independently of the page table, and the table must not hold a page this
+// matrix does not cover.
+func TestConsoleRBACMatrix(t *testing.T) {
+	all := []string{"admin", "reviewer", "agent"}
+	cases := []struct {
+		method, route, path string
+		allowed             []string
+	}{
+		{"GET", "", "/admin", all},
+		{"GET", "/tools", "/admin/tools", all},
+		{"GET", "/tools/new", "/admin/tools/new", []string{"admin"}},
+		{"POST", "/tools/new", "/admin/tools/new", []string{"admin"}},
+		{"GET", "/tools/:name", "/admin/tools/file_read", all},
+		{"GET", "/tools/:name/edit", "/admin/tools/file_read/edit", []string{"admin"}},
+		{"POST", "/tools/:name/edit", "/admin/tools/file_read/edit", []string{"admin"}},
+		{"POST", "/tools/:name/rollback", "/admin/tools/file_read/rollback", []string{"admin"}},
+		{"POST", "/tools/:name/queries/:id/forget", "/admin/tools/file_read/queries/1/forget", []string{"admin"}},
+		{"POST", "/tools/:name/try", "/admin/tools/file_list/try", []string{"admin", "agent"}},
+		{"GET", "/playground", "/admin/playground?q=read+a+file", all},
+		{"GET", "/approvals", "/admin/approvals", []string{"admin", "reviewer"}},
+		{"GET", "/approvals/pending", "/admin/approvals/pending", []string{"admin", "reviewer"}},
+		{"POST", "/approvals/:id/approve", "/admin/approvals/{appr}/approve", []string{"admin", "reviewer"}},
+		{"POST", "/approvals/:id/deny", "/admin/approvals/{appr}/deny", []string{"admin", "reviewer"}},
+		{"GET", "/calls", "/admin/calls", all},
+		{"GET", "/calls/:id", "/admin/calls/{call}", all},
+		{"GET", "/access", "/admin/access", []string{"admin"}},
+		{"POST", "/access/principals", "/admin/access/principals", []string{"admin"}},
+		{"POST", "/access/principals/:id/keys", "/admin/access/principals/3/keys", []string{"admin"}},
+		{"POST", "/access/keys/:id/revoke", "/admin/access/keys/{key}/revoke", []string{"admin"}},
+		{"POST", "/access/principals/:id/grants", "/admin/access/principals/3/grants", []string{"admin"}},
+	}
+	covered := map[string]bool{}
+	for _, tc := range cases {
+		covered[tc.method+" "+tc.route] = true
+		t.Run(tc.method+" "+tc.path, func(t *testing.T) {
+			app := newTestApp(t)
+			app.do(t, "admin", "PUT", "/api/v1/principals/3/grants", map[string]any{"categories": []string{"filesystem", "shell"}})
+			sel := app.do(t, "agent", "POST", "/api/v1/tools/select", map[string]any{"query": "show the config file"}).JSON(t)["selection_id"].(string)
+			app.do(t, "agent", "POST", "/api/v1/selections/"+sel+"/feedback", map[string]any{"tools": []string{"file_read"}})
+			appr := app.do(t, "agent", "POST", "/api/v1/calls", map[string]any{"tool": "shell_exec", "arguments": map[string]any{"command": "ls"}}).JSON(t)["data"].(map[string]any)["approval_id"].(string)
+			call := app.do(t, "agent", "POST", "/api/v1/calls", map[string]any{"tool": "file_list"}).JSON(t)["call_id"].(string)
+			bot := app.do(t, "admin", "POST", "/api/v1/principals", map[string]any{"name": "bot", "role": "agent"}).JSON(t)
+			path := strings.NewReplacer("{appr}", appr, "{call}", call, "{key}", fmt.Sprint(bot["key_id"])).Replace(tc.path)
+
+			// Without a session.
+			b := newBrowserClient(t, app)
+			b.http.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+			var p page
+			if tc.method == "GET" {
+				p = b.get(path)
+			} else {
+				p = b.post(path, url.Values{"_csrf": {"none"}})
+			}
+			if want := map[string]int{"GET": 303, "POST": 401}[tc.method]; p.Status != want {
+				t.Errorf("no session: %d, want %d", p.Status, want)
+			}
+			// Each role, the allowed ones last (their forms change state).
+			roles := slices.Clone(all)
+			slices.SortStableFunc(roles, func(a, b string) int {
+				return map[bool]int{false: 0, true: 1}[slices.Contains(tc.allowed, a)] - map[bool]int{false: 0, true: 1}[slices.Contains(tc.allowed, b)]
+			})
+			for _, role := range roles {
+				b := signedIn(t, app, role)
+				b.http.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+				if tc.method == "GET" {
+					p = b.get(path)
+				} else {
+					p = b.post(path, url.Values{"reason": {"matrix"}, "session_id": {"m"}})
+				}
+				if slices.Contains(tc.allowed, role) {
+					if p.Status == 401 || p.Status == 403 || p.Status >= 500 {
+						t.Errorf("%s may use it: %d %s", role, p.Status, p.TestID("error-message").Text())
+					}
+				} else if p.Status != 403 || p.TestID("error-page").Length() != 1 {
+					t.Errorf("%s may not use it: %d, want a 403 page", role, p.Status)
+				}
+			}
+		})
+	}
+	for _, p := range pages {
+		if !covered[p.method+" "+p.path] {
+			t.Errorf("page %s %s has no row in the console RBAC matrix", p.method, p.path)
 		}
 	}
 }
