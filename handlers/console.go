@@ -125,7 +125,7 @@ func (h *Handler) SignIn(c *gin.Context) {
 		_ = h.Render(c, http.StatusUnprocessableEntity, views.SignIn(views.SignInData{CSRF: want, Next: next, Error: "Enter an API key."}))
 		return
 	}
-	s, err := h.Accounts.SignIn(c.Request.Context(), key)
+	s, err := h.Accounts.SignIn(c.Request.Context(), c.RemoteIP(), key)
 	if err != nil {
 		status, body := h.classify(c, err)
 		_ = h.Render(c, status, views.SignIn(views.SignInData{CSRF: want, Next: next, Error: body.Error.Message}))

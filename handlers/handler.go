@@ -124,6 +124,12 @@ func (h *Handler) classify(c *gin.Context, err error) (int, ErrorBody) {
 			b.Error.Suggestions = unknown.Suggestions
 		}
 		return http.StatusNotFound, b
+	case errors.Is(err, models.ErrRateLimited):
+		var guesses *services.TooManyGuessesError
+		if errors.As(err, &guesses) {
+			c.Header("Retry-After", strconv.Itoa(guesses.RetryAfter))
+		}
+		return http.StatusTooManyRequests, body("RATE_LIMIT_EXCEEDED", err.Error())
 	case errors.Is(err, models.ErrConflict):
 		return http.StatusConflict, body("CONFLICT", err.Error())
 	}

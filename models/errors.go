@@ -15,6 +15,7 @@ var (
 	ErrForbidden    = errors.New("forbidden")
 	ErrNotFound     = errors.New("not found")
 	ErrConflict     = errors.New("conflict")
+	ErrRateLimited  = errors.New("too many requests")
 )
 
 // Problem is one thing wrong with an input, located by a JSON pointer

@@ -41,6 +41,8 @@ type Accounts struct {
 	// requests does not query the database each time; revoking a key
 	// clears it at once.
 	known *expirable.LRU[string, authEntry]
+	// guesses slows brute-forcing of keys, per client address.
+	guesses *guessLimiter
 }
 
 type authEntry struct {
@@ -54,7 +56,7 @@ const authCacheTTL = 10 * time.Second
 // NewAccounts returns the account service.
 func NewAccounts(store *models.Store, authz *Authz, log *slog.Logger) *Accounts {
 	return &Accounts{store: store, authz: authz, log: log, touched: map[uint]time.Time{},
-		known: expirable.NewLRU[string, authEntry](4096, nil, authCacheTTL)}
+		known: expirable.NewLRU[string, authEntry](4096, nil, authCacheTTL), guesses: newGuessLimiter(KeyGuesses)}
 }
 
 // Principal is an account as the API shows it.
@@ -175,9 +177,23 @@ func (a *Accounts) RevokeKey(ctx context.Context, id uint, by *models.Principal)
 	return nil
 }
 
-// Authenticate returns the principal owning an active key. Any failure is
-// models.ErrUnauthorized with no hint of which part was wrong.
-func (a *Accounts) Authenticate(ctx context.Context, secret string) (*models.Principal, error) {
+// Authenticate returns the principal owning an active key, for a request
+// from client (its network address). Any failure is models.ErrUnauthorized
+// with no hint of which part was wrong; past KeyGuesses wrong keys from one
+// client, every key from it is refused with a TooManyGuessesError until
+// the window ends.
+func (a *Accounts) Authenticate(ctx context.Context, client, secret string) (*models.Principal, error) {
+	if err := a.guesses.blocked(ctx, client); err != nil {
+		return nil, err
+	}
+	p, err := a.authenticate(ctx, secret)
+	if errors.Is(err, models.ErrUnauthorized) {
+		a.guesses.wrong(ctx, client)
+	}
+	return p, err
+}
+
+func (a *Accounts) authenticate(ctx context.Context, secret string) (*models.Principal, error) {
 	if !strings.HasPrefix(secret, KeyPrefix) && len(secret) < MinAdminKeyLen {
 		return nil, fmt.Errorf("%w: invalid api key", models.ErrUnauthorized)
 	}

@@ -24,15 +24,22 @@ type ConsoleSession struct {
 	ExpiresAt time.Time
 }
 
-// SignIn opens a console session with an API key. A wrong or revoked key is
-// models.ErrUnauthorized, with no hint of which.
-func (a *Accounts) SignIn(ctx context.Context, secret string) (*ConsoleSession, error) {
+// SignIn opens a console session with an API key, for a browser at
+// client (its network address). A wrong or revoked key is
+// models.ErrUnauthorized, with no hint of which; wrong keys count against
+// the client's guesses as in Authenticate.
+func (a *Accounts) SignIn(ctx context.Context, client, secret string) (*ConsoleSession, error) {
+	if err := a.guesses.blocked(ctx, client); err != nil {
+		return nil, err
+	}
 	bad := fmt.Errorf("%w: that API key is not valid", models.ErrUnauthorized)
 	if len(secret) < len(KeyPrefix)+8 {
+		a.guesses.wrong(ctx, client)
 		return nil, bad
 	}
 	key, p, err := a.store.KeyByHash(ctx, hashKey(secret))
 	if errors.Is(err, models.ErrNotFound) {
+		a.guesses.wrong(ctx, client)
 		return nil, bad
 	}
 	if err != nil {

@@ -165,7 +165,9 @@ func authenticate(d Deps) gin.HandlerFunc {
 			d.Handler.Fail(c, fmt.Errorf("%w: send your API key as \"Authorization: Bearer <key>\"", models.ErrUnauthorized))
 			return
 		}
-		p, err := d.Accounts.Authenticate(c.Request.Context(), token)
+		// The peer's address, not X-Forwarded-For, which a guesser could
+		// vary at will.
+		p, err := d.Accounts.Authenticate(c.Request.Context(), c.RemoteIP(), token)
 		if err != nil {
 			d.Handler.Fail(c, err)
 			return

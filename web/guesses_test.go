@@ -1,0 +1,65 @@
+package web
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strconv"
+	"strings"
+	"testing"
+
+	"toolbelt/services"
+)
+
+// Guessing API keys is slowed: past services.KeyGuesses wrong keys from
+// one address, that address is refused (429 with Retry-After) even with a
+// right key, over the API and in the console's sign-in; other addresses
+// are not affected.
+func TestKeyGuessesAreLimited(t *testing.T) {
+	app := newTestApp(t)
+	from := func(addr, key string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest("GET", "/api/v1/me", nil)
+		req.RemoteAddr = addr + ":40000"
+		req.Header.Set("Authorization", "Bearer "+key)
+		rec := httptest.NewRecorder()
+		app.handler.ServeHTTP(rec, req)
+		return rec
+	}
+	if rec := from("203.0.113.7", app.keys["admin"]); rec.Code != 200 {
+		t.Fatalf("right key: %d", rec.Code)
+	}
+	for i := range services.KeyGuesses.Limit {
+		if rec := from("203.0.113.7", "tb_guess"+strconv.Itoa(int(i))+strings.Repeat("0", 60)); rec.Code != 401 {
+			t.Fatalf("guess %d: %d, want 401", i, rec.Code)
+		}
+	}
+	rec := from("203.0.113.7", app.keys["admin"])
+	if rec.Code != http.StatusTooManyRequests || rec.Header().Get("Retry-After") == "" || !strings.Contains(rec.Body.String(), "RATE_LIMIT_EXCEEDED") {
+		t.Fatalf("after %d wrong keys: %d %v %s", services.KeyGuesses.Limit, rec.Code, rec.Header(), rec.Body)
+	}
+	if rec := from("198.51.100.9", app.keys["admin"]); rec.Code != 200 {
+		t.Fatalf("another address: %d", rec.Code)
+	}
+	// X-Forwarded-For does not reset the count.
+	req := httptest.NewRequest("GET", "/api/v1/me", nil)
+	req.RemoteAddr = "203.0.113.7:40001"
+	req.Header.Set("X-Forwarded-For", "192.0.2.200")
+	req.Header.Set("Authorization", "Bearer "+app.keys["admin"])
+	rec = httptest.NewRecorder()
+	app.handler.ServeHTTP(rec, req)
+	if rec.Code != http.StatusTooManyRequests {
+		t.Fatalf("a forwarded-for header got around the limit: %d", rec.Code)
+	}
+
+	// The console's sign-in counts the same guesses (the test server's
+	// clients all come from 127.0.0.1).
+	b := newBrowserClient(t, app)
+	b.get("/admin/login")
+	for range services.KeyGuesses.Limit {
+		b.post("/admin/login", url.Values{"key": {"tb_wrongwrongwrongwrong"}})
+	}
+	p := b.post("/admin/login", url.Values{"key": {app.keys["admin"]}})
+	if p.Status != http.StatusTooManyRequests || !strings.Contains(p.TestID("error-key").Text(), "too many wrong API keys") {
+		t.Fatalf("sign-in after guesses: %d %q", p.Status, p.TestID("error-key").Text())
+	}
+}
