@@ -252,14 +252,7 @@ func serve(args []string) error {
 		Links: handlers.Links{Swagger: "/swagger/index.html", Healthz: "/healthz", Readyz: "/readyz"},
 		Stats: services.NewStats(store, invoker),
 	}
-	srv := &http.Server{
-		Addr:              cfg.Addr,
-		Handler:           web.New(web.Deps{Handler: h, Accounts: accounts, Authz: authz, Log: log, Metrics: metrics}),
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       60 * time.Second,
-		IdleTimeout:       120 * time.Second,
-		MaxHeaderBytes:    64 << 10,
-	}
+	srv := newHTTPServer(cfg.Addr, web.New(web.Deps{Handler: h, Accounts: accounts, Authz: authz, Log: log, Metrics: metrics}), serverTimeouts)
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
@@ -308,6 +301,27 @@ func serve(args []string) error {
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// timeouts bound what a slow or idle client can hold: headers must arrive
+// within Header, the whole request within Read, and a kept-alive
+// connection is closed after Idle. There is no write timeout: a call may
+// run up to its tool's timeout, and event streams stay open.
+type timeouts struct{ Header, Read, Idle time.Duration }
+
+var serverTimeouts = timeouts{Header: 10 * time.Second, Read: 60 * time.Second, Idle: 120 * time.Second}
+
+// newHTTPServer is the server with its limits for slow clients and large
+// headers (bodies are capped by the web layer).
+func newHTTPServer(addr string, h http.Handler, t timeouts) *http.Server {
+	return &http.Server{
+		Addr:              addr,
+		Handler:           h,
+		ReadHeaderTimeout: t.Header,
+		ReadTimeout:       t.Read,
+		IdleTimeout:       t.Idle,
+		MaxHeaderBytes:    64 << 10,
+	}
 }
 
 // baseURL turns a listen address into the URL a person on this machine
