@@ -83,7 +83,8 @@ func newTestAppWith(t testing.TB, host hostCaps, netPolicy services.NetPolicy) *
 	if _, bench := t.(*testing.B); bench {
 		logTo = io.Discard
 	}
-	log := slog.New(slog.NewJSONHandler(logTo, nil))
+	// Debug level: tests check that not even debug lines carry secrets.
+	log := slog.New(slog.NewJSONHandler(logTo, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	authz, err := services.NewAuthz(ctx, store, RolePolicies())
 	if err != nil {
 		t.Fatal(err)
