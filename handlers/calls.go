@@ -74,14 +74,15 @@ func (h *Handler) CallTool(c *gin.Context) error {
 		return err
 	}
 	res := h.Invoker.Call(c.Request.Context(), CurrentPrincipal(c), req)
-	// A call accepted for later (202) is acknowledged only once its record
-	// is committed: the client will poll its URL, and a crash must not lose
-	// it. A call that ran answers at once; its record follows within a few
-	// milliseconds (see the README's Durability section).
-	if statusOf(res) == http.StatusAccepted {
-		if err := h.Invoker.Committed(c.Request.Context(), res); err != nil {
+	// Answer once the call's record survives a crash (journaled), so
+	// nothing acknowledged is lost. A call that ran is still answered if
+	// that failed (the agent needs the result; the error is logged); a
+	// call accepted for later is not.
+	if err := h.Invoker.Committed(c.Request.Context(), res); err != nil {
+		if statusOf(res) == http.StatusAccepted {
 			return fmt.Errorf("record call %s: %w", res.CallID, err)
 		}
+		h.Log.ErrorContext(c.Request.Context(), "call answered but not recorded", "call_id", res.CallID, "err", err)
 	}
 	if res.Error != nil && res.Error.RetryAfter > 0 {
 		c.Header("Retry-After", strconv.Itoa(res.Error.RetryAfter))

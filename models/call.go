@@ -66,6 +66,30 @@ func (s *Store) SaveCalls(ctx context.Context, cs []*Call) error {
 	return nil
 }
 
+// InsertCallsIfAbsent inserts the records the history does not hold yet
+// and leaves the others alone, returning how many it inserted.
+func (s *Store) InsertCallsIfAbsent(ctx context.Context, cs []*Call) (int, error) {
+	sqlDB, err := s.db.DB()
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for start := 0; start < len(cs); start += 200 {
+		batch := cs[start:min(start+200, len(cs))]
+		args := make([]any, 0, len(batch)*len(callColumns))
+		for _, c := range batch {
+			args = append(args, c.values()...)
+		}
+		res, err := sqlDB.ExecContext(ctx, insertCallsSQL(callStatement{len(batch), false}), args...)
+		if err != nil {
+			return n, fmt.Errorf("restore %d calls: %w", len(batch), err)
+		}
+		inserted, _ := res.RowsAffected()
+		n += int(inserted)
+	}
+	return n, nil
+}
+
 // callColumns are the stored columns of Call, in the order of values.
 var callColumns = []string{"id", "principal_id", "session_id", "tool", "version", "arguments", "status", "error_code",
 	"result", "request", "attempts", "cached", "queue_ms", "run_ms", "total_ms", "created_at", "finished_at"}
@@ -79,13 +103,22 @@ func (c *Call) values() []any {
 		c.Result, c.Request, int64(c.Attempts), c.Cached, c.QueueMs, c.RunMs, c.TotalMs, c.CreatedAt, finished}
 }
 
-// upsertCalls caches the statement text per row count.
-var upsertCalls sync.Map
+// callStatements caches statement texts by row count and conflict rule.
+var callStatements sync.Map
 
-func upsertCallsSQL(rows int) string {
-	if q, ok := upsertCalls.Load(rows); ok {
+type callStatement struct {
+	rows    int
+	replace bool
+}
+
+// upsertCallsSQL inserts rows, replacing the calls already stored.
+func upsertCallsSQL(rows int) string { return insertCallsSQL(callStatement{rows, true}) }
+
+func insertCallsSQL(k callStatement) string {
+	if q, ok := callStatements.Load(k); ok {
 		return q.(string)
 	}
+	rows := k.rows
 	var b strings.Builder
 	b.WriteString("INSERT INTO calls (" + strings.Join(callColumns, ",") + ") VALUES ")
 	row := "(" + strings.TrimSuffix(strings.Repeat("?,", len(callColumns)), ",") + ")"
@@ -95,15 +128,19 @@ func upsertCallsSQL(rows int) string {
 		}
 		b.WriteString(row)
 	}
-	b.WriteString(" ON CONFLICT (id) DO UPDATE SET ")
-	for i, col := range callColumns[1:] {
-		if i > 0 {
-			b.WriteByte(',')
+	if !k.replace {
+		b.WriteString(" ON CONFLICT (id) DO NOTHING")
+	} else {
+		b.WriteString(" ON CONFLICT (id) DO UPDATE SET ")
+		for i, col := range callColumns[1:] {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString(col + "=excluded." + col)
 		}
-		b.WriteString(col + "=excluded." + col)
 	}
 	q := b.String()
-	upsertCalls.Store(rows, q)
+	callStatements.Store(k, q)
 	return q
 }
 

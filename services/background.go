@@ -36,7 +36,7 @@ func (inv *Invoker) enqueue(ctx context.Context, c *call) ToolResult {
 		return inv.finish(ctx, c, res)
 	}
 	res := ToolResult{CallID: c.id, Status: StatusQueued}
-	_, res.committed = inv.record(ctx, c, res)
+	_, res.record, res.committed = inv.record(ctx, c, res)
 	inv.runLater(c.id, "")
 	return res
 }
@@ -131,6 +131,14 @@ func (inv *Invoker) Close(ctx context.Context) {
 // Recover runs at start: calls left running by a crash are marked
 // interrupted; queued calls and approved calls not yet run are run.
 func (inv *Invoker) Recover(ctx context.Context) error {
+	// First the records a crash kept only in the journal.
+	restored, err := inv.calls.replay(ctx)
+	if err != nil {
+		return err
+	}
+	if restored > 0 {
+		inv.log.Info("calls restored from the journal", "calls", restored)
+	}
 	running, err := inv.store.CallsInState(ctx, StatusRunning)
 	if err != nil {
 		return err

@@ -4,17 +4,19 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"toolbelt/models"
 )
 
 // callRecorder writes call records in batches, off the call path (the
-// redaction of the arguments happens on the writer too). The HTTP answer
-// of a call waits until its record is committed (Invoker.Committed), so no
-// acknowledged call is lost to a crash; the calls answered at the same
-// moment share one write (group commit). Records being written are read
-// from memory once written; sync waits until everything queued is
-// written (listings use it).
+// redaction of the arguments happens on the writer too). Before a call is
+// answered its record is made durable (Invoker.Committed): appended to the
+// journal when there is one, otherwise committed with the answers of the
+// same moment (group commit); so no answered call is lost to a crash.
+// Records being written are read from memory; sync waits until
+// everything queued is written (listings use it).
 type callRecorder struct {
 	store *models.Store
 	log   *slog.Logger
@@ -25,12 +27,76 @@ type callRecorder struct {
 	mu      sync.Mutex
 	pending map[string]*models.Call
 	batch   *batcher[*models.Call]
+
+	// journal, when set, makes answered records durable at once.
+	journal *callJournal
+	// failed is set by a write that failed: from then on journal
+	// segments are kept, for the next start to replay.
+	failed atomic.Bool
+	stop   chan struct{}
+	done   chan struct{}
+	once   sync.Once
 }
 
-func newCallRecorder(store *models.Store, prepare func(*models.Call), log *slog.Logger) *callRecorder {
-	r := &callRecorder{store: store, log: log, prepare: prepare, pending: map[string]*models.Call{}}
+// journalEvery is how often journal segments are retired.
+const journalEvery = time.Second
+
+func newCallRecorder(store *models.Store, prepare func(*models.Call), journal *callJournal, log *slog.Logger) *callRecorder {
+	r := &callRecorder{store: store, log: log, prepare: prepare, pending: map[string]*models.Call{}, journal: journal,
+		stop: make(chan struct{}), done: make(chan struct{})}
 	r.batch = newBatcher(r.write, 0, nil)
+	go r.retire()
 	return r
+}
+
+// durable returns once the record c (queued with ack) survives a crash:
+// written already, appended to the journal, or else committed.
+func (r *callRecorder) durable(ctx context.Context, c *models.Call, ack <-chan error) error {
+	select {
+	case err := <-ack:
+		return err
+	default:
+	}
+	if r.journal == nil || c == nil {
+		return r.wait(ctx, ack)
+	}
+	r.finish(c) // journaled arguments are redacted too
+	r.mu.Lock()
+	cp := *c
+	r.mu.Unlock()
+	return r.journal.append(&cp)
+}
+
+// retire deletes the journal segments whose records are all written:
+// every second it closes the current segment and waits until everything
+// queued so far is written (each journaled record was queued before it was
+// journaled).
+func (r *callRecorder) retire() {
+	defer close(r.done)
+	if r.journal == nil {
+		return
+	}
+	t := time.NewTicker(journalEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.stop:
+			return
+		case <-t.C:
+		}
+		segs, err := r.journal.rotate()
+		if err != nil {
+			r.log.Error("rotate call journal", "err", err)
+			continue
+		}
+		if len(segs) == 0 {
+			continue
+		}
+		r.batch.sync()
+		if !r.failed.Load() {
+			r.journal.remove(segs)
+		}
+	}
 }
 
 // save queues a record and returns the channel that receives the result
@@ -78,6 +144,7 @@ func (r *callRecorder) finish(c *models.Call) {
 func (r *callRecorder) write(batch []*models.Call) error {
 	err := r.store.SaveCalls(context.Background(), r.copies(batch))
 	if err != nil {
+		r.failed.Store(true)
 		r.log.Error("record calls", "err", err, "count", len(batch))
 	}
 	r.written(batch)
@@ -130,4 +197,37 @@ func (r *callRecorder) byID(ctx context.Context, id string) (*models.Call, error
 func (r *callRecorder) sync() { r.batch.sync() }
 
 // close writes what is queued and stops the writer.
-func (r *callRecorder) close() { r.batch.close() }
+// close writes what is queued and stops the writer; then, unless a write
+// failed, the journal is no longer needed.
+func (r *callRecorder) close() {
+	r.once.Do(func() {
+		close(r.stop)
+		<-r.done
+		r.batch.close()
+		if r.journal != nil {
+			segs, _ := r.journal.rotate()
+			if !r.failed.Load() {
+				r.journal.remove(segs)
+			}
+			r.journal.close()
+		}
+	})
+}
+
+// replay inserts the records a previous run journaled but did not write
+// (those the database lacks), then deletes their segments.
+func (r *callRecorder) replay(ctx context.Context) (int, error) {
+	if r.journal == nil {
+		return 0, nil
+	}
+	recs, segs, err := r.journal.leftBehind()
+	if err != nil {
+		return 0, err
+	}
+	n, err := r.store.InsertCallsIfAbsent(ctx, recs)
+	if err != nil {
+		return 0, err
+	}
+	r.journal.remove(segs)
+	return n, nil
+}

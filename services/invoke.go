@@ -76,8 +76,10 @@ type ToolResult struct {
 	// encoded is this result's JSON as the history recorded it, so the
 	// answer is not encoded twice; nil when not recorded or truncated.
 	encoded []byte
-	// committed receives the result of the record's write (nil when the
-	// call was recorded otherwise, such as with its approval).
+	// record and committed are the call's record and the channel that
+	// receives the result of its write (nil when the call was recorded
+	// otherwise, such as with its approval).
+	record    *models.Call
 	committed <-chan error
 }
 
@@ -225,7 +227,8 @@ func NewInvoker(store *models.Store, selector *Selector, authz *Authz, redactor 
 		sleep:   sleepCtx,
 		bg:      newBackground(),
 		events:  newBroker(),
-		calls:   newCallRecorder(store, func(c *models.Call) { c.Arguments = string(redactor.RedactJSON([]byte(c.Arguments))) }, log),
+		calls: newCallRecorder(store, func(c *models.Call) { c.Arguments = string(redactor.RedactJSON([]byte(c.Arguments))) },
+			openCallJournal(dataDir, log), log),
 	}
 	// The guard chain, in DESIGN.md's order, each guard timed on its own.
 	inv.run = compose(
@@ -318,7 +321,7 @@ func (inv *Invoker) finish(ctx context.Context, c *call, res ToolResult) ToolRes
 	if c.waiting {
 		return res // parked for approval: recorded with its approval
 	}
-	res.encoded, res.committed = inv.record(ctx, c, res)
+	res.encoded, res.record, res.committed = inv.record(ctx, c, res)
 	if res.Success && !c.cached && inv.selector != nil {
 		inv.selector.LearnFromCallLater(c.req.SessionID, c.def.Name)
 	}
@@ -828,9 +831,9 @@ const MaxResultRecord = 64 << 10
 // record stores the call in history with its arguments redacted and its
 // (already redacted) result.
 //
-// It returns the result's JSON when the record holds all of it, and the
-// channel that receives the result of the record's write.
-func (inv *Invoker) record(ctx context.Context, c *call, res ToolResult) ([]byte, <-chan error) {
+// It returns the result's JSON when the record holds all of it, the
+// record, and the channel that receives the result of its write.
+func (inv *Invoker) record(ctx context.Context, c *call, res ToolResult) ([]byte, *models.Call, <-chan error) {
 	rec, encoded := inv.callRecord(c, res)
 	if res.Status == StatusQueued || res.Status == StatusRunning {
 		rec.Request = inv.requestJSON(c)
@@ -841,14 +844,17 @@ func (inv *Invoker) record(ctx context.Context, c *call, res ToolResult) ([]byte
 	if Terminal(res.Status) {
 		inv.events.publish(c.id, "result", res)
 	}
-	return encoded, committed
+	return encoded, rec, committed
 }
 
-// Committed returns once the record of res is committed to the database,
-// with the write's error: an HTTP answer waits for it, so every call it
-// acknowledges survives a crash. The call itself never waits for it.
+// Committed returns once the record of res survives a crash (journaled,
+// or else committed to the database): an HTTP answer waits for it, so
+// every call it acknowledges is kept. The call itself never waits for it.
 func (inv *Invoker) Committed(ctx context.Context, res ToolResult) error {
-	return inv.calls.wait(ctx, res.committed)
+	if res.committed == nil {
+		return nil
+	}
+	return inv.calls.durable(ctx, res.record, res.committed)
 }
 
 // callRecord is the history row of a call and its result; a result over

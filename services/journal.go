@@ -1,0 +1,208 @@
+package services
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"toolbelt/models"
+)
+
+// callJournal makes a call's record survive a crash from the moment its
+// answer is sent, while the history goes on being written in batches: the
+// record is appended to a journal file as one JSON line, with one write(2)
+// and no fsync — a killed process loses nothing the kernel already has (a
+// power cut can lose the last lines, as SQLite's synchronous=NORMAL can).
+//
+// The journal is a directory of numbered segments. Now and then the
+// recorder closes the current segment, waits until every record queued so
+// far is in the database, and deletes the closed segments: each of their
+// records was queued before it was journaled. At start, segments left
+// behind are replayed: a record the database lacks is inserted, one it has
+// is left alone (the database's is as new or newer).
+type callJournal struct {
+	dir string
+	log *slog.Logger
+
+	mu   sync.Mutex
+	f    *os.File
+	seq  int
+	size int64
+}
+
+// journalSegmentBytes is the size past which a segment is closed early.
+const journalSegmentBytes = 4 << 20
+
+// openCallJournal opens the journal under the data directory; without one
+// (it could not be created) answers wait for the database instead.
+func openCallJournal(dataDir string, log *slog.Logger) *callJournal {
+	j, err := openJournal(filepath.Join(dataDir, "journal"), log)
+	if err != nil {
+		log.Error("no call journal: answers wait for the database", "err", err)
+		return nil
+	}
+	return j
+}
+
+func openJournal(dir string, log *slog.Logger) (*callJournal, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create call journal: %w", err)
+	}
+	j := &callJournal{dir: dir, log: log}
+	segs, err := j.segments()
+	if err != nil {
+		return nil, err
+	}
+	if len(segs) > 0 {
+		j.seq = segs[len(segs)-1]
+	}
+	if err := j.next(); err != nil {
+		return nil, err
+	}
+	return j, nil
+}
+
+// segments lists the segment numbers in the directory, oldest first.
+func (j *callJournal) segments() ([]int, error) {
+	entries, err := os.ReadDir(j.dir)
+	if err != nil {
+		return nil, fmt.Errorf("read call journal: %w", err)
+	}
+	var out []int
+	for _, e := range entries {
+		name, ok := strings.CutSuffix(e.Name(), ".jsonl")
+		if n, err := strconv.Atoi(strings.TrimPrefix(name, "calls-")); ok && err == nil {
+			out = append(out, n)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+func (j *callJournal) path(seq int) string {
+	return filepath.Join(j.dir, fmt.Sprintf("calls-%09d.jsonl", seq))
+}
+
+// next starts a new segment (with mu held, or before the journal is shared).
+func (j *callJournal) next() error {
+	f, err := os.OpenFile(j.path(j.seq+1), os.O_CREATE|os.O_EXCL|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("open call journal segment: %w", err)
+	}
+	if j.f != nil {
+		_ = j.f.Close()
+	}
+	j.f, j.seq, j.size = f, j.seq+1, 0
+	return nil
+}
+
+// append writes one record as a line.
+func (j *callJournal) append(c *models.Call) error {
+	line, err := json.Marshal(journalRecord{Call: *c, Result: c.Result, Request: c.Request})
+	if err != nil {
+		return err
+	}
+	line = append(line, '\n')
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.size >= journalSegmentBytes {
+		if err := j.next(); err != nil {
+			return err
+		}
+	}
+	n, err := j.f.Write(line)
+	j.size += int64(n)
+	if err != nil {
+		return fmt.Errorf("append to call journal: %w", err)
+	}
+	return nil
+}
+
+// journalRecord is a call as journaled: its JSON omits result and
+// request, which the journal needs.
+type journalRecord struct {
+	models.Call
+	Result  string `json:"result"`
+	Request string `json:"request,omitempty"`
+}
+
+// rotate closes the current segment and returns the numbers of all the
+// closed ones.
+func (j *callJournal) rotate() ([]int, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.size == 0 {
+		return nil, nil
+	}
+	if err := j.next(); err != nil {
+		return nil, err
+	}
+	segs, err := j.segments()
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(segs, func(n int) bool { return n >= j.seq }), nil
+}
+
+// remove deletes closed segments.
+func (j *callJournal) remove(segs []int) {
+	for _, n := range segs {
+		if err := os.Remove(j.path(n)); err != nil && !os.IsNotExist(err) {
+			j.log.Warn("remove call journal segment", "err", err)
+		}
+	}
+}
+
+// leftBehind reads the records of the segments before the current one (a
+// previous run's), skipping a torn last line.
+func (j *callJournal) leftBehind() ([]*models.Call, []int, error) {
+	segs, err := j.segments()
+	if err != nil {
+		return nil, nil, err
+	}
+	segs = slices.DeleteFunc(segs, func(n int) bool { return n >= j.seq })
+	var out []*models.Call
+	for _, n := range segs {
+		f, err := os.Open(j.path(n))
+		if err != nil {
+			return nil, nil, fmt.Errorf("read call journal: %w", err)
+		}
+		sc := bufio.NewScanner(f)
+		sc.Buffer(make([]byte, 64<<10), 4*MaxResultRecord)
+		for sc.Scan() {
+			var r journalRecord
+			if err := json.Unmarshal(sc.Bytes(), &r); err != nil || r.ID == "" {
+				j.log.Warn("skip an unreadable call journal line", "segment", n)
+				continue
+			}
+			c := r.Call
+			c.Result, c.Request = r.Result, r.Request
+			out = append(out, &c)
+		}
+		err = sc.Err()
+		_ = f.Close()
+		if err != nil {
+			return nil, nil, fmt.Errorf("read call journal: %w", err)
+		}
+	}
+	return out, segs, nil
+}
+
+func (j *callJournal) close() {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.f != nil {
+		_ = j.f.Close()
+		if j.size == 0 {
+			_ = os.Remove(j.path(j.seq))
+		}
+		j.f = nil
+	}
+}
