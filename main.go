@@ -55,6 +55,8 @@ type Config struct {
 	// ShutdownTimeout is how long calls in flight may finish after
 	// SIGTERM or SIGINT before they are cancelled as interrupted.
 	ShutdownTimeout time.Duration
+	// Alerts says when a tool's failure rate raises an alert.
+	Alerts services.AlertConfig
 }
 
 func main() {
@@ -137,7 +139,43 @@ func parseConfig(args []string) (Config, error) {
 	if fs.NArg() > 0 {
 		return cfg, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}
+	if cfg.Alerts, err = alertConfig(); err != nil {
+		return cfg, err
+	}
 	return cfg, nil
+}
+
+// alertConfig reads the failure-rate alert settings from the environment.
+func alertConfig() (services.AlertConfig, error) {
+	a := services.DefaultAlertConfig
+	if v := env("TOOLBELT_ALERT_FAILURE_RATE", ""); v != "" {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || f <= 0 || f > 1 {
+			return a, fmt.Errorf("TOOLBELT_ALERT_FAILURE_RATE %q: use a share between 0 and 1, such as 0.5", v)
+		}
+		a.Threshold = f
+	}
+	if v := env("TOOLBELT_ALERT_WINDOW", ""); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < time.Minute {
+			return a, fmt.Errorf("TOOLBELT_ALERT_WINDOW %q: use a duration of at least 1m, such as 15m", v)
+		}
+		a.Window = d
+	}
+	if v := env("TOOLBELT_ALERT_MIN_CALLS", ""); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 1 {
+			return a, fmt.Errorf("TOOLBELT_ALERT_MIN_CALLS %q: use a whole number of at least 1", v)
+		}
+		a.MinCalls = n
+	}
+	if v := env("TOOLBELT_ALERT_WEBHOOK", ""); v != "" {
+		if u, err := url.Parse(v); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return a, fmt.Errorf("TOOLBELT_ALERT_WEBHOOK: use an absolute http or https URL")
+		}
+		a.Webhook = v
+	}
+	return a, nil
 }
 
 func newLogger(cfg Config) (*slog.Logger, error) {
@@ -249,8 +287,9 @@ func serve(args []string) error {
 	h := &handlers.Handler{
 		Registry: registry, Selector: selector, Accounts: accounts,
 		Invoker: invoker, Health: services.NewHealth(store, selector, embedNote).WithSandbox(box.Status()), Log: log,
-		Links: handlers.Links{Swagger: "/swagger/index.html", Healthz: "/healthz", Readyz: "/readyz"},
-		Stats: services.NewStats(store, invoker),
+		Links:  handlers.Links{Swagger: "/swagger/index.html", Healthz: "/healthz", Readyz: "/readyz"},
+		Stats:  services.NewStats(store, invoker),
+		Alerts: services.NewAlerts(store, cfg.Alerts, metrics, log),
 	}
 	srv := newHTTPServer(cfg.Addr, web.New(web.Deps{Handler: h, Accounts: accounts, Authz: authz, Log: log, Metrics: metrics}), serverTimeouts)
 	ln, err := net.Listen("tcp", cfg.Addr)
@@ -262,6 +301,7 @@ func serve(args []string) error {
 		return fmt.Errorf("recover calls: %w", err)
 	}
 	go invoker.SweepApprovals(ctx, 30*time.Second)
+	go h.Alerts.Run(ctx)
 	if err := accounts.PruneConsoleSessions(ctx); err != nil {
 		log.Warn("prune console sessions", "err", err)
 	}

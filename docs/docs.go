@@ -1092,6 +1092,65 @@ const docTemplate = `{
                 ]
             }
         },
+        "/stats": {
+            "get": {
+                "description": "Over the last ` + "`" + `hours` + "`" + ` clock hours (the current one included): calls, success and cache hit rates, p50/p95 latency, failures by error code, calls per hour, and the same per tool; the busiest tools, tools whose failure rate rose in the last hour, pending approvals, and the failure-rate alerts firing now.",
+                "produces": [
+                    "application/json"
+                ],
+                "tags": [
+                    "stats"
+                ],
+                "summary": "Usage statistics",
+                "parameters": [
+                    {
+                        "type": "integer",
+                        "default": 24,
+                        "description": "Window in clock hours (1–168)",
+                        "name": "hours",
+                        "in": "query"
+                    },
+                    {
+                        "type": "integer",
+                        "default": 5,
+                        "description": "How many busiest tools to name (0–100)",
+                        "name": "top",
+                        "in": "query"
+                    }
+                ],
+                "responses": {
+                    "200": {
+                        "description": "OK",
+                        "schema": {
+                            "$ref": "#/definitions/handlers.StatsResponse"
+                        }
+                    },
+                    "400": {
+                        "description": "Bad Request",
+                        "schema": {
+                            "$ref": "#/definitions/handlers.ErrorBody"
+                        }
+                    },
+                    "401": {
+                        "description": "Unauthorized",
+                        "schema": {
+                            "$ref": "#/definitions/handlers.ErrorBody"
+                        }
+                    },
+                    "403": {
+                        "description": "Forbidden",
+                        "schema": {
+                            "$ref": "#/definitions/handlers.ErrorBody"
+                        }
+                    }
+                },
+                "security": [
+                    {
+                        "BearerAuth": []
+                    }
+                ]
+            }
+        },
         "/tools": {
             "get": {
                 "description": "Lists active tools ordered by name, filtered and paginated. With format, each entry is the tool rendered for that LLM API, ready to put in its tools array.",
@@ -2099,6 +2158,99 @@ const docTemplate = `{
                 }
             }
         },
+        "handlers.StatsResponse": {
+            "type": "object",
+            "properties": {
+                "alerts": {
+                    "type": "array",
+                    "items": {
+                        "$ref": "#/definitions/services.Alert"
+                    }
+                },
+                "cache_hit_rate": {
+                    "description": "CacheHitRate is the share of finished calls answered from the cache.",
+                    "type": "number",
+                    "example": 0.31
+                },
+                "calls": {
+                    "description": "Calls counts every call created in the window; Succeeded and Failed\nthe finished ones (refused and interrupted calls count as failed);\nOpen those still queued, running or awaiting approval.",
+                    "type": "integer",
+                    "example": 1200
+                },
+                "failed": {
+                    "type": "integer",
+                    "example": 62
+                },
+                "failures": {
+                    "description": "Failures counts failed calls by error code, most frequent first.",
+                    "type": "array",
+                    "items": {
+                        "$ref": "#/definitions/services.CodeCount"
+                    }
+                },
+                "hourly": {
+                    "description": "Hourly has one entry per clock hour of the window, oldest first.",
+                    "type": "array",
+                    "items": {
+                        "$ref": "#/definitions/services.HourCount"
+                    }
+                },
+                "open": {
+                    "type": "integer",
+                    "example": 8
+                },
+                "p50_ms": {
+                    "description": "P50Ms and P95Ms are percentiles of the duration of calls that ran\n(succeeded or failed): exact below 128 ms, within 1.6% above.",
+                    "type": "integer",
+                    "example": 12
+                },
+                "p95_ms": {
+                    "type": "integer",
+                    "example": 480
+                },
+                "pending_approvals": {
+                    "description": "PendingApprovals counts calls waiting for a reviewer now.",
+                    "type": "integer",
+                    "example": 2
+                },
+                "rising": {
+                    "description": "Rising lists tools whose failure rate rose in the last hour.",
+                    "type": "array",
+                    "items": {
+                        "$ref": "#/definitions/services.RisingTool"
+                    }
+                },
+                "since": {
+                    "type": "string"
+                },
+                "succeeded": {
+                    "type": "integer",
+                    "example": 1130
+                },
+                "success_rate": {
+                    "description": "SuccessRate is Succeeded over finished calls (0 with none).",
+                    "type": "number",
+                    "example": 0.948
+                },
+                "tools": {
+                    "description": "Tools has every tool called in the window, busiest first.",
+                    "type": "array",
+                    "items": {
+                        "$ref": "#/definitions/services.ToolStats"
+                    }
+                },
+                "top": {
+                    "description": "Top names the busiest tools (at most StatsQuery.Top).",
+                    "type": "array",
+                    "items": {
+                        "type": "string"
+                    }
+                },
+                "until": {
+                    "type": "string"
+                }
+            }
+        },
         "handlers.ToolList": {
             "type": "object",
             "properties": {
@@ -2248,6 +2400,46 @@ const docTemplate = `{
                 }
             }
         },
+        "services.Alert": {
+            "type": "object",
+            "properties": {
+                "calls": {
+                    "type": "integer",
+                    "example": 40
+                },
+                "failed": {
+                    "type": "integer",
+                    "example": 25
+                },
+                "failure_rate": {
+                    "type": "number",
+                    "example": 0.62
+                },
+                "since": {
+                    "type": "string"
+                },
+                "status": {
+                    "type": "string",
+                    "enum": [
+                        "firing",
+                        "resolved"
+                    ],
+                    "example": "firing"
+                },
+                "threshold": {
+                    "type": "number",
+                    "example": 0.5
+                },
+                "tool": {
+                    "type": "string",
+                    "example": "web_search"
+                },
+                "window": {
+                    "type": "string",
+                    "example": "15m0s"
+                }
+            }
+        },
         "services.CallMetadata": {
             "type": "object",
             "properties": {
@@ -2301,6 +2493,23 @@ const docTemplate = `{
                 "tools": {
                     "type": "integer",
                     "example": 3
+                }
+            }
+        },
+        "services.CodeCount": {
+            "type": "object",
+            "properties": {
+                "calls": {
+                    "type": "integer",
+                    "example": 7
+                },
+                "code": {
+                    "type": "string",
+                    "example": "TIMEOUT"
+                },
+                "rate": {
+                    "type": "number",
+                    "example": 0.012
                 }
             }
         },
@@ -2388,6 +2597,23 @@ const docTemplate = `{
                     "items": {
                         "type": "string"
                     }
+                }
+            }
+        },
+        "services.HourCount": {
+            "type": "object",
+            "properties": {
+                "failed": {
+                    "type": "integer"
+                },
+                "open": {
+                    "type": "integer"
+                },
+                "start": {
+                    "type": "string"
+                },
+                "succeeded": {
+                    "type": "integer"
                 }
             }
         },
@@ -2517,6 +2743,40 @@ const docTemplate = `{
                     "items": {
                         "type": "string"
                     }
+                }
+            }
+        },
+        "services.RisingTool": {
+            "type": "object",
+            "properties": {
+                "prior_calls": {
+                    "type": "integer",
+                    "example": 400
+                },
+                "prior_failed": {
+                    "type": "integer",
+                    "example": 8
+                },
+                "prior_rate": {
+                    "type": "number",
+                    "example": 0.02
+                },
+                "recent_calls": {
+                    "description": "Recent counts finished calls in the last 60 minutes; Prior those\nearlier in the window.",
+                    "type": "integer",
+                    "example": 20
+                },
+                "recent_failed": {
+                    "type": "integer",
+                    "example": 9
+                },
+                "recent_rate": {
+                    "type": "number",
+                    "example": 0.45
+                },
+                "tool": {
+                    "type": "string",
+                    "example": "web_search"
                 }
             }
         },
@@ -2860,6 +3120,53 @@ const docTemplate = `{
                 },
                 "success": {
                     "type": "boolean"
+                }
+            }
+        },
+        "services.ToolStats": {
+            "type": "object",
+            "properties": {
+                "cache_hit_rate": {
+                    "type": "number",
+                    "example": 0.4
+                },
+                "calls": {
+                    "type": "integer",
+                    "example": 340
+                },
+                "failed": {
+                    "type": "integer",
+                    "example": 9
+                },
+                "failures": {
+                    "type": "array",
+                    "items": {
+                        "$ref": "#/definitions/services.CodeCount"
+                    }
+                },
+                "open": {
+                    "type": "integer",
+                    "example": 0
+                },
+                "p50_ms": {
+                    "type": "integer",
+                    "example": 3
+                },
+                "p95_ms": {
+                    "type": "integer",
+                    "example": 21
+                },
+                "succeeded": {
+                    "type": "integer",
+                    "example": 331
+                },
+                "success_rate": {
+                    "type": "number",
+                    "example": 0.974
+                },
+                "tool": {
+                    "type": "string",
+                    "example": "file_read"
                 }
             }
         },

@@ -35,6 +35,10 @@ func (h *Handler) Dashboard(c *gin.Context) error {
 			d.ApprovalsHref = approvalsPage
 		}
 	}
+	for _, a := range h.Alerts.Firing() {
+		d.Alerts = append(d.Alerts, views.DashAlert{Tool: a.Tool, FailureRate: a.FailureRate, Calls: a.Calls, Failed: a.Failed,
+			Window: a.Window, Threshold: a.Threshold, Since: views.Stamp(a.Since) + " UTC"})
+	}
 	ready := h.Health.Check(ctx)
 	d.Embedder = inUse(ready, "embedder")
 	d.Sandbox = inUse(ready, "sandbox")

@@ -34,6 +34,7 @@ type Handler struct {
 	Accounts *services.Accounts
 	Health   *services.Health
 	Stats    *services.Stats
+	Alerts   *services.Alerts
 	Log      *slog.Logger
 	// Links are shown on the home page.
 	Links Links

@@ -240,6 +240,9 @@ func NewInvoker(store *models.Store, selector *Selector, authz *Authz, redactor 
 	return inv
 }
 
+// Flush waits until every call record queued so far is written.
+func (inv *Invoker) Flush() { inv.calls.sync() }
+
 // WithMetrics makes the invoker report to m.
 func (inv *Invoker) WithMetrics(m *Metrics) *Invoker {
 	inv.metrics = m

@@ -30,6 +30,7 @@ type testApp struct {
 	store    *models.Store
 	invoker  *services.Invoker
 	selector *services.Selector
+	alerts   *services.Alerts
 	dbPath   string
 	keys     map[string]string // role → key; "none" → ""
 	ids      map[string]uint   // role → principal id
@@ -127,9 +128,10 @@ func newTestAppWith(t testing.TB, host hostCaps, netPolicy services.NetPolicy) *
 	h := &handlers.Handler{Registry: registry, Selector: selector, Accounts: accounts,
 		Invoker: invoker, Health: services.NewHealth(store, selector, ""), Log: log,
 		Links: handlers.Links{Swagger: "/swagger/index.html", Healthz: "/healthz", Readyz: "/readyz"},
-		Stats: services.NewStats(store, invoker)}
+		Stats: services.NewStats(store, invoker), Alerts: services.NewAlerts(store, services.DefaultAlertConfig, metrics, log)}
+	alerts := h.Alerts
 	app := &testApp{
-		invoker: invoker, selector: selector,
+		invoker: invoker, selector: selector, alerts: alerts,
 		handler: New(Deps{Handler: h, Accounts: accounts, Authz: authz, Log: log, Metrics: metrics}),
 		store:   store, dbPath: dbPath, logs: logs,
 		keys: map[string]string{"admin": adminKey, "none": ""},

@@ -49,6 +49,7 @@ func TestRBACMatrix(t *testing.T) {
 		{"GET", "/calls/:id", "/api/v1/calls/{call}", nil, 200, 200, 404},
 		{"DELETE", "/calls/:id", "/api/v1/calls/{call}", nil, 409, forbidden, 404},
 		{"GET", "/calls/:id/events", "/api/v1/calls/{call}/events", nil, 200, 200, 404},
+		{"GET", "/stats", "/api/v1/stats?hours=2", nil, 200, 200, forbidden},
 		{"GET", "/approvals", "/api/v1/approvals", nil, 200, 200, forbidden},
 		// The reviewer decides first; the admin then finds it decided.
 		{"POST", "/approvals/:id/approve", "/api/v1/approvals/{appr}/approve", func(*testApp) any { return map[string]any{"reason": "ok"} }, 409, 200, forbidden},

@@ -71,6 +71,8 @@ var routes = []route{
 	{http.MethodDelete, "/calls/:id", callers, (*handlers.Handler).CancelCall},
 	{http.MethodGet, "/calls/:id/events", everyone, (*handlers.Handler).CallEvents},
 
+	{http.MethodGet, "/stats", deciders, (*handlers.Handler).GetStats},
+
 	{http.MethodGet, "/approvals", deciders, (*handlers.Handler).ListApprovals},
 	{http.MethodPost, "/approvals/:id/approve", deciders, (*handlers.Handler).Approve},
 	{http.MethodPost, "/approvals/:id/deny", deciders, (*handlers.Handler).Deny},

@@ -1,0 +1,59 @@
+package handlers
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/gin-gonic/gin"
+
+	"toolbelt/models"
+	"toolbelt/services"
+)
+
+// StatsResponse is the usage over a window and the failure alerts firing
+// now.
+type StatsResponse struct {
+	services.Summary
+	Alerts []services.Alert `json:"alerts"`
+}
+
+// GetStats reports usage.
+//
+//	@Summary		Usage statistics
+//	@Description	Over the last `hours` clock hours (the current one included): calls, success and cache hit rates, p50/p95 latency, failures by error code, calls per hour, and the same per tool; the busiest tools, tools whose failure rate rose in the last hour, pending approvals, and the failure-rate alerts firing now.
+//	@Tags			stats
+//	@Produce		json
+//	@Param			hours	query		int	false	"Window in clock hours (1–168)"	default(24)
+//	@Param			top		query		int	false	"How many busiest tools to name (0–100)"	default(5)
+//	@Success		200		{object}	StatsResponse
+//	@Failure		400		{object}	ErrorBody
+//	@Failure		401		{object}	ErrorBody
+//	@Failure		403		{object}	ErrorBody
+//	@Security		BearerAuth
+//	@Router			/stats [get]
+func (h *Handler) GetStats(c *gin.Context) error {
+	var q services.StatsQuery
+	for name, dst := range map[string]*int{"hours": &q.Hours, "top": &q.Top} {
+		if raw := c.Query(name); raw != "" {
+			n, err := strconv.Atoi(raw)
+			if err != nil {
+				return fmt.Errorf("%w: %s must be a whole number, not %q", models.ErrInvalid, name, raw)
+			}
+			if name == "hours" && n < 1 { // 0 would mean the default
+				return fmt.Errorf("%w: hours must be between 1 and %d", models.ErrInvalid, services.MaxStatsHours)
+			}
+			*dst = n
+		}
+	}
+	sum, err := h.Stats.Summary(c.Request.Context(), q)
+	if err != nil {
+		return err
+	}
+	alerts := h.Alerts.Firing()
+	if alerts == nil {
+		alerts = []services.Alert{}
+	}
+	c.JSON(http.StatusOK, StatsResponse{Summary: *sum, Alerts: alerts})
+	return nil
+}
