@@ -2,6 +2,7 @@ package services
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -64,7 +65,12 @@ func (r *callRecorder) durable(ctx context.Context, c *models.Call, ack <-chan e
 	r.mu.Lock()
 	cp := *c
 	r.mu.Unlock()
-	return r.journal.append(&cp)
+	if err := r.journal.append(&cp); errors.Is(err, errJournalClosed) {
+		return r.wait(ctx, ack) // shutting down: the writer drains the queue
+	} else if err != nil {
+		return err
+	}
+	return nil
 }
 
 // retire deletes the journal segments whose records are all written:

@@ -3,6 +3,7 @@ package services
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -31,11 +32,18 @@ type callJournal struct {
 	dir string
 	log *slog.Logger
 
+	// first is this run's first segment: those before it are a previous
+	// run's, left for replay.
+	first int
+
 	mu   sync.Mutex
 	f    *os.File
 	seq  int
 	size int64
 }
+
+// errJournalClosed is appending after close.
+var errJournalClosed = errors.New("the call journal is closed")
 
 // journalSegmentBytes is the size past which a segment is closed early.
 const journalSegmentBytes = 4 << 20
@@ -66,6 +74,7 @@ func openJournal(dir string, log *slog.Logger) (*callJournal, error) {
 	if err := j.next(); err != nil {
 		return nil, err
 	}
+	j.first = j.seq
 	return j, nil
 }
 
@@ -112,6 +121,9 @@ func (j *callJournal) append(c *models.Call) error {
 	line = append(line, '\n')
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	if j.f == nil {
+		return errJournalClosed
+	}
 	if j.size >= journalSegmentBytes {
 		if err := j.next(); err != nil {
 			return err
@@ -133,22 +145,21 @@ type journalRecord struct {
 	Request string `json:"request,omitempty"`
 }
 
-// rotate closes the current segment and returns the numbers of all the
-// closed ones.
+// rotate closes the current segment (unless it is empty) and returns the
+// numbers of this run's closed ones.
 func (j *callJournal) rotate() ([]int, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if j.size == 0 {
-		return nil, nil
-	}
-	if err := j.next(); err != nil {
-		return nil, err
+	if j.size > 0 && j.f != nil {
+		if err := j.next(); err != nil {
+			return nil, err
+		}
 	}
 	segs, err := j.segments()
 	if err != nil {
 		return nil, err
 	}
-	return slices.DeleteFunc(segs, func(n int) bool { return n >= j.seq }), nil
+	return slices.DeleteFunc(segs, func(n int) bool { return n < j.first || n >= j.seq }), nil
 }
 
 // remove deletes closed segments.
@@ -167,7 +178,7 @@ func (j *callJournal) leftBehind() ([]*models.Call, []int, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	segs = slices.DeleteFunc(segs, func(n int) bool { return n >= j.seq })
+	segs = slices.DeleteFunc(segs, func(n int) bool { return n >= j.first })
 	var out []*models.Call
 	for _, n := range segs {
 		f, err := os.Open(j.path(n))
