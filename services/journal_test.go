@@ -48,7 +48,12 @@ func TestJournalReplay(t *testing.T) {
 	// The next start.
 	r := newCallRecorder(store, func(*models.Call) {}, openCallJournal(dir, log), log)
 	t.Cleanup(r.close)
-	// The new run retires its own segments meanwhile, never the old ones.
+	// The new run journals and retires its own segments meanwhile, never
+	// the old ones.
+	fresh := rec("new-run", "succeeded")
+	if err := r.durable(ctx, fresh, r.save(ctx, fresh)); err != nil {
+		t.Fatal(err)
+	}
 	time.Sleep(journalEvery + 300*time.Millisecond)
 	n, err := r.replay(ctx)
 	if err != nil || n != 2 {
