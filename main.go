@@ -57,6 +57,8 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	// Alerts says when a tool's failure rate raises an alert.
 	Alerts services.AlertConfig
+	// ToolsDir holds tool files (YAML or JSON), watched while serving.
+	ToolsDir string
 }
 
 func main() {
@@ -111,6 +113,7 @@ func parseConfig(args []string) (Config, error) {
 	fs.StringVar(&cfg.OllamaURL, "ollama-url", os.Getenv("TOOLBELT_OLLAMA_URL"), "Ollama base URL for embeddings (TOOLBELT_OLLAMA_URL); the built-in embedder when empty or unreachable")
 	fs.StringVar(&cfg.EmbedModel, "embed-model", env("TOOLBELT_EMBED_MODEL", "nomic-embed-text"), "Ollama embedding model (TOOLBELT_EMBED_MODEL)")
 	fs.StringVar(&cfg.Sandbox, "sandbox", env("TOOLBELT_SANDBOX", sandbox.Auto), "auto, bubblewrap, native or none (TOOLBELT_SANDBOX): how commands of tools are isolated")
+	fs.StringVar(&cfg.ToolsDir, "tools-dir", env("TOOLBELT_TOOLS_DIR", "./tools.d"), "directory of tool files (YAML or JSON), applied at start and watched (TOOLBELT_TOOLS_DIR); empty: none")
 	fs.StringVar(&cfg.SearXNG, "searxng-url", os.Getenv("TOOLBELT_SEARXNG_URL"), "SearXNG-compatible search endpoint for web_search (TOOLBELT_SEARXNG_URL)")
 	keep, err := strconv.Atoi(env("TOOLBELT_LEARNED_PER_TOOL", strconv.Itoa(services.DefaultKeepLearned)))
 	if err != nil || keep < 1 {
@@ -272,6 +275,13 @@ func serve(args []string) error {
 	if len(seeded) > 0 {
 		log.Info("built-in tools seeded", "tools", seeded)
 	}
+	var toolFiles *services.ToolFiles
+	if cfg.ToolsDir != "" {
+		toolFiles = services.NewToolFiles(cfg.ToolsDir, registry, log)
+		if err := toolFiles.Load(ctx); err != nil {
+			return err
+		}
+	}
 	if err := selector.Refresh(ctx); err != nil {
 		return err
 	}
@@ -286,7 +296,7 @@ func serve(args []string) error {
 	invoker.ReportPendingApprovals(metrics)
 	h := &handlers.Handler{
 		Registry: registry, Selector: selector, Accounts: accounts,
-		Invoker: invoker, Health: services.NewHealth(store, selector, embedNote).WithSandbox(box.Status()), Log: log,
+		Invoker: invoker, Health: services.NewHealth(store, selector, embedNote).WithSandbox(box.Status()).WithToolFiles(toolFiles), Log: log,
 		Links:  handlers.Links{Swagger: "/swagger/index.html", Healthz: "/healthz", Readyz: "/readyz"},
 		Stats:  services.NewStats(store, invoker),
 		Alerts: services.NewAlerts(store, cfg.Alerts, metrics, log),
@@ -302,6 +312,13 @@ func serve(args []string) error {
 	}
 	go invoker.SweepApprovals(ctx, 30*time.Second)
 	go h.Alerts.Run(ctx)
+	if toolFiles != nil {
+		go func() {
+			if err := toolFiles.Watch(ctx); err != nil {
+				log.Warn("tool files are not watched", "dir", cfg.ToolsDir, "err", err)
+			}
+		}()
+	}
 	if err := accounts.PruneConsoleSessions(ctx); err != nil {
 		log.Warn("prune console sessions", "err", err)
 	}

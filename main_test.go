@@ -56,7 +56,9 @@ func buildBinary(t *testing.T) string {
 func start(t *testing.T, bin, dataDir string, env ...string) *server {
 	t.Helper()
 	s := &server{exited: make(chan error, 1)}
-	s.cmd = exec.Command(bin, "serve", "--addr", "127.0.0.1:0", "--data-dir", dataDir)
+	// No tool files unless a test brings its own (the repository's
+	// tools.d holds examples).
+	s.cmd = exec.Command(bin, "serve", "--addr", "127.0.0.1:0", "--data-dir", dataDir, "--tools-dir", "")
 	s.cmd.Env = append(os.Environ(), env...)
 	stdout, err := s.cmd.StdoutPipe()
 	if err != nil {

@@ -42,6 +42,9 @@ func (h *Handler) Dashboard(c *gin.Context) error {
 	ready := h.Health.Check(ctx)
 	d.Embedder = inUse(ready, "embedder")
 	d.Sandbox = inUse(ready, "sandbox")
+	if _, ok := ready.Components["tool_files"]; ok {
+		d.ToolFiles = inUse(ready, "tool_files")
+	}
 	return h.Render(c, http.StatusOK, views.Dashboard(page, d))
 }
 

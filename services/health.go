@@ -3,6 +3,7 @@ package services
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"toolbelt/models"
@@ -17,6 +18,14 @@ type Health struct {
 	embedNote string
 	start     time.Time
 	sandbox   *sandbox.Status
+	toolFiles *ToolFiles
+}
+
+// WithToolFiles adds the watched tool files to the report: degraded while
+// a file cannot be applied.
+func (h *Health) WithToolFiles(tf *ToolFiles) *Health {
+	h.toolFiles = tf
+	return h
 }
 
 // WithSandbox adds the sandbox's isolation level to the report.
@@ -83,6 +92,18 @@ func (h *Health) Check(ctx context.Context) Readiness {
 			sb.Detail += "; " + h.sandbox.Reason
 		}
 		r.Components["sandbox"] = sb
+	}
+	if h.toolFiles != nil {
+		tf := Component{Status: "ok", Detail: fmt.Sprintf("%d tools from %s", h.toolFiles.Count(), h.toolFiles.Dir())}
+		if ps := h.toolFiles.Problems(); len(ps) > 0 {
+			parts := make([]string, len(ps))
+			for i, p := range ps {
+				parts[i] = p.File + ": " + p.Error
+			}
+			tf.Status = "degraded"
+			tf.Detail += "; not applied (the previous versions stay): " + strings.Join(parts, "; ")
+		}
+		r.Components["tool_files"] = tf
 	}
 	return r
 }

@@ -1,0 +1,312 @@
+package services
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+	"golang.org/x/mod/semver"
+	"sigs.k8s.io/yaml"
+
+	"toolbelt/models"
+)
+
+// ToolFiles keeps the tools defined by files in a directory (YAML or JSON,
+// one tool per file) registered while the server runs: a new file
+// registers its tool, a changed one publishes a new version, a removed one
+// retires the tool. Changes apply within a second of being written. An
+// invalid file is reported (log, Problems, /readyz) and the tool's
+// previous version stays in service. Calls already running keep the
+// version they started with.
+//
+// A file that leaves out "version" gets one: 1.0.0 for a new tool, the
+// next patch version on each change. A file that states one must raise it
+// to change the tool: versions are immutable.
+type ToolFiles struct {
+	dir string
+	reg *Registry
+	log *slog.Logger
+
+	mu    sync.Mutex
+	files map[string]*toolFile // file name → what it last defined
+}
+
+type toolFile struct {
+	tool string
+	sum  [32]byte
+	err  string
+}
+
+// FileProblem is a tool file that could not be applied.
+type FileProblem struct {
+	File  string `json:"file"`
+	Error string `json:"error"`
+}
+
+// toolFileDebounce lets an editor finish writing before a file is read.
+const toolFileDebounce = 150 * time.Millisecond
+
+// maxToolFileBytes bounds a tool file.
+const maxToolFileBytes = 1 << 20
+
+// NewToolFiles watches dir for tool files; reg applies them.
+func NewToolFiles(dir string, reg *Registry, log *slog.Logger) *ToolFiles {
+	return &ToolFiles{dir: dir, reg: reg, log: log, files: map[string]*toolFile{}}
+}
+
+// Dir is the watched directory.
+func (t *ToolFiles) Dir() string { return t.dir }
+
+func isToolFile(name string) bool {
+	ext := strings.ToLower(filepath.Ext(name))
+	return !strings.HasPrefix(filepath.Base(name), ".") && (ext == ".yaml" || ext == ".yml" || ext == ".json")
+}
+
+// Load applies every file of the directory (at start).
+func (t *ToolFiles) Load(ctx context.Context) error {
+	entries, err := os.ReadDir(t.dir)
+	if errors.Is(err, os.ErrNotExist) {
+		t.log.Info("no tool files directory", "dir", t.dir)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read tool files: %w", err)
+	}
+	for _, e := range entries {
+		if !e.IsDir() && isToolFile(e.Name()) {
+			t.apply(ctx, e.Name())
+		}
+	}
+	return nil
+}
+
+// Watch applies changes until ctx ends. The directory must exist.
+func (t *ToolFiles) Watch(ctx context.Context) error {
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return fmt.Errorf("watch tool files: %w", err)
+	}
+	defer w.Close()
+	if err := w.Add(t.dir); err != nil {
+		return fmt.Errorf("watch tool files in %s: %w", t.dir, err)
+	}
+	timers := map[string]*time.Timer{}
+	due := make(chan string, 64)
+	for {
+		select {
+		case <-ctx.Done():
+			for _, tm := range timers {
+				tm.Stop()
+			}
+			return nil
+		case ev, ok := <-w.Events:
+			if !ok {
+				return nil
+			}
+			name := filepath.Base(ev.Name)
+			if !isToolFile(name) || ev.Op == fsnotify.Chmod {
+				continue
+			}
+			if tm, ok := timers[name]; ok {
+				tm.Reset(toolFileDebounce)
+				continue
+			}
+			timers[name] = time.AfterFunc(toolFileDebounce, func() { due <- name })
+		case name := <-due:
+			delete(timers, name)
+			t.apply(ctx, name)
+		case err, ok := <-w.Errors:
+			if !ok {
+				return nil
+			}
+			t.log.Error("watch tool files", "err", err)
+		}
+	}
+}
+
+// Problems lists the files that could not be applied, by name.
+func (t *ToolFiles) Problems() []FileProblem {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []FileProblem
+	for name, f := range t.files {
+		if f.err != "" {
+			out = append(out, FileProblem{File: name, Error: f.err})
+		}
+	}
+	slices.SortFunc(out, func(a, b FileProblem) int { return strings.Compare(a.File, b.File) })
+	return out
+}
+
+// Count is how many files define a tool now.
+func (t *ToolFiles) Count() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := 0
+	for _, f := range t.files {
+		if f.tool != "" {
+			n++
+		}
+	}
+	return n
+}
+
+// apply brings the registry in line with one file.
+func (t *ToolFiles) apply(ctx context.Context, name string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	prev := t.files[name]
+	raw, err := os.ReadFile(filepath.Join(t.dir, name))
+	if errors.Is(err, os.ErrNotExist) {
+		delete(t.files, name)
+		if prev != nil && prev.tool != "" && !t.definedElsewhere(prev.tool) {
+			if err := t.reg.Retire(ctx, prev.tool, nil); err != nil && !errors.Is(err, models.ErrNotFound) {
+				t.log.Error("retire the tool of a removed file", "file", name, "tool", prev.tool, "err", err)
+				return
+			}
+			t.log.Info("tool file removed: tool retired", "file", name, "tool", prev.tool)
+		}
+		return
+	}
+	if prev == nil {
+		prev = &toolFile{}
+		t.files[name] = prev
+	}
+	fail := func(err error) {
+		prev.err = err.Error()
+		t.log.Warn("tool file not applied; the previous version stays", "file", name, "err", err)
+	}
+	if err != nil {
+		fail(err)
+		return
+	}
+	if len(raw) > maxToolFileBytes {
+		fail(fmt.Errorf("larger than %d bytes", maxToolFileBytes))
+		return
+	}
+	sum := sha256.Sum256(raw)
+	if sum == prev.sum && prev.err == "" {
+		return // unchanged
+	}
+	def, err := parseToolFile(name, raw)
+	if err != nil {
+		fail(err)
+		return
+	}
+	if prev.tool != "" && def.Name != prev.tool {
+		fail(fmt.Errorf("the file defined %s and now names %s: a tool cannot be renamed; retire it by removing the file and add a new file", prev.tool, def.Name))
+		return
+	}
+	if other := t.definer(def.Name, name); other != "" {
+		fail(fmt.Errorf("%s is already defined by %s", def.Name, other))
+		return
+	}
+	if err := t.register(ctx, def); err != nil {
+		fail(err)
+		return
+	}
+	prev.tool, prev.sum, prev.err = def.Name, sum, ""
+}
+
+// register registers def, or publishes it as a new version when it
+// differs from the tool's current one.
+func (t *ToolFiles) register(ctx context.Context, def ToolDefinition) error {
+	cur, err := t.reg.Get(ctx, def.Name)
+	if errors.Is(err, models.ErrNotFound) {
+		if def.Version == "" {
+			def.Version = "1.0.0"
+		}
+		if _, err := t.reg.Register(ctx, def, nil); err != nil {
+			return err
+		}
+		t.log.Info("tool file applied: tool registered", "tool", def.Name, "version", def.Version)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if !cur.Retired && (def.Version == "" || def.Version == cur.Version) && sameDefinition(cur.Definition, def) {
+		return nil // already in service (a restart, or a change of layout only)
+	}
+	if def.Version == "" {
+		if def.Version, err = nextPatch(cur.Version); err != nil {
+			return fmt.Errorf("%w; state a version in the file", err)
+		}
+	}
+	if _, err := t.reg.Publish(ctx, def.Name, def, nil); err != nil {
+		return err
+	}
+	t.log.Info("tool file applied: new version", "tool", def.Name, "version", def.Version)
+	return nil
+}
+
+// sameDefinition reports whether def, completed with the defaults, is
+// what cur holds (versions aside).
+func sameDefinition(cur, def ToolDefinition) bool {
+	def.Version = cur.Version
+	normalize(&def)
+	a, errA := json.Marshal(cur)
+	b, errB := json.Marshal(def)
+	return errA == nil && errB == nil && bytes.Equal(a, b)
+}
+
+// nextPatch is the version after v with its patch number raised.
+func nextPatch(v string) (string, error) {
+	c := semver.Canonical("v" + v)
+	if c == "" {
+		return "", fmt.Errorf("the current version %q is not semver", v)
+	}
+	c = strings.TrimPrefix(c, "v")
+	if i := strings.IndexAny(c, "-+"); i >= 0 {
+		c = c[:i]
+	}
+	parts := strings.Split(c, ".")
+	patch, _ := strconv.Atoi(parts[2])
+	return fmt.Sprintf("%s.%s.%d", parts[0], parts[1], patch+1), nil
+}
+
+// definer is the other file that defines tool, if any.
+func (t *ToolFiles) definer(tool, except string) string {
+	for name, f := range t.files {
+		if name != except && f.tool == tool {
+			return name
+		}
+	}
+	return ""
+}
+
+func (t *ToolFiles) definedElsewhere(tool string) bool { return t.definer(tool, "") != "" }
+
+// parseToolFile reads one tool definition, strictly: unknown fields are
+// errors.
+func parseToolFile(name string, raw []byte) (ToolDefinition, error) {
+	var def ToolDefinition
+	if !strings.HasSuffix(strings.ToLower(name), ".json") {
+		j, err := yaml.YAMLToJSON(raw)
+		if err != nil {
+			return def, fmt.Errorf("not valid YAML: %w", err)
+		}
+		raw = j
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&def); err != nil {
+		return def, fmt.Errorf("not a tool definition: %w", err)
+	}
+	if def.Name == "" {
+		return def, fmt.Errorf("no name: a tool file needs \"name\"")
+	}
+	return def, nil
+}

@@ -1,0 +1,165 @@
+package services
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"toolbelt/models"
+)
+
+func toolFilesFixture(t *testing.T) (*Registry, string, *ToolFiles) {
+	t.Helper()
+	ctx := context.Background()
+	store, err := models.Open(ctx, filepath.Join(t.TempDir(), "t.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	reg := NewRegistry(store, log)
+	dir := t.TempDir()
+	return reg, dir, NewToolFiles(dir, reg, log)
+}
+
+const noteTool = `name: note_words
+description: Count the words of a note in the work directory, as the wc command does.
+category: shell
+parameters:
+  type: object
+  properties:
+    path: {type: string, description: The note}
+  required: [path]
+security: {level: safe, sandbox: true}
+runner: {kind: command, argv: [wc, -w, "{{path}}"]}
+`
+
+// Files added, changed, broken, fixed and removed while watched: each
+// change reaches the registry within a second; a broken file is reported
+// and the previous version stays in service.
+func TestToolFilesWatched(t *testing.T) {
+	reg, dir, tf := toolFilesFixture(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := tf.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = tf.Watch(ctx) }()
+	time.Sleep(100 * time.Millisecond) // the watch is set up
+	write := func(name, body string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Changes apply within a second (debounce 150 ms); the deadline here
+	// is generous for loaded CI machines, and the time taken is logged.
+	within := func(what string, ok func() bool) {
+		t.Helper()
+		start := time.Now()
+		for !ok() {
+			if time.Since(start) > 10*time.Second {
+				t.Fatalf("%s: not applied (problems %v)", what, tf.Problems())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		t.Logf("%s: %v", what, time.Since(start).Round(time.Millisecond))
+	}
+	version := func() string {
+		tool, err := reg.Get(ctx, "note_words")
+		if err != nil || tool.Retired {
+			return ""
+		}
+		return tool.Version
+	}
+
+	write("note.yaml", noteTool)
+	within("a new file registers its tool", func() bool { return version() == "1.0.0" })
+	write("note.yaml", strings.Replace(noteTool, "Count the words", "Count all the words", 1))
+	within("a change publishes the next version", func() bool { return version() == "1.0.1" })
+	tool, _ := reg.Get(ctx, "note_words")
+	if !strings.HasPrefix(tool.Description, "Count all the words") {
+		t.Fatalf("description %q", tool.Description)
+	}
+
+	write("note.yaml", "name: note_words\nparameters: [not, a, schema\n")
+	within("a broken file is reported", func() bool { return len(tf.Problems()) == 1 })
+	if p := tf.Problems()[0]; p.File != "note.yaml" || !strings.Contains(p.Error, "YAML") {
+		t.Errorf("problem %+v", p)
+	}
+	ready := NewHealth(reg.store, nil, "").WithToolFiles(tf).Check(ctx)
+	if c := ready.Components["tool_files"]; c.Status != "degraded" || !strings.Contains(c.Detail, "note.yaml: not valid YAML") {
+		t.Errorf("readiness: %+v", c)
+	}
+	if version() != "1.0.1" {
+		t.Fatalf("the previous version left service: %q", version())
+	}
+	write("note.yaml", strings.Replace(noteTool, "security: {level: safe", "security: {level: unknown", 1))
+	within("an invalid definition is reported", func() bool {
+		ps := tf.Problems()
+		return len(ps) == 1 && strings.Contains(ps[0].Error, "level")
+	})
+	write("note.yaml", strings.Replace(noteTool, "Count the words", "Count every word", 1))
+	within("a fixed file applies", func() bool { return version() == "1.0.2" && len(tf.Problems()) == 0 })
+
+	// JSON works too, with a stated version; a second file cannot claim the
+	// same tool.
+	write("clock.json", `{"name":"clock_time","version":"2.0.0","description":"Tell the time of the server in UTC, as the date command prints it.","category":"shell","security":{"level":"safe","sandbox":true},"parameters":{"type":"object","properties":{}},"runner":{"kind":"command","argv":["date","-u"]}}`)
+	within("a JSON file registers", func() bool { tool, err := reg.Get(ctx, "clock_time"); return err == nil && tool.Version == "2.0.0" })
+	write("again.yml", noteTool)
+	within("a duplicate is reported", func() bool {
+		ps := tf.Problems()
+		return len(ps) == 1 && ps[0].File == "again.yml" && strings.Contains(ps[0].Error, "already defined by note.yaml")
+	})
+	if err := os.Remove(filepath.Join(dir, "again.yml")); err != nil {
+		t.Fatal(err)
+	}
+	within("removing the duplicate clears its problem", func() bool { return len(tf.Problems()) == 0 })
+	if version() != "1.0.2" {
+		t.Fatal("removing a duplicate retired the tool its twin defines")
+	}
+
+	if err := os.Remove(filepath.Join(dir, "note.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	within("a removed file retires its tool", func() bool { return version() == "" })
+	if tf.Count() != 1 {
+		t.Errorf("files defining a tool: %d, want 1", tf.Count())
+	}
+}
+
+// A restart applies the same files again without new versions.
+func TestToolFilesRestart(t *testing.T) {
+	reg, dir, tf := toolFilesFixture(t)
+	ctx := context.Background()
+	if err := os.WriteFile(filepath.Join(dir, "note.yaml"), []byte(noteTool), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := tf.Load(ctx); err != nil {
+			t.Fatal(err)
+		}
+		tf = NewToolFiles(dir, reg, tf.log) // the next start
+	}
+	versions, err := reg.Versions(ctx, "note_words")
+	if err != nil || len(versions) != 1 {
+		t.Fatalf("versions after a restart: %v %v", versions, err)
+	}
+}
+
+// The examples shipped in tools.d are valid.
+func TestShippedToolFiles(t *testing.T) {
+	reg, _, _ := toolFilesFixture(t)
+	tf := NewToolFiles(filepath.Join("..", "tools.d"), reg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err := tf.Load(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if ps := tf.Problems(); len(ps) > 0 || tf.Count() < 2 {
+		t.Fatalf("shipped tool files: %d applied, problems %v", tf.Count(), ps)
+	}
+}
