@@ -72,7 +72,14 @@ func (inv *Invoker) resume(ctx context.Context, callID, approvalID string) error
 	defer cancel()
 	c := &call{id: callID, req: req, caller: caller, started: time.Now(), approval: approvalID, created: rec.CreatedAt}
 	c.req.Async = false
-	inv.record(ctx, c, ToolResult{CallID: callID, Status: StatusRunning})
+	// The running record is committed before the chain runs: the approve
+	// guard consumes the call's approval, and a crash after that must find
+	// the call running (to be marked interrupted), never queued again (it
+	// would ask for a second approval, or run twice).
+	_, _, written := inv.record(ctx, c, ToolResult{CallID: callID, Status: StatusRunning})
+	if err := inv.calls.wait(ctx, written); err != nil {
+		return fmt.Errorf("record call %s as running: %w", callID, err)
+	}
 	inv.finish(ctx, c, inv.guarded(ctx, c))
 	return nil
 }
