@@ -448,29 +448,6 @@ func verifyLedger(c *faultClient, l *faultLedger, keys faultKeys, skipSync bool)
 		}
 	}
 
-	// Every approval, by state: at most 300 approval-bound calls are made,
-	// so no list reaches its 500-entry page.
-	approvals := map[string]string{}
-	byCall := map[string][]string{}
-	for _, state := range []string{"pending", "approved", "used", "denied", "expired"} {
-		code, body, err := c.do("GET", "/api/v1/approvals?status="+state, keys.reviewer, nil)
-		list, _ := body["approvals"].([]any)
-		if err != nil || code != 200 {
-			report("approvals", "list "+state, "list %s: %d %v %v", state, code, body, err)
-			continue
-		}
-		if len(list) >= 500 {
-			report("approvals", "full "+state, "list %s is full (%d): cannot check every approval", state, len(list))
-		}
-		for _, a := range list {
-			a, _ := a.(map[string]any)
-			id, _ := a["id"].(string)
-			call, _ := a["call_id"].(string)
-			approvals[id] = state
-			byCall[call] = append(byCall[call], id+" "+state)
-		}
-	}
-
 	l.mu.Lock()
 	type toolAck struct{ name, version string }
 	var tools []toolAck
@@ -502,10 +479,48 @@ func verifyLedger(c *faultClient, l *faultLedger, keys faultKeys, skipSync bool)
 		})
 	}
 	final := []string{"succeeded", "failed", "interrupted", "refused"}
-	settled := make([]string, len(calls))
+	type polled struct {
+		code int
+		rec  map[string]any
+		err  error
+	}
+	seen := make([]polled, len(calls))
 	for i, ac := range calls {
 		checks = append(checks, func() {
 			code, rec, err := pollCall(c, keys.admin, ac.id)
+			seen[i] = polled{code, rec, err}
+		})
+	}
+	runChecks(checks, 8)
+
+	// Every approval, by state, read once the calls have settled (recovery
+	// may park a resumed call again): at most 300 approval-bound calls are made,
+	// so no list reaches its 500-entry page.
+	approvals := map[string]string{}
+	byCall := map[string][]string{}
+	for _, state := range []string{"pending", "approved", "used", "denied", "expired"} {
+		code, body, err := c.do("GET", "/api/v1/approvals?status="+state, keys.reviewer, nil)
+		list, _ := body["approvals"].([]any)
+		if err != nil || code != 200 {
+			report("approvals", "list "+state, "list %s: %d %v %v", state, code, body, err)
+			continue
+		}
+		if len(list) >= 500 {
+			report("approvals", "full "+state, "list %s is full (%d): cannot check every approval", state, len(list))
+		}
+		for _, a := range list {
+			a, _ := a.(map[string]any)
+			id, _ := a["id"].(string)
+			call, _ := a["call_id"].(string)
+			approvals[id] = state
+			byCall[call] = append(byCall[call], id+" "+state)
+		}
+	}
+
+	settled := make([]string, len(calls))
+	for i, ac := range calls {
+		func() {
+			code, rec, err := seen[i].code, seen[i].rec, seen[i].err
 			status, _ := rec["status"].(string)
 			settled[i] = status
 			where := fmt.Sprintf("call %s (%s, round %d, answered %s", ac.id, ac.tool, ac.round, ac.answered)
@@ -532,25 +547,24 @@ func verifyLedger(c *faultClient, l *faultLedger, keys faultKeys, skipSync bool)
 				}
 			case kindDangerous:
 				state, known := approvals[ac.approvalID]
-				seen := fmt.Sprintf("call %s %v; approvals of the call: %v", status, rec["error_code"], byCall[ac.id])
+				now := fmt.Sprintf("call %s %v; approvals of the call: %v", status, rec["error_code"], byCall[ac.id])
 				switch {
 				case !known:
-					report(kindDangerous, ac.id, "%s: approval %s lost; %s", where, ac.approvalID, seen)
+					report(kindDangerous, ac.id, "%s: approval %s lost; %s", where, ac.approvalID, now)
 				case ac.decision == "approved" && state != "approved" && state != "used":
-					report(kindApprove, ac.id, "%s: approval %s is %s; %s", where, ac.approvalID, state, seen)
+					report(kindApprove, ac.id, "%s: approval %s is %s; %s", where, ac.approvalID, state, now)
 				case ac.decision == "approved" && !slices.Contains(final, status):
-					report(kindApprove, ac.id, "%s: not run to an end after approval; %s", where, seen)
+					report(kindApprove, ac.id, "%s: not run to an end after approval; %s", where, now)
 				case ac.decision == "denied" && state != "denied":
-					report(kindDeny, ac.id, "%s: approval %s is %s; %s", where, ac.approvalID, state, seen)
+					report(kindDeny, ac.id, "%s: approval %s is %s; %s", where, ac.approvalID, state, now)
 				case ac.decision == "denied" && (status != "failed" || rec["error_code"] != "CONFIRMATION_DENIED"):
-					report(kindDeny, ac.id, "%s: not ended by the denial; %s", where, seen)
+					report(kindDeny, ac.id, "%s: not ended by the denial; %s", where, now)
 				case ac.decision == "" && !slices.Contains(append([]string{"awaiting_approval"}, final...), status):
-					report(kindDangerous, ac.id, "%s: %s", where, seen)
+					report(kindDangerous, ac.id, "%s: %s", where, now)
 				}
 			}
-		})
+		}()
 	}
-	runChecks(checks, 8)
 
 	// Remember final states: a later restart must show the same.
 	l.mu.Lock()
