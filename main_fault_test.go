@@ -106,7 +106,7 @@ type faultLedger struct {
 	selections []ackedSelection
 	calls      []*ackedCall
 	pending    []*ackedCall // approval-bound calls without an acknowledged decision
-	dangerous  int          // approval-bound calls acknowledged, all rounds
+	dangerous  int          // approval-bound calls acknowledged this round
 
 	acked, refused, cut map[string]int
 	refusals            map[string]int  // "kind status code" → count, this round
@@ -118,6 +118,7 @@ func (l *faultLedger) resetRound() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.acked, l.refused, l.cut, l.refusals = map[string]int{}, map[string]int{}, map[string]int{}, map[string]int{}
+	l.dangerous = 0
 }
 
 // TestCrashSafety starts the real binary, drives mixed load from several
@@ -149,9 +150,11 @@ func TestCrashSafety(t *testing.T) {
 	t.Logf("seed %d (TOOLBELT_FAULT_SEED reproduces the schedule); sync-call records checked: %v", seed, !skipSync)
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 
+	began := time.Now()
 	bin := buildBinary(t)
 	data := filepath.Join(t.TempDir(), "data")
 	s := start(t, bin, data)
+	t.Logf("built and started in %v", time.Since(began).Round(time.Millisecond))
 	adminKey := s.key
 	if adminKey == "" {
 		t.Fatalf("no admin key printed:\n%s", s.output())
@@ -213,7 +216,9 @@ func TestCrashSafety(t *testing.T) {
 		}
 	}
 	t.Logf("all rounds: acknowledged %s; lost or inconsistent %s", kindCounts(totalAcked), kindCounts(totalLost))
+	stopping := time.Now()
 	s.stop(t)
+	t.Logf("stopped in %v; %v in all", time.Since(stopping).Round(time.Millisecond), time.Since(began).Round(time.Millisecond))
 }
 
 // faultKeys are the API keys of the test's principals.
@@ -369,7 +374,9 @@ func faultWorker(c *faultClient, l *faultLedger, keys faultKeys, round, w int, r
 			}
 		case p < 90: // a call that waits for approval
 			l.mu.Lock()
-			full := l.dangerous >= 300 // the approval lists show 500 a state
+			// At most 60 a round, so that over 5 rounds no approval list
+			// reaches its 500 entries.
+			full := l.dangerous >= 60
 			l.mu.Unlock()
 			if full {
 				continue
@@ -494,8 +501,8 @@ func verifyLedger(c *faultClient, l *faultLedger, keys faultKeys, skipSync bool)
 	runChecks(checks, 8)
 
 	// Every approval, by state, read once the calls have settled (recovery
-	// may park a resumed call again): at most 300 approval-bound calls are made,
-	// so no list reaches its 500-entry page.
+	// may park a resumed call again). No list reaches its 500 entries: at
+	// most 60 approval-bound calls are made a round.
 	approvals := map[string]string{}
 	byCall := map[string][]string{}
 	for _, state := range []string{"pending", "approved", "used", "denied", "expired"} {
@@ -566,6 +573,37 @@ func verifyLedger(c *faultClient, l *faultLedger, keys faultKeys, skipSync bool)
 		}()
 	}
 
+	// No call at all is left running, acknowledged or not: recovery marked
+	// those running at the kill interrupted, and resumed ones end.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		code, body, err := c.do("GET", "/api/v1/calls?status=running&limit=1000", keys.admin, nil)
+		list, _ := body["calls"].([]any)
+		if err != nil || code != 200 {
+			report("running", "list running", "list running calls: %d %v %v", code, body, err)
+			break
+		}
+		fresh := 0
+		mu.Lock()
+		for _, rec := range list {
+			rec, _ := rec.(map[string]any)
+			id, _ := rec["id"].(string)
+			if !l.reported[id] {
+				fresh++
+			}
+		}
+		mu.Unlock()
+		if fresh == 0 || time.Now().After(deadline) {
+			for _, rec := range list {
+				rec, _ := rec.(map[string]any)
+				id, _ := rec["id"].(string)
+				report("running", id, "call %s (%v) still running 10 s after the restart", id, rec["tool"])
+			}
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
 	// Remember final states: a later restart must show the same.
 	l.mu.Lock()
 	for i, ac := range l.calls[:len(calls)] {
@@ -581,10 +619,10 @@ func verifyLedger(c *faultClient, l *faultLedger, keys faultKeys, skipSync bool)
 
 // pollCall reads a call until it is no longer queued or running: after a
 // restart, recovery resumes queued calls and must have marked those left
-// running as interrupted. A call still queued or running after 20 s is
+// running as interrupted. A call still queued or running after 10 s is
 // returned as it is, and fails its check.
 func pollCall(c *faultClient, key, id string) (int, map[string]any, error) {
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(10 * time.Second)
 	for {
 		code, rec, err := c.do("GET", "/api/v1/calls/"+id, key, nil)
 		if err != nil || code != 200 || (rec["status"] != "queued" && rec["status"] != "running") || time.Now().After(deadline) {
