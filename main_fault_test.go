@@ -441,16 +441,15 @@ func verifyLedger(c *faultClient, l *faultLedger, keys faultKeys, skipSync bool)
 	report := func(kind, id, format string, args ...any) {
 		mu.Lock()
 		defer mu.Unlock()
-		if skipSync && kind == kindSync {
-			out.syncLost = append(out.syncLost, fmt.Sprintf(format, args...))
-		}
 		if l.reported[id] {
 			out.still++
 			return
 		}
 		l.reported[id] = true
 		out.lost[kind]++
-		if !(skipSync && kind == kindSync) {
+		if skipSync && kind == kindSync {
+			out.syncLost = append(out.syncLost, fmt.Sprintf(format, args...))
+		} else {
 			out.problems = append(out.problems, kind+": "+fmt.Sprintf(format, args...))
 		}
 	}
