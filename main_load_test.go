@@ -17,6 +17,9 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 )
 
@@ -89,6 +92,15 @@ type loadReport struct {
 	RSSFinalMiB     float64                `json:"rss_final_median_mib"`
 	RSSLimitMiB     float64                `json:"rss_limit_mib"`
 	GoroutinesAfter int                    `json:"goroutines_after_idle"`
+	// Server is the same requests timed by the server itself, from its
+	// request-duration histogram (buckets a factor 3 apart, interpolated):
+	// what the agents' latency is without the client process's share.
+	Server struct {
+		Requests uint64  `json:"requests"`
+		P50ms    float64 `json:"p50_ms"`
+		P95ms    float64 `json:"p95_ms"`
+		P99ms    float64 `json:"p99_ms"`
+	} `json:"server"`
 }
 
 // TestLoad runs the real binary under a steady mix of agent traffic for a
@@ -182,6 +194,7 @@ func TestLoad(t *testing.T) {
 
 	startGoroutines := goroutines(t, s)
 	startRSS := rssKiB(t, pid)
+	bounds, histBefore := serverHistogram(t, s)
 
 	// One transport for every attacker, so its connections can be closed
 	// at the end and the server's goroutines counted without them.
@@ -254,6 +267,7 @@ func TestLoad(t *testing.T) {
 		m.Close()
 	}
 	series := <-samples
+	_, histAfter := serverHistogram(t, s)
 
 	// Let the server drop the connections' goroutines before counting.
 	transport.CloseIdleConnections()
@@ -271,6 +285,10 @@ func TestLoad(t *testing.T) {
 		Goroutines:      map[string]int{"start": startGoroutines},
 		GoroutinesAfter: after,
 	}
+	rep.Server.Requests = uint64(histAfter[len(bounds)] - histBefore[len(bounds)])
+	rep.Server.P50ms = msOf(histogramQuantile(0.50, bounds, histBefore, histAfter))
+	rep.Server.P95ms = msOf(histogramQuantile(0.95, bounds, histBefore, histAfter))
+	rep.Server.P99ms = msOf(histogramQuantile(0.99, bounds, histBefore, histAfter))
 	for kind, m := range perKind {
 		k := summarize(m, bad[kind])
 		k.CacheHits = hits[kind]
@@ -444,26 +462,83 @@ func rssKiB(t *testing.T, pid int) int64 {
 	return kib
 }
 
-// scrapeGoroutines reads go_goroutines from the server's /metrics, or -1.
-func scrapeGoroutines(s *server) int {
+// scrape reads the server's Prometheus metrics.
+func scrape(s *server) (map[string]*dto.MetricFamily, error) {
 	req, _ := http.NewRequest("GET", s.base+"/metrics", nil)
 	req.Header.Set("Authorization", "Bearer "+s.key)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return -1
+		return nil, err
 	}
 	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "go_goroutines "); ok {
-			n, err := strconv.ParseFloat(rest, 64)
-			if err == nil {
-				return int(n)
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	return p.TextToMetricFamilies(resp.Body)
+}
+
+// scrapeGoroutines reads go_goroutines from the server's /metrics, or -1.
+func scrapeGoroutines(s *server) int {
+	fams, err := scrape(s)
+	if err != nil || fams["go_goroutines"] == nil || len(fams["go_goroutines"].GetMetric()) == 0 {
+		return -1
+	}
+	return int(fams["go_goroutines"].GetMetric()[0].GetGauge().GetValue())
+}
+
+// serverHistogram sums the server's request-duration histogram over every
+// route but /metrics: finite bucket upper bounds in seconds, cumulative
+// counts, and the total count last.
+func serverHistogram(t *testing.T, s *server) ([]float64, []float64) {
+	t.Helper()
+	fams, err := scrape(s)
+	if err != nil {
+		t.Fatalf("scrape /metrics: %v", err)
+	}
+	fam := fams["toolbelt_http_request_duration_seconds"]
+	if fam == nil {
+		t.Fatal("no toolbelt_http_request_duration_seconds at /metrics")
+	}
+	var bounds, counts []float64
+	total := 0.0
+	for _, m := range fam.GetMetric() {
+		if slices.ContainsFunc(m.GetLabel(), func(l *dto.LabelPair) bool { return l.GetValue() == "/metrics" }) {
+			continue
+		}
+		total += float64(m.GetHistogram().GetSampleCount())
+		for i, b := range m.GetHistogram().GetBucket() {
+			if math.IsInf(b.GetUpperBound(), 1) {
+				continue
 			}
+			if len(bounds) <= i {
+				bounds = append(bounds, b.GetUpperBound())
+				counts = append(counts, 0)
+			}
+			counts[i] += float64(b.GetCumulativeCount())
 		}
 	}
-	return -1
+	return bounds, append(counts, total)
+}
+
+// histogramQuantile estimates a quantile of the requests counted between
+// two scrapes of serverHistogram, interpolating inside a bucket as
+// Prometheus does; beyond the last bucket it answers the last bound.
+func histogramQuantile(q float64, bounds, before, after []float64) float64 {
+	if len(bounds) == 0 || len(before) != len(bounds)+1 || len(after) != len(bounds)+1 {
+		return math.NaN()
+	}
+	total := after[len(bounds)] - before[len(bounds)]
+	if total == 0 {
+		return math.NaN()
+	}
+	rank := q * total
+	lower, below := 0.0, 0.0
+	for i, bound := range bounds {
+		c := after[i] - before[i]
+		if c >= rank {
+			return lower + (bound-lower)*(rank-below)/(c-below)
+		}
+		lower, below = bound, c
+	}
+	return lower
 }
 
 func goroutines(t *testing.T, s *server) int {
@@ -494,6 +569,8 @@ func mib(kib int64) float64 { return math.Round(float64(kib)/1024*10) / 10 }
 
 func ms(d time.Duration) float64 { return math.Round(float64(d)/1e4) / 100 }
 
+func msOf(seconds float64) float64 { return math.Round(seconds*1e5) / 100 }
+
 func summarize(m *vegeta.Metrics, bad int) kindReport {
 	return kindReport{Requests: m.Requests, RPS: math.Round(m.Rate*10) / 10,
 		P50ms: ms(m.Latencies.P50), P95ms: ms(m.Latencies.P95), P99ms: ms(m.Latencies.P99), MaxMs: ms(m.Latencies.Max),
@@ -515,6 +592,8 @@ func logLoad(t *testing.T, r loadReport) {
 		t.Logf("  %-13s %6d req %6.1f/s  p50 %6.2f  p95 %6.2f  p99 %6.2f  max %7.2f ms  statuses %v  cache hits %d  bad bodies %d",
 			k, m.Requests, m.RPS, m.P50ms, m.P95ms, m.P99ms, m.MaxMs, m.StatusCodes, m.CacheHits, m.BadBodies)
 	}
+	t.Logf("as timed by the server: %d requests, p50 %.2f ms, p95 %.2f ms, p99 %.2f ms",
+		r.Server.Requests, r.Server.P50ms, r.Server.P95ms, r.Server.P99ms)
 	t.Logf("server RSS MiB: start %.1f, middle %.1f, end %.1f; median s10–30 %.1f, last 20 s %.1f (limit %.1f)",
 		r.RSSMiB["start"], r.RSSMiB["middle"], r.RSSMiB["end"], r.RSSBaselineMiB, r.RSSFinalMiB, r.RSSLimitMiB)
 	t.Logf("server goroutines: start %d, middle %d, end %d, after closing connections %d",
