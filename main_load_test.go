@@ -51,9 +51,8 @@ var loadMix = []struct {
 	{"healthz", 40},
 }
 
-// loadAgent is one agent principal making calls.
+// loadAgent is one agent principal making calls: its key's headers.
 type loadAgent struct {
-	id     int
 	header http.Header
 }
 
@@ -115,171 +114,20 @@ func TestLoad(t *testing.T) {
 	}
 	bin := buildBinary(t)
 	s := start(t, bin, filepath.Join(t.TempDir(), "data"))
-	pid := s.cmd.Process.Pid
-
-	// Each agent stays under half of the file tools' per-principal limit,
-	// so a 429 means the server limited what it should not have.
-	uncachedRate := 0
-	total := 0
-	for _, m := range loadMix {
-		total += m.rate
-		if m.kind == "uncached_call" {
-			uncachedRate = m.rate
-		}
-	}
-	maxCalls, window := toolRateLimit(t, s, "file_read")
-	if c, w := toolRateLimit(t, s, "file_list"); c*int(window) < maxCalls*int(w) {
-		maxCalls, window = c, w
-	}
-	perTool := float64(uncachedRate) / 2 // file_read and file_list alternate
-	n := max(4, int(math.Ceil(perTool*min(window, loadDuration).Seconds()/(float64(maxCalls)/2))))
-	agents := make([]loadAgent, n)
+	agents := make([]loadAgent, agentsNeeded(t, s))
 	for i := range agents {
 		agents[i] = newLoadAgent(t, s, i)
 	}
+	targeters := loadTargeters(s.base, agents)
 
-	var next [8]atomic.Uint64
-	pick := func(i int) (uint64, loadAgent) {
-		k := next[i].Add(1) - 1
-		return k, agents[k%uint64(len(agents))]
-	}
-	call := func(h http.Header, args map[string]any) vegeta.Target {
-		body, _ := json.Marshal(map[string]any{"tool": args["tool"], "session_id": "load", "arguments": args["arguments"]})
-		return vegeta.Target{Method: "POST", URL: s.base + "/api/v1/calls", Body: body, Header: h}
-	}
-	files := []string{"hello.txt", "notes/todo.txt", "data/report.md"}
-	dirs := []string{".", "notes", "data"}
-	patterns := []string{"*.txt", "*.md", "*", "todo*", "*.csv", "report*", "*.go", "hello*", "*.json", "data*"}
-	queries := []string{
-		"read the contents of config.yaml", "list the files in this folder", "save this summary to a file",
-		"search the web for the latest Go release", "run a python snippet", "open a web page and take its text",
-		"show me what notes/todo.txt says", "find all markdown files",
-	}
-	targeters := map[string]vegeta.Targeter{
-		"cached_read": func(tg *vegeta.Target) error {
-			_, a := pick(0)
-			*tg = call(a.header, map[string]any{"tool": "file_read", "arguments": map[string]any{"path": "hello.txt"}})
-			return nil
-		},
-		// A distinct max_bytes is a distinct cache key: every read runs.
-		"uncached_call": func(tg *vegeta.Target) error {
-			k, a := pick(1)
-			// Each agent alternates the two tools. Its file_list calls go
-			// through len(patterns)×len(dirs)×2 argument sets, more than
-			// it makes in the whole attack, so none can hit the cache
-			// however the pacer bunches them.
-			round := k / uint64(len(agents))
-			j := round / 2
-			if round%2 == 0 {
-				*tg = call(a.header, map[string]any{"tool": "file_read", "arguments": map[string]any{
-					"path": files[j%uint64(len(files))], "max_bytes": 1000 + k}})
-			} else {
-				np, nd := uint64(len(patterns)), uint64(len(dirs))
-				*tg = call(a.header, map[string]any{"tool": "file_list", "arguments": map[string]any{
-					"path": dirs[(j/np)%nd], "pattern": patterns[j%np], "recursive": (j/(np*nd))%2 == 1}})
-			}
-			return nil
-		},
-		"select": func(tg *vegeta.Target) error {
-			k, a := pick(2)
-			body, _ := json.Marshal(map[string]any{"query": queries[k%uint64(len(queries))], "session_id": "load"})
-			*tg = vegeta.Target{Method: "POST", URL: s.base + "/api/v1/tools/select", Body: body, Header: a.header}
-			return nil
-		},
-		"list_tools": func(tg *vegeta.Target) error {
-			_, a := pick(3)
-			*tg = vegeta.Target{Method: "GET", URL: s.base + "/api/v1/tools?limit=50", Header: a.header}
-			return nil
-		},
-		"healthz": func(tg *vegeta.Target) error {
-			_, a := pick(4)
-			*tg = vegeta.Target{Method: "GET", URL: s.base + "/healthz", Header: a.header}
-			return nil
-		},
-	}
-
+	pid := s.cmd.Process.Pid
 	startGoroutines := goroutines(t, s)
 	startRSS := rssKiB(t, pid)
 	bounds, histBefore := serverHistogram(t, s)
-
-	// One transport for every attacker, so its connections can be closed
-	// at the end and the server's goroutines counted without them.
-	transport := &http.Transport{MaxIdleConnsPerHost: 1000, IdleConnTimeout: 90 * time.Second}
-	client := &http.Client{Transport: transport, Timeout: 30 * time.Second}
-	results := make(chan *vegeta.Result, 1024)
-	done := make(chan struct{})
-	for _, m := range loadMix {
-		// Bounded workers, as agents have bounded concurrency: when the
-		// machine is busy the attack slows instead of piling up thousands
-		// of connections whose buffers would read as a memory leak.
-		atk := vegeta.NewAttacker(vegeta.Client(client), vegeta.Workers(16), vegeta.MaxWorkers(maxWorkers))
-		ch := atk.Attack(targeters[m.kind], vegeta.ConstantPacer{Freq: m.rate, Per: time.Second}, loadDuration, m.kind)
-		go func() {
-			for r := range ch {
-				results <- r
-			}
-			done <- struct{}{}
-		}()
-	}
-	began := time.Now()
-	go func() {
-		for range loadMix {
-			<-done
-		}
-		close(results)
-	}()
-
-	samples := make(chan []loadSample, 1)
-	go func() {
-		var out []loadSample
-		tick := time.NewTicker(time.Second)
-		defer tick.Stop()
-		for now := range tick.C {
-			at := now.Sub(began)
-			if at > loadDuration {
-				break
-			}
-			out = append(out, loadSample{At: at, AtS: math.Round(at.Seconds()*10) / 10, RSSKiB: readRSS(pid), Goroutines: scrapeGoroutines(s)})
-		}
-		samples <- out
-	}()
-
-	var all vegeta.Metrics
-	perKind := map[string]*vegeta.Metrics{}
-	hits := map[string]int{}
-	bad := map[string]int{}
-	var badExamples []string
-	for r := range results {
-		all.Add(r)
-		m := perKind[r.Attack]
-		if m == nil {
-			m = &vegeta.Metrics{}
-			perKind[r.Attack] = m
-		}
-		m.Add(r)
-		if r.Code != http.StatusOK {
-			continue
-		}
-		cached, problem := checkBody(r.Attack, r.Body)
-		if cached {
-			hits[r.Attack]++
-		}
-		if problem != "" {
-			bad[r.Attack]++
-			if len(badExamples) < 5 {
-				badExamples = append(badExamples, fmt.Sprintf("%s: %s: %.300s", r.Attack, problem, r.Body))
-			}
-		}
-	}
-	all.Close()
-	for _, m := range perKind {
-		m.Close()
-	}
-	series := <-samples
+	run := attack(s, targeters)
 	_, histAfter := serverHistogram(t, s)
 
 	// Let the server drop the connections' goroutines before counting.
-	transport.CloseIdleConnections()
 	http.DefaultClient.CloseIdleConnections()
 	after := scrapeGoroutines(s)
 	for deadline := time.Now().Add(10 * time.Second); after > startGoroutines+goroutineTol && time.Now().Before(deadline); {
@@ -287,9 +135,10 @@ func TestLoad(t *testing.T) {
 		after = scrapeGoroutines(s)
 	}
 
+	all, series := run.all, run.series
 	rep := loadReport{
-		TargetRPS: total, Duration: loadDuration.String(), Agents: len(agents),
-		Total: summarize(&all, 0), Success: all.Success, Errors: all.Errors, Kinds: map[string]*kindReport{},
+		TargetRPS: loadRate(), Duration: loadDuration.String(), Agents: len(agents),
+		Total: summarize(all, 0), Success: all.Success, Errors: all.Errors, Kinds: map[string]*kindReport{},
 		RSSMiB:          map[string]float64{"start": mib(startRSS)},
 		Goroutines:      map[string]int{"start": startGoroutines},
 		GoroutinesAfter: after, Samples: series,
@@ -298,9 +147,9 @@ func TestLoad(t *testing.T) {
 	rep.Server.P50ms = msOf(histogramQuantile(0.50, bounds, histBefore, histAfter))
 	rep.Server.P95ms = msOf(histogramQuantile(0.95, bounds, histBefore, histAfter))
 	rep.Server.P99ms = msOf(histogramQuantile(0.99, bounds, histBefore, histAfter))
-	for kind, m := range perKind {
-		k := summarize(m, bad[kind])
-		k.CacheHits = hits[kind]
+	for kind, m := range run.kinds {
+		k := summarize(m, run.bad[kind])
+		k.CacheHits = run.hits[kind]
 		rep.Kinds[kind] = &k
 	}
 	if len(series) > 0 {
@@ -308,9 +157,8 @@ func TestLoad(t *testing.T) {
 		rep.RSSMiB["middle"], rep.RSSMiB["end"] = mib(mid.RSSKiB), mib(end.RSSKiB)
 		rep.Goroutines["middle"], rep.Goroutines["end"] = mid.Goroutines, end.Goroutines
 	}
-	baseline := medianRSS(series, 10*time.Second, 30*time.Second)
-	final := medianRSS(series, loadDuration-20*time.Second, loadDuration+time.Second)
-	rep.RSSBaselineMiB, rep.RSSFinalMiB = mib(baseline), mib(final)
+	rep.RSSBaselineMiB = mib(medianRSS(series, 10*time.Second, 30*time.Second))
+	rep.RSSFinalMiB = mib(medianRSS(series, loadDuration-20*time.Second, loadDuration+time.Second))
 	rep.RSSLimitMiB = rssFactor*rep.RSSBaselineMiB + rssSlackMiB
 	logLoad(t, rep)
 	if path := os.Getenv("TOOLBELT_LOAD_REPORT"); path != "" {
@@ -332,16 +180,16 @@ func TestLoad(t *testing.T) {
 	if all.Success != 1 {
 		t.Errorf("success ratio %.4f, want 1", all.Success)
 	}
-	for _, ex := range badExamples {
+	for _, ex := range run.badExamples {
 		t.Errorf("unexpected body: %s", ex)
 	}
 	// The rate itself is only reported: CI machines are shared. Below
 	// half of it, though, the server was too slow for the rest to mean much.
-	if planned := uint64(float64(total) * loadDuration.Seconds()); all.Requests < planned/2 {
+	if planned := uint64(float64(loadRate()) * loadDuration.Seconds()); all.Requests < planned/2 {
 		t.Errorf("only %d of %d requests were sent in %s with %d workers per kind: the server answered too slowly (p50 %s)",
 			all.Requests, planned, loadDuration, maxWorkers, all.Latencies.P50)
 	}
-	if got := hits["uncached_call"]; got > 0 {
+	if got := run.hits["uncached_call"]; got > 0 {
 		t.Errorf("%d uncached calls were answered from the cache; the mix no longer measures execution", got)
 	}
 
@@ -357,6 +205,182 @@ func TestLoad(t *testing.T) {
 			startGoroutines, after, goroutineTol)
 	}
 	s.stop(t)
+}
+
+// loadRate is the whole mix's requests per second.
+func loadRate() int {
+	total := 0
+	for _, m := range loadMix {
+		total += m.rate
+	}
+	return total
+}
+
+// agentsNeeded is how many agents share the uncached calls so that each
+// stays under half of the file tools' per-principal rate limit: a 429 then
+// means the server limited what it should not have.
+func agentsNeeded(t *testing.T, s *server) int {
+	t.Helper()
+	maxCalls, window := toolRateLimit(t, s, "file_read")
+	if c, w := toolRateLimit(t, s, "file_list"); c*int(window) < maxCalls*int(w) {
+		maxCalls, window = c, w
+	}
+	var perTool float64
+	for _, m := range loadMix {
+		if m.kind == "uncached_call" {
+			perTool = float64(m.rate) / 2 // file_read and file_list alternate
+		}
+	}
+	return max(4, int(math.Ceil(perTool*min(window, loadDuration).Seconds()/(float64(maxCalls)/2))))
+}
+
+// loadTargeters makes each kind's requests, spread round-robin over the
+// agents.
+func loadTargeters(base string, agents []loadAgent) map[string]vegeta.Targeter {
+	var next [5]atomic.Uint64 // one sequence per kind
+	pick := func(i int) (uint64, loadAgent) {
+		k := next[i].Add(1) - 1
+		return k, agents[k%uint64(len(agents))]
+	}
+	call := func(a loadAgent, tool string, args map[string]any) vegeta.Target {
+		body, _ := json.Marshal(map[string]any{"tool": tool, "session_id": "load", "arguments": args})
+		return vegeta.Target{Method: "POST", URL: base + "/api/v1/calls", Body: body, Header: a.header}
+	}
+	files := []string{"hello.txt", "notes/todo.txt", "data/report.md"}
+	dirs := []string{".", "notes", "data"}
+	patterns := []string{"*.txt", "*.md", "*", "todo*", "*.csv", "report*", "*.go", "hello*", "*.json", "data*"}
+	queries := []string{
+		"read the contents of config.yaml", "list the files in this folder", "save this summary to a file",
+		"search the web for the latest Go release", "run a python snippet", "open a web page and take its text",
+		"show me what notes/todo.txt says", "find all markdown files",
+	}
+	return map[string]vegeta.Targeter{
+		"cached_read": func(tg *vegeta.Target) error {
+			_, a := pick(0)
+			*tg = call(a, "file_read", map[string]any{"path": "hello.txt"})
+			return nil
+		},
+		// Each agent alternates the two tools. A distinct max_bytes is a
+		// distinct cache key, so every read runs; its file_list calls go
+		// through len(patterns)×len(dirs)×2 argument sets, more than it
+		// makes in the whole attack, so none can hit the cache however the
+		// pacer bunches them.
+		"uncached_call": func(tg *vegeta.Target) error {
+			k, a := pick(1)
+			round := k / uint64(len(agents))
+			j := round / 2
+			if round%2 == 0 {
+				*tg = call(a, "file_read", map[string]any{"path": files[j%uint64(len(files))], "max_bytes": 1000 + k})
+			} else {
+				np, nd := uint64(len(patterns)), uint64(len(dirs))
+				*tg = call(a, "file_list", map[string]any{"path": dirs[(j/np)%nd], "pattern": patterns[j%np], "recursive": (j/(np*nd))%2 == 1})
+			}
+			return nil
+		},
+		"select": func(tg *vegeta.Target) error {
+			k, a := pick(2)
+			body, _ := json.Marshal(map[string]any{"query": queries[k%uint64(len(queries))], "session_id": "load"})
+			*tg = vegeta.Target{Method: "POST", URL: base + "/api/v1/tools/select", Body: body, Header: a.header}
+			return nil
+		},
+		"list_tools": func(tg *vegeta.Target) error {
+			_, a := pick(3)
+			*tg = vegeta.Target{Method: "GET", URL: base + "/api/v1/tools?limit=50", Header: a.header}
+			return nil
+		},
+		"healthz": func(tg *vegeta.Target) error {
+			_, a := pick(4)
+			*tg = vegeta.Target{Method: "GET", URL: base + "/healthz", Header: a.header}
+			return nil
+		},
+	}
+}
+
+// loadRun is what an attack measured.
+type loadRun struct {
+	all         *vegeta.Metrics
+	kinds       map[string]*vegeta.Metrics
+	hits, bad   map[string]int // cache hits and wrong bodies per kind
+	badExamples []string
+	series      []loadSample
+}
+
+// attack runs every kind of the mix at its rate for loadDuration, one
+// vegeta attacker each, sampling the server process once a second.
+func attack(s *server, targeters map[string]vegeta.Targeter) loadRun {
+	// One transport for every attacker, so its connections can be closed
+	// at the end and the server's goroutines counted without them.
+	transport := &http.Transport{MaxIdleConnsPerHost: 1000, IdleConnTimeout: 90 * time.Second}
+	defer transport.CloseIdleConnections()
+	client := &http.Client{Transport: transport, Timeout: 30 * time.Second}
+	results := make(chan *vegeta.Result, 1024)
+	done := make(chan struct{})
+	began := time.Now()
+	for _, m := range loadMix {
+		// Bounded workers, as agents have bounded concurrency: when the
+		// machine is busy the attack slows instead of piling up thousands
+		// of connections whose buffers would read as a memory leak.
+		atk := vegeta.NewAttacker(vegeta.Client(client), vegeta.Workers(16), vegeta.MaxWorkers(maxWorkers))
+		ch := atk.Attack(targeters[m.kind], vegeta.ConstantPacer{Freq: m.rate, Per: time.Second}, loadDuration, m.kind)
+		go func() {
+			for r := range ch {
+				results <- r
+			}
+			done <- struct{}{}
+		}()
+	}
+	go func() {
+		for range loadMix {
+			<-done
+		}
+		close(results)
+	}()
+
+	samples := make(chan []loadSample, 1)
+	go func() {
+		var out []loadSample
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for now := range tick.C {
+			at := now.Sub(began)
+			if at > loadDuration {
+				break
+			}
+			out = append(out, loadSample{At: at, AtS: math.Round(at.Seconds()*10) / 10,
+				RSSKiB: readRSS(s.cmd.Process.Pid), Goroutines: scrapeGoroutines(s)})
+		}
+		samples <- out
+	}()
+
+	run := loadRun{all: &vegeta.Metrics{}, kinds: map[string]*vegeta.Metrics{}, hits: map[string]int{}, bad: map[string]int{}}
+	for r := range results {
+		run.all.Add(r)
+		m := run.kinds[r.Attack]
+		if m == nil {
+			m = &vegeta.Metrics{}
+			run.kinds[r.Attack] = m
+		}
+		m.Add(r)
+		if r.Code != http.StatusOK {
+			continue
+		}
+		cached, problem := checkBody(r.Attack, r.Body)
+		if cached {
+			run.hits[r.Attack]++
+		}
+		if problem != "" {
+			run.bad[r.Attack]++
+			if len(run.badExamples) < 5 {
+				run.badExamples = append(run.badExamples, fmt.Sprintf("%s: %s: %.300s", r.Attack, problem, r.Body))
+			}
+		}
+	}
+	run.all.Close()
+	for _, m := range run.kinds {
+		m.Close()
+	}
+	run.series = <-samples
+	return run
 }
 
 // toolRateLimit reads a tool's per-principal rate limit from the server.
@@ -409,7 +433,7 @@ func newLoadAgent(t *testing.T, s *server, i int) loadAgent {
 	h := http.Header{}
 	h.Set("Authorization", "Bearer "+key)
 	h.Set("Content-Type", "application/json")
-	return loadAgent{id: int(id), header: h}
+	return loadAgent{header: h}
 }
 
 // checkBody says whether a 200 answer was a cache hit and what, if
