@@ -3,7 +3,7 @@ GO      ?= go
 BIN     ?= bin/toolbelt
 export CGO_ENABLED := 1
 
-.PHONY: all build run test check generate bench fmt vet clean
+.PHONY: all build run test load check generate bench fmt vet clean
 
 all: build
 
@@ -18,6 +18,10 @@ run: build
 ## test: run every test, with the race detector
 test:
 	$(GO) test -race -count=1 ./...
+
+## load: a minute of steady traffic against the real binary; prints req/s, p50/p95/p99, memory
+load:
+	$(GO) test -run TestLoad -count=1 -v .
 
 ## generate: regenerate the templ components and the OpenAPI document
 generate:
