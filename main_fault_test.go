@@ -130,11 +130,8 @@ func (l *faultLedger) resetRound() {
 // every write of every round after each restart.
 //
 // TOOLBELT_FAULT_SEED fixes the random schedule (the interleaving stays the
-// machine's). TOOLBELT_FAULT_SKIP_SYNC=1 is temporary: it logs, instead of
-// failing on, lost records of answered synchronous calls, a gap known today
-// (README "Durability": their records follow the answer by about 2 ms) and
-// being closed by a journal written before the answer. Remove it then; the
-// default is to check them.
+// machine's). Answered synchronous calls survive through the call journal
+// (README "Durability").
 func TestCrashSafety(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts and kills the real binary several times")
@@ -146,8 +143,7 @@ func TestCrashSafety(t *testing.T) {
 			t.Fatalf("TOOLBELT_FAULT_SEED=%q: %v", v, err)
 		}
 	}
-	skipSync := os.Getenv("TOOLBELT_FAULT_SKIP_SYNC") == "1"
-	t.Logf("seed %d (TOOLBELT_FAULT_SEED reproduces the schedule); sync-call records checked: %v", seed, !skipSync)
+	t.Logf("seed %d (TOOLBELT_FAULT_SEED reproduces the schedule)", seed)
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 
 	began := time.Now()
@@ -190,7 +186,7 @@ func TestCrashSafety(t *testing.T) {
 		restarted := time.Now()
 		s = start(t, bin, data)
 		c = newFaultClient(s.base)
-		res := verifyLedger(c, l, keys, skipSync)
+		res := verifyLedger(c, l, keys)
 
 		l.mu.Lock()
 		t.Logf("round %d: killed after %v; acknowledged %s; refused %s (%s); cut by the kill %s; newly lost or inconsistent %s, still from earlier rounds %d; restart and check took %v",
@@ -207,9 +203,6 @@ func TestCrashSafety(t *testing.T) {
 		}
 		for _, u := range unexpected {
 			t.Errorf("round %d: request failed before the kill: %s", round, u)
-		}
-		if len(res.syncLost) > 0 {
-			t.Logf("round %d: TOOLBELT_FAULT_SKIP_SYNC: %d answered sync calls lost or changed, not failing:\n%s", round, len(res.syncLost), strings.Join(res.syncLost, "\n"))
 		}
 		if len(res.problems) > 0 {
 			t.Errorf("round %d: %d acknowledged writes missing or inconsistent after the restart:\n%s", round, len(res.problems), strings.Join(res.problems, "\n"))
@@ -429,13 +422,12 @@ type verifyResult struct {
 	problems []string       // new problems, one line each
 	lost     map[string]int // writes newly found lost or inconsistent, by kind
 	still    int            // writes reported in an earlier round, still wrong
-	syncLost []string       // with TOOLBELT_FAULT_SKIP_SYNC, lost sync-call records (not failing)
 }
 
 // verifyLedger checks every acknowledged write against the restarted
 // server. A write found wrong is reported once, in the first round that
 // finds it; later rounds only count it.
-func verifyLedger(c *faultClient, l *faultLedger, keys faultKeys, skipSync bool) verifyResult {
+func verifyLedger(c *faultClient, l *faultLedger, keys faultKeys) verifyResult {
 	var mu sync.Mutex
 	out := verifyResult{lost: map[string]int{}}
 	report := func(kind, id, format string, args ...any) {
@@ -447,11 +439,7 @@ func verifyLedger(c *faultClient, l *faultLedger, keys faultKeys, skipSync bool)
 		}
 		l.reported[id] = true
 		out.lost[kind]++
-		if skipSync && kind == kindSync {
-			out.syncLost = append(out.syncLost, fmt.Sprintf(format, args...))
-		} else {
-			out.problems = append(out.problems, kind+": "+fmt.Sprintf(format, args...))
-		}
+		out.problems = append(out.problems, kind+": "+fmt.Sprintf(format, args...))
 	}
 
 	l.mu.Lock()
@@ -612,7 +600,6 @@ func verifyLedger(c *faultClient, l *faultLedger, keys faultKeys, skipSync bool)
 	}
 	l.mu.Unlock()
 	sort.Strings(out.problems)
-	sort.Strings(out.syncLost)
 	return out
 }
 
