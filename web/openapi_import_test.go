@@ -263,7 +263,7 @@ func TestOpenAPIImportErrors(t *testing.T) {
 		"openapi": "3.0.3", "info": map[string]any{"title": "Big", "version": "1"},
 		"servers": []any{map[string]any{"url": "https://big.example.com"}},
 		"paths": map[string]any{
-			"/ok":  map[string]any{"get": map[string]any{"operationId": "fine", "responses": map[string]any{"200": map[string]any{"description": "ok"}}}},
+			"/ok": map[string]any{"get": map[string]any{"operationId": "fine", "responses": map[string]any{"200": map[string]any{"description": "ok"}}}},
 			"/big": map[string]any{"post": map[string]any{"operationId": "tooBig", "responses": map[string]any{"200": map[string]any{"description": "ok"}},
 				"requestBody": map[string]any{"content": map[string]any{"application/json": map[string]any{"schema": map[string]any{"type": "string", "enum": enum}}}}}},
 		},
