@@ -39,6 +39,12 @@ const (
 	// maxRefDepth bounds how deep $refs are expanded into a parameters
 	// schema; deeper (or recursive) references become an open schema.
 	maxRefDepth = 12
+	// maxSchemaNodes bounds the schema objects one operation's parameters
+	// may expand to, so a small document whose schemas refer to each other
+	// many times over cannot make an exponentially large schema; past it,
+	// references are left unexpanded (and the registry's size limit will
+	// usually refuse the tool).
+	maxSchemaNodes = 20_000
 )
 
 // OpenAPIImporter turns the operations of an OpenAPI 3 or Swagger 2
@@ -169,7 +175,12 @@ func (im *OpenAPIImporter) Import(ctx context.Context, req OpenAPIImportRequest,
 		return nil, &models.ValidationError{What: "OpenAPI import", Problems: []models.Problem{{
 			Pointer: where, Message: "holds no operation to import (check the tags and operations filters)"}}}
 	}
+	// Check every tool as the registry would store it. Problems the
+	// registry finds refuse the import (422); names already taken only
+	// conflict (409), as POST /tools does.
+	var refused []models.Problem
 	var taken []string
+	var defs []ToolDefinition
 	for i := range res.Operations {
 		op := &res.Operations[i]
 		if op.Tool == nil {
@@ -185,6 +196,10 @@ func (im *OpenAPIImporter) Import(ctx context.Context, req OpenAPIImportRequest,
 		default:
 			*op.Tool = checked
 		}
+		for _, p := range op.Problems {
+			refused = append(refused, models.Problem{Pointer: pointerIn(where, op.Pointer),
+				Message: fmt.Sprintf("%s %s (tool %s): %s %s", op.Method, op.Path, op.Tool.Name, p.Pointer, p.Message)})
+		}
 		isTaken, err := im.registry.Taken(ctx, op.Tool.Name)
 		if err != nil {
 			return nil, err
@@ -194,24 +209,10 @@ func (im *OpenAPIImporter) Import(ctx context.Context, req OpenAPIImportRequest,
 				Message: fmt.Sprintf("tool %q is already registered; only new names are imported (choose a prefix)", op.Tool.Name)})
 			taken = append(taken, op.Tool.Name)
 		}
+		defs = append(defs, *op.Tool)
 	}
 	if req.DryRun {
 		return res, nil
-	}
-	var refused []models.Problem
-	var defs []ToolDefinition
-	for _, op := range res.Operations {
-		if op.Tool == nil {
-			continue
-		}
-		for _, p := range op.Problems {
-			if p.Pointer == "/name" && slices.Contains(taken, op.Tool.Name) && strings.Contains(p.Message, "already registered") {
-				continue
-			}
-			refused = append(refused, models.Problem{Pointer: pointerIn(where, op.Pointer),
-				Message: fmt.Sprintf("%s %s (tool %s): %s %s", op.Method, op.Path, op.Tool.Name, p.Pointer, p.Message)})
-		}
-		defs = append(defs, *op.Tool)
 	}
 	switch {
 	case len(refused) > 0:
@@ -270,7 +271,6 @@ func (im *OpenAPIImporter) fetch(ctx context.Context, raw string) ([]byte, *url.
 	if msg := im.net.checkURL(raw); msg != "" {
 		return nil, nil, bad("%s", msg)
 	}
-	u, _ := url.Parse(raw)
 	ctx, cancel := context.WithTimeout(ctx, openAPIFetchTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, raw, nil)
@@ -297,7 +297,9 @@ func (im *OpenAPIImporter) fetch(ctx context.Context, raw string) ([]byte, *url.
 	if len(data) > MaxOpenAPIDocumentBytes {
 		return nil, nil, bad("holds a document larger than %d bytes", MaxOpenAPIDocumentBytes)
 	}
-	return data, resp.Request.URL.ResolveReference(u), nil
+	// Relative servers resolve against where the document really came
+	// from, after any redirect.
+	return data, resp.Request.URL, nil
 }
 
 // parseOpenAPI reads JSON or YAML and loads it as OpenAPI 3, or as Swagger
@@ -487,6 +489,7 @@ func credentialHeader(name string) bool {
 var pathParam = regexp.MustCompile(`\{([^{}]+)\}`)
 
 func (b *toolBuilder) build(o operation) ImportedOperation {
+	b.refs.nodes = 0
 	out := ImportedOperation{Method: o.method, Path: o.path, OperationID: o.op.OperationID,
 		Pointer: "/paths/" + escapePointer(o.path) + "/" + strings.ToLower(o.method)}
 	if !slices.Contains(httpMethods, o.method) {
@@ -824,6 +827,7 @@ func importedTags(tags []string) []string {
 type refResolver struct {
 	root  map[string]any
 	stack []string
+	nodes int // schema objects made since the last reset
 }
 
 func (r *refResolver) schema(s *openapi3.SchemaRef) map[string]any {
@@ -859,6 +863,7 @@ func (r *refResolver) convert(v any) any {
 		}
 		return out
 	case map[string]any:
+		r.nodes++
 		if ref, ok := n["$ref"].(string); ok {
 			return r.expand(ref, n)
 		}
@@ -917,6 +922,9 @@ func (r *refResolver) convert(v any) any {
 func (r *refResolver) expand(ref string, node map[string]any) any {
 	if slices.Contains(r.stack, ref) || len(r.stack) >= maxRefDepth {
 		return map[string]any{"description": "refers back to " + ref + " (not expanded)"}
+	}
+	if r.nodes > maxSchemaNodes {
+		return map[string]any{"description": "refers to " + ref + " (not expanded: the schema is too large)"}
 	}
 	target, ok := r.lookup(ref)
 	if !ok {
