@@ -45,6 +45,9 @@ const (
 	// references are left unexpanded (and the registry's size limit will
 	// usually refuse the tool).
 	maxSchemaNodes = 20_000
+	// MaxImportOperations caps the tools one import makes: past it, the
+	// admin filters by tags or operations and imports in parts.
+	MaxImportOperations = 500
 )
 
 // OpenAPIImporter turns the operations of an OpenAPI 3 or Swagger 2
@@ -165,15 +168,22 @@ func (im *OpenAPIImporter) Import(ctx context.Context, req OpenAPIImportRequest,
 	}
 	b := &toolBuilder{base: strings.TrimRight(base, "/"), prefix: req.Prefix, title: res.Title,
 		refs: &refResolver{root: root}, names: map[string]bool{}}
+	var ops []operation
 	for _, op := range operationsOf(doc) {
-		if !wanted(op.op, req.Tags, req.Operations) {
-			continue
+		if wanted(op.op, req.Tags, req.Operations) {
+			ops = append(ops, op)
 		}
-		res.Operations = append(res.Operations, b.build(op))
 	}
-	if len(res.Operations) == 0 {
+	switch n := len(ops); {
+	case n == 0:
 		return nil, &models.ValidationError{What: "OpenAPI import", Problems: []models.Problem{{
 			Pointer: where, Message: "holds no operation to import (check the tags and operations filters)"}}}
+	case n > MaxImportOperations:
+		return nil, &models.ValidationError{What: "OpenAPI import", Problems: []models.Problem{{
+			Pointer: where, Message: fmt.Sprintf("holds %d operations; import at most %d at once (filter by tags or operations)", n, MaxImportOperations)}}}
+	}
+	for _, op := range ops {
+		res.Operations = append(res.Operations, b.build(op))
 	}
 	// Check every tool as the registry would store it. Problems the
 	// registry finds refuse the import (422); names already taken only
