@@ -122,6 +122,20 @@ func TestOpenAPIImportDryRun(t *testing.T) {
 			t.Errorf("dry run registered %s: %d", name, r.Status)
 		}
 	}
+	// Filters keep operations by OpenAPI tag or by operationId.
+	for _, f := range []struct {
+		filter map[string]any
+		want   []string
+	}{
+		{map[string]any{"tags": []string{"store"}}, []string{"get_store_inventory"}},
+		{map[string]any{"operations": []string{"addPet", "deletePet"}}, []string{"add_pet", "delete_pet"}},
+	} {
+		f.filter["document"], f.filter["dry_run"] = petstore(t, "petstore.yaml"), true
+		r := app.do(t, "admin", "POST", importPath, f.filter)
+		if got := toolNames(t, r.JSON(t)); r.Status != 200 || !slices.Equal(got, f.want) {
+			t.Errorf("filter %v: %d %v, want %v", f.filter["tags"], r.Status, got, f.want)
+		}
+	}
 }
 
 // TestOpenAPIImportCalls imports the Petstore document against a local
