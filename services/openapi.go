@@ -576,6 +576,11 @@ func (b *toolBuilder) build(o operation) ImportedOperation {
 			prop := propName("body")
 			props[prop] = describe(b.refs.schema(schema), rb.Value.Description, "request body ("+mt+")")
 			body = "{{" + prop + "}}"
+			// The runner sends application/json; a JSON variant such as
+			// application/merge-patch+json is named as the API expects.
+			if base := strings.TrimSpace(strings.Split(mt, ";")[0]); !strings.EqualFold(base, "application/json") && base != "*/*" {
+				headers["Content-Type"] = base
+			}
 			if rb.Value.Required {
 				required = append(required, prop)
 			}

@@ -101,3 +101,31 @@ func TestParseOpenAPIExternalRef(t *testing.T) {
 		t.Errorf("the external reference was fetched")
 	}
 }
+
+// TestBuildJSONVariantBody imports an OpenAPI 3.1 operation whose body is
+// a JSON variant: the tool sends it with that content type.
+func TestBuildJSONVariantBody(t *testing.T) {
+	doc := `{"openapi": "3.1.0", "info": {"title": "x", "version": "1"}, "servers": [{"url": "https://x.example.com"}],
+	"paths": {"/items/{id}": {"patch": {"operationId": "patch-item", "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "integer"}}],
+	"requestBody": {"required": true, "content": {"application/merge-patch+json": {"schema": {"$ref": "#/components/schemas/Item"}}}},
+	"responses": {"200": {"description": "ok"}}}}},
+	"components": {"schemas": {"Item": {"type": "object", "properties": {"name": {"type": ["string", "null"]}}}}}}`
+	d, err := parseOpenAPI(context.Background(), []byte(doc), "/document")
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := documentTree(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &toolBuilder{base: "https://x.example.com", refs: &refResolver{root: root}, names: map[string]bool{}}
+	out := b.build(operationsOf(d)[0])
+	r := out.Tool.Runner
+	if out.Tool.Name != "patch_item" || r.Method != "PATCH" || r.URL != "https://x.example.com/items/{{id}}" || r.Body != "{{body}}" ||
+		r.Headers["Content-Type"] != "application/merge-patch+json" {
+		t.Errorf("tool: %+v", out.Tool)
+	}
+	if want := `"required":["id","body"]`; !strings.Contains(string(out.Tool.Parameters), want) {
+		t.Errorf("parameters %s lack %s", out.Tool.Parameters, want)
+	}
+}
