@@ -300,6 +300,8 @@ func serve(args []string) error {
 		Links:  handlers.Links{Swagger: "/swagger/index.html", Healthz: "/healthz", Readyz: "/readyz"},
 		Stats:  services.NewStats(store, invoker),
 		Alerts: services.NewAlerts(store, cfg.Alerts, metrics, log),
+		// Documents fetched by URL follow the same SSRF policy as tool calls.
+		OpenAPI: services.NewOpenAPIImporter(registry, netPolicy, log),
 	}
 	srv := newHTTPServer(cfg.Addr, web.New(web.Deps{Handler: h, Accounts: accounts, Authz: authz, Log: log, Metrics: metrics}), serverTimeouts)
 	ln, err := net.Listen("tcp", cfg.Addr)

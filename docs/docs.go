@@ -609,6 +609,93 @@ const docTemplate = `{
                 }
             }
         },
+        "/import/openapi": {
+            "post": {
+                "description": "Reads an OpenAPI 3 or Swagger 2 document (JSON or YAML, in the body or fetched from url under the SSRF policy) and makes each operation an http tool: the name from operationId in snake_case (or method and path), category api, security level moderate (dangerous for DELETE), the path, query and header parameters and a JSON request body (as \"body\") in one JSON Schema, and a runner calling the document's first server or base_url. With dry_run the answer (200) lists every operation with its tool, its problems and notes, and nothing is stored. Otherwise every tool is registered in one transaction (201), or none: any invalid tool answers 422 with problems located by operation, and a name already registered answers 409 (only new names are imported; use prefix).",
+                "consumes": [
+                    "application/json"
+                ],
+                "produces": [
+                    "application/json"
+                ],
+                "tags": [
+                    "tools"
+                ],
+                "summary": "Import tools from an OpenAPI document",
+                "parameters": [
+                    {
+                        "description": "Document or URL, and options",
+                        "name": "request",
+                        "in": "body",
+                        "required": true,
+                        "schema": {
+                            "$ref": "#/definitions/handlers.OpenAPIImportRequest"
+                        }
+                    }
+                ],
+                "responses": {
+                    "200": {
+                        "description": "dry run: what would be registered",
+                        "schema": {
+                            "$ref": "#/definitions/services.OpenAPIImportResult"
+                        }
+                    },
+                    "201": {
+                        "description": "registered tools",
+                        "schema": {
+                            "$ref": "#/definitions/services.OpenAPIImportResult"
+                        }
+                    },
+                    "400": {
+                        "description": "malformed JSON or unknown field",
+                        "schema": {
+                            "$ref": "#/definitions/handlers.ErrorBody"
+                        }
+                    },
+                    "401": {
+                        "description": "Unauthorized",
+                        "schema": {
+                            "$ref": "#/definitions/handlers.ErrorBody"
+                        }
+                    },
+                    "403": {
+                        "description": "Forbidden",
+                        "schema": {
+                            "$ref": "#/definitions/handlers.ErrorBody"
+                        }
+                    },
+                    "409": {
+                        "description": "a tool name is already registered",
+                        "schema": {
+                            "$ref": "#/definitions/handlers.ErrorBody"
+                        }
+                    },
+                    "413": {
+                        "description": "Request Entity Too Large",
+                        "schema": {
+                            "$ref": "#/definitions/handlers.ErrorBody"
+                        }
+                    },
+                    "415": {
+                        "description": "Unsupported Media Type",
+                        "schema": {
+                            "$ref": "#/definitions/handlers.ErrorBody"
+                        }
+                    },
+                    "422": {
+                        "description": "not an OpenAPI document, both or neither of document and url, or tools the registry refuses",
+                        "schema": {
+                            "$ref": "#/definitions/handlers.ErrorBody"
+                        }
+                    }
+                },
+                "security": [
+                    {
+                        "BearerAuth": []
+                    }
+                ]
+            }
+        },
         "/keys/{id}": {
             "delete": {
                 "description": "The key stops working at once. The last active admin key cannot be revoked (409).",
@@ -2138,6 +2225,48 @@ const docTemplate = `{
                 }
             }
         },
+        "handlers.OpenAPIImportRequest": {
+            "type": "object",
+            "properties": {
+                "base_url": {
+                    "description": "BaseURL replaces the document's first server in every tool's URL.",
+                    "type": "string",
+                    "example": "https://petstore.example.com/v1"
+                },
+                "document": {
+                    "description": "Document is the OpenAPI 3 or Swagger 2 document: a JSON object, or a\nstring holding JSON or YAML.",
+                    "type": "object"
+                },
+                "dry_run": {
+                    "description": "DryRun answers what would be registered and registers nothing.",
+                    "type": "boolean"
+                },
+                "operations": {
+                    "description": "Operations keeps only the operations with these operationIds.",
+                    "type": "array",
+                    "items": {
+                        "type": "string"
+                    }
+                },
+                "prefix": {
+                    "description": "Prefix goes before every tool name, with an underscore.",
+                    "type": "string",
+                    "example": "petstore"
+                },
+                "tags": {
+                    "description": "Tags keeps only the operations with one of these OpenAPI tags.",
+                    "type": "array",
+                    "items": {
+                        "type": "string"
+                    }
+                },
+                "url": {
+                    "description": "URL is fetched under the same SSRF policy as http tools.",
+                    "type": "string",
+                    "example": "https://petstore3.swagger.io/api/v3/openapi.json"
+                }
+            }
+        },
         "handlers.PrincipalList": {
             "type": "object",
             "properties": {
@@ -2617,6 +2746,56 @@ const docTemplate = `{
                 }
             }
         },
+        "services.ImportedOperation": {
+            "type": "object",
+            "properties": {
+                "method": {
+                    "type": "string",
+                    "example": "GET"
+                },
+                "notes": {
+                    "type": "array",
+                    "items": {
+                        "type": "string"
+                    }
+                },
+                "operation_id": {
+                    "type": "string",
+                    "example": "showPetById"
+                },
+                "path": {
+                    "type": "string",
+                    "example": "/pets/{petId}"
+                },
+                "pointer": {
+                    "description": "Pointer locates the operation in the document (RFC 6901).",
+                    "type": "string",
+                    "example": "/paths/~1pets~1{petId}/get"
+                },
+                "problems": {
+                    "type": "array",
+                    "items": {
+                        "$ref": "#/definitions/models.Problem"
+                    }
+                },
+                "tool": {
+                    "$ref": "#/definitions/services.ToolDefinition"
+                }
+            }
+        },
+        "services.ImportedTool": {
+            "type": "object",
+            "properties": {
+                "name": {
+                    "type": "string",
+                    "example": "show_pet_by_id"
+                },
+                "version": {
+                    "type": "string",
+                    "example": "1.0.0"
+                }
+            }
+        },
         "services.NewKey": {
             "type": "object",
             "properties": {
@@ -2653,6 +2832,34 @@ const docTemplate = `{
                         "agent"
                     ],
                     "example": "agent"
+                }
+            }
+        },
+        "services.OpenAPIImportResult": {
+            "type": "object",
+            "properties": {
+                "api_version": {
+                    "type": "string",
+                    "example": "1.0.0"
+                },
+                "dry_run": {
+                    "type": "boolean"
+                },
+                "operations": {
+                    "type": "array",
+                    "items": {
+                        "$ref": "#/definitions/services.ImportedOperation"
+                    }
+                },
+                "registered": {
+                    "type": "array",
+                    "items": {
+                        "$ref": "#/definitions/services.ImportedTool"
+                    }
+                },
+                "title": {
+                    "type": "string",
+                    "example": "Swagger Petstore"
                 }
             }
         },

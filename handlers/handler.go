@@ -35,7 +35,9 @@ type Handler struct {
 	Health   *services.Health
 	Stats    *services.Stats
 	Alerts   *services.Alerts
-	Log      *slog.Logger
+	// OpenAPI imports tools from OpenAPI documents.
+	OpenAPI *services.OpenAPIImporter
+	Log     *slog.Logger
 	// Links are shown on the home page.
 	Links Links
 }

@@ -81,27 +81,55 @@ func joinTags(tags []string) string {
 // CreateTool stores a new tool with its first version, atomically. A taken
 // name (even a retired one) is ErrConflict.
 func (s *Store) CreateTool(ctx context.Context, name string, sum ToolSummary, v *ToolVersion) (*Tool, error) {
-	tool := &Tool{Name: name}
+	tools, err := s.CreateTools(ctx, []NewTool{{Name: name, Summary: sum, Version: v}})
+	if err != nil {
+		return nil, err
+	}
+	return tools[0], nil
+}
+
+// NewTool is one tool for CreateTools: its name, catalog summary and first
+// version.
+type NewTool struct {
+	Name    string
+	Summary ToolSummary
+	Version *ToolVersion
+}
+
+// CreateTools stores several new tools in one transaction, so a batch
+// (an OpenAPI import) lands whole or not at all. A taken name (even a
+// retired one) is ErrConflict and stores nothing.
+func (s *Store) CreateTools(ctx context.Context, batch []NewTool) ([]*Tool, error) {
+	tools := make([]*Tool, len(batch))
+	var failed string
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		tool.apply(sum, 0)
-		tool.CurrentVersionID = nil
-		if err := tx.Create(tool).Error; err != nil {
-			return err
+		for i, nt := range batch {
+			failed = nt.Name
+			tool := &Tool{Name: nt.Name}
+			tool.apply(nt.Summary, 0)
+			tool.CurrentVersionID = nil
+			if err := tx.Create(tool).Error; err != nil {
+				return err
+			}
+			nt.Version.ToolID = tool.ID
+			if err := tx.Create(nt.Version).Error; err != nil {
+				return err
+			}
+			tool.CurrentVersionID = &nt.Version.ID
+			if err := tx.Model(tool).Update("current_version_id", nt.Version.ID).Error; err != nil {
+				return err
+			}
+			tools[i] = tool
 		}
-		v.ToolID = tool.ID
-		if err := tx.Create(v).Error; err != nil {
-			return err
-		}
-		tool.CurrentVersionID = &v.ID
-		return tx.Model(tool).Update("current_version_id", v.ID).Error
+		return nil
 	})
 	if errors.Is(err, gorm.ErrDuplicatedKey) {
-		return nil, fmt.Errorf("%w: tool %q is already registered (publish a new version with PUT /api/v1/tools/%s)", ErrConflict, name, name)
+		return nil, fmt.Errorf("%w: tool %q is already registered (publish a new version with PUT /api/v1/tools/%s)", ErrConflict, failed, failed)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("create tool %q: %w", name, err)
+		return nil, fmt.Errorf("create tool %q: %w", failed, err)
 	}
-	return tool, nil
+	return tools, nil
 }
 
 // PublishToolVersion adds v as the new current version of the named tool.

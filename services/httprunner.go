@@ -37,6 +37,10 @@ func (inv *Invoker) httpRunner(ctx context.Context, c *call) (any, error) {
 	}
 	var body io.Reader
 	switch {
+	case r.Body != "" && absentPlaceholder(r.Body, c.args):
+		// The template is just an optional argument the caller left out
+		// (an OpenAPI operation's optional request body): send no body
+		// rather than "null".
 	case r.Body != "":
 		body = strings.NewReader(expandBody(r.Body, c.args))
 	case r.Method == http.MethodPost || r.Method == http.MethodPut || r.Method == http.MethodPatch:
@@ -51,6 +55,9 @@ func (inv *Invoker) httpRunner(ctx context.Context, c *call) (any, error) {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	for name, tmpl := range r.Headers {
+		if absentPlaceholder(tmpl, c.args) {
+			continue // an optional header argument left out: no header
+		}
 		v, err := inv.expandHeader(tmpl, c.args)
 		if err != nil {
 			return nil, err
@@ -62,15 +69,63 @@ func (inv *Invoker) httpRunner(ctx context.Context, c *call) (any, error) {
 }
 
 // expandURL fills URL placeholders: escaped as a path segment before the
-// query, as a query value after it. An absent argument fills nothing.
+// query, as a query value after it. An absent argument fills nothing; in
+// the query see fillQuery.
 func expandURL(tmpl string, args map[string]any) (string, error) {
 	path, query, hasQuery := strings.Cut(tmpl, "?")
 	out, err := fillTemplate(path, args, url.PathEscape)
 	if err != nil || !hasQuery {
 		return out, err
 	}
-	q, err := fillTemplate(query, args, url.QueryEscape)
-	return out + "?" + q, err
+	q, err := fillQuery(query, args)
+	if err != nil || q == "" {
+		return out, err
+	}
+	return out + "?" + q, nil
+}
+
+// fillQuery fills a query template pair by pair. A pair whose value is a
+// single placeholder (name={{arg}}) follows its argument: it is left out
+// when the argument is absent, so an optional query parameter is not sent
+// as an empty value that an API would read as "filter by nothing", and it
+// is repeated for each element of an array (name=a&name=b, OpenAPI's
+// default form style). Other pairs are filled like the path.
+func fillQuery(tmpl string, args map[string]any) (string, error) {
+	var parts []string
+	for _, pair := range strings.Split(tmpl, "&") {
+		key, val, hasVal := strings.Cut(pair, "=")
+		if m := placeholder.FindStringSubmatch(val); hasVal && m != nil && m[0] == val && !placeholder.MatchString(key) {
+			switch v := args[m[1]].(type) {
+			case nil:
+				continue
+			case []any:
+				for _, e := range v {
+					s, err := scalarString(e)
+					if err != nil {
+						return "", &toolError{code: CodeValidation, msg: fmt.Sprintf("argument %q: each element %v", m[1], err), suggestion: "Pass an array of strings, numbers or booleans."}
+					}
+					parts = append(parts, key+"="+url.QueryEscape(s))
+				}
+				continue
+			}
+		}
+		filled, err := fillTemplate(pair, args, url.QueryEscape)
+		if err != nil {
+			return "", err
+		}
+		parts = append(parts, filled)
+	}
+	return strings.Join(parts, "&"), nil
+}
+
+// absentPlaceholder reports whether tmpl is exactly one argument
+// placeholder whose argument was not given.
+func absentPlaceholder(tmpl string, args map[string]any) bool {
+	m := placeholder.FindStringSubmatch(strings.TrimSpace(tmpl))
+	if m == nil || m[0] != strings.TrimSpace(tmpl) || strings.HasPrefix(m[1], "env.") {
+		return false
+	}
+	return args[m[1]] == nil
 }
 
 // fillTemplate replaces each {{name}} with the escaped text of a scalar

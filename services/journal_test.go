@@ -91,7 +91,11 @@ func TestJournalRetires(t *testing.T) {
 	if err := r.durable(ctx, c, ack); err != nil {
 		t.Fatal(err)
 	}
-	if raw, _ := os.ReadFile(r.journal.path(r.journal.seq)); len(raw) == 0 {
+	// seq under the journal's lock: the retiring goroutine rotates it.
+	r.journal.mu.Lock()
+	seg := r.journal.path(r.journal.seq)
+	r.journal.mu.Unlock()
+	if raw, _ := os.ReadFile(seg); len(raw) == 0 {
 		t.Fatal("the record was not journaled")
 	}
 	deadline := time.Now().Add(5 * time.Second)

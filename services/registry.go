@@ -3,6 +3,7 @@ package services
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -121,6 +122,59 @@ func (r *Registry) Register(ctx context.Context, def ToolDefinition, by *models.
 	r.log.InfoContext(ctx, "tool registered", "tool", def.Name, "version", def.Version, "by", principalName(by))
 	r.changed(ctx)
 	return r.view(t, ver)
+}
+
+// Check normalizes and validates def as Register would, without storing
+// anything, and returns the definition as it would be stored. A dry run
+// (an OpenAPI import preview) shows exactly what registering would do.
+func (r *Registry) Check(ctx context.Context, def ToolDefinition) (ToolDefinition, error) {
+	if _, _, err := r.prepare(ctx, &def, nil); err != nil {
+		return def, err
+	}
+	return def, nil
+}
+
+// Taken reports whether name belongs to a registered tool, active or
+// retired.
+func (r *Registry) Taken(ctx context.Context, name string) (bool, error) {
+	_, _, err := r.store.ToolByName(ctx, name, true)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, models.ErrNotFound):
+		return false, nil
+	}
+	return false, err
+}
+
+// RegisterAll validates every definition and then stores them all in one
+// transaction: either every tool is registered or none is. The first
+// invalid definition's *models.ValidationError is returned as it is;
+// callers that want every problem check each definition first.
+func (r *Registry) RegisterAll(ctx context.Context, defs []ToolDefinition, by *models.Principal) ([]*Tool, error) {
+	batch := make([]models.NewTool, len(defs))
+	for i := range defs {
+		ver, sum, err := r.prepare(ctx, &defs[i], by)
+		if err != nil {
+			return nil, err
+		}
+		batch[i] = models.NewTool{Name: defs[i].Name, Summary: sum, Version: ver}
+	}
+	created, err := r.store.CreateTools(ctx, batch)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*Tool, len(created))
+	for i, t := range created {
+		r.log.InfoContext(ctx, "tool registered", "tool", t.Name, "version", defs[i].Version, "by", principalName(by))
+		if out[i], err = r.view(t, batch[i].Version); err != nil {
+			return nil, err
+		}
+	}
+	if len(out) > 0 {
+		r.changed(ctx)
+	}
+	return out, nil
 }
 
 // Publish stores def as a new current version of the named tool. Its

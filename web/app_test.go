@@ -127,8 +127,9 @@ func newTestAppWith(t testing.TB, host hostCaps, netPolicy services.NetPolicy) *
 	t.Cleanup(func() { invoker.Close(context.Background()) })
 	h := &handlers.Handler{Registry: registry, Selector: selector, Accounts: accounts,
 		Invoker: invoker, Health: services.NewHealth(store, selector, ""), Log: log,
-		Links: handlers.Links{Swagger: "/swagger/index.html", Healthz: "/healthz", Readyz: "/readyz"},
-		Stats: services.NewStats(store, invoker), Alerts: services.NewAlerts(store, services.DefaultAlertConfig, metrics, log)}
+		Links:   handlers.Links{Swagger: "/swagger/index.html", Healthz: "/healthz", Readyz: "/readyz"},
+		OpenAPI: services.NewOpenAPIImporter(registry, netPolicy, log),
+		Stats:   services.NewStats(store, invoker), Alerts: services.NewAlerts(store, services.DefaultAlertConfig, metrics, log)}
 	alerts := h.Alerts
 	app := &testApp{
 		invoker: invoker, selector: selector, alerts: alerts,

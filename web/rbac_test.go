@@ -38,6 +38,7 @@ func TestRBACMatrix(t *testing.T) {
 		{"GET", "/tools/:name/versions/:version", "/api/v1/tools/file_read/versions/1.0.0", nil, 200, 200, 200},
 		{"POST", "/tools/:name/rollback", "/api/v1/tools/file_read/rollback", func(*testApp) any { return map[string]any{"version": "1.0.0"} }, 200, forbidden, forbidden},
 		{"GET", "/categories", "/api/v1/categories", nil, 200, 200, 200},
+		{"POST", "/import/openapi", "/api/v1/import/openapi", func(*testApp) any { return map[string]any{"document": pingDocument} }, 201, forbidden, forbidden},
 		{"POST", "/principals", "/api/v1/principals", func(*testApp) any { return map[string]any{"name": "bot", "role": "agent"} }, 201, forbidden, forbidden},
 		{"GET", "/principals", "/api/v1/principals", nil, 200, forbidden, forbidden},
 		{"POST", "/principals/:id/keys", "/api/v1/principals/3/keys", nil, 201, forbidden, forbidden},
@@ -111,6 +112,11 @@ func TestRBACMatrix(t *testing.T) {
 		}
 	}
 }
+
+// pingDocument is the smallest OpenAPI document with one operation.
+const pingDocument = `{"openapi": "3.0.3", "info": {"title": "Ping", "version": "1.0.0"},
+	"servers": [{"url": "https://ping.example.com"}],
+	"paths": {"/ping": {"get": {"operationId": "ping", "responses": {"200": {"description": "pong"}}}}}}`
 
 // TestConsoleRBACMatrix opens every console page, and submits every console
 // form, as every role: without a session a page leads to sign in (303) and a

@@ -59,6 +59,7 @@ var routes = []route{
 	{http.MethodGet, "/tools/:name/versions/:version", everyone, (*handlers.Handler).ToolVersion},
 	{http.MethodPost, "/tools/:name/rollback", admins, (*handlers.Handler).RollbackTool},
 	{http.MethodGet, "/categories", everyone, (*handlers.Handler).Categories},
+	{http.MethodPost, "/import/openapi", admins, (*handlers.Handler).ImportOpenAPI},
 
 	{http.MethodPost, "/tools/select", everyone, (*handlers.Handler).SelectTools},
 	{http.MethodPost, "/selections/:id/feedback", everyone, (*handlers.Handler).SelectionFeedback},

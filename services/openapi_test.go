@@ -1,0 +1,131 @@
+package services
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"toolbelt/models"
+)
+
+// TestSnakeCase makes tool names of operationIds and of method and path.
+func TestSnakeCase(t *testing.T) {
+	for in, want := range map[string]string{
+		"findPetsByStatus": "find_pets_by_status",
+		"getHTTPServer":    "get_http_server",
+		"find pet by id":   "find_pet_by_id",
+		"pets.list-all":    "pets_list_all",
+		"v2GetItem":        "v2_get_item",
+		"GET /pets/by id":  "get_pets_by_id",
+		"Ünïcode":          "n_code",
+		"":                 "",
+	} {
+		if got := snakeCase(in); got != want {
+			t.Errorf("snakeCase(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestRefResolver expands $refs and turns OpenAPI 3.0 keywords into JSON
+// Schema 2020-12.
+func TestRefResolver(t *testing.T) {
+	root := map[string]any{"components": map[string]any{"schemas": map[string]any{
+		"Node": map[string]any{"type": "object", "properties": map[string]any{
+			"next": map[string]any{"$ref": "#/components/schemas/Node"}, "x-internal": map[string]any{"type": "string"}}},
+		"Id": map[string]any{"type": "integer", "nullable": true, "minimum": 0, "exclusiveMinimum": true, "example": 7, "x-go-type": "int"},
+	}}}
+	cases := []struct{ name, in, want string }{
+		{"openapi 3.0 keywords", `{"$ref": "#/components/schemas/Id"}`, `{"examples":[7],"exclusiveMinimum":0,"type":["integer","null"]}`},
+		{"sibling description kept", `{"$ref": "#/components/schemas/Id", "description": "the id"}`, `{"description":"the id","examples":[7],"exclusiveMinimum":0,"type":["integer","null"]}`},
+		{"recursion stops", `{"$ref": "#/components/schemas/Node"}`, `{"properties":{"next":{"description":"refers back to #/components/schemas/Node (not expanded)"},"x-internal":{"type":"string"}},"type":"object"}`},
+		{"unknown reference", `{"$ref": "#/components/schemas/Nope"}`, `{"description":"unresolved reference #/components/schemas/Nope"}`},
+		{"exclusiveMaximum false dropped", `{"type": "number", "maximum": 5, "exclusiveMaximum": false}`, `{"maximum":5,"type":"number"}`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var in any
+			_ = json.Unmarshal([]byte(tc.in), &in)
+			r := &refResolver{root: root}
+			got, _ := json.Marshal(r.convert(in))
+			if string(got) != tc.want {
+				t.Errorf("got  %s\nwant %s", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestRefResolverFanOut bounds the expansion of schemas that refer to each
+// other many times over: ten levels of ten references each would be 10^10
+// objects.
+func TestRefResolverFanOut(t *testing.T) {
+	schemas := map[string]any{}
+	for i := 0; i < 10; i++ {
+		props := map[string]any{}
+		for j := 0; j < 10; j++ {
+			props[fmt.Sprintf("p%d", j)] = map[string]any{"$ref": fmt.Sprintf("#/components/schemas/S%d", i+1)}
+		}
+		schemas[fmt.Sprintf("S%d", i)] = map[string]any{"type": "object", "properties": props}
+	}
+	schemas["S10"] = map[string]any{"type": "string"}
+	r := &refResolver{root: map[string]any{"components": map[string]any{"schemas": schemas}}}
+	out, _ := json.Marshal(r.convert(map[string]any{"$ref": "#/components/schemas/S0"}))
+	if r.nodes > 2*maxSchemaNodes || !strings.Contains(string(out), "too large") {
+		t.Errorf("expanded %d nodes (%d bytes)", r.nodes, len(out))
+	}
+}
+
+// TestParseOpenAPIExternalRef refuses a reference to another document
+// without fetching it.
+func TestParseOpenAPIExternalRef(t *testing.T) {
+	var fetched atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fetched.Add(1)
+		_, _ = w.Write([]byte(`{"Pet": {"type": "object"}}`))
+	}))
+	defer srv.Close()
+	doc := `{"openapi": "3.0.3", "info": {"title": "x", "version": "1"}, "paths": {"/p": {"post": {
+		"requestBody": {"content": {"application/json": {"schema": {"$ref": "` + srv.URL + `/defs.json#/Pet"}}}},
+		"responses": {"200": {"description": "ok"}}}}}}`
+	_, err := parseOpenAPI(context.Background(), []byte(doc), "/document")
+	var ve *models.ValidationError
+	if !errors.As(err, &ve) || ve.Problems[0].Pointer != "/document" {
+		t.Fatalf("err = %v", err)
+	}
+	if fetched.Load() != 0 {
+		t.Errorf("the external reference was fetched")
+	}
+}
+
+// TestBuildJSONVariantBody imports an OpenAPI 3.1 operation whose body is
+// a JSON variant: the tool sends it with that content type.
+func TestBuildJSONVariantBody(t *testing.T) {
+	doc := `{"openapi": "3.1.0", "info": {"title": "x", "version": "1"}, "servers": [{"url": "https://x.example.com"}],
+	"paths": {"/items/{id}": {"patch": {"operationId": "patch-item", "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "integer"}}],
+	"requestBody": {"required": true, "content": {"application/merge-patch+json": {"schema": {"$ref": "#/components/schemas/Item"}}}},
+	"responses": {"200": {"description": "ok"}}}}},
+	"components": {"schemas": {"Item": {"type": "object", "properties": {"name": {"type": ["string", "null"]}}}}}}`
+	d, err := parseOpenAPI(context.Background(), []byte(doc), "/document")
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := documentTree(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &toolBuilder{base: "https://x.example.com", refs: &refResolver{root: root}, names: map[string]bool{}}
+	out := b.build(operationsOf(d)[0])
+	r := out.Tool.Runner
+	if out.Tool.Name != "patch_item" || r.Method != "PATCH" || r.URL != "https://x.example.com/items/{{id}}" || r.Body != "{{body}}" ||
+		r.Headers["Content-Type"] != "application/merge-patch+json" {
+		t.Errorf("tool: %+v", out.Tool)
+	}
+	if want := `"required":["id","body"]`; !strings.Contains(string(out.Tool.Parameters), want) {
+		t.Errorf("parameters %s lack %s", out.Tool.Parameters, want)
+	}
+}
