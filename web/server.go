@@ -86,7 +86,7 @@ var routes = []route{
 }
 
 // RolePolicies returns, per role, the endpoints of the route table and the
-// console pages it may open, as Casbin seeds them.
+// console pages it may open, and /metrics and /mcp, as Casbin seeds them.
 func RolePolicies() map[string][]services.Route {
 	out := map[string][]services.Route{}
 	for _, r := range routes {
@@ -100,6 +100,11 @@ func RolePolicies() map[string][]services.Route {
 		}
 	}
 	out[services.RoleAdmin] = append(out[services.RoleAdmin], services.Route{Method: http.MethodGet, Path: MetricsPath})
+	for _, role := range everyone {
+		for _, m := range mcpMethods {
+			out[role] = append(out[role], services.Route{Method: m, Path: MCPPath})
+		}
+	}
 	return out
 }
 
@@ -148,6 +153,8 @@ func New(d Deps) http.Handler {
 		// Scrape with an admin key (Prometheus: authorization.credentials).
 		r.GET(MetricsPath, authenticate(d), gin.WrapH(promhttp.HandlerFor(d.Metrics.Registry, promhttp.HandlerOpts{})))
 	}
+
+	mountMCP(r, d)
 
 	api := r.Group(APIPrefix, authenticate(d))
 	for _, rt := range routes {
