@@ -35,6 +35,7 @@ import (
 	"toolbelt/services"
 	"toolbelt/services/browser"
 	"toolbelt/services/embed"
+	"toolbelt/services/mcpserver"
 	"toolbelt/services/sandbox"
 	"toolbelt/web"
 )
@@ -291,7 +292,8 @@ func serve(args []string) error {
 		Stats:  services.NewStats(store, invoker),
 		Alerts: services.NewAlerts(store, cfg.Alerts, metrics, log),
 	}
-	srv := newHTTPServer(cfg.Addr, web.New(web.Deps{Handler: h, Accounts: accounts, Authz: authz, Log: log, Metrics: metrics}), serverTimeouts)
+	mcpServer := mcpserver.New(selector, invoker, version, log)
+	srv := newHTTPServer(cfg.Addr, web.New(web.Deps{Handler: h, Accounts: accounts, Authz: authz, Log: log, Metrics: metrics, MCP: mcpServer}), serverTimeouts)
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
@@ -336,12 +338,19 @@ func serve(args []string) error {
 		serverDone <- srv.Shutdown(ctx)
 	}()
 	invoker.Shutdown(shutdownCtx)
+	// The calls are answered; MCP event streams would otherwise hold the
+	// shutdown until its deadline.
+	mcpServer.Close()
 	if err := <-serverDone; err != nil {
 		return fmt.Errorf("shut down: %w", err)
 	}
 	log.Info("stopped")
 	return nil
 }
+
+// version is the server version MCP clients are told; it follows the
+// OpenAPI document's.
+const version = "1.0"
 
 // timeouts bound what a slow or idle client can hold: headers must arrive
 // within Header, the whole request within Read, and a kept-alive

@@ -26,9 +26,6 @@ var mcpMethods = []string{http.MethodPost, http.MethodGet, http.MethodDelete}
 // sessions do not pile up in memory.
 const MCPSessionTimeout = 30 * time.Minute
 
-// mcpVersion is the server version reported to MCP clients.
-const mcpVersion = "1.0.0"
-
 // principalCtxKey carries the authenticated principal from Gin to the MCP
 // transport in the request's context.
 type principalCtxKey struct{}
@@ -38,7 +35,7 @@ type principalCtxKey struct{}
 // session's token info, which binds each MCP session to its principal and
 // lets every message act as the principal that sent it.
 func mountMCP(r *gin.Engine, d Deps) {
-	srv := mcpserver.New(d.Handler.Selector, d.Handler.Invoker, mcpVersion, d.Log)
+	srv := d.MCP
 	streamable := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv.MCP() },
 		&mcp.StreamableHTTPOptions{SessionTimeout: MCPSessionTimeout, Logger: d.Log})
 	verified := auth.RequireBearerToken(func(ctx context.Context, _ string, _ *http.Request) (*auth.TokenInfo, error) {

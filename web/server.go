@@ -21,6 +21,7 @@ import (
 	"toolbelt/handlers"
 	"toolbelt/models"
 	"toolbelt/services"
+	"toolbelt/services/mcpserver"
 	"toolbelt/static"
 )
 
@@ -117,6 +118,8 @@ type Deps struct {
 	// Metrics, when set, are served at /metrics (admins) and receive
 	// every request's route, status and latency.
 	Metrics *services.Metrics
+	// MCP, when set, is served at /mcp to every role.
+	MCP *mcpserver.Server
 }
 
 // New returns the HTTP handler of the whole service.
@@ -154,7 +157,9 @@ func New(d Deps) http.Handler {
 		r.GET(MetricsPath, authenticate(d), gin.WrapH(promhttp.HandlerFor(d.Metrics.Registry, promhttp.HandlerOpts{})))
 	}
 
-	mountMCP(r, d)
+	if d.MCP != nil {
+		mountMCP(r, d)
+	}
 
 	api := r.Group(APIPrefix, authenticate(d))
 	for _, rt := range routes {

@@ -86,6 +86,16 @@ func New(selector *services.Selector, invoker *services.Invoker, version string,
 // MCP returns the protocol server, for a transport to serve.
 func (s *Server) MCP() *mcp.Server { return s.mcp }
 
+// Close ends every open session. A client's event stream (the GET of the
+// streamable transport) otherwise stays open, and a graceful HTTP shutdown
+// would wait for it until its deadline; call Close once the calls in
+// flight have been answered.
+func (s *Server) Close() {
+	for ss := range s.mcp.Sessions() {
+		_ = ss.Close()
+	}
+}
+
 // tools is the receiving middleware that answers tools/list and
 // tools/call; every other method goes on to the SDK.
 func (s *Server) tools(next mcp.MethodHandler) mcp.MethodHandler {
