@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -11,6 +12,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"toolbelt/services/mcpserver"
 )
 
 // bearer adds an API key to every request of the MCP client.
@@ -327,5 +330,43 @@ func mapsKeys[V any](m map[string]V) func(func(string) bool) {
 				return
 			}
 		}
+	}
+}
+
+// TestMCPPagination: a catalog larger than a page comes in pages the
+// client follows, each tool once.
+func TestMCPPagination(t *testing.T) {
+	app := newTestApp(t)
+	const extra = 520
+	for i := range extra {
+		def := toolDef(fmt.Sprintf("count_words_%03d", i), func(m map[string]any) {
+			m["runner"] = map[string]any{"kind": "http", "method": "GET", "url": "https://example.com/count"}
+			m["security"] = map[string]any{"level": "safe", "network": true}
+			m["category"] = "api"
+		})
+		if r := app.do(t, "admin", "POST", "/api/v1/tools", def); r.Status != 201 {
+			t.Fatalf("register: %d %s", r.Status, r.Body)
+		}
+	}
+	srv := httptest.NewServer(app.handler)
+	t.Cleanup(srv.Close)
+	cs, err := mcpConnect(t, app, srv, "admin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.NextCursor == "" || len(first.Tools) != 2+mcpserver.PageSize {
+		t.Fatalf("first page: %d tools, cursor %q", len(first.Tools), first.NextCursor)
+	}
+	tools := mcpTools(t, cs)
+	want := extra + 8 + 2 // the registered ones, the built-ins, search_tools and call_result
+	if len(tools) != want {
+		t.Errorf("listed %d tools, want %d", len(tools), want)
+	}
+	if _, err := cs.ListTools(context.Background(), &mcp.ListToolsParams{Cursor: "%%%"}); err == nil {
+		t.Error("a malformed cursor was accepted")
 	}
 }
