@@ -37,7 +37,15 @@ type principalCtxKey struct{}
 func mountMCP(r *gin.Engine, d Deps) {
 	srv := d.MCP
 	streamable := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv.MCP() },
-		&mcp.StreamableHTTPOptions{SessionTimeout: MCPSessionTimeout, Logger: d.Log})
+		&mcp.StreamableHTTPOptions{
+			SessionTimeout: MCPSessionTimeout, Logger: d.Log,
+			// The SDK refuses a request that reached a loopback address
+			// under another Host name (DNS rebinding), which is every
+			// request through a reverse proxy on this host. Rebinding
+			// matters for servers that trust whoever can reach them; every
+			// request here carries an API key a rebinding page cannot know.
+			DisableLocalhostProtection: true,
+		})
 	verified := auth.RequireBearerToken(func(ctx context.Context, _ string, _ *http.Request) (*auth.TokenInfo, error) {
 		p, _ := ctx.Value(principalCtxKey{}).(*models.Principal)
 		if p == nil {

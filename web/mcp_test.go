@@ -370,3 +370,26 @@ func TestMCPPagination(t *testing.T) {
 		t.Error("a malformed cursor was accepted")
 	}
 }
+
+// TestMCPBehindProxy: a reverse proxy on the same host forwards with the
+// public Host header; every request carries a key, so that is no DNS
+// rebinding risk and must not be refused.
+func TestMCPBehindProxy(t *testing.T) {
+	app := newTestApp(t)
+	srv := httptest.NewServer(app.handler)
+	t.Cleanup(srv.Close)
+	body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`
+	req, _ := http.NewRequest("POST", srv.URL+MCPPath, strings.NewReader(body))
+	req.Host = "toolbelt.example.com"
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+app.keys["agent"])
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Mcp-Session-Id") == "" {
+		t.Fatalf("initialize through a proxy: %d", resp.StatusCode)
+	}
+}
