@@ -150,7 +150,13 @@ func sessionID(ss *mcp.ServerSession) string {
 	if ss == nil {
 		return ""
 	}
-	id := unsafeSessionChars.ReplaceAllString(ss.ID(), "")
+	return sessionName(ss.ID())
+}
+
+// sessionName turns an MCP session id into a call session id, which must
+// match ^[A-Za-z0-9._-]{1,128}$.
+func sessionName(mcpID string) string {
+	id := unsafeSessionChars.ReplaceAllString(mcpID, "")
 	if id == "" {
 		return ""
 	}
