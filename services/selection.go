@@ -113,8 +113,10 @@ type Selector struct {
 	lessons   chan [2]string
 	learnWG   sync.WaitGroup
 	dirty     atomic.Bool // the catalog changed since the last refresh
-	timer     atomic.Bool // a deferred refresh is scheduled
-	loaded    bool        // learned queries read from the store
+	// refreshing is set while Refresh builds a new index.
+	refreshing atomic.Bool
+	timer      atomic.Bool // a deferred refresh is scheduled
+	loaded     bool        // learned queries read from the store
 
 	embedFailUntil atomic.Int64 // unix nanoseconds; query embedding backs off until then
 	embedErr       atomic.Value // string: the last query embedding error
@@ -177,12 +179,21 @@ func (s *Selector) MarkDirty() {
 	}
 }
 
-// ensureFresh rebuilds the index if the catalog changed since.
+// ensureFresh rebuilds the index if the catalog changed since, or waits
+// for the rebuild under way.
 func (s *Selector) ensureFresh(ctx context.Context) error {
-	if !s.dirty.Load() {
-		return nil
+	if s.dirty.Load() {
+		return s.Refresh(ctx)
 	}
-	return s.Refresh(ctx)
+	if s.refreshing.Load() {
+		// A refresh under way (the deferred one MarkDirty schedules)
+		// cleared dirty when it started; it may hold a change this caller
+		// made before asking, so wait for its index instead of answering
+		// from the old one.
+		s.mu.Lock()
+		s.mu.Unlock()
+	}
+	return nil
 }
 
 // Close writes the selection records still queued; call it before the
@@ -260,6 +271,8 @@ func retrievalText(def *ToolDefinition) string {
 func (s *Selector) Refresh(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.refreshing.Store(true)
+	defer s.refreshing.Store(false)
 	s.dirty.Store(false)
 	tools, err := s.store.ActiveTools(ctx)
 	if err != nil {

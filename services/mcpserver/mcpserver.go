@@ -114,7 +114,11 @@ func (s *Server) tools(next mcp.MethodHandler) mcp.MethodHandler {
 			if r.Params != nil {
 				cursor = r.Params.Cursor
 			}
-			return s.list(ctx, p, cursor)
+			res, err := s.list(ctx, p, cursor)
+			if err != nil {
+				return nil, err // not a typed nil: exactly one of the two is nil
+			}
+			return res, nil
 		case "tools/call":
 			r, ok := req.(*mcp.CallToolRequest)
 			if !ok || r.Params == nil {
