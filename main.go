@@ -35,6 +35,7 @@ import (
 	"toolbelt/services"
 	"toolbelt/services/browser"
 	"toolbelt/services/embed"
+	"toolbelt/services/mcpserver"
 	"toolbelt/services/sandbox"
 	"toolbelt/web"
 )
@@ -303,7 +304,8 @@ func serve(args []string) error {
 		// Documents fetched by URL follow the same SSRF policy as tool calls.
 		OpenAPI: services.NewOpenAPIImporter(registry, netPolicy, log),
 	}
-	srv := newHTTPServer(cfg.Addr, web.New(web.Deps{Handler: h, Accounts: accounts, Authz: authz, Log: log, Metrics: metrics}), serverTimeouts)
+	mcpServer := mcpserver.New(selector, invoker, version, log)
+	srv := newHTTPServer(cfg.Addr, web.New(web.Deps{Handler: h, Accounts: accounts, Authz: authz, Log: log, Metrics: metrics, MCP: mcpServer}), serverTimeouts)
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
@@ -355,12 +357,19 @@ func serve(args []string) error {
 		serverDone <- srv.Shutdown(ctx)
 	}()
 	invoker.Shutdown(shutdownCtx)
+	// The calls are answered; MCP event streams would otherwise hold the
+	// shutdown until its deadline.
+	mcpServer.Close()
 	if err := <-serverDone; err != nil {
 		return fmt.Errorf("shut down: %w", err)
 	}
 	log.Info("stopped")
 	return nil
 }
+
+// version is the server version MCP clients are told; it follows the
+// OpenAPI document's.
+const version = "1.0"
 
 // timeouts bound what a slow or idle client can hold: headers must arrive
 // within Header, the whole request within Read, and a kept-alive

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -8,7 +9,22 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
+
+// bearerTransport sends key with every request.
+func bearerTransport(key string) http.RoundTripper {
+	return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		r = r.Clone(r.Context())
+		r.Header.Set("Authorization", "Bearer "+key)
+		return http.DefaultTransport.RoundTrip(r)
+	})
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // TestGracefulShutdown sends SIGTERM while two calls run: the short one
 // finishes within the deadline and succeeds; the long one is cancelled at
@@ -45,6 +61,17 @@ func TestGracefulShutdown(t *testing.T) {
 			mu.Unlock()
 		})
 	}
+	// An MCP client holds its event stream open; shutdown must end it
+	// instead of waiting for it.
+	mcpClient := mcp.NewClient(&mcp.Implementation{Name: "shutdown-test", Version: "1"}, nil)
+	session, err := mcpClient.Connect(context.Background(), &mcp.StreamableClientTransport{
+		Endpoint: s.base + "/mcp", MaxRetries: -1,
+		HTTPClient: &http.Client{Transport: bearerTransport(key)},
+	}, nil)
+	if err != nil {
+		t.Fatalf("mcp connect: %v", err)
+	}
+	defer session.Close()
 	time.Sleep(300 * time.Millisecond) // both calls are running
 	stopped := time.Now()
 	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {

@@ -113,8 +113,10 @@ type Selector struct {
 	lessons   chan [2]string
 	learnWG   sync.WaitGroup
 	dirty     atomic.Bool // the catalog changed since the last refresh
-	timer     atomic.Bool // a deferred refresh is scheduled
-	loaded    bool        // learned queries read from the store
+	// refreshing is set while Refresh builds a new index.
+	refreshing atomic.Bool
+	timer      atomic.Bool // a deferred refresh is scheduled
+	loaded     bool        // learned queries read from the store
 
 	embedFailUntil atomic.Int64 // unix nanoseconds; query embedding backs off until then
 	embedErr       atomic.Value // string: the last query embedding error
@@ -177,12 +179,21 @@ func (s *Selector) MarkDirty() {
 	}
 }
 
-// ensureFresh rebuilds the index if the catalog changed since.
+// ensureFresh rebuilds the index if the catalog changed since, or waits
+// for the rebuild under way.
 func (s *Selector) ensureFresh(ctx context.Context) error {
-	if !s.dirty.Load() {
-		return nil
+	if s.dirty.Load() {
+		return s.Refresh(ctx)
 	}
-	return s.Refresh(ctx)
+	if s.refreshing.Load() {
+		// A refresh under way (the deferred one MarkDirty schedules)
+		// cleared dirty when it started; it may hold a change this caller
+		// made before asking, so wait for its index instead of answering
+		// from the old one.
+		s.mu.Lock()
+		s.mu.Unlock()
+	}
+	return nil
 }
 
 // Close writes the selection records still queued; call it before the
@@ -260,6 +271,8 @@ func retrievalText(def *ToolDefinition) string {
 func (s *Selector) Refresh(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.refreshing.Store(true)
+	defer s.refreshing.Store(false)
 	s.dirty.Store(false)
 	tools, err := s.store.ActiveTools(ctx)
 	if err != nil {
@@ -607,6 +620,61 @@ func (v visibility) allows(e *entry) bool {
 		return true
 	}
 	return e.level == LevelSafe && v.tools[e.name]
+}
+
+// Callable returns, in name order and after the tool named after, up to
+// limit tools the caller may call and this host can run, each in format;
+// next names the last one when more follow, "" on the last page. It is the
+// catalog an MCP client lists: admins get every tool, agents what their
+// grants let selection offer them, reviewers nothing, since they decide
+// approvals and call no tool.
+func (s *Selector) Callable(ctx context.Context, caller *models.Principal, format, after string, limit int) (tools []json.RawMessage, next string, err error) {
+	if !slices.Contains(Formats, format) {
+		return nil, "", unknownFormat(format)
+	}
+	if limit < 1 {
+		return nil, "", fmt.Errorf("%w: page size %d", models.ErrInvalid, limit)
+	}
+	if caller != nil && caller.Role == RoleReviewer {
+		return []json.RawMessage{}, "", nil
+	}
+	if err := s.ensureFresh(ctx); err != nil {
+		return nil, "", err
+	}
+	vis, err := s.visibilityOf(caller)
+	if err != nil {
+		return nil, "", err
+	}
+	ix := s.idx.Load()
+	// Entries are in name order (the store lists them so), so a page
+	// starts after its cursor without scanning what came before.
+	start := sort.Search(len(ix.entries), func(i int) bool { return ix.entries[i].name > after })
+	var page []*entry
+	for _, e := range ix.entries[start:] {
+		if !vis.allows(e) || !s.host.runs(e.doc.needs) {
+			continue
+		}
+		if len(page) == limit {
+			next = page[len(page)-1].name
+			break
+		}
+		page = append(page, e)
+	}
+	ids := make([]uint, len(page))
+	for i, e := range page {
+		ids[i] = e.versionID
+	}
+	exports, err := s.store.Exports(ctx, format, ids)
+	if err != nil {
+		return nil, "", err
+	}
+	tools = make([]json.RawMessage, 0, len(page))
+	for _, e := range page {
+		if raw, ok := exports[e.versionID]; ok {
+			tools = append(tools, json.RawMessage(raw))
+		}
+	}
+	return tools, next, nil
 }
 
 // Select ranks the catalog for a task and returns the best tools the caller

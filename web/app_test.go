@@ -19,6 +19,7 @@ import (
 	"toolbelt/models"
 	"toolbelt/services"
 	"toolbelt/services/embed"
+	"toolbelt/services/mcpserver"
 	"toolbelt/services/sandbox"
 )
 
@@ -133,8 +134,9 @@ func newTestAppWith(t testing.TB, host hostCaps, netPolicy services.NetPolicy) *
 	alerts := h.Alerts
 	app := &testApp{
 		invoker: invoker, selector: selector, alerts: alerts,
-		handler: New(Deps{Handler: h, Accounts: accounts, Authz: authz, Log: log, Metrics: metrics}),
-		store:   store, dbPath: dbPath, logs: logs,
+		handler: New(Deps{Handler: h, Accounts: accounts, Authz: authz, Log: log, Metrics: metrics,
+			MCP: mcpserver.New(selector, invoker, "test", log)}),
+		store: store, dbPath: dbPath, logs: logs,
 		keys: map[string]string{"admin": adminKey, "none": ""},
 		ids:  map[string]uint{"admin": 1},
 	}

@@ -21,6 +21,7 @@ import (
 	"toolbelt/handlers"
 	"toolbelt/models"
 	"toolbelt/services"
+	"toolbelt/services/mcpserver"
 	"toolbelt/static"
 )
 
@@ -87,7 +88,7 @@ var routes = []route{
 }
 
 // RolePolicies returns, per role, the endpoints of the route table and the
-// console pages it may open, as Casbin seeds them.
+// console pages it may open, and /metrics and /mcp, as Casbin seeds them.
 func RolePolicies() map[string][]services.Route {
 	out := map[string][]services.Route{}
 	for _, r := range routes {
@@ -101,6 +102,11 @@ func RolePolicies() map[string][]services.Route {
 		}
 	}
 	out[services.RoleAdmin] = append(out[services.RoleAdmin], services.Route{Method: http.MethodGet, Path: MetricsPath})
+	for _, role := range everyone {
+		for _, m := range mcpMethods {
+			out[role] = append(out[role], services.Route{Method: m, Path: MCPPath})
+		}
+	}
 	return out
 }
 
@@ -113,6 +119,8 @@ type Deps struct {
 	// Metrics, when set, are served at /metrics (admins) and receive
 	// every request's route, status and latency.
 	Metrics *services.Metrics
+	// MCP, when set, is served at /mcp to every role.
+	MCP *mcpserver.Server
 }
 
 // New returns the HTTP handler of the whole service.
@@ -148,6 +156,10 @@ func New(d Deps) http.Handler {
 	if d.Metrics != nil {
 		// Scrape with an admin key (Prometheus: authorization.credentials).
 		r.GET(MetricsPath, authenticate(d), gin.WrapH(promhttp.HandlerFor(d.Metrics.Registry, promhttp.HandlerOpts{})))
+	}
+
+	if d.MCP != nil {
+		mountMCP(r, d)
 	}
 
 	api := r.Group(APIPrefix, authenticate(d))

@@ -1,0 +1,481 @@
+// Package mcpserver serves the tool catalog over the Model Context Protocol
+// (the official go-sdk): tools/list offers what the caller may call,
+// search_tools runs stage 2's selection, and tools/call goes through the
+// same guard chain as POST /api/v1/calls, its refusals and approvals
+// becoming isError results whose text tells the model what to do.
+//
+// The catalog differs per caller and changes while a session lasts, so the
+// package answers tools/list and tools/call itself, in a receiving
+// middleware of one shared mcp.Server, instead of registering tools on it.
+// The transport authenticates each HTTP request and hands the principal in
+// the request's token info (see TokenInfo), so every message acts as the
+// principal whose key sent it.
+package mcpserver
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"toolbelt/models"
+	"toolbelt/services"
+)
+
+// Names of the tools this server adds to the catalog. They take precedence
+// over registered tools of the same name.
+const (
+	SearchToolsName = "search_tools"
+	CallResultName  = "call_result"
+)
+
+// PageSize is how many tools one tools/list page holds; clients follow
+// nextCursor for the rest.
+const PageSize = 500
+
+// principalKey is where TokenInfo keeps the principal.
+const principalKey = "toolbelt/principal"
+
+// TokenInfo is the token info the transport attaches to an authenticated
+// request: UserID binds the MCP session to the principal (the SDK refuses
+// a session's messages from anyone else), and the principal itself rides
+// along so each message acts as whoever sent it, with their current role.
+func TokenInfo(p *models.Principal) *auth.TokenInfo {
+	return &auth.TokenInfo{
+		UserID: fmt.Sprintf("principal-%d", p.ID),
+		// Keys do not expire; a revoked one is refused by the transport
+		// before a message gets here.
+		Expiration: time.Now().Add(time.Hour),
+		Extra:      map[string]any{principalKey: p},
+	}
+}
+
+// Server answers MCP requests from the catalog, the selector and the
+// invoker.
+type Server struct {
+	selector *services.Selector
+	invoker  *services.Invoker
+	log      *slog.Logger
+	mcp      *mcp.Server
+	builtins []*mcp.Tool
+}
+
+// New returns the MCP server of Toolbelt. version is reported to clients.
+func New(selector *services.Selector, invoker *services.Invoker, version string, log *slog.Logger) *Server {
+	s := &Server{selector: selector, invoker: invoker, log: log, builtins: builtinTools()}
+	s.mcp = mcp.NewServer(&mcp.Implementation{Name: "toolbelt", Title: "Toolbelt", Version: version}, &mcp.ServerOptions{
+		Instructions: "Toolbelt runs tools for you. Call " + SearchToolsName + " with your task to find the tools that fit it " +
+			"(the list can be long). Some calls wait for a human reviewer's approval: their result says so, " +
+			"and " + CallResultName + " fetches the outcome later.",
+		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}},
+		Logger:       log,
+	})
+	s.mcp.AddReceivingMiddleware(s.tools)
+	return s
+}
+
+// MCP returns the protocol server, for a transport to serve.
+func (s *Server) MCP() *mcp.Server { return s.mcp }
+
+// Close ends every open session. A client's event stream (the GET of the
+// streamable transport) otherwise stays open, and a graceful HTTP shutdown
+// would wait for it until its deadline; call Close once the calls in
+// flight have been answered.
+func (s *Server) Close() {
+	for ss := range s.mcp.Sessions() {
+		_ = ss.Close()
+	}
+}
+
+// tools is the receiving middleware that answers tools/list and
+// tools/call; every other method goes on to the SDK.
+func (s *Server) tools(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		switch method {
+		case "tools/list":
+			r, ok := req.(*mcp.ListToolsRequest)
+			if !ok {
+				break
+			}
+			p, err := principalOf(req)
+			if err != nil {
+				return nil, err
+			}
+			cursor := ""
+			if r.Params != nil {
+				cursor = r.Params.Cursor
+			}
+			res, err := s.list(ctx, p, cursor)
+			if err != nil {
+				return nil, err // not a typed nil: exactly one of the two is nil
+			}
+			return res, nil
+		case "tools/call":
+			r, ok := req.(*mcp.CallToolRequest)
+			if !ok || r.Params == nil {
+				break
+			}
+			p, err := principalOf(req)
+			if err != nil {
+				return nil, err
+			}
+			return s.call(ctx, p, sessionID(r.Session), r.Params)
+		}
+		return next(ctx, method, req)
+	}
+}
+
+func principalOf(req mcp.Request) (*models.Principal, error) {
+	if extra := req.GetExtra(); extra != nil && extra.TokenInfo != nil {
+		if p, ok := extra.TokenInfo.Extra[principalKey].(*models.Principal); ok && p != nil {
+			return p, nil
+		}
+	}
+	// The transport authenticates every request, so this is a wiring
+	// fault, not the client's.
+	return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "request not authenticated"}
+}
+
+var unsafeSessionChars = regexp.MustCompile(`[^A-Za-z0-9._-]`)
+
+// sessionID names the call session after the MCP session, so the files a
+// conversation writes and the selections it makes stay together; without
+// an MCP session the invoker's per-principal default applies.
+func sessionID(ss *mcp.ServerSession) string {
+	if ss == nil {
+		return ""
+	}
+	return sessionName(ss.ID())
+}
+
+// sessionName turns an MCP session id into a call session id, which must
+// match ^[A-Za-z0-9._-]{1,128}$.
+func sessionName(mcpID string) string {
+	id := unsafeSessionChars.ReplaceAllString(mcpID, "")
+	if id == "" {
+		return ""
+	}
+	id = "mcp-" + id
+	if len(id) > 128 {
+		id = id[:128]
+	}
+	return id
+}
+
+// list answers one page of tools/list: the server's own tools first, then
+// the catalog the caller may call, in name order. The cursor is the last
+// name of the previous page.
+func (s *Server) list(ctx context.Context, p *models.Principal, cursor string) (*mcp.ListToolsResult, error) {
+	after := ""
+	res := &mcp.ListToolsResult{Tools: []*mcp.Tool{}}
+	if cursor == "" {
+		res.Tools = append(res.Tools, s.builtins...)
+	} else {
+		raw, err := base64.RawURLEncoding.DecodeString(cursor)
+		if err != nil || len(raw) == 0 {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "invalid cursor; list again from the start"}
+		}
+		after = string(raw)
+	}
+	page, next, err := s.selector.Callable(ctx, p, services.FormatMCP, after, PageSize)
+	if err != nil {
+		s.log.ErrorContext(ctx, "mcp tools/list", "err", err)
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "internal error"}
+	}
+	for _, raw := range page {
+		var t mcp.Tool
+		if err := json.Unmarshal(raw, &t); err != nil {
+			s.log.ErrorContext(ctx, "mcp tools/list: decode stored rendering", "err", err)
+			continue
+		}
+		if t.Name == SearchToolsName || t.Name == CallResultName {
+			continue
+		}
+		res.Tools = append(res.Tools, &t)
+	}
+	if next != "" {
+		res.NextCursor = base64.RawURLEncoding.EncodeToString([]byte(next))
+	}
+	return res, nil
+}
+
+// call runs one tools/call.
+func (s *Server) call(ctx context.Context, p *models.Principal, session string, params *mcp.CallToolParamsRaw) (*mcp.CallToolResult, error) {
+	switch params.Name {
+	case SearchToolsName:
+		return s.searchTools(ctx, p, session, params.Arguments), nil
+	case CallResultName:
+		return s.callResult(ctx, p, params.Arguments), nil
+	}
+	args := params.Arguments
+	if len(strings.TrimSpace(string(args))) == 0 || string(args) == "null" {
+		args = nil
+	}
+	res := s.invoker.Call(ctx, p, services.CallRequest{Tool: params.Name, Arguments: args, SessionID: session})
+	// As POST /calls: answer once the record survives a crash. A call
+	// that ran is answered anyway; one left waiting must be recorded.
+	if err := s.invoker.Committed(ctx, res); err != nil {
+		if res.Status == services.StatusAwaitingApproval || res.Status == services.StatusQueued {
+			s.log.ErrorContext(ctx, "mcp call not recorded", "call_id", res.CallID, "err", err)
+			return errorResult("INTERNAL: the call could not be recorded. Try again."), nil
+		}
+		s.log.ErrorContext(ctx, "call answered but not recorded", "call_id", res.CallID, "err", err)
+	}
+	return Result(res), nil
+}
+
+// Result turns a ToolResult into what the model reads: the data on
+// success, otherwise an isError result saying what happened and what to do.
+func Result(res services.ToolResult) *mcp.CallToolResult {
+	meta := mcp.Meta{"toolbelt/call_id": res.CallID, "toolbelt/status": res.Status}
+	if res.Success {
+		data := res.Data
+		if len(data) == 0 {
+			data = json.RawMessage("null")
+		}
+		out := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(data)}}}
+		if len(data) > 0 && data[0] == '{' {
+			out.StructuredContent = data
+		}
+		out.Meta = meta
+		return out
+	}
+	var b strings.Builder
+	e := res.Error
+	if e == nil {
+		e = &services.ToolError{Code: services.CodeInternal, Message: "the call ended " + res.Status + " without an error"}
+	}
+	b.WriteString(e.Code + ": " + sentence(e.Message))
+	for _, pr := range e.Problems {
+		at := pr.Pointer
+		if at == "" {
+			at = "(arguments)"
+		}
+		fmt.Fprintf(&b, "\n- %s: %s", at, pr.Message)
+	}
+	if len(e.Problems) > 0 {
+		b.WriteString("\n")
+	} else {
+		b.WriteString(" ")
+	}
+	poll := fmt.Sprintf("check later with %s {\"call_id\": %q}", CallResultName, res.CallID)
+	if res.Status == services.StatusAwaitingApproval {
+		fmt.Fprintf(&b, "The call %s waits for a human reviewer to approve it and has not run; "+
+			"calling the tool again would ask for another approval. ", res.CallID)
+	}
+	if e.Suggestion != "" {
+		b.WriteString(sentence(forMCP(e.Suggestion, res.CallID, poll)))
+	}
+	if res.Status == services.StatusAwaitingApproval && !strings.Contains(b.String(), CallResultName) {
+		b.WriteString(" Tell the user, then " + poll + ".")
+	}
+	if e.RetryAfter > 0 {
+		fmt.Fprintf(&b, " Retry after %d s.", e.RetryAfter)
+	}
+	var parked struct {
+		ApprovalID string `json:"approval_id"`
+	}
+	if json.Unmarshal(res.Data, &parked) == nil && parked.ApprovalID != "" {
+		meta["toolbelt/approval_id"] = parked.ApprovalID
+	}
+	out := errorResult(b.String())
+	out.Meta = meta
+	return out
+}
+
+// forMCP rewrites the REST directions an invoker suggestion gives into the
+// tools an MCP client has: search_tools to choose a tool, call_result to
+// poll a call.
+func forMCP(suggestion, callID, poll string) string {
+	r := strings.NewReplacer(
+		"Poll GET /api/v1/calls/"+callID, strings.ToUpper(poll[:1])+poll[1:],
+		"GET /api/v1/calls/"+callID, CallResultName+" {\"call_id\": \""+callID+"\"}",
+		"POST /api/v1/tools/select", SearchToolsName,
+	)
+	return r.Replace(suggestion)
+}
+
+func errorResult(text string) *mcp.CallToolResult {
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: text}}}
+}
+
+// sentence ends s with a full stop unless it already ends a sentence.
+func sentence(s string) string {
+	s = strings.TrimSpace(s)
+	if s == "" || strings.HasSuffix(s, ".") || strings.HasSuffix(s, "?") || strings.HasSuffix(s, "!") {
+		return s
+	}
+	return s + "."
+}
+
+// searchArgs are search_tools' arguments.
+type searchArgs struct {
+	Query string `json:"query"`
+	Limit int    `json:"limit,omitempty"`
+}
+
+// Found is one tool search_tools returns.
+type Found struct {
+	Name        string  `json:"name"`
+	Score       float64 `json:"score"`
+	Reason      string  `json:"reason"`
+	Description string  `json:"description"`
+}
+
+// searchTools runs stage 2 as the caller and returns the ranked tools.
+func (s *Server) searchTools(ctx context.Context, p *models.Principal, session string, raw json.RawMessage) *mcp.CallToolResult {
+	var args searchArgs
+	if err := strictDecode(raw, &args); err != nil {
+		return errorResult("VALIDATION_ERROR: " + sentence(err.Error()) + " Send {\"query\": \"<your task>\", \"limit\": 12}.")
+	}
+	sel, err := s.selector.Select(ctx, p, services.SelectRequest{Query: args.Query, Limit: args.Limit, SessionID: session, Format: services.FormatMCP})
+	if err != nil {
+		var ve *models.ValidationError
+		if errors.As(err, &ve) {
+			var b strings.Builder
+			b.WriteString("VALIDATION_ERROR: invalid " + ve.What + ".")
+			for _, pr := range ve.Problems {
+				fmt.Fprintf(&b, "\n- %s: %s", pr.Pointer, pr.Message)
+			}
+			b.WriteString("\nFix the arguments and call " + SearchToolsName + " again.")
+			return errorResult(b.String())
+		}
+		s.log.ErrorContext(ctx, "mcp search_tools", "err", err)
+		return errorResult("INTERNAL: the search failed. Try again.")
+	}
+	if err := s.selector.Committed(ctx, sel); err != nil {
+		s.log.ErrorContext(ctx, "selection answered but not recorded", "selection_id", sel.SelectionID, "err", err)
+	}
+	found := make([]Found, 0, len(sel.Tools))
+	for _, t := range sel.Tools {
+		var r struct {
+			Description string `json:"description"`
+		}
+		_ = json.Unmarshal(t.Tool, &r)
+		found = append(found, Found{Name: t.Name, Score: t.Score, Reason: reason(t.Reasons), Description: r.Description})
+	}
+	body := map[string]any{"tools": found}
+	text, _ := json.Marshal(body)
+	return &mcp.CallToolResult{
+		Content:           []mcp.Content{&mcp.TextContent{Text: string(text)}},
+		StructuredContent: json.RawMessage(text),
+		Meta:              mcp.Meta{"toolbelt/selection_id": sel.SelectionID},
+	}
+}
+
+// reason says in a few words why a tool ranked where it did.
+func reason(r services.Reasons) string {
+	var parts []string
+	if len(r.MatchedTerms) > 0 {
+		parts = append(parts, "matches "+strings.Join(r.MatchedTerms, ", "))
+	}
+	if r.LexicalRank > 0 {
+		parts = append(parts, fmt.Sprintf("lexical rank %d", r.LexicalRank))
+	}
+	if r.DenseRank > 0 {
+		parts = append(parts, fmt.Sprintf("semantic rank %d", r.DenseRank))
+	}
+	if len(r.LearnedQueries) > 0 {
+		parts = append(parts, "used before for "+strings.Join(quoteAll(r.LearnedQueries), ", "))
+	}
+	if len(parts) == 0 {
+		return "related to the task"
+	}
+	return strings.Join(parts, "; ")
+}
+
+func quoteAll(ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = fmt.Sprintf("%q", s)
+	}
+	return out
+}
+
+// callResultArgs are call_result's arguments.
+type callResultArgs struct {
+	CallID string `json:"call_id"`
+}
+
+// callResult returns the outcome of an earlier call, the way to learn what
+// became of a call that waited for approval.
+func (s *Server) callResult(ctx context.Context, p *models.Principal, raw json.RawMessage) *mcp.CallToolResult {
+	var args callResultArgs
+	if err := strictDecode(raw, &args); err != nil || args.CallID == "" {
+		return errorResult("VALIDATION_ERROR: send {\"call_id\": \"<the id a call answered with>\"}.")
+	}
+	rec, err := s.invoker.CallRecord(ctx, p, args.CallID)
+	if errors.Is(err, models.ErrNotFound) {
+		return errorResult(fmt.Sprintf("NOT_FOUND: there is no call %q of yours. Check the id the call answered with.", args.CallID))
+	}
+	if err != nil {
+		s.log.ErrorContext(ctx, "mcp call_result", "call_id", args.CallID, "err", err)
+		return errorResult("INTERNAL: the call could not be read. Try again.")
+	}
+	var res services.ToolResult
+	if err := json.Unmarshal([]byte(rec.Result), &res); err != nil || res.CallID == "" {
+		res = services.ToolResult{CallID: rec.ID, Status: rec.Status}
+	}
+	switch res.Status {
+	case services.StatusAwaitingApproval:
+		out := errorResult(fmt.Sprintf("CONFIRMATION_REQUIRED: the call %s is still waiting for a human reviewer. Check again later.", rec.ID))
+		out.Meta = mcp.Meta{"toolbelt/call_id": rec.ID, "toolbelt/status": res.Status}
+		return out
+	case services.StatusQueued, services.StatusRunning:
+		out := errorResult(fmt.Sprintf("%s: the call %s has not finished yet. Check again in a few seconds.", strings.ToUpper(res.Status), rec.ID))
+		out.Meta = mcp.Meta{"toolbelt/call_id": rec.ID, "toolbelt/status": res.Status}
+		return out
+	}
+	return Result(res)
+}
+
+// strictDecode reads a tool's arguments, refusing unknown fields; absent
+// arguments decode as {}.
+func strictDecode(raw json.RawMessage, v any) error {
+	if len(strings.TrimSpace(string(raw))) == 0 || string(raw) == "null" {
+		raw = json.RawMessage("{}")
+	}
+	dec := json.NewDecoder(strings.NewReader(string(raw)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("invalid arguments: %v", err)
+	}
+	return nil
+}
+
+// builtinTools describes the server's own tools.
+func builtinTools() []*mcp.Tool {
+	no := false
+	return []*mcp.Tool{
+		{
+			Name:  SearchToolsName,
+			Title: "Search Tools",
+			Description: "Find the tools that fit a task, best first, with a score and why each fits. " +
+				"Input: query (the task in a sentence), limit (1-40, default 12). Output: tools with name, score, reason, description.",
+			InputSchema: json.RawMessage(fmt.Sprintf(`{"type":"object","properties":{`+
+				`"query":{"type":"string","minLength":1,"maxLength":%d,"description":"The task the tools are for, e.g. read the config file"},`+
+				`"limit":{"type":"integer","minimum":1,"maximum":%d,"description":"How many tools at most (default %d)"}},`+
+				`"required":["query"],"additionalProperties":false}`, services.MaxQueryLen, services.MaxSelectLimit, services.DefaultSelectLimit)),
+			Annotations: &mcp.ToolAnnotations{Title: "Search Tools", ReadOnlyHint: true, IdempotentHint: true, DestructiveHint: &no, OpenWorldHint: &no},
+		},
+		{
+			Name:  CallResultName,
+			Title: "Call Result",
+			Description: "The outcome of an earlier call, by its call id: use it for a call that waited for a reviewer's approval. " +
+				"Input: call_id. Output: the call's result, or that it is still waiting.",
+			InputSchema: json.RawMessage(`{"type":"object","properties":{` +
+				`"call_id":{"type":"string","minLength":1,"maxLength":64,"description":"The call id the earlier call answered with"}},` +
+				`"required":["call_id"],"additionalProperties":false}`),
+			Annotations: &mcp.ToolAnnotations{Title: "Call Result", ReadOnlyHint: true, IdempotentHint: false, DestructiveHint: &no, OpenWorldHint: &no},
+		},
+	}
+}

@@ -1,0 +1,131 @@
+package mcpserver
+
+import (
+	"encoding/json"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"toolbelt/models"
+	"toolbelt/services"
+)
+
+// TestResult maps each kind of ToolResult to what the model reads.
+func TestResult(t *testing.T) {
+	cases := []struct {
+		name       string
+		res        services.ToolResult
+		isError    bool
+		text       []string // substrings of the text, in order
+		structured bool
+		meta       map[string]string
+	}{
+		{
+			name: "success object",
+			res:  services.ToolResult{CallID: "c1", Status: services.StatusSucceeded, Success: true, Data: json.RawMessage(`{"content":"hi"}`)},
+			text: []string{`{"content":"hi"}`}, structured: true,
+			meta: map[string]string{"toolbelt/call_id": "c1", "toolbelt/status": "succeeded"},
+		},
+		{
+			name: "success array is text only",
+			res:  services.ToolResult{CallID: "c2", Status: services.StatusSucceeded, Success: true, Data: json.RawMessage(`[1,2]`)},
+			text: []string{`[1,2]`},
+		},
+		{
+			name: "success without data",
+			res:  services.ToolResult{CallID: "c3", Status: services.StatusSucceeded, Success: true},
+			text: []string{`null`},
+		},
+		{
+			name: "refused with a suggestion",
+			res: services.ToolResult{CallID: "c4", Status: services.StatusRefused, Error: &services.ToolError{
+				Code: "PATH_NOT_ALLOWED", Message: `path "/etc" is absolute`, Suggestion: "Use a relative path."}},
+			isError: true, text: []string{`PATH_NOT_ALLOWED: path "/etc" is absolute. Use a relative path.`},
+		},
+		{
+			name: "validation problems, one a line",
+			res: services.ToolResult{CallID: "c5", Status: services.StatusRefused, Error: &services.ToolError{
+				Code: "VALIDATION_ERROR", Message: "the arguments do not match", Suggestion: "Fix the fields listed.",
+				Problems: []models.Problem{{Pointer: "", Message: "missing property 'path'"}, {Pointer: "/max_bytes", Message: "must be >= 1"}}}},
+			isError: true,
+			text:    []string{"VALIDATION_ERROR: the arguments do not match.", "\n- (arguments): missing property 'path'", "\n- /max_bytes: must be >= 1", "\nFix the fields listed."},
+		},
+		{
+			name: "REST directions become MCP tools",
+			res: services.ToolResult{CallID: "c6", Status: services.StatusRefused, Error: &services.ToolError{
+				Code: "PERMISSION_DENIED", Message: "you may not call x", Suggestion: "Choose a tool you may use (POST /api/v1/tools/select)."}},
+			isError: true, text: []string{"PERMISSION_DENIED: you may not call x.", "(search_tools)"},
+		},
+		{
+			name: "rate limited",
+			res: services.ToolResult{CallID: "c7", Status: services.StatusRefused, Error: &services.ToolError{
+				Code: "RATE_LIMIT_EXCEEDED", Message: "too many calls", RetryAfter: 7}},
+			isError: true, text: []string{"RATE_LIMIT_EXCEEDED: too many calls.", "Retry after 7 s."},
+		},
+		{
+			name: "awaiting approval",
+			res: services.ToolResult{CallID: "c8", Status: services.StatusAwaitingApproval, Data: json.RawMessage(`{"approval_id":"a8"}`),
+				Error: &services.ToolError{Code: "CONFIRMATION_REQUIRED", Message: "x needs a reviewer's approval for this call", Retryable: true,
+					Suggestion: "Tell the user the call waits for approval (it expires at T). Poll GET /api/v1/calls/c8 for the result."}},
+			isError: true,
+			text: []string{"CONFIRMATION_REQUIRED: x needs a reviewer's approval for this call.", "The call c8 waits for a human reviewer",
+				"expires at T", `Check later with call_result {"call_id": "c8"}`},
+			meta: map[string]string{"toolbelt/approval_id": "a8", "toolbelt/status": "awaiting_approval"},
+		},
+		{
+			name:    "failed without an error",
+			res:     services.ToolResult{CallID: "c9", Status: services.StatusInterrupted},
+			isError: true, text: []string{"INTERNAL: the call ended interrupted without an error."},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			out := Result(tc.res)
+			if out.IsError != tc.isError {
+				t.Errorf("isError %v, want %v", out.IsError, tc.isError)
+			}
+			if len(out.Content) != 1 {
+				t.Fatalf("%d contents", len(out.Content))
+			}
+			text := out.Content[0].(*mcp.TextContent).Text
+			rest := text
+			for _, want := range tc.text {
+				i := strings.Index(rest, want)
+				if i < 0 {
+					t.Fatalf("text %q lacks %q (in order)", text, want)
+				}
+				rest = rest[i+len(want):]
+			}
+			if (out.StructuredContent != nil) != tc.structured {
+				t.Errorf("structuredContent %v, want present %v", out.StructuredContent, tc.structured)
+			}
+			for k, v := range tc.meta {
+				if out.Meta[k] != v {
+					t.Errorf("meta %s = %v, want %s", k, out.Meta[k], v)
+				}
+			}
+		})
+	}
+}
+
+func TestSessionName(t *testing.T) {
+	cases := map[string]string{
+		"":                           "",
+		"KT5JBEPFKUCOSMUAZV3YEVAVEW": "mcp-KT5JBEPFKUCOSMUAZV3YEVAVEW",
+		"a b/../c\x00":               "mcp-ab..c",
+		"/ ":                         "",
+		strings.Repeat("x", 300):     "mcp-" + strings.Repeat("x", 124),
+	}
+	valid := regexp.MustCompile(`^[A-Za-z0-9._-]{1,128}$`)
+	for in, want := range cases {
+		got := sessionName(in)
+		if got != want || (got != "" && !valid.MatchString(got)) {
+			t.Errorf("sessionName(%q) = %q, want %q", in, got, want)
+		}
+	}
+	if sessionID(nil) != "" {
+		t.Error("no session must leave the per-principal default")
+	}
+}

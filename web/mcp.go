@@ -1,0 +1,63 @@
+package web
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"toolbelt/handlers"
+	"toolbelt/models"
+	"toolbelt/services/mcpserver"
+)
+
+// MCPPath serves the Model Context Protocol (streamable HTTP) to every role;
+// what each may do there is decided per tool by the guard chain.
+const MCPPath = "/mcp"
+
+// mcpMethods are the methods of the streamable HTTP transport: POST sends
+// messages, GET opens the server's event stream, DELETE ends a session.
+var mcpMethods = []string{http.MethodPost, http.MethodGet, http.MethodDelete}
+
+// MCPSessionTimeout closes an MCP session idle this long, so abandoned
+// sessions do not pile up in memory.
+const MCPSessionTimeout = 30 * time.Minute
+
+// principalCtxKey carries the authenticated principal from Gin to the MCP
+// transport in the request's context.
+type principalCtxKey struct{}
+
+// mountMCP serves /mcp behind the same authentication and Casbin check as
+// the API. The SDK's bearer middleware then turns the principal into the
+// session's token info, which binds each MCP session to its principal and
+// lets every message act as the principal that sent it.
+func mountMCP(r *gin.Engine, d Deps) {
+	srv := d.MCP
+	streamable := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv.MCP() },
+		&mcp.StreamableHTTPOptions{
+			SessionTimeout: MCPSessionTimeout, Logger: d.Log,
+			// The SDK refuses a request that reached a loopback address
+			// under another Host name (DNS rebinding), which is every
+			// request through a reverse proxy on this host. Rebinding
+			// matters for servers that trust whoever can reach them; every
+			// request here carries an API key a rebinding page cannot know.
+			DisableLocalhostProtection: true,
+		})
+	verified := auth.RequireBearerToken(func(ctx context.Context, _ string, _ *http.Request) (*auth.TokenInfo, error) {
+		p, _ := ctx.Value(principalCtxKey{}).(*models.Principal)
+		if p == nil {
+			return nil, auth.ErrInvalidToken
+		}
+		return mcpserver.TokenInfo(p), nil
+	}, nil)(streamable)
+	serve := func(c *gin.Context) {
+		ctx := context.WithValue(c.Request.Context(), principalCtxKey{}, handlers.CurrentPrincipal(c))
+		verified.ServeHTTP(c.Writer, c.Request.WithContext(ctx))
+	}
+	for _, m := range mcpMethods {
+		r.Handle(m, MCPPath, authenticate(d), serve)
+	}
+}
