@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"toolbelt/models"
 )
@@ -36,10 +37,13 @@ type callJournal struct {
 	// run's, left for replay.
 	first int
 
-	mu   sync.Mutex
+	// mu is held shared by appenders (O_APPEND makes each write(2) one
+	// atomic append, so they need not wait for each other) and exclusively
+	// to switch segments.
+	mu   sync.RWMutex
 	f    *os.File
 	seq  int
-	size int64
+	size atomic.Int64
 }
 
 // errJournalClosed is appending after close.
@@ -108,7 +112,8 @@ func (j *callJournal) next() error {
 	if j.f != nil {
 		_ = j.f.Close()
 	}
-	j.f, j.seq, j.size = f, j.seq+1, 0
+	j.f, j.seq = f, j.seq+1
+	j.size.Store(0)
 	return nil
 }
 
@@ -119,18 +124,23 @@ func (j *callJournal) append(c *models.Call) error {
 		return err
 	}
 	line = append(line, '\n')
-	j.mu.Lock()
-	defer j.mu.Unlock()
+	if j.size.Load() >= journalSegmentBytes {
+		j.mu.Lock()
+		if j.f != nil && j.size.Load() >= journalSegmentBytes {
+			if err := j.next(); err != nil {
+				j.mu.Unlock()
+				return err
+			}
+		}
+		j.mu.Unlock()
+	}
+	j.mu.RLock()
+	defer j.mu.RUnlock()
 	if j.f == nil {
 		return errJournalClosed
 	}
-	if j.size >= journalSegmentBytes {
-		if err := j.next(); err != nil {
-			return err
-		}
-	}
 	n, err := j.f.Write(line)
-	j.size += int64(n)
+	j.size.Add(int64(n))
 	if err != nil {
 		return fmt.Errorf("append to call journal: %w", err)
 	}
@@ -150,7 +160,7 @@ type journalRecord struct {
 func (j *callJournal) rotate() ([]int, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if j.size > 0 && j.f != nil {
+	if j.size.Load() > 0 && j.f != nil {
 		if err := j.next(); err != nil {
 			return nil, err
 		}
@@ -211,7 +221,7 @@ func (j *callJournal) close() {
 	defer j.mu.Unlock()
 	if j.f != nil {
 		_ = j.f.Close()
-		if j.size == 0 {
+		if j.size.Load() == 0 {
 			_ = os.Remove(j.path(j.seq))
 		}
 		j.f = nil
