@@ -119,6 +119,15 @@ func (s *Sandbox) PrepareDir(root, dir string) error {
 	if s == nil || !s.drop {
 		return nil
 	}
+	// Absolute paths: the walk up below ends at the root directory (a
+	// relative one would end at "." forever).
+	root, err := filepath.Abs(root)
+	if err != nil {
+		return err
+	}
+	if dir, err = filepath.Abs(dir); err != nil {
+		return err
+	}
 	rel, err := filepath.Rel(root, dir)
 	if err != nil || strings.HasPrefix(rel, "..") {
 		return fmt.Errorf("%s is not under %s", dir, root)
@@ -132,7 +141,7 @@ func (s *Sandbox) PrepareDir(root, dir string) error {
 		if st.Mode().Perm()&0o001 == 0 {
 			return fmt.Errorf("uid %d cannot reach %s: %s is not traversable (chmod o+x %s, or run the server as a non-root user)", SandboxUID, root, p, p)
 		}
-		if p == "/" {
+		if parent := filepath.Dir(p); parent == p {
 			break
 		}
 	}

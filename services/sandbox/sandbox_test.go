@@ -271,3 +271,27 @@ func waitGone(t *testing.T, since time.Time, count func() int) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// A relative work root (the default data directory is ./data) is prepared
+// like an absolute one, and the walk up to / ends.
+func TestPrepareDirRelative(t *testing.T) {
+	base := t.TempDir()
+	if err := os.Chmod(base, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(base)
+	s := &Sandbox{drop: true}
+	done := make(chan error, 1)
+	go func() { done <- s.PrepareDir(filepath.Join("data", "sessions"), filepath.Join("data", "sessions", "p1", "s")) }()
+	select {
+	case err := <-done:
+		if err != nil && os.Geteuid() == 0 && !strings.Contains(err.Error(), "not traversable") {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("PrepareDir with a relative root did not return")
+	}
+	if _, err := os.Stat(filepath.Join(base, "data", "sessions", "p1", "s")); err != nil {
+		t.Fatal(err)
+	}
+}
