@@ -280,6 +280,10 @@ func TestPrepareDirRelative(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Chdir(base)
+	// As main does for the data directory when root.
+	if err := os.Mkdir("data", 0o711); err != nil {
+		t.Fatal(err)
+	}
 	s := &Sandbox{drop: true}
 	done := make(chan error, 1)
 	go func() { done <- s.PrepareDir(filepath.Join("data", "sessions"), filepath.Join("data", "sessions", "p1", "s")) }()
