@@ -286,7 +286,9 @@ func TestPrepareDirRelative(t *testing.T) {
 	}
 	s := &Sandbox{drop: true}
 	done := make(chan error, 1)
-	go func() { done <- s.PrepareDir(filepath.Join("data", "sessions"), filepath.Join("data", "sessions", "p1", "s")) }()
+	go func() {
+		done <- s.PrepareDir(filepath.Join("data", "sessions"), filepath.Join("data", "sessions", "p1", "s"))
+	}()
 	select {
 	case err := <-done:
 		if err != nil && os.Geteuid() == 0 && !strings.Contains(err.Error(), "not traversable") {
