@@ -2109,6 +2109,10 @@ const docTemplate = `{
                 "id": {
                     "type": "string"
                 },
+                "parent_id": {
+                    "description": "ParentID is the composite call this call was a step of.",
+                    "type": "string"
+                },
                 "principal_id": {
                     "type": "integer"
                 },

@@ -16,10 +16,12 @@ type Call struct {
 	SessionID   string `gorm:"size:128" json:"session_id"`
 	Tool        string `gorm:"size:64" json:"tool"`
 	Version     string `gorm:"size:64" json:"version,omitempty"`
-	Arguments   string `json:"arguments"`
-	Status      string `gorm:"size:24" json:"status"`
-	ErrorCode   string `gorm:"size:32" json:"error_code,omitempty"`
-	Result      string `json:"-"`
+	// ParentID is the composite call this call was a step of.
+	ParentID  string `gorm:"size:32" json:"parent_id,omitempty"`
+	Arguments string `json:"arguments"`
+	Status    string `gorm:"size:24" json:"status"`
+	ErrorCode string `gorm:"size:32" json:"error_code,omitempty"`
+	Result    string `json:"-"`
 	// Request holds the call as sent (tool, version, arguments) while it
 	// waits for approval or runs in the background, so it survives a
 	// restart; it is cleared once the call ends.
@@ -91,7 +93,7 @@ func (s *Store) InsertCallsIfAbsent(ctx context.Context, cs []*Call) (int, error
 }
 
 // callColumns are the stored columns of Call, in the order of values.
-var callColumns = []string{"id", "principal_id", "session_id", "tool", "version", "arguments", "status", "error_code",
+var callColumns = []string{"id", "principal_id", "session_id", "tool", "version", "parent_id", "arguments", "status", "error_code",
 	"result", "request", "attempts", "cached", "queue_ms", "run_ms", "total_ms", "created_at", "finished_at"}
 
 func (c *Call) values() []any {
@@ -99,7 +101,7 @@ func (c *Call) values() []any {
 	if c.FinishedAt != nil {
 		finished = *c.FinishedAt
 	}
-	return []any{c.ID, int64(c.PrincipalID), c.SessionID, c.Tool, c.Version, c.Arguments, c.Status, c.ErrorCode,
+	return []any{c.ID, int64(c.PrincipalID), c.SessionID, c.Tool, c.Version, c.ParentID, c.Arguments, c.Status, c.ErrorCode,
 		c.Result, c.Request, int64(c.Attempts), c.Cached, c.QueueMs, c.RunMs, c.TotalMs, c.CreatedAt, finished}
 }
 
@@ -175,6 +177,8 @@ var callIndexes = []string{
 	"CREATE INDEX IF NOT EXISTS idx_calls_tool_time ON calls(tool, created_at)",
 	"CREATE INDEX IF NOT EXISTS idx_calls_open ON calls(status, created_at) WHERE " + openCalls,
 	"CREATE INDEX IF NOT EXISTS idx_calls_stats ON calls(created_at, tool, status, error_code, cached, total_ms)",
+	// The steps of composite calls (no entry for the other calls).
+	"CREATE INDEX IF NOT EXISTS idx_calls_parent ON calls(parent_id) WHERE parent_id <> ''",
 }
 
 // CallsInState returns the calls in an open state (queued, running,

@@ -144,6 +144,13 @@ type call struct {
 	// redactedArgs, when set, are the arguments already redacted for the
 	// history (a cache hit reuses the first hit's).
 	redactedArgs string
+	// parent is the composite call this call is a step of; preApproved
+	// says that composite was approved by a reviewer, which covers its
+	// steps; approvedRun is set on a call that consumed an approval.
+	parent      string
+	preApproved bool
+	approvedRun bool
+	depth       int
 	// inner is, per guard of the chain, the time spent in the steps after
 	// it (for the guard timings).
 	inner [8]time.Duration
@@ -457,6 +464,15 @@ func (inv *Invoker) validate(next Step) Step {
 			return ToolResult{Status: StatusRefused, Error: &ToolError{Code: CodeValidation, Message: "arguments must be a JSON object",
 				Suggestion: "Send arguments as a JSON object matching this schema: " + string(c.def.Parameters)}}
 		}
+		// References to earlier results of the session are filled in
+		// first, and the filled arguments are what is validated and run.
+		if bytes.Contains(raw, []byte(`"`+refKey+`"`)) {
+			if obj, err = inv.contextRefs(ctx, c, obj); err != nil {
+				return refusal(CodeValidation, err.Error(),
+					`Refer to a succeeded call of this session you may read: {"$ref": "call:<call id>#/data/<field>"}.`)
+			}
+			args = obj
+		}
 		if err := schema.Validate(args); err != nil {
 			var ve *jsonschema.ValidationError
 			var ps []models.Problem
@@ -522,7 +538,9 @@ func (inv *Invoker) authorize(next Step) Step {
 // principal and the arguments.
 func (inv *Invoker) approve(next Step) Step {
 	return func(ctx context.Context, c *call) ToolResult {
-		if c.def.Security.Level != LevelDangerous && !c.def.Security.RequireConfirm {
+		needs := c.def.Security.Level == LevelDangerous || c.def.Security.RequireConfirm ||
+			(c.def.Runner.Kind == RunnerComposite && inv.stepsNeedApproval(ctx, c.def))
+		if !needs || c.preApproved {
 			return next(ctx, c)
 		}
 		hash := argsHash(c.args)
@@ -534,6 +552,7 @@ func (inv *Invoker) approve(next Step) Step {
 			if ok, err := inv.store.UseApproval(ctx, a.ID); err != nil || !ok {
 				return refusal(CodeConfirmationRequired, "the approval was already used or is not approved", "Call the tool again to ask for a new approval.")
 			}
+			c.approvedRun = true
 			return next(ctx, c)
 		}
 		return inv.park(ctx, c, hash)
@@ -763,6 +782,9 @@ func (inv *Invoker) attempt(ctx context.Context, c *call) ToolResult {
 	defer cancel()
 	c.emit = func(event string, data any) { inv.events.publish(c.id, event, data) }
 	c.emit("attempt", map[string]int{"attempt": c.attempts})
+	if c.def.Runner.Kind == RunnerComposite {
+		return inv.composite(ctx, c)
+	}
 	var data any
 	var err error
 	if c.def.Security.Sandbox || c.def.Runner.Kind == RunnerCommand {
@@ -893,7 +915,7 @@ func (inv *Invoker) callRecord(c *call, res ToolResult) (*models.Call, []byte) {
 		ID: c.id, SessionID: c.req.SessionID, Tool: c.req.Tool, Version: c.def.Version,
 		Arguments: string(argsJSON), Status: res.Status, Result: string(resJSON),
 		Attempts: c.attempts, Cached: c.cached, QueueMs: c.queueMs, RunMs: c.runMs, TotalMs: time.Since(c.started).Milliseconds(),
-		CreatedAt: c.started.UTC(), FinishedAt: &now, PrincipalID: principalID(c.caller),
+		CreatedAt: c.started.UTC(), FinishedAt: &now, PrincipalID: principalID(c.caller), ParentID: c.parent,
 	}
 	if c.redactedArgs != "" {
 		rec.Prepared = true
