@@ -186,8 +186,13 @@ func TestNetworkIsolation(t *testing.T) {
 				t.Fatalf("reached the host without network: exit %d, stdout %q", res.ExitCode, res.Stdout)
 			}
 			res = run(t, s, 20*time.Second, Spec{Argv: []string{"python3", "-c", connect}, Dir: dir, Network: true})
+			// The listener counts the connection on its own goroutine, which
+			// may run after the program has already exited.
+			for deadline := time.Now().Add(5 * time.Second); accepted.Load() != before+1 && time.Now().Before(deadline); {
+				time.Sleep(10 * time.Millisecond)
+			}
 			if res.ExitCode != 0 || accepted.Load() != before+1 {
-				t.Fatalf("with network: exit %d, stderr %q", res.ExitCode, res.Stderr)
+				t.Fatalf("with network: exit %d, stderr %q, connections seen %d", res.ExitCode, res.Stderr, accepted.Load()-before)
 			}
 		})
 	}
