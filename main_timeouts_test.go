@@ -49,9 +49,9 @@ func TestSlowClientsAreCutOff(t *testing.T) {
 			t.Errorf("%q: closed after %v, want within %v", what, took, limit)
 		}
 	}
-	closedWithin("GET / HTTP/1.1\r\nHost: x\r\n", 2*time.Second)                                    // headers never end
-	closedWithin("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\npartial", 3*time.Second) // body never ends
-	closedWithin("GET / HTTP/1.1\r\nHost: x\r\n\r\n", 2*time.Second)                                // answered, then idle
+	closedWithin("GET / HTTP/1.1\r\nHost: x\r\n", 4*time.Second)                                    // headers never end
+	closedWithin("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\npartial", 4*time.Second) // body never ends
+	closedWithin("GET / HTTP/1.1\r\nHost: x\r\n\r\n", 4*time.Second)                                // answered, then idle
 
 	// A prompt client is served.
 	conn, err := net.Dial("tcp", ln.Addr().String())
