@@ -20,6 +20,7 @@ func TestE2EApproveInConsole(t *testing.T) {
 	e.run("open the queue",
 		chromedp.Click(tid("nav-Approvals")),
 		chromedp.WaitVisible(tid("approval-"+approvalID)),
+		loaded(),
 	)
 	card := `[data-testid="approval-` + approvalID + `"] `
 	if got := e.text(chromedp.CSS(card + `[data-testid="approval-requester"]`)); got != "test-agent" {
@@ -43,6 +44,7 @@ func TestE2EApproveInConsole(t *testing.T) {
 	e.run("deny without a reason",
 		chromedp.Click(tid("deny-"+secondID)),
 		chromedp.WaitVisible(tid("error-reason-"+secondID)),
+		loaded(),
 	)
 	if got := e.text(tid("error-reason-" + secondID)); !strings.Contains(got, "required when denying") {
 		t.Fatalf("reason error %q", got)
@@ -60,6 +62,7 @@ func TestE2EApproveInConsole(t *testing.T) {
 	e.run("approve",
 		chromedp.Click(tid("approve-"+approvalID)),
 		chromedp.WaitVisible(tid("notice")),
+		loaded(),
 	)
 	if got := e.text(tid("notice")); !strings.Contains(got, "Approved") {
 		t.Fatalf("notice %q", got)
@@ -72,6 +75,7 @@ func TestE2EApproveInConsole(t *testing.T) {
 	e.run("find it in the history",
 		chromedp.Click(tid("nav-History")),
 		chromedp.WaitVisible(chromedp.CSS(row+`[data-testid="call-status"]`)),
+		loaded(),
 	)
 	if got := e.text(chromedp.CSS(row + `[data-testid="call-status"]`)); got != "succeeded" {
 		t.Fatalf("history status %q", got)
@@ -79,6 +83,7 @@ func TestE2EApproveInConsole(t *testing.T) {
 	e.run("open the call",
 		chromedp.Click(chromedp.CSS(row+`[data-testid="call-link"]`)),
 		chromedp.WaitVisible(tid("call-timings")),
+		loaded(),
 	)
 	if got := e.text(tid("call-status")); got != "succeeded" {
 		t.Fatalf("detail status %q", got)

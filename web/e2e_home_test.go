@@ -15,11 +15,13 @@ func TestE2EPlayground(t *testing.T) {
 	e.run("open the playground from the navigation",
 		chromedp.Click(tid("nav-Playground")),
 		chromedp.WaitVisible(tid("playground-form")),
+		loaded(),
 	)
 	// An empty task: the error beside the field, no result.
 	e.run("submit without a task",
 		chromedp.Click(tid("playground-submit")),
 		chromedp.WaitVisible(tid("error-query")),
+		loaded(),
 	)
 	if got := e.text(tid("error-query")); !strings.Contains(got, "Describe the task") {
 		t.Fatalf("error %q", got)
@@ -29,6 +31,7 @@ func TestE2EPlayground(t *testing.T) {
 		chromedp.SetValue(chromedp.CSS("#pg-limit"), "5"),
 		chromedp.Click(tid("playground-submit")),
 		chromedp.WaitVisible(tid("ranked")),
+		loaded(),
 	)
 	if got := e.text(tid("ranked-name")); got != "file_read" {
 		t.Fatalf("first tool %q, want file_read", got)
@@ -72,9 +75,11 @@ func TestE2EAccessCreateAndRevoke(t *testing.T) {
 	e.run("create a principal",
 		chromedp.Click(tid("nav-Access")),
 		chromedp.WaitVisible(tid("create-principal")),
+		loaded(),
 		chromedp.SendKeys(chromedp.CSS("#acc-name"), "e2e-bot"),
 		chromedp.Click(tid("create-submit")),
 		chromedp.WaitVisible(tid("new-key")),
+		loaded(),
 	)
 	key, err := chromedp.Run(e.ctx, chromedp.Evaluate[string](`document.querySelector('[data-testid="new-key"]').value`))
 	if err != nil || !strings.HasPrefix(key, "tb_") {
@@ -87,10 +92,13 @@ func TestE2EAccessCreateAndRevoke(t *testing.T) {
 	e.run("revoke it",
 		chromedp.Click(tid("back-to-access")),
 		chromedp.WaitVisible(chromedp.CSS(row+`[data-testid="revoke-open"]`)),
+		loaded(),
 		chromedp.Click(chromedp.CSS(row+`[data-testid="revoke-open"]`)),
 		chromedp.WaitVisible(chromedp.CSS(row+`[data-testid="revoke"]`)),
+		loaded(),
 		chromedp.Click(chromedp.CSS(row+`[data-testid="revoke"]`)),
 		chromedp.WaitVisible(tid("notice")),
+		loaded(),
 	)
 	if got := e.text(chromedp.CSS(row + `[data-testid="key-state"]`)); !strings.Contains(got, "revoked") {
 		t.Fatalf("key state %q", got)

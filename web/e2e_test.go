@@ -97,6 +97,16 @@ func (e *e2e) run(what string, steps ...chromedp.Action[chromedp.Void]) {
 	}
 }
 
+// loaded waits until the current document has finished loading: after a
+// click that navigates, the new page's nodes can otherwise be replaced
+// while the next step uses them.
+func loaded() chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		_, err := chromedp.Poll[bool](`document.readyState === "complete"`)(ctx, t)
+		return err
+	})
+}
+
 // tid is the CSS selector of a data-testid.
 func tid(id string) chromedp.CSS { return chromedp.CSS(`[data-testid="` + id + `"]`) }
 
@@ -109,6 +119,7 @@ func (e *e2e) signIn(role string) {
 		chromedp.SendKeys(chromedp.CSS("#key"), e.app.keys[role]),
 		chromedp.Click(tid("sign-in")),
 		chromedp.WaitVisible(tid("user")),
+		loaded(),
 	)
 }
 

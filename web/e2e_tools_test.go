@@ -13,11 +13,19 @@ func TestE2ERegisterTool(t *testing.T) {
 	app := newTestApp(t)
 	e := newE2E(t, app)
 	e.signIn("admin")
-	e.run("open the register form",
+	e.run("open the list",
 		chromedp.Navigate(e.URL+"/admin/tools"),
 		chromedp.WaitVisible(tid("register-link")),
-		chromedp.Click(tid("register-link")),
+	)
+	// Follow the register link by its address (Navigate waits for the load).
+	link, err := chromedp.Run(e.ctx, chromedp.AttributeValue(tid("register-link"), "href"))
+	if err != nil || !link.Exists {
+		t.Fatalf("register link: %v %+v", err, link)
+	}
+	e.run("open the register form",
+		chromedp.Navigate(e.URL+link.Value),
 		chromedp.WaitVisible(tid("tool-form")),
+		loaded(),
 	)
 	e.run("fill it in with a bad name",
 		chromedp.SendKeys(chromedp.CSS("#f-name"), "Echo Back"),
@@ -30,6 +38,7 @@ func TestE2ERegisterTool(t *testing.T) {
 		chromedp.SetValue(chromedp.CSS("#f-builtin"), "echo"),
 		chromedp.Click(tid("form-submit")),
 		chromedp.WaitVisible(tid("error-name")),
+		loaded(),
 	)
 	if got := e.text(tid("error-name")); !strings.Contains(got, "snake_case") {
 		t.Fatalf("name error %q", got)
@@ -46,6 +55,7 @@ func TestE2ERegisterTool(t *testing.T) {
 		chromedp.SendKeys(chromedp.CSS("#f-name"), "echo_back"),
 		chromedp.Click(tid("form-submit")),
 		chromedp.WaitVisible(tid("notice")),
+		loaded(),
 	)
 	if got := e.text(tid("notice")); !strings.Contains(got, "Registered echo_back 1.0.0") {
 		t.Fatalf("notice %q", got)
@@ -69,6 +79,7 @@ func TestE2ERegisterTool(t *testing.T) {
 		chromedp.WaitVisible(tid("export-openai")),
 		chromedp.Click(chromedp.CSS(`[data-testid="export-openai"] summary`)),
 		chromedp.WaitVisible(chromedp.CSS(`[data-copy="export-json-openai"]`)),
+		loaded(),
 		chromedp.WaitVisible(chromedp.CSS("#export-json-openai")),
 	)
 	if got := e.text(chromedp.CSS("#export-json-openai")); !strings.Contains(got, `"name": "echo_back"`) {
@@ -79,6 +90,7 @@ func TestE2ERegisterTool(t *testing.T) {
 		chromedp.SendKeys(tid("try-message"), "hello there"),
 		chromedp.Click(tid("try-run")),
 		chromedp.WaitVisible(tid("try-data")),
+		loaded(),
 	)
 	if got := e.text(tid("try-status")); got != "succeeded" {
 		t.Errorf("try status %q", got)
