@@ -60,7 +60,7 @@ const statsRecheck = 30 * time.Second
 func NewStats(store *models.Store, inv *Invoker) *Stats {
 	s := &Stats{store: store, now: time.Now, hours: map[int64]*hourStats{}}
 	if inv != nil {
-		s.flush = inv.calls.sync
+		s.flush = inv.Flush
 	}
 	return s
 }

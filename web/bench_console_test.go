@@ -3,8 +3,6 @@ package web
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -16,7 +14,6 @@ import (
 	"github.com/PuerkitoBio/goquery"
 
 	"toolbelt/models"
-	"toolbelt/services"
 )
 
 // BenchmarkConsolePages renders each console page server-side (no network:
@@ -24,18 +21,8 @@ import (
 // history of 100,000 calls, and reports each page's median and p95.
 func BenchmarkConsolePages(b *testing.B) {
 	app := newTestApp(b)
+	registerBenchTools(b, app)
 	ctx := context.Background()
-	reg := services.NewRegistry(app.store, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	for i := range benchTools - 8 {
-		if _, err := reg.Register(ctx, benchDef(i), nil); err != nil {
-			b.Fatal(err)
-		}
-	}
-	// The app's selector did not see these registrations: index them.
-	app.selector.MarkDirty()
-	if err := app.selector.Refresh(ctx); err != nil {
-		b.Fatal(err)
-	}
 	const calls = 100_000
 	start := time.Now().Add(-72 * time.Hour).UTC()
 	statuses := []string{"succeeded", "succeeded", "succeeded", "failed", "refused"}

@@ -70,11 +70,10 @@ func BenchmarkRegister(b *testing.B) {
 	}
 }
 
-// benchServer is a real HTTP server over a catalog of benchTools tools
-// registered through the registry.
-func benchServer(b *testing.B) (*httptest.Server, string) {
+// registerBenchTools fills the app's catalog up to benchTools tools (the
+// built-in ones included) and indexes them for selection.
+func registerBenchTools(b *testing.B, app *testApp) {
 	b.Helper()
-	app := newTestApp(b)
 	ctx := context.Background()
 	reg := services.NewRegistry(app.store, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	for i := range benchTools - 8 {
@@ -82,6 +81,18 @@ func benchServer(b *testing.B) (*httptest.Server, string) {
 			b.Fatal(err)
 		}
 	}
+	app.selector.MarkDirty()
+	if err := app.selector.Refresh(ctx); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// benchServer is a real HTTP server over a catalog of benchTools tools
+// registered through the registry.
+func benchServer(b *testing.B) (*httptest.Server, string) {
+	b.Helper()
+	app := newTestApp(b)
+	registerBenchTools(b, app)
 	srv := httptest.NewServer(app.handler)
 	b.Cleanup(srv.Close)
 	return srv, app.keys["admin"]

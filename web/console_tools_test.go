@@ -1,10 +1,7 @@
 package web
 
 import (
-	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/url"
 	"slices"
 	"strings"
@@ -12,7 +9,6 @@ import (
 
 	"github.com/PuerkitoBio/goquery"
 
-	"toolbelt/services"
 	"toolbelt/views"
 )
 
@@ -488,13 +484,7 @@ func TestConsoleLineDiff(t *testing.T) {
 // tools in the catalog (each page must stay well under 50 ms).
 func BenchmarkConsoleToolsPages(b *testing.B) {
 	app := newTestApp(b)
-	ctx := context.Background()
-	reg := services.NewRegistry(app.store, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	for i := range benchTools - 8 {
-		if _, err := reg.Register(ctx, benchDef(i), nil); err != nil {
-			b.Fatal(err)
-		}
-	}
+	registerBenchTools(b, app)
 	br := signedIn(b, app, "admin")
 	for _, path := range []string{
 		"/admin/tools", "/admin/tools?q=record+set+9999", "/admin/tools?category=code&level=moderate&offset=1000",
