@@ -39,55 +39,83 @@ type Call struct {
 	FinishedAt *time.Time `json:"finished_at,omitempty"`
 }
 
-// SaveCalls inserts or replaces call records with one statement (a call
+// SaveCalls inserts or replaces call records in one transaction (a call
 // is saved as queued, running and finished under one id). A batch holding
 // one id twice keeps the last.
 //
 // It is the history's hot path (every call, cached hits included), so it
-// skips gorm's per-row reflection: one prepared multi-row upsert per batch
-// size, standard SQL that SQLite and Postgres both accept. One statement is
-// atomic on its own: no BEGIN/COMMIT around it.
+// skips gorm's per-row reflection: multi-row upserts, standard SQL that
+// SQLite and Postgres both accept, in chunks of the sizes of chunkRows so
+// the connection's statement cache keeps them prepared (preparing a
+// statement of a new size cost about 2 µs a row).
 func (s *Store) SaveCalls(ctx context.Context, cs []*Call) error {
 	last := make(map[string]int, len(cs))
 	for i, c := range cs {
 		last[c.ID] = i
 	}
-	args := make([]any, 0, len(last)*len(callColumns))
+	rows := make([]*Call, 0, len(last))
 	for i, c := range cs {
 		if last[c.ID] == i {
-			args = append(args, c.values()...)
+			rows = append(rows, c)
 		}
 	}
-	sqlDB, err := s.db.DB()
-	if err == nil {
-		_, err = sqlDB.ExecContext(ctx, upsertCallsSQL(len(last)), args...)
-	}
-	if err != nil {
-		return fmt.Errorf("record %d calls: %w", len(last), err)
+	if _, err := s.execChunks(ctx, rows, true); err != nil {
+		return fmt.Errorf("record %d calls: %w", len(rows), err)
 	}
 	return nil
+}
+
+// chunkRows are the row counts of the multi-row statements, largest
+// first: a batch is cut into at most three chunks of each size below the
+// largest, so a few statements per connection are ever prepared.
+var chunkRows = []int{256, 64, 16, 4, 1}
+
+// execChunks writes rows in one transaction, upserting or inserting
+// those absent; it returns how many rows it inserted or changed.
+func (s *Store) execChunks(ctx context.Context, rows []*Call, replace bool) (int, error) {
+	if len(rows) == 0 {
+		return 0, nil
+	}
+	sqlDB, err := s.db.DB()
+	if err != nil {
+		return 0, err
+	}
+	tx, err := sqlDB.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = tx.Rollback() }()
+	changed := 0
+	args := make([]any, 0, min(len(rows), chunkRows[0])*len(callColumns))
+	for len(rows) > 0 {
+		size := chunkRows[len(chunkRows)-1]
+		for _, n := range chunkRows {
+			if n <= len(rows) {
+				size = n
+				break
+			}
+		}
+		args = args[:0]
+		for _, c := range rows[:size] {
+			args = append(args, c.values()...)
+		}
+		res, err := tx.ExecContext(ctx, insertCallsSQL(callStatement{size, replace}), args...)
+		if err != nil {
+			return 0, err
+		}
+		n, _ := res.RowsAffected()
+		changed += int(n)
+		rows = rows[size:]
+	}
+	return changed, tx.Commit()
 }
 
 // InsertCallsIfAbsent inserts the records the history does not hold yet
 // and leaves the others alone, returning how many it inserted.
 func (s *Store) InsertCallsIfAbsent(ctx context.Context, cs []*Call) (int, error) {
-	sqlDB, err := s.db.DB()
+	n, err := s.execChunks(ctx, cs, false)
 	if err != nil {
-		return 0, err
-	}
-	n := 0
-	for start := 0; start < len(cs); start += 200 {
-		batch := cs[start:min(start+200, len(cs))]
-		args := make([]any, 0, len(batch)*len(callColumns))
-		for _, c := range batch {
-			args = append(args, c.values()...)
-		}
-		res, err := sqlDB.ExecContext(ctx, insertCallsSQL(callStatement{len(batch), false}), args...)
-		if err != nil {
-			return n, fmt.Errorf("restore %d calls: %w", len(batch), err)
-		}
-		inserted, _ := res.RowsAffected()
-		n += int(inserted)
+		return 0, fmt.Errorf("restore %d calls: %w", len(cs), err)
 	}
 	return n, nil
 }
@@ -112,9 +140,6 @@ type callStatement struct {
 	rows    int
 	replace bool
 }
-
-// upsertCallsSQL inserts rows, replacing the calls already stored.
-func upsertCallsSQL(rows int) string { return insertCallsSQL(callStatement{rows, true}) }
 
 func insertCallsSQL(k callStatement) string {
 	if q, ok := callStatements.Load(k); ok {

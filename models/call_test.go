@@ -13,11 +13,7 @@ import (
 
 func TestCallsInStateUsesOpenIndex(t *testing.T) {
 	ctx := context.Background()
-	store, err := Open(ctx, t.TempDir()+"/t.db")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = store.Close() })
+	store := testStore(t)
 	start := time.Now().UTC()
 	var rows []*Call
 	for i, status := range []string{"succeeded", "running", "failed", "queued", "running", "awaiting_approval"} {
@@ -59,11 +55,7 @@ func TestCallsInStateUsesOpenIndex(t *testing.T) {
 
 // The hand-written upsert must name every stored column of Call.
 func TestCallColumnsMatchSchema(t *testing.T) {
-	store, err := Open(context.Background(), t.TempDir()+"/t.db")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = store.Close() })
+	store := testStore(t)
 	stmt := &gorm.Statement{DB: store.db}
 	if err := stmt.Parse(&Call{}); err != nil {
 		t.Fatal(err)
@@ -92,11 +84,7 @@ func TestCallColumnsMatchSchema(t *testing.T) {
 
 // Each history filter reads its own index in time order.
 func TestHistoryQueriesUseIndexes(t *testing.T) {
-	store, err := Open(context.Background(), t.TempDir()+"/t.db")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = store.Close() })
+	store := testStore(t)
 	for where, index := range map[string]string{
 		"principal_id = 3":           "idx_calls_principal_time",
 		"session_id = 's'":           "idx_calls_session_time",
@@ -111,4 +99,61 @@ func TestHistoryQueriesUseIndexes(t *testing.T) {
 			t.Errorf("WHERE %s: plan %+v, want %s", where, plan, index)
 		}
 	}
+}
+
+// A batch is written in chunks of the statement sizes: every row of a
+// batch that needs each size lands, duplicates keep their last state, and
+// inserting the absent ones leaves stored rows alone.
+func TestSaveCallsInChunks(t *testing.T) {
+	ctx := context.Background()
+	store := testStore(t)
+	start := time.Now().UTC()
+	mk := func(i int, status string) *Call {
+		return &Call{ID: fmt.Sprintf("c%04d", i), Tool: "t", Status: status, CreatedAt: start.Add(time.Duration(i) * time.Millisecond)}
+	}
+	// 256 + 64 + 3×16 + 3×4 + 3×1 rows, and one id twice.
+	const n = 256 + 64 + 48 + 12 + 3
+	var rows []*Call
+	for i := range n {
+		rows = append(rows, mk(i, "running"))
+	}
+	rows = append(rows, mk(7, "succeeded"))
+	if err := store.SaveCalls(ctx, rows); err != nil {
+		t.Fatal(err)
+	}
+	var count int64
+	store.db.Model(&Call{}).Count(&count)
+	if count != n {
+		t.Fatalf("stored %d rows, want %d", count, n)
+	}
+	if c, err := store.CallByID(ctx, "c0007"); err != nil || c.Status != "succeeded" {
+		t.Fatalf("duplicate id kept %+v (%v), want its last state", c, err)
+	}
+	// Replay: 10 stored rows (changed in memory) and 290 new ones.
+	var replay []*Call
+	for i := n - 10; i < n+290; i++ {
+		replay = append(replay, mk(i, "failed"))
+	}
+	inserted, err := store.InsertCallsIfAbsent(ctx, replay)
+	if err != nil || inserted != 290 {
+		t.Fatalf("inserted %d (%v), want 290", inserted, err)
+	}
+	if c, _ := store.CallByID(ctx, fmt.Sprintf("c%04d", n-1)); c.Status != "running" {
+		t.Fatalf("a stored row was overwritten by the replay: %s", c.Status)
+	}
+	store.db.Model(&Call{}).Count(&count)
+	if count != n+290 {
+		t.Fatalf("stored %d rows after replay, want %d", count, n+290)
+	}
+}
+
+// testStore is a fresh database closed at the end of the test.
+func testStore(t *testing.T) *Store {
+	t.Helper()
+	store, err := Open(context.Background(), t.TempDir()+"/t.db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	return store
 }

@@ -40,6 +40,9 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	q.Set("_foreign_keys", "on")
 	q.Set("_synchronous", "NORMAL")
 	q.Set("_txlock", "immediate")
+	// Each connection keeps its most used statements prepared (the call
+	// history's chunked upserts above all).
+	q.Set("_stmt_cache_size", "32")
 	dsn := "file:" + path + "?" + q.Encode()
 	db, err := gorm.Open(sqlite.Open(dsn), &gorm.Config{
 		TranslateError: true,

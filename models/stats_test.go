@@ -9,11 +9,7 @@ import (
 
 func TestCallStatsQueries(t *testing.T) {
 	ctx := context.Background()
-	store, err := Open(ctx, t.TempDir()+"/t.db")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = store.Close() })
+	store := testStore(t)
 	// Migrating again (a restart) keeps working.
 	if err := store.migrate(ctx); err != nil {
 		t.Fatalf("a second migration: %v", err)
@@ -72,11 +68,7 @@ func TestCallStatsQueries(t *testing.T) {
 
 func TestCountPendingApprovals(t *testing.T) {
 	ctx := context.Background()
-	store, err := Open(ctx, t.TempDir()+"/t.db")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = store.Close() })
+	store := testStore(t)
 	now := time.Now().UTC()
 	for i, a := range []Approval{
 		{ID: "waiting", Status: ApprovalPending, ExpiresAt: now.Add(time.Hour)},

@@ -35,7 +35,7 @@ const (
 	batchQueue = 4096
 	batchSize  = 256
 	// batchLinger is how long a write nobody waits for waits for more items.
-	batchLinger = 2 * time.Millisecond
+	batchLinger = 10 * time.Millisecond
 )
 
 // newBatcher starts the writer. When every > 0, tick also runs at start
