@@ -1,13 +1,16 @@
 package services
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"toolbelt/models"
 )
@@ -118,4 +121,45 @@ func TestJournalRetires(t *testing.T) {
 	if _, err := store.CallByID(ctx, "x"); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// A hand-written journal line reads back as the record it was made of,
+// whatever its strings hold, and says what encoding/json would.
+func FuzzJournalLine(f *testing.F) {
+	for _, s := range []string{"", `{"path":"a.txt"}`, "quote \" backslash \\ tab \t nl \n nul \x00 del \x7f", "é ☃ 😀 \u2028", "bad \xff\xfe utf8 \xe2\x82", "<&>"} {
+		f.Add(s, s+"x", uint(7), int64(-3), true, false)
+	}
+	f.Fuzz(func(t *testing.T, s, u string, principal uint, ms int64, cached, finished bool) {
+		created := time.Unix(1_700_000_000, ms&0xffffff).UTC()
+		c := models.Call{ID: s, PrincipalID: principal, SessionID: u, Tool: s, Version: u, ParentID: s, Arguments: u, Status: s,
+			ErrorCode: u, Result: s + u, Request: u, Attempts: int(ms % 1000), Cached: cached, QueueMs: ms, RunMs: -ms, TotalMs: ms * 3, CreatedAt: created}
+		if finished {
+			done := created.Add(time.Duration(ms))
+			c.FinishedAt = &done
+		}
+		line := appendJournalLine(nil, &c)
+		if len(line) == 0 || line[len(line)-1] != '\n' || bytes.Count(line, []byte{'\n'}) != 1 {
+			t.Fatalf("not one line: %q", line)
+		}
+		var got, want journalRecord
+		if err := json.Unmarshal(line, &got); err != nil {
+			t.Fatalf("line %q does not decode: %v", line, err)
+		}
+		std, _ := json.Marshal(journalRecord{Call: c, Result: c.Result, Request: c.Request})
+		if err := json.Unmarshal(std, &want); err != nil {
+			t.Fatal(err)
+		}
+		gotCall, wantCall := got.Call, want.Call
+		if !gotCall.CreatedAt.Equal(wantCall.CreatedAt) || (gotCall.FinishedAt == nil) != (wantCall.FinishedAt == nil) ||
+			(gotCall.FinishedAt != nil && !gotCall.FinishedAt.Equal(*wantCall.FinishedAt)) {
+			t.Fatalf("times: %v %v, want %v %v", gotCall.CreatedAt, gotCall.FinishedAt, wantCall.CreatedAt, wantCall.FinishedAt)
+		}
+		gotCall.CreatedAt, wantCall.CreatedAt, gotCall.FinishedAt, wantCall.FinishedAt = time.Time{}, time.Time{}, nil, nil
+		if gotCall != wantCall || got.Result != want.Result || got.Request != want.Request {
+			t.Fatalf("line %q reads as\n%+v\nencoding/json's as\n%+v", line, got, want)
+		}
+		if utf8.ValidString(s) && got.ID != s {
+			t.Fatalf("valid UTF-8 %q read back as %q", s, got.ID)
+		}
+	})
 }
