@@ -155,13 +155,14 @@ func (h *Handler) MethodNotAllowed(c *gin.Context) {
 // must be JSON, the body valid UTF-8, within MaxBodyBytes, one value, and
 // free of fields v does not have.
 func bindJSON(c *gin.Context, v any) error {
-	ct := c.GetHeader("Content-Type")
-	mt, params, err := mime.ParseMediaType(ct)
-	if ct == "" || err != nil || mt != "application/json" {
-		return fmt.Errorf("%w: send the body as application/json (got %q)", errMediaType, ct)
-	}
-	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
-		return fmt.Errorf("%w: charset %q; send UTF-8", errMediaType, cs)
+	if ct := c.GetHeader("Content-Type"); ct != "application/json" { // the usual one needs no parsing
+		mt, params, err := mime.ParseMediaType(ct)
+		if ct == "" || err != nil || mt != "application/json" {
+			return fmt.Errorf("%w: send the body as application/json (got %q)", errMediaType, ct)
+		}
+		if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
+			return fmt.Errorf("%w: charset %q; send UTF-8", errMediaType, cs)
+		}
 	}
 	raw, err := io.ReadAll(io.LimitReader(c.Request.Body, MaxBodyBytes+1))
 	if err != nil {

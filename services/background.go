@@ -70,7 +70,7 @@ func (inv *Invoker) resume(ctx context.Context, callID, approvalID string) error
 	}
 	ctx, cancel := inv.track(ctx, callID)
 	defer cancel()
-	c := &call{id: callID, req: req, caller: caller, started: time.Now(), approval: approvalID, created: rec.CreatedAt}
+	c := &call{id: callID, req: req, caller: caller, started: time.Now(), approval: approvalID, created: rec.CreatedAt, tracked: true}
 	c.req.Async = false
 	// The running record is committed before the chain runs: the approve
 	// guard consumes the call's approval, and a crash after that must find

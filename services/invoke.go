@@ -154,6 +154,10 @@ type call struct {
 	// inner is, per guard of the chain, the time spent in the steps after
 	// it (for the guard timings).
 	inner [8]time.Duration
+	// tracked marks a call made cancellable before the chain (a
+	// background call); stopped, a call whose context was cancelled while
+	// it ran.
+	tracked, stopped bool
 	// log is the tool's logger, carrying the call id.
 	log *slog.Logger
 	// owner is the uid and gid files written for the session get, when
@@ -241,7 +245,7 @@ func NewInvoker(store *models.Store, selector *Selector, authz *Authz, redactor 
 	inv.run = compose(
 		inv.timed(0, "resolve", inv.resolve), inv.timed(1, "validate", inv.validate),
 		inv.timed(2, "authorize", inv.authorize), inv.timed(3, "approve", inv.approve),
-		inv.timed(4, "secure", inv.secure), inv.timed(5, "cache", inv.cache),
+		inv.timed(4, "secure", inv.secure), inv.timed(5, "cache", inv.cache), inv.cancellable,
 		inv.timed(6, "limit", inv.limit), inv.timed(7, "queue", inv.queue),
 	)(inv.execute)
 	return inv
@@ -293,9 +297,25 @@ func (inv *Invoker) Call(ctx context.Context, caller *models.Principal, req Call
 	if req.Async {
 		return inv.enqueue(ctx, c)
 	}
-	ctx, cancel := inv.track(ctx, c.id)
-	defer cancel()
 	return inv.finish(ctx, c, inv.guarded(ctx, c))
+}
+
+// cancellable makes a call that is going to run cancellable by id (DELETE,
+// and Shutdown past its deadline) until it ends. It stands after the
+// cache in the chain: a call refused or answered from the cache is over in
+// microseconds and never pays for it. Background calls are tracked for
+// their whole run by resume.
+func (inv *Invoker) cancellable(next Step) Step {
+	return func(ctx context.Context, c *call) ToolResult {
+		if c.tracked {
+			return next(ctx, c)
+		}
+		ctx, cancel := inv.track(ctx, c.id)
+		defer cancel()
+		res := next(ctx, c)
+		c.stopped = ctx.Err() != nil
+		return res
+	}
 }
 
 // track makes a call cancellable by id until the returned cancel runs.
@@ -313,7 +333,7 @@ func (inv *Invoker) track(ctx context.Context, id string) (context.Context, cont
 // finish completes a result's metadata, records the call, and teaches the
 // selection index from a success.
 func (inv *Invoker) finish(ctx context.Context, c *call, res ToolResult) ToolResult {
-	if ctx.Err() != nil && inv.interrupting.Load() && !res.Success {
+	if (ctx.Err() != nil || c.stopped) && inv.interrupting.Load() && !res.Success {
 		res = interrupted()
 	}
 	res.CallID = c.id

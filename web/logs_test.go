@@ -1,6 +1,7 @@
 package web
 
 import (
+	"encoding/json"
 	"net/url"
 	"strings"
 	"testing"
@@ -66,4 +67,32 @@ func mustURL(raw string) *url.URL {
 		panic(err)
 	}
 	return u
+}
+
+// Every request leaves one access line naming it: its request id (the one
+// answered in X-Request-ID), method, path, route, status and principal.
+func TestAccessLogLine(t *testing.T) {
+	app := newTestApp(t)
+	r := app.do(t, "admin", "GET", "/api/v1/tools/file_read", nil)
+	if r.Status != 200 {
+		t.Fatalf("status %d", r.Status)
+	}
+	id := r.Header.Get("X-Request-ID")
+	var line map[string]any
+	for _, l := range strings.Split(app.logs.String(), "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(l), &m) == nil && m["msg"] == "request" && m["request_id"] == id {
+			line = m
+		}
+	}
+	want := map[string]any{"level": "INFO", "method": "GET", "path": "/api/v1/tools/file_read", "route": "/api/v1/tools/:name",
+		"status": float64(200), "principal": "admin"}
+	for k, v := range want {
+		if line[k] != v {
+			t.Errorf("access line %s = %v, want %v (line %v)", k, line[k], v, line)
+		}
+	}
+	if d, ok := line["duration"].(float64); !ok || d <= 0 {
+		t.Errorf("access line duration = %v", line["duration"])
+	}
 }

@@ -243,16 +243,24 @@ func accessLog(log *slog.Logger, m *services.Metrics) gin.HandlerFunc {
 		if route == "" {
 			route = "unmatched"
 		}
-		m.HTTPRequest(route, c.Request.Method, c.Writer.Status(), time.Since(start))
-		log.LogAttrs(c.Request.Context(), slog.LevelInfo, "request",
-			slog.String("request_id", c.GetString(handlers.RequestIDKey)),
-			slog.String("method", c.Request.Method),
-			slog.String("path", c.Request.URL.Path),
-			slog.String("route", c.FullPath()),
-			slog.Int("status", c.Writer.Status()),
-			slog.Duration("duration", time.Since(start)),
-			slog.String("principal", c.GetString("principal_name")),
-		)
+		took := time.Since(start)
+		m.HTTPRequest(route, c.Request.Method, c.Writer.Status(), took)
+		// Straight to the handler: a request line needs no caller
+		// (LogAttrs would walk the stack for one, on every request).
+		ctx := c.Request.Context()
+		if h := log.Handler(); h.Enabled(ctx, slog.LevelInfo) {
+			r := slog.NewRecord(time.Now(), slog.LevelInfo, "request", 0)
+			r.AddAttrs(
+				slog.String("request_id", c.GetString(handlers.RequestIDKey)),
+				slog.String("method", c.Request.Method),
+				slog.String("path", c.Request.URL.Path),
+				slog.String("route", c.FullPath()),
+				slog.Int("status", c.Writer.Status()),
+				slog.Duration("duration", took),
+				slog.String("principal", c.GetString("principal_name")),
+			)
+			_ = h.Handle(ctx, r)
+		}
 	}
 }
 
