@@ -1,6 +1,7 @@
 package services
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"path/filepath"
@@ -78,4 +79,42 @@ func FuzzValidateArguments(f *testing.F) {
 			t.Fatalf("accepted %q without a string path", raw)
 		}
 	})
+}
+
+// A result without an error is encoded by hand: byte for byte what
+// encoding/json makes of it, or refused (Data that is not JSON) so that
+// encoding/json says why.
+func FuzzResultJSON(f *testing.F) {
+	for _, d := range []string{``, `{"content":"hello"}`, ` { "a" : [1, 2.5e3, null, true] } `, `"<&>\u2028 é"`, `{"a":`, `nul`, `"\u0000\n"`} {
+		f.Add(d, "5d1e0c2a9b7f4e31", "succeeded", "1.0.0", int64(12), true)
+	}
+	f.Add(`{}`, "id\"x", "failed", "2.0.0-rc<1>", int64(-1), false)
+	f.Fuzz(func(t *testing.T, data, id, status, version string, ms int64, cached bool) {
+		r := ToolResult{CallID: id, Status: status, Success: cached, Data: json.RawMessage(data),
+			Metadata: CallMetadata{Duration: ms, Cached: cached, Attempts: int(ms % 7), ToolVersion: version}}
+		got, ok := r.appendSuccess(nil)
+		want, err := json.Marshal(r)
+		if !ok {
+			if err == nil && plainASCII(id) && plainASCII(status) && plainASCII(version) {
+				t.Fatalf("refused %+v, which encoding/json encodes as %s", r, want)
+			}
+			return
+		}
+		if err != nil {
+			t.Fatalf("encoded %s, which encoding/json refuses: %v", got, err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("encoded\n%s\nencoding/json\n%s", got, want)
+		}
+		if e := (ToolResult{Error: &ToolError{Code: "X"}}); !bytes.Equal(e.JSON(), must(json.Marshal(e))) {
+			t.Fatal("a result with an error is not encoded as encoding/json does")
+		}
+	})
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }

@@ -14,6 +14,7 @@ import (
 	"regexp"
 	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -88,11 +89,64 @@ func (r ToolResult) JSON() []byte {
 	if r.encoded != nil {
 		return r.encoded
 	}
+	if raw, ok := r.appendSuccess(make([]byte, 0, 128+len(r.Data))); ok {
+		return raw
+	}
 	raw, err := json.Marshal(r)
 	if err != nil { // only a malformed Data could fail; say so
 		raw, _ = json.Marshal(ToolResult{CallID: r.CallID, Status: StatusFailed, Error: &ToolError{Code: CodeInternal, Message: "the result could not be encoded: " + err.Error()}, Metadata: r.Metadata})
 	}
 	return raw
+}
+
+// appendSuccess appends the JSON of a result without an error, byte for
+// byte what encoding/json makes of it (Data compacted and HTML-escaped);
+// false for one with an error, or with Data that is not valid JSON. Every
+// call's answer and history record is encoded, and reflection was a
+// tenth of a cached call's own time.
+func (r ToolResult) appendSuccess(b []byte) ([]byte, bool) {
+	if r.Error != nil || !plainASCII(r.CallID) || !plainASCII(r.Status) || !plainASCII(r.Metadata.ToolVersion) {
+		return b, false
+	}
+	b = append(b, `{"call_id":"`...)
+	b = append(b, r.CallID...)
+	b = append(b, `","status":"`...)
+	b = append(b, r.Status...)
+	b = append(b, `","success":`...)
+	b = strconv.AppendBool(b, r.Success)
+	if len(r.Data) > 0 {
+		b = append(b, `,"data":`...)
+		var data bytes.Buffer
+		if err := json.Compact(&data, r.Data); err != nil {
+			return b, false
+		}
+		out := bytes.NewBuffer(b)
+		json.HTMLEscape(out, data.Bytes())
+		b = out.Bytes()
+	}
+	b = append(b, `,"metadata":{"duration":`...)
+	b = strconv.AppendInt(b, r.Metadata.Duration, 10)
+	b = append(b, `,"cached":`...)
+	b = strconv.AppendBool(b, r.Metadata.Cached)
+	b = append(b, `,"attempts":`...)
+	b = strconv.AppendInt(b, int64(r.Metadata.Attempts), 10)
+	if r.Metadata.ToolVersion != "" {
+		b = append(b, `,"tool_version":"`...)
+		b = append(b, r.Metadata.ToolVersion...)
+		b = append(b, '"')
+	}
+	return append(b, "}}"...), true
+}
+
+// plainASCII reports whether s is printable ASCII that JSON and HTML
+// escaping leave as it is.
+func plainASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			return false
+		}
+	}
+	return true
 }
 
 // ToolError says why a call did not succeed and what the LLM should do.
@@ -716,10 +770,16 @@ func (inv *Invoker) cache(next Step) Step {
 		}
 		canon, _ := json.Marshal(c.args) // encoding/json sorts map keys
 		sum := sha256.Sum256(canon)
-		key := fmt.Sprintf("%d:%s", c.version, hex.EncodeToString(sum[:]))
+		// version:sha256[:p<principal>:<session>], built in one buffer
+		// (every cacheable call builds one).
+		var buf [160]byte
+		k := strconv.AppendUint(buf[:0], uint64(c.version), 10)
+		k = hex.AppendEncode(append(k, ':'), sum[:])
 		if c.def.Category == "filesystem" || isFileBuiltin(c.def) {
-			key += fmt.Sprintf(":p%d:%s", principalID(c.caller), c.req.SessionID)
+			k = strconv.AppendUint(append(k, ":p"...), uint64(principalID(c.caller)), 10)
+			k = append(append(k, ':'), c.req.SessionID...)
 		}
+		key := string(k)
 		hit, ok := inv.results.Get(key)
 		ok = ok && time.Now().Before(hit.expires)
 		inv.metrics.cacheLookup(ok)
