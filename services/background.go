@@ -271,7 +271,7 @@ func (inv *Invoker) endCall(ctx context.Context, callID, code, msg, suggestion s
 	if err := inv.calls.saveNow(ctx, rec); err != nil {
 		return err
 	}
-	inv.events.publish(callID, "status", map[string]string{"status": StatusFailed})
+	inv.events.publish(callID, "status", statusEvent{StatusFailed})
 	inv.events.publish(callID, "result", res)
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"sync"
+	"sync/atomic"
 
 	"toolbelt/models"
 )
@@ -21,6 +22,9 @@ type Event struct {
 type broker struct {
 	mu   sync.Mutex
 	subs map[string]map[chan Event]struct{}
+	// listening counts subscriptions: with none (nearly always), every
+	// call's events cost one atomic load.
+	listening atomic.Int64
 }
 
 func newBroker() *broker { return &broker{subs: map[string]map[chan Event]struct{}{}} }
@@ -32,9 +36,13 @@ func (b *broker) subscribe(id string) (chan Event, func()) {
 		b.subs[id] = map[chan Event]struct{}{}
 	}
 	b.subs[id][ch] = struct{}{}
+	b.listening.Add(1)
 	b.mu.Unlock()
 	return ch, func() {
 		b.mu.Lock()
+		if _, ok := b.subs[id][ch]; ok {
+			b.listening.Add(-1)
+		}
 		delete(b.subs[id], ch)
 		if len(b.subs[id]) == 0 {
 			delete(b.subs, id)
@@ -46,6 +54,9 @@ func (b *broker) subscribe(id string) (chan Event, func()) {
 // publish delivers an event to every subscriber of a call; a subscriber
 // too slow to keep up misses it rather than holding the call back.
 func (b *broker) publish(id, name string, data any) {
+	if b.listening.Load() == 0 {
+		return
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if len(b.subs[id]) == 0 {

@@ -262,7 +262,7 @@ type Invoker struct {
 	interrupting atomic.Bool
 	events       *broker
 	metrics      *Metrics
-	dirs         sync.Map // session work directories already made
+	dirs         sync.Map // sessionKey → its work directory, once made
 	run          Step
 	// Optional mechanisms of the built-in tools.
 	sandbox     *sandbox.Sandbox
@@ -682,17 +682,20 @@ func (inv *Invoker) secure(next Step) Step {
 	return func(ctx context.Context, c *call) ToolResult {
 		// Work directories belong to a principal and a session: two agents
 		// using the same session id never share files.
-		root := filepath.Join(inv.dataDir, "sessions")
-		dir := filepath.Join(root, fmt.Sprintf("p%d", principalID(c.caller)), c.req.SessionID)
-		if _, made := inv.dirs.Load(dir); !made {
+		key := sessionKey{principalID(c.caller), c.req.SessionID}
+		made, ok := inv.dirs.Load(key)
+		if !ok {
+			root := filepath.Join(inv.dataDir, "sessions")
+			dir := filepath.Join(root, fmt.Sprintf("p%d", key.principal), key.session)
 			// Sandboxed commands may run as another uid: the directory is
 			// theirs (PrepareDir is MkdirAll when they do not).
 			if err := inv.sandbox.PrepareDir(root, dir); err != nil {
 				inv.log.ErrorContext(ctx, "make work directory", "err", err, "call_id", c.id)
 				return failure(CodeInternal, "internal error", true, "Try again.")
 			}
-			inv.dirs.Store(dir, true)
+			made, _ = inv.dirs.LoadOrStore(key, dir)
 		}
+		dir := made.(string)
 		if uid, gid, ok := inv.sandbox.Owner(); ok {
 			c.owner = &[2]int{uid, gid}
 		}
@@ -719,6 +722,12 @@ func (inv *Invoker) secure(next Step) Step {
 		}
 		return next(ctx, c)
 	}
+}
+
+// sessionKey names a session's work directory: sessions/p<principal>/<session>.
+type sessionKey struct {
+	principal uint
+	session   string
 }
 
 // isFileBuiltin reports whether the tool runs one of the file built-ins,
@@ -945,11 +954,16 @@ func (inv *Invoker) record(ctx context.Context, c *call, res ToolResult) ([]byte
 		rec.FinishedAt = nil
 	}
 	committed := inv.calls.save(ctx, rec)
-	inv.events.publish(c.id, "status", map[string]string{"status": res.Status})
+	inv.events.publish(c.id, "status", statusEvent{res.Status})
 	if Terminal(res.Status) {
 		inv.events.publish(c.id, "result", res)
 	}
 	return encoded, rec, committed
+}
+
+// statusEvent is the data of a status event.
+type statusEvent struct {
+	Status string `json:"status"`
 }
 
 // Committed returns once the record of res survives a crash (journaled,

@@ -8,8 +8,11 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -157,11 +160,7 @@ func BenchmarkCachedCallHTTP(b *testing.B) {
 
 // BenchmarkBareGinJSON is a bare Gin JSON handler under the same load.
 func BenchmarkBareGinJSON(b *testing.B) {
-	gin.SetMode(gin.ReleaseMode)
-	r := gin.New()
-	r.POST("/x", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"success": true, "data": gin.H{"content": "hello"}}) })
-	srv := httptest.NewServer(r)
-	b.Cleanup(srv.Close)
+	srv := bareGinServer(b)
 	benchParallel(b, func(client *http.Client) {
 		resp, err := client.Post(srv.URL+"/x", "application/json", strings.NewReader(`{}`))
 		if err != nil {
@@ -170,6 +169,89 @@ func BenchmarkBareGinJSON(b *testing.B) {
 		_, _ = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
 	})
+}
+
+// bareGinServer is a bare Gin handler answering a small JSON object at
+// POST /x: the machine's ceiling for a JSON API.
+func bareGinServer(b *testing.B) *httptest.Server {
+	gin.SetMode(gin.ReleaseMode)
+	r := gin.New()
+	r.POST("/x", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"success": true, "data": gin.H{"content": "hello"}}) })
+	srv := httptest.NewServer(r)
+	b.Cleanup(srv.Close)
+	return srv
+}
+
+// BenchmarkCachedVsBareGin measures the issue's ratio in one run: the
+// cached call of BenchmarkCachedCallHTTP and the bare Gin handler of
+// BenchmarkBareGinJSON, loaded by the same 16 clients in alternating slices
+// of 250 ms (one pair per iteration), so the machine's slow and fast
+// moments fall on both alike. It reports each side's req/s and CPU per
+// request, and cached/bare.
+func BenchmarkCachedVsBareGin(b *testing.B) {
+	app := newTestApp(b)
+	srv := httptest.NewServer(app.handler)
+	b.Cleanup(srv.Close)
+	key := app.keys["admin"]
+	post := func(client *http.Client, url, payload string, auth bool) {
+		req, _ := http.NewRequest("POST", url, strings.NewReader(payload))
+		if auth {
+			req.Header.Set("Authorization", "Bearer "+key)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := client.Do(req)
+		if err != nil {
+			b.Error(err)
+			return
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			b.Errorf("%s: status %d", url, resp.StatusCode)
+		}
+	}
+	body := `{"tool":"file_read","session_id":"bench","arguments":{"path":"hello.txt"}}`
+	post(http.DefaultClient, srv.URL+"/api/v1/calls", `{"tool":"file_write","session_id":"bench","arguments":{"path":"hello.txt","content":"hello"}}`, true)
+
+	bare := bareGinServer(b)
+
+	type side struct {
+		reqs int64
+		took time.Duration
+		cpu  time.Duration
+	}
+	var cached, plain side
+	load := func(s *side, do func(*http.Client)) {
+		clients := 8 * runtime.GOMAXPROCS(0)
+		var n atomic.Int64
+		var wg sync.WaitGroup
+		start, cpu := time.Now(), cpuTime()
+		deadline := start.Add(250 * time.Millisecond)
+		for range clients {
+			wg.Go(func() {
+				client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
+				defer client.CloseIdleConnections()
+				for time.Now().Before(deadline) {
+					do(client)
+					n.Add(1)
+				}
+			})
+		}
+		wg.Wait()
+		s.reqs += n.Load()
+		s.took += time.Since(start)
+		s.cpu += cpuTime() - cpu
+	}
+	for b.Loop() {
+		load(&plain, func(c *http.Client) { post(c, bare.URL+"/x", `{}`, false) })
+		load(&cached, func(c *http.Client) { post(c, srv.URL+"/api/v1/calls", body, true) })
+	}
+	rate := func(s side) float64 { return float64(s.reqs) / s.took.Seconds() }
+	b.ReportMetric(rate(cached), "cached-req/s")
+	b.ReportMetric(rate(plain), "bare-req/s")
+	b.ReportMetric(float64(cached.cpu.Microseconds())/float64(cached.reqs), "cached-cpu-µs/req")
+	b.ReportMetric(float64(plain.cpu.Microseconds())/float64(plain.reqs), "bare-cpu-µs/req")
+	b.ReportMetric(rate(cached)/rate(plain), "ratio")
 }
 
 // benchParallel runs do from 8 clients per CPU with keep-alive
