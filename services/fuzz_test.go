@@ -62,7 +62,7 @@ func FuzzValidateArguments(f *testing.F) {
 			def = d
 		}
 	}
-	inv := &Invoker{schemas: newSchemaCache()}
+	inv := &Invoker{schemas: newSchemaCache(), results: newResultsCache()}
 	step := inv.validate(func(_ context.Context, c *call) ToolResult {
 		return ToolResult{Status: StatusSucceeded, Success: true}
 	})

@@ -2,6 +2,7 @@ package services
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -274,6 +275,43 @@ func TestLimitGuard(t *testing.T) {
 	for range 5 {
 		if res := step(context.Background(), &call{def: unlimited, caller: a}); !res.Success {
 			t.Fatal("a tool without a rate limit was limited")
+		}
+	}
+}
+
+// Arguments with a cached result are not validated again (validation is a
+// pure function of the version's schema and the arguments); any others
+// still are, a hit for valid arguments notwithstanding.
+func TestValidateSkipsCachedArguments(t *testing.T) {
+	schema := `{"type":"object","properties":{"q":{"type":"string","minLength":2}},"required":["q"],"additionalProperties":false}`
+	def := ToolDefinition{Name: "t", Category: "search", Parameters: json.RawMessage(schema), Execution: Execution{Cacheable: true, CacheTTL: 60_000}}
+	red, err := NewRedactor(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv := &Invoker{schemas: newSchemaCache(), results: newResultsCache(), redactor: red}
+	runs := 0
+	step := compose(inv.validate, inv.cache)(func(context.Context, *call) ToolResult {
+		runs++
+		return ToolResult{Status: StatusSucceeded, Success: true}
+	})
+	do := func(args string) (*call, ToolResult) {
+		c := &call{def: def, version: 1, req: CallRequest{Arguments: json.RawMessage(args)}}
+		return c, step(context.Background(), c)
+	}
+	if c, res := do(`{"q":"go"}`); !res.Success || c.cached || runs != 1 {
+		t.Fatalf("first call: %+v cached %v runs %d", res, c.cached, runs)
+	}
+	// The compiled schema is gone: a hit must not need it.
+	inv.schemas.Purge()
+	inv.schemas.Add(1, nil)
+	if c, res := do(` { "q" : "go" } `); !res.Success || !c.cached || runs != 1 || c.args["q"] != "go" {
+		t.Fatalf("hit: %+v cached %v runs %d args %v", res, c.cached, runs, c.args)
+	}
+	inv.schemas.Purge()
+	for _, bad := range []string{`{"q":"g"}`, `{"q":"go","x":1}`, `{}`} {
+		if c, res := do(bad); res.Success || res.Error.Code != CodeValidation || c.cached || runs != 1 {
+			t.Errorf("%s: %+v cached %v runs %d; want VALIDATION_ERROR", bad, res, c.cached, runs)
 		}
 	}
 }

@@ -208,6 +208,8 @@ type call struct {
 	// inner is, per guard of the chain, the time spent in the steps after
 	// it (for the guard timings).
 	inner [8]time.Duration
+	// cacheKey is the results cache's key, once made (cacheable tools).
+	cacheKey string
 	// tracked marks a call made cancellable before the chain (a
 	// background call); stopped, a call whose context was cancelled while
 	// it ran.
@@ -547,6 +549,15 @@ func (inv *Invoker) validate(next Step) Step {
 			}
 			args = obj
 		}
+		// Arguments with a cached result passed this version's schema
+		// before: validation is a pure function of both, so it is not run
+		// again for the hits (it was a fifth of a cached call's chain).
+		if c.def.Execution.Cacheable {
+			if hit, ok := inv.results.Peek(inv.cacheKey(c, obj)); ok && time.Now().Before(hit.expires) {
+				c.args = obj
+				return next(ctx, c)
+			}
+		}
 		if err := schema.Validate(args); err != nil {
 			var ve *jsonschema.ValidationError
 			var ps []models.Problem
@@ -777,18 +788,7 @@ func (inv *Invoker) cache(next Step) Step {
 		if !c.def.Execution.Cacheable {
 			return next(ctx, c)
 		}
-		canon, _ := json.Marshal(c.args) // encoding/json sorts map keys
-		sum := sha256.Sum256(canon)
-		// version:sha256[:p<principal>:<session>], built in one buffer
-		// (every cacheable call builds one).
-		var buf [160]byte
-		k := strconv.AppendUint(buf[:0], uint64(c.version), 10)
-		k = hex.AppendEncode(append(k, ':'), sum[:])
-		if c.def.Category == "filesystem" || isFileBuiltin(c.def) {
-			k = strconv.AppendUint(append(k, ":p"...), uint64(principalID(c.caller)), 10)
-			k = append(append(k, ':'), c.req.SessionID...)
-		}
-		key := string(k)
+		key := inv.cacheKey(c, c.args)
 		hit, ok := inv.results.Get(key)
 		ok = ok && time.Now().Before(hit.expires)
 		inv.metrics.cacheLookup(ok)
@@ -803,6 +803,26 @@ func (inv *Invoker) cache(next Step) Step {
 		}
 		return res
 	}
+}
+
+// cacheKey is the results cache's key of a call with these arguments:
+// version:sha256(canonical arguments)[:p<principal>:<session>] for file
+// tools. It is made once per call (validate and cache both ask).
+func (inv *Invoker) cacheKey(c *call, args map[string]any) string {
+	if c.cacheKey != "" {
+		return c.cacheKey
+	}
+	canon, _ := json.Marshal(args) // encoding/json sorts map keys
+	sum := sha256.Sum256(canon)
+	var buf [160]byte
+	k := strconv.AppendUint(buf[:0], uint64(c.version), 10)
+	k = hex.AppendEncode(append(k, ':'), sum[:])
+	if c.def.Category == "filesystem" || isFileBuiltin(c.def) {
+		k = strconv.AppendUint(append(k, ":p"...), uint64(principalID(c.caller)), 10)
+		k = append(append(k, ':'), c.req.SessionID...)
+	}
+	c.cacheKey = string(k)
+	return c.cacheKey
 }
 
 // newSchemaCache keeps compiled parameter schemas by version id.
