@@ -49,16 +49,7 @@ type Call struct {
 // the connection's statement cache keeps them prepared (preparing a
 // statement of a new size cost about 2 µs a row).
 func (s *Store) SaveCalls(ctx context.Context, cs []*Call) error {
-	last := make(map[string]int, len(cs))
-	for i, c := range cs {
-		last[c.ID] = i
-	}
-	rows := make([]*Call, 0, len(last))
-	for i, c := range cs {
-		if last[c.ID] == i {
-			rows = append(rows, c)
-		}
-	}
+	rows := lastOfEach(cs)
 	if _, err := s.execChunks(ctx, rows, true); err != nil {
 		return fmt.Errorf("record %d calls: %w", len(rows), err)
 	}
@@ -110,10 +101,27 @@ func (s *Store) execChunks(ctx context.Context, rows []*Call, replace bool) (int
 	return changed, tx.Commit()
 }
 
+// lastOfEach keeps the last record of each id, in order (a statement may
+// not hold one id twice: the first would win).
+func lastOfEach(cs []*Call) []*Call {
+	last := make(map[string]int, len(cs))
+	for i, c := range cs {
+		last[c.ID] = i
+	}
+	rows := make([]*Call, 0, len(last))
+	for i, c := range cs {
+		if last[c.ID] == i {
+			rows = append(rows, c)
+		}
+	}
+	return rows
+}
+
 // InsertCallsIfAbsent inserts the records the history does not hold yet
-// and leaves the others alone, returning how many it inserted.
+// and leaves the others alone, returning how many it inserted. Of records
+// sharing an id, the last is the one inserted.
 func (s *Store) InsertCallsIfAbsent(ctx context.Context, cs []*Call) (int, error) {
-	n, err := s.execChunks(ctx, cs, false)
+	n, err := s.execChunks(ctx, lastOfEach(cs), false)
 	if err != nil {
 		return 0, fmt.Errorf("restore %d calls: %w", len(cs), err)
 	}

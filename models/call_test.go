@@ -129,14 +129,19 @@ func TestSaveCallsInChunks(t *testing.T) {
 	if c, err := store.CallByID(ctx, "c0007"); err != nil || c.Status != "succeeded" {
 		t.Fatalf("duplicate id kept %+v (%v), want its last state", c, err)
 	}
-	// Replay: 10 stored rows (changed in memory) and 290 new ones.
+	// Replay: 10 stored rows (changed in memory) and 290 new ones, one of
+	// them journaled twice: its last state is the one inserted.
 	var replay []*Call
 	for i := n - 10; i < n+290; i++ {
 		replay = append(replay, mk(i, "failed"))
 	}
+	replay = append(replay, mk(n+5, "succeeded"))
 	inserted, err := store.InsertCallsIfAbsent(ctx, replay)
 	if err != nil || inserted != 290 {
 		t.Fatalf("inserted %d (%v), want 290", inserted, err)
+	}
+	if c, _ := store.CallByID(ctx, fmt.Sprintf("c%04d", n+5)); c.Status != "succeeded" {
+		t.Fatalf("a record journaled twice was restored as %s, not its last state", c.Status)
 	}
 	if c, _ := store.CallByID(ctx, fmt.Sprintf("c%04d", n-1)); c.Status != "running" {
 		t.Fatalf("a stored row was overwritten by the replay: %s", c.Status)
