@@ -76,27 +76,45 @@ func (s *Store) execChunks(ctx context.Context, rows []*Call, replace bool) (int
 		return 0, err
 	}
 	defer func() { _ = tx.Rollback() }()
+	// Plain rows (most of them: finished calls without a parent, an
+	// error code or time queued or run, such as cached hits) go in
+	// statements that write those columns as constants: a fifth fewer
+	// values to bind, each a cgo call.
+	plain, other := make([]*Call, 0, len(rows)), make([]*Call, 0)
+	for _, c := range rows {
+		if c.plain() {
+			plain = append(plain, c)
+		} else {
+			other = append(other, c)
+		}
+	}
 	changed := 0
 	args := make([]any, 0, min(len(rows), chunkRows[0])*len(callColumns))
-	for len(rows) > 0 {
-		size := chunkRows[len(chunkRows)-1]
-		for _, n := range chunkRows {
-			if n <= len(rows) {
-				size = n
-				break
+	for _, group := range []struct {
+		rows  []*Call
+		plain bool
+	}{{plain, true}, {other, false}} {
+		rows := group.rows
+		for len(rows) > 0 {
+			size := chunkRows[len(chunkRows)-1]
+			for _, n := range chunkRows {
+				if n <= len(rows) {
+					size = n
+					break
+				}
 			}
+			args = args[:0]
+			for _, c := range rows[:size] {
+				args = c.appendValues(args, group.plain)
+			}
+			res, err := tx.ExecContext(ctx, insertCallsSQL(callStatement{size, replace, group.plain}), args...)
+			if err != nil {
+				return 0, err
+			}
+			n, _ := res.RowsAffected()
+			changed += int(n)
+			rows = rows[size:]
 		}
-		args = args[:0]
-		for _, c := range rows[:size] {
-			args = append(args, c.values()...)
-		}
-		res, err := tx.ExecContext(ctx, insertCallsSQL(callStatement{size, replace}), args...)
-		if err != nil {
-			return 0, err
-		}
-		n, _ := res.RowsAffected()
-		changed += int(n)
-		rows = rows[size:]
 	}
 	return changed, tx.Commit()
 }
@@ -132,21 +150,37 @@ func (s *Store) InsertCallsIfAbsent(ctx context.Context, cs []*Call) (int, error
 var callColumns = []string{"id", "principal_id", "session_id", "tool", "version", "parent_id", "arguments", "status", "error_code",
 	"result", "request", "attempts", "cached", "queue_ms", "run_ms", "total_ms", "created_at", "finished_at"}
 
-func (c *Call) values() []any {
+// plainColumns are the columns a plain row holds as constants.
+var plainColumns = map[string]string{"parent_id": "''", "error_code": "''", "request": "''", "queue_ms": "0", "run_ms": "0"}
+
+// plain reports whether the record's plainColumns hold their constants.
+func (c *Call) plain() bool {
+	return c.ParentID == "" && c.ErrorCode == "" && c.Request == "" && c.QueueMs == 0 && c.RunMs == 0
+}
+
+// appendValues appends the record's values in the order of callColumns,
+// without plainColumns for a plain row.
+func (c *Call) appendValues(args []any, plain bool) []any {
 	var finished any
 	if c.FinishedAt != nil {
 		finished = *c.FinishedAt
 	}
-	return []any{c.ID, int64(c.PrincipalID), c.SessionID, c.Tool, c.Version, c.ParentID, c.Arguments, c.Status, c.ErrorCode,
-		c.Result, c.Request, int64(c.Attempts), c.Cached, c.QueueMs, c.RunMs, c.TotalMs, c.CreatedAt, finished}
+	if plain {
+		return append(args, c.ID, int64(c.PrincipalID), c.SessionID, c.Tool, c.Version, c.Arguments, c.Status,
+			c.Result, int64(c.Attempts), c.Cached, c.TotalMs, c.CreatedAt, finished)
+	}
+	return append(args, c.ID, int64(c.PrincipalID), c.SessionID, c.Tool, c.Version, c.ParentID, c.Arguments, c.Status, c.ErrorCode,
+		c.Result, c.Request, int64(c.Attempts), c.Cached, c.QueueMs, c.RunMs, c.TotalMs, c.CreatedAt, finished)
 }
 
-// callStatements caches statement texts by row count and conflict rule.
+// callStatements caches statement texts by row count, conflict rule and
+// shape.
 var callStatements sync.Map
 
 type callStatement struct {
 	rows    int
 	replace bool
+	plain   bool
 }
 
 func insertCallsSQL(k callStatement) string {
@@ -156,7 +190,14 @@ func insertCallsSQL(k callStatement) string {
 	rows := k.rows
 	var b strings.Builder
 	b.WriteString("INSERT INTO calls (" + strings.Join(callColumns, ",") + ") VALUES ")
-	row := "(" + strings.TrimSuffix(strings.Repeat("?,", len(callColumns)), ",") + ")"
+	values := make([]string, len(callColumns))
+	for i, col := range callColumns {
+		values[i] = "?"
+		if constant, ok := plainColumns[col]; ok && k.plain {
+			values[i] = constant
+		}
+	}
+	row := "(" + strings.Join(values, ",") + ")"
 	for i := range rows {
 		if i > 0 {
 			b.WriteByte(',')

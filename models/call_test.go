@@ -116,8 +116,13 @@ func TestSaveCallsInChunks(t *testing.T) {
 	var rows []*Call
 	for i := range n {
 		rows = append(rows, mk(i, "running"))
+		if i%5 == 0 { // not plain: these columns are bound, not constants
+			rows[i].ParentID, rows[i].ErrorCode, rows[i].Request, rows[i].QueueMs, rows[i].RunMs = "p", "E", "r", 2, int64(i)
+		}
 	}
 	rows = append(rows, mk(7, "succeeded"))
+	// Plain again: the constants replace what the row held.
+	rows = append(rows, mk(10, "succeeded"))
 	if err := store.SaveCalls(ctx, rows); err != nil {
 		t.Fatal(err)
 	}
@@ -128,6 +133,20 @@ func TestSaveCallsInChunks(t *testing.T) {
 	}
 	if c, err := store.CallByID(ctx, "c0007"); err != nil || c.Status != "succeeded" {
 		t.Fatalf("duplicate id kept %+v (%v), want its last state", c, err)
+	}
+	if c, _ := store.CallByID(ctx, "c0015"); c.ParentID != "p" || c.ErrorCode != "E" || c.Request != "r" || c.QueueMs != 2 || c.RunMs != 15 {
+		t.Fatalf("a row that is not plain lost its values: %+v", c)
+	}
+	if c, _ := store.CallByID(ctx, "c0010"); c.Status != "succeeded" || c.ParentID != "" || c.ErrorCode != "" || c.RunMs != 0 {
+		t.Fatalf("a row saved plain kept old values: %+v", c)
+	}
+	// Saved again plain after it was stored with values: they are cleared.
+	again := mk(20, "succeeded")
+	if err := store.SaveCalls(ctx, []*Call{again}); err != nil {
+		t.Fatal(err)
+	}
+	if c, _ := store.CallByID(ctx, "c0020"); c.ParentID != "" || c.ErrorCode != "" || c.Request != "" || c.RunMs != 0 || c.QueueMs != 0 {
+		t.Fatalf("an upsert of a plain row kept old values: %+v", c)
 	}
 	// Replay: 10 stored rows (changed in memory) and 290 new ones, one of
 	// them journaled twice: its last state is the one inserted.
