@@ -205,9 +205,9 @@ type call struct {
 	preApproved bool
 	approvedRun bool
 	depth       int
-	// inner is, per guard of the chain, the time spent in the steps after
-	// it (for the guard timings).
-	inner [8]time.Duration
+	// span is, per guard of the chain, the time spent in it and the steps
+	// after it; the ninth, the execution's (for the guard timings).
+	span [chainGuards + 1]time.Duration
 	// cacheKey is the results cache's key, once made (cacheable tools).
 	cacheKey string
 	// tracked marks a call made cancellable before the chain (a
@@ -317,17 +317,24 @@ func (inv *Invoker) WithMetrics(m *Metrics) *Invoker {
 }
 
 // timed measures the time a guard spends itself: the time of its step
-// minus the time of the steps it calls.
+// minus the time of the steps it calls. Each timed guard reads the clock
+// on entry and on exit and adds its time to c.span[i], which the guard
+// before it subtracts (the untimed steps between two guards count as the
+// first one's); the last guard's next step, the execution, is timed
+// apart. Two clock reads a guard: every call passes eight.
 func (inv *Invoker) timed(i int, name string, g Guard) Guard {
 	return func(next Step) Step {
-		inner := func(ctx context.Context, c *call) ToolResult {
-			if inv.metrics == nil {
-				return next(ctx, c)
+		inner := next
+		if i == chainGuards-1 {
+			inner = func(ctx context.Context, c *call) ToolResult {
+				if inv.metrics == nil {
+					return next(ctx, c)
+				}
+				start := time.Now()
+				res := next(ctx, c)
+				c.span[i+1] += time.Since(start)
+				return res
 			}
-			start := time.Now()
-			res := next(ctx, c)
-			c.inner[i] += time.Since(start)
-			return res
 		}
 		step := g(inner)
 		return func(ctx context.Context, c *call) ToolResult {
@@ -335,12 +342,18 @@ func (inv *Invoker) timed(i int, name string, g Guard) Guard {
 				return step(ctx, c)
 			}
 			start := time.Now()
+			c.span[i+1] = 0
 			res := step(ctx, c)
-			inv.metrics.guard(i, name, time.Since(start)-c.inner[i])
+			d := time.Since(start)
+			c.span[i] += d
+			inv.metrics.guard(i, name, d-c.span[i+1])
 			return res
 		}
 	}
 }
+
+// chainGuards is the number of timed guards in the chain.
+const chainGuards = 8
 
 var sessionPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,128}$`)
 

@@ -21,8 +21,8 @@ type Metrics struct {
 	calls            *prometheus.CounterVec
 	callSeconds      *prometheus.HistogramVec
 	guardSeconds     *prometheus.HistogramVec
-	guards           [8]sync.Once // resolves guardObs, one per guard of the chain
-	guardObs         [8]prometheus.Observer
+	guards           [chainGuards]sync.Once // resolves guardObs, one per guard of the chain
+	guardObs         [chainGuards]prometheus.Observer
 	cache            *prometheus.CounterVec
 	cacheHits        prometheus.Counter
 	cacheMisses      prometheus.Counter
@@ -36,6 +36,9 @@ type Metrics struct {
 	selectSeconds    prometheus.Histogram
 	httpRequests     *prometheus.CounterVec
 	httpSeconds      *prometheus.HistogramVec
+	// resolved holds the series of callLabels and httpLabels met so far
+	// (bounded: tools are registered names, routes are patterns).
+	resolved sync.Map
 }
 
 // Latency buckets from 100 µs to about 30 s.
@@ -94,9 +97,45 @@ func (m *Metrics) Gauge(name, help string, read func() float64) {
 
 func (m *Metrics) call(tool, status string, d time.Duration) {
 	if m != nil {
-		m.calls.WithLabelValues(tool, status).Inc()
-		m.callSeconds.WithLabelValues(tool).Observe(d.Seconds())
+		s := m.callSeries(tool, status)
+		s.count.Inc()
+		s.seconds.Observe(d.Seconds())
 	}
+}
+
+// series are a label set's counter and histogram, resolved once: every
+// call and request reports to them, and the vectors hash their labels on
+// each lookup.
+type series struct {
+	count   prometheus.Counter
+	seconds prometheus.Observer
+}
+
+type callLabels struct{ tool, status string }
+
+type httpLabels struct {
+	route, method string
+	status        int
+}
+
+func (m *Metrics) callSeries(tool, status string) series {
+	k := callLabels{tool, status}
+	if s, ok := m.resolved.Load(k); ok {
+		return s.(series)
+	}
+	s := series{m.calls.WithLabelValues(tool, status), m.callSeconds.WithLabelValues(tool)}
+	m.resolved.Store(k, s)
+	return s
+}
+
+func (m *Metrics) httpSeries(route, method string, status int) series {
+	k := httpLabels{route, method, status}
+	if s, ok := m.resolved.Load(k); ok {
+		return s.(series)
+	}
+	s := series{m.httpRequests.WithLabelValues(route, method, strconv.Itoa(status)), m.httpSeconds.WithLabelValues(route)}
+	m.resolved.Store(k, s)
+	return s
 }
 
 // guard records the time guard i of the chain spent itself.
@@ -166,8 +205,14 @@ func (m *Metrics) selected(d time.Duration) {
 // "unmatched").
 func (m *Metrics) HTTPRequest(route, method string, status int, d time.Duration) {
 	if m != nil {
-		m.httpRequests.WithLabelValues(route, method, strconv.Itoa(status)).Inc()
-		m.httpSeconds.WithLabelValues(route).Observe(d.Seconds())
+		switch method {
+		case "GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS":
+		default:
+			method = "other" // a client's made-up methods must not grow the series
+		}
+		s := m.httpSeries(route, method, status)
+		s.count.Inc()
+		s.seconds.Observe(d.Seconds())
 	}
 }
 

@@ -33,6 +33,11 @@ func TestMetrics(t *testing.T) {
 		t.Fatalf("select: %d %s", r.Status, r.Body)
 	}
 
+	for _, method := range []string{"BREW", "PROPFIND"} { // made-up methods share one label
+		if r := app.do(t, "admin", method, "/api/v1/tools", nil); r.Status < 400 {
+			t.Fatalf("%s: %d", method, r.Status)
+		}
+	}
 	for role, want := range map[string]int{"none": 401, "agent": 403, "reviewer": 403} {
 		if r := app.do(t, role, "GET", "/metrics", nil); r.Status != want {
 			t.Errorf("%s: /metrics %d, want %d", role, r.Status, want)
@@ -93,6 +98,9 @@ func TestMetrics(t *testing.T) {
 	}
 	if _, ok := families["go_goroutines"]; !ok {
 		t.Error("no Go runtime metrics")
+	}
+	if bytes.Contains(r.Body, []byte("BREW")) || value("toolbelt_http_requests_total", map[string]string{"method": "other"}) != 2 {
+		t.Error("made-up HTTP methods are not reported as method=\"other\"")
 	}
 	if bytes.Contains(r.Body, []byte("no_such_tool_made_up")) {
 		t.Error("a made-up tool name became a label")

@@ -1,0 +1,60 @@
+package services
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// Each guard's timing is its own time: the guards after it and the
+// execution are not in it, nor is a guard's time lost when the one before
+// it is untimed.
+func TestGuardTimingsExcludeLaterSteps(t *testing.T) {
+	inv := &Invoker{}
+	inv.WithMetrics(NewMetrics())
+	pass := func(next Step) Step { return next }
+	slow := func(next Step) Step {
+		return func(ctx context.Context, c *call) ToolResult {
+			time.Sleep(20 * time.Millisecond)
+			return next(ctx, c)
+		}
+	}
+	guards := make([]Guard, chainGuards)
+	for i := range guards {
+		g := Guard(pass)
+		if i == 3 {
+			g = slow
+		}
+		guards[i] = inv.timed(i, []string{"resolve", "validate", "authorize", "approve", "secure", "cache", "limit", "queue"}[i], g)
+	}
+	run := compose(guards...)(func(context.Context, *call) ToolResult {
+		time.Sleep(30 * time.Millisecond) // the execution
+		return ToolResult{Success: true}
+	})
+	run(context.Background(), &call{})
+
+	families, err := inv.metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sums := map[string]float64{}
+	for _, f := range families {
+		if f.GetName() != "toolbelt_guard_duration_seconds" {
+			continue
+		}
+		for _, m := range f.Metric {
+			sums[m.Label[0].GetValue()] = m.Histogram.GetSampleSum()
+		}
+	}
+	if len(sums) != chainGuards {
+		t.Fatalf("timings of %d guards, want %d: %v", len(sums), chainGuards, sums)
+	}
+	for name, sum := range sums {
+		switch {
+		case name == "approve" && (sum < 0.019 || sum > 0.045):
+			t.Errorf("approve (sleeps 20 ms) took %.1f ms by its timing", sum*1000)
+		case name != "approve" && sum > 0.005:
+			t.Errorf("%s (does nothing) took %.1f ms by its timing: later steps counted in", name, sum*1000)
+		}
+	}
+}
