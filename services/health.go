@@ -94,7 +94,7 @@ func (h *Health) Check(ctx context.Context) Readiness {
 		r.Components["sandbox"] = sb
 	}
 	if h.toolFiles != nil {
-		tf := Component{Status: "ok", Detail: fmt.Sprintf("%d tools from %s", h.toolFiles.Count(), h.toolFiles.Dir())}
+		tf := Component{Status: "ok", Detail: countOf(h.toolFiles.Count(), "tool", "tools") + " from " + h.toolFiles.Dir()}
 		if ps := h.toolFiles.Problems(); len(ps) > 0 {
 			parts := make([]string, len(ps))
 			for i, p := range ps {
@@ -106,4 +106,12 @@ func (h *Health) Check(ctx context.Context) Readiness {
 		r.Components["tool_files"] = tf
 	}
 	return r
+}
+
+// countOf is n and the noun for it: "1 tool", "2 tools".
+func countOf(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }

@@ -93,7 +93,8 @@ func TestToolFilesWatched(t *testing.T) {
 		t.Errorf("problem %+v", p)
 	}
 	ready := NewHealth(reg.store, nil, "").WithToolFiles(tf).Check(ctx)
-	if c := ready.Components["tool_files"]; c.Status != "degraded" || !strings.Contains(c.Detail, "note.yaml: not valid YAML") {
+	if c := ready.Components["tool_files"]; c.Status != "degraded" || !strings.Contains(c.Detail, "note.yaml: not valid YAML") ||
+		!strings.HasPrefix(c.Detail, "1 tool from ") {
 		t.Errorf("readiness: %+v", c)
 	}
 	if version() != "1.0.1" {
