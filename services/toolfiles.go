@@ -36,6 +36,10 @@ import (
 // to change the tool: versions are immutable.
 type ToolFiles struct {
 	dir string
+	// key is dir made absolute: the tools each file registered are
+	// recorded under it, so a file removed while the server was stopped
+	// retires its tool at the next start.
+	key string
 	reg *Registry
 	log *slog.Logger
 
@@ -63,7 +67,11 @@ const maxToolFileBytes = 1 << 20
 
 // NewToolFiles watches dir for tool files; reg applies them.
 func NewToolFiles(dir string, reg *Registry, log *slog.Logger) *ToolFiles {
-	return &ToolFiles{dir: dir, reg: reg, log: log, files: map[string]*toolFile{}}
+	key, err := filepath.Abs(dir)
+	if err != nil {
+		key = filepath.Clean(dir)
+	}
+	return &ToolFiles{dir: dir, key: key, reg: reg, log: log, files: map[string]*toolFile{}}
 }
 
 // Dir is the watched directory.
@@ -84,9 +92,24 @@ func (t *ToolFiles) Load(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("read tool files: %w", err)
 	}
+	present := map[string]bool{}
 	for _, e := range entries {
 		if !e.IsDir() && isToolFile(e.Name()) {
+			present[e.Name()] = true
 			t.apply(ctx, e.Name())
+		}
+	}
+	// Files removed while the server was stopped: their tools retire now
+	// (unless another file defines them).
+	records, err := t.reg.store.ToolFileRecords(ctx, t.key)
+	if err != nil {
+		return err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, r := range records {
+		if !present[r.File] {
+			t.forget(ctx, r.File, r.Tool)
 		}
 	}
 	return nil
@@ -171,13 +194,11 @@ func (t *ToolFiles) apply(ctx context.Context, name string) {
 	raw, err := os.ReadFile(filepath.Join(t.dir, name))
 	if errors.Is(err, os.ErrNotExist) {
 		delete(t.files, name)
-		if prev != nil && prev.tool != "" && !t.definedElsewhere(prev.tool) {
-			if err := t.reg.Retire(ctx, prev.tool, nil); err != nil && !errors.Is(err, models.ErrNotFound) {
-				t.log.Error("retire the tool of a removed file", "file", name, "tool", prev.tool, "err", err)
-				return
-			}
-			t.log.Info("tool file removed: tool retired", "file", name, "tool", prev.tool)
+		tool := ""
+		if prev != nil {
+			tool = prev.tool
 		}
+		t.forget(ctx, name, tool)
 		return
 	}
 	if prev == nil {
@@ -218,6 +239,37 @@ func (t *ToolFiles) apply(ctx context.Context, name string) {
 		return
 	}
 	prev.tool, prev.sum, prev.err = def.Name, sum, ""
+	if err := t.reg.store.SaveToolFileRecord(ctx, models.ToolFileRecord{Dir: t.key, File: name, Tool: def.Name}); err != nil {
+		t.log.Error("record a tool file", "file", name, "err", err)
+	}
+}
+
+// forget retires the tool a removed file defined (tool, or else the one
+// recorded for the file) unless another file defines it, and drops the
+// file's record. t.mu is held.
+func (t *ToolFiles) forget(ctx context.Context, name, tool string) {
+	if tool == "" {
+		records, err := t.reg.store.ToolFileRecords(ctx, t.key)
+		if err != nil {
+			t.log.Error("read tool file records", "err", err)
+			return
+		}
+		for _, r := range records {
+			if r.File == name {
+				tool = r.Tool
+			}
+		}
+	}
+	if tool != "" && !t.definedElsewhere(tool) {
+		if err := t.reg.Retire(ctx, tool, nil); err != nil && !errors.Is(err, models.ErrNotFound) {
+			t.log.Error("retire the tool of a removed file", "file", name, "tool", tool, "err", err)
+			return
+		}
+		t.log.Info("tool file removed: tool retired", "file", name, "tool", tool)
+	}
+	if err := t.reg.store.DeleteToolFileRecord(ctx, t.key, name); err != nil {
+		t.log.Error("forget a tool file", "file", name, "err", err)
+	}
 }
 
 // register registers def, or publishes it as a new version when it

@@ -2,6 +2,7 @@ package services
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"os"
@@ -150,6 +151,46 @@ func TestToolFilesRestart(t *testing.T) {
 	versions, err := reg.Versions(ctx, "note_words")
 	if err != nil || len(versions) != 1 {
 		t.Fatalf("versions after a restart: %v %v", versions, err)
+	}
+
+	// While the server is stopped, one file is renamed and another, which
+	// defined a second tool, is removed; a third, still there, is broken.
+	second := strings.Replace(noteTool, "name: note_words", "name: note_lines", 1)
+	third := strings.Replace(noteTool, "name: note_words", "name: note_chars", 1)
+	for name, body := range map[string]string{"lines.yaml": second, "chars.yaml": third} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tf.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(dir, "note.yaml"), filepath.Join(dir, "renamed.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(dir, "lines.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "chars.yaml"), []byte("name: [broken"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tf = NewToolFiles(dir, reg, tf.log)
+	if err := tf.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for name, retired := range map[string]bool{"note_words": false, "note_lines": true, "note_chars": false} {
+		// Get finds only tools in service.
+		if _, err := reg.Get(ctx, name); errors.Is(err, models.ErrNotFound) != retired {
+			t.Errorf("%s after the restart: %v, want retired %v", name, err, retired)
+		}
+	}
+	// Another start changes nothing more.
+	tf = NewToolFiles(dir, reg, tf.log)
+	if err := tf.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reg.Get(ctx, "note_words"); err != nil {
+		t.Fatalf("note_words retired on a later start: %v", err)
 	}
 }
 
