@@ -200,7 +200,8 @@ type call struct {
 	redactedArgs string
 	// parent is the composite call this call is a step of; preApproved
 	// says that composite was approved by a reviewer, which covers its
-	// steps; approvedRun is set on a call that consumed an approval.
+	// steps; approvedRun is set on a call that consumed an approval or is
+	// covered by one (its own steps are then covered too).
 	parent      string
 	preApproved bool
 	approvedRun bool
@@ -636,9 +637,15 @@ func (inv *Invoker) authorize(next Step) Step {
 // principal and the arguments.
 func (inv *Invoker) approve(next Step) Step {
 	return func(ctx context.Context, c *call) ToolResult {
+		if c.preApproved {
+			// A step of an approved composite: the approval covers it, and
+			// the steps below it if it is a composite too.
+			c.approvedRun = true
+			return next(ctx, c)
+		}
 		needs := c.def.Security.Level == LevelDangerous || c.def.Security.RequireConfirm ||
-			(c.def.Runner.Kind == RunnerComposite && inv.stepsNeedApproval(ctx, c.def))
-		if !needs || c.preApproved {
+			(c.def.Runner.Kind == RunnerComposite && inv.stepsNeedApproval(ctx, c.def, c.depth+1))
+		if !needs {
 			return next(ctx, c)
 		}
 		hash := argsHash(c.args)

@@ -103,6 +103,34 @@ func TestCompositeWithDangerousStepWaits(t *testing.T) {
 	if len(pending) != 0 {
 		t.Errorf("a step asked for approval again: %v", pending)
 	}
+
+	// A composite whose step is that composite: it waits for one approval,
+	// which covers the steps two levels down.
+	outer := compositeTool("note_outer", []any{
+		map[string]any{"tool": "note_twice", "arguments": map[string]any{"path": ref("#/input/path"), "text": ref("#/input/text")}},
+	})
+	if r := app.do(t, "admin", "POST", "/api/v1/tools", outer); r.Status != 201 {
+		t.Fatalf("register: %d %s", r.Status, r.Body)
+	}
+	r = app.do(t, "agent", "POST", "/api/v1/calls", map[string]any{"tool": "note_outer", "session_id": "cmp", "arguments": map[string]any{"path": "n.txt", "text": "nested"}})
+	res = r.JSON(t)
+	if r.Status != 202 || res["status"] != "awaiting_approval" {
+		t.Fatalf("composite of a composite with a dangerous step: %d %v", r.Status, res)
+	}
+	if r := app.do(t, "reviewer", "POST", "/api/v1/approvals/"+data(res)["approval_id"].(string)+"/approve", map[string]any{"reason": "fine"}); r.Status != 200 {
+		t.Fatalf("approve: %d %s", r.Status, r.Body)
+	}
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if final = app.poll(t, "agent", res["call_id"].(string)); final["status"] == "succeeded" || final["status"] == "failed" {
+			break
+		}
+	}
+	if final["status"] != "succeeded" {
+		t.Fatalf("approved composite of a composite: %v", final)
+	}
+	if pending := app.do(t, "reviewer", "GET", "/api/v1/approvals", nil).JSON(t)["approvals"].([]any); len(pending) != 0 {
+		t.Errorf("a step two levels down asked for approval: %v", pending)
+	}
 }
 
 // Arguments may refer to an earlier result of the same session; another
