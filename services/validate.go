@@ -86,6 +86,19 @@ func normalize(def *ToolDefinition) {
 	}
 }
 
+// ReservedToolNames are the tools the MCP server adds to every catalog,
+// with what they do: no registered tool may take their names.
+var ReservedToolNames = map[string]string{
+	MCPSearchTools: "MCP clients call it to search the catalog",
+	MCPCallResult:  "MCP clients call it to read an earlier call's result",
+}
+
+// The MCP server's own tools.
+const (
+	MCPSearchTools = "search_tools"
+	MCPCallResult  = "call_result"
+)
+
 // validateDefinition checks everything about a definition that does not
 // need the database, and returns the compiled parameters schema when it
 // compiles. known tells whether a tool name is registered (for composite
@@ -97,6 +110,8 @@ func validateDefinition(def *ToolDefinition, known func(string) bool) (*jsonsche
 		ps.add("/name", "is required")
 	case !utf8.ValidString(def.Name) || !NamePattern.MatchString(def.Name):
 		ps.add("/name", "%q must be snake_case ASCII: a lowercase letter, then up to 63 lowercase letters, digits or underscores", def.Name)
+	case ReservedToolNames[def.Name] != "":
+		ps.add("/name", "%q is reserved: %s; choose another name", def.Name, ReservedToolNames[def.Name])
 	}
 	switch {
 	case def.Version == "":

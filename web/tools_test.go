@@ -47,6 +47,8 @@ func TestRegisterValidation(t *testing.T) {
 		{"path in name", toolDef("../etc/passwd"), []string{"/name"}},
 		{"look-alike letter", toolDef("w\u043erd_count"), []string{"/name"}}, // Cyrillic о
 		{"name too long", toolDef(strings.Repeat("a", 65)), []string{"/name"}},
+		{"name the MCP server uses", toolDef("search_tools"), []string{"/name"}},
+		{"the other name the MCP server uses", toolDef("call_result"), []string{"/name"}},
 		{"bad semver", toolDef("t1", set("version", "1.0")), []string{"/version"}},
 		{"no description", toolDef("t1", set("description", "  ")), []string{"/description"}},
 		{"long description", toolDef("t1", set("description", strings.Repeat("d", 2049))), []string{"/description"}},

@@ -31,11 +31,12 @@ import (
 	"toolbelt/services"
 )
 
-// Names of the tools this server adds to the catalog. They take precedence
-// over registered tools of the same name.
+// Names of the tools this server adds to the catalog (reserved: no
+// registered tool takes them; one registered before they were reserved is
+// hidden here).
 const (
-	SearchToolsName = "search_tools"
-	CallResultName  = "call_result"
+	SearchToolsName = services.MCPSearchTools
+	CallResultName  = services.MCPCallResult
 )
 
 // PageSize is how many tools one tools/list page holds; clients follow
