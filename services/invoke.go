@@ -358,6 +358,9 @@ const chainGuards = 8
 
 var sessionPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,128}$`)
 
+// ValidSessionID reports whether id may name a call session.
+func ValidSessionID(id string) bool { return sessionPattern.MatchString(id) }
+
 // Call runs one tool call through the chain and records it.
 func (inv *Invoker) Call(ctx context.Context, caller *models.Principal, req CallRequest) ToolResult {
 	c := &call{id: newID(), req: req, caller: caller, started: time.Now()}

@@ -18,8 +18,9 @@ import (
 
 // bearer adds an API key to every request of the MCP client.
 type bearer struct {
-	key  string
-	next http.RoundTripper
+	key    string
+	next   http.RoundTripper
+	header http.Header // more headers on every request
 }
 
 func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -27,18 +28,26 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	if b.key != "" {
 		r.Header.Set("Authorization", "Bearer "+b.key)
 	}
+	for k, v := range b.header {
+		r.Header[k] = v
+	}
 	return b.next.RoundTrip(r)
 }
 
 // mcpConnect opens an MCP session to srv with the go-sdk client as role.
 func mcpConnect(t *testing.T, app *testApp, srv *httptest.Server, role string) (*mcp.ClientSession, error) {
 	t.Helper()
+	return mcpConnectWith(t, srv, bearer{key: app.keys[role], next: http.DefaultTransport})
+}
+
+func mcpConnectWith(t *testing.T, srv *httptest.Server, auth bearer) (*mcp.ClientSession, error) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	client := mcp.NewClient(&mcp.Implementation{Name: "toolbelt-test", Version: "1.0.0"}, nil)
 	transport := &mcp.StreamableClientTransport{
 		Endpoint:   srv.URL + MCPPath,
-		HTTPClient: &http.Client{Transport: bearer{key: app.keys[role], next: http.DefaultTransport}},
+		HTTPClient: &http.Client{Transport: auth},
 		MaxRetries: -1,
 	}
 	cs, err := client.Connect(ctx, transport, nil)
@@ -391,5 +400,48 @@ func TestMCPBehindProxy(t *testing.T) {
 	_ = resp.Body.Close()
 	if resp.StatusCode != http.StatusOK || resp.Header.Get("Mcp-Session-Id") == "" {
 		t.Fatalf("initialize through a proxy: %d", resp.StatusCode)
+	}
+}
+
+// A client picks its call session with the Toolbelt-Session header (for
+// the connection) or _meta (for one call): the files it writes are the
+// API's files of that session, for the same principal only.
+func TestMCPChosenSession(t *testing.T) {
+	app := newTestApp(t)
+	dangerousWrite(t, app) // grants the agent the filesystem category
+	srv := httptest.NewServer(app.handler)
+	t.Cleanup(srv.Close)
+	cs, err := mcpConnectWith(t, srv, bearer{key: app.keys["agent"], next: http.DefaultTransport,
+		header: http.Header{"Toolbelt-Session": {"run-42"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := mcpCall(t, cs, "file_write", map[string]any{"path": "plan.txt", "content": "from mcp"}); r.IsError {
+		t.Fatalf("write: %s", mcpText(t, r))
+	}
+	// The API sees the file in session run-42.
+	_, read := app.call(t, "agent", map[string]any{"tool": "file_read", "session_id": "run-42", "arguments": map[string]any{"path": "plan.txt"}})
+	if data(read)["content"] != "from mcp" {
+		t.Fatalf("the API's run-42 does not hold the MCP file: %v", read)
+	}
+	// _meta picks another session for one call.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	r, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "file_write", Arguments: map[string]any{"path": "other.txt", "content": "x"},
+		Meta: mcp.Meta{"toolbelt/session_id": "run-43"}})
+	if err != nil || r.IsError {
+		t.Fatalf("write with _meta: %v %v", err, r)
+	}
+	if rec := app.do(t, "agent", "GET", "/api/v1/calls/"+r.Meta["toolbelt/call_id"].(string), nil).JSON(t); rec["session_id"] != "run-43" {
+		t.Fatalf("call record session %v, want run-43", rec["session_id"])
+	}
+	// Another principal naming the same session gets its own directory.
+	if _, other := app.call(t, "admin", map[string]any{"tool": "file_read", "session_id": "run-42", "arguments": map[string]any{"path": "plan.txt"}}); other["success"] == true {
+		t.Fatalf("another principal read the agent's session: %v", other)
+	}
+	// A session id that is not one is refused, saying what to send.
+	r, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "file_list", Arguments: map[string]any{}, Meta: mcp.Meta{"toolbelt/session_id": "../p1"}})
+	if err != nil || !r.IsError || !strings.HasPrefix(mcpText(t, r), "VALIDATION_ERROR: ") || !strings.Contains(mcpText(t, r), "letters, digits") {
+		t.Fatalf("a bad session id: %v %v", err, r)
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -129,7 +130,12 @@ func (s *Server) tools(next mcp.MethodHandler) mcp.MethodHandler {
 			if err != nil {
 				return nil, err
 			}
-			return s.call(ctx, p, sessionID(r.Session), r.Params)
+			session, err := callSession(req, r.Session, r.Params.Meta)
+			if err != nil {
+				return errorResult(services.CodeValidation + ": " + sentence(err.Error()) +
+					" Send a session id of 1 to 128 letters, digits, '.', '_' or '-', or none to use this MCP session's."), nil
+			}
+			return s.call(ctx, p, session, r.Params)
 		}
 		return next(ctx, method, req)
 	}
@@ -147,6 +153,36 @@ func principalOf(req mcp.Request) (*models.Principal, error) {
 }
 
 var unsafeSessionChars = regexp.MustCompile(`[^A-Za-z0-9._-]`)
+
+// A client picks the call session (the work directory and the selection
+// history) with the SessionHeader on its HTTP requests or, per call, with
+// SessionMeta in the call's _meta; otherwise the MCP session names it. A
+// session is the principal's own: two principals never share one.
+const (
+	SessionHeader = "Toolbelt-Session"
+	SessionMeta   = "toolbelt/session_id"
+)
+
+// callSession is the call session a tools/call asks for.
+func callSession(req mcp.Request, ss *mcp.ServerSession, meta mcp.Meta) (string, error) {
+	chosen, from := "", ""
+	if v, ok := meta[SessionMeta]; ok {
+		str, isString := v.(string)
+		if !isString {
+			return "", fmt.Errorf("_meta %q must be a string", SessionMeta)
+		}
+		chosen, from = str, "_meta "+strconv.Quote(SessionMeta)
+	} else if extra := req.GetExtra(); extra != nil && extra.Header.Get(SessionHeader) != "" {
+		chosen, from = extra.Header.Get(SessionHeader), "the "+SessionHeader+" header"
+	}
+	if from == "" {
+		return sessionID(ss), nil
+	}
+	if !services.ValidSessionID(chosen) {
+		return "", fmt.Errorf("%s: %q is not a session id", from, chosen)
+	}
+	return chosen, nil
+}
 
 // sessionID names the call session after the MCP session, so the files a
 // conversation writes and the selections it makes stay together; without
