@@ -611,7 +611,7 @@ const docTemplate = `{
         },
         "/import/openapi": {
             "post": {
-                "description": "Reads an OpenAPI 3 or Swagger 2 document (JSON or YAML, in the body or fetched from url under the SSRF policy) and makes each operation an http tool: the name from operationId in snake_case (or method and path), category api, security level moderate (dangerous for DELETE), the path, query and header parameters and a JSON request body (as \"body\") in one JSON Schema, and a runner calling the document's first server or base_url. With dry_run the answer (200) lists every operation with its tool, its problems and notes, and nothing is stored. Otherwise every tool is registered in one transaction (201), or none: any invalid tool answers 422 with problems located by operation, and a name already registered answers 409 (only new names are imported; use prefix).",
+                "description": "Reads an OpenAPI 3 or Swagger 2 document (JSON or YAML, in the body or fetched from url under the SSRF policy) and makes each operation an http tool: the name from operationId in snake_case (or method and path), category api, security level moderate (dangerous for DELETE), the path, query and header parameters and a JSON request body (as \"body\") in one JSON Schema, and a runner calling the document's first server or base_url. With dry_run the answer (200) lists every operation with its tool, its problems and notes, and nothing is stored. Otherwise every tool is registered in one transaction (201), or none: any invalid tool answers 422 with problems located by operation, and a name already registered answers 409 (only new names are imported; use prefix) — unless update is set: then each registered tool the document changes gets its next patch version, the others are listed as unchanged, in the same transaction (200 when nothing changed).",
                 "consumes": [
                     "application/json"
                 ],
@@ -635,13 +635,13 @@ const docTemplate = `{
                 ],
                 "responses": {
                     "200": {
-                        "description": "dry run: what would be registered",
+                        "description": "dry run: what would be registered; or an update that changed nothing",
                         "schema": {
                             "$ref": "#/definitions/services.OpenAPIImportResult"
                         }
                     },
                     "201": {
-                        "description": "registered tools",
+                        "description": "registered tools (and, with update, new versions)",
                         "schema": {
                             "$ref": "#/definitions/services.OpenAPIImportResult"
                         }
@@ -665,7 +665,7 @@ const docTemplate = `{
                         }
                     },
                     "409": {
-                        "description": "a tool name is already registered",
+                        "description": "a tool name is already registered (without update)",
                         "schema": {
                             "$ref": "#/definitions/handlers.ErrorBody"
                         }
@@ -2264,6 +2264,10 @@ const docTemplate = `{
                         "type": "string"
                     }
                 },
+                "update": {
+                    "description": "Update publishes a new version (the next patch version) of each\ntool already registered that the document changes, and leaves the\nothers as they are, instead of refusing names already registered.",
+                    "type": "boolean"
+                },
                 "url": {
                     "description": "URL is fetched under the same SSRF policy as http tools.",
                     "type": "string",
@@ -2864,6 +2868,19 @@ const docTemplate = `{
                 "title": {
                     "type": "string",
                     "example": "Swagger Petstore"
+                },
+                "unchanged": {
+                    "type": "array",
+                    "items": {
+                        "$ref": "#/definitions/services.ImportedTool"
+                    }
+                },
+                "updated": {
+                    "description": "Updated are the new versions an update published; Unchanged, the\ntools it left as they were.",
+                    "type": "array",
+                    "items": {
+                        "$ref": "#/definitions/services.ImportedTool"
+                    }
                 }
             }
         },

@@ -100,36 +100,64 @@ type NewTool struct {
 // (an OpenAPI import) lands whole or not at all. A taken name (even a
 // retired one) is ErrConflict and stores nothing.
 func (s *Store) CreateTools(ctx context.Context, batch []NewTool) ([]*Tool, error) {
-	tools := make([]*Tool, len(batch))
+	created, _, err := s.ImportTools(ctx, batch, nil, nil)
+	return created, err
+}
+
+// ImportTools stores new tools and new versions of existing ones in one
+// transaction: all of them or none. check sees each published tool's
+// existing version strings inside the transaction (see
+// PublishToolVersion).
+func (s *Store) ImportTools(ctx context.Context, creates, publishes []NewTool, check func(name string, existing []string) error) (created, published []*Tool, err error) {
 	var failed string
-	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		for i, nt := range batch {
+	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		for _, nt := range creates {
 			failed = nt.Name
-			tool := &Tool{Name: nt.Name}
-			tool.apply(nt.Summary, 0)
-			tool.CurrentVersionID = nil
-			if err := tx.Create(tool).Error; err != nil {
+			tool, err := createTool(tx, nt)
+			if err != nil {
 				return err
 			}
-			nt.Version.ToolID = tool.ID
-			if err := tx.Create(nt.Version).Error; err != nil {
+			created = append(created, tool)
+		}
+		for _, nt := range publishes {
+			failed = nt.Name
+			tool, err := publishVersion(tx, nt.Name, nt.Summary, nt.Version, func(existing []string) error { return check(nt.Name, existing) })
+			if err != nil {
 				return err
 			}
-			tool.CurrentVersionID = &nt.Version.ID
-			if err := tx.Model(tool).Update("current_version_id", nt.Version.ID).Error; err != nil {
-				return err
-			}
-			tools[i] = tool
+			published = append(published, tool)
 		}
 		return nil
 	})
 	if errors.Is(err, gorm.ErrDuplicatedKey) {
-		return nil, fmt.Errorf("%w: tool %q is already registered (publish a new version with PUT /api/v1/tools/%s)", ErrConflict, failed, failed)
+		return nil, nil, fmt.Errorf("%w: tool %q is already registered (publish a new version with PUT /api/v1/tools/%s)", ErrConflict, failed, failed)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("create tool %q: %w", failed, err)
+		var ve *ValidationError
+		if errors.As(err, &ve) || errors.Is(err, ErrNotFound) {
+			return nil, nil, err
+		}
+		return nil, nil, fmt.Errorf("store tool %q: %w", failed, err)
 	}
-	return tools, nil
+	return created, published, nil
+}
+
+func createTool(tx *gorm.DB, nt NewTool) (*Tool, error) {
+	tool := &Tool{Name: nt.Name}
+	tool.apply(nt.Summary, 0)
+	tool.CurrentVersionID = nil
+	if err := tx.Create(tool).Error; err != nil {
+		return nil, err
+	}
+	nt.Version.ToolID = tool.ID
+	if err := tx.Create(nt.Version).Error; err != nil {
+		return nil, err
+	}
+	tool.CurrentVersionID = &nt.Version.ID
+	if err := tx.Model(tool).Update("current_version_id", nt.Version.ID).Error; err != nil {
+		return nil, err
+	}
+	return tool, nil
 }
 
 // PublishToolVersion adds v as the new current version of the named tool.
@@ -137,31 +165,41 @@ func (s *Store) CreateTools(ctx context.Context, batch []NewTool) ([]*Tool, erro
 // concurrent publishers cannot both pass it. Publishing restores a retired
 // tool.
 func (s *Store) PublishToolVersion(ctx context.Context, name string, sum ToolSummary, v *ToolVersion, check func(existing []string) error) (*Tool, error) {
-	var tool Tool
+	var tool *Tool
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		if err := tx.Where("name = ?", name).First(&tool).Error; err != nil {
-			return notFound(err, "tool %q", name)
-		}
-		var existing []string
-		if err := tx.Model(&ToolVersion{}).Where("tool_id = ?", tool.ID).Pluck("version", &existing).Error; err != nil {
-			return err
-		}
-		if err := check(existing); err != nil {
-			return err
-		}
-		v.ToolID = tool.ID
-		if err := tx.Create(v).Error; err != nil {
-			return err
-		}
-		tool.apply(sum, v.ID)
-		tool.RetiredAt = nil
-		return tx.Select("*").Save(&tool).Error
+		var err error
+		tool, err = publishVersion(tx, name, sum, v, check)
+		return err
 	})
 	if errors.Is(err, gorm.ErrDuplicatedKey) {
 		return nil, fmt.Errorf("%w: tool %q already has version %s", ErrConflict, name, v.Version)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("publish tool %q version %s: %w", name, v.Version, err)
+	}
+	return tool, nil
+}
+
+func publishVersion(tx *gorm.DB, name string, sum ToolSummary, v *ToolVersion, check func(existing []string) error) (*Tool, error) {
+	var tool Tool
+	if err := tx.Where("name = ?", name).First(&tool).Error; err != nil {
+		return nil, notFound(err, "tool %q", name)
+	}
+	var existing []string
+	if err := tx.Model(&ToolVersion{}).Where("tool_id = ?", tool.ID).Pluck("version", &existing).Error; err != nil {
+		return nil, err
+	}
+	if err := check(existing); err != nil {
+		return nil, err
+	}
+	v.ToolID = tool.ID
+	if err := tx.Create(v).Error; err != nil {
+		return nil, err
+	}
+	tool.apply(sum, v.ID)
+	tool.RetiredAt = nil
+	if err := tx.Select("*").Save(&tool).Error; err != nil {
+		return nil, err
 	}
 	return &tool, nil
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/getkin/kin-openapi/openapi2conv"
 	"github.com/getkin/kin-openapi/openapi3"
 	"go.yaml.in/yaml/v4"
+	"golang.org/x/mod/semver"
 
 	"toolbelt/models"
 )
@@ -80,6 +81,10 @@ type OpenAPIImportRequest struct {
 	// Operations keeps only the operations with these operationIds.
 	Operations []string
 	DryRun     bool
+	// Update publishes a new version of each tool the document changes
+	// (the next patch version) instead of refusing names already
+	// registered; tools it leaves as they are stay at their version.
+	Update bool
 }
 
 // ImportedOperation is one operation of the document and the tool made of
@@ -109,6 +114,10 @@ type OpenAPIImportResult struct {
 	DryRun     bool                `json:"dry_run"`
 	Operations []ImportedOperation `json:"operations"`
 	Registered []ImportedTool      `json:"registered,omitempty"`
+	// Updated are the new versions an update published; Unchanged, the
+	// tools it left as they were.
+	Updated   []ImportedTool `json:"updated,omitempty"`
+	Unchanged []ImportedTool `json:"unchanged,omitempty"`
 }
 
 var prefixPattern = regexp.MustCompile(`^[a-z][a-z0-9_]{0,31}$`)
@@ -190,7 +199,7 @@ func (im *OpenAPIImporter) Import(ctx context.Context, req OpenAPIImportRequest,
 	// conflict (409), as POST /tools does.
 	var refused []models.Problem
 	var taken []string
-	var defs []ToolDefinition
+	var defs, updates []ToolDefinition
 	for i := range res.Operations {
 		op := &res.Operations[i]
 		if op.Tool == nil {
@@ -214,9 +223,24 @@ func (im *OpenAPIImporter) Import(ctx context.Context, req OpenAPIImportRequest,
 		if err != nil {
 			return nil, err
 		}
-		if isTaken {
+		switch {
+		case isTaken && req.Update && len(op.Problems) == 0:
+			version, changed, err := im.nextVersion(ctx, *op.Tool)
+			if err != nil {
+				return nil, err
+			}
+			if !changed {
+				op.Notes = append(op.Notes, fmt.Sprintf("unchanged: %s stays at version %s", op.Tool.Name, version))
+				res.Unchanged = append(res.Unchanged, ImportedTool{Name: op.Tool.Name, Version: version})
+				continue
+			}
+			op.Tool.Version = version
+			op.Notes = append(op.Notes, fmt.Sprintf("changed: %s gets version %s", op.Tool.Name, version))
+			updates = append(updates, *op.Tool)
+			continue
+		case isTaken && !req.Update:
 			op.Problems = append(op.Problems, models.Problem{Pointer: "/name",
-				Message: fmt.Sprintf("tool %q is already registered; only new names are imported (choose a prefix)", op.Tool.Name)})
+				Message: fmt.Sprintf("tool %q is already registered; only new names are imported (choose a prefix, or send update)", op.Tool.Name)})
 			taken = append(taken, op.Tool.Name)
 		}
 		defs = append(defs, *op.Tool)
@@ -228,21 +252,54 @@ func (im *OpenAPIImporter) Import(ctx context.Context, req OpenAPIImportRequest,
 	case len(refused) > 0:
 		return nil, &models.ValidationError{What: "OpenAPI import: no tool was registered", Problems: refused}
 	case len(taken) > 0:
-		return nil, fmt.Errorf("%w: tools %s are already registered; no tool was imported (choose a prefix, or publish new versions with PUT /api/v1/tools/{name})",
+		return nil, fmt.Errorf("%w: tools %s are already registered; no tool was imported (choose a prefix, send \"update\": true to publish new versions of the changed ones, or publish with PUT /api/v1/tools/{name})",
 			models.ErrConflict, strings.Join(taken, ", "))
-	case len(defs) == 0:
+	case len(defs)+len(updates)+len(res.Unchanged) == 0:
 		return nil, &models.ValidationError{What: "OpenAPI import", Problems: []models.Problem{{
 			Pointer: where, Message: "none of its operations can become a tool (see the notes of a dry run)"}}}
 	}
-	tools, err := im.registry.RegisterAll(ctx, defs, by)
+	tools, updated, err := im.registry.ImportAll(ctx, defs, updates, by)
 	if err != nil {
 		return nil, err
 	}
 	for _, t := range tools {
 		res.Registered = append(res.Registered, ImportedTool{Name: t.Name, Version: t.Version})
 	}
-	im.log.InfoContext(ctx, "openapi imported", "title", res.Title, "tools", len(tools), "by", principalName(by))
+	for _, t := range updated {
+		res.Updated = append(res.Updated, ImportedTool{Name: t.Name, Version: t.Version})
+	}
+	im.log.InfoContext(ctx, "openapi imported", "title", res.Title, "tools", len(tools), "updated", len(updated),
+		"unchanged", len(res.Unchanged), "by", principalName(by))
 	return res, nil
+}
+
+// nextVersion is, for a tool an update imports again, its current
+// version when def is what it holds, or else the patch version after the
+// highest it has had.
+func (im *OpenAPIImporter) nextVersion(ctx context.Context, def ToolDefinition) (string, bool, error) {
+	t, v, err := im.registry.store.ToolByName(ctx, def.Name, true)
+	if err != nil {
+		return "", false, err
+	}
+	cur, err := im.registry.view(t, v)
+	if err != nil {
+		return "", false, err
+	}
+	if !cur.Retired && sameDefinition(cur.Definition, def) {
+		return cur.Version, false, nil
+	}
+	versions, err := im.registry.Versions(ctx, def.Name)
+	if err != nil {
+		return "", false, err
+	}
+	highest := cur.Version
+	for _, v := range versions {
+		if semver.Compare("v"+v.Version, "v"+highest) > 0 {
+			highest = v.Version
+		}
+	}
+	next, err := nextPatch(highest)
+	return next, true, err
 }
 
 // pointerIn places a pointer into the document under where it came from:

@@ -152,29 +152,78 @@ func (r *Registry) Taken(ctx context.Context, name string) (bool, error) {
 // invalid definition's *models.ValidationError is returned as it is;
 // callers that want every problem check each definition first.
 func (r *Registry) RegisterAll(ctx context.Context, defs []ToolDefinition, by *models.Principal) ([]*Tool, error) {
-	batch := make([]models.NewTool, len(defs))
-	for i := range defs {
-		ver, sum, err := r.prepare(ctx, &defs[i], by)
-		if err != nil {
-			return nil, err
+	created, _, err := r.ImportAll(ctx, defs, nil, by)
+	return created, err
+}
+
+// ImportAll registers new tools and publishes new versions of existing
+// ones in one transaction: all of them or none. Each update's version
+// must be greater than every version its tool has had, as with Publish.
+func (r *Registry) ImportAll(ctx context.Context, creates, updates []ToolDefinition, by *models.Principal) (created, updated []*Tool, err error) {
+	prepare := func(defs []ToolDefinition) ([]models.NewTool, error) {
+		batch := make([]models.NewTool, len(defs))
+		for i := range defs {
+			ver, sum, err := r.prepare(ctx, &defs[i], by)
+			if err != nil {
+				return nil, err
+			}
+			batch[i] = models.NewTool{Name: defs[i].Name, Summary: sum, Version: ver}
 		}
-		batch[i] = models.NewTool{Name: defs[i].Name, Summary: sum, Version: ver}
+		return batch, nil
 	}
-	created, err := r.store.CreateTools(ctx, batch)
+	newTools, err := prepare(creates)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	out := make([]*Tool, len(created))
-	for i, t := range created {
-		r.log.InfoContext(ctx, "tool registered", "tool", t.Name, "version", defs[i].Version, "by", principalName(by))
-		if out[i], err = r.view(t, batch[i].Version); err != nil {
-			return nil, err
+	newVersions, err := prepare(updates)
+	if err != nil {
+		return nil, nil, err
+	}
+	versionOf := map[string]string{}
+	for _, d := range updates {
+		versionOf[d.Name] = d.Version
+	}
+	made, published, err := r.store.ImportTools(ctx, newTools, newVersions, func(name string, existing []string) error {
+		return checkGreater(versionOf[name], existing)
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	view := func(tools []*models.Tool, batch []models.NewTool, what string) ([]*Tool, error) {
+		out := make([]*Tool, len(tools))
+		for i, t := range tools {
+			r.log.InfoContext(ctx, what, "tool", t.Name, "version", batch[i].Version.Version, "by", principalName(by))
+			if out[i], err = r.view(t, batch[i].Version); err != nil {
+				return nil, err
+			}
 		}
+		return out, nil
 	}
-	if len(out) > 0 {
+	if created, err = view(made, newTools, "tool registered"); err != nil {
+		return nil, nil, err
+	}
+	if updated, err = view(published, newVersions, "tool version published"); err != nil {
+		return nil, nil, err
+	}
+	if len(made)+len(published) > 0 {
 		r.changed(ctx)
 	}
-	return out, nil
+	return created, updated, nil
+}
+
+// checkGreater refuses a version not greater (semver) than every version
+// a tool has had.
+func checkGreater(version string, existing []string) error {
+	for _, e := range existing {
+		if semver.Compare("v"+version, "v"+e) <= 0 {
+			latest := slices.MaxFunc(existing, func(a, b string) int { return semver.Compare("v"+a, "v"+b) })
+			return &models.ValidationError{What: "tool definition", Problems: []models.Problem{{
+				Pointer: "/version",
+				Message: fmt.Sprintf("%s must be greater than every published version; the highest is %s", version, latest),
+			}}}
+		}
+	}
+	return nil
 }
 
 // Publish stores def as a new current version of the named tool. Its
@@ -196,16 +245,7 @@ func (r *Registry) Publish(ctx context.Context, name string, def ToolDefinition,
 		return nil, err
 	}
 	t, err := r.store.PublishToolVersion(ctx, name, sum, ver, func(existing []string) error {
-		for _, e := range existing {
-			if semver.Compare("v"+def.Version, "v"+e) <= 0 {
-				latest := slices.MaxFunc(existing, func(a, b string) int { return semver.Compare("v"+a, "v"+b) })
-				return &models.ValidationError{What: "tool definition", Problems: []models.Problem{{
-					Pointer: "/version",
-					Message: fmt.Sprintf("%s must be greater than every published version; the highest is %s", def.Version, latest),
-				}}}
-			}
-		}
-		return nil
+		return checkGreater(def.Version, existing)
 	})
 	if err != nil {
 		return nil, err

@@ -300,7 +300,7 @@ func TestOpenAPIImportErrors(t *testing.T) {
 		{"bad prefix", "admin", map[string]any{"document": pingDocument, "prefix": "Shop-"}, 422, "VALIDATION_ERROR", []string{`"pointer":"/prefix"`}},
 		{"bad base_url", "admin", map[string]any{"document": pingDocument, "base_url": "ftp://x"}, 422, "VALIDATION_ERROR", []string{`"pointer":"/base_url"`}},
 		{"relative server without base_url", "admin", map[string]any{"document": strings.Replace(pingDocument, "https://ping.example.com", "/v1", 1)}, 422, "VALIDATION_ERROR", []string{`"pointer":"/base_url"`, "relative"}},
-		{"unknown field", "admin", map[string]any{"document": pingDocument, "update": true}, 400, "INVALID_REQUEST", []string{"update"}},
+		{"unknown field", "admin", map[string]any{"document": pingDocument, "overwrite": true}, 400, "INVALID_REQUEST", []string{"overwrite"}},
 		{"schema the registry refuses", "admin", map[string]any{"document": big}, 422, "VALIDATION_ERROR", []string{`"pointer":"/document/paths/~1big/post"`, "tool too_big", "at most 65536"}},
 		{"agent", "agent", map[string]any{"document": pingDocument}, 403, "FORBIDDEN", nil},
 		{"reviewer", "reviewer", map[string]any{"document": pingDocument}, 403, "FORBIDDEN", nil},
@@ -361,5 +361,78 @@ func TestOpenAPIImportConflict(t *testing.T) {
 	}
 	if r := app.do(t, "admin", "POST", importPath, map[string]any{"document": pingDocument, "prefix": "again"}); r.Status != 201 || !strings.Contains(string(r.Body), `"again_ping"`) {
 		t.Errorf("prefixed import: %d %s", r.Status, r.Body)
+	}
+}
+
+// TestOpenAPIImportUpdate imports a newer document over an earlier import:
+// the changed operations get their next patch version, the new ones are
+// registered, the others stay; all in one transaction, and an update that
+// changes nothing stores nothing.
+func TestOpenAPIImportUpdate(t *testing.T) {
+	app := newTestApp(t)
+	v1 := petstore(t, "petstore.yaml")
+	if r := app.do(t, "admin", "POST", importPath, map[string]any{"document": v1}); r.Status != 201 {
+		t.Fatalf("first import: %d %s", r.Status, r.Body)
+	}
+	// The next release: listPets described anew, a new operation.
+	v2 := strings.Replace(v1, "summary: List pets", "summary: List the pets of the store", 1)
+	v2 = strings.Replace(v2, "  /pets/{petId}:", `  /health:
+    get:
+      operationId: health
+      responses:
+        "200": {description: up}
+  /pets/{petId}:`, 1)
+	if v2 == v1 || !strings.Contains(v2, "operationId: health") {
+		t.Fatal("the test document did not change")
+	}
+	dry := app.do(t, "admin", "POST", importPath, map[string]any{"document": v2, "update": true, "dry_run": true})
+	if dry.Status != 200 || !strings.Contains(string(dry.Body), "changed: list_pets gets version 1.0.1") {
+		t.Fatalf("dry run of the update: %d %s", dry.Status, dry.Body)
+	}
+	if vs := app.do(t, "admin", "GET", "/api/v1/tools/list_pets/versions", nil).JSON(t)["versions"].([]any); len(vs) != 1 {
+		t.Fatalf("the dry run stored a version: %v", vs)
+	}
+	r := app.do(t, "admin", "POST", importPath, map[string]any{"document": v2, "update": true})
+	if r.Status != 201 {
+		t.Fatalf("update: %d %s", r.Status, r.Body)
+	}
+	var res struct {
+		Registered, Updated, Unchanged []struct{ Name, Version string }
+	}
+	if err := json.Unmarshal(r.Body, &res); err != nil {
+		t.Fatal(err)
+	}
+	names := func(ts []struct{ Name, Version string }) string {
+		var out []string
+		for _, x := range ts {
+			out = append(out, x.Name+"@"+x.Version)
+		}
+		slices.Sort(out)
+		return strings.Join(out, " ")
+	}
+	if got := names(res.Registered); got != "health@1.0.0" {
+		t.Errorf("registered %s", got)
+	}
+	if got := names(res.Updated); got != "list_pets@1.0.1" {
+		t.Errorf("updated %s", got)
+	}
+	if len(res.Unchanged) != 4 || strings.Contains(names(res.Unchanged), "list_pets") {
+		t.Errorf("unchanged %s", names(res.Unchanged))
+	}
+	tool := app.do(t, "admin", "GET", "/api/v1/tools/list_pets", nil).JSON(t)
+	if tool["version"] != "1.0.1" || !strings.Contains(tool["description"].(string), "List the pets of the store") {
+		t.Errorf("list_pets after the update: %v %v", tool["version"], tool["description"])
+	}
+	// The same document again: nothing changes, 200.
+	again := app.do(t, "admin", "POST", importPath, map[string]any{"document": v2, "update": true})
+	if again.Status != 200 || strings.Contains(string(again.Body), `"updated"`) || strings.Contains(string(again.Body), `"registered"`) {
+		t.Errorf("an update without changes: %d %s", again.Status, again.Body)
+	}
+	if vs := app.do(t, "admin", "GET", "/api/v1/tools/list_pets/versions", nil).JSON(t)["versions"].([]any); len(vs) != 2 {
+		t.Errorf("versions of list_pets: %d, want 2", len(vs))
+	}
+	// Without update, names taken are still refused.
+	if r := app.do(t, "admin", "POST", importPath, map[string]any{"document": v2}); r.Status != http.StatusConflict || !strings.Contains(string(r.Body), "update") {
+		t.Errorf("import without update: %d %s", r.Status, r.Body)
 	}
 }
