@@ -13,7 +13,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 	"unicode/utf8"
 
 	"toolbelt/models"
@@ -189,11 +188,11 @@ func appendJournalLine(b []byte, c *models.Call) []byte {
 	b = append(b, `,"total_ms":`...)
 	b = strconv.AppendInt(b, c.TotalMs, 10)
 	b = append(b, `,"created_at":"`...)
-	b = c.CreatedAt.AppendFormat(b, time.RFC3339Nano)
+	b = models.AppendTime(b, c.CreatedAt, models.JournalTimeLayout)
 	b = append(b, '"')
 	if c.FinishedAt != nil {
 		b = append(b, `,"finished_at":"`...)
-		b = c.FinishedAt.AppendFormat(b, time.RFC3339Nano)
+		b = models.AppendTime(b, *c.FinishedAt, models.JournalTimeLayout)
 		b = append(b, '"')
 	}
 	b = append(b, `,"result":`...)
