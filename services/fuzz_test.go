@@ -106,6 +106,14 @@ func FuzzResultJSON(f *testing.F) {
 		if !bytes.Equal(got, want) {
 			t.Fatalf("encoded\n%s\nencoding/json\n%s", got, want)
 		}
+		// A cached result's data, encoded once, encodes the same.
+		if data, ok := encodedData(r.Data); ok && len(r.Data) > 0 {
+			cached := r
+			cached.Data, cached.dataEncoded = data, true
+			if again, _ := cached.appendSuccess(nil); !bytes.Equal(again, want) {
+				t.Fatalf("with its data encoded once: %s, want %s", again, want)
+			}
+		}
 		if e := (ToolResult{Error: &ToolError{Code: "X"}}); !bytes.Equal(e.JSON(), must(json.Marshal(e))) {
 			t.Fatal("a result with an error is not encoded as encoding/json does")
 		}

@@ -77,6 +77,9 @@ type ToolResult struct {
 	// encoded is this result's JSON as the history recorded it, so the
 	// answer is not encoded twice; nil when not recorded or truncated.
 	encoded []byte
+	// dataEncoded says Data is already as encoding/json writes it (a
+	// cached result's, encoded once for all its hits).
+	dataEncoded bool
 	// record and committed are the call's record and the channel that
 	// receives the result of its write (nil when the call was recorded
 	// otherwise, such as with its approval).
@@ -116,13 +119,15 @@ func (r ToolResult) appendSuccess(b []byte) ([]byte, bool) {
 	b = strconv.AppendBool(b, r.Success)
 	if len(r.Data) > 0 {
 		b = append(b, `,"data":`...)
-		var data bytes.Buffer
-		if err := json.Compact(&data, r.Data); err != nil {
-			return b, false
+		if r.dataEncoded {
+			b = append(b, r.Data...)
+		} else {
+			data, ok := encodedData(r.Data)
+			if !ok {
+				return b, false
+			}
+			b = append(b, data...)
 		}
-		out := bytes.NewBuffer(b)
-		json.HTMLEscape(out, data.Bytes())
-		b = out.Bytes()
 	}
 	b = append(b, `,"metadata":{"duration":`...)
 	b = strconv.AppendInt(b, r.Metadata.Duration, 10)
@@ -136,6 +141,18 @@ func (r ToolResult) appendSuccess(b []byte) ([]byte, bool) {
 		b = append(b, '"')
 	}
 	return append(b, "}}"...), true
+}
+
+// encodedData is data as encoding/json writes a json.RawMessage:
+// compacted and HTML-escaped; false when it is not JSON.
+func encodedData(data json.RawMessage) (json.RawMessage, bool) {
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, data); err != nil {
+		return nil, false
+	}
+	var out bytes.Buffer
+	json.HTMLEscape(&out, compact.Bytes())
+	return out.Bytes(), true
 }
 
 // plainASCII reports whether s is printable ASCII that JSON and HTML
@@ -822,6 +839,9 @@ func (inv *Invoker) cache(next Step) Step {
 		}
 		res := next(ctx, c)
 		if res.Success {
+			if data, ok := encodedData(res.Data); ok && len(res.Data) > 0 {
+				res.Data, res.dataEncoded = data, true // once, for every hit
+			}
 			inv.results.Add(key, &cachedResult{result: res, expires: time.Now().Add(time.Duration(c.def.Execution.CacheTTL) * time.Millisecond)})
 		}
 		return res
