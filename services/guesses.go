@@ -3,6 +3,7 @@ package services
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/ulule/limiter/v3"
@@ -21,6 +22,9 @@ var KeyGuesses = limiter.Rate{Period: time.Minute, Limit: 20}
 type guessLimiter struct {
 	store limiter.Store
 	rate  limiter.Rate
+	// lastWrong is when the last wrong key came (unix ns): a window after
+	// it nobody can be blocked, and right keys skip the store.
+	lastWrong atomic.Int64
 }
 
 func newGuessLimiter(rate limiter.Rate) *guessLimiter {
@@ -37,6 +41,9 @@ func (e *TooManyGuessesError) Error() string {
 func (e *TooManyGuessesError) Is(target error) bool { return target == models.ErrRateLimited }
 
 func (g *guessLimiter) blocked(ctx context.Context, client string) error {
+	if time.Since(time.Unix(0, g.lastWrong.Load())) > g.rate.Period {
+		return nil
+	}
 	lc, err := g.store.Peek(ctx, client, g.rate)
 	if err != nil || lc.Remaining > 0 {
 		return nil
@@ -45,5 +52,6 @@ func (g *guessLimiter) blocked(ctx context.Context, client string) error {
 }
 
 func (g *guessLimiter) wrong(ctx context.Context, client string) {
+	g.lastWrong.Store(time.Now().UnixNano())
 	_, _ = g.store.Increment(ctx, client, 1, g.rate)
 }
