@@ -23,7 +23,6 @@ import (
 	"github.com/getkin/kin-openapi/openapi2conv"
 	"github.com/getkin/kin-openapi/openapi3"
 	"go.yaml.in/yaml/v4"
-	"golang.org/x/mod/semver"
 
 	"toolbelt/models"
 )
@@ -288,17 +287,7 @@ func (im *OpenAPIImporter) nextVersion(ctx context.Context, def ToolDefinition) 
 	if !cur.Retired && sameDefinition(cur.Definition, def) {
 		return cur.Version, false, nil
 	}
-	versions, err := im.registry.Versions(ctx, def.Name)
-	if err != nil {
-		return "", false, err
-	}
-	highest := cur.Version
-	for _, v := range versions {
-		if semver.Compare("v"+v.Version, "v"+highest) > 0 {
-			highest = v.Version
-		}
-	}
-	next, err := nextPatch(highest)
+	next, err := im.registry.NextPatch(ctx, def.Name)
 	return next, true, err
 }
 

@@ -347,6 +347,23 @@ func (r *Registry) Versions(ctx context.Context, name string) ([]ToolVersion, er
 	return out, nil
 }
 
+// NextPatch is the version after the highest a tool has had, its patch
+// number raised: what a changed definition that states no version gets
+// (the highest, not the current: after a rollback the current is lower).
+func (r *Registry) NextPatch(ctx context.Context, name string) (string, error) {
+	versions, err := r.Versions(ctx, name)
+	if err != nil {
+		return "", err
+	}
+	highest := ""
+	for _, v := range versions {
+		if highest == "" || semver.Compare("v"+v.Version, "v"+highest) > 0 {
+			highest = v.Version
+		}
+	}
+	return nextPatch(highest)
+}
+
 // Version returns one version of a tool, retired or not.
 func (r *Registry) Version(ctx context.Context, name, version string) (*Tool, error) {
 	if err := checkToolName(name); err != nil {

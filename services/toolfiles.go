@@ -293,7 +293,7 @@ func (t *ToolFiles) register(ctx context.Context, def ToolDefinition) error {
 		return nil // already in service (a restart, or a change of layout only)
 	}
 	if def.Version == "" {
-		if def.Version, err = nextPatch(cur.Version); err != nil {
+		if def.Version, err = t.reg.NextPatch(ctx, def.Name); err != nil {
 			return fmt.Errorf("%w; state a version in the file", err)
 		}
 	}

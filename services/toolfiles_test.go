@@ -205,3 +205,32 @@ func TestShippedToolFiles(t *testing.T) {
 		t.Fatalf("shipped tool files: %d applied, problems %v", tf.Count(), ps)
 	}
 }
+
+// A changed file without a version gets the patch version after the
+// tool's highest, also after a rollback made a lower one current.
+func TestToolFilesVersionAfterRollback(t *testing.T) {
+	reg, dir, tf := toolFilesFixture(t)
+	ctx := context.Background()
+	apply := func(body string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, "note.yaml"), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		tf = NewToolFiles(dir, reg, tf.log) // applied at a start
+		if err := tf.Load(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if ps := tf.Problems(); len(ps) > 0 {
+			t.Fatalf("not applied: %v", ps)
+		}
+	}
+	apply(noteTool)
+	apply(strings.Replace(noteTool, "Count the words", "Count all the words", 1))
+	if _, err := reg.Rollback(ctx, "note_words", "1.0.0", nil); err != nil {
+		t.Fatal(err)
+	}
+	apply(strings.Replace(noteTool, "Count the words", "Count every word", 1))
+	if tool, err := reg.Get(ctx, "note_words"); err != nil || tool.Version != "1.0.2" {
+		t.Fatalf("after a rollback and a change: %+v %v, want version 1.0.2", tool, err)
+	}
+}
