@@ -139,34 +139,17 @@ func (inv *Invoker) contextRefs(ctx context.Context, c *call, args map[string]an
 // composite then needs one itself, and it covers every step below it.
 func (inv *Invoker) stepsNeedApproval(ctx context.Context, def ToolDefinition, depth int) bool {
 	for _, st := range def.Runner.Steps {
-		d, ok := inv.currentDef(ctx, st.Tool)
-		if !ok {
+		rt, err := inv.current(ctx, st.Tool)
+		if err != nil {
 			continue // an unknown step fails when it runs
 		}
+		d := rt.def
 		if d.Security.Level == LevelDangerous || d.Security.RequireConfirm ||
 			(d.Runner.Kind == RunnerComposite && depth < MaxCompositeDepth && inv.stepsNeedApproval(ctx, d, depth+1)) {
 			return true
 		}
 	}
 	return false
-}
-
-// currentDef is the current version of a tool in service, from the
-// resolved tools kept for the chain (loaded there if missing).
-func (inv *Invoker) currentDef(ctx context.Context, name string) (ToolDefinition, bool) {
-	if rt, ok := inv.tools.Load(name); ok {
-		return rt.(*resolvedTool).def, true
-	}
-	_, ver, err := inv.store.ToolByName(ctx, name, false)
-	if err != nil {
-		return ToolDefinition{}, false
-	}
-	def, err := decodeDefinition(ver.Definition)
-	if err != nil {
-		return ToolDefinition{}, false
-	}
-	inv.tools.Store(name, &resolvedTool{def: def, versionID: ver.ID})
-	return def, true
 }
 
 // composite runs the steps of a composite tool in order. Each step is a

@@ -486,27 +486,15 @@ func failure(code, msg string, retryable bool, suggestion string) ToolResult {
 func (inv *Invoker) resolve(next Step) Step {
 	return func(ctx context.Context, c *call) ToolResult {
 		name := c.req.Tool
-		if c.req.Version == "" {
-			if rt, ok := inv.tools.Load(name); ok {
-				c.def, c.version = rt.(*resolvedTool).def, rt.(*resolvedTool).versionID
-				return next(ctx, c)
-			}
-		}
-		var ver *models.ToolVersion
+		var rt *resolvedTool
 		var err error
-		switch {
-		case !NamePattern.MatchString(name):
-			err = models.ErrNotFound
-		case c.req.Version != "":
-			var t *models.Tool
-			t, ver, err = inv.store.ToolVersion(ctx, name, c.req.Version)
-			if err == nil && t.RetiredAt != nil {
-				err = models.ErrNotFound // a retired tool runs in no version
-			}
-		default:
-			_, ver, err = inv.store.ToolByName(ctx, name, false)
+		if c.req.Version == "" {
+			rt, err = inv.current(ctx, name)
+		} else {
+			rt, err = inv.version(ctx, name, c.req.Version)
 		}
-		if errors.Is(err, models.ErrNotFound) {
+		switch {
+		case errors.Is(err, models.ErrNotFound):
 			sug, _ := inv.selector.Suggest(ctx, c.caller, c.req.SessionID, name, 5)
 			msg := fmt.Sprintf("tool %q does not exist", name)
 			if c.req.Version != "" && NamePattern.MatchString(name) {
@@ -517,21 +505,63 @@ func (inv *Invoker) resolve(next Step) Step {
 				hint = "Use one of these tools instead: " + strings.Join(sug, ", ") + "."
 			}
 			return refusal(CodeToolNotFound, msg, hint)
-		}
-		if err != nil {
+		case errors.Is(err, errUndecodable):
+			return failure(CodeInternal, "internal error", false, "Report the call id to an administrator.")
+		case err != nil:
 			inv.log.ErrorContext(ctx, "resolve tool", "err", err, "call_id", c.id)
 			return failure(CodeInternal, "internal error", true, "Try again.")
 		}
-		def, err := decodeDefinition(ver.Definition)
-		if err != nil {
-			return failure(CodeInternal, "internal error", false, "Report the call id to an administrator.")
-		}
-		c.def, c.version = def, ver.ID
-		if c.req.Version == "" {
-			inv.tools.Store(name, &resolvedTool{def: def, versionID: ver.ID})
-		}
+		c.def, c.version = rt.def, rt.versionID
 		return next(ctx, c)
 	}
+}
+
+// errUndecodable is a stored definition that does not decode.
+var errUndecodable = errors.New("stored tool definition does not decode")
+
+// current is the version of a tool in service, kept once resolved (until
+// the catalog changes).
+func (inv *Invoker) current(ctx context.Context, name string) (*resolvedTool, error) {
+	if rt, ok := inv.tools.Load(name); ok {
+		return rt.(*resolvedTool), nil
+	}
+	if !NamePattern.MatchString(name) {
+		return nil, models.ErrNotFound
+	}
+	_, ver, err := inv.store.ToolByName(ctx, name, false)
+	if err != nil {
+		return nil, err
+	}
+	rt, err := resolved(ver)
+	if err != nil {
+		return nil, err
+	}
+	inv.tools.Store(name, rt)
+	return rt, nil
+}
+
+// version is one version of a tool in service (a retired tool runs in no
+// version).
+func (inv *Invoker) version(ctx context.Context, name, version string) (*resolvedTool, error) {
+	if !NamePattern.MatchString(name) {
+		return nil, models.ErrNotFound
+	}
+	t, ver, err := inv.store.ToolVersion(ctx, name, version)
+	if err != nil {
+		return nil, err
+	}
+	if t.RetiredAt != nil {
+		return nil, models.ErrNotFound
+	}
+	return resolved(ver)
+}
+
+func resolved(ver *models.ToolVersion) (*resolvedTool, error) {
+	def, err := decodeDefinition(ver.Definition)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", errUndecodable, err)
+	}
+	return &resolvedTool{def: def, versionID: ver.ID}, nil
 }
 
 // resolvedTool is a current version kept in memory between catalog
@@ -839,8 +869,8 @@ func (inv *Invoker) cache(next Step) Step {
 		}
 		res := next(ctx, c)
 		if res.Success {
-			if data, ok := encodedData(res.Data); ok && len(res.Data) > 0 {
-				res.Data, res.dataEncoded = data, true // once, for every hit
+			if data, ok := encodedData(res.Data); ok { // once, for every hit
+				res.Data, res.dataEncoded = data, true
 			}
 			inv.results.Add(key, &cachedResult{result: res, expires: time.Now().Add(time.Duration(c.def.Execution.CacheTTL) * time.Millisecond)})
 		}
@@ -855,11 +885,9 @@ func (inv *Invoker) cacheKey(c *call, args map[string]any) string {
 	if c.cacheKey != "" {
 		return c.cacheKey
 	}
-	canon, _ := json.Marshal(args) // encoding/json sorts map keys
-	sum := sha256.Sum256(canon)
 	var buf [160]byte
 	k := strconv.AppendUint(buf[:0], uint64(c.version), 10)
-	k = hex.AppendEncode(append(k, ':'), sum[:])
+	k = append(append(k, ':'), argsHash(args)...)
 	if c.def.Category == "filesystem" || isFileBuiltin(c.def) {
 		k = strconv.AppendUint(append(k, ":p"...), uint64(principalID(c.caller)), 10)
 		k = append(append(k, ':'), c.req.SessionID...)

@@ -147,18 +147,11 @@ func (r *Registry) Taken(ctx context.Context, name string) (bool, error) {
 	return false, err
 }
 
-// RegisterAll validates every definition and then stores them all in one
-// transaction: either every tool is registered or none is. The first
-// invalid definition's *models.ValidationError is returned as it is;
-// callers that want every problem check each definition first.
-func (r *Registry) RegisterAll(ctx context.Context, defs []ToolDefinition, by *models.Principal) ([]*Tool, error) {
-	created, _, err := r.ImportAll(ctx, defs, nil, by)
-	return created, err
-}
-
 // ImportAll registers new tools and publishes new versions of existing
 // ones in one transaction: all of them or none. Each update's version
 // must be greater than every version its tool has had, as with Publish.
+// The first invalid definition's *models.ValidationError is returned as
+// it is; callers that want every problem check each definition first.
 func (r *Registry) ImportAll(ctx context.Context, creates, updates []ToolDefinition, by *models.Principal) (created, updated []*Tool, err error) {
 	prepare := func(defs []ToolDefinition) ([]models.NewTool, error) {
 		batch := make([]models.NewTool, len(defs))
