@@ -73,16 +73,9 @@ func (h *Handler) CallTool(c *gin.Context) error {
 	if err := bindJSON(c, &req); err != nil {
 		return err
 	}
-	res := h.Invoker.Call(c.Request.Context(), CurrentPrincipal(c), req)
-	// Answer once the call's record survives a crash (journaled), so
-	// nothing acknowledged is lost. A call that ran is still answered if
-	// that failed (the agent needs the result; the error is logged); a
-	// call accepted for later is not.
-	if err := h.Invoker.Committed(c.Request.Context(), res); err != nil {
-		if statusOf(res) == http.StatusAccepted {
-			return fmt.Errorf("record call %s: %w", res.CallID, err)
-		}
-		h.Log.ErrorContext(c.Request.Context(), "call answered but not recorded", "call_id", res.CallID, "err", err)
+	res, err := h.Invoker.CallAcknowledged(c.Request.Context(), CurrentPrincipal(c), req)
+	if err != nil {
+		return err
 	}
 	if res.Error != nil && res.Error.RetryAfter > 0 {
 		c.Header("Retry-After", strconv.Itoa(res.Error.RetryAfter))

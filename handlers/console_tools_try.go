@@ -44,9 +44,12 @@ func (h *Handler) TryToolForm(c *gin.Context) error {
 		d.Try.Error = "No call was made: fix the fields marked below."
 		return h.Render(c, http.StatusUnprocessableEntity, views.ToolPage(page, *d))
 	}
-	res := h.Invoker.Call(c.Request.Context(), CurrentPrincipal(c), services.CallRequest{
+	res, err := h.Invoker.CallAcknowledged(c.Request.Context(), CurrentPrincipal(c), services.CallRequest{
 		Tool: d.Name, Version: d.Version, Arguments: args, SessionID: d.Try.SessionID,
 	})
+	if err != nil {
+		return err
+	}
 	d.Try.Result = tryResult(res)
 	if e := res.Error; e != nil && e.Code == services.CodeValidation {
 		markTryProblems(&d.Try, e)

@@ -191,6 +191,11 @@ func (inv *Invoker) composite(ctx context.Context, c *call) ToolResult {
 		child := &call{id: newID(), req: CallRequest{Tool: st.Tool, Arguments: raw, SessionID: c.req.SessionID},
 			caller: c.caller, started: time.Now(), parent: c.id, preApproved: c.approvedRun, depth: c.depth + 1}
 		res := inv.finish(ctx, child, inv.guarded(ctx, child))
+		// The composite's answer names each step's call: the steps'
+		// records are made to survive a crash first, as answered calls.
+		if err := inv.acknowledge(ctx, res); err != nil {
+			inv.log.ErrorContext(ctx, "composite step not recorded", "call_id", res.CallID, "err", err)
+		}
 		entry := map[string]any{"step": i, "tool": st.Tool, "call_id": res.CallID, "status": res.Status}
 		var data any
 		if res.Success {

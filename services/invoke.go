@@ -1057,14 +1057,31 @@ type statusEvent struct {
 	Status string `json:"status"`
 }
 
-// Committed returns once the record of res survives a crash (journaled,
-// or else committed to the database): an HTTP answer waits for it, so
-// every call it acknowledges is kept. The call itself never waits for it.
-func (inv *Invoker) Committed(ctx context.Context, res ToolResult) error {
+// CallAcknowledged runs a call for someone who is answered with it (the
+// API, MCP, the console) and returns once its record survives a crash
+// (journaled, or else committed to the database), so every call answered
+// is kept; the call itself never waits for that. A call that ran is
+// answered even if its record could not be made durable (that is
+// logged); one accepted for later (queued, awaiting approval) is not: the
+// error says so.
+func (inv *Invoker) CallAcknowledged(ctx context.Context, caller *models.Principal, req CallRequest) (ToolResult, error) {
+	res := inv.Call(ctx, caller, req)
+	return res, inv.acknowledge(ctx, res)
+}
+
+// acknowledge returns once the record of res survives a crash; its error
+// is for a call accepted for later only (see CallAcknowledged).
+func (inv *Invoker) acknowledge(ctx context.Context, res ToolResult) error {
 	if res.committed == nil {
 		return nil
 	}
-	return inv.calls.durable(ctx, res.record, res.committed)
+	if err := inv.calls.durable(ctx, res.record, res.committed); err != nil {
+		if res.Status == StatusAwaitingApproval || res.Status == StatusQueued {
+			return fmt.Errorf("record call %s: %w", res.CallID, err)
+		}
+		inv.log.ErrorContext(ctx, "call answered but not recorded", "call_id", res.CallID, "err", err)
+	}
+	return nil
 }
 
 // callRecord is the history row of a call and its result; a result over

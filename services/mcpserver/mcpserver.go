@@ -257,15 +257,10 @@ func (s *Server) call(ctx context.Context, p *models.Principal, session string, 
 	if len(strings.TrimSpace(string(args))) == 0 || string(args) == "null" {
 		args = nil
 	}
-	res := s.invoker.Call(ctx, p, services.CallRequest{Tool: params.Name, Arguments: args, SessionID: session})
-	// As POST /calls: answer once the record survives a crash. A call
-	// that ran is answered anyway; one left waiting must be recorded.
-	if err := s.invoker.Committed(ctx, res); err != nil {
-		if res.Status == services.StatusAwaitingApproval || res.Status == services.StatusQueued {
-			s.log.ErrorContext(ctx, "mcp call not recorded", "call_id", res.CallID, "err", err)
-			return errorResult("INTERNAL: the call could not be recorded. Try again."), nil
-		}
-		s.log.ErrorContext(ctx, "call answered but not recorded", "call_id", res.CallID, "err", err)
+	res, err := s.invoker.CallAcknowledged(ctx, p, services.CallRequest{Tool: params.Name, Arguments: args, SessionID: session})
+	if err != nil {
+		s.log.ErrorContext(ctx, "mcp call not recorded", "call_id", res.CallID, "err", err)
+		return errorResult("INTERNAL: the call could not be recorded. Try again."), nil
 	}
 	return Result(res), nil
 }
