@@ -68,6 +68,8 @@ func (inv *Invoker) resume(ctx context.Context, callID, approvalID string) error
 	if err != nil {
 		return err
 	}
+	inv.inFlight.Add(1)
+	defer inv.inFlight.Add(-1)
 	ctx, cancel := inv.track(ctx, callID)
 	defer cancel()
 	c := &call{id: callID, req: req, caller: caller, started: time.Now(), approval: approvalID, created: rec.CreatedAt, tracked: true}

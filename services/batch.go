@@ -17,12 +17,16 @@ import (
 // share one write: a group commit.
 type batcher[T any] struct {
 	write func([]T) error
-	queue chan batchEntry[T]
-	hurry chan struct{}
-	syncs chan chan struct{}
-	quit  chan struct{} // closed by close: write what is queued and stop
-	done  chan struct{}
-	once  sync.Once
+	// mu is held shared while enqueuing and exclusively to close, so
+	// every item enqueued is in the queue when the writer drains it.
+	mu     sync.RWMutex
+	closed bool
+	queue  chan batchEntry[T]
+	hurry  chan struct{}
+	syncs  chan chan struct{}
+	quit   chan struct{} // closed by close: write what is queued and stop
+	done   chan struct{}
+	once   sync.Once
 }
 
 type batchEntry[T any] struct {
@@ -52,10 +56,10 @@ func newBatcher[T any](write func([]T) error, every time.Duration, tick func()) 
 // of its write. false means the queue is full or the writer stopped: the
 // caller must write the item itself.
 func (b *batcher[T]) enqueue(item T) (<-chan error, bool) {
-	select {
-	case <-b.quit:
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if b.closed {
 		return nil, false
-	default:
 	}
 	ack := make(chan error, 1)
 	select {
@@ -100,10 +104,10 @@ func (b *batcher[T]) run(every time.Duration, tick func()) {
 		case first := <-b.queue:
 			b.flush(first)
 		case <-b.quit:
-			b.drain()
+			b.writeQueued() // nothing is enqueued any more
 			return
 		case ack := <-b.syncs:
-			b.drain()
+			b.writeQueued()
 			close(ack)
 		case <-ticks:
 			tick()
@@ -111,15 +115,16 @@ func (b *batcher[T]) run(every time.Duration, tick func()) {
 	}
 }
 
-// drain writes everything queued now.
-func (b *batcher[T]) drain() {
-	for {
-		select {
-		case e := <-b.queue:
-			b.flush(e)
-		default:
-			return
+// writeQueued writes the items queued now, at once: a sync waits for
+// what was queued before it, not for what keeps coming.
+func (b *batcher[T]) writeQueued() {
+	for n := len(b.queue); n > 0; {
+		batch := make([]batchEntry[T], min(n, batchSize))
+		for i := range batch {
+			batch[i] = <-b.queue
 		}
+		n -= len(batch)
+		b.writeBatch(batch)
 	}
 }
 
@@ -182,6 +187,11 @@ func (b *batcher[T]) sync() {
 
 // close writes what is queued and stops the writer.
 func (b *batcher[T]) close() {
-	b.once.Do(func() { close(b.quit) })
+	b.once.Do(func() {
+		b.mu.Lock()
+		b.closed = true
+		b.mu.Unlock()
+		close(b.quit)
+	})
 	<-b.done
 }

@@ -274,9 +274,9 @@ type Invoker struct {
 	httpClient *http.Client
 	bg         *background
 	calls      *callRecorder
-	tools      sync.Map // name → *resolvedTool, the current versions
-	running    sync.Map // call id → context.CancelFunc of a call in flight
-	inFlight   atomic.Int64
+	tools      sync.Map     // name → *resolvedTool, the current versions
+	running    sync.Map     // call id → context.CancelFunc of a call in flight
+	inFlight   atomic.Int64 // calls being handled (Call) or run in the background
 	// interrupting is set when Shutdown's deadline passed: calls
 	// cancelled from then on are recorded as interrupted.
 	interrupting atomic.Bool
@@ -380,6 +380,10 @@ func ValidSessionID(id string) bool { return sessionPattern.MatchString(id) }
 
 // Call runs one tool call through the chain and records it.
 func (inv *Invoker) Call(ctx context.Context, caller *models.Principal, req CallRequest) ToolResult {
+	// In flight until recorded: Shutdown waits for it (one atomic add; the
+	// call becomes cancellable only if it runs, in cancellable).
+	inv.inFlight.Add(1)
+	defer inv.inFlight.Add(-1)
 	c := &call{id: newID(), req: req, caller: caller, started: time.Now()}
 	if req.SessionID == "" && caller != nil {
 		c.req.SessionID = fmt.Sprintf("principal-%d", caller.ID)
@@ -409,13 +413,15 @@ func (inv *Invoker) cancellable(next Step) Step {
 }
 
 // track makes a call cancellable by id until the returned cancel runs.
+// Past Shutdown's deadline a call is cancelled as it starts to run.
 func (inv *Invoker) track(ctx context.Context, id string) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(ctx)
 	inv.running.Store(id, cancel)
-	inv.inFlight.Add(1)
+	if inv.interrupting.Load() {
+		cancel()
+	}
 	return ctx, func() {
 		inv.running.Delete(id)
-		inv.inFlight.Add(-1)
 		cancel()
 	}
 }
