@@ -1,7 +1,7 @@
 package services
 
 import (
-	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -283,7 +283,7 @@ func (j *callJournal) remove(segs []int) {
 }
 
 // leftBehind reads the records of the segments before the current one (a
-// previous run's), skipping a torn last line.
+// previous run's), skipping a torn last line; lines have no length limit.
 func (j *callJournal) leftBehind() ([]*models.Call, []int, error) {
 	segs, err := j.segments()
 	if err != nil {
@@ -292,26 +292,24 @@ func (j *callJournal) leftBehind() ([]*models.Call, []int, error) {
 	segs = slices.DeleteFunc(segs, func(n int) bool { return n >= j.first })
 	var out []*models.Call
 	for _, n := range segs {
-		f, err := os.Open(j.path(n))
+		// A segment is a few MB (closed past journalSegmentBytes); its
+		// lines have no length limit (a queued call keeps its request).
+		data, err := os.ReadFile(j.path(n))
 		if err != nil {
 			return nil, nil, fmt.Errorf("read call journal: %w", err)
 		}
-		sc := bufio.NewScanner(f)
-		sc.Buffer(make([]byte, 64<<10), 4*MaxResultRecord)
-		for sc.Scan() {
+		for line := range bytes.SplitSeq(data, []byte{'\n'}) {
+			if len(line) == 0 {
+				continue
+			}
 			var r journalRecord
-			if err := json.Unmarshal(sc.Bytes(), &r); err != nil || r.ID == "" {
+			if err := json.Unmarshal(line, &r); err != nil || r.ID == "" {
 				j.log.Warn("skip an unreadable call journal line", "segment", n)
 				continue
 			}
 			c := r.Call
 			c.Result, c.Request = r.Result, r.Request
 			out = append(out, &c)
-		}
-		err = sc.Err()
-		_ = f.Close()
-		if err != nil {
-			return nil, nil, fmt.Errorf("read call journal: %w", err)
 		}
 	}
 	return out, segs, nil

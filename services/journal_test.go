@@ -37,7 +37,10 @@ func TestJournalReplay(t *testing.T) {
 	}
 
 	first := openCallJournal(dir, log)
-	for _, c := range []*models.Call{rec("lost-sync", "succeeded"), rec("lost-async", "queued"), rec("kept", "queued")} {
+	// A queued call keeps its request, up to a whole request body.
+	big := rec("lost-big", "queued")
+	big.Request = `{"tool":"file_write","arguments":{"content":"` + strings.Repeat("x", 900<<10) + `"}}`
+	for _, c := range []*models.Call{rec("lost-sync", "succeeded"), rec("lost-async", "queued"), rec("kept", "queued"), big} {
 		if err := first.append(c); err != nil {
 			t.Fatal(err)
 		}
@@ -62,8 +65,11 @@ func TestJournalReplay(t *testing.T) {
 	}
 	time.Sleep(journalEvery + 300*time.Millisecond)
 	n, err := r.replay(ctx)
-	if err != nil || n != 2 {
-		t.Fatalf("replay: %d %v, want 2 restored", n, err)
+	if err != nil || n != 3 {
+		t.Fatalf("replay: %d %v, want 3 restored", n, err)
+	}
+	if got, err := store.CallByID(ctx, "lost-big"); err != nil || got.Request != big.Request {
+		t.Errorf("the record with a large request was not restored whole: %v", err)
 	}
 	for id, want := range map[string]string{"lost-sync": "succeeded", "lost-async": "queued", "kept": "succeeded"} {
 		got, err := store.CallByID(ctx, id)
