@@ -61,10 +61,7 @@ func (r *callRecorder) durable(ctx context.Context, c *models.Call, ack <-chan e
 	if r.journal == nil || c == nil {
 		return r.wait(ctx, ack)
 	}
-	r.finish(c) // journaled arguments are redacted too
-	r.mu.Lock()
-	cp := *c
-	r.mu.Unlock()
+	cp := r.snapshot(c) // journaled arguments are redacted too
 	if err := r.journal.append(&cp); errors.Is(err, errJournalClosed) {
 		return r.wait(ctx, ack) // shutting down: the writer drains the queue
 	} else if err != nil {
@@ -136,14 +133,16 @@ func (r *callRecorder) wait(ctx context.Context, ack <-chan error) error {
 	return r.batch.wait(ctx, ack)
 }
 
-// finish prepares a record once, under the lock that guards pending ones.
-func (r *callRecorder) finish(c *models.Call) {
+// snapshot prepares a record once and copies it, under the lock that
+// guards pending ones (their readers copy them too).
+func (r *callRecorder) snapshot(c *models.Call) models.Call {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if !c.Prepared {
 		r.prepare(c)
 		c.Prepared = true
 	}
+	return *c
 }
 
 // write stores a batch with one statement.
@@ -162,10 +161,7 @@ func (r *callRecorder) write(batch []*models.Call) error {
 func (r *callRecorder) copies(batch []*models.Call) []*models.Call {
 	out := make([]*models.Call, len(batch))
 	for i, c := range batch {
-		r.finish(c)
-		r.mu.Lock()
-		cp := *c
-		r.mu.Unlock()
+		cp := r.snapshot(c)
 		out[i] = &cp
 	}
 	return out
@@ -190,10 +186,7 @@ func (r *callRecorder) byID(ctx context.Context, id string) (*models.Call, error
 		// Being written: answer once it is, so nothing read here can be
 		// lost to a crash.
 		r.batch.sync()
-		r.finish(c)
-		r.mu.Lock()
-		cp := *c
-		r.mu.Unlock()
+		cp := r.snapshot(c)
 		return &cp, nil
 	}
 	return r.store.CallByID(ctx, id)

@@ -226,8 +226,10 @@ type call struct {
 	// span is, per guard of the chain, the time spent in it and the steps
 	// after it; the ninth, the execution's (for the guard timings).
 	span [chainGuards + 1]time.Duration
-	// cacheKey is the results cache's key, once made (cacheable tools).
+	// cacheKey is the results cache's key, once made (cacheable tools),
+	// and hit the cached result validate found under it.
 	cacheKey string
+	hit      *cachedResult
 	// tracked marks a call made cancellable before the chain (a
 	// background call); stopped, a call whose context was cancelled while
 	// it ran.
@@ -623,8 +625,8 @@ func (inv *Invoker) validate(next Step) Step {
 		// before: validation is a pure function of both, so it is not run
 		// again for the hits (it was a fifth of a cached call's chain).
 		if c.def.Execution.Cacheable {
-			if hit, ok := inv.results.Peek(inv.cacheKey(c, obj)); ok && time.Now().Before(hit.expires) {
-				c.args = obj
+			if hit, ok := inv.results.Get(inv.cacheKey(c, obj)); ok && time.Now().Before(hit.expires) {
+				c.args, c.hit = obj, hit // the cache guard answers with it
 				return next(ctx, c)
 			}
 		}
@@ -865,7 +867,10 @@ func (inv *Invoker) cache(next Step) Step {
 			return next(ctx, c)
 		}
 		key := inv.cacheKey(c, c.args)
-		hit, ok := inv.results.Get(key)
+		hit, ok := c.hit, c.hit != nil // found by validate
+		if !ok {
+			hit, ok = inv.results.Get(key)
+		}
 		ok = ok && time.Now().Before(hit.expires)
 		inv.metrics.cacheLookup(ok)
 		if ok {
