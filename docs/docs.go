@@ -1200,7 +1200,7 @@ const docTemplate = `{
                     {
                         "type": "integer",
                         "default": 5,
-                        "description": "How many busiest tools to name (0–100)",
+                        "description": "How many busiest tools to name (1–100)",
                         "name": "top",
                         "in": "query"
                     }

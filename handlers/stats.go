@@ -3,7 +3,6 @@ package handlers
 import (
 	"fmt"
 	"net/http"
-	"strconv"
 
 	"github.com/gin-gonic/gin"
 
@@ -25,7 +24,7 @@ type StatsResponse struct {
 //	@Tags			stats
 //	@Produce		json
 //	@Param			hours	query		int	false	"Window in clock hours (1–168)"	default(24)
-//	@Param			top		query		int	false	"How many busiest tools to name (0–100)"	default(5)
+//	@Param			top		query		int	false	"How many busiest tools to name (1–100)"	default(5)
 //	@Success		200		{object}	StatsResponse
 //	@Failure		400		{object}	ErrorBody
 //	@Failure		401		{object}	ErrorBody
@@ -33,18 +32,23 @@ type StatsResponse struct {
 //	@Security		BearerAuth
 //	@Router			/stats [get]
 func (h *Handler) GetStats(c *gin.Context) error {
+	if err := onlyQuery(c, "hours", "top"); err != nil {
+		return err
+	}
 	var q services.StatsQuery
-	for name, dst := range map[string]*int{"hours": &q.Hours, "top": &q.Top} {
-		if raw := c.Query(name); raw != "" {
-			n, err := strconv.Atoi(raw)
-			if err != nil {
-				return fmt.Errorf("%w: %s must be a whole number, not %q", models.ErrInvalid, name, raw)
-			}
-			if name == "hours" && n < 1 { // 0 would mean the default
-				return fmt.Errorf("%w: hours must be between 1 and %d", models.ErrInvalid, services.MaxStatsHours)
-			}
-			*dst = n
-		}
+	var err error
+	if q.Hours, err = intQuery(c, "hours"); err != nil {
+		return err
+	}
+	if q.Top, err = intQuery(c, "top"); err != nil {
+		return err
+	}
+	// 0 means the default to the service: asked for, it is out of range.
+	if c.Query("hours") != "" && q.Hours < 1 {
+		return fmt.Errorf("%w: hours must be between 1 and %d", models.ErrInvalid, services.MaxStatsHours)
+	}
+	if c.Query("top") != "" && q.Top < 1 {
+		return fmt.Errorf("%w: top must be between 1 and 100", models.ErrInvalid)
 	}
 	sum, err := h.Stats.Summary(c.Request.Context(), q)
 	if err != nil {

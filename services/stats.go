@@ -224,8 +224,8 @@ func (s *Stats) Summary(ctx context.Context, q StatsQuery) (*Summary, error) {
 	if q.Hours < 1 || q.Hours > MaxStatsHours {
 		return nil, fmt.Errorf("%w: hours must be between 1 and %d", models.ErrInvalid, MaxStatsHours)
 	}
-	if q.Top < 0 || q.Top > 100 {
-		return nil, fmt.Errorf("%w: top must be between 0 and 100", models.ErrInvalid)
+	if q.Top < 1 || q.Top > 100 {
+		return nil, fmt.Errorf("%w: top must be between 1 and 100", models.ErrInvalid)
 	}
 	if s.flush != nil {
 		s.flush()

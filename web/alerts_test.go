@@ -135,8 +135,18 @@ func TestFailureRateAlert(t *testing.T) {
 	if r := app.do(t, "admin", "GET", "/api/v1/stats?hours=0", nil); r.Status != 400 || !strings.Contains(string(r.Body), "hours must be between 1 and 168") {
 		t.Errorf("hours=0: %d %s", r.Status, r.Body)
 	}
-	if r := app.do(t, "admin", "GET", "/api/v1/stats?top=x", nil); r.Status != 400 || !strings.Contains(string(r.Body), "top must be a whole number") {
-		t.Errorf("top=x: %d %s", r.Status, r.Body)
+	for query, want := range map[string]string{
+		"top=x":   `top=\"x\" is not an integer`,
+		"top=0":   "top must be between 1 and 100",
+		"top=101": "top must be between 1 and 100",
+		"days=2":  `unknown query parameter \"days\"`,
+	} {
+		if r := app.do(t, "admin", "GET", "/api/v1/stats?"+query, nil); r.Status != 400 || !strings.Contains(string(r.Body), want) {
+			t.Errorf("%s: %d %s", query, r.Status, r.Body)
+		}
+	}
+	if r := app.do(t, "admin", "GET", "/api/v1/stats?top=1", nil); r.Status != 200 || len(r.JSON(t)["top"].([]any)) > 1 {
+		t.Errorf("top=1: %d %s", r.Status, r.Body)
 	}
 }
 
