@@ -151,7 +151,7 @@ func (h *Handler) RevokeKeyPage(c *gin.Context) error {
 	}
 	err = h.Accounts.RevokeKey(c.Request.Context(), id, CurrentPrincipal(c))
 	if errors.Is(err, models.ErrConflict) {
-		return h.renderAccess(c, http.StatusConflict, accessForm{alert: "Not revoked: " + strings.TrimPrefix(err.Error(), models.ErrConflict.Error()+": ") + "."})
+		return h.renderAccess(c, http.StatusConflict, accessForm{alert: "Not revoked: " + personMessage(err, err.Error()) + "."})
 	}
 	if err != nil {
 		return err

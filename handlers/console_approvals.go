@@ -72,7 +72,7 @@ func (h *Handler) decideInConsole(c *gin.Context, approve bool) error {
 	if status >= http.StatusInternalServerError {
 		return err
 	}
-	f := &decisionFailure{id: id, reason: reason, message: decisionMessage(err, body.Error.Message)}
+	f := &decisionFailure{id: id, reason: reason, message: personMessage(err, body.Error.Message)}
 	var ve *models.ValidationError
 	if errors.As(err, &ve) {
 		f.message = ""
@@ -92,12 +92,15 @@ func (h *Handler) decideInConsole(c *gin.Context, approve bool) error {
 	return h.Render(c, status, views.Approvals(h.Page(c, "Approvals"), d))
 }
 
-// decisionMessage drops the error kind's prefix ("forbidden: ") from a
-// message meant for a person.
-func decisionMessage(err error, msg string) string {
+// personMessage is an error's message for a person on a console page:
+// what follows its kind ("conflict: "), wherever wrapping put that, with a
+// capital letter.
+func personMessage(err error, msg string) string {
 	for _, kind := range []error{models.ErrForbidden, models.ErrConflict, models.ErrNotFound, models.ErrInvalid} {
 		if errors.Is(err, kind) {
-			msg = strings.TrimPrefix(msg, kind.Error()+": ")
+			if _, after, ok := strings.Cut(msg, kind.Error()+": "); ok {
+				msg = after
+			}
 		}
 	}
 	if msg != "" {
