@@ -190,16 +190,20 @@ func splitNames(s string) []string {
 	return names
 }
 
+// pointerField is the form field a problem's JSON pointer names: its
+// first segment, unescaped ("/categories/0" → "categories").
+func pointerField(ptr string) string {
+	seg, _, _ := strings.Cut(strings.TrimPrefix(ptr, "/"), "/")
+	return strings.NewReplacer("~1", "/", "~0", "~").Replace(seg)
+}
+
 // problemsByField keys each problem by its first pointer segment
 // ("/tools/2" → "tools"); a problem without a pointer goes to fallback.
 // A field with several problems shows them all.
 func problemsByField(ve *models.ValidationError, fallback string) map[string]string {
 	out := map[string]string{}
 	for _, p := range ve.Problems {
-		field := strings.TrimPrefix(p.Pointer, "/")
-		if i := strings.IndexByte(field, '/'); i >= 0 {
-			field = field[:i]
-		}
+		field := pointerField(p.Pointer)
 		if field == "" {
 			field = fallback
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"toolbelt/models"
+	"toolbelt/services"
 	"toolbelt/views"
 )
 
@@ -189,9 +190,13 @@ func (h *Handler) callerNames(ctx context.Context) (callerNames, error) {
 	if err != nil {
 		return nil, err
 	}
+	return callerNamesOf(ps), nil
+}
+
+func callerNamesOf(ps []services.Principal) callerNames {
 	out := make(callerNames, len(ps))
 	for _, p := range ps {
 		out[p.ID] = p.Name
 	}
-	return out, nil
+	return out
 }

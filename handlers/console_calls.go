@@ -43,10 +43,7 @@ func (h *Handler) CallsPage(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	names := make(callerNames, len(ps))
-	for _, p := range ps {
-		names[p.ID] = p.Name
-	}
+	names := callerNamesOf(ps)
 	d := views.CallsData{Statuses: callStatuses, Errors: map[string]string{}}
 	form := views.CallFilterForm{Tool: strings.TrimSpace(c.Query("tool")), Status: c.Query("status"),
 		Principal: strings.TrimSpace(c.Query("principal")), Session: strings.TrimSpace(c.Query("session")),

@@ -85,10 +85,7 @@ func (h *Handler) playgroundSelect(c *gin.Context, form views.PlaygroundForm, ca
 // field.
 func playgroundErrors(errs map[string]string, ve *models.ValidationError) {
 	for _, p := range ve.Problems {
-		field := strings.TrimPrefix(p.Pointer, "/")
-		if i := strings.IndexByte(field, '/'); i >= 0 {
-			field = field[:i] // /categories/0 → categories
-		}
+		field := pointerField(p.Pointer)
 		switch field {
 		case "query", "limit", "categories":
 		default:

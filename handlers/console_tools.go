@@ -1,12 +1,13 @@
 package handlers
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -126,7 +127,7 @@ func (h *Handler) toolDetail(c *gin.Context) (*views.ToolDetail, error) {
 		Name: tool.Name, Version: tool.Version, Description: tool.Description, Category: tool.Category,
 		Level: tool.SecurityLevel, Tags: tool.Tags, Examples: def.Examples, Retired: tool.Retired,
 		Security: toolSecuritySettings(def.Security), Execution: toolExecutionSettings(def.Execution), Runner: toolRunnerSettings(def.Runner),
-		Parameters: toolsPrettyJSON(def.Parameters),
+		Parameters: views.PrettyJSON(string(def.Parameters)),
 		CanAdmin:   role == services.RoleAdmin,
 		CanTry:     (role == services.RoleAdmin || role == services.RoleAgent) && !tool.Retired,
 	}
@@ -142,7 +143,7 @@ func (h *Handler) toolDetail(c *gin.Context) (*views.ToolDetail, error) {
 			if err != nil {
 				return nil, err
 			}
-			d.Exports = append(d.Exports, views.ExportView{Format: f, Label: toolFormatLabels[f], JSON: toolsPrettyJSON(raw)})
+			d.Exports = append(d.Exports, views.ExportView{Format: f, Label: toolFormatLabels[f], JSON: views.PrettyJSON(string(raw))})
 		}
 	}
 	if d.CanAdmin {
@@ -262,7 +263,7 @@ func toolRunnerSettings(r services.Runner) []views.ToolSetting {
 		out = append(out, views.ToolSetting{Label: "Argv", Value: string(argv)})
 	case services.RunnerHTTP:
 		out = append(out, views.ToolSetting{Label: "Request", Value: r.Method + " " + r.URL})
-		for _, k := range toolsSortedKeys(r.Headers) {
+		for _, k := range slices.Sorted(maps.Keys(r.Headers)) {
 			out = append(out, views.ToolSetting{Label: "Header " + k, Value: r.Headers[k]})
 		}
 		if r.Body != "" {
@@ -292,15 +293,6 @@ func toolsMillis(ms int) string {
 		return strconv.Itoa(ms/1000) + " s"
 	}
 	return strconv.Itoa(ms) + " ms"
-}
-
-// toolsPrettyJSON indents JSON for reading; what does not parse is shown as is.
-func toolsPrettyJSON(raw []byte) string {
-	var buf bytes.Buffer
-	if err := json.Indent(&buf, raw, "", "  "); err != nil {
-		return string(raw)
-	}
-	return buf.String()
 }
 
 // toolsPrettyDefinition is a definition as indented JSON, the text versions are

@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -286,7 +288,7 @@ func toolFormValuesOf(def services.ToolDefinition) map[string]string {
 	v := map[string]string{
 		"name": def.Name, "version": def.Version, "description": def.Description, "category": def.Category,
 		"tags": strings.Join(def.Tags, ", "), "examples": strings.Join(def.Examples, "\n"),
-		"parameters": toolsPrettyJSON(def.Parameters),
+		"parameters": views.PrettyJSON(string(def.Parameters)),
 		"level":      def.Security.Level, "require_confirm": check(def.Security.RequireConfirm), "sandbox": check(def.Security.Sandbox),
 		"network": check(def.Security.Network), "shell_operators": check(def.Security.ShellOperators),
 		"allowed_paths": strings.Join(def.Security.AllowedPaths, ", "),
@@ -302,7 +304,7 @@ func toolFormValuesOf(def services.ToolDefinition) map[string]string {
 		v["rate_max_calls"], v["rate_window_ms"] = strconv.Itoa(rl.MaxCalls), strconv.Itoa(rl.WindowMs)
 	}
 	var headers []string
-	for _, k := range toolsSortedKeys(def.Runner.Headers) {
+	for _, k := range slices.Sorted(maps.Keys(def.Runner.Headers)) {
 		headers = append(headers, k+": "+def.Runner.Headers[k])
 	}
 	v["headers"] = strings.Join(headers, "\n")

@@ -9,7 +9,6 @@ import (
 	"net/url"
 	"regexp"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -255,9 +254,8 @@ func markTryProblems(t *views.TryForm, e *services.ToolError) {
 		t.SessionError = e.Message
 	}
 	for _, p := range e.Problems {
-		seg, _, _ := strings.Cut(strings.TrimPrefix(p.Pointer, "/"), "/")
-		if seg != "" {
-			note(strings.NewReplacer("~1", "/", "~0", "~").Replace(seg), p.Message)
+		if field := pointerField(p.Pointer); field != "" {
+			note(field, p.Message)
 			continue
 		}
 		if m := tryMissingProps.FindStringSubmatch(p.Message); m != nil {
@@ -273,7 +271,7 @@ func tryResult(res services.ToolResult) *views.TryResult {
 	r := &views.TryResult{CallID: res.CallID, Status: res.Status, Success: res.Success,
 		Duration: res.Metadata.Duration, Attempts: res.Metadata.Attempts, Cached: res.Metadata.Cached, Version: res.Metadata.ToolVersion}
 	if len(res.Data) > 0 && !bytes.Equal(res.Data, []byte("null")) {
-		r.Data = toolsPrettyJSON(res.Data)
+		r.Data = views.PrettyJSON(string(res.Data))
 	}
 	if e := res.Error; e != nil {
 		r.Code, r.Message, r.Suggestion = e.Code, e.Message, e.Suggestion
@@ -352,13 +350,4 @@ func schemaBound(inclusive, exclusive *json.Number) string {
 		return exclusive.String()
 	}
 	return ""
-}
-
-func toolsSortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

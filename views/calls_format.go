@@ -7,9 +7,9 @@ import (
 	"time"
 )
 
-// CallJSON indents a JSON document for reading; text that is not JSON
+// PrettyJSON indents a JSON document for reading; text that is not JSON
 // is returned as it is.
-func CallJSON(s string) string {
+func PrettyJSON(s string) string {
 	var b bytes.Buffer
 	if err := json.Indent(&b, []byte(s), "", "  "); err != nil {
 		return s
