@@ -323,9 +323,20 @@ func serve(args []string) error {
 			}
 		}()
 	}
-	if err := accounts.PruneConsoleSessions(ctx); err != nil {
-		log.Warn("prune console sessions", "err", err)
-	}
+	go func() { // expired console sessions: now, then hourly (lookups ignore them meanwhile)
+		t := time.NewTicker(time.Hour)
+		defer t.Stop()
+		for {
+			if err := accounts.PruneConsoleSessions(ctx); err != nil {
+				log.Warn("prune console sessions", "err", err)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
 
 	fmt.Printf("\nToolbelt is running on %s (data in %s)\n", base, cfg.DataDir)
 	switch {

@@ -119,6 +119,17 @@ func (s *Store) UseApproval(ctx context.Context, id string) (bool, error) {
 // ExpireApprovals marks pending approvals past their time expired and
 // returns them.
 func (s *Store) ExpireApprovals(ctx context.Context, now time.Time) ([]Approval, error) {
+	// Nearly always nothing is due: a read says so without the write
+	// transaction (BEGIN IMMEDIATE takes the database's write lock, and
+	// every approvals list and console poll expires first).
+	var due int64
+	if err := s.db.WithContext(ctx).Model(&Approval{}).Where("status = ? AND expires_at < ?", ApprovalPending, now).
+		Limit(1).Count(&due).Error; err != nil {
+		return nil, fmt.Errorf("expire approvals: %w", err)
+	}
+	if due == 0 {
+		return nil, nil
+	}
 	var out []Approval
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		if err := tx.Where("status = ? AND expires_at < ?", ApprovalPending, now).Find(&out).Error; err != nil {
