@@ -125,6 +125,11 @@ func (t *ToolFiles) Watch(ctx context.Context) error {
 	if err := w.Add(t.dir); err != nil {
 		return fmt.Errorf("watch tool files in %s: %w", t.dir, err)
 	}
+	// Files written or removed before the watch began (after the Load at
+	// start, say) are applied now; unchanged ones cost a read.
+	if err := t.Load(ctx); err != nil {
+		t.log.Error("apply tool files", "err", err)
+	}
 	timers := map[string]*time.Timer{}
 	due := make(chan string, 64)
 	for {

@@ -3,8 +3,6 @@ package services
 import (
 	"context"
 	"errors"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,16 +14,10 @@ import (
 
 func toolFilesFixture(t *testing.T) (*Registry, string, *ToolFiles) {
 	t.Helper()
-	ctx := context.Background()
-	store, err := models.Open(ctx, filepath.Join(t.TempDir(), "t.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = store.Close() })
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	reg := NewRegistry(store, log)
+	store, _ := testStore(t)
+	reg := NewRegistry(store, quiet)
 	dir := t.TempDir()
-	return reg, dir, NewToolFiles(dir, reg, log)
+	return reg, dir, NewToolFiles(dir, reg, quiet)
 }
 
 const noteTool = `name: note_words
@@ -50,8 +42,7 @@ func TestToolFilesWatched(t *testing.T) {
 	if err := tf.Load(ctx); err != nil {
 		t.Fatal(err)
 	}
-	go func() { _ = tf.Watch(ctx) }()
-	time.Sleep(100 * time.Millisecond) // the watch is set up
+	go func() { _ = tf.Watch(ctx) }() // what is written before it watches, it applies as it starts
 	write := func(name, body string) {
 		t.Helper()
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
@@ -197,7 +188,7 @@ func TestToolFilesRestart(t *testing.T) {
 // The examples shipped in tools.d are valid.
 func TestShippedToolFiles(t *testing.T) {
 	reg, _, _ := toolFilesFixture(t)
-	tf := NewToolFiles(filepath.Join("..", "tools.d"), reg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	tf := NewToolFiles(filepath.Join("..", "tools.d"), reg, quiet)
 	if err := tf.Load(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -232,5 +223,28 @@ func TestToolFilesVersionAfterRollback(t *testing.T) {
 	apply(strings.Replace(noteTool, "Count the words", "Count every word", 1))
 	if tool, err := reg.Get(ctx, "note_words"); err != nil || tool.Version != "1.0.2" {
 		t.Fatalf("after a rollback and a change: %+v %v, want version 1.0.2", tool, err)
+	}
+}
+
+// A file written after the start's Load and before the watch began is
+// applied when the watch begins.
+func TestToolFilesWrittenBeforeWatch(t *testing.T) {
+	reg, dir, tf := toolFilesFixture(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := tf.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "note.yaml"), []byte(noteTool), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = tf.Watch(ctx) }()
+	for start := time.Now(); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := reg.Get(ctx, "note_words"); err == nil {
+			break
+		}
+		if time.Since(start) > 10*time.Second {
+			t.Fatalf("a file written before the watch began was never applied (problems %v)", tf.Problems())
+		}
 	}
 }
