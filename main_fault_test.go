@@ -209,6 +209,13 @@ func TestCrashSafety(t *testing.T) {
 		}
 	}
 	t.Logf("all rounds: acknowledged %s; lost or inconsistent %s", kindCounts(totalAcked), kindCounts(totalLost))
+	// Nothing lost proves something only if writes of every kind were
+	// acknowledged.
+	for _, kind := range []string{kindRegister, kindSelect, kindFeedback, kindSync, kindAsync, kindDangerous, kindApprove, kindDeny} {
+		if totalAcked[kind] == 0 {
+			t.Errorf("no %s was acknowledged in any round: the load did not exercise it", kind)
+		}
+	}
 	stopping := time.Now()
 	s.stop(t)
 	t.Logf("stopped in %v; %v in all", time.Since(stopping).Round(time.Millisecond), time.Since(began).Round(time.Millisecond))
@@ -274,6 +281,9 @@ func faultWorker(c *faultClient, l *faultLedger, keys faultKeys, round, w int, r
 			return false
 		case err != nil:
 			l.unexpected = append(l.unexpected, fmt.Sprintf("%s: %v", kind, err))
+			return false
+		case code >= 500 && !killed.Load(): // the server failing is not a refusal
+			l.unexpected = append(l.unexpected, fmt.Sprintf("%s: %d %s", kind, code, errorCode(body)))
 			return false
 		case code != want:
 			l.refused[kind]++

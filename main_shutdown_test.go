@@ -31,7 +31,9 @@ func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { retu
 // the deadline, answered and recorded as interrupted. A restart shows both
 // as they were answered.
 func TestGracefulShutdown(t *testing.T) {
+	arrived := make(chan string, 2)
 	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived <- r.URL.Path
 		wait := 60 * time.Second
 		if r.URL.Path == "/short" {
 			wait = 700 * time.Millisecond
@@ -72,7 +74,13 @@ func TestGracefulShutdown(t *testing.T) {
 		t.Fatalf("mcp connect: %v", err)
 	}
 	defer session.Close()
-	time.Sleep(300 * time.Millisecond) // both calls are running
+	for range 2 { // both calls are running: their tool reached the slow server
+		select {
+		case <-arrived:
+		case <-time.After(20 * time.Second):
+			t.Fatalf("the calls did not start\n%s", s.output())
+		}
+	}
 	stopped := time.Now()
 	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)

@@ -47,7 +47,9 @@ func TestCallsInStateUsesOpenIndex(t *testing.T) {
 		t.Fatalf("the open-calls query does not use the partial index: %+v", plan)
 	}
 	var n int64
-	store.db.Raw("SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = 'idx_calls_status'").Scan(&n)
+	if err := store.db.Raw("SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = 'idx_calls_status'").Scan(&n).Error; err != nil {
+		t.Fatal(err)
+	}
 	if n != 0 {
 		t.Fatal("the full status index is still there")
 	}

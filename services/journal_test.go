@@ -5,8 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -23,13 +21,8 @@ import (
 // has, skips a torn last line, and deletes the segments.
 func TestJournalReplay(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	store, err := models.Open(ctx, filepath.Join(dir, "t.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = store.Close() })
+	store, path := testStore(t)
+	dir, log := filepath.Dir(path), quiet
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	rec := func(id, status string) *models.Call {
 		return &models.Call{ID: id, Tool: "file_read", Status: status, Arguments: `{"path":"a"}`, Result: `{"status":"` + status + `"}`,
@@ -50,8 +43,13 @@ func TestJournalReplay(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The process dies mid-write: a torn line at the end.
-	f, _ := os.OpenFile(first.path(first.seq), os.O_APPEND|os.O_WRONLY, 0)
-	_, _ = f.WriteString(`{"id":"torn","tool":"fi`)
+	f, err := os.OpenFile(first.path(first.seq), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString(`{"id":"torn","tool":"fi`); err != nil {
+		t.Fatal(err)
+	}
 	_ = f.Close()
 
 	// The next start.
@@ -63,7 +61,20 @@ func TestJournalReplay(t *testing.T) {
 	if err := r.durable(ctx, fresh, r.save(ctx, fresh)); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(journalEvery + 300*time.Millisecond)
+	r.journal.mu.Lock()
+	freshSeg := r.journal.path(r.journal.seq)
+	r.journal.mu.Unlock()
+	for start := time.Now(); ; time.Sleep(50 * time.Millisecond) {
+		if _, err := os.Stat(freshSeg); os.IsNotExist(err) {
+			break // retired
+		}
+		if time.Since(start) > 10*time.Second {
+			t.Fatal("the new run's segment was not retired")
+		}
+	}
+	if _, err := os.Stat(first.path(first.seq)); err != nil {
+		t.Fatalf("the new run retired the old run's segment: %v", err)
+	}
 	n, err := r.replay(ctx)
 	if err != nil || n != 3 {
 		t.Fatalf("replay: %d %v, want 3 restored", n, err)
@@ -89,13 +100,8 @@ func TestJournalReplay(t *testing.T) {
 // A journaled record's segment is deleted once the record is written.
 func TestJournalRetires(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	store, err := models.Open(ctx, filepath.Join(dir, "t.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = store.Close() })
+	store, path := testStore(t)
+	dir, log := filepath.Dir(path), quiet
 	r := newCallRecorder(store, func(*models.Call) {}, openCallJournal(dir, log), log)
 	t.Cleanup(r.close)
 	c := &models.Call{ID: "x", Tool: "t", Status: "succeeded", CreatedAt: time.Now().UTC()}
@@ -176,8 +182,7 @@ func FuzzJournalLine(f *testing.F) {
 // Appenders racing each other across segment switches: every line lands
 // whole, once.
 func TestJournalConcurrentAppends(t *testing.T) {
-	dir := t.TempDir()
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	dir, log := t.TempDir(), quiet
 	j := openCallJournal(dir, log)
 	const workers, each = 8, 1500
 	pad := strings.Repeat("x", 400) // about 6 MB in all: at least one switch

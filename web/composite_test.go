@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 )
 
 func compositeTool(name string, steps []any, edits ...func(m map[string]any)) map[string]any {
@@ -87,16 +86,7 @@ func TestCompositeWithDangerousStepWaits(t *testing.T) {
 	if r := app.do(t, "reviewer", "POST", "/api/v1/approvals/"+approval+"/approve", map[string]any{"reason": "fine"}); r.Status != 200 {
 		t.Fatalf("approve: %d %s", r.Status, r.Body)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	var final map[string]any
-	for time.Now().Before(deadline) {
-		final = app.poll(t, "agent", res["call_id"].(string))
-		if final["status"] == "succeeded" || final["status"] == "failed" {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if final["status"] != "succeeded" {
+	if final := app.poll(t, "agent", res["call_id"].(string)); final["status"] != "succeeded" {
 		t.Fatalf("approved composite: %v", final)
 	}
 	pending := app.do(t, "reviewer", "GET", "/api/v1/approvals", nil).JSON(t)["approvals"].([]any)
@@ -120,12 +110,7 @@ func TestCompositeWithDangerousStepWaits(t *testing.T) {
 	if r := app.do(t, "reviewer", "POST", "/api/v1/approvals/"+data(res)["approval_id"].(string)+"/approve", map[string]any{"reason": "fine"}); r.Status != 200 {
 		t.Fatalf("approve: %d %s", r.Status, r.Body)
 	}
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if final = app.poll(t, "agent", res["call_id"].(string)); final["status"] == "succeeded" || final["status"] == "failed" {
-			break
-		}
-	}
-	if final["status"] != "succeeded" {
+	if final := app.poll(t, "agent", res["call_id"].(string)); final["status"] != "succeeded" {
 		t.Fatalf("approved composite of a composite: %v", final)
 	}
 	if pending := app.do(t, "reviewer", "GET", "/api/v1/approvals", nil).JSON(t)["approvals"].([]any); len(pending) != 0 {

@@ -417,15 +417,18 @@ func TestConsoleCallHistory(t *testing.T) {
 	if v := p.Doc.Find("#filter-since").AttrOr("value", ""); v != "2026-03-01T11:00:30.25" || !strings.Contains(p.TestID("calls-total").Text(), "of 60,") {
 		t.Errorf("since kept as %q, %q", v, p.TestID("calls-total").Text())
 	}
-	p = b.get("/admin/calls?status=failed&principal=" + agent)
-	if v := p.Doc.Find("#filter-status option[selected]").AttrOr("value", ""); v != "failed" {
+	p = b.get("/admin/calls?status=refused&principal=" + agent)
+	if v := p.Doc.Find("#filter-status option[selected]").AttrOr("value", ""); v != "refused" {
 		t.Errorf("status filter not kept: %q", v)
 	}
 	if v := p.Doc.Find("#filter-principal option[selected]").Text(); v != "test-agent (agent)" {
 		t.Errorf("principal filter not kept: %q", v)
 	}
+	if p.TestID("call-row").Length() == 0 {
+		t.Fatal("no refused call of the agent listed (the seed gives the agent the odd calls, and call i the status statuses[i%4])")
+	}
 	p.TestID("call-row").Each(func(_ int, r *goquery.Selection) {
-		if r.Find(`[data-testid="call-status"]`).Text() != "failed" || r.Find(`[data-testid="call-principal"]`).Text() != "test-agent" {
+		if r.Find(`[data-testid="call-status"]`).Text() != "refused" || r.Find(`[data-testid="call-principal"]`).Text() != "test-agent" {
 			t.Errorf("row outside the filter: %q", r.Text())
 		}
 	})

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -281,8 +282,10 @@ func waitGone(t *testing.T, since time.Time, count func() int) {
 // like an absolute one, and the walk up to / ends.
 func TestPrepareDirRelative(t *testing.T) {
 	base := t.TempDir()
-	if err := os.Chmod(base, 0o711); err != nil {
-		t.Fatal(err)
+	for _, p := range []string{filepath.Dir(base), base} { // traversable, as a data directory's parents must be
+		if err := os.Chmod(p, 0o711); err != nil {
+			t.Fatal(err)
+		}
 	}
 	t.Chdir(base)
 	// As main does for the data directory when root.
@@ -296,13 +299,24 @@ func TestPrepareDirRelative(t *testing.T) {
 	}()
 	select {
 	case err := <-done:
-		if err != nil && os.Geteuid() == 0 && !strings.Contains(err.Error(), "not traversable") {
+		// Only root may give the directory to the sandbox user.
+		if err != nil && (os.Geteuid() == 0 || !errors.Is(err, os.ErrPermission)) {
 			t.Fatal(err)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("PrepareDir with a relative root did not return")
 	}
-	if _, err := os.Stat(filepath.Join(base, "data", "sessions", "p1", "s")); err != nil {
+	st, err := os.Stat(filepath.Join(base, "data", "sessions", "p1", "s"))
+	if err != nil {
 		t.Fatal(err)
+	}
+	if os.Geteuid() != 0 {
+		return
+	}
+	if uid := st.Sys().(*syscall.Stat_t).Uid; uid != SandboxUID {
+		t.Errorf("the work directory belongs to uid %d, not the sandbox's %d", uid, SandboxUID)
+	}
+	if st, err := os.Stat(filepath.Join(base, "data", "sessions", "p1")); err != nil || st.Mode().Perm()&0o001 == 0 {
+		t.Errorf("the way to the work directory is not traversable: %v %v", st.Mode(), err)
 	}
 }
