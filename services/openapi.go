@@ -1015,24 +1015,14 @@ func (r *refResolver) expand(ref string, node map[string]any) any {
 // lookup follows a local JSON pointer ("#/components/schemas/Pet") into the
 // document.
 func (r *refResolver) lookup(ref string) (any, bool) {
-	ptr, ok := strings.CutPrefix(ref, "#")
+	frag, ok := strings.CutPrefix(ref, "#")
 	if !ok {
 		return nil, false
 	}
-	var cur any = r.root
-	for _, seg := range strings.Split(strings.TrimPrefix(ptr, "/"), "/") {
-		if seg == "" {
-			continue
-		}
-		seg, _ = url.PathUnescape(seg)
-		seg = strings.NewReplacer("~1", "/", "~0", "~").Replace(seg)
-		m, ok := cur.(map[string]any)
-		if !ok {
-			return nil, false
-		}
-		if cur, ok = m[seg]; !ok {
-			return nil, false
-		}
+	ptr, err := url.PathUnescape(frag) // a fragment is URI-decoded, then a JSON pointer (RFC 6901 §6)
+	if err != nil {
+		return nil, false
 	}
-	return cur, true
+	v, err := pointer(r.root, ptr)
+	return v, err == nil
 }

@@ -182,16 +182,17 @@ func (s *Selector) MarkDirty() {
 // ensureFresh rebuilds the index if the catalog changed since, or waits
 // for the rebuild under way.
 func (s *Selector) ensureFresh(ctx context.Context) error {
-	if s.dirty.Load() {
-		return s.Refresh(ctx)
+	if !s.dirty.Load() && !s.refreshing.Load() {
+		return nil
 	}
-	if s.refreshing.Load() {
-		// A refresh under way (the deferred one MarkDirty schedules)
-		// cleared dirty when it started; it may hold a change this caller
-		// made before asking, so wait for its index instead of answering
-		// from the old one.
-		s.mu.Lock()
-		s.mu.Unlock()
+	// A refresh under way (the deferred one MarkDirty schedules) cleared
+	// dirty when it started; it may hold a change this caller made before
+	// asking, so wait for its index instead of answering from the old one.
+	// Callers that saw dirty together rebuild once: the first one.
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.dirty.Load() {
+		return s.refreshLocked(ctx)
 	}
 	return nil
 }
@@ -271,6 +272,11 @@ func retrievalText(def *ToolDefinition) string {
 func (s *Selector) Refresh(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.refreshLocked(ctx)
+}
+
+// refreshLocked is Refresh with s.mu held.
+func (s *Selector) refreshLocked(ctx context.Context) error {
 	s.refreshing.Store(true)
 	defer s.refreshing.Store(false)
 	s.dirty.Store(false)
