@@ -31,13 +31,16 @@ func (inv *Invoker) browserNavigate(ctx context.Context, c *call) (any, error) {
 	target, _ := c.args["url"].(string)
 	shot, _ := c.args["screenshot"].(bool)
 	opt := browser.Options{URL: target, Allow: func(u *url.URL) error { return inv.net.checkResolved(ctx, u) }}
-	rel := ""
 	if shot {
-		rel = filepath.Join("screenshots", c.id+".png")
-		if err := os.MkdirAll(filepath.Join(c.workDir, "screenshots"), 0o750); err != nil {
+		// Chromium writes into a directory of the server's own; the PNG is
+		// then copied in through the work directory's os.Root, so a link
+		// planted at screenshots/ cannot send it (or a chown) elsewhere.
+		tmp, err := os.MkdirTemp("", "toolbelt-shot-")
+		if err != nil {
 			return nil, err
 		}
-		opt.Screenshot, opt.ScreenshotPath = true, filepath.Join(c.workDir, rel)
+		defer os.RemoveAll(tmp)
+		opt.Screenshot, opt.ScreenshotPath = true, filepath.Join(tmp, "shot.png")
 	}
 	page, err := inv.browser.Navigate(ctx, opt)
 	if err != nil {
@@ -63,13 +66,50 @@ func (inv *Invoker) browserNavigate(ctx context.Context, c *call) (any, error) {
 	out := map[string]any{"url": page.URL, "status": page.Status, "title": page.Title, "text": page.Text,
 		"text_truncated": page.TextTruncated, "links": links}
 	if page.Screenshot != "" {
-		out["screenshot"] = rel
-		if c.owner != nil {
-			_ = os.Chown(filepath.Join(c.workDir, "screenshots"), c.owner[0], c.owner[1])
-			_ = os.Chown(page.Screenshot, c.owner[0], c.owner[1])
+		rel := "screenshots/" + c.id + ".png"
+		if err := saveScreenshot(c, page.Screenshot, rel); err != nil {
+			return nil, pathError(rel, err)
 		}
+		out["screenshot"] = rel
 	}
 	return out, nil
+}
+
+// saveScreenshot copies the PNG at src to rel in the work directory,
+// through its os.Root: no link is followed out of it, the file is new
+// (O_EXCL), and it and screenshots/ belong to the sandbox's uid.
+func saveScreenshot(c *call, src, rel string) error {
+	png, err := os.ReadFile(src)
+	if err != nil {
+		return err
+	}
+	root, err := openRoot(c)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	if err := root.Mkdir("screenshots", 0o750); err != nil && !errors.Is(err, os.ErrExist) {
+		return err
+	}
+	if info, err := root.Lstat("screenshots"); err != nil || !info.IsDir() {
+		return fmt.Errorf("screenshots is not a directory: %w", errPlanted)
+	}
+	f, err := root.OpenFile(rel, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o640)
+	if err != nil {
+		return err
+	}
+	_, werr := f.Write(png)
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr != nil {
+		return werr
+	}
+	if c.owner != nil {
+		_ = root.Lchown("screenshots", c.owner[0], c.owner[1])
+		return root.Lchown(rel, c.owner[0], c.owner[1])
+	}
+	return nil
 }
 
 // checkResolved is checkURL plus the addresses the host resolves to, for

@@ -23,10 +23,6 @@ const DefaultReadBytes = 1 << 20
 // maxListEntries caps file_list's answer.
 const maxListEntries = 1000
 
-func openRoot(c *call) (*os.Root, error) {
-	return os.OpenRoot(c.workDir)
-}
-
 // pathError turns a file error into a result the LLM can act on.
 func pathError(p string, err error) error {
 	switch {

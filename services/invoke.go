@@ -11,7 +11,6 @@ import (
 	"log/slog"
 	"net/http"
 	"path/filepath"
-	"regexp"
 	"runtime/debug"
 	"slices"
 	"strconv"
@@ -196,6 +195,7 @@ type call struct {
 	schema   *jsonschema.Schema
 	args     map[string]any
 	workDir  string
+	workID   dirID // the work directory's identity, checked at every open
 	started  time.Time
 	attempts int
 	cached   bool
@@ -375,11 +375,6 @@ func (inv *Invoker) timed(i int, name string, g Guard) Guard {
 // chainGuards is the number of timed guards in the chain.
 const chainGuards = 8
 
-var sessionPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,128}$`)
-
-// ValidSessionID reports whether id may name a call session.
-func ValidSessionID(id string) bool { return sessionPattern.MatchString(id) }
-
 // Call runs one tool call through the chain and records it.
 func (inv *Invoker) Call(ctx context.Context, caller *models.Principal, req CallRequest) ToolResult {
 	// In flight until recorded: Shutdown waits for it (one atomic add; the
@@ -458,7 +453,7 @@ func (inv *Invoker) finish(ctx context.Context, c *call, res ToolResult) ToolRes
 
 // precheck runs the guards that need no approval and change nothing.
 func (inv *Invoker) precheck(ctx context.Context, c *call) ToolResult {
-	if !sessionPattern.MatchString(c.req.SessionID) {
+	if !ValidSessionID(c.req.SessionID) {
 		return inv.guarded(ctx, c)
 	}
 	return compose(inv.resolve, inv.validate, inv.authorize)(func(context.Context, *call) ToolResult {
@@ -475,8 +470,8 @@ func (inv *Invoker) guarded(ctx context.Context, c *call) (res ToolResult) {
 			res = failure(CodeInternal, "internal error while running the tool", false, "Try again later; if it persists, report the call id to an administrator.")
 		}
 	}()
-	if !sessionPattern.MatchString(c.req.SessionID) {
-		return refusal(CodeValidation, "session_id must be 1 to 128 letters, digits, '.', '_' or '-'", "Send a session_id such as \"run-42\".")
+	if !ValidSessionID(c.req.SessionID) {
+		return refusal(CodeValidation, SessionIDRule, "Send a session_id such as \"run-42\".")
 	}
 	return inv.run(ctx, c)
 }
@@ -772,23 +767,22 @@ func (inv *Invoker) secure(next Step) Step {
 		// Work directories belong to a principal and a session: two agents
 		// using the same session id never share files.
 		key := sessionKey{principalID(c.caller), c.req.SessionID}
+		var owner *[2]int
+		if uid, gid, ok := inv.sandbox.Owner(); ok {
+			owner = &[2]int{uid, gid}
+		}
 		made, ok := inv.dirs.Load(key)
 		if !ok {
-			root := filepath.Join(inv.dataDir, "sessions")
-			dir := filepath.Join(root, fmt.Sprintf("p%d", key.principal), key.session)
-			// Sandboxed commands may run as another uid: the directory is
-			// theirs (PrepareDir is MkdirAll when they do not).
-			if err := inv.sandbox.PrepareDir(root, dir); err != nil {
+			dir, err := makeWorkDir(filepath.Join(inv.dataDir, "sessions"), owner, fmt.Sprintf("p%d", key.principal), key.session)
+			if err != nil {
 				inv.log.ErrorContext(ctx, "make work directory", "err", err, "call_id", c.id)
 				return failure(CodeInternal, "internal error", true, "Try again.")
 			}
 			made, _ = inv.dirs.LoadOrStore(key, dir)
 		}
-		dir := made.(string)
-		if uid, gid, ok := inv.sandbox.Owner(); ok {
-			c.owner = &[2]int{uid, gid}
-		}
-		c.workDir = dir
+		dir := made.(workDir)
+		c.owner = owner
+		c.workDir, c.workID = dir.path, dir.id
 		if cmd, ok := c.args["command"].(string); ok && c.def.Category == "shell" {
 			if msg := checkCommand(cmd, c.def.Security.ShellOperators); msg != "" {
 				return refusal(CodeCommandRejected, msg,

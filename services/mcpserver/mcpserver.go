@@ -133,7 +133,7 @@ func (s *Server) tools(next mcp.MethodHandler) mcp.MethodHandler {
 			session, err := callSession(req, r.Session, r.Params.Meta)
 			if err != nil {
 				return errorResult(services.CodeValidation + ": " + sentence(err.Error()) +
-					" Send a session id of 1 to 128 letters, digits, '.', '_' or '-', or none to use this MCP session's."), nil
+					" The " + sentence(services.SessionIDRule) + " Send none to use this MCP session's."), nil
 			}
 			return s.call(ctx, p, session, r.Params)
 		}
@@ -195,7 +195,7 @@ func sessionID(ss *mcp.ServerSession) string {
 }
 
 // sessionName turns an MCP session id into a call session id, which must
-// match ^[A-Za-z0-9._-]{1,128}$.
+// be services.ValidSessionID ("mcp-" first, so never a dot).
 func sessionName(mcpID string) string {
 	id := unsafeSessionChars.ReplaceAllString(mcpID, "")
 	if id == "" {

@@ -1,0 +1,265 @@
+package web
+
+import (
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// hostEntry is what the host sees of one path: enough to tell that
+// nothing was created, written or chowned.
+type hostEntry struct {
+	mode     fs.FileMode
+	uid, gid uint32
+	size     int64
+	mtime    time.Time
+}
+
+func snapshot(t *testing.T, root string) map[string]hostEntry {
+	t.Helper()
+	out := map[string]hostEntry{}
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		info, err := os.Lstat(p)
+		if err != nil {
+			return err
+		}
+		st := info.Sys().(*syscall.Stat_t)
+		out[p] = hostEntry{info.Mode(), st.Uid, st.Gid, info.Size(), info.ModTime()}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func sameTree(t *testing.T, what string, before, after map[string]hostEntry) {
+	t.Helper()
+	for p, b := range before {
+		if a, ok := after[p]; !ok {
+			t.Errorf("%s: %s was removed", what, p)
+		} else if a != b {
+			t.Errorf("%s: %s changed: %+v → %+v", what, p, b, a)
+		}
+	}
+	for p := range after {
+		if _, ok := before[p]; !ok {
+			t.Errorf("%s: %s was created", what, p)
+		}
+	}
+}
+
+// TestSessionIsolationAttack is issue 14's attack, made as it was made:
+// agents name sessions that are not one directory of their own, plant
+// links from inside the sandbox (to /, /etc, a directory outside the data
+// directory, another principal's directory, the sessions root), find
+// links planted under data/ by someone else, and then call every file
+// tool and code_execute through them, over the API and over MCP. The
+// host side is checked: nothing outside A's directory is read, written,
+// listed or chowned.
+func TestSessionIsolationAttack(t *testing.T) {
+	app := newTestApp(t)
+	needSandbox(t, app)
+	dataDir := filepath.Dir(app.dbPath)
+	sessions := filepath.Join(dataDir, "sessions")
+	for _, name := range []string{"agent-a", "agent-b"} {
+		r := app.do(t, "admin", "POST", "/api/v1/principals", map[string]any{"name": name, "role": "agent"})
+		if r.Status != http.StatusCreated {
+			t.Fatalf("create %s: %d %s", name, r.Status, r.Body)
+		}
+		p := r.JSON(t)
+		app.keys[name], app.ids[name] = p["key"].(string), uint(p["id"].(float64))
+		if r := app.do(t, "admin", "PUT", fmt.Sprintf("/api/v1/principals/%d/grants", app.ids[name]),
+			map[string]any{"categories": []string{"filesystem", "code"}}); r.Status != 200 {
+			t.Fatalf("grants: %d %s", r.Status, r.Body)
+		}
+	}
+	pA, pB := fmt.Sprintf("p%d", app.ids["agent-a"]), fmt.Sprintf("p%d", app.ids["agent-b"])
+
+	// B's secret, and a root-only directory outside the data directory.
+	if code, res := app.call(t, "agent-b", map[string]any{"tool": "file_write", "session_id": "s", "arguments": map[string]any{"path": "secret.txt", "content": "B-SECRET"}}); code != 200 || res["success"] != true {
+		t.Fatalf("B writes: %d %v", code, res)
+	}
+	outside := filepath.Join(t.TempDir(), "outside")
+	if err := os.Mkdir(outside, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(outside, "secret.txt"), []byte("HOST-SECRET"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	// 1. Session ids that are not one directory of one's own are refused
+	// before anything is made, over the API and over MCP.
+	bad := []string{"..", ".", "...", ".hidden", "../" + pB, pB + "/s", "s/..", "a\\b", "a\x00b", "%2e%2e", "..%2f", " s", "s ",
+		"\u2024\u2024", strings.Repeat("a", 129), "s\n"}
+	for _, id := range bad {
+		for tool, args := range map[string]map[string]any{
+			"file_read":    {"path": pB + "/s/secret.txt"},
+			"file_list":    {"path": pB, "recursive": true},
+			"file_write":   {"path": pB + "/s/secret.txt", "content": "x"},
+			"code_execute": {"language": "python", "code": "print(open('" + pB + "/s/secret.txt').read())"},
+		} {
+			code, res := app.call(t, "agent-a", map[string]any{"tool": tool, "session_id": id, "arguments": args})
+			if code != http.StatusUnprocessableEntity || errCode(res) != "VALIDATION_ERROR" || !strings.Contains(fmt.Sprint(res), "session_id must be") {
+				t.Errorf("%s with session %q: %d %v", tool, id, code, res)
+			}
+		}
+	}
+	srv := httptest.NewServer(app.handler)
+	t.Cleanup(srv.Close)
+	for _, id := range []string{"..", ".", ".x"} {
+		cs, err := mcpConnectWith(t, srv, bearer{key: app.keys["agent-a"], next: http.DefaultTransport, header: http.Header{"Toolbelt-Session": {id}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := mcpCall(t, cs, "file_read", map[string]any{"path": pB + "/s/secret.txt"})
+		if !r.IsError || strings.Contains(mcpText(t, r), "B-SECRET") || !strings.HasPrefix(mcpText(t, r), "VALIDATION_ERROR") {
+			t.Errorf("MCP with Toolbelt-Session %q: %s", id, mcpText(t, r))
+		}
+		_ = cs.Close()
+	}
+
+	// 2. A plants links from inside its sandbox.
+	plant := "import os\n" +
+		"for name, target in [('root', '/'), ('etc', '/etc'), ('out', " + fmt.Sprintf("%q", outside) + "), ('b', '../" + pB + "'), ('up', '..'), ('upup', '../..'), ('self', '.'), ('shadow', '/etc/shadow')]:\n" +
+		"    os.symlink(target, name)\n" +
+		"print(sorted(os.listdir('.')))"
+	if code, res := app.call(t, "agent-a", map[string]any{"tool": "code_execute", "session_id": "s", "arguments": map[string]any{"language": "python", "code": plant}}); code != 200 || res["success"] != true || data(res)["exit_code"] != float64(0) {
+		t.Fatalf("plant links: %d %v", code, res)
+	}
+	// And someone planted links under data/ itself, where directories the
+	// server makes will go: B's principal directory is a link for a
+	// principal C that has not called yet, and A's next session is one.
+	pC := fmt.Sprintf("p%d", app.ids["agent"])
+	if err := os.Symlink(outside, filepath.Join(sessions, pC)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(sessions, pA, "next")); err != nil {
+		t.Fatal(err)
+	}
+	if r := app.do(t, "admin", "PUT", fmt.Sprintf("/api/v1/principals/%d/grants", app.ids["agent"]), map[string]any{"categories": []string{"filesystem", "code"}}); r.Status != 200 {
+		t.Fatal(r.Status)
+	}
+	hostBefore := snapshot(t, outside)
+	etcBefore, _ := os.Lstat("/etc")
+	bBefore := snapshot(t, filepath.Join(sessions, pB))
+
+	// 3. Every file tool and code_execute through every link, as A, B and
+	// C, in every session they might name.
+	paths := []string{"root/etc/passwd", "etc/hostname", "shadow", "out/secret.txt", "b/s/secret.txt", "up/" + pB + "/s/secret.txt",
+		"upup/toolbelt.db", "self/../" + pB + "/s/secret.txt", "out", "b", "up", "root"}
+	leaked := []string{"B-SECRET", "HOST-SECRET", "root:x:0:0", "SQLite format"}
+	type attempt struct{ who, session string }
+	// A goes first; B's directory is compared before B and C use theirs.
+	for _, a := range []attempt{{"agent-a", "s"}, {"agent-a", "next"}, {"agent-a", "fresh"}, {"agent-b", "s"}, {"agent", "s"}} {
+		if a.who == "agent-b" {
+			sameTree(t, "B's directory after A's calls", bBefore, snapshot(t, filepath.Join(sessions, pB)))
+		}
+		for _, p := range paths {
+			for _, tool := range []string{"file_read", "file_list", "file_write"} {
+				args := map[string]any{"path": p, "content": "ATTACK"}
+				if tool == "file_list" {
+					args = map[string]any{"path": p, "recursive": true}
+				}
+				_, res := app.call(t, a.who, map[string]any{"tool": tool, "session_id": a.session, "arguments": args})
+				body := fmt.Sprint(res)
+				for _, l := range leaked {
+					if strings.Contains(body, l) {
+						t.Errorf("%s %s %s in %s leaked %q: %v", a.who, tool, p, a.session, l, res)
+					}
+				}
+				// In A's session every path starts with a planted link:
+				// writing or listing through one never succeeds (elsewhere
+				// the same names are A's, B's or C's own plain files).
+				if a == (attempt{"agent-a", "s"}) && tool != "file_read" && res["success"] == true {
+					t.Errorf("%s %s %s through a link: %v", a.who, tool, p, res)
+				}
+			}
+		}
+		// code_execute sees only the work directory: the links lead
+		// nowhere on the host.
+		targets, _ := json.Marshal([]string{"out/secret.txt", "b/s/secret.txt", "up/" + pB + "/s/secret.txt", outside + "/secret.txt", "/work/../" + pB + "/s/secret.txt", "/proc/1/root/etc/shadow"})
+		code := "import os\nfor p in " + string(targets) + ":\n" +
+			"    try:\n        print(open(p).read())\n    except Exception as e:\n        print('no', type(e).__name__)\n" +
+			"for p in ['out/planted', 'b/s/planted', 'up/planted']:\n" +
+			"    try:\n        open(p, 'w').write('ATTACK')\n    except Exception as e:\n        print('no', type(e).__name__)\n"
+		_, res := app.call(t, a.who, map[string]any{"tool": "code_execute", "session_id": a.session, "arguments": map[string]any{"language": "python", "code": code}})
+		for _, l := range leaked {
+			if strings.Contains(fmt.Sprint(res), l) {
+				t.Errorf("%s code_execute in %s leaked %q: %v", a.who, a.session, l, res)
+			}
+		}
+	}
+
+	// 4. The host side: the outside directory, /etc and B's directory are
+	// as they were (no file created, written, chmodded or chowned).
+	sameTree(t, "outside", hostBefore, snapshot(t, outside))
+	if etcAfter, _ := os.Lstat("/etc"); etcAfter.Mode() != etcBefore.Mode() || etcAfter.Sys().(*syscall.Stat_t).Uid != etcBefore.Sys().(*syscall.Stat_t).Uid {
+		t.Errorf("/etc changed: %v → %v", etcBefore.Mode(), etcAfter.Mode())
+	}
+	if _, err := os.Stat(filepath.Join(sessions, pA, "out", "planted")); err == nil {
+		// (out is a link: Stat follows it to the outside directory.)
+		t.Errorf("a file was written through A's link to outside")
+	}
+	// Every directory the server made is a real directory: principals'
+	// belong to the server and can only be traversed by others; sessions
+	// belong to the sandbox's uid (or the server) and are private.
+	self := uint32(os.Geteuid())
+	uid, _, drop := app.invoker.Sandbox().Owner()
+	entries, _ := os.ReadDir(sessions)
+	for _, e := range entries {
+		p := filepath.Join(sessions, e.Name())
+		info, _ := os.Lstat(p)
+		if e.Name() == pC {
+			if info.Mode()&fs.ModeSymlink == 0 {
+				t.Errorf("%s: the planted link was replaced", p)
+			}
+			continue
+		}
+		if strings.HasPrefix(e.Name(), ".probe") {
+			continue
+		}
+		st := info.Sys().(*syscall.Stat_t)
+		if !info.IsDir() || st.Uid != self || info.Mode().Perm()&0o066 != 0 {
+			t.Errorf("%s: %v owner %d", p, info.Mode(), st.Uid)
+		}
+		subs, _ := os.ReadDir(p)
+		for _, s := range subs {
+			sp := filepath.Join(p, s.Name())
+			si, _ := os.Lstat(sp)
+			if sp == filepath.Join(sessions, pA, "next") {
+				continue // the planted link, refused
+			}
+			sst := si.Sys().(*syscall.Stat_t)
+			if !si.IsDir() || si.Mode().Perm() != 0o700 || (drop && sst.Uid != uint32(uid)) || (!drop && sst.Uid != self) {
+				t.Errorf("%s: %v owner %d", sp, si.Mode(), sst.Uid)
+			}
+		}
+	}
+	// The planted links under data/ were refused, not followed: the calls
+	// in those sessions failed, and nothing was made through them.
+	for _, a := range []attempt{{"agent-a", "next"}, {"agent", "s"}} {
+		_, res := app.call(t, a.who, map[string]any{"tool": "file_write", "session_id": a.session, "arguments": map[string]any{"path": "x.txt", "content": "x"}})
+		if res["success"] == true || errCode(res) != "INTERNAL" {
+			t.Errorf("%s in %s through a planted link: %v", a.who, a.session, res)
+		}
+	}
+	if !strings.Contains(app.logs.String(), "not a directory the server made") {
+		t.Errorf("the refusal of a planted link is not logged for the administrator")
+	}
+	// A's own files are still A's.
+	if _, res := app.call(t, "agent-a", map[string]any{"tool": "file_list", "session_id": "s", "arguments": map[string]any{"path": "."}}); res["success"] != true {
+		t.Errorf("A lists its own directory: %v", res)
+	}
+}
