@@ -9,6 +9,7 @@ import (
 	"os"
 	"path"
 	"strings"
+	"syscall"
 	"time"
 	"unicode/utf8"
 )
@@ -36,6 +37,62 @@ func pathError(p string, err error) error {
 	return &toolError{code: CodeExecutionFailed, msg: fmt.Sprintf("%s: %v", p, err), suggestion: "Check the path and try again."}
 }
 
+// regularFile refuses what is not a regular file: FIFOs, sockets and
+// devices would block a reader or writer, or reach the host's hardware.
+func regularFile(p string, info fs.FileInfo) error {
+	m := info.Mode()
+	switch {
+	case m.IsRegular():
+		return nil
+	case m&fs.ModeNamedPipe != 0:
+		return specialFile(p, "a FIFO")
+	case m&fs.ModeSocket != 0:
+		return specialFile(p, "a socket")
+	case m&fs.ModeDevice != 0:
+		return specialFile(p, "a device")
+	}
+	return specialFile(p, "not a regular file")
+}
+
+// openError is pathError, naming the kind of a special file that could
+// not be opened (ENXIO: a socket, or a FIFO with no reader).
+func openError(root *os.Root, p string, err error) error {
+	if errors.Is(err, syscall.ENXIO) {
+		if info, lerr := root.Lstat(p); lerr == nil {
+			return regularFile(p, info)
+		}
+		return specialFile(p, "a special file")
+	}
+	return pathError(p, err)
+}
+
+func specialFile(p, what string) error {
+	return &toolError{code: CodePathNotAllowed, msg: fmt.Sprintf("%s is %s: the file tools read and write regular files only", p, what),
+		suggestion: "Use a regular file."}
+}
+
+// fileOp runs a file tool's work and returns when it ends or the call's
+// context does, whichever comes first: the call ends within its timeout
+// and its queue slot is released even if the file system stalls (the
+// work then finishes, or fails, on its own).
+func fileOp(ctx context.Context, op func() (any, error)) (any, error) {
+	type result struct {
+		data any
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		data, err := op()
+		done <- result{data, err}
+	}()
+	select {
+	case r := <-done:
+		return r.data, r.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
 func intArg(args map[string]any, name string, def int) int {
 	switch v := args[name].(type) {
 	case float64:
@@ -55,9 +112,11 @@ func fileRead(c *call) (any, error) {
 		return nil, err
 	}
 	defer root.Close()
-	f, err := root.Open(p)
+	// Non-blocking: opening a FIFO must not wait for a writer. What is
+	// open is then checked to be a regular file before it is read.
+	f, err := root.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
 	if err != nil {
-		return nil, pathError(p, err)
+		return nil, openError(root, p, err)
 	}
 	defer f.Close()
 	info, err := f.Stat()
@@ -66,6 +125,9 @@ func fileRead(c *call) (any, error) {
 	}
 	if info.IsDir() {
 		return nil, &toolError{code: CodeExecutionFailed, msg: p + " is a directory", suggestion: "Use file_list for directories."}
+	}
+	if err := regularFile(p, info); err != nil {
+		return nil, err
 	}
 	limit := intArg(c.args, "max_bytes", DefaultReadBytes)
 	buf, err := io.ReadAll(io.LimitReader(f, int64(limit)))
@@ -104,9 +166,22 @@ func fileWrite(c *call) (any, error) {
 	if appendMode {
 		flags = os.O_WRONLY | os.O_CREATE | os.O_APPEND
 	}
-	f, err := root.OpenFile(p, flags, 0o640)
+	// O_NONBLOCK: a FIFO without a reader fails at once instead of
+	// waiting; anything but a regular file is refused before a byte is
+	// written (O_TRUNC is applied only to regular files, so it is safe).
+	f, err := root.OpenFile(p, flags|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0o640)
 	if err != nil {
-		return nil, pathError(p, err)
+		return nil, openError(root, p, err)
+	}
+	if info, err := f.Stat(); err != nil || !info.Mode().IsRegular() {
+		f.Close()
+		if err != nil {
+			return nil, pathError(p, err)
+		}
+		if info.IsDir() {
+			return nil, &toolError{code: CodeExecutionFailed, msg: p + " is a directory", suggestion: "Write to a file path inside it."}
+		}
+		return nil, regularFile(p, info)
 	}
 	n, werr := f.WriteString(content)
 	cerr := f.Close()
@@ -175,10 +250,13 @@ func fileList(ctx context.Context, c *call) (any, error) {
 			info, ierr := d.Info()
 			if ierr == nil {
 				kind := "file"
-				if d.IsDir() {
+				switch t := d.Type(); {
+				case d.IsDir():
 					kind = "dir"
-				} else if d.Type()&fs.ModeSymlink != 0 {
+				case t&fs.ModeSymlink != 0:
 					kind = "symlink"
+				case !t.IsRegular():
+					kind = "special" // a FIFO, socket or device: listed, never opened
 				}
 				entries = append(entries, entry{Path: p, Type: kind, Size: info.Size(), Modified: info.ModTime().UTC()})
 			}

@@ -979,11 +979,11 @@ func (inv *Invoker) attempt(ctx context.Context, c *call) ToolResult {
 	switch {
 	case err != nil:
 	case c.def.Runner.Kind == RunnerBuiltin && c.def.Runner.Builtin == "file_read":
-		data, err = fileRead(c)
+		data, err = fileOp(ctx, func() (any, error) { return fileRead(c) })
 	case c.def.Runner.Kind == RunnerBuiltin && c.def.Runner.Builtin == "file_write":
-		data, err = fileWrite(c)
+		data, err = fileOp(ctx, func() (any, error) { return fileWrite(c) })
 	case c.def.Runner.Kind == RunnerBuiltin && c.def.Runner.Builtin == "file_list":
-		data, err = fileList(ctx, c)
+		data, err = fileOp(ctx, func() (any, error) { return fileList(ctx, c) })
 	case c.def.Runner.Kind == RunnerBuiltin && c.def.Runner.Builtin == "echo":
 		data = c.args
 	case c.def.Runner.Kind == RunnerBuiltin && c.def.Runner.Builtin == "http_request":

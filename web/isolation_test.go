@@ -263,3 +263,71 @@ func TestSessionIsolationAttack(t *testing.T) {
 		t.Errorf("A lists its own directory: %v", res)
 	}
 }
+
+// TestSpecialFilesNeverBlock: a FIFO or socket made in the sandbox is
+// refused by the file tools at once (no waiting for a writer or reader),
+// many such calls hold no queue slot, and another agent's file_write
+// still runs.
+func TestSpecialFilesNeverBlock(t *testing.T) {
+	app := newTestApp(t)
+	needSandbox(t, app)
+	prog := "import os, socket\nos.mkfifo('fifo')\ns = socket.socket(socket.AF_UNIX)\ns.bind('sock')\nprint('made')"
+	if _, res := app.call(t, "admin", map[string]any{"tool": "code_execute", "session_id": "s", "arguments": map[string]any{"language": "python", "code": prog}}); data(res)["stdout"] != "made\n" {
+		t.Fatalf("make special files: %v", res)
+	}
+	done := make(chan struct{})
+	timer := time.AfterFunc(30*time.Second, func() {
+		select {
+		case <-done:
+		default:
+			panic("a file tool blocked on a special file for 30 s")
+		}
+	})
+	defer timer.Stop()
+	type outcome struct {
+		code int
+		res  map[string]any
+	}
+	results := make(chan outcome, 40)
+	for i := 0; i < 20; i++ {
+		for _, req := range []map[string]any{
+			{"tool": "file_read", "session_id": "s", "arguments": map[string]any{"path": "fifo"}},
+			{"tool": "file_write", "session_id": "s", "arguments": map[string]any{"path": "fifo", "content": "x"}},
+		} {
+			go func() {
+				code, res := app.call(t, "admin", req)
+				results <- outcome{code, res}
+			}()
+		}
+	}
+	for i := 0; i < 40; i++ {
+		o := <-results
+		if o.res["success"] == true || errCode(o.res) != "PATH_NOT_ALLOWED" || !strings.Contains(fmt.Sprint(o.res), "is a FIFO") {
+			t.Errorf("a file tool on a FIFO: %d %v", o.code, o.res)
+		}
+	}
+	for tool, args := range map[string]map[string]any{"file_read": {"path": "sock"}, "file_write": {"path": "sock", "content": "x"}} {
+		_, res := app.call(t, "admin", map[string]any{"tool": tool, "session_id": "s", "arguments": args})
+		if errCode(res) != "PATH_NOT_ALLOWED" || !strings.Contains(fmt.Sprint(res), "socket") {
+			t.Errorf("%s on a socket: %v", tool, res)
+		}
+	}
+	// Slots were released: another principal's write runs now.
+	if r := app.do(t, "admin", "PUT", fmt.Sprintf("/api/v1/principals/%d/grants", app.ids["agent"]), map[string]any{"categories": []string{"filesystem"}}); r.Status != 200 {
+		t.Fatal(r.Status)
+	}
+	if _, res := app.call(t, "agent", map[string]any{"tool": "file_write", "arguments": map[string]any{"path": "ok.txt", "content": "x"}}); res["success"] != true {
+		t.Errorf("another agent's write after the FIFO calls: %v", res)
+	}
+	// file_list shows them as special files, without opening them.
+	_, res := app.call(t, "admin", map[string]any{"tool": "file_list", "session_id": "s", "arguments": map[string]any{"path": "."}})
+	kinds := map[string]string{}
+	for _, e := range data(res)["entries"].([]any) {
+		m := e.(map[string]any)
+		kinds[m["path"].(string)] = m["type"].(string)
+	}
+	if kinds["fifo"] != "special" || kinds["sock"] != "special" {
+		t.Errorf("file_list kinds: %v", kinds)
+	}
+	close(done)
+}
