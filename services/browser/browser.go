@@ -127,7 +127,12 @@ type instance struct {
 // start launches Chromium and enables the request guard before any page
 // exists. It gives up after startTimeout or when ctx ends.
 func (b *Browser) start(ctx context.Context) (*instance, error) {
-	refuser, err := startProxy(b.log, func(*url.URL) error { return errors.New("connection of no page") }, nil, nil)
+	refuser, err := startProxy(b.log, proxyConfig{
+		allow: func(*url.URL) error { return errors.New("connection of no page") },
+		// Chromium's own background requests (component updates and the
+		// like) come here every few seconds.
+		refusedLevel: slog.LevelDebug,
+	})
 	if err != nil {
 		return nil, &Error{Kind: KindUnavailable, Msg: "chromium cannot start", Err: err}
 	}
@@ -243,9 +248,9 @@ const proxyBypassList = "<-loopback>"
 // resolver resolves nothing but the proxy's address (a proxied request is
 // resolved by the proxy; this stops DNS prefetching and any lookup that would
 // precede a direct connection), QUIC is off (it would be UDP, which an HTTP
-// proxy cannot carry), and WebRTC may use no UDP that does not go through the
-// proxy, which it cannot, so ICE has no candidates but TURN over TCP through
-// the proxy. WebTransport needs QUIC and fails with a proxy set.
+// proxy cannot carry), and so is the media router's discovery. WebTransport
+// needs QUIC and fails with a proxy set. WebRTC is kept off UDP by
+// profilePrefs; the switch for it here is only read by headless_shell.
 func (b *Browser) allocatorOptions(proxyURL string) []chromedp.ExecAllocatorOption {
 	opts := []chromedp.ExecAllocatorOption{
 		// Network.
@@ -254,7 +259,6 @@ func (b *Browser) allocatorOptions(proxyURL string) []chromedp.ExecAllocatorOpti
 		chromedp.Flag("host-resolver-rules", "MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"),
 		chromedp.Flag("disable-quic", true),
 		chromedp.Flag("force-webrtc-ip-handling-policy", "disable_non_proxied_udp"),
-		chromedp.Flag("dns-prefetch-disable", true),
 		chromedp.Flag("disable-features", "MediaRouter,DialMediaRouteProvider"),
 
 		chromedp.ExecPath(b.execPath),
@@ -286,6 +290,7 @@ func (b *Browser) allocatorOptions(proxyURL string) []chromedp.ExecAllocatorOpti
 		// The server's environment holds its secrets; Chromium gets only
 		// what it needs to run.
 		chromedp.NoInheritEnv,
+		chromedp.ModifyCmdFunc(prepareProfile),
 	}
 	var env []string
 	for _, k := range []string{

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -150,11 +151,12 @@ func (i *instance) navigate(ctx context.Context, u *url.URL, opt Options) (_ *Pa
 	if opt.Allow == nil {
 		allow = func(*url.URL) error { return ctx.Err() }
 	}
-	px, err := startProxy(i.log, allow, opt.Control, func(u *url.URL, err error, refused bool) {
-		if t := current.Load(); t != nil {
-			t.connectionFailed(u, err, refused)
-		}
-	})
+	px, err := startProxy(i.log, proxyConfig{allow: allow, control: opt.Control, refusedLevel: slog.LevelInfo,
+		report: func(u *url.URL, err error, refused bool) {
+			if t := current.Load(); t != nil {
+				t.connectionFailed(u, err, refused)
+			}
+		}})
 	if err != nil {
 		return nil, false, &Error{Kind: KindInternal, Msg: "cannot start the proxy", Err: err}
 	}

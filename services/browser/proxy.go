@@ -42,14 +42,15 @@ const (
 // libraries found add interception (MITM) features this does not want, and
 // each dial path of theirs would have to be guarded again.
 type proxy struct {
-	ln     net.Listener
-	srv    *http.Server
-	rp     *httputil.ReverseProxy
-	tr     *http.Transport
-	dialer *net.Dialer
-	allow  func(*url.URL) error
-	report func(u *url.URL, err error, refused bool) // called for each connection refused or failed
-	log    *slog.Logger
+	ln           net.Listener
+	srv          *http.Server
+	rp           *httputil.ReverseProxy
+	tr           *http.Transport
+	dialer       *net.Dialer
+	allow        func(*url.URL) error
+	report       func(u *url.URL, err error, refused bool) // called for each connection refused or failed
+	log          *slog.Logger
+	refusedLevel slog.Level // of the log line of a refusal
 
 	base     context.Context // of every request; canceled by close
 	stopBase context.CancelFunc
@@ -64,15 +65,22 @@ type refusal struct{ err error }
 func (r *refusal) Error() string { return r.err.Error() }
 func (r *refusal) Unwrap() error { return r.err }
 
-// startProxy listens on an ephemeral port of 127.0.0.1. allow and control may
-// be nil (allow everything); report may be nil.
-func startProxy(log *slog.Logger, allow func(*url.URL) error,
-	control func(network, address string, c syscall.RawConn) error, report func(u *url.URL, err error, refused bool)) (*proxy, error) {
+// proxyConfig says what a proxy lets through and whom it tells.
+type proxyConfig struct {
+	allow        func(*url.URL) error                                   // nil allows every URL
+	control      func(network, address string, c syscall.RawConn) error // nil allows every address
+	report       func(u *url.URL, err error, refused bool)              // may be nil
+	refusedLevel slog.Level
+}
+
+// startProxy listens on an ephemeral port of 127.0.0.1.
+func startProxy(log *slog.Logger, cfg proxyConfig) (*proxy, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("proxy: %w", err)
 	}
-	p := &proxy{ln: ln, allow: allow, report: report, log: log}
+	control := cfg.control
+	p := &proxy{ln: ln, allow: cfg.allow, report: cfg.report, log: log, refusedLevel: cfg.refusedLevel}
 	p.base, p.stopBase = context.WithCancel(context.Background())
 	p.dialer = &net.Dialer{Timeout: proxyDialTimeout, Control: func(network, address string, c syscall.RawConn) error {
 		if control == nil {
@@ -135,6 +143,7 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "forbidden", http.StatusForbidden)
 		return
 	}
+	p.log.Debug("browser: proxy request", "method", r.Method, "host", r.Host, "upgrade", r.Header.Get("Upgrade"))
 	if r.Method == http.MethodConnect {
 		p.tunnel(w, r)
 		return
@@ -252,7 +261,7 @@ func (p *proxy) refuse(w http.ResponseWriter, u *url.URL, err error) {
 	if errors.As(err, &ref) {
 		err = ref.err
 	}
-	level := slog.LevelInfo
+	level := p.refusedLevel
 	if errors.Is(err, errClosing) {
 		level = slog.LevelDebug
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -82,6 +83,198 @@ func attackPage(t *testing.T, page string, extra map[string]string) (srv *counte
 		return nil
 	}
 	return srv, allow, ch
+}
+
+// onlyAddress is a Control that lets connections to addr through and refuses
+// every other address, recording them: the test's stand-in for a policy that
+// treats the page's server as public and the rest of loopback as internal.
+func onlyAddress(addr string) (func(network, address string, c syscall.RawConn) error, func() []string) {
+	var mu sync.Mutex
+	var refused []string
+	control := func(_, address string, _ syscall.RawConn) error {
+		if address == addr {
+			return nil
+		}
+		mu.Lock()
+		refused = append(refused, address)
+		mu.Unlock()
+		return fmt.Errorf("address %s is internal", address)
+	}
+	return control, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]string(nil), refused...)
+	}
+}
+
+// udpTrap counts the datagrams that reach a loopback UDP port: STUN, QUIC.
+type udpTrap struct {
+	conn  net.PacketConn
+	grams atomic.Int64
+}
+
+func newUDPTrap(t *testing.T) *udpTrap {
+	t.Helper()
+	conn, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &udpTrap{conn: conn}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		buf := make([]byte, 2048)
+		for {
+			if _, _, err := conn.ReadFrom(buf); err != nil {
+				return
+			}
+			u.grams.Add(1)
+		}
+	}()
+	t.Cleanup(func() {
+		conn.Close()
+		<-done
+	})
+	return u
+}
+
+func (u *udpTrap) port() string {
+	_, port, _ := net.SplitHostPort(u.conn.LocalAddr().String())
+	return port
+}
+
+// TestNavigateAttacks loads pages that reach for loopback servers in every
+// way a page can, and checks on the host that those servers accepted no
+// connection and got no datagram. Each page runs twice: once against a
+// strict Allow with no Control, once with no Allow and a strict Control, so
+// that either layer alone keeps the page out, and the second proves that a
+// host name Allow let through (as after DNS rebinding) is refused by the
+// address it dials.
+func TestNavigateAttacks(t *testing.T) {
+	b, _ := newBrowser(t)
+	cases := []struct {
+		name string
+		// %[1]s is the port of the TCP trap, %[2]s of the UDP trap.
+		page  string
+		extra map[string]string
+		// addresses Control must have refused, besides the TCP trap
+		refused []string
+		// the case makes no connection that the proxy dials: it aims at
+		// the UDP trap, or (preconnect) only connects to the proxy
+		noDial bool
+	}{
+		{
+			name: "websocket",
+			page: `<script>const ws = new WebSocket("ws://127.0.0.1:%[1]s/"); ws.onerror = ws.onclose = () => fetch("/done")</script>`,
+		},
+		{
+			name: "websocket from a worker",
+			page: `<script>new Worker("/worker.js")</script>`,
+			extra: map[string]string{
+				"/worker.js": `const ws = new WebSocket("ws://127.0.0.1:%[1]s/"); ws.onerror = ws.onclose = () => fetch("/done")`,
+			},
+		},
+		{
+			name: "fetch to loopback, link-local and private",
+			page: `<script>Promise.allSettled([
+				fetch("http://127.0.0.1:%[1]s/api"),
+				fetch("http://169.254.169.254/latest/meta-data/"),
+				fetch("http://10.0.0.1/", {mode: "no-cors"}),
+			]).finally(() => fetch("/done"))</script>`,
+			refused: []string{"169.254.169.254:80", "10.0.0.1:80"},
+		},
+		{
+			name: "img",
+			page: `<img src="http://127.0.0.1:%[1]s/a.png" onerror="fetch('/done')">`,
+		},
+		{
+			name: "iframe",
+			page: `<iframe src="http://127.0.0.1:%[1]s/frame" onload="fetch('/done')"></iframe>`,
+		},
+		{
+			name:  "redirect to loopback",
+			page:  `<img src="/hop" onerror="fetch('/done')">`,
+			extra: map[string]string{"/hop": "redirect:http://127.0.0.1:%[1]s/after-redirect.png"},
+		},
+		{
+			name: "preconnect",
+			page: `<link rel="preconnect" href="http://127.0.0.1:%[1]s"><link rel="dns-prefetch" href="http://127.0.0.1:%[1]s">
+				<script>setTimeout(() => fetch("/done"), 1000)</script>`,
+			noDial: true,
+		},
+		{
+			name: "webrtc",
+			page: `<script>
+				const pc = new RTCPeerConnection({iceServers: [
+					{urls: "stun:127.0.0.1:%[2]s"},
+					{urls: "turn:127.0.0.1:%[1]s?transport=tcp", username: "u", credential: "p"},
+				]});
+				pc.createDataChannel("x");
+				pc.onicegatheringstatechange = () => { if (pc.iceGatheringState === "complete") fetch("/done") };
+				pc.createOffer().then(o => pc.setLocalDescription(o));
+				setTimeout(() => fetch("/done"), 3000);
+			</script>`,
+			noDial: true,
+		},
+		{
+			name: "webtransport",
+			page: `<script>
+				try {
+					const wt = new WebTransport("https://127.0.0.1:%[2]s/");
+					wt.ready.catch(() => {}).finally(() => fetch("/done"));
+				} catch (e) { fetch("/done") }
+				setTimeout(() => fetch("/done"), 3000);
+			</script>`,
+			noDial: true,
+		},
+	}
+	for _, tc := range cases {
+		for _, layer := range []string{"allow", "control"} {
+			t.Run(tc.name+"/"+layer, func(t *testing.T) {
+				tr, ut := newTrap(t), newUDPTrap(t)
+				extra := map[string]string{}
+				for k, v := range tc.extra {
+					extra[k] = fmt.Sprintf(v, tr.port(), ut.port())
+				}
+				srv, allow, done := attackPage(t, fmt.Sprintf(tc.page, tr.port(), ut.port()), extra)
+				opt := Options{URL: srv.URL + "/", Allow: allow}
+				control, refused := onlyAddress(srv.host())
+				if layer == "control" {
+					opt = Options{URL: srv.URL + "/", Control: control}
+				}
+
+				p, err := navigate(t, b, opt)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if p.Title != "loaded" {
+					t.Errorf("title = %q", p.Title)
+				}
+				select {
+				case <-done:
+				default:
+					t.Errorf("the page never reported its attempt")
+				}
+				if n := tr.conns.Load(); n != 0 {
+					t.Errorf("the loopback TCP server accepted %d connections", n)
+				}
+				if n := ut.grams.Load(); n != 0 {
+					t.Errorf("the loopback UDP port got %d datagrams", n)
+				}
+				if layer == "control" {
+					want := tc.refused
+					if !tc.noDial {
+						want = append(want, "127.0.0.1:"+tr.port())
+					}
+					for _, a := range want {
+						if !contains(refused(), a) {
+							t.Errorf("Control never refused %s: %v", a, refused())
+						}
+					}
+				}
+			})
+		}
+	}
 }
 
 // TestNavigateWebSocketsGoThroughPolicy opens WebSockets from a page to a
