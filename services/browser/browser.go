@@ -1,7 +1,9 @@
 // Package browser drives headless Chromium for the browser_navigate tool: it
 // opens a URL in a throwaway browser context, with every request the page
-// makes checked by the caller's Allow func, and returns the page's title, text
-// and links, and optionally a screenshot.
+// makes checked by the caller's Allow func and every connection it opens made
+// by a proxy in this package that checks the address with the caller's
+// Control func, and returns the page's title, text and links, and optionally
+// a screenshot.
 package browser
 
 import (

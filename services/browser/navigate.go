@@ -143,13 +143,13 @@ func (i *instance) navigate(ctx context.Context, u *url.URL, opt Options) (_ *Pa
 	// there, and nothing else does.
 	var current atomic.Pointer[tab]
 	allow := func(u *url.URL) error {
-		if ctx.Err() != nil {
+		switch {
+		case ctx.Err() != nil:
 			return errClosing
+		case opt.Allow == nil:
+			return nil
 		}
 		return opt.Allow(u)
-	}
-	if opt.Allow == nil {
-		allow = func(*url.URL) error { return ctx.Err() }
 	}
 	px, err := startProxy(i.log, proxyConfig{allow: allow, control: opt.Control, refusedLevel: slog.LevelInfo,
 		report: func(u *url.URL, err error, refused bool) {

@@ -1,6 +1,7 @@
 package browser
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -305,5 +306,68 @@ ws.onerror = ws.onclose = () => fetch("/done");
 				t.Errorf("the loopback server accepted %d connections from %s", n, target)
 			}
 		})
+	}
+}
+
+// TestNavigateMainDocumentRefusedByControl checks that a main document the
+// dial-time Control refuses ends the call with KindBlocked, not with the
+// proxy's 403 page or a tunnel error, over http, https (a CONNECT) and after
+// a redirect, and when Allow let its host name through, as it would a name
+// that rebinds to loopback between Allow's lookup and the dial.
+func TestNavigateMainDocumentRefusedByControl(t *testing.T) {
+	b, rec := newBrowser(t)
+	tr := newTrap(t)
+	srv := newCounted(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "http://127.0.0.1:"+tr.port()+"/secret?token=s3cr3t", http.StatusFound)
+	}))
+	control, refused := onlyAddress(srv.host())
+	names := func(*url.URL) error { return nil } // Allow passes every name
+
+	for _, tc := range []struct {
+		name, url, wantInMsg string
+	}{
+		{"http", "http://127.0.0.1:" + tr.port() + "/", "http://127.0.0.1:" + tr.port() + "/ refused"},
+		{"https", "https://127.0.0.1:" + tr.port() + "/", "https://127.0.0.1:" + tr.port() + "/ refused"},
+		{"host name", "http://localhost:" + tr.port() + "/", "http://localhost:" + tr.port() + "/ refused"},
+		{"redirect", srv.URL + "/away", "http://127.0.0.1:" + tr.port() + "/secret?token=s3cr3t refused"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := navigate(t, b, Options{URL: tc.url, Allow: names, Control: control})
+			if p != nil {
+				t.Errorf("page = %+v, want none", p)
+			}
+			wantKind(t, err, KindBlocked)
+			var e *Error
+			errors.As(err, &e)
+			if !strings.Contains(e.Msg, tc.wantInMsg) || !strings.Contains(e.Msg, "is internal") {
+				t.Errorf("message %q does not name the URL and the reason", e.Msg)
+			}
+		})
+	}
+	if n := tr.conns.Load(); n != 0 {
+		t.Errorf("the loopback server accepted %d connections", n)
+	}
+	if !contains(refused(), "127.0.0.1:"+tr.port()) && !contains(refused(), "[::1]:"+tr.port()) {
+		t.Errorf("Control never saw the resolved address: %v", refused())
+	}
+	logs := rec.String()
+	if !strings.Contains(logs, "blocked connection") || strings.Contains(logs, "s3cr3t") || strings.Contains(logs, "/secret") {
+		t.Errorf("the refusals are not logged by host only:\n%s", logs)
+	}
+}
+
+// TestNavigateHTTPSUnreachable checks that a main document whose tunnel the
+// proxy cannot open is a navigation error naming the host.
+func TestNavigateHTTPSUnreachable(t *testing.T) {
+	b, _ := newBrowser(t)
+	closed := httptest.NewServer(http.NotFoundHandler())
+	host := closed.Listener.Addr().String()
+	closed.Close()
+	_, err := navigate(t, b, Options{URL: "https://" + host + "/"})
+	wantKind(t, err, KindNavigation)
+	var e *Error
+	errors.As(err, &e)
+	if !strings.Contains(e.Msg, "cannot reach "+host) {
+		t.Errorf("message %q does not say the host cannot be reached", e.Msg)
 	}
 }
