@@ -58,9 +58,11 @@ type tab struct {
 	closing atomic.Bool
 	done    <-chan struct{}
 
-	// loaded is set when the main document has loaded or failed; from then
-	// on a connection the proxy refuses is no longer the main document's.
-	loaded atomic.Bool
+	// committed is set when the main frame has committed the document (its
+	// response arrived) or its load failed; from then on a connection that
+	// the proxy refuses or cannot open is no longer the main document's but
+	// a subresource's, which only fails itself.
+	committed atomic.Bool
 
 	mu          sync.Mutex
 	blocked     *Error   // the first refusal of a main document
@@ -282,7 +284,7 @@ func (t *tab) setMainURL(u *url.URL) {
 // a subresource of the same host that fails at the same moment, which would
 // fail the same.
 func (t *tab) connectionFailed(u *url.URL, err error, refused bool) {
-	if t.loaded.Load() || errors.Is(err, errClosing) {
+	if t.committed.Load() || errors.Is(err, errClosing) {
 		return
 	}
 	t.mu.Lock()

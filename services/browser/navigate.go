@@ -205,8 +205,13 @@ func (i *instance) navigate(ctx context.Context, u *url.URL, opt Options) (_ *Pa
 		return nil, false, i.failure(ctx, nil, "opening a tab", KindInternal, err)
 	}
 	if err := chromedp.Listen(runCtx, func(ev any) {
-		if ev, ok := ev.(*page.EventFrameAttached); ok {
+		switch ev := ev.(type) {
+		case *page.EventFrameAttached:
 			i.guard.addFrame(t, ev.FrameID)
+		case *page.EventFrameNavigated:
+			if ev.Frame != nil && ev.Frame.ParentID == "" && isHTTP(ev.Frame.URL) {
+				t.committed.Store(true)
+			}
 		}
 	}); err != nil {
 		return nil, false, i.failure(ctx, nil, "opening a tab", KindInternal, err)
@@ -223,7 +228,7 @@ func (i *instance) navigate(ctx context.Context, u *url.URL, opt Options) (_ *Pa
 	})
 
 	resp, err := chromedp.Run(runCtx, chromedp.NavigateResponse(u.String()))
-	t.loaded.Store(true)
+	t.committed.Store(true)
 	if err != nil {
 		return nil, true, i.failure(ctx, t, "loading "+u.String(), KindNavigation, err)
 	}

@@ -54,8 +54,12 @@ type proxy struct {
 
 	base     context.Context // of every request; canceled by close
 	stopBase context.CancelFunc
-	handlers sync.WaitGroup
+	served   chan struct{} // closed when Serve returns
 	once     sync.Once
+
+	mu       sync.Mutex
+	closed   bool           // guarded by mu
+	handlers sync.WaitGroup // added to under mu, while not closed
 }
 
 // refusal is an error of allow or of the control func: the connection is
@@ -80,7 +84,9 @@ func startProxy(log *slog.Logger, cfg proxyConfig) (*proxy, error) {
 		return nil, fmt.Errorf("proxy: %w", err)
 	}
 	control := cfg.control
-	p := &proxy{ln: ln, allow: cfg.allow, report: cfg.report, log: log, refusedLevel: cfg.refusedLevel}
+	p := &proxy{ln: ln, allow: cfg.allow, report: cfg.report, log: log, refusedLevel: cfg.refusedLevel,
+		served: make(chan struct{})}
+	errLog := slog.NewLogLogger(log.Handler(), slog.LevelDebug)
 	p.base, p.stopBase = context.WithCancel(context.Background())
 	p.dialer = &net.Dialer{Timeout: proxyDialTimeout, Control: func(network, address string, c syscall.RawConn) error {
 		if control == nil {
@@ -105,16 +111,19 @@ func startProxy(log *slog.Logger, cfg proxyConfig) (*proxy, error) {
 		Rewrite:       func(r *httputil.ProxyRequest) { r.Out.Host = r.In.Host },
 		Transport:     p.tr,
 		FlushInterval: -1,
-		ErrorLog:      nil,
+		ErrorLog:      errLog,
 		ErrorHandler:  p.failed,
 	}
 	p.srv = &http.Server{
 		Handler:           p,
 		ReadHeaderTimeout: proxyHeaderTimeout,
 		BaseContext:       func(net.Listener) context.Context { return p.base },
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+		ErrorLog:          errLog,
 	}
-	go p.srv.Serve(ln)
+	go func() {
+		defer close(p.served)
+		p.srv.Serve(ln)
+	}()
 	return p, nil
 }
 
@@ -125,8 +134,12 @@ func (p *proxy) url() string { return "http://" + p.ln.Addr().String() }
 // their handlers. It is safe to call twice.
 func (p *proxy) close() {
 	p.once.Do(func() {
+		p.mu.Lock()
+		p.closed = true
+		p.mu.Unlock()
 		p.stopBase()
 		p.srv.Close()
+		<-p.served
 		p.handlers.Wait()
 		p.tr.CloseIdleConnections()
 	})
@@ -135,7 +148,10 @@ func (p *proxy) close() {
 // ServeHTTP handles CONNECT and absolute-URI http requests, including
 // WebSocket upgrades over plain http.
 func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	p.handlers.Add(1)
+	if !p.enter() {
+		http.Error(w, "closing", http.StatusServiceUnavailable)
+		return
+	}
 	defer p.handlers.Done()
 	// The listener is on 127.0.0.1, so this only holds unless someone
 	// changes that.
@@ -169,6 +185,17 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	r.URL = &u
 	p.rp.ServeHTTP(w, r)
+}
+
+// enter counts a handler in, unless close has begun.
+func (p *proxy) enter() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return false
+	}
+	p.handlers.Add(1)
+	return true
 }
 
 // tunnel answers CONNECT host:port: https, wss and ws through a proxy.

@@ -371,3 +371,41 @@ func TestNavigateHTTPSUnreachable(t *testing.T) {
 		t.Errorf("message %q does not say the host cannot be reached", e.Msg)
 	}
 }
+
+// TestNavigateSubresourceFailsAlone checks that once the main document has
+// arrived, a refused or failed connection to its own host fails only that
+// subresource: an address that rebinds after the first dial, and a
+// connection the server drops.
+func TestNavigateSubresourceFailsAlone(t *testing.T) {
+	b, _ := newBrowser(t)
+	srv := newCounted(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/":
+			// A new connection, so a new dial, for every later request.
+			w.Header().Set("Connection", "close")
+			fmt.Fprint(w, `<title>loaded</title><img src="/second.png"><img src="/dropped.png">`)
+		case "/dropped.png":
+			conn, _, err := http.NewResponseController(w).Hijack()
+			if err == nil {
+				conn.Close()
+			}
+		}
+	}))
+	var dials atomic.Int64
+	control := func(_, address string, _ syscall.RawConn) error {
+		if address != srv.host() || dials.Add(1) > 2 {
+			return fmt.Errorf("address %s is internal now", address)
+		}
+		return nil
+	}
+	p, err := navigate(t, b, Options{URL: srv.URL + "/", Control: control})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Title != "loaded" || p.Status != http.StatusOK {
+		t.Errorf("page = %q %d, want the loaded page", p.Title, p.Status)
+	}
+	if n := dials.Load(); n < 3 {
+		t.Errorf("%d dials, want a refused one after the page", n)
+	}
+}
