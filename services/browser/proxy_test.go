@@ -1,6 +1,7 @@
 package browser
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -13,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/chromedp/chromedp"
 )
 
 // trap is a loopback server that a page must never reach: it counts every
@@ -407,5 +410,39 @@ func TestNavigateSubresourceFailsAlone(t *testing.T) {
 	}
 	if n := dials.Load(); n < 3 {
 		t.Errorf("%d dials, want a refused one after the page", n)
+	}
+}
+
+// TestDefaultContextRefused opens a WebSocket from a tab of Chromium's
+// default browser context, which no call owns: the proxy on the command line
+// refuses it.
+func TestDefaultContextRefused(t *testing.T) {
+	b, _ := newBrowser(t)
+	up := newCounted(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	if _, err := navigate(t, b, Options{URL: up.URL}); err != nil {
+		t.Fatal(err)
+	}
+	b.lock <- struct{}{}
+	inst := b.inst
+	<-b.lock
+
+	tr := newTrap(t)
+	ctx, cancel := chromedp.NewContext(inst.ctx) // a tab in the default context
+	defer cancel()
+	ctx, cancelTimeout := context.WithTimeout(ctx, 20*time.Second)
+	defer cancelTimeout()
+	state, err := chromedp.Run(ctx, chromedp.Evaluate[string](fmt.Sprintf(`new Promise(done => {
+		const ws = new WebSocket("ws://127.0.0.1:%s/");
+		ws.onopen = () => done("open");
+		ws.onerror = () => done("error");
+	})`, tr.port()), chromedp.EvalAwaitPromise))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if state != "error" {
+		t.Errorf("the WebSocket ended with %q", state)
+	}
+	if n := tr.conns.Load(); n != 0 {
+		t.Errorf("the loopback server accepted %d connections from the default context", n)
 	}
 }
