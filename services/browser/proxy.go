@@ -272,7 +272,9 @@ func (p *proxy) failed(w http.ResponseWriter, r *http.Request, err error) {
 		p.refuse(w, u, ref.err)
 		return
 	}
-	if p.base.Err() == nil {
+	// Nothing to report when Chromium gave up on the request or the call
+	// is ending.
+	if r.Context().Err() == nil {
 		p.log.Debug("browser: proxy: upstream failed", "host", u.Host, "err", err)
 		if p.report != nil {
 			p.report(u, err, false)
