@@ -2,6 +2,8 @@ package browser
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,17 +28,28 @@ var profilePrefs = map[string]any{
 // prepareProfile is the ModifyCmdFunc of the allocator: it writes
 // profilePrefs into the user data directory that chromedp created (and will
 // remove), and keeps chromedp's default of killing Chromium when the server
-// dies.
+// dies. When it cannot write them, Chromium does not start: it sets cmd.Err,
+// which Start returns.
 func prepareProfile(cmd *exec.Cmd) {
 	setDeathSignal(cmd)
+	dir := ""
 	for _, arg := range cmd.Args {
-		dir, ok := strings.CutPrefix(arg, "--user-data-dir=")
-		if !ok {
-			continue
+		if d, ok := strings.CutPrefix(arg, "--user-data-dir="); ok {
+			dir = d
 		}
-		data, _ := json.Marshal(profilePrefs)
-		if err := os.MkdirAll(filepath.Join(dir, "Default"), 0o700); err == nil {
-			_ = os.WriteFile(filepath.Join(dir, "Default", "Preferences"), data, 0o600)
-		}
+	}
+	if dir == "" {
+		cmd.Err = errors.New("write chromium preferences: no --user-data-dir")
+		return
+	}
+	data, err := json.Marshal(profilePrefs)
+	if err == nil {
+		err = os.MkdirAll(filepath.Join(dir, "Default"), 0o700)
+	}
+	if err == nil {
+		err = os.WriteFile(filepath.Join(dir, "Default", "Preferences"), data, 0o600)
+	}
+	if err != nil {
+		cmd.Err = fmt.Errorf("write chromium preferences: %w", err)
 	}
 }

@@ -8,6 +8,9 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -196,4 +199,29 @@ func TestProxy(t *testing.T) {
 			t.Error("the proxy still accepts connections after close")
 		}
 	})
+}
+
+// TestPrepareProfile checks that Chromium gets the preferences that keep
+// WebRTC off UDP, and does not start without them.
+func TestPrepareProfile(t *testing.T) {
+	dir := t.TempDir()
+	cmd := exec.Command("chromium", "--headless=new", "--user-data-dir="+dir)
+	prepareProfile(cmd)
+	if cmd.Err != nil {
+		t.Fatal(cmd.Err)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "Default", "Preferences"))
+	if err != nil || !strings.Contains(string(data), `"ip_handling_policy":"disable_non_proxied_udp"`) {
+		t.Errorf("Preferences = %s, %v", data, err)
+	}
+
+	file := filepath.Join(t.TempDir(), "file")
+	os.WriteFile(file, nil, 0o600)
+	for _, args := range [][]string{{"--user-data-dir=" + file}, {"--headless=new"}} {
+		cmd := exec.Command("chromium", args...)
+		prepareProfile(cmd)
+		if cmd.Err == nil {
+			t.Errorf("%v: no error", args)
+		}
+	}
 }
