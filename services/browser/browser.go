@@ -1,7 +1,9 @@
 // Package browser drives headless Chromium for the browser_navigate tool: it
 // opens a URL in a throwaway browser context, with every request the page
-// makes checked by the caller's Allow func, and returns the page's title, text
-// and links, and optionally a screenshot.
+// makes checked by the caller's Allow func and every connection it opens made
+// by a proxy in this package that checks the address with the caller's
+// Control func, and returns the page's title, text and links, and optionally
+// a screenshot.
 package browser
 
 import (
@@ -9,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"os/exec"
 	"sync"
@@ -110,6 +113,11 @@ type instance struct {
 	browser *chromedp.Browser
 	pid     int
 	guard   *guard
+	log     *slog.Logger
+	// refuser is the proxy on Chromium's command line. Each call's browser
+	// context has a proxy of its own, so what comes here belongs to no call
+	// (the default context, the browser's own requests) and is refused.
+	refuser *proxy
 
 	cancel      context.CancelFunc // of ctx: kills Chromium, removes its profile
 	cancelAlloc context.CancelFunc
@@ -121,7 +129,16 @@ type instance struct {
 // start launches Chromium and enables the request guard before any page
 // exists. It gives up after startTimeout or when ctx ends.
 func (b *Browser) start(ctx context.Context) (*instance, error) {
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), b.allocatorOptions()...)
+	refuser, err := startProxy(b.log, proxyConfig{
+		allow: func(*url.URL) error { return errors.New("connection of no page") },
+		// Chromium's own background requests (component updates and the
+		// like) come here every few seconds.
+		refusedLevel: slog.LevelDebug,
+	})
+	if err != nil {
+		return nil, &Error{Kind: KindUnavailable, Msg: "chromium cannot start", Err: err}
+	}
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), b.allocatorOptions(refuser.url())...)
 	debugf := func(format string, args ...any) {
 		b.log.Debug("browser: chromedp: " + fmt.Sprintf(format, args...))
 	}
@@ -130,6 +147,8 @@ func (b *Browser) start(ctx context.Context) (*instance, error) {
 	inst := &instance{
 		ctx:         bctx,
 		guard:       newGuard(b.log),
+		log:         b.log,
+		refuser:     refuser,
 		cancel:      cancel,
 		cancelAlloc: cancelAlloc,
 		served:      make(chan struct{}),
@@ -139,7 +158,6 @@ func (b *Browser) start(ctx context.Context) (*instance, error) {
 	go func() { started <- inst.setup() }()
 	timer := time.NewTimer(startTimeout)
 	defer timer.Stop()
-	var err error
 	select {
 	case err = <-started:
 	case <-timer.C:
@@ -215,14 +233,36 @@ func (i *instance) stop() {
 		i.cancelAlloc()
 		<-i.served
 		i.decisions.Wait()
+		i.refuser.close()
 	})
 }
 
-// allocatorOptions returns the command line of Chromium. chromedp adds
-// --remote-debugging-pipe and a temporary --user-data-dir, which it removes
-// when the process has exited, after killing any child process left over.
-func (b *Browser) allocatorOptions() []chromedp.ExecAllocatorOption {
+// proxyBypassList makes Chromium send loopback destinations to the proxy too:
+// by default it never proxies localhost, 127.0.0.0/8 and [::1].
+const proxyBypassList = "<-loopback>"
+
+// allocatorOptions returns the command line of Chromium, with proxyURL as its
+// proxy. chromedp adds --remote-debugging-pipe and a temporary
+// --user-data-dir, which it removes when the process has exited, after killing
+// any child process left over.
+//
+// The flags under "Network" keep every connection on the proxy: its own
+// resolver resolves nothing but the proxy's address (a proxied request is
+// resolved by the proxy; this stops DNS prefetching and any lookup that would
+// precede a direct connection), QUIC is off (it would be UDP, which an HTTP
+// proxy cannot carry), and so is the media router's discovery. WebTransport
+// needs QUIC and fails with a proxy set. WebRTC is kept off UDP by
+// profilePrefs; the switch for it here is only read by headless_shell.
+func (b *Browser) allocatorOptions(proxyURL string) []chromedp.ExecAllocatorOption {
 	opts := []chromedp.ExecAllocatorOption{
+		// Network.
+		chromedp.ProxyServer(proxyURL),
+		chromedp.Flag("proxy-bypass-list", proxyBypassList),
+		chromedp.Flag("host-resolver-rules", "MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"),
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("force-webrtc-ip-handling-policy", "disable_non_proxied_udp"),
+		chromedp.Flag("disable-features", "MediaRouter,DialMediaRouteProvider"),
+
 		chromedp.ExecPath(b.execPath),
 		chromedp.Flag("headless", "new"),
 		chromedp.Flag("disable-gpu", true),
@@ -252,13 +292,14 @@ func (b *Browser) allocatorOptions() []chromedp.ExecAllocatorOption {
 		// The server's environment holds its secrets; Chromium gets only
 		// what it needs to run.
 		chromedp.NoInheritEnv,
+		chromedp.ModifyCmdFunc(prepareProfile),
 	}
 	var env []string
 	for _, k := range []string{
 		"PATH", "HOME", "TMPDIR", "LANG", "LC_ALL", "TZ",
+		// No *_proxy variable: Chromium's proxy is the one above, and the
+		// server's proxy settings do not apply to it.
 		"XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_RUNTIME_DIR", "FONTCONFIG_PATH",
-		"http_proxy", "https_proxy", "no_proxy", "all_proxy",
-		"HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY",
 	} {
 		if v, ok := os.LookupEnv(k); ok {
 			env = append(env, k+"="+v)

@@ -449,6 +449,12 @@ func TestNavigateNeverAnswers(t *testing.T) {
 		}
 	}))
 	t.Cleanup(func() { close(release) }) // runs before srv.Close
+	// Start Chromium first: on a loaded machine its start alone can take
+	// longer than the deadline below, which would leave no tab to check.
+	up := newCounted(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	if _, err := navigate(t, b, Options{URL: up.URL}); err != nil {
+		t.Fatal(err)
+	}
 
 	for _, tc := range []struct {
 		name string

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -56,8 +58,16 @@ type tab struct {
 	closing atomic.Bool
 	done    <-chan struct{}
 
-	mu      sync.Mutex
-	blocked *Error // the first refusal of a main document
+	// committed is set when the main frame has committed the document (its
+	// response arrived) or its load failed; from then on a connection that
+	// the proxy refuses or cannot open is no longer the main document's but
+	// a subresource's, which only fails itself.
+	committed atomic.Bool
+
+	mu          sync.Mutex
+	blocked     *Error   // the first refusal of a main document
+	unreachable *Error   // the proxy's first failure to reach the main document's host
+	mainURL     *url.URL // the last main-document request continued, each redirect hop in turn
 }
 
 func newGuard(log *slog.Logger) *guard {
@@ -205,7 +215,11 @@ func (g *guard) decide(ctx context.Context, b *chromedp.Browser, p pausedRequest
 			err = check(t.allow, u)
 		}
 	}
+	main := t != nil && p.FrameID == t.mainFrame && p.ResourceType == network.ResourceTypeDocument
 	if err == nil {
+		if main {
+			t.setMainURL(u)
+		}
 		_, err = cdp.Call(ctx, b, fetch.ContinueRequest, fetch.ContinueRequestParams{RequestID: p.RequestID})
 		if err != nil && ctx.Err() == nil {
 			g.log.Debug("browser: continue request", "err", err)
@@ -217,7 +231,6 @@ func (g *guard) decide(ctx context.Context, b *chromedp.Browser, p pausedRequest
 	if u != nil {
 		host = u.Host
 	}
-	main := t != nil && p.FrameID == t.mainFrame && p.ResourceType == network.ResourceTypeDocument
 	level := slog.LevelInfo
 	if errors.Is(err, errClosing) {
 		// The call is over; its error is the end of its context.
@@ -257,6 +270,68 @@ func (t *tab) setBlocked(e *Error) {
 	if t.blocked == nil {
 		t.blocked = e
 	}
+}
+
+func (t *tab) setMainURL(u *url.URL) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.mainURL = u
+}
+
+// connectionFailed is called by the proxy of the tab for a connection it
+// refused or could not open. One to where the main document is loading from
+// is the main document's, and so the call's error; there is no telling apart
+// a subresource of the same host that fails at the same moment, which would
+// fail the same.
+func (t *tab) connectionFailed(u *url.URL, err error, refused bool) {
+	if t.committed.Load() || errors.Is(err, errClosing) {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	main := t.mainURL
+	if main == nil || !sameDestination(main, u) {
+		return
+	}
+	shown := *main
+	shown.Fragment = ""
+	switch {
+	case refused && t.blocked == nil:
+		t.blocked = &Error{Kind: KindBlocked, Msg: fmt.Sprintf("%s refused: %v", shown.String(), err), Err: err}
+	case !refused && t.unreachable == nil:
+		t.unreachable = &Error{Kind: KindNavigation, Msg: fmt.Sprintf("loading %s: cannot reach %s: %v", shown.String(), u.Host, err), Err: err}
+	}
+}
+
+// proxyError is the refusal or else the failure that the proxy saw for the
+// main document, or nil.
+func (t *tab) proxyError() *Error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.blocked != nil {
+		return t.blocked
+	}
+	return t.unreachable
+}
+
+// sameDestination reports whether the proxy's view of a connection, an
+// http URL or a tunnel as https://host:port, is where the document URL
+// main connects to.
+func sameDestination(main, conn *url.URL) bool {
+	return main.Scheme == conn.Scheme && hostPort(main) == hostPort(conn)
+}
+
+// hostPort is the host:port that u connects to, with the default port of its
+// scheme.
+func hostPort(u *url.URL) string {
+	port := u.Port()
+	if port == "" {
+		port = "80"
+		if u.Scheme == "https" || u.Scheme == "wss" {
+			port = "443"
+		}
+	}
+	return net.JoinHostPort(strings.ToLower(u.Hostname()), port)
 }
 
 func (t *tab) blockedError() *Error {

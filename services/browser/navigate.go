@@ -5,11 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -43,8 +46,17 @@ type Options struct {
 	// error blocks that request. nil allows everything. It is called from
 	// several goroutines at once, and its error is logged and may be shown to
 	// the agent, so it should name the host rather than the full URL.
-	// WebSocket and WebRTC connections do not go through it; see Navigate.
+	// The proxy that every connection of Chromium goes through (see proxy)
+	// also asks it about each connection it opens, WebSockets included; a
+	// tunnel (CONNECT, for https, wss and ws) as https://host:port.
 	Allow func(u *url.URL) error
+	// Control, when set, is the Control func of the proxy's net.Dialer: it
+	// is called with the address actually connected to, after the host name
+	// is resolved, and a non-nil error refuses the connection (403 to
+	// Chromium, KindBlocked for the main document). This is where the
+	// caller's IP policy goes, so that DNS rebinding between Allow and the
+	// dial cannot pass. nil connects anywhere that Allow allows.
+	Control func(network, address string, c syscall.RawConn) error
 }
 
 // Link is a link of the page: an absolute http(s) URL and its text.
@@ -66,10 +78,11 @@ type Page struct {
 // returns, also on error and when ctx ends. A page that never finishes loading
 // ends with KindTimeout when ctx expires.
 //
-// Every request goes through opt.Allow (see guard). Connections that Chromium
-// makes outside its request pipeline, WebSocket and WebRTC, are not seen by
-// the Fetch domain and so are not checked: the network around the server must
-// still keep the browser away from what it must not reach.
+// Every request goes through opt.Allow twice: in the Fetch domain, per
+// request (see guard), and in the proxy of the call, per connection, with
+// opt.Control at dial time (see proxy). Chromium reaches the network only
+// through that proxy, so WebSockets, which the Fetch domain does not see,
+// are checked too; see allocatorOptions for the rest.
 func (b *Browser) Navigate(ctx context.Context, opt Options) (*Page, error) {
 	u, err := parseTarget(opt.URL)
 	if err != nil {
@@ -126,7 +139,32 @@ func parseTarget(raw string) (*url.URL, error) {
 // navigate runs one call in its own tab and browser context. opened reports
 // whether the tab was opened, that is whether anything was loaded.
 func (i *instance) navigate(ctx context.Context, u *url.URL, opt Options) (_ *Page, opened bool, _ error) {
-	tabCtx, closeTab := chromedp.NewContext(i.ctx, chromedp.WithNewBrowserContext())
+	// The proxy of this call: its browser context sends every connection
+	// there, and nothing else does.
+	var current atomic.Pointer[tab]
+	allow := func(u *url.URL) error {
+		switch {
+		case ctx.Err() != nil:
+			return errClosing
+		case opt.Allow == nil:
+			return nil
+		}
+		return opt.Allow(u)
+	}
+	px, err := startProxy(i.log, proxyConfig{allow: allow, control: opt.Control, refusedLevel: slog.LevelInfo,
+		report: func(u *url.URL, err error, refused bool) {
+			if t := current.Load(); t != nil {
+				t.connectionFailed(u, err, refused)
+			}
+		}})
+	if err != nil {
+		return nil, false, &Error{Kind: KindInternal, Msg: "cannot start the proxy", Err: err}
+	}
+	defer px.close()
+	tabCtx, closeTab := chromedp.NewContext(i.ctx, chromedp.WithNewBrowserContext(func(p *target.CreateBrowserContextParams) {
+		p.ProxyServer = px.url()
+		p.ProxyBypassList = proxyBypassList
+	}))
 	runCtx, cancelRun := context.WithCancel(tabCtx)
 	stopWatch := context.AfterFunc(ctx, cancelRun)
 	var (
@@ -159,6 +197,7 @@ func (i *instance) navigate(ctx context.Context, u *url.URL, opt Options) (_ *Pa
 	}
 	c := chromedp.FromContext(runCtx)
 	t = i.guard.add(c.BrowserContextID, cdp.FrameID(c.Target.TargetID), opt.Allow, ctx.Done())
+	current.Store(t)
 	if _, err := cdp.Call(runCtx, i.browser, cdpbrowser.SetDownloadBehavior, cdpbrowser.SetDownloadBehaviorParams{
 		Behavior:         cdpbrowser.SetDownloadBehaviorBehaviorDeny,
 		BrowserContextID: c.BrowserContextID,
@@ -166,8 +205,13 @@ func (i *instance) navigate(ctx context.Context, u *url.URL, opt Options) (_ *Pa
 		return nil, false, i.failure(ctx, nil, "opening a tab", KindInternal, err)
 	}
 	if err := chromedp.Listen(runCtx, func(ev any) {
-		if ev, ok := ev.(*page.EventFrameAttached); ok {
+		switch ev := ev.(type) {
+		case *page.EventFrameAttached:
 			i.guard.addFrame(t, ev.FrameID)
+		case *page.EventFrameNavigated:
+			if ev.Frame != nil && ev.Frame.ParentID == "" && isHTTP(ev.Frame.URL) {
+				t.committed.Store(true)
+			}
 		}
 	}); err != nil {
 		return nil, false, i.failure(ctx, nil, "opening a tab", KindInternal, err)
@@ -184,8 +228,15 @@ func (i *instance) navigate(ctx context.Context, u *url.URL, opt Options) (_ *Pa
 	})
 
 	resp, err := chromedp.Run(runCtx, chromedp.NavigateResponse(u.String()))
+	t.committed.Store(true)
 	if err != nil {
 		return nil, true, i.failure(ctx, t, "loading "+u.String(), KindNavigation, err)
+	}
+	if e := t.proxyError(); e != nil {
+		// The proxy refused the main document over plain http or could not
+		// reach its host, and answered 403 or 502 itself; that is no page of
+		// the site.
+		return nil, true, e
 	}
 
 	maxChars := opt.MaxTextBytes + 1 // UTF-16 units; each is at least one byte of UTF-8
@@ -219,7 +270,8 @@ func (i *instance) navigate(ctx context.Context, u *url.URL, opt Options) (_ *Pa
 
 // failure classifies the error of a step: a refused main document first (the
 // load error it causes says less), then the end of ctx, the death of
-// Chromium, a load error of the page, and else the fallback kind.
+// Chromium, the proxy's failure to reach the main document's host, a load
+// error of the page, and else the fallback kind.
 func (i *instance) failure(ctx context.Context, t *tab, doing string, fallback Kind, err error) *Error {
 	if t != nil {
 		if blocked := t.blockedError(); blocked != nil {
@@ -231,6 +283,11 @@ func (i *instance) failure(ctx context.Context, t *tab, doing string, fallback K
 	}
 	if !i.alive() {
 		return &Error{Kind: KindUnavailable, Msg: "chromium exited while " + doing, Err: err}
+	}
+	if t != nil {
+		if e := t.proxyError(); e != nil {
+			return e
+		}
 	}
 	var le *chromedp.LoadError
 	if errors.As(err, &le) {
