@@ -30,7 +30,7 @@ func (inv *Invoker) browserNavigate(ctx context.Context, c *call) (any, error) {
 	}
 	target, _ := c.args["url"].(string)
 	shot, _ := c.args["screenshot"].(bool)
-	opt := browser.Options{URL: target, Allow: func(u *url.URL) error { return inv.net.checkResolved(ctx, u) }}
+	opt := browser.Options{URL: target, Allow: func(u *url.URL) error { return inv.net.checkResolved(ctx, u) }, Control: inv.net.dialControl}
 	if shot {
 		// Chromium writes into a directory of the server's own; the PNG is
 		// then copied in through the work directory's os.Root, so a link
@@ -122,9 +122,9 @@ func (p NetPolicy) checkResolved(ctx context.Context, u *url.URL) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	// Fail closed: a lookup that fails here (the call ended, or a DNS
-	// server answering Go and Chromium differently) refuses the request.
-	// Go and Chromium still resolve separately, so DNS rebinding is only
-	// closed by the network around the server.
+	// server answering differently) refuses the request. This is the early
+	// check; DNS rebinding is closed by the browser's proxy, which dials
+	// through dialControl and so checks the address it connects to.
 	addrs, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
 	if err != nil {
 		return fmt.Errorf("host %s could not be resolved", host)

@@ -130,17 +130,22 @@ var internalRanges = []netip.Prefix{
 
 var errAddressRefused = errors.New("address refused")
 
+// dialControl refuses, at connect time, an address the policy does not
+// allow: http_request's dialer and the browser's proxy both use it, so
+// DNS rebinding cannot reach an internal address through either.
+func (p NetPolicy) dialControl(_, address string, _ syscall.RawConn) error {
+	ap, err := netip.ParseAddrPort(address)
+	if err != nil || !p.addrAllowed(ap.Addr()) {
+		return fmt.Errorf("%w: %s", errAddressRefused, address)
+	}
+	return nil
+}
+
 // client returns an HTTP client whose dialer refuses internal addresses at
 // connect time (so DNS rebinding cannot reach them) and which re-checks
 // every redirect.
 func (p NetPolicy) client() *http.Client {
-	dialer := &net.Dialer{Timeout: 10 * time.Second, Control: func(_, address string, _ syscall.RawConn) error {
-		ap, err := netip.ParseAddrPort(address)
-		if err != nil || !p.addrAllowed(ap.Addr()) {
-			return fmt.Errorf("%w: %s", errAddressRefused, address)
-		}
-		return nil
-	}}
+	dialer := &net.Dialer{Timeout: 10 * time.Second, Control: p.dialControl}
 	tr := &http.Transport{DialContext: dialer.DialContext, Proxy: nil, TLSHandshakeTimeout: 10 * time.Second,
 		ResponseHeaderTimeout: 30 * time.Second, MaxIdleConns: 16, IdleConnTimeout: 30 * time.Second}
 	return &http.Client{Transport: tr, CheckRedirect: func(req *http.Request, via []*http.Request) error {
