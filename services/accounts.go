@@ -183,12 +183,9 @@ func (a *Accounts) RevokeKey(ctx context.Context, id uint, by *models.Principal)
 // client, every key from it is refused with a TooManyGuessesError until
 // the window ends.
 func (a *Accounts) Authenticate(ctx context.Context, client, secret string) (*models.Principal, error) {
-	if err := a.guesses.blocked(ctx, client); err != nil {
-		return nil, err
-	}
 	p, err := a.authenticate(ctx, secret)
 	if errors.Is(err, models.ErrUnauthorized) {
-		a.guesses.wrong(ctx, client)
+		return nil, a.guesses.refuse(ctx, client, err)
 	}
 	return p, err
 }

@@ -27,20 +27,15 @@ type ConsoleSession struct {
 // SignIn opens a console session with an API key, for a browser at
 // client (its network address). A wrong or revoked key is
 // models.ErrUnauthorized, with no hint of which; wrong keys count against
-// the client's guesses as in Authenticate.
+// the client's guesses as in Authenticate (a right key is always let in).
 func (a *Accounts) SignIn(ctx context.Context, client, secret string) (*ConsoleSession, error) {
-	if err := a.guesses.blocked(ctx, client); err != nil {
-		return nil, err
-	}
 	bad := fmt.Errorf("%w: that API key is not valid", models.ErrUnauthorized)
 	if len(secret) < len(KeyPrefix)+8 {
-		a.guesses.wrong(ctx, client)
-		return nil, bad
+		return nil, a.guesses.refuse(ctx, client, bad)
 	}
 	key, p, err := a.store.KeyByHash(ctx, hashKey(secret))
 	if errors.Is(err, models.ErrNotFound) {
-		a.guesses.wrong(ctx, client)
-		return nil, bad
+		return nil, a.guesses.refuse(ctx, client, bad)
 	}
 	if err != nil {
 		return nil, err

@@ -3,7 +3,6 @@ package services
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
 	"time"
 
 	"github.com/ulule/limiter/v3"
@@ -13,18 +12,18 @@ import (
 )
 
 // KeyGuesses is how many wrong API keys one client address may send per
-// window before it is refused without its keys being checked.
+// window before its wrong keys are answered 429 instead of 401.
 var KeyGuesses = limiter.Rate{Period: time.Minute, Limit: 20}
 
 // guessLimiter slows brute-forcing of API keys: wrong keys count per
-// client address; past the rate, every request from that address is
-// refused (429) until the window ends, right keys included.
+// client address; past the rate, a wrong key from that address is
+// refused with 429 (and Retry-After) instead of 401 until the window
+// ends. A right key is always accepted: keys are 256-bit, so guessing
+// one is hopeless, and any process on a shared host could otherwise lock
+// everyone behind the same address out by sending wrong keys.
 type guessLimiter struct {
 	store limiter.Store
 	rate  limiter.Rate
-	// lastWrong is when the last wrong key came (unix ns): a window after
-	// it nobody can be blocked, and right keys skip the store.
-	lastWrong atomic.Int64
 }
 
 func newGuessLimiter(rate limiter.Rate) *guessLimiter {
@@ -40,18 +39,13 @@ func (e *TooManyGuessesError) Error() string {
 
 func (e *TooManyGuessesError) Is(target error) bool { return target == models.ErrRateLimited }
 
-func (g *guessLimiter) blocked(ctx context.Context, client string) error {
-	if time.Since(time.Unix(0, g.lastWrong.Load())) > g.rate.Period {
-		return nil
-	}
-	lc, err := g.store.Peek(ctx, client, g.rate)
-	if err != nil || lc.Remaining > 0 {
-		return nil
+// refuse counts a wrong key from client and returns why it is refused:
+// unauthorized (the given error) while within the rate, too many guesses
+// past it.
+func (g *guessLimiter) refuse(ctx context.Context, client string, unauthorized error) error {
+	lc, err := g.store.Increment(ctx, client, 1, g.rate)
+	if err != nil || !lc.Reached {
+		return unauthorized
 	}
 	return &TooManyGuessesError{RetryAfter: max(1, int(time.Until(time.Unix(lc.Reset, 0)).Seconds()+0.999))}
-}
-
-func (g *guessLimiter) wrong(ctx context.Context, client string) {
-	g.lastWrong.Store(time.Now().UnixNano())
-	_, _ = g.store.Increment(ctx, client, 1, g.rate)
 }
