@@ -2,7 +2,9 @@ package models
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -23,6 +25,26 @@ type Store struct {
 // the same database (the Casbin adapter).
 func (s *Store) DB() *gorm.DB { return s.db }
 
+// private makes the database file (and its WAL and shared-memory files,
+// which SQLite creates with the database's mode) readable by the server
+// only: it holds key hashes, call arguments and results.
+func private(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("open database %s: %w", path, err)
+	}
+	defer f.Close()
+	if err := f.Chmod(0o600); err != nil {
+		return fmt.Errorf("make database %s private: %w", path, err)
+	}
+	for _, extra := range []string{path + "-wal", path + "-shm"} {
+		if err := os.Chmod(extra, 0o600); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("make %s private: %w", extra, err)
+		}
+	}
+	return nil
+}
+
 // Open opens (creating if needed) the SQLite database at path and migrates
 // it.
 //
@@ -31,8 +53,11 @@ func (s *Store) DB() *gorm.DB { return s.db }
 // (so concurrent writers queue instead of failing on lock upgrades). Every
 // query elsewhere goes through gorm and stays portable to Postgres.
 func Open(ctx context.Context, path string) (*Store, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("create data directory: %w", err)
+	}
+	if err := private(path); err != nil {
+		return nil, err
 	}
 	q := url.Values{}
 	q.Set("_journal_mode", "WAL")
