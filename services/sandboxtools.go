@@ -49,18 +49,23 @@ func (inv *Invoker) sandboxed(ctx context.Context, c *call, argv []string, stdin
 	if res.Limit == "" {
 		return out, nil
 	}
-	// A limit that ended the command is a failure the LLM can act on. The
-	// tool's own deadline is reported as TIMEOUT by the invoker (it checks
-	// its context first); a shorter one the call asked for
-	// (timeout_seconds) is the time limit here.
-	if res.Limit == sandbox.LimitTime && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return nil, ctx.Err()
+	// A limit that ended the command is a failure the LLM can act on. Time
+	// is TIMEOUT, whichever deadline passed: the tool's own is reported by
+	// the invoker (it checks its context first), a shorter one the call
+	// asked for (timeout_seconds) here, with the same code.
+	if res.Limit == sandbox.LimitTime {
+		if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return nil, ctx.Err()
+		}
+		inv.metrics.sandboxKill(string(res.Limit))
+		return nil, &toolError{code: CodeTimeout, retryable: true,
+			msg:        fmt.Sprintf("the command did not finish within its timeout_seconds and was killed after %d ms", res.Duration.Milliseconds()),
+			suggestion: "Do less work per call, split the task, or ask for a longer timeout_seconds."}
 	}
 	advice := map[sandbox.Limit]string{
 		sandbox.LimitMemory:    "Use less memory: process the data in smaller pieces.",
 		sandbox.LimitProcesses: "Start fewer processes or threads.",
 		sandbox.LimitOutput:    "Print less: write large output to a file in the work directory and read parts of it with file_read.",
-		sandbox.LimitTime:      "Do less work per call, or split the task.",
 	}
 	inv.metrics.sandboxKill(string(res.Limit))
 	msg := fmt.Sprintf("the command hit the sandbox's %s limit (exit code %d)", res.Limit, res.ExitCode)
