@@ -76,6 +76,10 @@ type Runner struct {
 	Headers map[string]string `json:"headers,omitempty"`
 	Body    string            `json:"body,omitempty"`
 	Steps   []CompositeStep   `json:"steps,omitempty"`
+	// RunsArgumentAsCode lets a command tool put a placeholder in the
+	// script position of a shell or interpreter (sh -c {{script}}): the
+	// tool runs the caller's text as a program, on purpose.
+	RunsArgumentAsCode bool `json:"runsArgumentAsCode,omitempty"`
 }
 
 // CompositeStep is one call a composite tool makes; its arguments may refer

@@ -431,6 +431,7 @@ func validateRunner(def *ToolDefinition, props map[string]bool, known func(strin
 				}
 				checkPlaceholders(ptr, a)
 			}
+			checkCodeArgument(r, ps)
 		}
 		if !def.Security.Sandbox {
 			ps.add("/security/sandbox", "must be true: command tools always run in the sandbox")

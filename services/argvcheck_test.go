@@ -1,0 +1,80 @@
+package services
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestCodeArgument: a placeholder in the script position of a shell or
+// interpreter is found, through wrappers, combined flags and options
+// with values; placeholders that are the arguments of a fixed script are
+// not.
+func TestCodeArgument(t *testing.T) {
+	for _, tc := range []struct {
+		argv []string
+		want int
+	}{
+		{[]string{"sh", "-c", "{{script}}"}, 2},
+		{[]string{"/bin/bash", "-ec", "{{script}}"}, 2},
+		{[]string{"bash", "-o", "pipefail", "-c", "{{s}}"}, 4},
+		{[]string{"busybox", "sh", "-c", "{{s}}"}, 3},
+		{[]string{"env", "LANG=C", "timeout", "5", "sh", "-c", "{{s}}"}, 6},
+		{[]string{"python3", "-c", "{{code}}"}, 2},
+		{[]string{"python3.11", "-Ic", "{{code}}"}, 2},
+		{[]string{"python3", "-m", "{{module}}"}, 2},
+		{[]string{"python3", "{{file}}"}, 1},
+		{[]string{"python3", "-W", "ignore", "-c", "{{code}}"}, 4},
+		{[]string{"node", "-e", "{{js}}"}, 2},
+		{[]string{"node", "--eval", "{{js}}"}, 2},
+		{[]string{"nodejs", "-p", "{{js}}"}, 2},
+		{[]string{"perl", "-E", "{{p}}"}, 2},
+		{[]string{"ruby", "-e", "{{r}}"}, 2},
+		{[]string{"php", "-r", "{{p}}"}, 2},
+		{[]string{"awk", "{{prog}}", "data.csv"}, 1},
+		{[]string{"awk", "-F", ",", "{{prog}}"}, 3},
+		{[]string{"sed", "-e", "{{expr}}", "file"}, 2},
+		{[]string{"sed", "{{expr}}", "file"}, 1},
+		{[]string{"pwsh", "-Command", "{{ps}}"}, 2},
+		{[]string{"sh", "{{flag}}", "{{code}}"}, 1},
+		// Safe: the script is fixed, the caller's text is its argument.
+		{[]string{"sh", "-c", "grep -- \"$1\" notes.txt", "sh", "{{pattern}}"}, -1},
+		{[]string{"python3", "tool.py", "{{x}}"}, -1},
+		{[]string{"python3", "-c", "import sys; print(sys.argv[1])", "{{x}}"}, -1},
+		{[]string{"node", "script.js", "--name", "{{name}}"}, -1},
+		{[]string{"awk", "-F", ",", "{print $1}", "{{file}}"}, -1},
+		{[]string{"echo", "{{text}}"}, -1},
+		{[]string{"grep", "-rn", "{{pattern}}", "."}, -1},
+		{[]string{"timeout", "5", "grep", "{{p}}"}, -1},
+	} {
+		if got, _ := codeArgument(tc.argv); got != tc.want {
+			t.Errorf("%q: %d, want %d", tc.argv, got, tc.want)
+		}
+	}
+}
+
+// TestRegisterRefusesCodePlaceholder: registration refuses sh -c
+// {{arg}} with a problem at the element naming the field that allows it,
+// and accepts the same definition with runsArgumentAsCode.
+func TestRegisterRefusesCodePlaceholder(t *testing.T) {
+	def := ToolDefinition{Name: "run_shell", Version: "1.0.0", Description: "Runs a shell script the caller writes.", Category: "shell",
+		Parameters: []byte(`{"type":"object","properties":{"arg":{"type":"string"}},"required":["arg"]}`),
+		Security:   Security{Level: LevelDangerous, Sandbox: true},
+		Runner:     Runner{Kind: RunnerCommand, Argv: []string{"sh", "-c", "{{arg}}"}}}
+	_, ps := validateDefinition(&def, func(string) bool { return true })
+	found := false
+	for _, p := range ps {
+		if p.Pointer == "/runner/argv/2" && strings.Contains(p.Message, "runner.runsArgumentAsCode") && strings.Contains(p.Message, "script position of sh") {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("problems %v", ps)
+	}
+	def.Runner.RunsArgumentAsCode = true
+	_, again := validateDefinition(&def, func(string) bool { return true })
+	for _, p := range again {
+		if strings.HasPrefix(p.Pointer, "/runner") {
+			t.Errorf("with runsArgumentAsCode: %v", p)
+		}
+	}
+}
