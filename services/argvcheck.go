@@ -26,7 +26,7 @@ var interpreters = map[string][]string{
 	"lua": {"-e"}, "luajit": {"-e"}, "rscript": {"-e"}, "r": {"-e"}, "tclsh": nil, "wish": nil, "osascript": {"-e"},
 	"pwsh": {"-c", "-command", "-encodedcommand", "-e"}, "powershell": {"-c", "-command", "-encodedcommand", "-e"},
 	"awk": {"--source", "-f"}, "gawk": {"--source", "-e", "-f", "--file"}, "mawk": {"-f"}, "nawk": {"-f"},
-	"sed": {"-e", "--expression", "-f", "--file"},
+	"sed":    {"-e", "--expression", "-f", "--file"},
 	"jshell": nil, "groovy": {"-e"}, "scala": {"-e"}, "julia": {"-e", "--eval", "-E", "--print"}, "guile": {"-c"},
 	"sqlite3": nil, "psql": {"-c", "--command"}, "gdb": {"-ex"},
 }
