@@ -14,12 +14,15 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"os/exec"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Defaults for what a sandboxed command may use.
@@ -46,6 +49,15 @@ type Limits struct {
 	Procs  int           // processes and threads
 	Output int           // bytes of stdout and of stderr, each
 	CPU    time.Duration // CPU time, a backstop behind the context's deadline
+	// FileSize caps each file a command writes (RLIMIT_FSIZE): a write
+	// past it fails (EFBIG, or SIGXFSZ kills the writer). 0: no cap but
+	// what Disk leaves.
+	FileSize int64
+	// Disk caps the bytes the work directory holds in all (see DirUsage):
+	// a run does not start when it already holds as much, each file is
+	// capped to what is left, and the run is killed once the directory
+	// holds more. 0: no quota.
+	Disk int64
 }
 
 func (l Limits) withDefaults() Limits {
@@ -66,7 +78,12 @@ type Spec struct {
 	Argv []string
 	// Dir is the host directory the command works in: the only writable
 	// place, mounted at /work (bubblewrap) or confined by landlock (native).
-	Dir     string
+	Dir string
+	// DirFD, when set, is the work directory open (as PrepareDir returns
+	// it): bubblewrap mounts it from the descriptor, resolving no path,
+	// and the disk quota measures it through it. The caller keeps and
+	// closes it. The native backend still needs Dir.
+	DirFD   *os.File
 	Env     []string // the whole environment; PATH defaults to the system's
 	Stdin   []byte
 	Network bool
@@ -81,6 +98,8 @@ const (
 	LimitTime      Limit = "time"
 	LimitProcesses Limit = "processes"
 	LimitOutput    Limit = "output"
+	LimitFileSize  Limit = "file size"
+	LimitDisk      Limit = "disk quota"
 )
 
 // Result is how a command ended.
@@ -102,6 +121,8 @@ type Status struct {
 	Backend string `json:"backend" example:"bubblewrap"` // bubblewrap, native or none
 	Limits  string `json:"limits" example:"cgroup v1"`   // cgroup v1, cgroup v2 or rlimits
 	User    string `json:"user,omitempty" example:"65534"`
+	// Seccomp describes the system call filter of sandboxed commands.
+	Seccomp string `json:"seccomp,omitempty" example:"deny 52 system calls and clone with namespace flags (EPERM); clone3 and other ABIs ENOSYS"`
 	Reason  string `json:"reason,omitempty"` // why no sandbox, or what is degraded
 }
 
@@ -163,6 +184,29 @@ func (s *Sandbox) Run(ctx context.Context, spec Spec) (*Result, error) {
 	if len(spec.Env) == 0 {
 		spec.Env = DefaultEnv(s.backend.workPath(spec))
 	}
+	// The disk quota: none left, no run; else each file gets at most what
+	// is left, and a watch measures the directory while the command runs.
+	fsize, fsizeIsDisk := spec.Limits.FileSize, false
+	var watchFD = -1
+	if spec.Limits.Disk > 0 {
+		fd, used, err := openWork(spec)
+		if err != nil {
+			return nil, fmt.Errorf("sandbox: disk quota: %w", err)
+		}
+		if used >= spec.Limits.Disk {
+			unix.Close(fd)
+			return &Result{ExitCode: -1, Limit: LimitDisk, Stderr: fmt.Appendf(nil, "sandbox: the work directory holds %d bytes, its quota is %d\n", used, spec.Limits.Disk)}, nil
+		}
+		if left := spec.Limits.Disk - used; fsize <= 0 || left < fsize {
+			fsize, fsizeIsDisk = left, true
+		}
+		watchFD = fd
+	}
+	defer func() {
+		if watchFD >= 0 {
+			unix.Close(watchFD)
+		}
+	}()
 	release, hold, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -177,12 +221,14 @@ func (s *Sandbox) Run(ctx context.Context, spec Spec) (*Result, error) {
 			group = nil
 		}
 	}
-	cmd, err := s.backend.command(spec, s.drop, rlimitsFor(spec.Limits, group == nil))
+	cmd, err := s.backend.command(spec, s.drop, rlimitsFor(spec.Limits, group == nil, fsize))
 	if err != nil {
 		release.Close()
 		group.remove()
 		return nil, err
 	}
+	// The backend's files are the runner's to close once started.
+	defer closeAll(cmd.ExtraFiles)
 	cmd.ExtraFiles = append([]*os.File{release}, cmd.ExtraFiles...)
 	stdout := newCapped(spec.Limits.Output)
 	stderr := newCapped(spec.Limits.Output)
@@ -216,6 +262,13 @@ func (s *Sandbox) Run(ctx context.Context, spec Spec) (*Result, error) {
 	}
 	hold.Close()
 
+	var diskOver <-chan struct{}
+	var watch *diskWatch
+	if watchFD >= 0 {
+		watch = startDiskWatch(watchFD, spec.Limits.Disk)
+		watchFD = -1
+		diskOver = watch.over
+	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	var waitErr error
@@ -228,6 +281,8 @@ func (s *Sandbox) Run(ctx context.Context, spec Spec) (*Result, error) {
 		limit = LimitOutput
 	case <-stderr.full:
 		limit = LimitOutput
+	case <-diskOver:
+		limit = LimitDisk
 	}
 	if limit != "" {
 		// Killing the first process ends its pid namespace, and with it
@@ -246,9 +301,22 @@ func (s *Sandbox) Run(ctx context.Context, spec Spec) (*Result, error) {
 		res.Limit = LimitMemory
 	case (res.Limit == "" || res.Limit == LimitTime) && group == nil && forkRefused(res):
 		res.Limit = LimitProcesses
+	case res.Limit == "" && fsize > 0 && fileTooLarge(res):
+		res.Limit = LimitFileSize
+		if fsizeIsDisk {
+			res.Limit = LimitDisk
+		}
 	}
 	group.kill()
 	group.remove()
+	if watch != nil {
+		watch.end()
+		// What the last writes left, measured once every process is gone.
+		if used, err := dirUsageFD(watch.fd, nil); (err != nil || used > spec.Limits.Disk) && (res.Limit == "" || res.Limit == LimitFileSize) {
+			res.Limit = LimitDisk
+		}
+		unix.Close(watch.fd)
+	}
 	if limit == LimitTime && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		return res, ctx.Err()
 	}
@@ -288,6 +356,38 @@ func memoryExhausted(res *Result) bool {
 		}
 	}
 	return false
+}
+
+// fileTooLarge tells from the exit status or the output that
+// RLIMIT_FSIZE refused a write: SIGXFSZ killed the writer (the shell
+// reports it, or it was the command), or the program, ignoring the signal
+// as Python does, reported EFBIG.
+func fileTooLarge(res *Result) bool {
+	if res.ExitCode == 128+int(syscall.SIGXFSZ) {
+		return true
+	}
+	out := string(res.Stderr)
+	return strings.Contains(out, "File too large") || strings.Contains(out, "File size limit exceeded")
+}
+
+// openWork opens the work directory (following no link at its last
+// element) and measures it.
+func openWork(spec Spec) (fd int, used int64, err error) {
+	if spec.DirFD != nil {
+		fd, err = unix.FcntlInt(spec.DirFD.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+	} else {
+		fd, err = unix.Open(spec.Dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	}
+	if err != nil {
+		return -1, 0, err
+	}
+	if used, err = dirUsageFD(fd, nil); errors.Is(err, ErrTooManyEntries) {
+		return fd, math.MaxInt64, nil
+	} else if err != nil {
+		unix.Close(fd)
+		return -1, 0, err
+	}
+	return fd, used, nil
 }
 
 // forkRefused tells from the output that RLIMIT_NPROC refused a fork

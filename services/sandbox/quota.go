@@ -1,0 +1,211 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Bounds of DirUsage's walk: a work directory past them counts as over
+// any quota (the walk must end, and a million empty files cost inodes
+// that st_blocks does not show).
+const (
+	MaxDirEntries = 200_000
+	maxDirDepth   = 128
+)
+
+// ErrTooManyEntries means a directory tree is past DirUsage's bounds.
+var ErrTooManyEntries = fmt.Errorf("more than %d entries or %d levels", MaxDirEntries, maxDirDepth)
+
+// DiskPoll is how often a running command's work directory is measured
+// when nothing in it changes; a change noticed (inotify) measures it at
+// once, at most every diskMinGap.
+const (
+	DiskPoll   = 100 * time.Millisecond
+	diskMinGap = 2 * time.Millisecond
+)
+
+// DirUsage is the space dir takes: the blocks allocated to it and to
+// everything below it (st_blocks × 512, a hard-linked file once). The walk
+// opens each directory from its parent without following any link, and
+// fails with ErrTooManyEntries past MaxDirEntries entries.
+func DirUsage(dir string) (int64, error) {
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return 0, &os.PathError{Op: "open", Path: dir, Err: err}
+	}
+	defer unix.Close(fd)
+	return dirUsageFD(fd, nil)
+}
+
+// dirUsageFD measures the tree of the open directory fd (not closed).
+// onDir, when set, sees every directory's fd while it is open.
+func dirUsageFD(fd int, onDir func(fd int)) (int64, error) {
+	w := walker{seen: map[[2]uint64]bool{}, onDir: onDir}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return 0, err
+	}
+	w.total = st.Blocks * 512
+	dup, err := unix.Dup(fd)
+	if err != nil {
+		return 0, err
+	}
+	err = w.dir(dup, 0)
+	return w.total, err
+}
+
+type walker struct {
+	total   int64
+	entries int
+	seen    map[[2]uint64]bool // hard links
+	onDir   func(fd int)
+}
+
+// dir adds what is below the directory fd, which it closes.
+func (w *walker) dir(fd int, depth int) error {
+	f := os.NewFile(uintptr(fd), "")
+	defer f.Close()
+	if w.onDir != nil {
+		w.onDir(fd)
+	}
+	for {
+		names, err := f.Readdirnames(1024)
+		for _, name := range names {
+			if w.entries++; w.entries > MaxDirEntries {
+				return ErrTooManyEntries
+			}
+			var st unix.Stat_t
+			if err := unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+				if errors.Is(err, unix.ENOENT) {
+					continue // removed meanwhile
+				}
+				return err
+			}
+			if st.Nlink > 1 && st.Mode&unix.S_IFMT != unix.S_IFDIR {
+				key := [2]uint64{st.Dev, st.Ino}
+				if w.seen[key] {
+					continue
+				}
+				w.seen[key] = true
+			}
+			w.total += st.Blocks * 512
+			if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+				continue
+			}
+			if depth+1 >= maxDirDepth {
+				return ErrTooManyEntries
+			}
+			sub, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+			if err != nil {
+				if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) {
+					continue // replaced meanwhile: never followed
+				}
+				return err
+			}
+			if err := w.dir(sub, depth+1); err != nil {
+				return err
+			}
+		}
+		if err != nil || len(names) == 0 {
+			return nil // io.EOF, or a directory removed meanwhile
+		}
+	}
+}
+
+// diskWatch measures a running command's work directory and closes over
+// when it holds more than quota bytes (or cannot be measured within the
+// walk's bounds).
+type diskWatch struct {
+	fd       int // the work directory (the runner closes it)
+	quota    int64
+	over     chan struct{}
+	stop     chan struct{}
+	done     sync.WaitGroup
+	notify   *os.File // inotify, nil if unavailable
+	notifyFD int      // its descriptor (File.Fd would make it blocking)
+	watches  map[int]bool
+	overErr  error
+	overSize int64
+}
+
+// maxWatches bounds the inotify watches of one run (they count against
+// the user's fs.inotify.max_user_watches); directories past it are still
+// measured by the poll.
+const maxWatches = 256
+
+func startDiskWatch(fd int, quota int64) *diskWatch {
+	w := &diskWatch{fd: fd, quota: quota, over: make(chan struct{}), stop: make(chan struct{}), watches: map[int]bool{}}
+	if in, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC); err == nil {
+		w.notify, w.notifyFD = os.NewFile(uintptr(in), "inotify"), in
+	}
+	poke := make(chan struct{}, 1)
+	if w.notify != nil {
+		w.done.Add(1)
+		go func() {
+			defer w.done.Done()
+			buf := make([]byte, 4096)
+			for {
+				if _, err := w.notify.Read(buf); err != nil {
+					return
+				}
+				select {
+				case poke <- struct{}{}:
+				default:
+				}
+			}
+		}()
+	}
+	w.done.Add(1)
+	go func() {
+		defer w.done.Done()
+		tick := time.NewTicker(DiskPoll)
+		defer tick.Stop()
+		last := time.Time{}
+		for {
+			if gap := time.Since(last); gap < diskMinGap {
+				time.Sleep(diskMinGap - gap)
+			}
+			last = time.Now()
+			used, err := dirUsageFD(w.fd, w.addWatch)
+			if err != nil || used > w.quota {
+				w.overErr, w.overSize = err, used
+				close(w.over)
+				return
+			}
+			select {
+			case <-w.stop:
+				return
+			case <-poke:
+			case <-tick.C:
+			}
+		}
+	}()
+	return w
+}
+
+// addWatch watches a directory of the tree for changes, through its fd
+// (the magic link names the open directory, not a path to resolve).
+func (w *diskWatch) addWatch(fd int) {
+	if w.notify == nil || len(w.watches) >= maxWatches {
+		return
+	}
+	const mask = unix.IN_MODIFY | unix.IN_CREATE | unix.IN_MOVED_TO | unix.IN_CLOSE_WRITE | unix.IN_ONLYDIR
+	// The same directory gives the same watch again.
+	if wd, err := unix.InotifyAddWatch(w.notifyFD, fmt.Sprintf("/proc/self/fd/%d", fd), mask); err == nil {
+		w.watches[wd] = true
+	}
+}
+
+// end stops the watch and waits for it.
+func (w *diskWatch) end() {
+	close(w.stop)
+	if w.notify != nil {
+		w.notify.Close()
+	}
+	w.done.Wait()
+}
