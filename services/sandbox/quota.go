@@ -51,11 +51,13 @@ func dirUsageFD(fd int, onDir func(fd int)) (int64, error) {
 		return 0, err
 	}
 	w.total = st.Blocks * 512
-	dup, err := unix.Dup(fd)
+	// A fresh open of the directory, not a dup: a dup shares the offset,
+	// which the last walk left at the end.
+	again, err := unix.Openat(fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return 0, err
 	}
-	err = w.dir(dup, 0)
+	err = w.dir(again, 0)
 	return w.total, err
 }
 
