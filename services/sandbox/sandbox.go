@@ -265,7 +265,10 @@ func (s *Sandbox) Run(ctx context.Context, spec Spec) (*Result, error) {
 	var diskOver <-chan struct{}
 	var watch *diskWatch
 	if watchFD >= 0 {
-		watch = startDiskWatch(watchFD, spec.Limits.Disk)
+		watch = startDiskWatch(watchFD, spec.Limits.Disk, func() {
+			_ = cmd.Process.Kill()
+			group.kill()
+		})
 		watchFD = -1
 		diskOver = watch.over
 	}
@@ -290,6 +293,15 @@ func (s *Sandbox) Run(ctx context.Context, spec Spec) (*Result, error) {
 		_ = cmd.Process.Kill()
 		group.kill()
 		waitErr = <-done
+	}
+	if watch != nil && limit == "" {
+		// The watch kills on its own thread: the command may have ended
+		// by its kill before this select saw it.
+		select {
+		case <-watch.over:
+			limit = LimitDisk
+		default:
+		}
 	}
 	res := &Result{ExitCode: exitCode(cmd, waitErr), Stdout: stdout.bytes(), Stderr: stderr.bytes(), Duration: time.Since(start), Limit: limit}
 	switch {
