@@ -139,8 +139,6 @@ type diskWatch struct {
 	notify   *os.File // inotify, nil if unavailable
 	notifyFD int      // its descriptor (File.Fd would make it blocking)
 	watches  map[int]bool
-	overErr  error
-	overSize int64
 }
 
 // maxWatches bounds the inotify watches of one run (they count against
@@ -187,7 +185,6 @@ func startDiskWatch(fd int, quota int64, kill func()) *diskWatch {
 			used, err := dirUsageFD(w.fd, w.addWatch)
 			if err != nil || used > w.quota {
 				kill()
-				w.overErr, w.overSize = err, used
 				close(w.over)
 				return
 			}
