@@ -301,11 +301,23 @@ func (s *Sandbox) Run(ctx context.Context, spec Spec) (*Result, error) {
 	var diskOver <-chan struct{}
 	var watch *diskWatch
 	if watchFD >= 0 {
-		watch = startDiskWatch(watchFD, spec.Limits.Disk, func() {
-			_ = cmd.Process.Kill()
+		watch, err = startDiskWatch(watchFD, spec.Limits.Disk, func() {
+			// Every process at once, not the first one alone: its death
+			// reaches the others (die-with-parent, the end of the pid
+			// namespace) only when it is scheduled, and they write on
+			// meanwhile.
 			group.kill()
+			for _, pid := range tree(cmd.Process.Pid) {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
 		})
-		watchFD = -1
+		if err != nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			group.kill()
+			group.remove()
+			return nil, fmt.Errorf("sandbox: disk watch: %w", err)
+		}
 		diskOver = watch.over
 	}
 	done := make(chan error, 1)
@@ -363,7 +375,6 @@ func (s *Sandbox) Run(ctx context.Context, spec Spec) (*Result, error) {
 		if used, err := dirUsageFD(watch.fd, nil); (err != nil || used > spec.Limits.Disk) && (res.Limit == "" || res.Limit == LimitFileSize) {
 			res.Limit = LimitDisk
 		}
-		unix.Close(watch.fd)
 	}
 	if limit == LimitTime && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		return res, ctx.Err()
