@@ -161,7 +161,8 @@ func (s *Sandbox) PrepareDir(root string, elems ...string) (*os.File, error) {
 			}
 		}
 	}
-	if err := os.Mkdir(root, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+	// root is the server's configuration: its own path is trusted.
+	if err := os.MkdirAll(root, 0o700); err != nil {
 		return nil, err
 	}
 	fd, err := unix.Open(root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)

@@ -303,6 +303,10 @@ func (s *Sandbox) Run(ctx context.Context, spec Spec) (*Result, error) {
 
 	var diskOver <-chan struct{}
 	var watch *diskWatch
+	// exited is set once the first process has exited, before it is
+	// reaped: until then its pid is its own.
+	var reaping sync.Mutex
+	exited := false
 	if watchFD >= 0 {
 		watch, err = startDiskWatch(watchFD, spec.Limits.Disk, func() {
 			// Every process at once, not the first one alone: its death
@@ -310,8 +314,12 @@ func (s *Sandbox) Run(ctx context.Context, spec Spec) (*Result, error) {
 			// namespace) only when it is scheduled, and they write on
 			// meanwhile.
 			group.kill()
-			for _, pid := range tree(cmd.Process.Pid) {
-				_ = syscall.Kill(pid, syscall.SIGKILL)
+			reaping.Lock()
+			defer reaping.Unlock()
+			if !exited { // else its pid may be another process's by now
+				for _, pid := range tree(cmd.Process.Pid) {
+					_ = syscall.Kill(pid, syscall.SIGKILL)
+				}
 			}
 		})
 		if err != nil {
@@ -324,7 +332,15 @@ func (s *Sandbox) Run(ctx context.Context, spec Spec) (*Result, error) {
 		diskOver = watch.over
 	}
 	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	go func() {
+		var info unix.Siginfo
+		for unix.Waitid(unix.P_PID, cmd.Process.Pid, &info, unix.WEXITED|unix.WNOWAIT, nil) == unix.EINTR {
+		}
+		reaping.Lock()
+		exited = true
+		reaping.Unlock()
+		done <- cmd.Wait()
+	}()
 	var waitErr error
 	var limit Limit
 	select {
