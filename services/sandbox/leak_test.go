@@ -65,3 +65,41 @@ echo done`
 		}
 	}
 }
+
+// With Spec.DirFD bubblewrap mounts the directory PrepareDir opened, not
+// whatever its path names when the command starts: a link swapped in
+// afterwards is not followed, by the mount or by the disk quota's
+// measure.
+func TestDirFDFollowsNoSwappedPath(t *testing.T) {
+	for name, s := range bubblewrapOnly(t) {
+		t.Run(name, func(t *testing.T) {
+			root := workRoot(t)
+			f, err := s.PrepareDir(root, "p1", "s")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			outside := t.TempDir()
+			if err := os.Chmod(outside, 0o777); err != nil {
+				t.Fatal(err)
+			}
+			dir := filepath.Join(root, "p1", "s")
+			if err := os.Rename(dir, filepath.Join(root, "p1", "moved")); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(outside, dir); err != nil {
+				t.Fatal(err)
+			}
+			res := run(t, s, 20*time.Second, Spec{Argv: []string{"sh", "-c", "echo hi > note"}, Dir: dir, DirFD: f, Limits: Limits{Disk: 1 << 20}})
+			if res.ExitCode != 0 || res.Limit != "" {
+				t.Fatalf("exit %d, limit %q, stderr %q", res.ExitCode, res.Limit, res.Stderr)
+			}
+			if _, err := os.Stat(filepath.Join(outside, "note")); err == nil {
+				t.Error("the command wrote through the swapped-in link")
+			}
+			if got, err := os.ReadFile(filepath.Join(root, "p1", "moved", "note")); err != nil || string(got) != "hi\n" {
+				t.Errorf("the opened directory did not get the file: %q %v", got, err)
+			}
+		})
+	}
+}

@@ -1,12 +1,15 @@
 package sandbox
 
 import (
+	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
 	"runtime"
 	"sync"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -47,7 +50,27 @@ func DirUsage(dir string) (int64, error) {
 // dirUsageFD measures the tree of the open directory fd (not closed).
 // onDir, when set, sees every directory's fd while it is open.
 func dirUsageFD(fd int, onDir func(fd int)) (int64, error) {
-	w := walker{seen: map[[2]uint64]bool{}, onDir: onDir}
+	return new(walker).usage(fd, onDir)
+}
+
+// walker measures directory trees. It keeps its buffers from one walk
+// to the next: the disk watch walks every few milliseconds, and a walk
+// that allocates brings on garbage collections, whose pauses stall the
+// watch's thread with the rest.
+type walker struct {
+	total   int64
+	entries int
+	seen    map[[2]uint64]bool // hard links
+	onDir   func(fd int)
+	bufs    [][]byte // getdents buffers, one per depth
+}
+
+func (w *walker) usage(fd int, onDir func(fd int)) (int64, error) {
+	w.total, w.entries, w.onDir = 0, 0, onDir
+	if w.seen == nil {
+		w.seen = map[[2]uint64]bool{}
+	}
+	clear(w.seen)
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		return 0, err
@@ -63,62 +86,83 @@ func dirUsageFD(fd int, onDir func(fd int)) (int64, error) {
 	return w.total, err
 }
 
-type walker struct {
-	total   int64
-	entries int
-	seen    map[[2]uint64]bool // hard links
-	onDir   func(fd int)
-}
-
 // dir adds what is below the directory fd, which it closes.
 func (w *walker) dir(fd int, depth int) error {
-	f := os.NewFile(uintptr(fd), "")
-	defer f.Close()
+	defer unix.Close(fd)
 	if w.onDir != nil {
 		w.onDir(fd)
 	}
+	if len(w.bufs) <= depth {
+		w.bufs = append(w.bufs, make([]byte, 16<<10))
+	}
+	buf := w.bufs[depth]
 	for {
-		names, err := f.Readdirnames(1024)
-		for _, name := range names {
-			if w.entries++; w.entries > MaxDirEntries {
-				return ErrTooManyEntries
+		n, err := unix.Getdents(fd, buf)
+		if err != nil {
+			if errors.Is(err, unix.ENOENT) {
+				return nil // removed meanwhile
 			}
-			var st unix.Stat_t
-			if err := unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-				if errors.Is(err, unix.ENOENT) {
-					continue // removed meanwhile
-				}
-				return err
+			return err
+		}
+		if n <= 0 {
+			return nil
+		}
+		// struct linux_dirent64: ino 8, off 8, reclen 2, type 1, name.
+		for off := 0; off+19 <= n; {
+			reclen := int(binary.NativeEndian.Uint16(buf[off+16:]))
+			if reclen == 0 || off+reclen > n {
+				return errors.New("sandbox: bad directory entry")
 			}
-			if st.Nlink > 1 && st.Mode&unix.S_IFMT != unix.S_IFDIR {
-				key := [2]uint64{st.Dev, st.Ino}
-				if w.seen[key] {
-					continue
-				}
-				w.seen[key] = true
+			name := buf[off+19 : off+reclen]
+			off += reclen
+			if k := bytes.IndexByte(name, 0); k >= 0 {
+				name = name[:k]
 			}
-			w.total += st.Blocks * 512
-			if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+			if string(name) == "." || string(name) == ".." {
 				continue
 			}
-			if depth+1 >= maxDirDepth {
-				return ErrTooManyEntries
-			}
-			sub, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-			if err != nil {
-				if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) {
-					continue // replaced meanwhile: never followed
-				}
+			if err := w.entry(fd, depth, unsafe.String(&name[0], len(name))); err != nil {
 				return err
 			}
-			if err := w.dir(sub, depth+1); err != nil {
-				return err
-			}
-		}
-		if err != nil || len(names) == 0 {
-			return nil // io.EOF, or a directory removed meanwhile
 		}
 	}
+}
+
+// entry adds one entry of the directory fd. name points into a getdents
+// buffer: it must not outlive the call.
+func (w *walker) entry(fd, depth int, name string) error {
+	if w.entries++; w.entries > MaxDirEntries {
+		return ErrTooManyEntries
+	}
+	var st unix.Stat_t
+	if err := unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return nil // removed meanwhile
+		}
+		return err
+	}
+	if st.Nlink > 1 && st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		key := [2]uint64{st.Dev, st.Ino}
+		if w.seen[key] {
+			return nil
+		}
+		w.seen[key] = true
+	}
+	w.total += st.Blocks * 512
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return nil
+	}
+	if depth+1 >= maxDirDepth {
+		return ErrTooManyEntries
+	}
+	sub, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) {
+			return nil // replaced meanwhile: never followed
+		}
+		return err
+	}
+	return w.dir(sub, depth+1)
 }
 
 // diskWatch measures a running command's work directory and, when it
@@ -138,9 +182,9 @@ type diskWatch struct {
 	fd      int // the work directory (the runner closes it)
 	quota   int64
 	over    chan struct{}
-	stopFD  int // eventfd: written by end
-	notify  int // inotify, -1 if unavailable
-	watches map[int]bool
+	stopFD  int                // eventfd: written by end
+	notify  int                // inotify, -1 if unavailable
+	watches map[[2]uint64]bool // the directories watched
 	done    sync.WaitGroup
 }
 
@@ -154,7 +198,7 @@ func startDiskWatch(fd int, quota int64, kill func()) (*diskWatch, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &diskWatch{fd: fd, quota: quota, over: make(chan struct{}), stopFD: stop, notify: -1, watches: map[int]bool{}}
+	w := &diskWatch{fd: fd, quota: quota, over: make(chan struct{}), stopFD: stop, notify: -1, watches: map[[2]uint64]bool{}}
 	if in, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC); err == nil {
 		w.notify = in
 	}
@@ -172,9 +216,10 @@ func startDiskWatch(fd int, quota int64, kill func()) (*diskWatch, error) {
 			fds = append(fds, unix.PollFd{Fd: int32(w.notify), Events: unix.POLLIN})
 		}
 		buf := make([]byte, 4096)
+		var walk walker
 		for {
 			cpu := threadCPU()
-			used, err := dirUsageFD(w.fd, w.addWatch)
+			used, err := walk.usage(w.fd, w.addWatch)
 			if err != nil || used > w.quota {
 				kill()
 				close(w.over)
@@ -217,10 +262,13 @@ func (w *diskWatch) addWatch(fd int) {
 	if w.notify < 0 || len(w.watches) >= maxWatches {
 		return
 	}
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) != nil || w.watches[[2]uint64{st.Dev, st.Ino}] {
+		return // watched already
+	}
 	const mask = unix.IN_MODIFY | unix.IN_CREATE | unix.IN_MOVED_TO | unix.IN_CLOSE_WRITE | unix.IN_ONLYDIR
-	// The same directory gives the same watch again.
-	if wd, err := unix.InotifyAddWatch(w.notify, fmt.Sprintf("/proc/self/fd/%d", fd), mask); err == nil {
-		w.watches[wd] = true
+	if _, err := unix.InotifyAddWatch(w.notify, fmt.Sprintf("/proc/self/fd/%d", fd), mask); err == nil {
+		w.watches[[2]uint64{st.Dev, st.Ino}] = true
 	}
 }
 
