@@ -118,7 +118,7 @@ func (w *walker) dir(fd int, depth int) error {
 			if k := bytes.IndexByte(name, 0); k >= 0 {
 				name = name[:k]
 			}
-			if string(name) == "." || string(name) == ".." {
+			if len(name) == 0 || string(name) == "." || string(name) == ".." {
 				continue
 			}
 			if err := w.entry(fd, depth, unsafe.String(&name[0], len(name))); err != nil {
