@@ -29,9 +29,15 @@ var ErrTooManyEntries = fmt.Errorf("more than %d entries or %d levels", MaxDirEn
 // when nothing in it changes; a change noticed (inotify) measures it at
 // once, after a pause of at least diskMinGap and as long as the last
 // measure took (the watch takes at most half a CPU).
+//
+// The watch runs at real-time priority while a measure takes at most
+// maxRealtimeWalk of CPU (a few thousand entries), at nice -10 after one
+// takes longer, so that work directories with many files cannot together
+// hold the host's CPUs at real-time priority.
 const (
-	DiskPoll   = 100 * time.Millisecond
-	diskMinGap = time.Millisecond
+	DiskPoll        = 100 * time.Millisecond
+	diskMinGap      = time.Millisecond
+	maxRealtimeWalk = 5 * time.Millisecond
 )
 
 // DirUsage is the space dir takes: the blocks allocated to it and to
@@ -208,7 +214,8 @@ func startDiskWatch(fd int, quota int64, kill func()) (*diskWatch, error) {
 		// The thread ends with the goroutine (it is never unlocked), its
 		// priority with it.
 		runtime.LockOSThread()
-		if unix.SchedSetAttr(0, &unix.SchedAttr{Policy: unix.SCHED_RR, Priority: 1}, 0) != nil {
+		realtime := unix.SchedSetAttr(0, &unix.SchedAttr{Policy: unix.SCHED_RR, Priority: 1}, 0) == nil
+		if !realtime {
 			_ = unix.Setpriority(unix.PRIO_PROCESS, 0, -10)
 		}
 		fds := []unix.PollFd{{Fd: int32(w.stopFD), Events: unix.POLLIN}}
@@ -227,7 +234,14 @@ func startDiskWatch(fd int, quota int64, kill func()) (*diskWatch, error) {
 			}
 			// At most half a CPU: a pause as long as the measure's CPU time
 			// (not its wall time, which a preemption stretches).
-			pause := unix.NsecToTimespec(int64(max(diskMinGap, threadCPU()-cpu)))
+			spent := threadCPU() - cpu
+			if realtime && spent > maxRealtimeWalk {
+				// A tree this large would take real-time CPU from every
+				// other thread of the host: back to a normal thread.
+				realtime = false
+				_ = unix.SchedSetAttr(0, &unix.SchedAttr{Policy: unix.SCHED_NORMAL, Nice: -10}, 0)
+			}
+			pause := unix.NsecToTimespec(int64(max(diskMinGap, spent)))
 			_ = unix.Nanosleep(&pause, nil)
 			if _, err := unix.Poll(fds, int(DiskPoll/time.Millisecond)); err != nil && err != unix.EINTR {
 				return
