@@ -20,11 +20,13 @@ func BenchmarkSandboxTrue(b *testing.B) {
 		b.Skip("bubblewrap unavailable: " + s.Status().Reason)
 	}
 	dir := root + "/p/s"
-	if err := s.PrepareDir(root, dir); err != nil {
+	f, err := s.PrepareDir(root, "p", "s")
+	if err != nil {
 		b.Fatal(err)
 	}
+	f.Close()
 	spec := Spec{Argv: []string{"true"}, Dir: dir, Env: DefaultEnv("/work")}
-	args := append(bwrapArgs(spec), "--", "true")
+	args := append(bwrapArgs(spec), "--bind", dir, "/work", "--", "true")
 	// bwrapArgs blocks on fd 3; the direct run gets an fd 3 at EOF.
 	var runner, direct []time.Duration
 	for b.Loop() {

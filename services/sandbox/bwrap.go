@@ -4,21 +4,33 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
+	"strings"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // bwrap runs commands under bubblewrap: every namespace unshared, a user
 // namespace in which no further one can be made, no capabilities, a new
-// session, read-only system directories, and the work directory the only
-// writable place.
-type bwrap struct{ path, prlimit string }
+// session, read-only system directories, the work directory the only
+// writable place, and the seccomp filter (see seccompFilter).
+//
+// Its options reach it through a pipe (--args), not its argv: bubblewrap's
+// init is pid 1 in the sandbox, where /proc/1/cmdline is readable, and the
+// options name the host's work directory.
+type bwrap struct {
+	path, prlimit string
+	filter        *seccompFilter
+}
 
 func (b bwrap) name() string { return "bubblewrap" }
 
 func (bwrap) workPath(Spec) string { return "/work" }
 
-// bwrapArgs are the options before the command; fd 3 holds it until the
-// runner releases it.
+// bwrapArgs are the options before the command, but for the work
+// directory's mount and the seccomp filter, which command adds; fd 3
+// holds the command until the runner releases it.
 func bwrapArgs(spec Spec) []string {
 	args := []string{
 		"--unshare-all", "--unshare-user", "--disable-userns",
@@ -37,7 +49,7 @@ func bwrapArgs(spec Spec) []string {
 	args = append(args,
 		"--ro-bind", "/etc", "/etc",
 		"--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
-		"--bind", spec.Dir, "/work", "--chdir", "/work",
+		"--chdir", "/work",
 		"--hostname", "sandbox",
 		"--block-fd", "3",
 	)
@@ -48,11 +60,53 @@ func bwrapArgs(spec Spec) []string {
 }
 
 // command runs bwrap, through prlimit(1) when there are resource limits to
-// set: it sets them on itself and executes bwrap.
-func (b bwrap) command(spec Spec, drop bool, limits []rlimit) (*exec.Cmd, error) {
-	args := append(bwrapArgs(spec), "--")
-	args = append(args, spec.Argv...)
-	cmd := exec.Command(b.path, args...)
+// set: it sets them on itself and executes bwrap. Its extra files (fd 4
+// on, after the runner's fd 3) are the options' pipe, the seccomp
+// program's pipe and, with Spec.DirFD, the work directory: the runner
+// closes them once the command has started.
+func (b bwrap) command(spec Spec, drop bool, limits []rlimit) (cmd *exec.Cmd, err error) {
+	var files []*os.File
+	defer func() {
+		if err != nil {
+			closeAll(files)
+		}
+	}()
+	fd := func(f *os.File) string {
+		files = append(files, f)
+		return strconv.Itoa(3 + len(files))
+	}
+	opts := bwrapArgs(spec)
+	if spec.DirFD != nil {
+		// Mounted from the open directory: no path is resolved again.
+		dup, err := unix.FcntlInt(spec.DirFD.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+		if err != nil {
+			return nil, fmt.Errorf("sandbox: work directory: %w", err)
+		}
+		opts = append(opts, "--bind-fd", fd(os.NewFile(uintptr(dup), "work")), "/work")
+	} else {
+		opts = append(opts, "--bind", spec.Dir, "/work")
+	}
+	if b.filter != nil {
+		f, err := dataPipe(b.filter.bytes())
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, "--seccomp", fd(f))
+	}
+	var data strings.Builder
+	for _, o := range opts {
+		if strings.IndexByte(o, 0) >= 0 {
+			return nil, fmt.Errorf("sandbox: NUL in option %q", o)
+		}
+		data.WriteString(o)
+		data.WriteByte(0)
+	}
+	argsFile, err := dataPipe([]byte(data.String()))
+	if err != nil {
+		return nil, err
+	}
+	args := append([]string{"--args", fd(argsFile), "--"}, spec.Argv...)
+	cmd = exec.Command(b.path, args...)
 	if len(limits) > 0 {
 		pre := []string{}
 		for _, r := range limits {
@@ -61,10 +115,40 @@ func (b bwrap) command(spec Spec, drop bool, limits []rlimit) (*exec.Cmd, error)
 		pre = append(pre, "--", b.path)
 		cmd = exec.Command(b.prlimit, append(pre, args...)...)
 	}
+	cmd.ExtraFiles = files
 	cmd.Env = spec.Env
 	cmd.SysProcAttr = &syscall.SysProcAttr{}
 	if drop {
 		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: SandboxUID, Gid: SandboxGID, Groups: []uint32{}}
 	}
 	return cmd, nil
+}
+
+// dataPipe returns the read end of a pipe that holds data and then ends.
+// A pipe, not a file: once bubblewrap has read it nothing is left to read
+// again through /proc/1/fd. data must fit the pipe's buffer (the options
+// and the filter are a few KiB; the buffer is grown to hold them).
+func dataPipe(data []byte) (*os.File, error) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	defer w.Close()
+	if len(data) > 4096 {
+		if _, err := unix.FcntlInt(w.Fd(), unix.F_SETPIPE_SZ, len(data)); err != nil {
+			r.Close()
+			return nil, fmt.Errorf("sandbox: pipe of %d bytes: %w", len(data), err)
+		}
+	}
+	if _, err := w.Write(data); err != nil {
+		r.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
+func closeAll(files []*os.File) {
+	for _, f := range files {
+		f.Close()
+	}
 }

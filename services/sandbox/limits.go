@@ -284,23 +284,28 @@ type rlimit struct {
 	Flag     string `json:"flag"` // prlimit(1)'s option
 }
 
-// rlimitsFor lists the limits of a run without a cgroup: memory
+// rlimitsFor lists the resource limits of a run: the size of a file
+// (RLIMIT_FSIZE, fsize bytes, 0 for none) and, without a cgroup, memory
 // (RLIMIT_DATA), processes (RLIMIT_NPROC) and CPU time.
 // They are set by the started process on itself (changing another
 // process's limits needs CAP_SYS_RESOURCE, which a container's root often
 // lacks), and inherited by everything it starts.
 //
-// With a cgroup there are none: the cgroup caps memory and processes, the
-// runner's kill caps time, and the server runs without core dumps (see
+// With a cgroup only the file size: the cgroup caps memory and processes,
+// the runner's kill caps time, and the server runs without core dumps (see
 // Probe), which its children inherit.
-func rlimitsFor(l Limits, caps bool) []rlimit {
+func rlimitsFor(l Limits, caps bool, fsize int64) []rlimit {
+	var out []rlimit
+	if fsize > 0 {
+		out = append(out, rlimit{unix.RLIMIT_FSIZE, uint64(fsize), "--fsize"})
+	}
 	if !caps {
-		return nil
+		return out
 	}
-	out := []rlimit{
-		{unix.RLIMIT_DATA, uint64(l.Memory), "--data"},
-		{unix.RLIMIT_NPROC, uint64(l.Procs), "--nproc"},
-	}
+	out = append(out,
+		rlimit{unix.RLIMIT_DATA, uint64(l.Memory), "--data"},
+		rlimit{unix.RLIMIT_NPROC, uint64(l.Procs), "--nproc"},
+	)
 	if l.CPU > 0 {
 		out = append(out, rlimit{unix.RLIMIT_CPU, uint64((l.CPU + time.Second - 1) / time.Second), "--cpu"})
 	}

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -10,7 +11,6 @@ import (
 	"strings"
 	"syscall"
 
-	seccomp "github.com/elastic/go-seccomp-bpf"
 	"github.com/landlock-lsm/go-landlock/landlock"
 	"golang.org/x/sys/unix"
 )
@@ -43,6 +43,9 @@ type helperConfig struct {
 const helperEnv = "TOOLBELT_SANDBOX_HELPER"
 
 func (native) command(spec Spec, drop bool, limits []rlimit) (*exec.Cmd, error) {
+	if spec.Dir == "" {
+		return nil, errors.New("sandbox: the native backend needs Spec.Dir")
+	}
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -124,8 +127,12 @@ func helperMain() error {
 			return err
 		}
 	}
-	if err := seccomp.LoadFilter(seccompFilter()); err != nil {
-		return fmt.Errorf("seccomp: %w", err)
+	filter, err := buildSeccomp()
+	if err != nil {
+		return err
+	}
+	if err := filter.load(); err != nil {
+		return err
 	}
 	argv := cfg.Argv
 	if len(cfg.Limits) > 0 {
@@ -142,29 +149,6 @@ func helperMain() error {
 		}
 	}
 	return syscall.Exec(path, argv, cfg.Env)
-}
-
-// seccompFilter refuses (EPERM) the system calls that change the kernel,
-// other processes, mounts or namespaces.
-func seccompFilter() seccomp.Filter {
-	return seccomp.Filter{
-		NoNewPrivs: true,
-		Flag:       seccomp.FilterFlagTSync,
-		Policy: seccomp.Policy{
-			DefaultAction: seccomp.ActionAllow,
-			Syscalls: []seccomp.SyscallGroup{{
-				Action: seccomp.ActionErrno,
-				Names: []string{
-					"mount", "umount2", "pivot_root", "chroot", "unshare", "setns",
-					"ptrace", "process_vm_readv", "process_vm_writev", "kcmp",
-					"bpf", "perf_event_open", "userfaultfd", "keyctl", "add_key", "request_key",
-					"init_module", "finit_module", "delete_module", "kexec_load", "kexec_file_load",
-					"reboot", "swapon", "swapoff", "acct", "quotactl", "settimeofday", "clock_settime",
-					"open_by_handle_at", "name_to_handle_at", "fsopen", "fsmount", "fspick", "move_mount", "open_tree",
-				},
-			}},
-		},
-	}
 }
 
 // lookPath finds the command on the PATH of its environment.

@@ -2,11 +2,13 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"time"
 
@@ -46,8 +48,15 @@ func Probe(ctx context.Context, want, workRoot string, log *slog.Logger) *Sandbo
 	if cgWhy != "" {
 		reasons = append(reasons, cgWhy)
 	}
+	filter, err := buildSeccomp()
+	if err != nil {
+		reasons = append(reasons, fmt.Sprintf("no seccomp filter for %s: %v", runtime.GOARCH, err))
+	}
 	var candidates []backend
-	if want == Auto || want == Bubblewrap {
+	switch {
+	case filter == nil:
+		// Neither backend runs a command without its filter.
+	case want == Auto || want == Bubblewrap:
 		path, err := exec.LookPath("bwrap")
 		prlimit, err2 := exec.LookPath("prlimit")
 		switch {
@@ -56,10 +65,10 @@ func Probe(ctx context.Context, want, workRoot string, log *slog.Logger) *Sandbo
 		case err2 != nil:
 			reasons = append(reasons, "prlimit is not installed (Debian package util-linux)")
 		default:
-			candidates = append(candidates, bwrap{path: path, prlimit: prlimit})
+			candidates = append(candidates, bwrap{path: path, prlimit: prlimit, filter: filter})
 		}
 	}
-	if want == Auto || want == Native {
+	if filter != nil && (want == Auto || want == Native) {
 		candidates = append(candidates, native{})
 	}
 	if want == None {
@@ -71,11 +80,11 @@ func Probe(ctx context.Context, want, workRoot string, log *slog.Logger) *Sandbo
 			reasons = append(reasons, fmt.Sprintf("%s does not work here: %v", b.name(), err))
 			continue
 		}
-		s.status = Status{Backend: b.name(), Limits: limits, Reason: strings.Join(reasons, "; ")}
+		s.status = Status{Backend: b.name(), Limits: limits, Seccomp: filter.summary, Reason: strings.Join(reasons, "; ")}
 		if drop {
 			s.status.User = fmt.Sprint(SandboxUID)
 		}
-		log.Info("sandbox ready", "backend", s.status.Backend, "limits", limits, "user", s.status.User, "notes", s.status.Reason)
+		log.Info("sandbox ready", "backend", s.status.Backend, "limits", limits, "user", s.status.User, "seccomp", s.status.Seccomp, "notes", s.status.Reason)
 		return s
 	}
 	s := &Sandbox{status: Status{Backend: None, Limits: limits, Reason: strings.Join(reasons, "; ")}, log: log}
@@ -85,14 +94,16 @@ func Probe(ctx context.Context, want, workRoot string, log *slog.Logger) *Sandbo
 
 // check runs a command that writes and reads a file in a work directory.
 func (s *Sandbox) check(ctx context.Context, workRoot string) error {
-	dir := filepath.Join(workRoot, fmt.Sprintf(".probe-%d", time.Now().UnixNano()))
-	if err := s.PrepareDir(workRoot, dir); err != nil {
+	name := fmt.Sprintf(".probe-%d", time.Now().UnixNano())
+	f, err := s.PrepareDir(workRoot, name)
+	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
+	defer os.RemoveAll(filepath.Join(workRoot, name))
+	defer f.Close()
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	res, err := s.Run(ctx, Spec{Argv: []string{"sh", "-c", "echo ok > probe && cat probe"}, Dir: dir})
+	res, err := s.Run(ctx, Spec{Argv: []string{"sh", "-c", "echo ok > probe && cat probe"}, Dir: f.Name(), DirFD: f})
 	if err != nil {
 		return err
 	}
@@ -107,64 +118,104 @@ func firstLine(b []byte) string {
 	return line
 }
 
-// PrepareDir makes dir, under root, a work directory the sandboxed
-// processes can use: when they run as another uid, dir belongs to that uid
-// and the directories from root down to it can be traversed (not listed)
-// by it. It fails with advice when a directory above root cannot be
-// traversed.
-func (s *Sandbox) PrepareDir(root, dir string) error {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
+// PrepareDir makes root/elems[0]/elems[1]/… a work directory the
+// sandboxed processes can use, and returns it open. Each element is one
+// path element (no separator, not "." or "..", no NUL). It follows no
+// link: from root (opened without following a link at its last element)
+// each directory is made and opened relative to its parent with
+// O_NOFOLLOW, checked to be a directory (those above the last owned by
+// the server), and changed through its descriptor, never by path.
+//
+// When the sandboxed processes run as another uid, the last directory
+// belongs to that uid (mode 0700) and the ones from root down to it can be
+// traversed (not listed) by it. It fails with advice when a directory
+// above root cannot be traversed. root itself is made when missing.
+func (s *Sandbox) PrepareDir(root string, elems ...string) (*os.File, error) {
+	if len(elems) == 0 {
+		return nil, errors.New("sandbox: PrepareDir needs a directory below root")
 	}
-	if s == nil || !s.drop {
-		return nil
+	for _, e := range elems {
+		if e == "" || e == "." || e == ".." || strings.ContainsAny(e, "/\x00") {
+			return nil, fmt.Errorf("sandbox: %q is not one path element", e)
+		}
 	}
-	// Absolute paths: the walk up below ends at the root directory (a
-	// relative one would end at "." forever).
-	root, err := filepath.Abs(root)
-	if err != nil {
-		return err
-	}
-	if dir, err = filepath.Abs(dir); err != nil {
-		return err
-	}
-	rel, err := filepath.Rel(root, dir)
-	if err != nil || strings.HasPrefix(rel, "..") {
-		return fmt.Errorf("%s is not under %s", dir, root)
-	}
-	// Above root: must already be traversable by others.
-	for p := filepath.Dir(root); ; p = filepath.Dir(p) {
-		st, err := os.Stat(p)
+	drop := s != nil && s.drop
+	if drop {
+		// Absolute: the walk up below ends at / (a relative one would end
+		// at "." forever).
+		abs, err := filepath.Abs(root)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		if st.Mode().Perm()&0o001 == 0 {
-			return fmt.Errorf("uid %d cannot reach %s: %s is not traversable (chmod o+x %s, or run the server as a non-root user)", SandboxUID, root, p, p)
-		}
-		if parent := filepath.Dir(p); parent == p {
-			break
+		// Above root: must already be traversable by others.
+		for p := filepath.Dir(abs); ; p = filepath.Dir(p) {
+			st, err := os.Stat(p)
+			if err != nil {
+				return nil, err
+			}
+			if st.Mode().Perm()&0o001 == 0 {
+				return nil, fmt.Errorf("uid %d cannot reach %s: %s is not traversable (chmod o+x %s, or run the server as a non-root user)", SandboxUID, root, p, p)
+			}
+			if parent := filepath.Dir(p); parent == p {
+				break
+			}
 		}
 	}
-	for p := root; p != dir; {
-		if err := addMode(p, 0o711); err != nil {
-			return err
-		}
-		next, _, _ := strings.Cut(strings.TrimPrefix(dir, p+string(filepath.Separator)), string(filepath.Separator))
-		p = filepath.Join(p, next)
+	// root is the server's configuration: its own path is trusted.
+	if err := os.MkdirAll(root, 0o700); err != nil {
+		return nil, err
 	}
-	if err := os.Chown(dir, SandboxUID, SandboxGID); err != nil {
-		return err
-	}
-	return os.Chmod(dir, 0o700)
-}
-
-func addMode(p string, mode os.FileMode) error {
-	st, err := os.Stat(p)
+	fd, err := unix.Open(root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return err
+		return nil, &os.PathError{Op: "open", Path: root, Err: err}
 	}
-	if st.Mode().Perm()&mode == mode {
-		return nil
+	path := root
+	uid := os.Geteuid()
+	for i, e := range append([]string{""}, elems...) {
+		if i > 0 {
+			path = filepath.Join(path, e)
+			if err := unix.Mkdirat(fd, e, 0o700); err != nil && !errors.Is(err, unix.EEXIST) {
+				unix.Close(fd)
+				return nil, &os.PathError{Op: "mkdir", Path: path, Err: err}
+			}
+			next, err := unix.Openat(fd, e, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+			unix.Close(fd)
+			if err != nil {
+				if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) {
+					err = fmt.Errorf("%w (a link or not a directory: refused)", err)
+				}
+				return nil, &os.PathError{Op: "open", Path: path, Err: err}
+			}
+			fd = next
+		}
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			unix.Close(fd)
+			return nil, &os.PathError{Op: "stat", Path: path, Err: err}
+		}
+		last := i == len(elems)
+		owner := int(st.Uid)
+		switch {
+		case st.Mode&unix.S_IFMT != unix.S_IFDIR:
+			err = errors.New("not a directory")
+		case i > 0 && !last && owner != uid:
+			err = fmt.Errorf("owned by uid %d, not the server's %d", owner, uid)
+		case last && owner != uid && !(drop && owner == SandboxUID):
+			err = fmt.Errorf("owned by uid %d", owner)
+		}
+		if err == nil && drop {
+			if last {
+				if err = unix.Fchown(fd, SandboxUID, SandboxGID); err == nil {
+					err = unix.Fchmod(fd, 0o700)
+				}
+			} else if st.Mode&0o711 != 0o711 {
+				err = unix.Fchmod(fd, st.Mode&0o7777|0o711)
+			}
+		}
+		if err != nil {
+			unix.Close(fd)
+			return nil, fmt.Errorf("sandbox: work directory %s: %w", path, err)
+		}
 	}
-	return os.Chmod(p, st.Mode().Perm()|mode)
+	return os.NewFile(uintptr(fd), path), nil
 }

@@ -64,11 +64,12 @@ func backends(t *testing.T) map[string]*Sandbox {
 func workDir(t *testing.T, s *Sandbox) string {
 	t.Helper()
 	root := workRoot(t)
-	dir := filepath.Join(root, "p1", "session")
-	if err := s.PrepareDir(root, dir); err != nil {
+	f, err := s.PrepareDir(root, "p1", "session")
+	if err != nil {
 		t.Fatal(err)
 	}
-	return dir
+	f.Close()
+	return filepath.Join(root, "p1", "session")
 }
 
 func run(t *testing.T, s *Sandbox, timeout time.Duration, spec Spec) *Result {
@@ -295,7 +296,11 @@ func TestPrepareDirRelative(t *testing.T) {
 	s := &Sandbox{drop: true}
 	done := make(chan error, 1)
 	go func() {
-		done <- s.PrepareDir(filepath.Join("data", "sessions"), filepath.Join("data", "sessions", "p1", "s"))
+		f, err := s.PrepareDir(filepath.Join("data", "sessions"), "p1", "s")
+		if err == nil {
+			f.Close()
+		}
+		done <- err
 	}()
 	select {
 	case err := <-done:
