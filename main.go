@@ -60,6 +60,8 @@ type Config struct {
 	Alerts services.AlertConfig
 	// ToolsDir holds tool files (YAML or JSON), watched while serving.
 	ToolsDir string
+	// SessionQuotaMB is the disk quota of each session's work directory.
+	SessionQuotaMB int
 }
 
 func main() {
@@ -125,12 +127,20 @@ func parseConfig(args []string) (Config, error) {
 	if err != nil || grace < 0 {
 		return cfg, fmt.Errorf("TOOLBELT_SHUTDOWN_TIMEOUT must be a duration such as 20s")
 	}
+	quota, err := strconv.Atoi(env("TOOLBELT_SESSION_QUOTA_MB", strconv.Itoa(services.DefaultSessionQuota>>20)))
+	if err != nil || quota < 1 {
+		return cfg, fmt.Errorf("TOOLBELT_SESSION_QUOTA_MB must be a positive number of MiB")
+	}
+	fs.IntVar(&cfg.SessionQuotaMB, "session-quota-mb", quota, "disk quota of each session's work directory, in MiB (TOOLBELT_SESSION_QUOTA_MB)")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", grace, "how long calls in flight may finish on SIGTERM before they are interrupted (TOOLBELT_SHUTDOWN_TIMEOUT)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
 	if cfg.KeepLearned < 1 {
 		return cfg, fmt.Errorf("--learned-per-tool must be at least 1")
+	}
+	if cfg.SessionQuotaMB < 1 {
+		return cfg, fmt.Errorf("--session-quota-mb must be at least 1")
 	}
 	if !slices.Contains([]string{sandbox.Auto, sandbox.Bubblewrap, sandbox.Native, sandbox.None}, cfg.Sandbox) {
 		return cfg, fmt.Errorf("--sandbox %q: use auto, bubblewrap, native or none", cfg.Sandbox)
@@ -236,13 +246,11 @@ func serve(args []string) error {
 		return fmt.Errorf("load secret detection rules: %w", err)
 	}
 	host := services.DetectHost()
-	// Sandboxed commands run as an unprivileged uid when the server is
-	// root: it must traverse (not list) the data directory to reach the
-	// work directories under sessions/.
-	if os.Geteuid() == 0 {
-		if err := os.Chmod(cfg.DataDir, 0o711); err != nil {
-			return err
-		}
+	// The data directory is the server's alone, but for the sandbox's
+	// group when the server is root: commands run as uid 65534 must
+	// traverse (never list) it to reach their work directories.
+	if err := sandbox.ShareWithSandbox(cfg.DataDir); err != nil {
+		return err
 	}
 	box := sandbox.Probe(ctx, cfg.Sandbox, filepath.Join(cfg.DataDir, "sessions"), log)
 	host.Sandbox = box.Available()
@@ -293,7 +301,7 @@ func serve(args []string) error {
 		return fmt.Errorf("TOOLBELT_HTTP_ALLOW_PRIVATE: %w", err)
 	}
 	invoker = services.NewInvoker(store, selector, authz, redactor, netPolicy, cfg.DataDir, nil, log).
-		WithSandbox(box).WithBrowser(chromium).WithSearch(cfg.SearXNG).WithSecretNames(secretNames()).WithMetrics(metrics)
+		WithSandbox(box).WithSessionQuota(services.NewQuota(int64(cfg.SessionQuotaMB) << 20)).WithBrowser(chromium).WithSearch(cfg.SearXNG).WithSecretNames(secretNames()).WithMetrics(metrics)
 	invoker.ReportPendingApprovals(metrics)
 	h := &handlers.Handler{
 		Registry: registry, Selector: selector, Accounts: accounts,

@@ -187,6 +187,21 @@ func TestServeFirstStartAndRestart(t *testing.T) {
 			t.Errorf("code_execute through the server: %s", raw)
 		}
 	}
+	// The data directory and the database are the server's alone.
+	if box["status"] == "ok" && strings.HasPrefix(box["detail"].(string), "bubblewrap") {
+		if !strings.Contains(box["detail"].(string), "seccomp: deny") {
+			t.Errorf("/readyz does not state the seccomp filter: %v", box)
+		}
+		dataMode := os.FileMode(0o700)
+		if os.Geteuid() == 0 {
+			dataMode = 0o710 // root:65534, for the sandbox's group to traverse
+		}
+		for p, want := range map[string]os.FileMode{data: dataMode, filepath.Join(data, "toolbelt.db"): 0o600} {
+			if info, err := os.Stat(p); err != nil || info.Mode().Perm() != want {
+				t.Errorf("%s: %v %v, want %v", p, info.Mode().Perm(), err, want)
+			}
+		}
+	}
 	code, body := s.get(t, "/api/v1/tools", s.key)
 	if code != 200 || body["total"] != float64(8) {
 		t.Fatalf("built-in tools: %d %v", code, body["total"])

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"time"
 	"unicode/utf8"
+
+	"toolbelt/services/sandbox"
 )
 
 // The file tools work inside the session work directory through os.Root,
@@ -35,6 +37,30 @@ func pathError(p string, err error) error {
 		return &toolError{code: CodePathNotAllowed, msg: fmt.Sprintf("%s may not be accessed", p), suggestion: "Use another file."}
 	}
 	return &toolError{code: CodeExecutionFailed, msg: fmt.Sprintf("%s: %v", p, err), suggestion: "Check the path and try again."}
+}
+
+// withinQuota refuses a write of n bytes to p that would take the work
+// directory past the session's disk quota (SANDBOX_LIMIT, as when a
+// sandboxed program fills it).
+func withinQuota(c *call, root *os.Root, p string, n int64, appending bool) error {
+	if c.quota <= 0 {
+		return nil
+	}
+	used, err := sandbox.DirUsage(c.workDir)
+	if err != nil && !errors.Is(err, sandbox.ErrTooManyEntries) {
+		return err
+	}
+	add := n
+	if info, lerr := root.Lstat(p); lerr == nil && info.Mode().IsRegular() && !appending {
+		add -= info.Size() // the file is replaced
+	}
+	if err == nil && used+add <= c.quota {
+		return nil
+	}
+	return &toolError{code: CodeSandboxLimit,
+		msg: fmt.Sprintf("writing %d bytes to %s would pass the session's disk quota of %d MiB (the work directory holds %.1f MiB)",
+			n, p, c.quota>>20, float64(used)/(1<<20)),
+		suggestion: "Delete files you no longer need from the work directory, or write less."}
 }
 
 // regularFile refuses what is not a regular file: FIFOs, sockets and
@@ -161,6 +187,9 @@ func fileWrite(c *call) (any, error) {
 		if err := root.MkdirAll(dir, 0o750); err != nil {
 			return nil, pathError(p, err)
 		}
+	}
+	if err := withinQuota(c, root, p, int64(len(content)), appendMode); err != nil {
+		return nil, err
 	}
 	flags := os.O_WRONLY | os.O_CREATE | os.O_TRUNC
 	if appendMode {

@@ -86,6 +86,9 @@ func (h *Health) Check(ctx context.Context) Readiness {
 		if h.sandbox.User != "" {
 			sb.Detail += ", commands run as uid " + h.sandbox.User
 		}
+		if h.sandbox.Seccomp != "" {
+			sb.Detail += ", seccomp: " + h.sandbox.Seccomp
+		}
 		if h.sandbox.Backend == sandbox.None {
 			sb.Status, sb.Detail = "degraded", "none: "+h.sandbox.Reason
 		} else if h.sandbox.Reason != "" {

@@ -196,6 +196,7 @@ type call struct {
 	args     map[string]any
 	workDir  string
 	workID   dirID // the work directory's identity, checked at every open
+	quota    int64 // bytes the work directory may hold
 	started  time.Time
 	attempts int
 	cached   bool
@@ -285,6 +286,7 @@ type Invoker struct {
 	events       *broker
 	metrics      *Metrics
 	dirs         sync.Map // sessionKey → its work directory, once made
+	quota        Quota    // of each session's work directory
 	run          Step
 	// Optional mechanisms of the built-in tools.
 	sandbox     *sandbox.Sandbox
@@ -312,6 +314,7 @@ func NewInvoker(store *models.Store, selector *Selector, authz *Authz, redactor 
 		limits:  newRateLimits(),
 		queues:  newQueues(queueLimits, 0),
 		sleep:   sleepCtx,
+		quota:   NewQuota(DefaultSessionQuota),
 		bg:      newBackground(),
 		events:  newBroker(),
 		calls: newCallRecorder(store, func(c *models.Call) { c.Arguments = string(redactor.RedactJSON([]byte(c.Arguments))) },
@@ -767,22 +770,15 @@ func (inv *Invoker) secure(next Step) Step {
 		// Work directories belong to a principal and a session: two agents
 		// using the same session id never share files.
 		key := sessionKey{principalID(c.caller), c.req.SessionID}
-		var owner *[2]int
+		dir, err := inv.workDirOf(key)
+		if err != nil {
+			inv.log.ErrorContext(ctx, "make work directory", "err", err, "call_id", c.id)
+			return failure(CodeInternal, "internal error", true, "Try again.")
+		}
 		if uid, gid, ok := inv.sandbox.Owner(); ok {
-			owner = &[2]int{uid, gid}
+			c.owner = &[2]int{uid, gid}
 		}
-		made, ok := inv.dirs.Load(key)
-		if !ok {
-			dir, err := makeWorkDir(filepath.Join(inv.dataDir, "sessions"), owner, fmt.Sprintf("p%d", key.principal), key.session)
-			if err != nil {
-				inv.log.ErrorContext(ctx, "make work directory", "err", err, "call_id", c.id)
-				return failure(CodeInternal, "internal error", true, "Try again.")
-			}
-			made, _ = inv.dirs.LoadOrStore(key, dir)
-		}
-		dir := made.(workDir)
-		c.owner = owner
-		c.workDir, c.workID = dir.path, dir.id
+		c.workDir, c.workID, c.quota = dir.path, dir.id, inv.quota.disk
 		if cmd, ok := c.args["command"].(string); ok && c.def.Category == "shell" {
 			if msg := checkCommand(cmd, c.def.Security.ShellOperators); msg != "" {
 				return refusal(CodeCommandRejected, msg,

@@ -26,6 +26,26 @@ func (inv *Invoker) WithSandbox(s *sandbox.Sandbox) *Invoker {
 	return inv
 }
 
+// Quota bounds what a session's work directory may hold: disk in all,
+// file for one file a sandboxed program writes.
+type Quota struct{ disk, file int64 }
+
+// DefaultSessionQuota is a session's disk quota unless configured.
+const DefaultSessionQuota = 1 << 30
+
+// NewQuota is a session quota of disk bytes, each file written by a
+// sandboxed program at most a quarter of it: a few processes each making
+// one large write at once cannot overshoot the quota by much before the
+// sandbox's watch kills them.
+func NewQuota(disk int64) Quota { return Quota{disk: disk, file: max(disk/4, 1)} }
+
+// WithSessionQuota sets the disk quota of every session's work directory
+// (DefaultSessionQuota otherwise).
+func (inv *Invoker) WithSessionQuota(q Quota) *Invoker {
+	inv.quota = q
+	return inv
+}
+
 // Sandbox is the sandbox in use (nil when none was set).
 func (inv *Invoker) Sandbox() *sandbox.Sandbox { return inv.sandbox }
 
@@ -36,7 +56,16 @@ func (inv *Invoker) sandboxed(ctx context.Context, c *call, argv []string, stdin
 	if err := inv.sandboxMissing(c); err != nil {
 		return nil, err
 	}
-	spec := sandbox.Spec{Argv: argv, Dir: c.workDir, Stdin: stdin, Network: c.def.Security.Network}
+	// The command's only writable place is the session's directory,
+	// mounted from a descriptor opened without following a link.
+	dir, err := inv.openWorkDir(c)
+	if err != nil {
+		inv.log.ErrorContext(ctx, "open work directory", "err", err, "call_id", c.id)
+		return nil, &toolError{code: CodeInternal, msg: "internal error", retryable: true, suggestion: "Try again."}
+	}
+	defer dir.Close()
+	spec := sandbox.Spec{Argv: argv, Dir: c.workDir, DirFD: dir, Stdin: stdin, Network: c.def.Security.Network,
+		Limits: sandbox.Limits{Disk: inv.quota.disk, FileSize: inv.quota.file}}
 	res, err := inv.sandbox.Run(ctx, spec)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -66,6 +95,8 @@ func (inv *Invoker) sandboxed(ctx context.Context, c *call, argv []string, stdin
 		sandbox.LimitMemory:    "Use less memory: process the data in smaller pieces.",
 		sandbox.LimitProcesses: "Start fewer processes or threads.",
 		sandbox.LimitOutput:    "Print less: write large output to a file in the work directory and read parts of it with file_read.",
+		sandbox.LimitDisk:      "Delete files you no longer need from the work directory, or write less: the session's disk quota is full.",
+		sandbox.LimitFileSize:  "Write smaller files: one file may not pass the sandbox's file size limit.",
 	}
 	inv.metrics.sandboxKill(string(res.Limit))
 	msg := fmt.Sprintf("the command hit the sandbox's %s limit (exit code %d)", res.Limit, res.ExitCode)

@@ -5,19 +5,18 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"syscall"
-
-	"golang.org/x/sys/unix"
 )
 
 // Session work directories are dataDir/sessions/p<principal>/<session>.
 // They are made and opened from the sessions root one element at a time,
 // each with O_NOFOLLOW, checked to be a real directory owned as expected,
-// and chowned through its descriptor: a link planted anywhere below the
-// root (by a sandboxed program, or left by an older server) is refused,
-// never followed, so no principal reaches a path outside its own session
-// directory. The sandbox's only writable place is that one directory.
+// and chowned through its descriptor (sandbox.PrepareDir): a link planted
+// anywhere below the root (by a sandboxed program, or left by an older
+// server) is refused, never followed, so no principal reaches a path
+// outside its own session directory. The sandbox mounts that directory
+// from its descriptor as its only writable place; the file tools open it
+// as an os.Root, checked to be the same directory.
 
 // SessionIDRule is what a session id may be: one path element that
 // cannot name a parent, itself or a hidden entry.
@@ -55,100 +54,53 @@ type workDir struct {
 	id   dirID
 }
 
-// errPlanted is a work directory path holding something other than the
-// directories the server made.
-var errPlanted = errors.New("not a directory the server made")
+// errPlanted is a work directory that is no longer the directory the
+// server made for the session.
+var errPlanted = errors.New("not the directory the server made")
 
-// makeWorkDir makes (or opens) root/elems... with no link followed at any
-// step. Intermediate directories belong to the server and can be
-// traversed, not listed or written, by others; the last belongs to owner
-// when sandboxed programs run as another uid, and is 0700.
-func makeWorkDir(root string, owner *[2]int, elems ...string) (workDir, error) {
-	if err := os.MkdirAll(root, 0o700); err != nil {
-		return workDir{}, err
-	}
-	fd, err := unix.Open(root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return workDir{}, fmt.Errorf("open %s: %w", root, err)
-	}
-	defer func() { unix.Close(fd) }()
-	self := uint32(os.Geteuid())
-	if owner != nil {
-		if err := traversable(fd, root, self); err != nil {
-			return workDir{}, err
-		}
-	}
-	path := root
-	for i, name := range elems {
-		if name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\x00") {
-			return workDir{}, fmt.Errorf("%q is not one path element", name)
-		}
-		last := i == len(elems)-1
-		path = filepath.Join(path, name)
-		mode := uint32(0o700)
-		if err := unix.Mkdirat(fd, name, mode); err != nil && !errors.Is(err, unix.EEXIST) {
-			return workDir{}, fmt.Errorf("make %s: %w", path, err)
-		}
-		next, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-		if err != nil {
-			if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) {
-				return workDir{}, fmt.Errorf("%s is %w (a link or a file planted there)", path, errPlanted)
-			}
-			return workDir{}, fmt.Errorf("open %s: %w", path, err)
-		}
-		unix.Close(fd)
-		fd = next
-		var st unix.Stat_t
-		if err := unix.Fstat(fd, &st); err != nil {
-			return workDir{}, err
-		}
-		switch {
-		case st.Mode&unix.S_IFMT != unix.S_IFDIR:
-			return workDir{}, fmt.Errorf("%s is %w", path, errPlanted)
-		case !last && (st.Uid != self || st.Mode&0o022 != 0):
-			return workDir{}, fmt.Errorf("%s is %w (owner %d, mode %o)", path, errPlanted, st.Uid, st.Mode&0o777)
-		case last && st.Uid != self && (owner == nil || st.Uid != uint32(owner[0])):
-			return workDir{}, fmt.Errorf("%s is %w (owner %d)", path, errPlanted, st.Uid)
-		}
-		if owner == nil {
-			continue
-		}
-		if !last {
-			if err := traversable(fd, path, self); err != nil {
-				return workDir{}, err
-			}
-			continue
-		}
-		if err := unix.Fchown(fd, owner[0], owner[1]); err != nil {
-			return workDir{}, fmt.Errorf("chown %s: %w", path, err)
-		}
-		if err := unix.Fchmod(fd, 0o700); err != nil {
-			return workDir{}, fmt.Errorf("chmod %s: %w", path, err)
-		}
-	}
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return workDir{}, err
-	}
-	return workDir{path: path, id: dirID{st.Dev, st.Ino}}, nil
+// prepareWorkDir makes (or opens) a session's work directory with the
+// sandbox's PrepareDir, which follows no link at any step, and returns it
+// open; the caller closes it.
+func (inv *Invoker) prepareWorkDir(key sessionKey) (*os.File, error) {
+	return inv.sandbox.PrepareDir(filepath.Join(inv.dataDir, "sessions"), fmt.Sprintf("p%d", key.principal), key.session)
 }
 
-// traversable lets the sandbox's uid pass through the directory open as
-// fd (o+x), never list or write it.
-func traversable(fd int, path string, self uint32) error {
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return err
+// workDirOf makes the session's work directory once and remembers its
+// path and identity.
+func (inv *Invoker) workDirOf(key sessionKey) (workDir, error) {
+	if made, ok := inv.dirs.Load(key); ok {
+		return made.(workDir), nil
 	}
-	if st.Uid != self {
-		return fmt.Errorf("%s belongs to uid %d, not the server's", path, st.Uid)
+	f, err := inv.prepareWorkDir(key)
+	if err != nil {
+		return workDir{}, err
 	}
-	if perm := st.Mode & 0o777; perm&0o711 != 0o711 || perm&0o066 != 0 {
-		if err := unix.Fchmod(fd, perm&0o700|0o711); err != nil {
-			return fmt.Errorf("chmod %s: %w", path, err)
-		}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return workDir{}, err
 	}
-	return nil
+	id, _ := idOf(info)
+	made, _ := inv.dirs.LoadOrStore(key, workDir{path: f.Name(), id: id})
+	return made.(workDir), nil
+}
+
+// openWorkDir opens the call's work directory again, following no link,
+// for a sandboxed command to be mounted from; it must be the directory
+// made for the session.
+func (inv *Invoker) openWorkDir(c *call) (*os.File, error) {
+	f, err := inv.prepareWorkDir(sessionKey{principalID(c.caller), c.req.SessionID})
+	if err != nil {
+		return nil, err
+	}
+	if info, err := f.Stat(); err != nil {
+		f.Close()
+		return nil, err
+	} else if id, ok := idOf(info); !ok || id != c.workID {
+		f.Close()
+		return nil, fmt.Errorf("work directory %s was replaced: %w", c.workDir, errPlanted)
+	}
+	return f, nil
 }
 
 // openRoot opens the call's work directory as an os.Root and checks it is

@@ -113,12 +113,14 @@ func newTestAppWith(t testing.TB, host hostCaps, netPolicy services.NetPolicy) *
 	if err := selector.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
-	// The sandbox uid must reach the work directories (t.TempDir makes its
+	// The sandbox uid must reach the work directories: the data directory
+	// as main makes it, and the one above it (t.TempDir makes its
 	// directories private).
-	for _, p := range []string{filepath.Dir(dir), dir} {
-		if err := os.Chmod(p, 0o711); err != nil {
-			t.Fatal(err)
-		}
+	if err := os.Chmod(filepath.Dir(dir), 0o711); err != nil {
+		t.Fatal(err)
+	}
+	if err := sandbox.ShareWithSandbox(dir); err != nil {
+		t.Fatal(err)
 	}
 	box := sandbox.Probe(ctx, sandbox.Auto, filepath.Join(dir, "sessions"), log)
 	invoker = services.NewInvoker(store, selector, authz, testRedactor(t), netPolicy, dir, nil, log).

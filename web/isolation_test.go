@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"toolbelt/services"
 )
 
 // hostEntry is what the host sees of one path: enough to tell that
@@ -255,7 +257,7 @@ func TestSessionIsolationAttack(t *testing.T) {
 			t.Errorf("%s in %s through a planted link: %v", a.who, a.session, res)
 		}
 	}
-	if !strings.Contains(app.logs.String(), "not a directory the server made") {
+	if logs := app.logs.String(); !strings.Contains(logs, "make work directory") || !strings.Contains(logs, "refused") {
 		t.Errorf("the refusal of a planted link is not logged for the administrator")
 	}
 	// A's own files are still A's.
@@ -330,4 +332,67 @@ func TestSpecialFilesNeverBlock(t *testing.T) {
 		t.Errorf("file_list kinds: %v", kinds)
 	}
 	close(done)
+}
+
+// TestSessionDiskQuota: a session's work directory has a disk quota. A
+// program that writes past it is stopped with SANDBOX_LIMIT "disk quota"
+// (one large file: "file size", a quarter of the quota), file_write
+// refuses past it, the host directory stays near the quota, and freeing
+// space lets the session write again.
+func TestSessionDiskQuota(t *testing.T) {
+	app := newTestApp(t)
+	needSandbox(t, app)
+	const quota = 8 << 20
+	app.invoker.WithSessionQuota(services.NewQuota(quota))
+	run := func(code string) map[string]any {
+		t.Helper()
+		_, res := app.call(t, "admin", map[string]any{"tool": "code_execute", "session_id": "q", "arguments": map[string]any{"language": "python", "code": code}})
+		return res
+	}
+	usage := func() int64 {
+		var n int64
+		_ = filepath.WalkDir(app.workDir(t, "admin", "q"), func(p string, d fs.DirEntry, err error) error {
+			if info, err := os.Lstat(p); err == nil {
+				n += info.Sys().(*syscall.Stat_t).Blocks * 512
+			}
+			return nil
+		})
+		return n
+	}
+	msg := func(res map[string]any) string {
+		e, _ := res["error"].(map[string]any)
+		m, _ := e["message"].(string)
+		return m
+	}
+	// One file past the per-file size.
+	res := run("open('big', 'wb').write(b'x' * (4 << 20))")
+	if errCode(res) != "SANDBOX_LIMIT" || !strings.Contains(msg(res), "file size") {
+		t.Fatalf("one 4 MiB file: %v", res)
+	}
+	if info, err := os.Stat(filepath.Join(app.workDir(t, "admin", "q"), "big")); err != nil || info.Size() > quota/4 {
+		t.Fatalf("the big file on the host: %v %v", info, err)
+	}
+	// Many files past the quota.
+	res = run("import os\nfor i in range(32):\n    with open(f'f{i}', 'wb') as f:\n        f.write(os.urandom(1 << 20))")
+	if errCode(res) != "SANDBOX_LIMIT" || !strings.Contains(msg(res), "disk quota") {
+		t.Fatalf("32 MiB in files: %v", res)
+	}
+	if u := usage(); u > quota+16<<20 {
+		t.Errorf("the host directory holds %d bytes, quota %d (+16 MiB slack)", u, quota)
+	}
+	// file_write refuses past the quota.
+	_, res = app.call(t, "admin", map[string]any{"tool": "file_write", "session_id": "q", "arguments": map[string]any{"path": "more.txt", "content": strings.Repeat("y", 512<<10)}})
+	if errCode(res) != "SANDBOX_LIMIT" || !strings.Contains(msg(res), "disk quota") {
+		t.Fatalf("file_write past the quota: %v", res)
+	}
+	if _, err := os.Stat(filepath.Join(app.workDir(t, "admin", "q"), "more.txt")); err == nil {
+		t.Errorf("the refused write left a file")
+	}
+	// Freed, the session writes again.
+	if res := run("import os, glob\nfor f in glob.glob('f*') + ['big']:\n    os.remove(f)\nprint('freed')"); data(res)["stdout"] != "freed\n" {
+		t.Fatalf("free: %v", res)
+	}
+	if _, res := app.call(t, "admin", map[string]any{"tool": "file_write", "session_id": "q", "arguments": map[string]any{"path": "more.txt", "content": "small"}}); res["success"] != true {
+		t.Fatalf("file_write after freeing: %v", res)
+	}
 }

@@ -124,7 +124,7 @@ func TestPrepareDirRefusesRootLinkAndBadElements(t *testing.T) {
 // As root: a directory on the way owned by another user is refused (its
 // owner could swap it), as is a work directory owned by neither the
 // server nor the sandbox user; the work directory goes to the sandbox user
-// and the way to it becomes traversable.
+// and the way to it becomes traversable by the sandbox's group only.
 func TestPrepareDirOwners(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to chown")
@@ -142,7 +142,9 @@ func TestPrepareDirOwners(t *testing.T) {
 	if st := stateOf(t, filepath.Join(root, "p1", "s")); st.uid != SandboxUID || st.gid != SandboxGID || st.mode.Perm() != 0o700 {
 		t.Errorf("work directory %+v", st)
 	}
-	if st := stateOf(t, filepath.Join(root, "p1")); st.uid != 0 || st.mode.Perm() != 0o711 {
+	// The way to it: the server's, traversable by the sandbox's group
+	// only (bubblewrap resolves even a descriptor's path).
+	if st := stateOf(t, filepath.Join(root, "p1")); st.uid != 0 || st.gid != SandboxGID || st.mode.Perm() != 0o710 {
 		t.Errorf("the way to it %+v", st)
 	}
 	// Prepared again: still fine (the sandbox user owns it now).

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -113,6 +114,45 @@ func (s *Sandbox) check(ctx context.Context, workRoot string) error {
 	return nil
 }
 
+// reachable checks that the sandbox's uid can traverse every directory
+// above root: by others' x bit, or by its group's (ShareWithSandbox).
+func reachable(root string) error {
+	// Absolute: the walk up ends at / (a relative one would end at "."
+	// forever).
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		return err
+	}
+	for p := filepath.Dir(abs); ; p = filepath.Dir(p) {
+		st, err := os.Stat(p)
+		if err != nil {
+			return err
+		}
+		perm, gid := st.Mode().Perm(), st.Sys().(*syscall.Stat_t).Gid
+		if perm&0o001 == 0 && (gid != SandboxGID || perm&0o010 == 0) {
+			return fmt.Errorf("uid %d cannot reach %s: %s is not traversable (chmod o+x %s, or run the server as a non-root user)", SandboxUID, root, p, p)
+		}
+		if parent := filepath.Dir(p); parent == p {
+			return nil
+		}
+	}
+}
+
+// ShareWithSandbox makes dir (the data directory) traversable by the
+// sandbox's group and by nobody else (root:65534, 0710) when the server
+// is root and sandboxed commands run as uid 65534, which must reach the
+// work directories below it; otherwise it makes dir the server's alone
+// (0700).
+func ShareWithSandbox(dir string) error {
+	if os.Geteuid() != 0 {
+		return os.Chmod(dir, 0o700)
+	}
+	if err := os.Chown(dir, 0, SandboxGID); err != nil {
+		return err
+	}
+	return os.Chmod(dir, 0o710)
+}
+
 func firstLine(b []byte) string {
 	line, _, _ := strings.Cut(strings.TrimSpace(string(b)), "\n")
 	return line
@@ -127,9 +167,14 @@ func firstLine(b []byte) string {
 // the server), and changed through its descriptor, never by path.
 //
 // When the sandboxed processes run as another uid, the last directory
-// belongs to that uid (mode 0700) and the ones from root down to it can be
-// traversed (not listed) by it. It fails with advice when a directory
-// above root cannot be traversed. root itself is made when missing.
+// belongs to that uid (mode 0700), and the ones from root down to it can
+// be traversed by it: that uid must reach the work directory by its path
+// (bubblewrap resolves even a descriptor's path, with realpath of
+// /proc/self/fd/N, and native commands are given the path). They belong
+// to the server and the sandbox's group, 0710: traversable by that group
+// only, listed and written by the server alone. PrepareDir fails with
+// advice when a directory above root cannot be traversed (see
+// ShareWithSandbox). root itself is made when missing.
 func (s *Sandbox) PrepareDir(root string, elems ...string) (*os.File, error) {
 	if len(elems) == 0 {
 		return nil, errors.New("sandbox: PrepareDir needs a directory below root")
@@ -141,24 +186,8 @@ func (s *Sandbox) PrepareDir(root string, elems ...string) (*os.File, error) {
 	}
 	drop := s != nil && s.drop
 	if drop {
-		// Absolute: the walk up below ends at / (a relative one would end
-		// at "." forever).
-		abs, err := filepath.Abs(root)
-		if err != nil {
+		if err := reachable(root); err != nil {
 			return nil, err
-		}
-		// Above root: must already be traversable by others.
-		for p := filepath.Dir(abs); ; p = filepath.Dir(p) {
-			st, err := os.Stat(p)
-			if err != nil {
-				return nil, err
-			}
-			if st.Mode().Perm()&0o001 == 0 {
-				return nil, fmt.Errorf("uid %d cannot reach %s: %s is not traversable (chmod o+x %s, or run the server as a non-root user)", SandboxUID, root, p, p)
-			}
-			if parent := filepath.Dir(p); parent == p {
-				break
-			}
 		}
 	}
 	// root is the server's configuration: its own path is trusted.
@@ -208,8 +237,12 @@ func (s *Sandbox) PrepareDir(root string, elems ...string) (*os.File, error) {
 				if err = unix.Fchown(fd, SandboxUID, SandboxGID); err == nil {
 					err = unix.Fchmod(fd, 0o700)
 				}
-			} else if st.Mode&0o711 != 0o711 {
-				err = unix.Fchmod(fd, st.Mode&0o7777|0o711)
+			} else if st.Gid != SandboxGID {
+				if err = unix.Fchown(fd, uid, SandboxGID); err == nil {
+					err = unix.Fchmod(fd, 0o710)
+				}
+			} else if st.Mode&0o7777 != 0o710 {
+				err = unix.Fchmod(fd, 0o710)
 			}
 		}
 		if err != nil {

@@ -82,9 +82,10 @@ for i in range(1024):
 	}
 }
 
-// A work directory already at its quota runs nothing; one below it caps
+// A work directory already at its quota runs its command with no room to
+// grow (so it can free space); one below it caps
 // each file at what is left, so a single file cannot pass it.
-func TestDiskQuotaFullRefuses(t *testing.T) {
+func TestDiskQuotaFull(t *testing.T) {
 	for name, s := range backends(t) {
 		t.Run(name, func(t *testing.T) {
 			dir := workDir(t, s)
@@ -95,12 +96,27 @@ func TestDiskQuotaFullRefuses(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			res := run(t, s, 20*time.Second, Spec{Argv: []string{"touch", "ran"}, Dir: dir, Limits: Limits{Disk: used}})
+			// Full: nothing may grow, but the command runs, so it can
+			// free space (the session has no other way to).
+			res := run(t, s, 20*time.Second, Spec{Argv: []string{"sh", "-c", "echo data > ran"}, Dir: dir, Limits: Limits{Disk: used}})
 			if res.Limit != LimitDisk || res.ExitCode == 0 {
 				t.Errorf("at the quota: exit %d, limit %q", res.ExitCode, res.Limit)
 			}
-			if _, err := os.Stat(filepath.Join(dir, "ran")); err == nil {
-				t.Error("the command ran with no room left")
+			if info, err := os.Stat(filepath.Join(dir, "ran")); err == nil && info.Size() > 1 {
+				t.Errorf("a file grew with no room left: %d bytes", info.Size())
+			}
+			res = run(t, s, 20*time.Second, Spec{Argv: []string{"rm", "-f", "old", "ran"}, Dir: dir, Limits: Limits{Disk: used}})
+			if res.Limit != "" || res.ExitCode != 0 {
+				t.Errorf("freeing space at the quota: exit %d, limit %q: %s", res.ExitCode, res.Limit, res.Stderr)
+			}
+			if after, _ := DirUsage(dir); after >= used {
+				t.Errorf("usage %d after freeing, was %d", after, used)
+			}
+			if err := os.WriteFile(filepath.Join(dir, "old"), make([]byte, 1<<20), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if used, err = DirUsage(dir); err != nil {
+				t.Fatal(err)
 			}
 			res = run(t, s, 20*time.Second, Spec{Argv: []string{"sh", "-c", "head -c 2097152 /dev/zero > big"}, Dir: dir, Limits: Limits{Disk: used + 64<<10}})
 			if res.Limit != LimitDisk {

@@ -33,16 +33,17 @@
 //
 // Disk: Limits.FileSize caps each file (RLIMIT_FSIZE). Limits.Disk is
 // enforced without a file system quota: a directory already at its quota
-// runs nothing, each file is capped at what is left, and a watch measures
+// may not grow (so a command can still free space), each file is capped at
+// what is left, and a watch measures
 // the directory (DirUsage) on every change it is told of (inotify) and
 // every DiskPoll, and kills the command once it holds more. The watch is
 // after the fact: a run may leave the directory over its quota by what
 // its processes write between two measures and the kill. The watch runs
 // on a real-time thread (while a walk costs under 5 ms of CPU), waits
 // only in system calls and walks without allocating, but it is still a
-// goroutine: a garbage collection of the server stops it with the rest. Sequential writers (one file, 1024
-// files, 8 shell loops writing twice a 32 MiB quota) left at most 1.8 MiB
-// over it on a 2-core host at load 5 to 14, also with six busy loops
+// goroutine: a garbage collection of the server stops it with the rest.
+// Sequential writers (one file, 1024 files, 8 shell loops writing twice a
+// 32 MiB quota) left at most 1.8 MiB over it on a 2-core host at load 5 to 14, also with six busy loops
 // added; one earlier run under that load stalled 76 ms and left 9.5 MiB.
 // A burst of single large writes is not caught in time: 8 processes each
 // making one 16 MiB write() left up to 58 MiB over a 16 MiB quota, the
@@ -97,9 +98,9 @@ type Limits struct {
 	// what Disk leaves.
 	FileSize int64
 	// Disk caps the bytes the work directory holds in all (see DirUsage):
-	// a run does not start when it already holds as much, each file is
-	// capped to what is left, and the run is killed once the directory
-	// holds more. 0: no quota.
+	// when it already holds as much it may not grow (a run can only free
+	// space), else each file is capped to what is left, and the run is
+	// killed once the directory holds more. 0: no quota.
 	Disk int64
 }
 
@@ -227,20 +228,22 @@ func (s *Sandbox) Run(ctx context.Context, spec Spec) (*Result, error) {
 	if len(spec.Env) == 0 {
 		spec.Env = DefaultEnv(s.backend.workPath(spec))
 	}
-	// The disk quota: none left, no run; else each file gets at most what
-	// is left, and a watch measures the directory while the command runs.
+	// The disk quota: each file gets at most what is left, and a watch
+	// measures the directory while the command runs. A directory already
+	// full still runs its command, so that it can delete what the session
+	// no longer needs (there is no other way to), but no file may grow
+	// and the directory may not hold more than it does.
 	fsize, fsizeIsDisk := spec.Limits.FileSize, false
 	var watchFD = -1
+	allowed := spec.Limits.Disk
 	if spec.Limits.Disk > 0 {
 		fd, used, err := openWork(spec)
 		if err != nil {
 			return nil, fmt.Errorf("sandbox: disk quota: %w", err)
 		}
-		if used >= spec.Limits.Disk {
-			unix.Close(fd)
-			return &Result{ExitCode: -1, Limit: LimitDisk, Stderr: fmt.Appendf(nil, "sandbox: the work directory holds %d bytes, its quota is %d\n", used, spec.Limits.Disk)}, nil
-		}
-		if left := spec.Limits.Disk - used; fsize <= 0 || left < fsize {
+		if left := spec.Limits.Disk - used; left <= 0 {
+			fsize, fsizeIsDisk, allowed = 1, true, used // RLIMIT_FSIZE 0 would mean none
+		} else if fsize <= 0 || left < fsize {
 			fsize, fsizeIsDisk = left, true
 		}
 		watchFD = fd
@@ -312,7 +315,7 @@ func (s *Sandbox) Run(ctx context.Context, spec Spec) (*Result, error) {
 	var reaping sync.Mutex
 	exited := false
 	if watchFD >= 0 {
-		watch, err = startDiskWatch(watchFD, spec.Limits.Disk, func() {
+		watch, err = startDiskWatch(watchFD, allowed, func() {
 			// Every process at once, not the first one alone: its death
 			// reaches the others (die-with-parent, the end of the pid
 			// namespace) only when it is scheduled, and they write on
@@ -395,7 +398,7 @@ func (s *Sandbox) Run(ctx context.Context, spec Spec) (*Result, error) {
 	if watch != nil {
 		watch.end()
 		// What the last writes left, measured once every process is gone.
-		if used, err := dirUsageFD(watch.fd, nil); (err != nil || used > spec.Limits.Disk) && (res.Limit == "" || res.Limit == LimitFileSize) {
+		if used, err := dirUsageFD(watch.fd, nil); (err != nil || used > allowed) && (res.Limit == "" || res.Limit == LimitFileSize) {
 			res.Limit = LimitDisk
 		}
 	}

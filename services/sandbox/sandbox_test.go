@@ -321,7 +321,7 @@ func TestPrepareDirRelative(t *testing.T) {
 	if uid := st.Sys().(*syscall.Stat_t).Uid; uid != SandboxUID {
 		t.Errorf("the work directory belongs to uid %d, not the sandbox's %d", uid, SandboxUID)
 	}
-	if st, err := os.Stat(filepath.Join(base, "data", "sessions", "p1")); err != nil || st.Mode().Perm()&0o001 == 0 {
+	if st, err := os.Stat(filepath.Join(base, "data", "sessions", "p1")); err != nil || st.Mode().Perm() != 0o710 || st.Sys().(*syscall.Stat_t).Gid != SandboxGID {
 		t.Errorf("the way to the work directory is not traversable: %v %v", st.Mode(), err)
 	}
 }
