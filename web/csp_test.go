@@ -1,0 +1,93 @@
+package web
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// Every console route (the page table, sign-in and sign-out, an unknown
+// console path, signed in and out, and refused requests) answers with the
+// console's Content-Security-Policy and the other security headers; the
+// home page shares the policy, and Swagger UI has its own.
+func TestConsoleCSPHeaderOnEveryPage(t *testing.T) {
+	app := newTestApp(t)
+	b := signedIn(t, app, "admin")
+	var session *http.Cookie
+	for _, c := range b.http.Jar.Cookies(mustURL(b.srv.URL + "/admin")) {
+		if c.Name == "tb_session" {
+			session = c
+		}
+	}
+	if session == nil {
+		t.Fatal("no session cookie")
+	}
+	params := strings.NewReplacer(":name", "file_read", ":id", "1")
+	type probe struct{ method, path string }
+	probes := []probe{
+		{http.MethodGet, ConsolePrefix + "/login"},
+		{http.MethodPost, ConsolePrefix + "/login"},
+		{http.MethodPost, ConsolePrefix + "/logout"}, // no CSRF token: refused
+		{http.MethodGet, ConsolePrefix + "/no-such-page"},
+	}
+	for _, p := range pages {
+		// POSTs go without the CSRF token: the refusal must carry the
+		// headers too, and nothing changes.
+		probes = append(probes, probe{p.method, ConsolePrefix + params.Replace(p.path)})
+	}
+	want := map[string]string{
+		"Content-Security-Policy": ConsoleCSP,
+		"X-Frame-Options":         "DENY",
+		"X-Content-Type-Options":  "nosniff",
+		"Referrer-Policy":         "no-referrer",
+	}
+	for _, signed := range []bool{true, false} {
+		for _, pr := range probes {
+			req := httptest.NewRequest(pr.method, pr.path, nil)
+			req.Header.Set("Accept", "text/html")
+			if signed {
+				req.AddCookie(session)
+			}
+			rec := httptest.NewRecorder()
+			app.handler.ServeHTTP(rec, req)
+			for name, value := range want {
+				if got := rec.Header().Values(name); len(got) != 1 || got[0] != value {
+					t.Errorf("%s %s (signed in %v, %d): %s = %q, want %q", pr.method, pr.path, signed, rec.Code, name, got, value)
+				}
+			}
+		}
+	}
+
+	for path, policy := range map[string]string{"/": ConsoleCSP, "/swagger/index.html": SwaggerCSP, "/static/console.js": ConsoleCSP} {
+		rec := httptest.NewRecorder()
+		app.handler.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		if rec.Code != 200 || rec.Header().Get("Content-Security-Policy") != policy {
+			t.Errorf("%s: %d CSP %q, want %q", path, rec.Code, rec.Header().Get("Content-Security-Policy"), policy)
+		}
+	}
+}
+
+// The Swagger policy's one hash is that of the only inline style the
+// served Swagger UI page has, and the page has no inline script, so an
+// upgrade of gin-swagger that changes either fails here.
+func TestSwaggerCSPHash(t *testing.T) {
+	app := newTestApp(t)
+	rec := httptest.NewRecorder()
+	app.handler.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/swagger/index.html", nil))
+	body := rec.Body.String()
+	styles := regexp.MustCompile(`style="([^"]*)"`).FindAllStringSubmatch(body, -1)
+	if len(styles) != 1 {
+		t.Fatalf("the Swagger UI page has %d inline style attributes, want 1: %v", len(styles), styles)
+	}
+	sum := sha256.Sum256([]byte(styles[0][1]))
+	if got := base64.StdEncoding.EncodeToString(sum[:]); got != swaggerSpriteStyleHash {
+		t.Errorf("hash of %q is %s, the policy allows %s", styles[0][1], got, swaggerSpriteStyleHash)
+	}
+	if regexp.MustCompile(`<script>|<script [^>]*>[^<\s]|<style|\son[a-z]+=`).MatchString(body) {
+		t.Errorf("the Swagger UI page has inline script or style:\n%s", body)
+	}
+}
