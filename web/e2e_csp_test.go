@@ -146,6 +146,7 @@ func TestE2EConsoleCSP(t *testing.T) {
 	check("/admin/approvals (polled)")
 	// ... but not while the reviewer is in it (static/console.js).
 	e.run("focus a reason", chromedp.Focus(tid("reason-"+approvalID)))
+	time.Sleep(500 * time.Millisecond) // a poll sent before the focus has answered
 	_, thirdID := dangerousCall(t, app, "agent", "a third call")
 	time.Sleep(6 * time.Second) // more than one poll interval
 	if n, err := chromedp.Run(e.ctx, chromedp.Evaluate[int](`document.querySelectorAll('[data-testid="approval-`+thirdID+`"]').length`)); err != nil || n != 0 {
