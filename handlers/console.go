@@ -5,7 +5,6 @@ import (
 	"crypto/subtle"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strings"
 
 	"github.com/a-h/templ"
@@ -42,7 +41,7 @@ func CurrentConsole(c *gin.Context) *services.ConsoleSession {
 
 // Page is the frame data of a console page titled title.
 func (h *Handler) Page(c *gin.Context, title string) views.Page {
-	p := views.Page{Title: title, Notice: c.Query("notice")}
+	p := views.Page{Title: title, Notice: takeNotice(c)}
 	if s := CurrentConsole(c); s != nil {
 		p.User, p.Role, p.CSRF = s.Principal.Name, s.Principal.Role, s.CSRF
 	}
@@ -67,15 +66,9 @@ func (h *Handler) Render(c *gin.Context, status int, page templ.Component) error
 }
 
 // Redirect sends the browser to a console path after a form, with an
-// optional notice shown on arrival.
+// optional notice shown on arrival (in a flash cookie: console_notice.go).
 func Redirect(c *gin.Context, path, notice string) error {
-	if notice != "" {
-		sep := "?"
-		if strings.Contains(path, "?") {
-			sep = "&"
-		}
-		path += sep + "notice=" + url.QueryEscape(notice)
-	}
+	setNotice(c, notice)
 	if c.GetHeader("HX-Request") == "true" {
 		c.Header("HX-Redirect", path)
 		c.Status(http.StatusNoContent)
@@ -131,8 +124,8 @@ func (h *Handler) SignIn(c *gin.Context) {
 		_ = h.Render(c, status, views.SignIn(views.SignInData{CSRF: want, Next: next, Error: body.Error.Message}))
 		return
 	}
-	h.setCookie(c, signInCSRFCookie, "", -1)
-	h.setCookie(c, SessionCookie, s.Token, int(services.ConsoleSessionTTL.Seconds()))
+	setConsoleCookie(c, signInCSRFCookie, "", -1)
+	setConsoleCookie(c, SessionCookie, s.Token, int(services.ConsoleSessionTTL.Seconds()))
 	c.Redirect(http.StatusSeeOther, next)
 }
 
@@ -143,7 +136,7 @@ func (h *Handler) SignOut(c *gin.Context) error {
 			return err
 		}
 	}
-	h.setCookie(c, SessionCookie, "", -1)
+	setConsoleCookie(c, SessionCookie, "", -1)
 	c.Redirect(http.StatusSeeOther, "/admin/login")
 	return nil
 }
@@ -154,11 +147,13 @@ func (h *Handler) signInToken(c *gin.Context) string {
 		return tok
 	}
 	tok := rand.Text()
-	h.setCookie(c, signInCSRFCookie, tok, 3600)
+	setConsoleCookie(c, signInCSRFCookie, tok, 3600)
 	return tok
 }
 
-func (h *Handler) setCookie(c *gin.Context, name, value string, maxAge int) {
+// setConsoleCookie sets an HttpOnly, SameSite=Strict cookie for /admin
+// (Secure behind TLS); maxAge -1 deletes it.
+func setConsoleCookie(c *gin.Context, name, value string, maxAge int) {
 	secure := c.Request.TLS != nil || strings.EqualFold(c.GetHeader("X-Forwarded-Proto"), "https")
 	http.SetCookie(c.Writer, &http.Cookie{Name: name, Value: value, Path: "/admin", MaxAge: maxAge,
 		HttpOnly: true, Secure: secure, SameSite: http.SameSiteStrictMode})

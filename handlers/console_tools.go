@@ -32,7 +32,7 @@ var toolFormatLabels = map[string]string{
 
 // ToolsPage lists the catalog with search, filters and pages.
 func (h *Handler) ToolsPage(c *gin.Context) error {
-	if err := onlyQuery(c, "q", "category", "level", "tag", "retired", "offset", "notice"); err != nil {
+	if err := onlyQuery(c, "q", "category", "level", "tag", "retired", "offset"); err != nil {
 		return err
 	}
 	offset, err := intQuery(c, "offset")
@@ -94,7 +94,7 @@ func (h *Handler) ToolsPage(c *gin.Context) error {
 // ToolPage shows one tool: its definition, versions (with a diff of two),
 // exports, learned queries and the try-it form.
 func (h *Handler) ToolPage(c *gin.Context) error {
-	if err := onlyQuery(c, "from", "to", "notice"); err != nil {
+	if err := onlyQuery(c, "from", "to"); err != nil {
 		return err
 	}
 	d, err := h.toolDetail(c)

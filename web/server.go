@@ -144,7 +144,7 @@ func New(d Deps) http.Handler {
 	r.HEAD("/readyz", d.Handler.Readyz)
 	r.StaticFS("/static", http.FS(static.FS))
 	swaggerUI := ginSwagger.WrapHandler(swaggerFiles.Handler)
-	r.GET("/swagger/*any", func(c *gin.Context) {
+	r.GET(SwaggerPrefix+"/*any", func(c *gin.Context) {
 		if c.Param("any") == "/doc.json" {
 			c.Data(http.StatusOK, "application/json; charset=utf-8", docs.JSON)
 			return
@@ -271,6 +271,8 @@ func recovery(h *handlers.Handler) gin.HandlerFunc {
 	})
 }
 
+// securityHeaders sets, on every response, nosniff, no framing, no
+// referrer, and the Content-Security-Policy of the path (csp.go).
 func securityHeaders() gin.HandlerFunc {
 	// Canonical names and shared values: set on every response without
 	// allocating.
@@ -280,6 +282,7 @@ func securityHeaders() gin.HandlerFunc {
 		h["X-Content-Type-Options"] = nosniff
 		h["X-Frame-Options"] = deny
 		h["Referrer-Policy"] = noReferrer
+		h["Content-Security-Policy"] = cspHeader(c.Request.URL.Path)
 		c.Next()
 	}
 }

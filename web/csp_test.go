@@ -1,0 +1,123 @@
+package web
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/PuerkitoBio/goquery"
+)
+
+// Every console route (the page table, sign-in and sign-out, an unknown
+// console path, signed in and out, and refused requests) answers with the
+// console's Content-Security-Policy and the other security headers; the
+// home page shares the policy, and Swagger UI has its own. No page has
+// inline code the policy would refuse.
+func TestConsoleCSPHeaderOnEveryPage(t *testing.T) {
+	app := newTestApp(t)
+	b := signedIn(t, app, "admin")
+	var session *http.Cookie
+	for _, c := range b.http.Jar.Cookies(mustURL(b.srv.URL + "/admin")) {
+		if c.Name == "tb_session" {
+			session = c
+		}
+	}
+	if session == nil {
+		t.Fatal("no session cookie")
+	}
+	params := strings.NewReplacer(":name", "file_read", ":id", "1")
+	type probe struct{ method, path string }
+	probes := []probe{
+		{http.MethodGet, ConsolePrefix + "/login"},
+		{http.MethodPost, ConsolePrefix + "/login"},
+		{http.MethodPost, ConsolePrefix + "/logout"}, // no CSRF token: refused
+		{http.MethodGet, ConsolePrefix + "/no-such-page"},
+	}
+	for _, p := range pages {
+		// POSTs go without the CSRF token: the refusal must carry the
+		// headers too, and nothing changes.
+		probes = append(probes, probe{p.method, ConsolePrefix + params.Replace(p.path)})
+	}
+	want := map[string]string{
+		"Content-Security-Policy": ConsoleCSP,
+		"X-Frame-Options":         "DENY",
+		"X-Content-Type-Options":  "nosniff",
+		"Referrer-Policy":         "no-referrer",
+	}
+	for _, signed := range []bool{true, false} {
+		for _, pr := range probes {
+			req := httptest.NewRequest(pr.method, pr.path, nil)
+			req.Header.Set("Accept", "text/html")
+			if signed {
+				req.AddCookie(session)
+			}
+			rec := httptest.NewRecorder()
+			app.handler.ServeHTTP(rec, req)
+			for name, value := range want {
+				if got := rec.Header().Values(name); len(got) != 1 || got[0] != value {
+					t.Errorf("%s %s (signed in %v, %d): %s = %q, want %q", pr.method, pr.path, signed, rec.Code, name, got, value)
+				}
+			}
+			if inline := inlineCode(t, rec.Body.String()); len(inline) != 0 {
+				t.Errorf("%s %s (signed in %v, %d): inline code the policy refuses: %v", pr.method, pr.path, signed, rec.Code, inline)
+			}
+		}
+	}
+
+	for path, policy := range map[string]string{"/": ConsoleCSP, "/swagger/index.html": SwaggerCSP, "/static/console.js": ConsoleCSP} {
+		rec := httptest.NewRecorder()
+		app.handler.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		if rec.Code != 200 || rec.Header().Get("Content-Security-Policy") != policy {
+			t.Errorf("%s: %d CSP %q, want %q", path, rec.Code, rec.Header().Get("Content-Security-Policy"), policy)
+		}
+	}
+}
+
+// inlineCode lists what in a page the console's policy would refuse:
+// script elements without src, style elements, style attributes and event
+// handler attributes (the browser test sees the pages it opens; this sees
+// every page of the table, in the state the probe finds it).
+func inlineCode(t *testing.T, html string) []string {
+	t.Helper()
+	doc, err := goquery.NewDocumentFromReader(strings.NewReader(html))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found []string
+	doc.Find("script:not([src]), style").Each(func(_ int, s *goquery.Selection) {
+		found = append(found, "<"+goquery.NodeName(s)+">")
+	})
+	doc.Find("*").Each(func(_ int, s *goquery.Selection) {
+		for _, a := range s.Nodes[0].Attr {
+			if a.Key == "style" || strings.HasPrefix(a.Key, "on") || strings.HasPrefix(strings.TrimSpace(a.Val), "javascript:") {
+				found = append(found, goquery.NodeName(s)+"["+a.Key+"]")
+			}
+		}
+	})
+	return found
+}
+
+// The Swagger policy's one hash is that of the only inline style the
+// served Swagger UI page has, and the page has no inline script, so an
+// upgrade of gin-swagger that changes either fails here.
+func TestSwaggerCSPHash(t *testing.T) {
+	app := newTestApp(t)
+	rec := httptest.NewRecorder()
+	app.handler.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/swagger/index.html", nil))
+	body := rec.Body.String()
+	styles := regexp.MustCompile(`style="([^"]*)"`).FindAllStringSubmatch(body, -1)
+	if len(styles) != 1 {
+		t.Fatalf("the Swagger UI page has %d inline style attributes, want 1: %v", len(styles), styles)
+	}
+	sum := sha256.Sum256([]byte(styles[0][1]))
+	if got := base64.StdEncoding.EncodeToString(sum[:]); got != swaggerSpriteStyleHash {
+		t.Errorf("hash of %q is %s, the policy allows %s", styles[0][1], got, swaggerSpriteStyleHash)
+	}
+	if regexp.MustCompile(`<script>|<script [^>]*>[^<\s]|<style|\son[a-z]+=`).MatchString(body) {
+		t.Errorf("the Swagger UI page has inline script or style:\n%s", body)
+	}
+}
