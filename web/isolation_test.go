@@ -103,6 +103,8 @@ func TestSessionIsolationAttack(t *testing.T) {
 
 	// 1. Session ids that are not one directory of one's own are refused
 	// before anything is made, over the API and over MCP.
+	attempts := 0 // logged: the size of the attack matrix
+	defer func() { t.Logf("isolation attack matrix: %d attempts", attempts) }()
 	bad := []string{"..", ".", "...", ".hidden", "../" + pB, pB + "/s", "s/..", "a\\b", "a\x00b", "%2e%2e", "..%2f", " s", "s ",
 		"\u2024\u2024", strings.Repeat("a", 129), "s\n"}
 	for _, id := range bad {
@@ -112,6 +114,7 @@ func TestSessionIsolationAttack(t *testing.T) {
 			"file_write":   {"path": pB + "/s/secret.txt", "content": "x"},
 			"code_execute": {"language": "python", "code": "print(open('" + pB + "/s/secret.txt').read())"},
 		} {
+			attempts++
 			code, res := app.call(t, "agent-a", map[string]any{"tool": tool, "session_id": id, "arguments": args})
 			if code != http.StatusUnprocessableEntity || errCode(res) != "VALIDATION_ERROR" || !strings.Contains(fmt.Sprint(res), "session_id must be") {
 				t.Errorf("%s with session %q: %d %v", tool, id, code, res)
@@ -125,6 +128,7 @@ func TestSessionIsolationAttack(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		attempts++
 		r := mcpCall(t, cs, "file_read", map[string]any{"path": pB + "/s/secret.txt"})
 		if !r.IsError || strings.Contains(mcpText(t, r), "B-SECRET") || !strings.HasPrefix(mcpText(t, r), "VALIDATION_ERROR") {
 			t.Errorf("MCP with Toolbelt-Session %q: %s", id, mcpText(t, r))
@@ -174,6 +178,7 @@ func TestSessionIsolationAttack(t *testing.T) {
 				if tool == "file_list" {
 					args = map[string]any{"path": p, "recursive": true}
 				}
+				attempts++
 				_, res := app.call(t, a.who, map[string]any{"tool": tool, "session_id": a.session, "arguments": args})
 				body := fmt.Sprint(res)
 				for _, l := range leaked {
@@ -196,6 +201,7 @@ func TestSessionIsolationAttack(t *testing.T) {
 			"    try:\n        print(open(p).read())\n    except Exception as e:\n        print('no', type(e).__name__)\n" +
 			"for p in ['out/planted', 'b/s/planted', 'up/planted']:\n" +
 			"    try:\n        open(p, 'w').write('ATTACK')\n    except Exception as e:\n        print('no', type(e).__name__)\n"
+		attempts += 9 // six reads and three writes inside the program
 		_, res := app.call(t, a.who, map[string]any{"tool": "code_execute", "session_id": a.session, "arguments": map[string]any{"language": "python", "code": code}})
 		for _, l := range leaked {
 			if strings.Contains(fmt.Sprint(res), l) {
