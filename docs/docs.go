@@ -3043,6 +3043,10 @@ const docTemplate = `{
                 "method": {
                     "type": "string"
                 },
+                "runsArgumentAsCode": {
+                    "description": "RunsArgumentAsCode lets a command tool put a placeholder in the\nscript position of a shell or interpreter (sh -c {{script}}): the\ntool runs the caller's text as a program, on purpose.",
+                    "type": "boolean"
+                },
                 "steps": {
                     "type": "array",
                     "items": {
