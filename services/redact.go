@@ -125,7 +125,10 @@ func (r *Redactor) redactFindings(s, view string) string {
 	if r.keywords != nil && r.keywords.MatchFirstString(strings.ToLower(view)) == nil {
 		return s
 	}
-	for _, f := range r.det.DetectString(view) {
+	findings := r.det.DetectString(view)
+	// Longest first: a secret that holds a shorter one is removed whole.
+	sort.SliceStable(findings, func(a, b int) bool { return len(findings[a].Secret) > len(findings[b].Secret) })
+	for _, f := range findings {
 		if f.Secret == "" {
 			continue
 		}
