@@ -61,3 +61,33 @@ func FuzzRedact(f *testing.F) {
 		_ = r.RedactJSON([]byte(s))
 	})
 }
+
+// TestRedactJSONDecodedStrings: tool output arrives JSON-encoded, where a
+// file's " is \" and its line breaks \n; the secret is redacted all the
+// same (issue 14: a curl command with a double-quoted Bearer header came
+// back from file_read unredacted, the single-quoted one did not).
+func TestRedactJSONDecodedStrings(t *testing.T) {
+	r, err := NewRedactor(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const token = "k9Xq2LmP7vR4tY8wZ3nB6cD1fG5hJ0sA"
+	for _, content := range []string{
+		`curl -H "Authorization: Bearer ` + token + `" https://api.acme.dev/v1/orders`,
+		`curl -H 'Authorization: Bearer ` + token + `' https://api.acme.dev/v1/orders`,
+		"#!/bin/sh\nset -e\ncurl -sS \\\n  -H \"Authorization: Bearer " + token + "\" \\\n  https://api.acme.dev/v1/orders\n",
+	} {
+		raw, _ := json.Marshal(map[string]any{"path": "deploy.sh", "content": content, "size": len(content)})
+		out := r.RedactJSON(raw)
+		var got map[string]any
+		if err := json.Unmarshal(out, &got); err != nil {
+			t.Fatalf("output is not JSON: %s", out)
+		}
+		if strings.Contains(string(out), token) || !strings.Contains(got["content"].(string), "[REDACTED:") {
+			t.Errorf("token survived in %q:\n%s", content, out)
+		}
+		if got["path"] != "deploy.sh" {
+			t.Errorf("path altered: %s", out)
+		}
+	}
+}

@@ -1,0 +1,42 @@
+package services
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// BenchmarkRedactJSON measures redaction of tool output as it arrives from
+// the runners: a small result, and file_read results of a 16 KiB source
+// file with and without a credential in it.
+func BenchmarkRedactJSON(b *testing.B) {
+	r, err := NewRedactor([]string{"configured-secret-value"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var src strings.Builder
+	for i := 0; src.Len() < 16<<10; i++ {
+		fmt.Fprintf(&src, "func handler%d(w http.ResponseWriter, req *http.Request) {\n\tlog.Printf(\"serving %%s\", req.URL.Path)\n\tw.WriteHeader(%d)\n}\n\n", i, 200+i%5)
+	}
+	file := func(content string) []byte {
+		raw, _ := json.Marshal(map[string]any{"path": "main.go", "content": content, "size": len(content), "truncated": false})
+		return raw
+	}
+	cases := []struct {
+		name string
+		raw  []byte
+	}{
+		{"small", []byte(`{"n":7,"note":"call number 7","items":["a","b","c"]}`)},
+		{"file-16k-clean", file(src.String())},
+		{"file-16k-secret", file(src.String() + "\nconst token = \"ghp_4Qx9cVb7Lm2Np8Rt6Yw3Zs5Ka1Df0Gh9Jk2L\"\n")},
+	}
+	for _, tc := range cases {
+		b.Run(tc.name, func(b *testing.B) {
+			b.SetBytes(int64(len(tc.raw)))
+			for b.Loop() {
+				r.RedactJSON(tc.raw)
+			}
+		})
+	}
+}
