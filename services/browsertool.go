@@ -88,6 +88,7 @@ func saveScreenshot(c *call, src, rel string) error {
 		return err
 	}
 	defer root.Close()
+	defer c.usage.stale()
 	if err := root.Mkdir("screenshots", 0o750); err != nil && !errors.Is(err, os.ErrExist) {
 		return err
 	}

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 	"unicode/utf8"
@@ -39,28 +41,84 @@ func pathError(p string, err error) error {
 	return &toolError{code: CodeExecutionFailed, msg: fmt.Sprintf("%s: %v", p, err), suggestion: "Check the path and try again."}
 }
 
+// dirUsage is what a session's work directory holds, as file_write
+// knows it: measured once (a walk, which costs about 2 µs a file), then
+// kept up to date by each write, and measured again after anything else
+// may have changed the directory (a sandboxed command, a screenshot).
+// Its lock also serialises the session's writes, so two cannot both pass
+// the quota with the room of one.
+type dirUsage struct {
+	mu    sync.Mutex
+	bytes int64
+	known bool
+}
+
+// stale makes the next write measure the directory again.
+func (u *dirUsage) stale() {
+	if u == nil {
+		return
+	}
+	u.mu.Lock()
+	u.known = false
+	u.mu.Unlock()
+}
+
+// blocks is the space a file takes on disk (0 when it does not exist).
+func blocks(info os.FileInfo) int64 {
+	if st, ok := info.Sys().(*syscall.Stat_t); ok {
+		return st.Blocks * 512
+	}
+	return info.Size()
+}
+
 // withinQuota refuses a write of n bytes to p that would take the work
 // directory past the session's disk quota (SANDBOX_LIMIT, as when a
-// sandboxed program fills it).
-func withinQuota(c *call, root *os.Root, p string, n int64, appending bool) error {
-	if c.quota <= 0 {
-		return nil
+// sandboxed program fills it). It is called with c.usage locked and
+// returns the space p takes now, for account.
+func withinQuota(c *call, root *os.Root, p string, n int64, appending bool) (int64, error) {
+	if c.quota <= 0 || c.usage == nil {
+		return 0, nil
 	}
-	used, err := sandbox.DirUsage(c.workDir)
-	if err != nil && !errors.Is(err, sandbox.ErrTooManyEntries) {
-		return err
+	u := c.usage
+	if !u.known {
+		used, err := sandbox.DirUsage(c.workDir)
+		if errors.Is(err, sandbox.ErrTooManyEntries) {
+			used = math.MaxInt64 / 2
+		} else if err != nil {
+			return 0, err
+		}
+		u.bytes, u.known = used, true
 	}
+	var before int64
 	add := n
-	if info, lerr := root.Lstat(p); lerr == nil && info.Mode().IsRegular() && !appending {
-		add -= info.Size() // the file is replaced
+	if info, err := root.Lstat(p); err == nil && info.Mode().IsRegular() {
+		before = blocks(info)
+		if !appending {
+			add -= info.Size() // the file is replaced
+		}
 	}
-	if err == nil && used+add <= c.quota {
-		return nil
+	if u.bytes+add <= c.quota {
+		return before, nil
 	}
-	return &toolError{code: CodeSandboxLimit,
+	return 0, &toolError{code: CodeSandboxLimit,
 		msg: fmt.Sprintf("writing %d bytes to %s would pass the session's disk quota of %d MiB (the work directory holds %.1f MiB)",
-			n, p, c.quota>>20, float64(used)/(1<<20)),
+			n, p, c.quota>>20, float64(u.bytes)/(1<<20)),
 		suggestion: "Delete files you no longer need from the work directory, or write less."}
+}
+
+// account adds what a write changed to the known usage: the file's space
+// now against before; made directories are measured again next time.
+func account(c *call, root *os.Root, p string, before int64, madeDirs bool) {
+	u := c.usage
+	if u == nil || !u.known {
+		return
+	}
+	info, err := root.Lstat(p)
+	if err != nil || madeDirs {
+		u.known = false
+		return
+	}
+	u.bytes += blocks(info) - before
 }
 
 // regularFile refuses what is not a regular file: FIFOs, sockets and
@@ -183,14 +241,21 @@ func fileWrite(c *call) (any, error) {
 		return nil, err
 	}
 	defer root.Close()
-	if dir := path.Dir(strings.ReplaceAll(p, `\`, "/")); dir != "." {
+	if c.usage != nil {
+		c.usage.mu.Lock()
+		defer c.usage.mu.Unlock()
+	}
+	before, err := withinQuota(c, root, p, int64(len(content)), appendMode)
+	if err != nil {
+		return nil, err
+	}
+	dir := path.Dir(strings.ReplaceAll(p, `\`, "/"))
+	if dir != "." {
 		if err := root.MkdirAll(dir, 0o750); err != nil {
 			return nil, pathError(p, err)
 		}
 	}
-	if err := withinQuota(c, root, p, int64(len(content)), appendMode); err != nil {
-		return nil, err
-	}
+	defer account(c, root, p, before, dir != ".")
 	flags := os.O_WRONLY | os.O_CREATE | os.O_TRUNC
 	if appendMode {
 		flags = os.O_WRONLY | os.O_CREATE | os.O_APPEND

@@ -195,8 +195,9 @@ type call struct {
 	schema   *jsonschema.Schema
 	args     map[string]any
 	workDir  string
-	workID   dirID // the work directory's identity, checked at every open
-	quota    int64 // bytes the work directory may hold
+	workID   dirID     // the work directory's identity, checked at every open
+	quota    int64     // bytes the work directory may hold
+	usage    *dirUsage // what it holds, as file_write knows it
 	started  time.Time
 	attempts int
 	cached   bool
@@ -778,7 +779,7 @@ func (inv *Invoker) secure(next Step) Step {
 		if uid, gid, ok := inv.sandbox.Owner(); ok {
 			c.owner = &[2]int{uid, gid}
 		}
-		c.workDir, c.workID, c.quota = dir.path, dir.id, inv.quota.disk
+		c.workDir, c.workID, c.quota, c.usage = dir.path, dir.id, inv.quota.disk, dir.usage
 		if cmd, ok := c.args["command"].(string); ok && c.def.Category == "shell" {
 			if msg := checkCommand(cmd, c.def.Security.ShellOperators); msg != "" {
 				return refusal(CodeCommandRejected, msg,

@@ -64,6 +64,7 @@ func (inv *Invoker) sandboxed(ctx context.Context, c *call, argv []string, stdin
 		return nil, &toolError{code: CodeInternal, msg: "internal error", retryable: true, suggestion: "Try again."}
 	}
 	defer dir.Close()
+	defer c.usage.stale() // the command may have changed anything in it
 	spec := sandbox.Spec{Argv: argv, Dir: c.workDir, DirFD: dir, Stdin: stdin, Network: c.def.Security.Network,
 		Limits: sandbox.Limits{Disk: inv.quota.disk, FileSize: inv.quota.file}}
 	res, err := inv.sandbox.Run(ctx, spec)

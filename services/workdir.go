@@ -50,8 +50,9 @@ func idOf(info os.FileInfo) (dirID, bool) {
 
 // workDir is a session's directory, made: its path and identity.
 type workDir struct {
-	path string
-	id   dirID
+	path  string
+	id    dirID
+	usage *dirUsage // what it holds, for file_write's quota check
 }
 
 // errPlanted is a work directory that is no longer the directory the
@@ -81,7 +82,7 @@ func (inv *Invoker) workDirOf(key sessionKey) (workDir, error) {
 		return workDir{}, err
 	}
 	id, _ := idOf(info)
-	made, _ := inv.dirs.LoadOrStore(key, workDir{path: f.Name(), id: id})
+	made, _ := inv.dirs.LoadOrStore(key, workDir{path: f.Name(), id: id, usage: &dirUsage{}})
 	return made.(workDir), nil
 }
 

@@ -32,23 +32,8 @@ func TestConsoleNoticeShownOnce(t *testing.T) {
 	b.get("/admin/access")
 
 	// Saving grants, with the redirect's cookie read on the wire.
-	form := url.Values{"category": {"filesystem"}, "tools": {"web_search"}, "_csrf": {b.csrf}}
-	req, _ := http.NewRequest(http.MethodPost, b.srv.URL+"/admin/access/principals/"+agent+"/grants", strings.NewReader(form.Encode()))
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	for _, c := range b.http.Jar.Cookies(req.URL) {
-		req.AddCookie(c)
-	}
-	resp, err := http.DefaultTransport.RoundTrip(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	var flash *http.Cookie
-	for _, c := range resp.Cookies() {
-		if c.Name == "tb_notice" {
-			flash = c
-		}
-	}
+	resp, flash := b.postRaw("/admin/access/principals/"+agent+"/grants",
+		url.Values{"category": {"filesystem"}, "tools": {"web_search"}, "_csrf": {b.csrf}}, "tb_notice")
 	if loc := resp.Header.Get("Location"); resp.StatusCode != http.StatusSeeOther || loc != "/admin/access" {
 		t.Fatalf("save grants: %d to %q", resp.StatusCode, loc)
 	}
@@ -71,7 +56,7 @@ func TestConsoleNoticeShownOnce(t *testing.T) {
 	}
 
 	// The session that acted sees it once.
-	b.http.Jar.SetCookies(req.URL, []*http.Cookie{flash})
+	b.http.Jar.SetCookies(resp.Request.URL, []*http.Cookie{flash})
 	p := b.get("/admin/access")
 	if got := p.TestID("notice").Text(); p.Status != 200 || got != "Grants saved: 1 categories, 1 tools." || strings.Contains(p.URL, "notice") {
 		t.Fatalf("after saving: %d %s notice %q", p.Status, p.URL, got)
@@ -99,7 +84,7 @@ func TestConsoleNoticeShownOnce(t *testing.T) {
 	hx, _ := http.NewRequest(http.MethodPost, b.srv.URL+"/admin/approvals/"+approvalID+"/approve", nil)
 	hx.Header.Set("HX-Request", "true")
 	hx.Header.Set("X-CSRF-Token", b.csrf)
-	resp, err = b.http.Do(hx)
+	resp, err := b.http.Do(hx)
 	if err != nil {
 		t.Fatal(err)
 	}

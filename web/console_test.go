@@ -91,6 +91,29 @@ func (b *browserClient) post(path string, form url.Values) page {
 	return b.read(b.http.Do(req))
 }
 
+// postRaw submits a form without following the redirect, for tests that
+// read the answer on the wire, and returns it with the cookie it sets
+// under name (nil when none).
+func (b *browserClient) postRaw(path string, form url.Values, name string) (*http.Response, *http.Cookie) {
+	b.t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, b.srv.URL+path, strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	for _, c := range b.http.Jar.Cookies(req.URL) {
+		req.AddCookie(c)
+	}
+	resp, err := http.DefaultTransport.RoundTrip(req)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	resp.Body.Close()
+	for _, c := range resp.Cookies() {
+		if c.Name == name {
+			return resp, c
+		}
+	}
+	return resp, nil
+}
+
 func TestConsoleSignIn(t *testing.T) {
 	app := newTestApp(t)
 
@@ -116,27 +139,11 @@ func TestConsoleSignIn(t *testing.T) {
 
 	// The right key: an HttpOnly, SameSite=Strict session cookie.
 	b.get("/admin/login")
-	form := url.Values{"key": {app.keys["admin"]}, "_csrf": {b.csrf}}
-	req, _ := http.NewRequest(http.MethodPost, b.srv.URL+"/admin/login", strings.NewReader(form.Encode()))
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	for _, c := range b.http.Jar.Cookies(req.URL) {
-		req.AddCookie(c)
-	}
-	resp, err := http.DefaultTransport.RoundTrip(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	var session *http.Cookie
-	for _, c := range resp.Cookies() {
-		if c.Name == "tb_session" {
-			session = c
-		}
-	}
+	resp, session := b.postRaw("/admin/login", url.Values{"key": {app.keys["admin"]}, "_csrf": {b.csrf}}, "tb_session")
 	if resp.StatusCode != http.StatusSeeOther || session == nil || !session.HttpOnly || session.SameSite != http.SameSiteStrictMode || session.Path != "/admin" {
 		t.Fatalf("sign in: %d cookie %+v", resp.StatusCode, session)
 	}
-	b.http.Jar.SetCookies(req.URL, []*http.Cookie{session})
+	b.http.Jar.SetCookies(resp.Request.URL, []*http.Cookie{session})
 	p = b.get("/admin")
 	if p.Status != 200 || p.TestID("user").Text() != "admin" || p.TestID("role").Text() != "admin" {
 		t.Fatalf("dashboard: %d user %q", p.Status, p.TestID("user").Text())
@@ -162,7 +169,7 @@ func TestConsoleSignIn(t *testing.T) {
 		t.Fatalf("htmx without a session: %v %v", err, resp)
 	}
 	// The old cookie no longer opens anything.
-	b.http.Jar.SetCookies(req.URL, []*http.Cookie{session})
+	b.http.Jar.SetCookies(resp.Request.URL, []*http.Cookie{session})
 	if p = b.get("/admin"); p.TestID("sign-in-form").Length() != 1 {
 		t.Fatalf("after sign out the old session still works: %s", p.URL)
 	}
