@@ -48,7 +48,12 @@ func bwrapArgs(spec Spec) []string {
 	}
 	args = append(args,
 		"--ro-bind", "/etc", "/etc",
-		"--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
+		// tmpfs is memory: /tmp and /dev/shm are capped at the memory
+		// limit, which the cgroup also charges them to (without one, the
+		// caps are all that bounds them).
+		"--proc", "/proc", "--dev", "/dev",
+		"--size", strconv.FormatInt(spec.Limits.withDefaults().Memory, 10), "--tmpfs", "/tmp",
+		"--size", strconv.FormatInt(spec.Limits.withDefaults().Memory, 10), "--tmpfs", "/dev/shm",
 		"--chdir", "/work",
 		"--hostname", "sandbox",
 		"--block-fd", "3",

@@ -325,3 +325,43 @@ func TestPrepareDirRelative(t *testing.T) {
 		t.Errorf("the way to the work directory is not traversable: %v %v", st.Mode(), err)
 	}
 }
+
+// TestTmpfsCapped: /tmp and /dev/shm inside bubblewrap are memory; a
+// program cannot fill the host's RAM through them past the memory limit,
+// even without a cgroup to charge them to.
+func TestTmpfsCapped(t *testing.T) {
+	for name, s := range backends(t) {
+		if !strings.HasPrefix(name, Bubblewrap) {
+			continue
+		}
+		t.Run(name, func(t *testing.T) {
+			const limit = 32 << 20
+			prog := `import sys
+for d in ['/tmp', '/dev/shm']:
+    n = 0
+    try:
+        with open(d + '/fill', 'wb') as f:
+            for _ in range(96):
+                f.write(b'x' * (1 << 20)); f.flush(); n += 1 << 20
+    except OSError as e:
+        print(d, 'refused', e.errno)
+    print(d, n)
+`
+			res := run(t, s, 30*time.Second, Spec{Argv: []string{"python3", "-c", prog}, Dir: workDir(t, s), Limits: Limits{Memory: limit}})
+			if res.Limit == LimitMemory {
+				return // the cgroup charged the tmpfs and stopped it: bounded too
+			}
+			for _, d := range []string{"/tmp", "/dev/shm"} {
+				var n int64
+				for _, line := range strings.Split(string(res.Stdout), "\n") {
+					if rest, ok := strings.CutPrefix(line, d+" "); ok && !strings.HasPrefix(rest, "refused") {
+						fmt.Sscan(rest, &n)
+					}
+				}
+				if n == 0 || n > limit || !strings.Contains(string(res.Stdout), d+" refused 28") {
+					t.Errorf("%s took %d bytes with a %d memory limit: %s %s", d, n, limit, res.Stdout, res.Stderr)
+				}
+			}
+		})
+	}
+}
