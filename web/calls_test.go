@@ -98,7 +98,7 @@ func TestCallPathsFromCorpora(t *testing.T) {
 	}
 	var entries []string
 	for _, name := range []string{"traversal.txt", "linux-files.txt"} {
-		f, err := os.Open(filepath.Join("..", "..", "shared", "corpora", name))
+		f, err := os.Open(filepath.Join("..", "testdata", "corpora", name))
 		if err != nil {
 			t.Fatalf("corpus: %v", err)
 		}
