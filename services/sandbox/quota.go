@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"runtime"
 	"sync"
@@ -187,6 +188,7 @@ func (w *walker) entry(fd, depth int, name string) error {
 type diskWatch struct {
 	fd      int // the work directory (the runner closes it)
 	quota   int64
+	pids    func() []int // the run's processes now
 	over    chan struct{}
 	stopFD  int                // eventfd: written by end
 	notify  int                // inotify, -1 if unavailable
@@ -199,12 +201,12 @@ type diskWatch struct {
 // measured by the poll.
 const maxWatches = 256
 
-func startDiskWatch(fd int, quota int64, kill func()) (*diskWatch, error) {
+func startDiskWatch(fd int, quota int64, pids func() []int, kill func()) (*diskWatch, error) {
 	stop, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
 	if err != nil {
 		return nil, err
 	}
-	w := &diskWatch{fd: fd, quota: quota, over: make(chan struct{}), stopFD: stop, notify: -1, watches: map[[2]uint64]bool{}}
+	w := &diskWatch{fd: fd, quota: quota, pids: pids, over: make(chan struct{}), stopFD: stop, notify: -1, watches: map[[2]uint64]bool{}}
 	if in, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC); err == nil {
 		w.notify = in
 	}
@@ -227,9 +229,20 @@ func startDiskWatch(fd int, quota int64, kill func()) (*diskWatch, error) {
 		for {
 			cpu := threadCPU()
 			used, err := walk.usage(w.fd, w.addWatch)
+			if errors.Is(err, ErrTooManyEntries) && w.quota == math.MaxInt64 {
+				// Started past the walk's bounds (a full directory that
+				// cannot be measured): no file may grow (RLIMIT_FSIZE), and
+				// the run may delete.
+				used, err = 0, nil
+			}
+			if err == nil {
+				used += heldOpen(w.pids(), w.dev())
+			}
 			if err != nil || used > w.quota {
-				kill()
+				// Over first, so that whoever sees the command end by this
+				// kill also sees why.
 				close(w.over)
+				kill()
 				return
 			}
 			// At most half a CPU: a pause as long as the measure's CPU time
@@ -259,6 +272,41 @@ func startDiskWatch(fd int, quota int64, kill func()) (*diskWatch, error) {
 		}
 	}()
 	return w, nil
+}
+
+// dev is the device of the work directory.
+func (w *diskWatch) dev() uint64 {
+	var st unix.Stat_t
+	if unix.Fstat(w.fd, &st) != nil {
+		return 0
+	}
+	return st.Dev
+}
+
+// heldOpen is the space that files the processes hold open, but that no
+// directory entry names any more, take on device dev: a file unlinked
+// after it was opened, or made with O_TMPFILE. No walk of the directory
+// sees them, yet they fill the disk until closed.
+func heldOpen(pids []int, dev uint64) int64 {
+	var total int64
+	seen := map[uint64]bool{}
+	for _, pid := range pids {
+		dir := fmt.Sprintf("/proc/%d/fd", pid)
+		fds, err := os.ReadDir(dir)
+		if err != nil {
+			continue
+		}
+		for _, e := range fds {
+			var st unix.Stat_t
+			// stat follows the magic link to the open file itself.
+			if unix.Stat(dir+"/"+e.Name(), &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Nlink != 0 || st.Dev != dev || seen[st.Ino] {
+				continue
+			}
+			seen[st.Ino] = true
+			total += st.Blocks * 512
+		}
+	}
+	return total
 }
 
 // threadCPU is the CPU time of the calling thread.

@@ -315,7 +315,17 @@ func (s *Sandbox) Run(ctx context.Context, spec Spec) (*Result, error) {
 	var reaping sync.Mutex
 	exited := false
 	if watchFD >= 0 {
-		watch, err = startDiskWatch(watchFD, allowed, func() {
+		// The run's processes, for the space their open, deleted files
+		// hold (nil once the first one has exited: its pid may be reused).
+		pids := func() []int {
+			reaping.Lock()
+			defer reaping.Unlock()
+			if exited {
+				return nil
+			}
+			return tree(cmd.Process.Pid)
+		}
+		watch, err = startDiskWatch(watchFD, allowed, pids, func() {
 			// Every process at once, not the first one alone: its death
 			// reaches the others (die-with-parent, the end of the pid
 			// namespace) only when it is scheduled, and they write on
