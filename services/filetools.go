@@ -94,7 +94,7 @@ func withinQuota(c *call, root *os.Root, p string, n int64, appending bool) (int
 	if info, err := root.Lstat(p); err == nil && info.Mode().IsRegular() {
 		before = blocks(info)
 		if !appending {
-			add -= info.Size() // the file is replaced
+			add -= before // the file is replaced: its blocks are freed (a sparse file's size is not)
 		}
 	}
 	if u.bytes+add <= c.quota {
@@ -120,6 +120,18 @@ func account(c *call, root *os.Root, p string, before int64, madeDirs bool) {
 	}
 	u.bytes += blocks(info) - before
 }
+
+// pathArg is the call's path argument with '\' read as the separator it
+// is meant as (the guards read it so too), once for every use: creating
+// directories, opening, chowning and the quota see the same path.
+func pathArg(c *call) string {
+	p, _ := c.args["path"].(string)
+	return strings.ReplaceAll(p, `\`, "/")
+}
+
+// maxPathDepth bounds how deep file_write makes directories: below the
+// sandbox's measuring walk's bound, so a session stays measurable.
+const maxPathDepth = 64
 
 // regularFile refuses what is not a regular file: FIFOs, sockets and
 // devices would block a reader or writer, or reach the host's hardware.
@@ -190,7 +202,7 @@ func intArg(args map[string]any, name string, def int) int {
 }
 
 func fileRead(c *call) (any, error) {
-	p, _ := c.args["path"].(string)
+	p := pathArg(c)
 	root, err := openRoot(c)
 	if err != nil {
 		return nil, err
@@ -233,7 +245,7 @@ func fileRead(c *call) (any, error) {
 }
 
 func fileWrite(c *call) (any, error) {
-	p, _ := c.args["path"].(string)
+	p := pathArg(c)
 	content, _ := c.args["content"].(string)
 	appendMode, _ := c.args["append"].(bool)
 	root, err := openRoot(c)
@@ -245,11 +257,15 @@ func fileWrite(c *call) (any, error) {
 		c.usage.mu.Lock()
 		defer c.usage.mu.Unlock()
 	}
+	if depth := strings.Count(path.Clean(p), "/"); depth >= maxPathDepth {
+		return nil, &toolError{code: CodeValidation, msg: fmt.Sprintf("%s is %d directories deep; at most %d are allowed", p, depth, maxPathDepth-1),
+			suggestion: "Use a shallower path."}
+	}
 	before, err := withinQuota(c, root, p, int64(len(content)), appendMode)
 	if err != nil {
 		return nil, err
 	}
-	dir := path.Dir(strings.ReplaceAll(p, `\`, "/"))
+	dir := path.Dir(p)
 	if dir != "." {
 		if err := root.MkdirAll(dir, 0o750); err != nil {
 			return nil, pathError(p, err)
@@ -288,7 +304,7 @@ func fileWrite(c *call) (any, error) {
 	if c.owner != nil {
 		// Sandboxed commands run as another uid: what the session writes
 		// is theirs to read and change too.
-		clean := path.Clean(strings.ReplaceAll(p, `\`, "/"))
+		clean := path.Clean(p)
 		for d := path.Dir(clean); d != "."; d = path.Dir(d) {
 			_ = root.Lchown(d, c.owner[0], c.owner[1])
 		}
@@ -300,7 +316,7 @@ func fileWrite(c *call) (any, error) {
 }
 
 func fileList(ctx context.Context, c *call) (any, error) {
-	dir, _ := c.args["path"].(string)
+	dir := pathArg(c)
 	if dir == "" {
 		dir = "."
 	}
@@ -325,7 +341,7 @@ func fileList(ctx context.Context, c *call) (any, error) {
 	}
 	entries := []entry{}
 	truncated := false
-	walkRoot := path.Clean(strings.ReplaceAll(dir, `\`, "/"))
+	walkRoot := path.Clean(dir)
 	err = fs.WalkDir(fsys, walkRoot, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err

@@ -839,7 +839,7 @@ func checkPath(p string, allowed []string) string {
 	if slices.Contains(parts, "..") {
 		return fmt.Sprintf("path %q leaves the work directory", p)
 	}
-	clean := filepath.Clean(p)
+	clean := filepath.Clean(strings.ReplaceAll(p, `\`, "/"))
 	for _, root := range allowedOrDot(allowed) {
 		root = filepath.Clean(root)
 		if root == "." || clean == root || strings.HasPrefix(clean, root+string(filepath.Separator)) {

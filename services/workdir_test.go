@@ -124,3 +124,50 @@ func TestFileWriteQuotaKeepsCount(t *testing.T) {
 		t.Fatalf("a write after freeing space: %v", err)
 	}
 }
+
+// TestFileWriteEdges: a backslash is a separator for every step of
+// file_write (it made a directory "a" and a file named "a\b.txt" it then
+// reported missing); replacing a sparse file frees its blocks, not its
+// size, in the quota's count; a path deeper than the measuring walk's
+// bound is refused.
+func TestFileWriteEdges(t *testing.T) {
+	inv := &Invoker{dataDir: t.TempDir()}
+	dir, err := inv.workDirOf(sessionKey{1, "e"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := func(args map[string]any, quota int64) *call {
+		return &call{workDir: dir.path, workID: dir.id, quota: quota, usage: dir.usage, args: args}
+	}
+	if _, err := fileWrite(c(map[string]any{"path": `a\b.txt`, "content": "hello"}, 0)); err != nil {
+		t.Fatalf("backslash write: %v", err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir.path, "a", "b.txt")); err != nil || string(b) != "hello" {
+		t.Fatalf("a/b.txt on the host: %q %v", b, err)
+	}
+	if out, err := fileRead(c(map[string]any{"path": `a\b.txt`}, 0)); err != nil || out.(map[string]any)["content"] != "hello" {
+		t.Fatalf("backslash read: %v %v", out, err)
+	}
+	// Sparse files of 1 MiB each, a 256 KiB quota: replacing them must not
+	// count their size as freed.
+	for i := range 8 {
+		f, err := os.Create(filepath.Join(dir.path, fmt.Sprintf("sparse%d", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Truncate(1 << 20)
+		f.Close()
+	}
+	dir.usage.stale()
+	const quota = 256 << 10
+	for i := range 8 {
+		_, _ = fileWrite(c(map[string]any{"path": fmt.Sprintf("sparse%d", i), "content": strings.Repeat("A", 64<<10)}, quota))
+	}
+	if used, err := sandbox.DirUsage(dir.path); err != nil || used > quota {
+		t.Errorf("replacing sparse files took the directory to %d bytes, quota %d (%v)", used, quota, err)
+	}
+	deep := strings.Repeat("d/", maxPathDepth) + "f"
+	if _, err := fileWrite(c(map[string]any{"path": deep, "content": "x"}, 0)); err == nil || !strings.Contains(err.Error(), "directories deep") {
+		t.Errorf("a %d-deep path: %v", maxPathDepth, err)
+	}
+}
