@@ -9,44 +9,88 @@ import (
 
 // A command tool's placeholders become single arguments, never shell
 // text; but an argument in the script position of a shell or interpreter
-// (`sh -c {{x}}`, `python3 -c {{x}}`, `node -e {{x}}`, `awk {{x}}`) is
-// run as a program all the same. Registration refuses that unless the
-// definition says running the caller's code is the tool's purpose
-// (runner.runsArgumentAsCode).
+// (`sh -c {{x}}`, `python3 -c {{x}}`, `awk {{x}}`), or in an option that
+// runs a command (`find -exec sh -c {{x}}`, `git -c {{x}}`, `tar
+// --to-command {{x}}`), is run as a program all the same. Registration
+// refuses the forms this table knows unless the definition says running
+// the caller's code is the tool's purpose (runner.runsArgumentAsCode).
+// It is a lint of known programs, not a proof: a program it does not know
+// may still interpret an argument.
 
-// interpreters maps a program (its base name without a version) to the
-// options whose next argument is program text, a script file or a module
-// to run. For each, the first argument that is not an option is program
-// text or a script file too.
-var interpreters = map[string][]string{
-	"sh": {"-c"}, "bash": {"-c"}, "dash": {"-c"}, "zsh": {"-c"}, "ksh": {"-c"}, "mksh": {"-c"}, "ash": {"-c"},
-	"fish": {"-c", "--command"}, "csh": {"-c"}, "tcsh": {"-c"}, "busybox": nil,
-	"python": {"-c", "-m"}, "pypy": {"-c", "-m"}, "node": {"-e", "--eval", "-p", "--print"}, "nodejs": {"-e", "--eval", "-p", "--print"},
-	"bun": {"-e", "--eval", "-p", "--print"}, "deno": {"eval"}, "perl": {"-e", "-E"}, "ruby": {"-e"}, "php": {"-r"},
-	"lua": {"-e"}, "luajit": {"-e"}, "rscript": {"-e"}, "r": {"-e"}, "tclsh": nil, "wish": nil, "osascript": {"-e"},
-	"pwsh": {"-c", "-command", "-encodedcommand", "-e"}, "powershell": {"-c", "-command", "-encodedcommand", "-e"},
-	"awk": {"--source", "-f"}, "gawk": {"--source", "-e", "-f", "--file"}, "mawk": {"-f"}, "nawk": {"-f"},
-	"sed":    {"-e", "--expression", "-f", "--file"},
-	"jshell": nil, "groovy": {"-e"}, "scala": {"-e"}, "julia": {"-e", "--eval", "-E", "--print"}, "guile": {"-c"},
-	"sqlite3": nil, "psql": {"-c", "--command"}, "gdb": {"-ex"},
+// argvRule says how a program reads its arguments.
+type argvRule struct {
+	code     []string // options whose next argument is program text, a script, a module or a command line
+	values   []string // options whose next argument is a plain value
+	operands int      // positional arguments before the script or command (timeout's duration, sqlite3's database)
+	script   bool     // the first positional argument after the operands is program text or a script file
+	wrapper  bool     // after the operands comes a command, read by its own rule
+	allCode  bool     // every positional argument after the operands is program text (watch, ssh, parallel)
+	sub      []string // options followed by a command up to ";" or "+" (find -exec)
+	combined bool     // single-letter options combine, and one ending in c takes the script ("-ec")
 }
 
-// valueFlags are options whose next argument is their value, not the
-// script (so `awk -F , {{x}}` is still seen as running {{x}}).
-var valueFlags = map[string][]string{
-	"awk": {"-F", "-v"}, "gawk": {"-F", "-v"}, "mawk": {"-F", "-v"}, "nawk": {"-F", "-v"},
-	"python": {"-W", "-X"}, "pypy": {"-W", "-X"}, "node": {"-r", "--require", "--import"}, "nodejs": {"-r", "--require", "--import"},
-	"perl": {"-I", "-M"}, "ruby": {"-I", "-r"}, "bash": {"-o", "-O"}, "sh": {"-o"}, "dash": {"-o"}, "zsh": {"-o"}, "ksh": {"-o"},
-	"psql": {"-d", "-U", "-h", "-p"}, "sqlite3": {"-cmd"},
+var (
+	shellRule  = argvRule{code: []string{"-c", "--command"}, values: []string{"-o", "+o", "-O", "+O"}, script: true, combined: true}
+	pythonRule = argvRule{code: []string{"-c", "-m"}, values: []string{"-W", "-X"}, script: true, combined: true}
+	nodeRule   = argvRule{code: []string{"-e", "--eval", "-p", "--print"}, values: []string{"-r", "--require", "--import"}, script: true}
+	awkRule    = argvRule{code: []string{"--source", "-e", "-f", "--file"}, values: []string{"-F", "-v"}, script: true}
+	pwshRule   = argvRule{code: []string{"-c", "-command", "-encodedcommand", "-e", "-ec", "-f", "-file"}, script: true}
+	plainWrap  = argvRule{wrapper: true}
+)
+
+var argvRules = map[string]argvRule{
+	"sh": shellRule, "bash": shellRule, "dash": shellRule, "zsh": shellRule, "ksh": shellRule, "mksh": shellRule,
+	"ash": shellRule, "csh": shellRule, "tcsh": shellRule, "fish": shellRule, "rbash": shellRule,
+	"python": pythonRule, "pypy": pythonRule, "ipython": pythonRule, "pythonw": pythonRule,
+	"node": nodeRule, "nodejs": nodeRule, "bun": nodeRule, "deno": {code: []string{"eval", "-e", "--eval"}, script: true},
+	"perl": {code: []string{"-e", "-E"}, values: []string{"-I"}, script: true},
+	"ruby": {code: []string{"-e"}, values: []string{"-I", "-r"}, script: true},
+	"php":  {code: []string{"-r", "-B", "-E", "-R", "-F"}, script: true},
+	"lua":  {code: []string{"-e"}, script: true}, "luajit": {code: []string{"-e"}, script: true},
+	"rscript": {code: []string{"-e"}, script: true}, "r": {code: []string{"-e"}, script: true},
+	"tclsh": {script: true}, "wish": {script: true}, "expect": {code: []string{"-c", "-f"}, script: true},
+	"osascript": {code: []string{"-e"}, script: true}, "pwsh": pwshRule, "powershell": pwshRule,
+	"awk": awkRule, "gawk": awkRule, "mawk": awkRule, "nawk": awkRule, "busybox": {wrapper: true},
+	"sed":    {code: []string{"-e", "--expression", "-f", "--file"}, script: true},
+	"jshell": {script: true}, "groovy": {code: []string{"-e"}, script: true}, "scala": {code: []string{"-e"}, script: true},
+	"julia": {code: []string{"-e", "--eval", "-E", "--print"}, script: true}, "guile": {code: []string{"-c"}, script: true},
+	"dc": {code: []string{"-e", "--expression", "-f", "--file"}, script: true}, "bc": {script: true},
+	"gdb":    {code: []string{"-ex", "-x", "-eval-command", "-iex"}},
+	"sqlite": {code: []string{"-cmd", "-init"}, operands: 1, allCode: true}, // sqlite3, its version stripped
+	"psql":   {code: []string{"-c", "--command", "-f", "--file"}, values: []string{"-d", "-U", "-h", "-p"}},
+	"mysql":  {code: []string{"-e", "--execute"}, values: []string{"-u", "-h", "-P", "-D"}},
+	"make":   {code: []string{"--eval", "-f", "--file", "--makefile"}, values: []string{"-C", "-j"}},
+	"vim":    {code: []string{"-c", "--cmd", "-S"}}, "vi": {code: []string{"-c", "--cmd", "-S"}}, "nvim": {code: []string{"-c", "--cmd", "-S"}},
+	"ex": {code: []string{"-c", "--cmd", "-S"}}, "emacs": {code: []string{"--eval", "-l", "--load", "-f", "--funcall"}},
+	"man":      {code: []string{"-P", "--pager", "-H", "--html"}},
+	"rsync":    {code: []string{"-e", "--rsh", "--rsync-path"}},
+	"ssh":      {values: []string{"-p", "-l", "-i", "-o", "-F", "-J", "-b", "-c", "-D", "-E", "-e", "-I", "-L", "-m", "-O", "-Q", "-R", "-S", "-W", "-w"}, operands: 1, allCode: true},
+	"git":      {code: []string{"-c", "--config-env", "--exec-path"}, values: []string{"-C"}},
+	"tar":      {code: []string{"--to-command", "--checkpoint-action", "-I", "--use-compress-program", "--rsh-command", "--info-script", "-F", "--new-volume-script"}},
+	"find":     {sub: []string{"-exec", "-execdir", "-ok", "-okdir"}},
+	"watch":    {values: []string{"-n", "--interval", "-d", "-q"}, allCode: true},
+	"parallel": {allCode: true},
+	"su":       {code: []string{"-c", "--command", "--session-command"}, values: []string{"-s", "--shell", "-g", "-G", "-w"}},
+	"runuser":  {code: []string{"-c", "--command", "--session-command"}, values: []string{"-s", "--shell", "-g", "-G", "-u", "-w"}},
+	"script":   {code: []string{"-c", "--command"}},
+	"flock":    {code: []string{"-c", "--command"}, values: []string{"-w", "--timeout", "-E", "--conflict-exit-code"}, operands: 1, wrapper: true},
+	"env":      {code: []string{"-S", "--split-string"}, values: []string{"-u", "--unset", "-C", "--chdir"}, wrapper: true},
+	"timeout":  {values: []string{"-s", "--signal", "-k", "--kill-after"}, operands: 1, wrapper: true},
+	"nice":     {values: []string{"-n", "--adjustment"}, wrapper: true},
+	"ionice":   {values: []string{"-c", "--class", "-n", "--classdata"}, wrapper: true},
+	"chrt":     {operands: 1, wrapper: true},
+	"taskset":  {values: []string{"-c", "--cpu-list"}, operands: 1, wrapper: true},
+	"stdbuf":   {values: []string{"-i", "-o", "-e"}, wrapper: true},
+	"xargs":    {values: []string{"-a", "--arg-file", "-d", "--delimiter", "-E", "-I", "-L", "-n", "--max-args", "-P", "--max-procs", "-s", "--max-chars"}, wrapper: true},
+	"sudo":     {values: []string{"-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-U"}, wrapper: true},
+	"doas":     {values: []string{"-u", "-C"}, wrapper: true},
+	"strace":   {values: []string{"-o", "-e", "-p", "-s", "-u", "-P", "-I", "-b", "-a", "-S", "-X"}, wrapper: true},
+	"ltrace":   {values: []string{"-o", "-e", "-p", "-s", "-u", "-n", "-a", "-S"}, wrapper: true},
+	"chroot":   {operands: 1, wrapper: true}, "uv": {operands: 1, wrapper: true}, "poetry": {operands: 1, wrapper: true},
+	"npx":    {code: []string{"-c", "--call"}, values: []string{"-p", "--package"}, wrapper: true},
+	"setsid": plainWrap, "nohup": plainWrap, "exec": plainWrap, "command": plainWrap, "time": plainWrap, "setpriv": plainWrap,
+	"unshare": plainWrap, "nsenter": plainWrap, "firejail": plainWrap, "sg": {operands: 1, wrapper: true},
 }
-
-// wrappers run the rest of argv as a command, after options of their own.
-var wrappers = map[string]bool{"env": true, "timeout": true, "nice": true, "nohup": true, "stdbuf": true,
-	"setsid": true, "xargs": true, "exec": true, "command": true, "time": true, "ionice": true, "chrt": true, "taskset": true}
-
-// combinedFlags are interpreters whose single-letter options combine
-// ("-ec" is "-e -c").
-var combinedFlags = map[string]bool{"sh": true, "bash": true, "dash": true, "zsh": true, "ksh": true, "mksh": true, "ash": true, "python": true, "pypy": true}
 
 var versionSuffix = regexp.MustCompile(`[0-9.\-]+$`)
 
@@ -59,64 +103,118 @@ func programName(p string) string {
 	return name
 }
 
+func isPlaceholder(a string) bool { return placeholder.MatchString(a) }
+
 // codeArgument returns the index of the first argv element that is a
-// placeholder in a script position, and the interpreter running it; -1
-// when there is none.
+// placeholder in a script or command position, and the program that
+// would run it; -1 when there is none.
 func codeArgument(argv []string) (int, string) {
-	i := 0
-	// Skip wrappers (env FOO=1 timeout 5 sh -c …) to the real program.
-	for i < len(argv) && wrappers[programName(argv[i])] {
-		i++
-		for i < len(argv) && (strings.HasPrefix(argv[i], "-") || strings.Contains(argv[i], "=") || isNumberish(argv[i])) {
-			if placeholder.MatchString(argv[i]) {
-				return i, programName(argv[i-1])
-			}
-			i++
-		}
-	}
-	if i >= len(argv) {
+	return commandAt(argv, 0, 0)
+}
+
+// commandAt reads argv[i:] as a command line; depth bounds the wrappers.
+func commandAt(argv []string, i, depth int) (int, string) {
+	if i >= len(argv) || depth > 8 {
 		return -1, ""
 	}
-	prog := programName(argv[i])
-	if prog == "busybox" && i+1 < len(argv) {
-		i++ // busybox sh -c …: the applet is the program
-		prog = programName(argv[i])
+	if isPlaceholder(argv[i]) {
+		return i, "the command line" // the caller picks the program
 	}
-	evalFlags, ok := interpreters[prog]
+	prog := programName(argv[i])
+	rule, ok := argvRules[prog]
 	if !ok {
 		return -1, ""
 	}
-	positional := false
+	positional := 0
+	fixed := false // the script is given, not the caller's: what follows are its arguments
 	for j := i + 1; j < len(argv); j++ {
 		a := argv[j]
-		if placeholder.MatchString(a) && !positional {
-			// At or before the script position: a flag, the program text or
-			// the script file the interpreter runs.
-			return j, prog
-		}
-		if isEvalFlag(prog, a, evalFlags) {
-			if j+1 < len(argv) && placeholder.MatchString(argv[j+1]) {
-				return j + 1, prog
+		switch {
+		case isPlaceholder(a):
+			if fixed {
+				if rule.allCode {
+					return j, prog
+				}
+				continue
+			}
+			if positional < rule.operands && !rule.allCode {
+				positional++
+				continue // an operand the caller picks (a duration, a database)
+			}
+			if rule.script || rule.allCode || rule.wrapper {
+				return j, prog // the script, or the program of the command run
+			}
+		case !fixed && isFlag(prog, a, rule.code), !fixed && rule.combined && combinedScript(a):
+			// The next argument (past a "--") is program text.
+			k := j + 1
+			if k < len(argv) && argv[k] == "--" {
+				k++
+			}
+			if k < len(argv) && isPlaceholder(argv[k]) {
+				return k, prog
+			}
+			if prog == "env" { // env -S splits its value into the command line
+				return commandFromSplit(argv, k, prog)
+			}
+			j = k
+			if rule.script {
+				fixed = true
+			}
+		case !fixed && isFlag(prog, a, rule.values):
+			if j+1 < len(argv) && isPlaceholder(argv[j+1]) {
+				return j + 1, prog // a value the caller picks before the script: refused to be safe
 			}
 			j++
-			positional = true // the script is fixed; what follows are its arguments
-			continue
-		}
-		if a == "--" {
-			continue
-		}
-		if isFlag(prog, a, valueFlags[prog]) {
-			if j+1 < len(argv) && placeholder.MatchString(argv[j+1]) {
-				return j + 1, prog // conservatively: a value the caller picks before the script
+		case isFlag(prog, a, rule.sub):
+			end := j + 1
+			for end < len(argv) && argv[end] != ";" && argv[end] != "+" {
+				end++
 			}
-			j++
-			continue
-		}
-		if !strings.HasPrefix(a, "-") {
-			positional = true
+			if k, p := commandAt(argv[:end], j+1, depth+1); k >= 0 {
+				return k, p
+			}
+			j = end
+		case a == "--":
+		case strings.HasPrefix(a, "-") && a != "-" && !fixed:
+			// an option of its own
+		case prog == "env" && strings.Contains(a, "=") && positional == 0:
+			// NAME=value
+		default:
+			if fixed {
+				continue
+			}
+			if positional < rule.operands {
+				positional++
+				continue
+			}
+			if rule.wrapper {
+				return commandAt(argv, j, depth+1)
+			}
+			if rule.script {
+				fixed = true // a fixed script file: the rest are its arguments
+				continue
+			}
+			if rule.allCode {
+				fixed = true
+			}
 		}
 	}
 	return -1, ""
+}
+
+// commandFromSplit: env -S's value is a whole command line; a fixed one is
+// not read further (its words are not argv elements here).
+func commandFromSplit(argv []string, k int, prog string) (int, string) {
+	if k < len(argv) && isPlaceholder(argv[k]) {
+		return k, prog
+	}
+	return -1, ""
+}
+
+// combinedScript reports whether a is single-letter options ending in c
+// ("-ec", "-xc"): the next argument is the script.
+func combinedScript(a string) bool {
+	return len(a) > 2 && a[0] == '-' && a[1] != '-' && strings.HasSuffix(a, "c")
 }
 
 // isFlag reports whether a is one of flags (PowerShell's options are
@@ -133,21 +231,6 @@ func isFlag(prog, a string, flags []string) bool {
 	return false
 }
 
-func isEvalFlag(prog, a string, flags []string) bool {
-	if isFlag(prog, a, flags) {
-		return true
-	}
-	if combinedFlags[prog] && len(a) > 2 && a[0] == '-' && a[1] != '-' && strings.HasSuffix(a, "c") {
-		return true
-	}
-	return false
-}
-
-// isNumberish is a wrapper's numeric operand (timeout 5s, nice -n 10).
-func isNumberish(s string) bool { return duration.MatchString(s) }
-
-var duration = regexp.MustCompile(`^[0-9]+(\.[0-9]+)?[smhd]?$`)
-
 // checkCodeArgument adds a problem when argv runs a placeholder as code
 // without the definition saying so.
 func checkCodeArgument(r Runner, ps *problems) {
@@ -159,6 +242,6 @@ func checkCodeArgument(r Runner, ps *problems) {
 		return
 	}
 	ps.add(fmt.Sprintf("/runner/argv/%d", i),
-		"%q is in the script position of %s, which would run the caller's text as a program; pass it as an argument after a fixed script (e.g. [\"sh\", \"-c\", \"grep -- \\\"$1\\\" notes.txt\", \"sh\", \"{{pattern}}\"]), or set runner.runsArgumentAsCode to true if running the caller's code is this tool's purpose",
+		"%q is in a position where %s runs the caller's text as a program; pass it as an argument after a fixed script (e.g. [\"sh\", \"-c\", \"grep -- \\\"$1\\\" notes.txt\", \"sh\", \"{{pattern}}\"]), or set runner.runsArgumentAsCode to true if running the caller's code is this tool's purpose",
 		r.Argv[i], prog)
 }

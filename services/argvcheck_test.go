@@ -36,6 +36,27 @@ func TestCodeArgument(t *testing.T) {
 		{[]string{"sed", "{{expr}}", "file"}, 1},
 		{[]string{"pwsh", "-Command", "{{ps}}"}, 2},
 		{[]string{"sh", "{{flag}}", "{{code}}"}, 1},
+		// Found by attacking the first version of this check.
+		{[]string{"bash", "-c", "--", "{{x}}"}, 3},
+		{[]string{"timeout", "-s", "KILL", "5", "sh", "-c", "{{x}}"}, 6},
+		{[]string{"/usr/bin/env", "-u", "FOO", "sh", "-c", "{{x}}"}, 5},
+		{[]string{"env", "-S", "{{x}}"}, 2},
+		{[]string{"find", ".", "-exec", "sh", "-c", "{{x}}", ";"}, 5},
+		{[]string{"find", ".", "-name", "*.go", "-execdir", "{{x}}", "{}", "+"}, 5},
+		{[]string{"sqlite3", ":memory:", "{{x}}"}, 2},
+		{[]string{"git", "-c", "{{x}}", "log"}, 2},
+		{[]string{"tar", "-xf", "a.tar", "--to-command", "{{x}}"}, 4},
+		{[]string{"xargs", "-n", "1", "sh", "-c", "{{x}}"}, 5},
+		{[]string{"watch", "-n", "5", "{{x}}"}, 3},
+		{[]string{"flock", "/tmp/lock", "-c", "{{x}}"}, 3},
+		{[]string{"su", "nobody", "-c", "{{x}}"}, 3},
+		{[]string{"make", "-f", "{{x}}"}, 2},
+		{[]string{"ssh", "host", "{{x}}"}, 2},
+		{[]string{"env", "{{x}}"}, 1},
+		{[]string{"nohup", "{{x}}", "arg"}, 1},
+		{[]string{"taskset", "0x3", "sh", "-c", "{{x}}"}, 4},
+		{[]string{"uv", "run", "python", "-c", "{{x}}"}, 4},
+		{[]string{"vim", "-c", "{{x}}", "file.txt"}, 2},
 		// Safe: the script is fixed, the caller's text is its argument.
 		{[]string{"sh", "-c", "grep -- \"$1\" notes.txt", "sh", "{{pattern}}"}, -1},
 		{[]string{"python3", "tool.py", "{{x}}"}, -1},
@@ -45,6 +66,11 @@ func TestCodeArgument(t *testing.T) {
 		{[]string{"echo", "{{text}}"}, -1},
 		{[]string{"grep", "-rn", "{{pattern}}", "."}, -1},
 		{[]string{"timeout", "5", "grep", "{{p}}"}, -1},
+		{[]string{"find", ".", "-name", "{{pattern}}"}, -1},
+		{[]string{"git", "log", "--grep", "{{x}}"}, -1},
+		{[]string{"tar", "-tf", "{{archive}}"}, -1},
+		{[]string{"env", "LANG=C", "grep", "{{p}}", "notes.txt"}, -1},
+		{[]string{"bash", "-c", "echo \"$1\"", "bash", "{{x}}"}, -1},
 	} {
 		if got, _ := codeArgument(tc.argv); got != tc.want {
 			t.Errorf("%q: %d, want %d", tc.argv, got, tc.want)
@@ -63,7 +89,7 @@ func TestRegisterRefusesCodePlaceholder(t *testing.T) {
 	_, ps := validateDefinition(&def, func(string) bool { return true })
 	found := false
 	for _, p := range ps {
-		if p.Pointer == "/runner/argv/2" && strings.Contains(p.Message, "runner.runsArgumentAsCode") && strings.Contains(p.Message, "script position of sh") {
+		if p.Pointer == "/runner/argv/2" && strings.Contains(p.Message, "runner.runsArgumentAsCode") && strings.Contains(p.Message, "where sh runs the caller's text") {
 			found = true
 		}
 	}
