@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"unicode"
 	"unicode/utf8"
 
 	ahocorasick "github.com/BobuSumisu/aho-corasick"
@@ -214,7 +213,9 @@ func quotedPattern(secret string) *regexp.Regexp {
 		switch {
 		case c == '"' || c == '\'' || c == '\\' || c == '/':
 			b.WriteString(`\\?` + regexp.QuoteMeta(string(c)))
-		case c < utf8.RuneSelf && !unicode.IsLetter(c) && !unicode.IsDigit(c):
+		case c < utf8.RuneSelf:
+			// Any ASCII character may stand as \uXXXX in a file that is
+			// JSON itself ("\u0067hp_…" is a GitHub token).
 			fmt.Fprintf(&b, `(?:%s|(?i:\\u%04x))`, regexp.QuoteMeta(string(c)), c)
 		default:
 			b.WriteString(regexp.QuoteMeta(string(c)))

@@ -2,6 +2,7 @@ package services
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -88,6 +89,28 @@ func TestRedactJSONDecodedStrings(t *testing.T) {
 		}
 		if got["path"] != "deploy.sh" {
 			t.Errorf("path altered: %s", out)
+		}
+	}
+}
+
+// A file that is JSON itself may spell a secret's letters as \uXXXX
+// escapes: the unquoted view finds it, and the removal matches it as the
+// file spells it (issue 14 review: "\u0067hp_…" came back from file_read).
+func TestRedactUnicodeEscapedSecret(t *testing.T) {
+	r, err := NewRedactor(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := "ghp_" + "wUIGr3Kq9ZpTnX2dLs8vYb6MhCeA1fJo4Q7k"
+	for _, file := range []string{
+		`{"a": "\u0067hp_` + token[4:] + `"}`,
+		`{"a": "\u0067\u0068\u0070\u005f` + token[4:] + `"}`,
+		`{"a": "` + token[:10] + fmt.Sprintf(`\u%04x`, token[10]) + token[11:] + `"}`,
+	} {
+		raw, _ := json.Marshal(map[string]any{"content": file})
+		out := string(r.RedactJSON(raw))
+		if strings.Contains(out, token[8:20]) {
+			t.Errorf("%s came back as %s", file, out)
 		}
 	}
 }
