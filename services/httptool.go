@@ -113,7 +113,8 @@ func (p NetPolicy) addrAllowed(ip netip.Addr) bool {
 }
 
 // internalRanges are not covered by netip's predicates: carrier-grade NAT,
-// benchmarking, documentation, reserved and 6to4/NAT64 forms of them.
+// benchmarking, documentation, reserved, and the IPv6 forms that carry an
+// IPv4 address (6to4, NAT64, Teredo, IPv4-compatible and -translated).
 var internalRanges = []netip.Prefix{
 	netip.MustParsePrefix("0.0.0.0/8"),
 	netip.MustParsePrefix("100.64.0.0/10"),
@@ -124,8 +125,14 @@ var internalRanges = []netip.Prefix{
 	netip.MustParsePrefix("203.0.113.0/24"),
 	netip.MustParsePrefix("240.0.0.0/4"),
 	netip.MustParsePrefix("64:ff9b::/96"),
+	netip.MustParsePrefix("64:ff9b:1::/48"),
+	netip.MustParsePrefix("::/96"),           // IPv4-compatible (::127.0.0.1), deprecated
+	netip.MustParsePrefix("::ffff:0:0:0/96"), // IPv4-translated
+	netip.MustParsePrefix("100::/64"),        // discard
+	netip.MustParsePrefix("2001::/32"),       // Teredo: an IPv4 address inside
 	netip.MustParsePrefix("2002::/16"),
 	netip.MustParsePrefix("2001:db8::/32"),
+	netip.MustParsePrefix("fec0::/10"), // site-local, deprecated
 }
 
 var errAddressRefused = errors.New("address refused")
