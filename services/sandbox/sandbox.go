@@ -489,7 +489,11 @@ func openWork(spec Spec) (fd int, used int64, err error) {
 // (without a cgroup there is no counter to read).
 func forkRefused(res *Result) bool {
 	out := string(res.Stderr)
-	return strings.Contains(out, "fork") && (strings.Contains(out, "Resource temporarily unavailable") || strings.Contains(out, "Cannot fork"))
+	eagain := strings.Contains(out, "Resource temporarily unavailable")
+	return strings.Contains(out, "fork") && (eagain || strings.Contains(out, "Cannot fork")) ||
+		// bubblewrap's own clone, refused when the uid's processes (all
+		// sandboxed commands together, without a cgroup) are at the cap
+		strings.HasPrefix(out, "bwrap: ") && eagain
 }
 
 // capped keeps the first n bytes written and signals once more arrives.

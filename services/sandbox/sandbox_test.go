@@ -150,7 +150,7 @@ func TestForkBombContained(t *testing.T) {
 				Dir:  dir, Limits: Limits{Procs: 32},
 			})
 			if res.Limit != LimitProcesses && res.Limit != LimitTime {
-				t.Fatalf("fork bomb: exit %d, limit %q", res.ExitCode, res.Limit)
+				t.Fatalf("fork bomb: exit %d, limit %q, stderr %q", res.ExitCode, res.Limit, res.Stderr)
 			}
 			if s.cgroups != nil && res.Limit != LimitProcesses {
 				t.Errorf("with a cgroup the limit hit should be processes, got %q", res.Limit)
