@@ -94,7 +94,9 @@ func (p NetPolicy) hostAllowed(host string) bool {
 // addrAllowed refuses every address that is not public unicast, unless a
 // configured private range holds it.
 func (p NetPolicy) addrAllowed(ip netip.Addr) bool {
-	ip = ip.Unmap()
+	// A zone ([::%lo]) makes every Prefix.Contains false and the
+	// predicates compare it too: judge the address without it.
+	ip = ip.Unmap().WithZone("")
 	for _, pfx := range p.AllowPrivate {
 		if pfx.Contains(ip) {
 			return true

@@ -76,7 +76,7 @@ func TestHTTPRequestSSRF(t *testing.T) {
 		srv.URL, "http://localhost:1/", "http://127.0.0.1/", "http://[::1]/", "http://169.254.169.254/latest/meta-data/",
 		"http://10.0.0.1/", "http://192.168.1.1/", "http://[::ffff:127.0.0.1]/", "http://100.64.0.1/", "http://0.0.0.0/",
 		"ftp://example.com/", "http://user:pw@example.com/", "file:///etc/passwd", "gopher://127.0.0.1:25/",
-		"http://[::127.0.0.1]/", "http://[::ffff:0:127.0.0.1]/", "http://[2001:0:4136:e378:8000:63bf:3fff:fdd2]/", "http://[fec0::1]/",
+		"http://[::127.0.0.1]/", "http://[::ffff:0:127.0.0.1]/", "http://[::%25lo]/", "http://[::1%25lo]/", "http://[0::0%251]/", "http://[fe80::1%25lo]/", "http://[2001:0:4136:e378:8000:63bf:3fff:fdd2]/", "http://[fec0::1]/",
 	} {
 		code, res := app.call(t, "admin", map[string]any{"tool": "http_request", "arguments": map[string]any{"url": u}})
 		if res["success"] != false || (code != 403 && code != 422) || (errCode(res) != "URL_NOT_ALLOWED" && errCode(res) != "VALIDATION_ERROR") || strings.Contains(string(mustJSON(res)), "INTERNAL-SENTINEL-BODY") {
