@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"math"
 	"os"
 	"path"
 	"strings"
@@ -83,7 +82,9 @@ func withinQuota(c *call, root *os.Root, p string, n int64, appending bool) (int
 	if !u.known {
 		used, err := sandbox.DirUsage(c.workDir)
 		if errors.Is(err, sandbox.ErrTooManyEntries) {
-			used = math.MaxInt64 / 2
+			return 0, &toolError{code: CodeSandboxLimit,
+				msg:        fmt.Sprintf("the work directory %s, more than a session may, so the disk quota cannot be checked", strings.Replace(err.Error(), "more than", "holds more than", 1)),
+				suggestion: "Use another session_id; an administrator can remove this session's files."}
 		} else if err != nil {
 			return 0, err
 		}

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"math"
 	"os"
 	"runtime"
 	"sync"
@@ -229,12 +228,6 @@ func startDiskWatch(fd int, quota int64, pids func() []int, kill func()) (*diskW
 		for {
 			cpu := threadCPU()
 			used, err := walk.usage(w.fd, w.addWatch)
-			if errors.Is(err, ErrTooManyEntries) && w.quota == math.MaxInt64 {
-				// Started past the walk's bounds (a full directory that
-				// cannot be measured): no file may grow (RLIMIT_FSIZE), and
-				// the run may delete.
-				used, err = 0, nil
-			}
 			if err == nil {
 				used += heldOpen(w.pids(), w.dev())
 			}

@@ -241,6 +241,15 @@ func (s *Sandbox) Run(ctx context.Context, spec Spec) (*Result, error) {
 		if err != nil {
 			return nil, fmt.Errorf("sandbox: disk quota: %w", err)
 		}
+		if used == math.MaxInt64 {
+			// Past the walk's bounds, the directory cannot be measured,
+			// so no run could be held to the quota: none starts (a run
+			// deleting it could not be told from one growing it past
+			// what is measured).
+			unix.Close(fd)
+			return &Result{ExitCode: -1, Limit: LimitDisk, Stderr: fmt.Appendf(nil,
+				"sandbox: the work directory holds more than %d entries or %d levels of directories, more than a session may; use another session (an administrator can remove this one's files)\n", MaxDirEntries, maxDirDepth)}, nil
+		}
 		if left := spec.Limits.Disk - used; left <= 0 {
 			fsize, fsizeIsDisk, allowed = 1, true, used // RLIMIT_FSIZE 0 would mean none
 		} else if fsize <= 0 || left < fsize {
