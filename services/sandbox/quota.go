@@ -284,20 +284,31 @@ func heldOpen(pids []int, dev uint64) int64 {
 	var total int64
 	seen := map[uint64]bool{}
 	for _, pid := range pids {
-		dir := fmt.Sprintf("/proc/%d/fd", pid)
-		fds, err := os.ReadDir(dir)
-		if err != nil {
+		// Open descriptors, and shared mappings of files closed since
+		// (map_files needs CAP_SYS_ADMIN: a root server has it).
+		for _, kind := range []string{"fd", "map_files"} {
+			total += heldIn(fmt.Sprintf("/proc/%d/%s", pid, kind), dev, seen)
+		}
+	}
+	return total
+}
+
+// heldIn sums the deleted regular files on dev that the links in dir (a
+// /proc/<pid>/fd or map_files directory) name, each once.
+func heldIn(dir string, dev uint64, seen map[uint64]bool) int64 {
+	links, err := os.ReadDir(dir)
+	if err != nil {
+		return 0
+	}
+	var total int64
+	for _, e := range links {
+		var st unix.Stat_t
+		// stat follows the magic link to the open or mapped file itself.
+		if unix.Stat(dir+"/"+e.Name(), &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Nlink != 0 || st.Dev != dev || seen[st.Ino] {
 			continue
 		}
-		for _, e := range fds {
-			var st unix.Stat_t
-			// stat follows the magic link to the open file itself.
-			if unix.Stat(dir+"/"+e.Name(), &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Nlink != 0 || st.Dev != dev || seen[st.Ino] {
-				continue
-			}
-			seen[st.Ino] = true
-			total += st.Blocks * 512
-		}
+		seen[st.Ino] = true
+		total += st.Blocks * 512
 	}
 	return total
 }

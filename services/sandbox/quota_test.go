@@ -175,18 +175,28 @@ func TestDirUsage(t *testing.T) {
 func TestDiskQuotaCountsOpenDeletedFiles(t *testing.T) {
 	for name, s := range backends(t) {
 		t.Run(name, func(t *testing.T) {
-			for _, how := range []string{"tmpfile", "unlinked"} {
-				prog := `import os, time
+			for _, how := range []string{"tmpfile", "unlinked", "mapped"} {
+				if how == "mapped" && os.Geteuid() != 0 {
+					continue // /proc/<pid>/map_files needs CAP_SYS_ADMIN
+				}
+				prog := `import os, time, ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
 fds = []
 for i in range(8):
     if '` + how + `' == 'tmpfile':
         fd = os.open('.', os.O_TMPFILE | os.O_WRONLY, 0o600)
     else:
-        fd = os.open('f%d' % i, os.O_CREAT | os.O_WRONLY, 0o600)
+        fd = os.open('f%d' % i, os.O_CREAT | os.O_RDWR, 0o600)
         os.unlink('f%d' % i)
     for _ in range(4):
         os.write(fd, b'x' * (1 << 20))
-    fds.append(fd)
+    if '` + how + `' == 'mapped':
+        libc.mmap(None, 4 << 20, 3, 1, fd, 0)  # PROT_READ|PROT_WRITE, MAP_SHARED
+        os.close(fd)
+    else:
+        fds.append(fd)
 print('wrote', flush=True)
 time.sleep(20)
 `
