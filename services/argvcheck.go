@@ -27,15 +27,23 @@ type argvRule struct {
 	allCode  bool     // every positional argument after the operands is program text (watch, ssh, parallel)
 	sub      []string // options followed by a command up to ";" or "+" (find -exec)
 	combined bool     // single-letter options combine, and one ending in c takes the script ("-ec")
+	flags    []string // options known to take no value; for interpreters and wrappers any other
+	// option fails closed: what follows it might be its value or the script, so a later placeholder
+	// is refused
+	letters string // single-letter options (clustered, after - or +) known to take no value
 }
 
 var (
-	shellRule  = argvRule{code: []string{"-c", "--command"}, values: []string{"-o", "+o", "-O", "+O"}, script: true, combined: true}
-	pythonRule = argvRule{code: []string{"-c", "-m"}, values: []string{"-W", "-X"}, script: true, combined: true}
-	nodeRule   = argvRule{code: []string{"-e", "--eval", "-p", "--print"}, values: []string{"-r", "--require", "--import"}, script: true}
-	awkRule    = argvRule{code: []string{"--source", "-e", "-f", "--file"}, values: []string{"-F", "-v"}, script: true}
-	pwshRule   = argvRule{code: []string{"-c", "-command", "-encodedcommand", "-e", "-ec", "-f", "-file"}, script: true}
-	plainWrap  = argvRule{wrapper: true}
+	shellRule = argvRule{code: []string{"-c", "--command"}, values: []string{"-o", "+o", "-O", "+O", "--rcfile", "--init-file"},
+		flags:   []string{"--norc", "--noprofile", "--posix", "--login", "--restricted", "--verbose", "--noediting", "--"},
+		letters: "abefhkmnprstuvxBCEHPTil", script: true, combined: true}
+	pythonRule = argvRule{code: []string{"-c", "-m"}, values: []string{"-W", "-X", "--check-hash-based-pycs"},
+		letters: "bBdEiIOPqRsSuvx", script: true, combined: true}
+	nodeRule = argvRule{code: []string{"-e", "--eval", "-p", "--print"}, values: []string{"-r", "--require", "--import"},
+		flags: []string{"--no-warnings", "--enable-source-maps", "--no-deprecation", "--trace-warnings"}, script: true}
+	awkRule   = argvRule{code: []string{"--source", "-e", "-f", "--file"}, values: []string{"-F", "-v"}, script: true}
+	pwshRule  = argvRule{code: []string{"-c", "-command", "-encodedcommand", "-e", "-ec", "-f", "-file"}, script: true}
+	plainWrap = argvRule{wrapper: true}
 )
 
 var argvRules = map[string]argvRule{
@@ -72,7 +80,7 @@ var argvRules = map[string]argvRule{
 	"parallel": {allCode: true},
 	"su":       {code: []string{"-c", "--command", "--session-command"}, values: []string{"-s", "--shell", "-g", "-G", "-w"}},
 	"runuser":  {code: []string{"-c", "--command", "--session-command"}, values: []string{"-s", "--shell", "-g", "-G", "-u", "-w"}},
-	"script":   {code: []string{"-c", "--command"}},
+	"script":   {code: []string{"-c", "--command"}, combined: true},
 	"flock":    {code: []string{"-c", "--command"}, values: []string{"-w", "--timeout", "-E", "--conflict-exit-code"}, operands: 1, wrapper: true},
 	"env":      {code: []string{"-S", "--split-string"}, values: []string{"-u", "--unset", "-C", "--chdir"}, wrapper: true},
 	"timeout":  {values: []string{"-s", "--signal", "-k", "--kill-after"}, operands: 1, wrapper: true},
@@ -87,8 +95,11 @@ var argvRules = map[string]argvRule{
 	"strace":   {values: []string{"-o", "-e", "-p", "-s", "-u", "-P", "-I", "-b", "-a", "-S", "-X"}, wrapper: true},
 	"ltrace":   {values: []string{"-o", "-e", "-p", "-s", "-u", "-n", "-a", "-S"}, wrapper: true},
 	"chroot":   {operands: 1, wrapper: true}, "uv": {operands: 1, wrapper: true}, "poetry": {operands: 1, wrapper: true},
-	"npx":    {code: []string{"-c", "--call"}, values: []string{"-p", "--package"}, wrapper: true},
-	"setsid": plainWrap, "nohup": plainWrap, "exec": plainWrap, "command": plainWrap, "time": plainWrap, "setpriv": plainWrap,
+	"zip":      {code: []string{"-TT", "--unzip-command"}},
+	"valgrind": {wrapper: true},
+	"perf":     {values: []string{"-e", "-o", "-p", "-t", "-c", "-F", "--event", "--output"}, operands: 1, wrapper: true},
+	"npx":      {code: []string{"-c", "--call"}, values: []string{"-p", "--package"}, wrapper: true},
+	"setsid":   plainWrap, "nohup": plainWrap, "exec": plainWrap, "command": plainWrap, "time": plainWrap, "setpriv": plainWrap,
 	"unshare": plainWrap, "nsenter": plainWrap, "firejail": plainWrap, "sg": {operands: 1, wrapper: true},
 }
 
@@ -126,11 +137,16 @@ func commandAt(argv []string, i, depth int) (int, string) {
 		return -1, ""
 	}
 	positional := 0
-	fixed := false // the script is given, not the caller's: what follows are its arguments
+	fixed := false  // the script is given, not the caller's: what follows are its arguments
+	unsure := false // an option not understood, a module run, or a script that runs its arguments
+	strict := rule.script || rule.wrapper
 	for j := i + 1; j < len(argv); j++ {
 		a := argv[j]
 		switch {
 		case isPlaceholder(a):
+			if unsure {
+				return j, prog // fail closed
+			}
 			if fixed {
 				if rule.allCode {
 					return j, prog
@@ -144,10 +160,12 @@ func commandAt(argv []string, i, depth int) (int, string) {
 			if rule.script || rule.allCode || rule.wrapper {
 				return j, prog // the script, or the program of the command run
 			}
-		case !fixed && isFlag(prog, a, rule.code), !fixed && rule.combined && combinedScript(a):
-			// The next argument (past a "--") is program text.
+		case isFlag(prog, a, rule.code), rule.combined && combinedScript(a):
+			// The next argument (past "--" or "-") is program text. A code
+			// option after the script is one too (perl and node join or
+			// take repeated -e).
 			k := j + 1
-			if k < len(argv) && argv[k] == "--" {
+			for k < len(argv) && (argv[k] == "--" || argv[k] == "-") {
 				k++
 			}
 			if k < len(argv) && isPlaceholder(argv[k]) {
@@ -155,6 +173,9 @@ func commandAt(argv []string, i, depth int) (int, string) {
 			}
 			if prog == "env" { // env -S splits its value into the command line
 				return commandFromSplit(argv, k, prog)
+			}
+			if a == "-m" || k < len(argv) && runsItsArguments(prog, argv[k]) {
+				unsure = true // a module, or a script that evaluates its arguments
 			}
 			j = k
 			if rule.script {
@@ -175,8 +196,12 @@ func commandAt(argv []string, i, depth int) (int, string) {
 			}
 			j = end
 		case a == "--":
-		case strings.HasPrefix(a, "-") && a != "-" && !fixed:
-			// an option of its own
+		case (strings.HasPrefix(a, "-") || rule.combined && strings.HasPrefix(a, "+")) && a != "-" && !fixed:
+			// an option of its own: known, or (for interpreters and
+			// wrappers) a reason to refuse any placeholder after it
+			if strict && !isFlag(prog, a, rule.flags) && !knownLetters(a, rule.letters) {
+				unsure = true
+			}
 		case prog == "env" && strings.Contains(a, "=") && positional == 0:
 			// NAME=value
 		default:
@@ -192,6 +217,9 @@ func commandAt(argv []string, i, depth int) (int, string) {
 			}
 			if rule.script {
 				fixed = true // a fixed script file: the rest are its arguments
+				if runsItsArguments(prog, a) {
+					unsure = true
+				}
 				continue
 			}
 			if rule.allCode {
@@ -209,6 +237,40 @@ func commandFromSplit(argv []string, k int, prog string) (int, string) {
 		return k, prog
 	}
 	return -1, ""
+}
+
+// knownLetters reports whether a is a cluster of single-letter options
+// (after - or +), all known to take no value.
+func knownLetters(a, letters string) bool {
+	if letters == "" || len(a) < 2 || a[0] != '-' && a[0] != '+' || a[1] == '-' {
+		return false
+	}
+	for _, c := range a[1:] {
+		if !strings.ContainsRune(letters, c) {
+			return false
+		}
+	}
+	return true
+}
+
+// Fixed scripts that hand their arguments to an interpreter again: eval,
+// exec, a nested shell, or (in a shell) an argument in command position
+// ($1 or "$@" first on a line or after ; | & ( ` then do else).
+var (
+	evalCall     = regexp.MustCompile(`\b(eval|exec|execSync|spawnSync|compile|system|popen|Function|source)\b|\b(sh|bash|dash|zsh)\s+-c\b`)
+	shellArgsRun = regexp.MustCompile(`(^|[;&|\n(` + "`" + `]|\bthen|\bdo|\belse)\s*"?\$\{?[0-9@*]`)
+)
+
+// runsItsArguments reports whether a fixed script of prog evaluates the
+// arguments it is given, so a placeholder after it is code after all.
+func runsItsArguments(prog, script string) bool {
+	if evalCall.MatchString(script) {
+		return true
+	}
+	if r, ok := argvRules[prog]; ok && r.combined && r.letters != "" && shellArgsRun.MatchString(script) {
+		return true
+	}
+	return false
 }
 
 // combinedScript reports whether a is single-letter options ending in c

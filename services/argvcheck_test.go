@@ -57,6 +57,28 @@ func TestCodeArgument(t *testing.T) {
 		{[]string{"taskset", "0x3", "sh", "-c", "{{x}}"}, 4},
 		{[]string{"uv", "run", "python", "-c", "{{x}}"}, 4},
 		{[]string{"vim", "-c", "{{x}}", "file.txt"}, 2},
+		// Found by attacking the second version: it failed open on what
+		// it did not understand.
+		{[]string{"perl", "-e", "print 1", "-e", "{{x}}"}, 4},
+		{[]string{"node", "-p", "1", "-e", "{{x}}"}, 4},
+		{[]string{"bash", "--rcfile", "/dev/null", "-c", "{{x}}"}, 4},
+		{[]string{"bash", "--init-file", "/dev/null", "-c", "{{x}}"}, 4},
+		{[]string{"python3", "--check-hash-based-pycs", "never", "-c", "{{x}}"}, 4},
+		{[]string{"python3", "--some-new-option", "value", "-c", "{{x}}"}, 4},
+		{[]string{"sh", "+e", "-c", "{{x}}"}, 3},
+		{[]string{"bash", "-c", "-", "{{x}}"}, 3},
+		{[]string{"python3", "-m", "timeit", "{{x}}"}, 3},
+		{[]string{"python3", "-X", "dev", "-m", "pdb", "-c", "{{x}}", "p.py"}, 6},
+		{[]string{"script", "-qc", "{{x}}", "/dev/null"}, 2},
+		{[]string{"zip", "-T", "-TT", "{{x}}", "a.zip", "a"}, 3},
+		{[]string{"valgrind", "sh", "-c", "{{x}}"}, 3},
+		{[]string{"sh", "-c", "$1", "sh", "{{x}}"}, 4},
+		{[]string{"bash", "-c", "$0", "{{x}}"}, 3},
+		{[]string{"sh", "-c", "eval \"$1\"", "sh", "{{x}}"}, 4},
+		{[]string{"python3", "-c", "import sys;exec(sys.argv[1])", "{{x}}"}, 3},
+		{[]string{"perl", "-e", "eval $ARGV[0]", "{{x}}"}, 3},
+		{[]string{"node", "-e", "eval(process.argv[1])", "{{x}}"}, 3},
+		{[]string{"timeout", "--weird", "5", "sh", "-c", "{{x}}"}, 5},
 		// Safe: the script is fixed, the caller's text is its argument.
 		{[]string{"sh", "-c", "grep -- \"$1\" notes.txt", "sh", "{{pattern}}"}, -1},
 		{[]string{"python3", "tool.py", "{{x}}"}, -1},
@@ -71,6 +93,10 @@ func TestCodeArgument(t *testing.T) {
 		{[]string{"tar", "-tf", "{{archive}}"}, -1},
 		{[]string{"env", "LANG=C", "grep", "{{p}}", "notes.txt"}, -1},
 		{[]string{"bash", "-c", "echo \"$1\"", "bash", "{{x}}"}, -1},
+		{[]string{"bash", "-e", "-u", "-c", "printf '%s\\n' \"$1\"", "bash", "{{x}}"}, -1},
+		{[]string{"python3", "-u", "-I", "tool.py", "{{x}}"}, -1},
+		{[]string{"timeout", "--foreground", "5", "grep", "{{p}}", "f"}, -1},
+		{[]string{"xargs", "-0", "-n", "1", "echo"}, -1},
 	} {
 		if got, _ := codeArgument(tc.argv); got != tc.want {
 			t.Errorf("%q: %d, want %d", tc.argv, got, tc.want)
