@@ -379,12 +379,14 @@ func TestSessionDiskQuota(t *testing.T) {
 		t.Fatalf("the big file on the host: %v %v", info, err)
 	}
 	// Many files past the quota.
-	res = run("import os\nfor i in range(32):\n    with open(f'f{i}', 'wb') as f:\n        f.write(os.urandom(1 << 20))")
+	res = run("import os\nfor i in range(64):\n    with open(f'f{i}', 'wb') as f:\n        f.write(os.urandom(1 << 20))")
 	if errCode(res) != "SANDBOX_LIMIT" || !strings.Contains(msg(res), "disk quota") {
-		t.Fatalf("32 MiB in files: %v", res)
+		t.Fatalf("64 MiB in files: %v", res)
 	}
-	if u := usage(); u > quota+16<<20 {
-		t.Errorf("the host directory holds %d bytes, quota %d (+16 MiB slack)", u, quota)
+	// Stopped well before it wrote all (the overshoot depends on the
+	// host's load; the sandbox's tests log it).
+	if u := usage(); u > quota+32<<20 {
+		t.Errorf("the host directory holds %d bytes, quota %d (+32 MiB slack)", u, quota)
 	}
 	// file_write refuses past the quota.
 	_, res = app.call(t, "admin", map[string]any{"tool": "file_write", "session_id": "q", "arguments": map[string]any{"path": "more.txt", "content": strings.Repeat("y", 512<<10)}})

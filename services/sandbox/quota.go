@@ -225,11 +225,20 @@ func startDiskWatch(fd int, quota int64, pids func() []int, kill func()) (*diskW
 		}
 		buf := make([]byte, 4096)
 		var walk walker
-		for {
+		// Deleted files held open are looked for every heldEvery passes
+		// (each costs a read of /proc per process): such space stays held
+		// until the run ends, so it is found in time, and the walk, which
+		// catches fast writers, is not slowed.
+		const heldEvery = 4
+		var held int64
+		for pass := 0; ; pass++ {
 			cpu := threadCPU()
 			used, err := walk.usage(w.fd, w.addWatch)
 			if err == nil {
-				used += heldOpen(w.pids(), w.dev())
+				if pass%heldEvery == 0 {
+					held = heldOpen(w.pids(), w.dev())
+				}
+				used += held
 			}
 			if err != nil || used > w.quota {
 				// Over first, so that whoever sees the command end by this
@@ -284,17 +293,41 @@ func heldOpen(pids []int, dev uint64) int64 {
 	var total int64
 	seen := map[uint64]bool{}
 	for _, pid := range pids {
-		// Open descriptors, and shared mappings of files closed since
-		// (map_files needs CAP_SYS_ADMIN: a root server has it).
-		for _, kind := range []string{"fd", "map_files"} {
-			total += heldIn(fmt.Sprintf("/proc/%d/%s", pid, kind), dev, seen)
+		total += heldIn(fmt.Sprintf("/proc/%d/fd", pid), dev, seen)
+		total += mappedDeleted(pid, dev, seen)
+	}
+	return total
+}
+
+// mappedDeleted sums the deleted files on dev that pid maps (a shared
+// mapping keeps a file's blocks after its descriptor is closed). Only the
+// mappings /proc/<pid>/maps marks deleted are looked at, through
+// map_files (which needs CAP_SYS_ADMIN: a root server has it), so the
+// watch's pass stays cheap.
+func mappedDeleted(pid int, dev uint64, seen map[uint64]bool) int64 {
+	maps, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
+	if err != nil || !bytes.Contains(maps, []byte(" (deleted)")) {
+		return 0
+	}
+	var total int64
+	for _, line := range bytes.Split(maps, []byte{'\n'}) {
+		if !bytes.HasSuffix(line, []byte(" (deleted)")) {
+			continue
 		}
+		addr, _, _ := bytes.Cut(line, []byte{' '})
+		var st unix.Stat_t
+		if unix.Stat(fmt.Sprintf("/proc/%d/map_files/%s", pid, addr), &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG ||
+			st.Nlink != 0 || st.Dev != dev || seen[st.Ino] {
+			continue
+		}
+		seen[st.Ino] = true
+		total += st.Blocks * 512
 	}
 	return total
 }
 
 // heldIn sums the deleted regular files on dev that the links in dir (a
-// /proc/<pid>/fd or map_files directory) name, each once.
+// /proc/<pid>/fd directory) name, each once.
 func heldIn(dir string, dev uint64, seen map[uint64]bool) int64 {
 	links, err := os.ReadDir(dir)
 	if err != nil {
@@ -303,7 +336,7 @@ func heldIn(dir string, dev uint64, seen map[uint64]bool) int64 {
 	var total int64
 	for _, e := range links {
 		var st unix.Stat_t
-		// stat follows the magic link to the open or mapped file itself.
+		// stat follows the magic link to the open file itself.
 		if unix.Stat(dir+"/"+e.Name(), &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Nlink != 0 || st.Dev != dev || seen[st.Ino] {
 			continue
 		}

@@ -8,14 +8,15 @@ import (
 	"time"
 )
 
-// diskSlack is what a run may leave above its quota, measured by
-// TestDiskQuota*: the writes made between a measure that finds the
-// directory over and the kill (see the package's security notes).
-// Measured on 2 cores under the race detector: at most 1.2 MiB at load 5
-// to 14; with six busy loops added, up to 9.5 MiB, when a garbage
-// collection stalled the watch's thread for 76 ms (see the package's
-// security notes).
-const diskSlack = 16 << 20
+// diskSlack is what a run may leave above its quota in TestDiskQuota*:
+// the writes made between a measure that finds the directory over and the
+// kill (see the package's security notes). Measured on 2 cores under the
+// race detector: at most 1.2 MiB at load 5 to 14; with six busy loops
+// added, up to 9.5 MiB, when a garbage collection stalled the watch's
+// thread for 76 ms; with the whole test suite running beside it, up to
+// 32 MiB (a 64 MiB write finished before the first measure). Twice the
+// quota, so that the test proves the run was stopped, not how fast.
+const diskSlack = 64 << 20
 
 func TestFileSizeLimit(t *testing.T) {
 	for name, s := range backends(t) {
@@ -43,19 +44,22 @@ func TestFileSizeLimit(t *testing.T) {
 	}
 }
 
-// A command writing twice its quota, in one file or in many, is stopped
-// with LimitDisk, and the host directory holds at most the quota and
-// diskSlack (half of it) afterwards.
+// A command writing four times its quota, in one file or in many, is
+// stopped with LimitDisk, and the host directory holds at most the quota
+// and diskSlack afterwards: it was stopped well before it wrote all. The
+// overshoot itself depends on how loaded the host is (the watch measures
+// after the fact), so it is logged, not asserted tightly: a quiet 2-core
+// host measured at most 1.8 MiB.
 func TestDiskQuota(t *testing.T) {
 	const quota = 32 << 20
 	scripts := map[string]string{
-		"one file": "head -c 67108864 /dev/zero > big",
+		"one file": "head -c 134217728 /dev/zero > big",
 		"many files": `import os
-for i in range(1024):
+for i in range(2048):
 	with open('f%d' % i, 'wb') as f:
 		f.write(b'x' * (64 << 10))
 `,
-		"many processes": "for i in 1 2 3 4 5 6 7 8; do (for j in $(seq 128); do head -c 65536 /dev/zero > p$i-$j; done) & done; wait",
+		"many processes": "for i in 1 2 3 4 5 6 7 8; do (for j in $(seq 256); do head -c 65536 /dev/zero > p$i-$j; done) & done; wait",
 	}
 	for name, s := range backends(t) {
 		for what, script := range scripts {
@@ -72,7 +76,7 @@ for i in range(1024):
 				}
 				t.Logf("usage after the run %d bytes, %+d over the quota; limit %q, exit %d", used, used-quota, res.Limit, res.ExitCode)
 				if res.Limit != LimitDisk {
-					t.Errorf("writing 64 MiB under a 32 MiB quota: limit %q, exit %d, stderr %q", res.Limit, res.ExitCode, res.Stderr)
+					t.Errorf("writing 128 MiB under a 32 MiB quota: limit %q, exit %d, stderr %q", res.Limit, res.ExitCode, res.Stderr)
 				}
 				if used > quota+diskSlack {
 					t.Errorf("the directory holds %d bytes, more than the quota %d and the slack %d", used, quota, diskSlack)
