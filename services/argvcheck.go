@@ -171,8 +171,10 @@ func commandAt(argv []string, i, depth int) (int, string) {
 			if k < len(argv) && isPlaceholder(argv[k]) {
 				return k, prog
 			}
-			if prog == "env" { // env -S splits its value into the command line
-				return commandFromSplit(argv, k, prog)
+			if prog == "env" {
+				// env -S splits its fixed value into the command line: its
+				// words are not argv elements, there is nothing more to read.
+				return -1, ""
 			}
 			if a == "-m" || k < len(argv) && runsItsArguments(prog, argv[k]) {
 				unsure = true // a module, or a script that evaluates its arguments
@@ -226,15 +228,6 @@ func commandAt(argv []string, i, depth int) (int, string) {
 				fixed = true
 			}
 		}
-	}
-	return -1, ""
-}
-
-// commandFromSplit: env -S's value is a whole command line; a fixed one is
-// not read further (its words are not argv elements here).
-func commandFromSplit(argv []string, k int, prog string) (int, string) {
-	if k < len(argv) && isPlaceholder(argv[k]) {
-		return k, prog
 	}
 	return -1, ""
 }

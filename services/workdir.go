@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"syscall"
 )
 
@@ -22,19 +23,11 @@ import (
 // cannot name a parent, itself or a hidden entry.
 const SessionIDRule = "session_id must be 1 to 128 letters, digits, '.', '_' or '-', not starting with '.' (it names one directory: \".\", \"..\" and hidden names are refused)"
 
+// sessionPattern is SessionIDRule.
+var sessionPattern = regexp.MustCompile(`^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$`)
+
 // ValidSessionID reports whether id may name a call session.
-func ValidSessionID(id string) bool {
-	if len(id) == 0 || len(id) > 128 || id[0] == '.' {
-		return false
-	}
-	for i := 0; i < len(id); i++ {
-		b := id[i]
-		if !(b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9' || b == '.' || b == '_' || b == '-') {
-			return false
-		}
-	}
-	return true
-}
+func ValidSessionID(id string) bool { return sessionPattern.MatchString(id) }
 
 // dirID identifies a directory (device and inode), so a work directory
 // opened again by path can be checked to be the one made.
@@ -94,14 +87,24 @@ func (inv *Invoker) openWorkDir(c *call) (*os.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	if info, err := f.Stat(); err != nil {
+	if err := sameDir(c, f.Stat); err != nil {
 		f.Close()
 		return nil, err
-	} else if id, ok := idOf(info); !ok || id != c.workID {
-		f.Close()
-		return nil, fmt.Errorf("work directory %s was replaced: %w", c.workDir, errPlanted)
 	}
 	return f, nil
+}
+
+// sameDir checks that what stat describes is the directory made for the
+// call's session.
+func sameDir(c *call, stat func() (os.FileInfo, error)) error {
+	info, err := stat()
+	if err != nil {
+		return err
+	}
+	if id, ok := idOf(info); !ok || id != c.workID {
+		return fmt.Errorf("work directory %s was replaced: %w", c.workDir, errPlanted)
+	}
+	return nil
 }
 
 // openRoot opens the call's work directory as an os.Root and checks it is
@@ -111,14 +114,9 @@ func openRoot(c *call) (*os.Root, error) {
 	if err != nil {
 		return nil, err
 	}
-	info, err := root.Stat(".")
-	if err != nil {
+	if err := sameDir(c, func() (os.FileInfo, error) { return root.Stat(".") }); err != nil {
 		root.Close()
 		return nil, err
-	}
-	if id, ok := idOf(info); c.workID != (dirID{}) && (!ok || id != c.workID) {
-		root.Close()
-		return nil, fmt.Errorf("work directory %s was replaced: %w", c.workDir, errPlanted)
 	}
 	return root, nil
 }

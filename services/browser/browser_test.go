@@ -325,34 +325,9 @@ func TestNavigateBlocksSubresources(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			refused := newCounted(t, http.NotFoundHandler())
-			done := make(chan struct{})
-			var once sync.Once
-			var srv *counted
-			srv = newCounted(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				switch r.URL.Path {
-				case "/done":
-					once.Do(func() { close(done) })
-				case "/wait":
-					select {
-					case <-done:
-					case <-time.After(5 * time.Second):
-					}
-					http.NotFound(w, r)
-				case "/":
-					fmt.Fprintf(w, `<title>loaded</title><img src="/wait">`+tc.page, refused.URL, srv.port())
-				default:
-					body, ok := tc.extra[r.URL.Path]
-					if !ok {
-						http.NotFound(w, r)
-						return
-					}
-					w.Header().Set("Content-Type", "text/html")
-					if strings.HasSuffix(r.URL.Path, ".js") {
-						w.Header().Set("Content-Type", "text/javascript")
-					}
-					fmt.Fprintf(w, body, refused.URL, srv.port())
-				}
-			}))
+			srv, done := waitingSite(t, tc.page, tc.extra, func(srv *counted, body string) string {
+				return fmt.Sprintf(body, refused.URL, srv.port())
+			})
 			allow, seen := refusing(refused.host())
 
 			p, err := navigate(t, b, Options{URL: srv.URL + "/", Allow: allow})

@@ -47,10 +47,12 @@ func (tr *trap) port() string {
 	return port
 }
 
-// attackPage serves page at / of a server that stands for a public site: a
-// test Allow lets only it through. The page loads until its script fetches
-// /done (or 5 s pass), so that every attempt happens during the call.
-func attackPage(t *testing.T, page string, extra map[string]string) (srv *counted, allow func(*url.URL) error, done <-chan struct{}) {
+// waitingSite serves page at / of a test server; the page loads until its
+// script fetches /done (or 5 s pass), so that every attempt it makes
+// happens during the call. Other paths serve extra's bodies (".js" as
+// JavaScript, "redirect:URL" as a redirect); page and bodies pass through
+// fill, which may name the server itself, first.
+func waitingSite(t *testing.T, page string, extra map[string]string, fill func(srv *counted, body string) string) (srv *counted, done <-chan struct{}) {
 	t.Helper()
 	ch := make(chan struct{})
 	var once sync.Once
@@ -65,20 +67,32 @@ func attackPage(t *testing.T, page string, extra map[string]string) (srv *counte
 			}
 			http.NotFound(w, r)
 		case "/":
-			fmt.Fprint(w, `<title>loaded</title><img src="/wait">`+page)
+			fmt.Fprint(w, `<title>loaded</title><img src="/wait">`+fill(srv, page))
 		default:
 			body, ok := extra[r.URL.Path]
 			if !ok {
 				http.NotFound(w, r)
 				return
 			}
-			if strings.HasPrefix(body, "redirect:") {
-				http.Redirect(w, r, strings.TrimPrefix(body, "redirect:"), http.StatusFound)
+			if target, ok := strings.CutPrefix(body, "redirect:"); ok {
+				http.Redirect(w, r, target, http.StatusFound)
 				return
 			}
-			fmt.Fprint(w, body)
+			w.Header().Set("Content-Type", "text/html")
+			if strings.HasSuffix(r.URL.Path, ".js") {
+				w.Header().Set("Content-Type", "text/javascript")
+			}
+			fmt.Fprint(w, fill(srv, body))
 		}
 	}))
+	return srv, ch
+}
+
+// attackPage is a waitingSite that stands for a public site: a test Allow
+// lets only it through.
+func attackPage(t *testing.T, page string, extra map[string]string) (srv *counted, allow func(*url.URL) error, done <-chan struct{}) {
+	t.Helper()
+	srv, done = waitingSite(t, page, extra, func(_ *counted, body string) string { return body })
 	site := srv.host()
 	allow = func(u *url.URL) error {
 		if u.Host != site {
@@ -86,7 +100,7 @@ func attackPage(t *testing.T, page string, extra map[string]string) (srv *counte
 		}
 		return nil
 	}
-	return srv, allow, ch
+	return srv, allow, done
 }
 
 // onlyAddress is a Control that lets connections to addr through and refuses
