@@ -102,13 +102,13 @@ type NewPrincipal struct {
 
 // CreatePrincipal creates an account with a first API key.
 func (a *Accounts) CreatePrincipal(ctx context.Context, in NewPrincipal, by *models.Principal) (*CreatedPrincipal, error) {
-	var ps problems
+	var ps models.Problems
 	in.Name = strings.TrimSpace(in.Name)
 	if !principalNamePattern.MatchString(in.Name) {
-		ps.add("/name", "%q must be 1 to 64 ASCII letters, digits, '.', '_' or '-', starting with a letter or digit", in.Name)
+		ps.Add("/name", "%q must be 1 to 64 ASCII letters, digits, '.', '_' or '-', starting with a letter or digit", in.Name)
 	}
 	if !slices.Contains(Roles, in.Role) {
-		ps.add("/role", "%q is not a role; use admin, reviewer or agent", in.Role)
+		ps.Add("/role", "%q is not a role; use admin, reviewer or agent", in.Role)
 	}
 	if len(ps) > 0 {
 		return nil, &models.ValidationError{What: "principal", Problems: ps}
@@ -121,7 +121,7 @@ func (a *Accounts) CreatePrincipal(ctx context.Context, in NewPrincipal, by *mod
 	if err := a.store.CreatePrincipal(ctx, p, key); err != nil {
 		return nil, err
 	}
-	a.log.InfoContext(ctx, "principal created", "principal", p.Name, "role", p.Role, "by", principalName(by))
+	a.log.InfoContext(ctx, "principal created", "principal", p.Name, "role", p.Role, "by", models.ActorName(by))
 	return &CreatedPrincipal{ID: p.ID, Name: p.Name, Role: p.Role, KeyID: key.ID, Key: secret}, nil
 }
 
@@ -156,7 +156,7 @@ func (a *Accounts) IssueKey(ctx context.Context, principalID uint, by *models.Pr
 	if err := a.store.CreateAPIKey(ctx, key); err != nil {
 		return nil, err
 	}
-	a.log.InfoContext(ctx, "api key issued", "principal", p.Name, "key_prefix", key.Prefix, "by", principalName(by))
+	a.log.InfoContext(ctx, "api key issued", "principal", p.Name, "key_prefix", key.Prefix, "by", models.ActorName(by))
 	return &NewKey{ID: key.ID, PrincipalID: p.ID, Prefix: key.Prefix, Key: secret}, nil
 }
 
@@ -173,7 +173,7 @@ func (a *Accounts) RevokeKey(ctx context.Context, id uint, by *models.Principal)
 		return err
 	}
 	a.known.Purge()
-	a.log.InfoContext(ctx, "api key revoked", "key_prefix", key.Prefix, "by", principalName(by))
+	a.log.InfoContext(ctx, "api key revoked", "key_prefix", key.Prefix, "by", models.ActorName(by))
 	return nil
 }
 
@@ -287,20 +287,20 @@ func (a *Accounts) SetGrants(ctx context.Context, principalID uint, g Grants, by
 	if err != nil {
 		return Grants{}, err
 	}
-	var ps problems
+	var ps models.Problems
 	if p.Role != RoleAgent {
-		ps.add("", "principal %d has role %s; grants apply to agents (admins and reviewers use roles)", p.ID, p.Role)
+		ps.Add("", "principal %d has role %s; grants apply to agents (admins and reviewers use roles)", p.ID, p.Role)
 	}
 	g.Categories = dedupe(g.Categories)
 	g.Tools = dedupe(g.Tools)
 	for i, c := range g.Categories {
 		if !slices.Contains(Categories, c) {
-			ps.add(fmt.Sprintf("/categories/%d", i), "%q is not a category; use one of %s", c, strings.Join(Categories, ", "))
+			ps.Add(fmt.Sprintf("/categories/%d", i), "%q is not a category; use one of %s", c, strings.Join(Categories, ", "))
 		}
 	}
 	for i, t := range g.Tools {
 		if !NamePattern.MatchString(t) {
-			ps.add(fmt.Sprintf("/tools/%d", i), "%q is not a tool name", t)
+			ps.Add(fmt.Sprintf("/tools/%d", i), "%q is not a tool name", t)
 		}
 	}
 	if len(ps) > 0 {
@@ -309,7 +309,7 @@ func (a *Accounts) SetGrants(ctx context.Context, principalID uint, g Grants, by
 	if err := a.authz.SetGrants(p.ID, g); err != nil {
 		return Grants{}, err
 	}
-	a.log.InfoContext(ctx, "grants set", "principal", p.Name, "categories", g.Categories, "tools", g.Tools, "by", principalName(by))
+	a.log.InfoContext(ctx, "grants set", "principal", p.Name, "categories", g.Categories, "tools", g.Tools, "by", models.ActorName(by))
 	return a.authz.Grants(p.ID)
 }
 

@@ -5,6 +5,7 @@ import (
 	"path"
 	"regexp"
 	"strings"
+	"toolbelt/models"
 )
 
 // A command tool's placeholders become single arguments, never shell
@@ -288,7 +289,7 @@ func isFlag(prog, a string, flags []string) bool {
 
 // checkCodeArgument adds a problem when argv runs a placeholder as code
 // without the definition saying so.
-func checkCodeArgument(r Runner, ps *problems) {
+func checkCodeArgument(r Runner, ps *models.Problems) {
 	if r.RunsArgumentAsCode {
 		return
 	}
@@ -296,7 +297,7 @@ func checkCodeArgument(r Runner, ps *problems) {
 	if i < 0 {
 		return
 	}
-	ps.add(fmt.Sprintf("/runner/argv/%d", i),
+	ps.Add(fmt.Sprintf("/runner/argv/%d", i),
 		"%q is in a position where %s runs the caller's text as a program; pass it as an argument after a fixed script (e.g. [\"sh\", \"-c\", \"grep -- \\\"$1\\\" notes.txt\", \"sh\", \"{{pattern}}\"]), or set runner.runsArgumentAsCode to true if running the caller's code is this tool's purpose",
 		r.Argv[i], prog)
 }

@@ -27,7 +27,7 @@ type callRecorder struct {
 
 	mu      sync.Mutex
 	pending map[string]*models.Call
-	batch   *batcher[*models.Call]
+	batch   *models.Batcher[*models.Call]
 
 	// journal, when set, makes answered records durable at once.
 	journal *callJournal
@@ -45,7 +45,7 @@ const journalEvery = time.Second
 func newCallRecorder(store *models.Store, prepare func(*models.Call), journal *callJournal, log *slog.Logger) *callRecorder {
 	r := &callRecorder{store: store, log: log, prepare: prepare, pending: map[string]*models.Call{}, journal: journal,
 		stop: make(chan struct{}), done: make(chan struct{})}
-	r.batch = newBatcher(r.write, 0, nil)
+	r.batch = models.NewBatcher(r.write, 0, nil)
 	go r.retire()
 	return r
 }
@@ -95,7 +95,7 @@ func (r *callRecorder) retire() {
 		if len(segs) == 0 {
 			continue
 		}
-		r.batch.sync()
+		r.batch.Sync()
 		if !r.failed.Load() {
 			r.journal.remove(segs)
 		}
@@ -109,7 +109,7 @@ func (r *callRecorder) save(ctx context.Context, c *models.Call) <-chan error {
 	r.mu.Lock()
 	r.pending[c.ID] = c
 	r.mu.Unlock()
-	if ack, ok := r.batch.enqueue(c); ok {
+	if ack, ok := r.batch.Enqueue(c); ok {
 		return ack
 	}
 	err := r.store.SaveCalls(ctx, r.copies([]*models.Call{c}))
@@ -130,7 +130,7 @@ func (r *callRecorder) wait(ctx context.Context, ack <-chan error) error {
 	if ack == nil {
 		return nil
 	}
-	return r.batch.wait(ctx, ack)
+	return r.batch.Wait(ctx, ack)
 }
 
 // snapshot prepares a record once and copies it, under the lock that
@@ -185,7 +185,7 @@ func (r *callRecorder) byID(ctx context.Context, id string) (*models.Call, error
 	if ok {
 		// Being written: answer once it is, so nothing read here can be
 		// lost to a crash.
-		r.batch.sync()
+		r.batch.Sync()
 		cp := r.snapshot(c)
 		return &cp, nil
 	}
@@ -193,7 +193,7 @@ func (r *callRecorder) byID(ctx context.Context, id string) (*models.Call, error
 }
 
 // sync waits until every record queued so far is written.
-func (r *callRecorder) sync() { r.batch.sync() }
+func (r *callRecorder) sync() { r.batch.Sync() }
 
 // close writes what is queued and stops the writer.
 // close writes what is queued and stops the writer; then, unless a write
@@ -202,7 +202,7 @@ func (r *callRecorder) close() {
 	r.once.Do(func() {
 		close(r.stop)
 		<-r.done
-		r.batch.close()
+		r.batch.Close()
 		if r.journal != nil {
 			segs, _ := r.journal.rotate()
 			if !r.failed.Load() {

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"toolbelt/models"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
@@ -188,7 +189,7 @@ func (inv *Invoker) composite(ctx context.Context, c *call) ToolResult {
 			args, _ = filled.(map[string]any)
 		}
 		raw, _ := json.Marshal(args)
-		child := &call{id: newID(), req: CallRequest{Tool: st.Tool, Arguments: raw, SessionID: c.req.SessionID},
+		child := &call{id: models.NewID(), req: CallRequest{Tool: st.Tool, Arguments: raw, SessionID: c.req.SessionID},
 			caller: c.caller, started: time.Now(), parent: c.id, preApproved: c.approvedRun, depth: c.depth + 1}
 		res := inv.finish(ctx, child, inv.guarded(ctx, child))
 		// The composite's answer names each step's call: the steps'

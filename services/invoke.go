@@ -385,7 +385,7 @@ func (inv *Invoker) Call(ctx context.Context, caller *models.Principal, req Call
 	// call becomes cancellable only if it runs, in cancellable).
 	inv.inFlight.Add(1)
 	defer inv.inFlight.Add(-1)
-	c := &call{id: newID(), req: req, caller: caller, started: time.Now()}
+	c := &call{id: models.NewID(), req: req, caller: caller, started: time.Now()}
 	if req.SessionID == "" && caller != nil {
 		c.req.SessionID = fmt.Sprintf("principal-%d", caller.ID)
 	}
@@ -728,7 +728,7 @@ const ApprovalTTL = 15 * time.Minute
 func (inv *Invoker) park(ctx context.Context, c *call, hash string) ToolResult {
 	now := time.Now().UTC()
 	a := &models.Approval{
-		ID: newID(), CallID: c.id, Tool: c.def.Name, Version: c.def.Version, VersionID: c.version,
+		ID: models.NewID(), CallID: c.id, Tool: c.def.Name, Version: c.def.Version, VersionID: c.version,
 		PrincipalID: principalID(c.caller), ArgsHash: hash, Arguments: string(inv.redactor.RedactJSON(c.req.Arguments)),
 		Status: models.ApprovalPending, ExpiresAt: now.Add(ApprovalTTL),
 	}

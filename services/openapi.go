@@ -128,20 +128,20 @@ var prefixPattern = regexp.MustCompile(`^[a-z][a-z0-9_]{0,31}$`)
 // is already registered is models.ErrConflict: only new names are
 // imported (use a prefix, or publish new versions one by one).
 func (im *OpenAPIImporter) Import(ctx context.Context, req OpenAPIImportRequest, by *models.Principal) (*OpenAPIImportResult, error) {
-	var ps problems
+	var ps models.Problems
 	hasDoc, hasURL := len(bytes.TrimSpace(req.Document)) > 0, strings.TrimSpace(req.URL) != ""
 	switch {
 	case hasDoc && hasURL:
-		ps.add("", "send exactly one of document and url, not both")
+		ps.Add("", "send exactly one of document and url, not both")
 	case !hasDoc && !hasURL:
-		ps.add("", "send the OpenAPI document as document, or its address as url")
+		ps.Add("", "send the OpenAPI document as document, or its address as url")
 	}
 	if req.Prefix != "" && !prefixPattern.MatchString(req.Prefix) {
-		ps.add("/prefix", "%q must be a lowercase letter, then up to 31 lowercase letters, digits or underscores", req.Prefix)
+		ps.Add("/prefix", "%q must be a lowercase letter, then up to 31 lowercase letters, digits or underscores", req.Prefix)
 	}
 	if req.BaseURL != "" {
 		if msg := checkBaseURL(req.BaseURL); msg != "" {
-			ps.add("/base_url", "%s", msg)
+			ps.Add("/base_url", "%s", msg)
 		}
 	}
 	if len(ps) > 0 {
@@ -268,7 +268,7 @@ func (im *OpenAPIImporter) Import(ctx context.Context, req OpenAPIImportRequest,
 		res.Updated = append(res.Updated, ImportedTool{Name: t.Name, Version: t.Version})
 	}
 	im.log.InfoContext(ctx, "openapi imported", "title", res.Title, "tools", len(tools), "updated", len(updated),
-		"unchanged", len(res.Unchanged), "by", principalName(by))
+		"unchanged", len(res.Unchanged), "by", models.ActorName(by))
 	return res, nil
 }
 

@@ -22,7 +22,7 @@ type selectionRecorder struct {
 	mu      sync.Mutex
 	pending map[string]*models.Selection // id → not yet written
 	last    map[string]*models.Selection // session → newest pending
-	batch   *batcher[*models.Selection]
+	batch   *models.Batcher[*models.Selection]
 }
 
 func newSelectionRecorder(store *models.Store, log *slog.Logger) *selectionRecorder {
@@ -30,7 +30,7 @@ func newSelectionRecorder(store *models.Store, log *slog.Logger) *selectionRecor
 		store: store, log: log,
 		pending: map[string]*models.Selection{}, last: map[string]*models.Selection{},
 	}
-	r.batch = newBatcher(r.write, time.Hour, r.prune)
+	r.batch = models.NewBatcher(r.write, time.Hour, r.prune)
 	return r
 }
 
@@ -44,7 +44,7 @@ func (r *selectionRecorder) record(ctx context.Context, sel *models.Selection) <
 		r.last[sel.SessionID] = sel
 	}
 	r.mu.Unlock()
-	if ack, ok := r.batch.enqueue(sel); ok {
+	if ack, ok := r.batch.Enqueue(sel); ok {
 		return ack
 	}
 	err := r.store.CreateSelections(ctx, []*models.Selection{sel})
@@ -112,4 +112,4 @@ func (r *selectionRecorder) lastOf(ctx context.Context, session string) (*models
 }
 
 // close writes what is queued and stops the writer.
-func (r *selectionRecorder) close() { r.batch.close() }
+func (r *selectionRecorder) close() { r.batch.Close() }

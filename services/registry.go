@@ -119,7 +119,7 @@ func (r *Registry) Register(ctx context.Context, def ToolDefinition, by *models.
 	if err != nil {
 		return nil, err
 	}
-	r.log.InfoContext(ctx, "tool registered", "tool", def.Name, "version", def.Version, "by", principalName(by))
+	r.log.InfoContext(ctx, "tool registered", "tool", def.Name, "version", def.Version, "by", models.ActorName(by))
 	r.changed(ctx)
 	return r.view(t, ver)
 }
@@ -185,7 +185,7 @@ func (r *Registry) ImportAll(ctx context.Context, creates, updates []ToolDefinit
 	view := func(tools []*models.Tool, batch []models.NewTool, what string) ([]*Tool, error) {
 		out := make([]*Tool, len(tools))
 		for i, t := range tools {
-			r.log.InfoContext(ctx, what, "tool", t.Name, "version", batch[i].Version.Version, "by", principalName(by))
+			r.log.InfoContext(ctx, what, "tool", t.Name, "version", batch[i].Version.Version, "by", models.ActorName(by))
 			if out[i], err = r.view(t, batch[i].Version); err != nil {
 				return nil, err
 			}
@@ -243,7 +243,7 @@ func (r *Registry) Publish(ctx context.Context, name string, def ToolDefinition,
 	if err != nil {
 		return nil, err
 	}
-	r.log.InfoContext(ctx, "tool version published", "tool", name, "version", def.Version, "by", principalName(by))
+	r.log.InfoContext(ctx, "tool version published", "tool", name, "version", def.Version, "by", models.ActorName(by))
 	r.changed(ctx)
 	return r.view(t, ver)
 }
@@ -388,7 +388,7 @@ func (r *Registry) Rollback(ctx context.Context, name, version string, by *model
 	if err != nil {
 		return nil, err
 	}
-	r.log.InfoContext(ctx, "tool rolled back", "tool", name, "version", version, "by", principalName(by))
+	r.log.InfoContext(ctx, "tool rolled back", "tool", name, "version", version, "by", models.ActorName(by))
 	r.changed(ctx)
 	return r.view(t, v)
 }
@@ -402,7 +402,7 @@ func (r *Registry) Retire(ctx context.Context, name string, by *models.Principal
 	if err := r.store.RetireTool(ctx, name); err != nil {
 		return err
 	}
-	r.log.InfoContext(ctx, "tool retired", "tool", name, "by", principalName(by))
+	r.log.InfoContext(ctx, "tool retired", "tool", name, "by", models.ActorName(by))
 	r.changed(ctx)
 	return nil
 }
@@ -522,11 +522,4 @@ func checkFormat(format string) error {
 		return fmt.Errorf("%w: %q is not a format; use one of %s", models.ErrInvalid, format, strings.Join(Formats, ", "))
 	}
 	return nil
-}
-
-func principalName(p *models.Principal) string {
-	if p == nil {
-		return "system"
-	}
-	return p.Name
 }

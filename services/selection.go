@@ -2,7 +2,6 @@ package services
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -586,7 +585,7 @@ func (s *Selector) Committed(ctx context.Context, res *SelectResult) error {
 	if res.committed == nil {
 		return nil
 	}
-	return s.recorder.batch.wait(ctx, res.committed)
+	return s.recorder.batch.Wait(ctx, res.committed)
 }
 
 // visibility decides which tools a caller may be offered.
@@ -733,7 +732,7 @@ func (s *Selector) Select(ctx context.Context, caller *models.Principal, req Sel
 	if res.Tokens.Catalog > 0 {
 		res.Tokens.Saved = round(1-float64(res.Tokens.Selection)/float64(res.Tokens.Catalog), 3)
 	}
-	sel := &models.Selection{ID: newID(), SessionID: req.SessionID, Query: req.Query, Tools: "," + strings.Join(names, ",") + ","}
+	sel := &models.Selection{ID: models.NewID(), SessionID: req.SessionID, Query: req.Query, Tools: "," + strings.Join(names, ",") + ","}
 	if caller != nil {
 		sel.PrincipalID = caller.ID
 	}
@@ -743,38 +742,38 @@ func (s *Selector) Select(ctx context.Context, caller *models.Principal, req Sel
 }
 
 func (s *Selector) checkRequest(req *SelectRequest) error {
-	var ps problems
+	var ps models.Problems
 	req.Query = strings.TrimSpace(req.Query)
 	switch n := utf8.RuneCountInString(req.Query); {
 	case n == 0:
-		ps.add("/query", "is required: describe the task the tools are for")
+		ps.Add("/query", "is required: describe the task the tools are for")
 	case n > MaxQueryLen:
-		ps.add("/query", "is %d characters long; at most %d are allowed", n, MaxQueryLen)
+		ps.Add("/query", "is %d characters long; at most %d are allowed", n, MaxQueryLen)
 	}
 	if req.Limit == 0 {
 		req.Limit = DefaultSelectLimit
 	}
 	if req.Limit < 1 || req.Limit > MaxSelectLimit {
-		ps.add("/limit", "must be between 1 and %d", MaxSelectLimit)
+		ps.Add("/limit", "must be between 1 and %d", MaxSelectLimit)
 	}
 	if req.Format == "" {
 		req.Format = FormatOpenAI
 	}
 	if !slices.Contains(Formats, req.Format) {
-		ps.add("/format", "%q is not a format; use one of %s", req.Format, strings.Join(Formats, ", "))
+		ps.Add("/format", "%q is not a format; use one of %s", req.Format, strings.Join(Formats, ", "))
 	}
 	for i, c := range req.Categories {
 		if !slices.Contains(Categories, c) {
-			ps.add(fmt.Sprintf("/categories/%d", i), "%q is not a category; use one of %s", c, strings.Join(Categories, ", "))
+			ps.Add(fmt.Sprintf("/categories/%d", i), "%q is not a category; use one of %s", c, strings.Join(Categories, ", "))
 		}
 	}
 	for i, c := range req.ExcludeCategories {
 		if !slices.Contains(Categories, c) {
-			ps.add(fmt.Sprintf("/exclude_categories/%d", i), "%q is not a category; use one of %s", c, strings.Join(Categories, ", "))
+			ps.Add(fmt.Sprintf("/exclude_categories/%d", i), "%q is not a category; use one of %s", c, strings.Join(Categories, ", "))
 		}
 	}
 	if len(req.SessionID) > 128 {
-		ps.add("/session_id", "is longer than 128 characters")
+		ps.Add("/session_id", "is longer than 128 characters")
 	}
 	if len(ps) > 0 {
 		return &models.ValidationError{What: "selection request", Problems: ps}
@@ -1091,18 +1090,18 @@ func (s *Selector) Feedback(ctx context.Context, caller *models.Principal, selec
 	if err != nil {
 		return nil, err
 	}
-	var ps problems
+	var ps models.Problems
 	if len(tools) == 0 {
-		ps.add("/tools", "is required: name the tools the task used")
+		ps.Add("/tools", "is required: name the tools the task used")
 	}
 	ix := s.idx.Load()
 	for i, t := range tools {
 		n, ok := ix.byName[t]
 		switch {
 		case !ok:
-			ps.add(fmt.Sprintf("/tools/%d", i), "tool %q is not in the catalog", t)
+			ps.Add(fmt.Sprintf("/tools/%d", i), "tool %q is not in the catalog", t)
 		case !vis.allows(ix.entries[n]):
-			ps.add(fmt.Sprintf("/tools/%d", i), "tool %q is not among the tools you may use", t)
+			ps.Add(fmt.Sprintf("/tools/%d", i), "tool %q is not among the tools you may use", t)
 		}
 	}
 	if len(ps) > 0 {
@@ -1337,21 +1336,4 @@ func toSet(xs []string) map[string]bool {
 func round(x float64, digits int) float64 {
 	p := math.Pow(10, float64(digits))
 	return math.Round(x*p) / p
-}
-
-// newID returns a random 64-bit id in hex.
-// newID returns a time-ordered id: 6 bytes of Unix milliseconds, then 6
-// random bytes, in hex. Ids made later sort later, so history rows and
-// their indexes grow at the end instead of touching random pages of the
-// B-trees (which made each insert cost a page write), and ids still cannot
-// be guessed.
-func newID() string {
-	var b [12]byte
-	ms := uint64(time.Now().UnixMilli())
-	for i := 5; i >= 0; i-- {
-		b[i] = byte(ms)
-		ms >>= 8
-	}
-	_, _ = rand.Read(b[6:])
-	return hex.EncodeToString(b[:])
 }

@@ -55,13 +55,6 @@ var (
 	secretHeaderRE = regexp.MustCompile(`(?i)(authorization|cookie|token|secret|api[-_]?key|password|credential)`)
 )
 
-// problems collects validation problems in the order they are found.
-type problems []models.Problem
-
-func (p *problems) add(pointer, format string, args ...any) {
-	*p = append(*p, models.Problem{Pointer: pointer, Message: fmt.Sprintf(format, args...)})
-}
-
 // normalize trims text fields and fills the defaults a definition may omit,
 // so the stored version states every setting explicitly.
 func normalize(def *ToolDefinition) {
@@ -103,50 +96,50 @@ const (
 // need the database, and returns the compiled parameters schema when it
 // compiles. known tells whether a tool name is registered (for composite
 // steps).
-func validateDefinition(def *ToolDefinition, known func(string) bool) (*jsonschema.Schema, problems) {
-	var ps problems
+func validateDefinition(def *ToolDefinition, known func(string) bool) (*jsonschema.Schema, models.Problems) {
+	var ps models.Problems
 	switch {
 	case def.Name == "":
-		ps.add("/name", "is required")
+		ps.Add("/name", "is required")
 	case !utf8.ValidString(def.Name) || !NamePattern.MatchString(def.Name):
-		ps.add("/name", "%q must be snake_case ASCII: a lowercase letter, then up to 63 lowercase letters, digits or underscores", def.Name)
+		ps.Add("/name", "%q must be snake_case ASCII: a lowercase letter, then up to 63 lowercase letters, digits or underscores", def.Name)
 	case ReservedToolNames[def.Name] != "":
-		ps.add("/name", "%q is reserved: %s; choose another name", def.Name, ReservedToolNames[def.Name])
+		ps.Add("/name", "%q is reserved: %s; choose another name", def.Name, ReservedToolNames[def.Name])
 	}
 	switch {
 	case def.Version == "":
-		ps.add("/version", "is required (semantic version such as 1.0.0)")
+		ps.Add("/version", "is required (semantic version such as 1.0.0)")
 	case !semverPattern.MatchString(def.Version):
-		ps.add("/version", "%q is not a semantic version (MAJOR.MINOR.PATCH, e.g. 1.0.0)", def.Version)
+		ps.Add("/version", "%q is not a semantic version (MAJOR.MINOR.PATCH, e.g. 1.0.0)", def.Version)
 	}
 	switch n := utf8.RuneCountInString(def.Description); {
 	case n == 0:
-		ps.add("/description", "is required: say what the tool does, its input and its output")
+		ps.Add("/description", "is required: say what the tool does, its input and its output")
 	case n > MaxDescriptionLen:
-		ps.add("/description", "is %d characters long; at most %d are allowed", n, MaxDescriptionLen)
+		ps.Add("/description", "is %d characters long; at most %d are allowed", n, MaxDescriptionLen)
 	}
 	if !slices.Contains(Categories, def.Category) {
-		ps.add("/category", "%q is not a category; use one of %s", def.Category, strings.Join(Categories, ", "))
+		ps.Add("/category", "%q is not a category; use one of %s", def.Category, strings.Join(Categories, ", "))
 	}
 	if len(def.Tags) > MaxTags {
-		ps.add("/tags", "has %d tags; at most %d are allowed", len(def.Tags), MaxTags)
+		ps.Add("/tags", "has %d tags; at most %d are allowed", len(def.Tags), MaxTags)
 	}
 	seen := map[string]bool{}
 	for i, t := range def.Tags {
 		p := "/tags/" + strconv.Itoa(i)
 		if !tagPattern.MatchString(t) {
-			ps.add(p, "%q must be lowercase letters, digits, '_', '-' or '.', at most 32 characters", t)
+			ps.Add(p, "%q must be lowercase letters, digits, '_', '-' or '.', at most 32 characters", t)
 		} else if seen[t] {
-			ps.add(p, "duplicate tag %q", t)
+			ps.Add(p, "duplicate tag %q", t)
 		}
 		seen[t] = true
 	}
 	if len(def.Examples) > MaxExamples {
-		ps.add("/examples", "has %d examples; at most %d are allowed", len(def.Examples), MaxExamples)
+		ps.Add("/examples", "has %d examples; at most %d are allowed", len(def.Examples), MaxExamples)
 	}
 	for i, e := range def.Examples {
 		if n := utf8.RuneCountInString(strings.TrimSpace(e)); n == 0 || n > MaxExampleLen {
-			ps.add("/examples/"+strconv.Itoa(i), "must be 1 to %d characters long", MaxExampleLen)
+			ps.Add("/examples/"+strconv.Itoa(i), "must be 1 to %d characters long", MaxExampleLen)
 		}
 	}
 	schema, props := validateParameters(def.Parameters, &ps)
@@ -160,32 +153,32 @@ func validateDefinition(def *ToolDefinition, known func(string) bool) (*jsonsche
 // checks what the compiler does not: a root object type, required names
 // that exist, and size and depth bounds. It returns the compiled schema and
 // the root property names.
-func validateParameters(raw json.RawMessage, ps *problems) (*jsonschema.Schema, map[string]bool) {
+func validateParameters(raw json.RawMessage, ps *models.Problems) (*jsonschema.Schema, map[string]bool) {
 	if len(raw) > MaxSchemaBytes {
-		ps.add("/parameters", "is %d bytes; at most %d are allowed", len(raw), MaxSchemaBytes)
+		ps.Add("/parameters", "is %d bytes; at most %d are allowed", len(raw), MaxSchemaBytes)
 		return nil, nil
 	}
 	var doc any
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	if err := dec.Decode(&doc); err != nil {
-		ps.add("/parameters", "is not valid JSON: %v", err)
+		ps.Add("/parameters", "is not valid JSON: %v", err)
 		return nil, nil
 	}
 	if d := depth(doc); d > MaxSchemaDepth {
-		ps.add("/parameters", "nests %d levels deep; at most %d are allowed", d, MaxSchemaDepth)
+		ps.Add("/parameters", "nests %d levels deep; at most %d are allowed", d, MaxSchemaDepth)
 		return nil, nil
 	}
 	root, ok := doc.(map[string]any)
 	if !ok {
-		ps.add("/parameters", "must be a JSON Schema object with \"type\": \"object\"")
+		ps.Add("/parameters", "must be a JSON Schema object with \"type\": \"object\"")
 		return nil, nil
 	}
 	if s, ok := root["$schema"]; ok && s != schemaDraft2020 && s != schemaDraft2020+"#" {
-		ps.add("/parameters/$schema", "must be %q or absent: parameters are JSON Schema draft 2020-12", schemaDraft2020)
+		ps.Add("/parameters/$schema", "must be %q or absent: parameters are JSON Schema draft 2020-12", schemaDraft2020)
 	}
 	if root["type"] != "object" {
-		ps.add("/parameters/type", "must be \"object\": tool arguments are a JSON object")
+		ps.Add("/parameters/type", "must be \"object\": tool arguments are a JSON object")
 	}
 	before := len(*ps)
 	checkRequired(root, "/parameters", ps)
@@ -227,7 +220,7 @@ func (noLoader) Load(url string) (any, error) {
 
 // checkRequired walks every subschema with "properties" and reports required
 // names that are not among them.
-func checkRequired(v any, ptr string, ps *problems) {
+func checkRequired(v any, ptr string, ps *models.Problems) {
 	switch n := v.(type) {
 	case map[string]any:
 		// An object schema's required names must be among its properties.
@@ -239,7 +232,7 @@ func checkRequired(v any, ptr string, ps *problems) {
 				for i, r := range req {
 					name, _ := r.(string)
 					if _, ok := props[name]; !ok {
-						ps.add(fmt.Sprintf("%s/required/%d", ptr, i), "required property %q is not defined in properties", name)
+						ps.Add(fmt.Sprintf("%s/required/%d", ptr, i), "required property %q is not defined in properties", name)
 					}
 				}
 			}
@@ -259,7 +252,7 @@ func checkRequired(v any, ptr string, ps *problems) {
 
 // schemaProblems turns a compiler error into problems located under
 // /parameters.
-func schemaProblems(err error, ps *problems) {
+func schemaProblems(err error, ps *models.Problems) {
 	var sve *jsonschema.SchemaValidationError
 	if errors.As(err, &sve) {
 		var ve *jsonschema.ValidationError
@@ -280,14 +273,14 @@ func schemaProblems(err error, ps *problems) {
 				msgs[ptr] = append(msgs[ptr], leaf.ErrorKind.LocalizedString(printer))
 			}
 			for _, ptr := range order {
-				ps.add(ptr, "%s", strings.Join(msgs[ptr], "; or "))
+				ps.Add(ptr, "%s", strings.Join(msgs[ptr], "; or "))
 			}
 			return
 		}
 	}
 	msg := err.Error()
 	msg = strings.ReplaceAll(msg, "urn:toolbelt:parameters", "parameters")
-	ps.add("/parameters", "does not compile as JSON Schema 2020-12: %s", msg)
+	ps.Add("/parameters", "does not compile as JSON Schema 2020-12: %s", msg)
 }
 
 func leaves(ve *jsonschema.ValidationError) []*jsonschema.ValidationError {
@@ -323,54 +316,54 @@ func escapePointer(s string) string {
 	return strings.NewReplacer("~", "~0", "/", "~1").Replace(s)
 }
 
-func validateSecurity(def *ToolDefinition, ps *problems) {
+func validateSecurity(def *ToolDefinition, ps *models.Problems) {
 	s := def.Security
 	if !slices.Contains(Levels, s.Level) {
-		ps.add("/security/level", "%q is not a security level; use safe, moderate or dangerous", s.Level)
+		ps.Add("/security/level", "%q is not a security level; use safe, moderate or dangerous", s.Level)
 	}
 	for i, p := range s.AllowedPaths {
 		ptr := "/security/allowedPaths/" + strconv.Itoa(i)
 		clean := strings.TrimSpace(p)
 		switch {
 		case clean == "":
-			ps.add(ptr, "must not be empty (use \".\" for the whole work directory)")
+			ps.Add(ptr, "must not be empty (use \".\" for the whole work directory)")
 		case strings.HasPrefix(clean, "/") || strings.HasPrefix(clean, `\`):
-			ps.add(ptr, "%q must be relative to the session work directory", p)
+			ps.Add(ptr, "%q must be relative to the session work directory", p)
 		case slices.Contains(strings.Split(strings.ReplaceAll(clean, `\`, "/"), "/"), ".."):
-			ps.add(ptr, "%q must not contain \"..\"", p)
+			ps.Add(ptr, "%q must not contain \"..\"", p)
 		case strings.ContainsRune(clean, 0):
-			ps.add(ptr, "must not contain NUL")
+			ps.Add(ptr, "must not contain NUL")
 		}
 	}
 	if len(s.AllowedPaths) > 0 && def.Category != "filesystem" {
-		ps.add("/security/allowedPaths", "only filesystem tools take allowedPaths")
+		ps.Add("/security/allowedPaths", "only filesystem tools take allowedPaths")
 	}
 	if rl := s.RateLimit; rl != nil {
 		if rl.MaxCalls < 1 || rl.MaxCalls > MaxRateCalls {
-			ps.add("/security/rateLimit/maxCalls", "must be between 1 and %d", MaxRateCalls)
+			ps.Add("/security/rateLimit/maxCalls", "must be between 1 and %d", MaxRateCalls)
 		}
 		if rl.WindowMs < MinRateWindowMs || rl.WindowMs > MaxRateWindowMs {
-			ps.add("/security/rateLimit/windowMs", "must be between %d (1 s) and %d (24 h)", MinRateWindowMs, MaxRateWindowMs)
+			ps.Add("/security/rateLimit/windowMs", "must be between %d (1 s) and %d (24 h)", MinRateWindowMs, MaxRateWindowMs)
 		}
 	}
 }
 
-func validateExecution(e Execution, ps *problems) {
+func validateExecution(e Execution, ps *models.Problems) {
 	if e.Timeout < MinTimeoutMs || e.Timeout > MaxTimeoutMs {
-		ps.add("/execution/timeout", "%d ms is out of range; use %d to %d ms", e.Timeout, MinTimeoutMs, MaxTimeoutMs)
+		ps.Add("/execution/timeout", "%d ms is out of range; use %d to %d ms", e.Timeout, MinTimeoutMs, MaxTimeoutMs)
 	}
 	if e.MaxRetries < 0 || e.MaxRetries > MaxRetries {
-		ps.add("/execution/maxRetries", "must be between 0 and %d", MaxRetries)
+		ps.Add("/execution/maxRetries", "must be between 0 and %d", MaxRetries)
 	} else if e.MaxRetries > 0 && !e.Retryable {
-		ps.add("/execution/maxRetries", "is %d but retryable is false; set retryable to true or maxRetries to 0", e.MaxRetries)
+		ps.Add("/execution/maxRetries", "is %d but retryable is false; set retryable to true or maxRetries to 0", e.MaxRetries)
 	}
 	if e.CacheTTL < 0 || e.CacheTTL > MaxCacheTTLMs {
-		ps.add("/execution/cacheTTL", "must be between 0 and %d ms (24 h)", MaxCacheTTLMs)
+		ps.Add("/execution/cacheTTL", "must be between 0 and %d ms (24 h)", MaxCacheTTLMs)
 	} else if e.CacheTTL > 0 && !e.Cacheable {
-		ps.add("/execution/cacheTTL", "is set but cacheable is false")
+		ps.Add("/execution/cacheTTL", "is set but cacheable is false")
 	}
 	if e.Cacheable && e.CacheTTL == 0 {
-		ps.add("/execution/cacheTTL", "must be positive when cacheable is true")
+		ps.Add("/execution/cacheTTL", "must be positive when cacheable is true")
 	}
 }
 
@@ -384,7 +377,7 @@ var runnerFields = map[string][]string{
 
 // validateRunner checks that the runner's fields fit its kind, and that
 // every placeholder names a root parameter.
-func validateRunner(def *ToolDefinition, props map[string]bool, known func(string) bool, ps *problems) {
+func validateRunner(def *ToolDefinition, props map[string]bool, known func(string) bool, ps *models.Problems) {
 	r := def.Runner
 	// Fields set that the kind does not use are mistakes worth reporting:
 	// the admin believes they do something.
@@ -395,50 +388,50 @@ func validateRunner(def *ToolDefinition, props map[string]bool, known func(strin
 	if uses, ok := runnerFields[r.Kind]; ok {
 		for _, field := range []string{"builtin", "argv", "method", "url", "headers", "body", "steps"} {
 			if set[field] && !slices.Contains(uses, field) {
-				ps.add("/runner/"+field, "does not apply to runner kind %q", r.Kind)
+				ps.Add("/runner/"+field, "does not apply to runner kind %q", r.Kind)
 			}
 		}
 	}
 	checkPlaceholders := func(ptr, s string) {
 		for _, m := range placeholder.FindAllStringSubmatch(s, -1) {
 			if props != nil && !props[m[1]] {
-				ps.add(ptr, "placeholder {{%s}} names no property of parameters", m[1])
+				ps.Add(ptr, "placeholder {{%s}} names no property of parameters", m[1])
 			}
 		}
 	}
 	switch r.Kind {
 	case RunnerBuiltin:
 		if !slices.Contains(Builtins, r.Builtin) {
-			ps.add("/runner/builtin", "%q is not a built-in tool; use one of %s", r.Builtin, strings.Join(Builtins, ", "))
+			ps.Add("/runner/builtin", "%q is not a built-in tool; use one of %s", r.Builtin, strings.Join(Builtins, ", "))
 		}
 	case RunnerCommand:
 		switch {
 		case len(r.Argv) == 0:
-			ps.add("/runner/argv", "is required: the program and its arguments, e.g. [\"grep\", \"-rn\", \"{{pattern}}\", \".\"]")
+			ps.Add("/runner/argv", "is required: the program and its arguments, e.g. [\"grep\", \"-rn\", \"{{pattern}}\", \".\"]")
 		case len(r.Argv) > MaxArgv:
-			ps.add("/runner/argv", "has %d elements; at most %d are allowed", len(r.Argv), MaxArgv)
+			ps.Add("/runner/argv", "has %d elements; at most %d are allowed", len(r.Argv), MaxArgv)
 		default:
 			if strings.TrimSpace(r.Argv[0]) == "" || placeholder.MatchString(r.Argv[0]) {
-				ps.add("/runner/argv/0", "must name a fixed program, not a placeholder")
+				ps.Add("/runner/argv/0", "must name a fixed program, not a placeholder")
 			}
 			for i, a := range r.Argv {
 				ptr := "/runner/argv/" + strconv.Itoa(i)
 				if strings.ContainsRune(a, 0) {
-					ps.add(ptr, "must not contain NUL")
+					ps.Add(ptr, "must not contain NUL")
 				}
 				if m := placeholder.FindAllStringIndex(a, -1); len(m) > 0 && !(len(m) == 1 && m[0][0] == 0 && m[0][1] == len(a)) {
-					ps.add(ptr, "%q: a placeholder must be a whole argv element, so it becomes exactly one argument", a)
+					ps.Add(ptr, "%q: a placeholder must be a whole argv element, so it becomes exactly one argument", a)
 				}
 				checkPlaceholders(ptr, a)
 			}
 			checkCodeArgument(r, ps)
 		}
 		if !def.Security.Sandbox {
-			ps.add("/security/sandbox", "must be true: command tools always run in the sandbox")
+			ps.Add("/security/sandbox", "must be true: command tools always run in the sandbox")
 		}
 	case RunnerHTTP:
 		if !slices.Contains(httpMethods, r.Method) {
-			ps.add("/runner/method", "%q is not supported; use one of %s", r.Method, strings.Join(httpMethods, ", "))
+			ps.Add("/runner/method", "%q is not supported; use one of %s", r.Method, strings.Join(httpMethods, ", "))
 		}
 		validateURLTemplate(r.URL, ps)
 		checkPlaceholders("/runner/url", r.URL)
@@ -446,57 +439,57 @@ func validateRunner(def *ToolDefinition, props map[string]bool, known func(strin
 		for name, val := range r.Headers {
 			ptr := "/runner/headers/" + escapePointer(name)
 			if !validHeaderName(name) {
-				ps.add(ptr, "%q is not a valid HTTP header name", name)
+				ps.Add(ptr, "%q is not a valid HTTP header name", name)
 			}
 			hasEnv := false
 			for _, m := range placeholder.FindAllStringSubmatch(val, -1) {
 				if strings.HasPrefix(m[1], "env.") {
 					hasEnv = true
 					if !envRefPattern.MatchString(m[1]) {
-						ps.add(ptr, "{{%s}}: environment references look like {{env.NAME}} with NAME in upper case", m[1])
+						ps.Add(ptr, "{{%s}}: environment references look like {{env.NAME}} with NAME in upper case", m[1])
 					}
 				} else if props != nil && !props[m[1]] {
-					ps.add(ptr, "placeholder {{%s}} names no property of parameters", m[1])
+					ps.Add(ptr, "placeholder {{%s}} names no property of parameters", m[1])
 				}
 			}
 			if secretHeaderRE.MatchString(name) && !hasEnv {
-				ps.add(ptr, "carries a credential: reference it from the environment as {{env.NAME}}; secrets are never stored")
+				ps.Add(ptr, "carries a credential: reference it from the environment as {{env.NAME}}; secrets are never stored")
 			}
 		}
 	case RunnerComposite:
 		switch {
 		case len(r.Steps) == 0:
-			ps.add("/runner/steps", "is required: at least one step naming a tool")
+			ps.Add("/runner/steps", "is required: at least one step naming a tool")
 		case len(r.Steps) > MaxCompositeSteps:
-			ps.add("/runner/steps", "has %d steps; at most %d are allowed", len(r.Steps), MaxCompositeSteps)
+			ps.Add("/runner/steps", "has %d steps; at most %d are allowed", len(r.Steps), MaxCompositeSteps)
 		}
 		for i, st := range r.Steps {
 			ptr := "/runner/steps/" + strconv.Itoa(i)
 			switch {
 			case st.Tool == def.Name:
-				ps.add(ptr+"/tool", "a composite tool cannot call itself")
+				ps.Add(ptr+"/tool", "a composite tool cannot call itself")
 			case !NamePattern.MatchString(st.Tool):
-				ps.add(ptr+"/tool", "%q is not a valid tool name", st.Tool)
+				ps.Add(ptr+"/tool", "%q is not a valid tool name", st.Tool)
 			case known != nil && !known(st.Tool):
-				ps.add(ptr+"/tool", "tool %q is not registered", st.Tool)
+				ps.Add(ptr+"/tool", "tool %q is not registered", st.Tool)
 			}
 			if len(st.Arguments) > 0 {
 				var obj map[string]any
 				if json.Unmarshal(st.Arguments, &obj) != nil {
-					ps.add(ptr+"/arguments", "must be a JSON object")
+					ps.Add(ptr+"/arguments", "must be a JSON object")
 				}
 			}
 		}
 	case "":
-		ps.add("/runner/kind", "is required: builtin, command, http or composite")
+		ps.Add("/runner/kind", "is required: builtin, command, http or composite")
 	default:
-		ps.add("/runner/kind", "%q is not a runner kind; use builtin, command, http or composite", r.Kind)
+		ps.Add("/runner/kind", "%q is not a runner kind; use builtin, command, http or composite", r.Kind)
 	}
 }
 
-func validateURLTemplate(u string, ps *problems) {
+func validateURLTemplate(u string, ps *models.Problems) {
 	if u == "" {
-		ps.add("/runner/url", "is required for http runners")
+		ps.Add("/runner/url", "is required for http runners")
 		return
 	}
 	// Placeholders may only fill the path and query, never choose the
@@ -505,7 +498,7 @@ func validateURLTemplate(u string, ps *problems) {
 	probe := placeholder.ReplaceAllString(u, "x")
 	scheme, rest, ok := strings.Cut(probe, "://")
 	if !ok || (scheme != "http" && scheme != "https") {
-		ps.add("/runner/url", "%q must be an absolute http or https URL", u)
+		ps.Add("/runner/url", "%q must be an absolute http or https URL", u)
 		return
 	}
 	host := rest
@@ -518,9 +511,9 @@ func validateURLTemplate(u string, ps *problems) {
 	}
 	switch {
 	case host == "" || strings.Contains(host, "@"):
-		ps.add("/runner/url", "%q must name a host and carry no credentials", u)
+		ps.Add("/runner/url", "%q must name a host and carry no credentials", u)
 	case placeholder.MatchString(hostTmpl):
-		ps.add("/runner/url", "placeholders may not choose the host of %q", u)
+		ps.Add("/runner/url", "placeholders may not choose the host of %q", u)
 	}
 }
 

@@ -1,4 +1,4 @@
-package services
+package models
 
 import (
 	"runtime"
@@ -12,14 +12,14 @@ import (
 // under steady load it returns, with the earlier items written.
 func TestBatcherSyncUnderLoad(t *testing.T) {
 	var written sync.Map
-	b := newBatcher(func(items []int) error {
+	b := NewBatcher(func(items []int) error {
 		time.Sleep(time.Millisecond)
 		for _, it := range items {
 			written.Store(it, true)
 		}
 		return nil
 	}, 0, nil)
-	t.Cleanup(b.close)
+	t.Cleanup(b.Close)
 	stop := make(chan struct{})
 	var next atomic.Int64
 	go func() { // a steady stream, faster than the writes
@@ -29,17 +29,17 @@ func TestBatcherSyncUnderLoad(t *testing.T) {
 				return
 			default:
 			}
-			b.enqueue(int(next.Add(1))) // as fast as it goes: the queue stays full
+			b.Enqueue(int(next.Add(1))) // as fast as it goes: the queue stays full
 		}
 	}()
 	defer close(stop)
 	time.Sleep(20 * time.Millisecond)
 	mine := -1
-	for _, ok := b.enqueue(mine); !ok; _, ok = b.enqueue(mine) {
+	for _, ok := b.Enqueue(mine); !ok; _, ok = b.Enqueue(mine) {
 		runtime.Gosched() // full: wait for room
 	}
 	done := make(chan struct{})
-	go func() { b.sync(); close(done) }()
+	go func() { b.Sync(); close(done) }()
 	select {
 	case <-done:
 	case <-time.After(5 * time.Second):

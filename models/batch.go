@@ -1,4 +1,4 @@
-package services
+package models
 
 import (
 	"context"
@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// batcher runs one goroutine that takes queued items and hands them to
+// Batcher runs one goroutine that takes queued items and hands them to
 // write in batches. Both record writers (selections, calls) stand on it;
 // they keep what is not written yet in memory for readers.
 //
@@ -15,7 +15,7 @@ import (
 // channel before answering, so what it acknowledges survives a crash.
 // Waiters hurry the writer, and the items answered at the same moment
 // share one write: a group commit.
-type batcher[T any] struct {
+type Batcher[T any] struct {
 	write func([]T) error
 	// mu is held shared while enqueuing and exclusively to close, so
 	// every item enqueued is in the queue when the writer drains it.
@@ -42,20 +42,20 @@ const (
 	batchLinger = 10 * time.Millisecond
 )
 
-// newBatcher starts the writer. When every > 0, tick also runs at start
+// NewBatcher starts the writer. When every > 0, tick also runs at start
 // and then at that interval on the writer goroutine (housekeeping such as
 // pruning old rows).
-func newBatcher[T any](write func([]T) error, every time.Duration, tick func()) *batcher[T] {
-	b := &batcher[T]{write: write, queue: make(chan batchEntry[T], batchQueue), hurry: make(chan struct{}, 1),
+func NewBatcher[T any](write func([]T) error, every time.Duration, tick func()) *Batcher[T] {
+	b := &Batcher[T]{write: write, queue: make(chan batchEntry[T], batchQueue), hurry: make(chan struct{}, 1),
 		syncs: make(chan chan struct{}), quit: make(chan struct{}), done: make(chan struct{})}
 	go b.run(every, tick)
 	return b
 }
 
-// enqueue queues an item and returns the channel that receives the result
+// Enqueue queues an item and returns the channel that receives the result
 // of its write. false means the queue is full or the writer stopped: the
 // caller must write the item itself.
-func (b *batcher[T]) enqueue(item T) (<-chan error, bool) {
+func (b *Batcher[T]) Enqueue(item T) (<-chan error, bool) {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
 	if b.closed {
@@ -70,9 +70,9 @@ func (b *batcher[T]) enqueue(item T) (<-chan error, bool) {
 	}
 }
 
-// wait returns once the item of ack is written (with the write's error),
-// hurrying the writer. A cancelled ctx stops the wait, not the write.
-func (b *batcher[T]) wait(ctx context.Context, ack <-chan error) error {
+// Wait returns once the item of ack is written (with the write's error),
+// hurrying the writer. A cancelled ctx stops the Wait, not the write.
+func (b *Batcher[T]) Wait(ctx context.Context, ack <-chan error) error {
 	select {
 	case err := <-ack:
 		return err
@@ -90,7 +90,7 @@ func (b *batcher[T]) wait(ctx context.Context, ack <-chan error) error {
 	}
 }
 
-func (b *batcher[T]) run(every time.Duration, tick func()) {
+func (b *Batcher[T]) run(every time.Duration, tick func()) {
 	defer close(b.done)
 	var ticks <-chan time.Time
 	if every > 0 {
@@ -117,7 +117,7 @@ func (b *batcher[T]) run(every time.Duration, tick func()) {
 
 // writeQueued writes the items queued now, at once: a sync waits for
 // what was queued before it, not for what keeps coming.
-func (b *batcher[T]) writeQueued() {
+func (b *Batcher[T]) writeQueued() {
 	for n := len(b.queue); n > 0; {
 		batch := make([]batchEntry[T], min(n, batchSize))
 		for i := range batch {
@@ -133,7 +133,7 @@ func (b *batcher[T]) writeQueued() {
 // large batches instead of many single rows (each write costs the same
 // fixed price in SQLite), unless someone waits: then it takes what is
 // queued already and writes.
-func (b *batcher[T]) flush(first batchEntry[T]) {
+func (b *Batcher[T]) flush(first batchEntry[T]) {
 	batch := []batchEntry[T]{first}
 	linger := time.NewTimer(batchLinger)
 	defer linger.Stop()
@@ -164,7 +164,7 @@ func (b *batcher[T]) flush(first batchEntry[T]) {
 	b.writeBatch(batch)
 }
 
-func (b *batcher[T]) writeBatch(batch []batchEntry[T]) {
+func (b *Batcher[T]) writeBatch(batch []batchEntry[T]) {
 	items := make([]T, len(batch))
 	for i, e := range batch {
 		items[i] = e.item
@@ -175,8 +175,8 @@ func (b *batcher[T]) writeBatch(batch []batchEntry[T]) {
 	}
 }
 
-// sync waits until every item queued so far is written.
-func (b *batcher[T]) sync() {
+// Sync waits until every item queued so far is written.
+func (b *Batcher[T]) Sync() {
 	ack := make(chan struct{})
 	select {
 	case b.syncs <- ack:
@@ -185,8 +185,8 @@ func (b *batcher[T]) sync() {
 	}
 }
 
-// close writes what is queued and stops the writer.
-func (b *batcher[T]) close() {
+// Close writes what is queued and stops the writer.
+func (b *Batcher[T]) Close() {
 	b.once.Do(func() {
 		b.mu.Lock()
 		b.closed = true
