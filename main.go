@@ -36,6 +36,7 @@ import (
 	"toolbelt/services/browser"
 	"toolbelt/services/embed"
 	"toolbelt/services/mcpserver"
+	"toolbelt/services/netpolicy"
 	"toolbelt/services/sandbox"
 	"toolbelt/web"
 )
@@ -296,7 +297,7 @@ func serve(args []string) error {
 	}
 	log.Info("selection index ready", "embedder", selector.Status(), "host", host)
 
-	netPolicy, err := services.ParseNetPolicy(os.Getenv("TOOLBELT_HTTP_ALLOW_HOSTS"), os.Getenv("TOOLBELT_HTTP_ALLOW_PRIVATE"))
+	netPolicy, err := netpolicy.Parse(os.Getenv("TOOLBELT_HTTP_ALLOW_HOSTS"), os.Getenv("TOOLBELT_HTTP_ALLOW_PRIVATE"))
 	if err != nil {
 		return fmt.Errorf("TOOLBELT_HTTP_ALLOW_PRIVATE: %w", err)
 	}

@@ -4,11 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/url"
 	"os"
 	"path/filepath"
-	"time"
 
 	"toolbelt/services/browser"
 )
@@ -30,7 +28,7 @@ func (inv *Invoker) browserNavigate(ctx context.Context, c *call) (any, error) {
 	}
 	target, _ := c.args["url"].(string)
 	shot, _ := c.args["screenshot"].(bool)
-	opt := browser.Options{URL: target, Allow: func(u *url.URL) error { return inv.net.checkResolved(ctx, u) }, Control: inv.net.dialControl}
+	opt := browser.Options{URL: target, Allow: func(u *url.URL) error { return inv.net.CheckResolved(ctx, u) }, Control: inv.net.DialControl}
 	if shot {
 		// Chromium writes into a directory of the server's own; the PNG is
 		// then copied in through the work directory's os.Root, so a link
@@ -109,31 +107,6 @@ func saveScreenshot(c *call, src, rel string) error {
 	if c.owner != nil {
 		_ = root.Lchown("screenshots", c.owner[0], c.owner[1])
 		return root.Lchown(rel, c.owner[0], c.owner[1])
-	}
-	return nil
-}
-
-// checkResolved is checkURL plus the addresses the host resolves to, for
-// clients (Chromium) that dial by themselves.
-func (p NetPolicy) checkResolved(ctx context.Context, u *url.URL) error {
-	if msg := p.checkURL(u.String()); msg != "" {
-		return errors.New(msg)
-	}
-	host := u.Hostname()
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	// Fail closed: a lookup that fails here (the call ended, or a DNS
-	// server answering differently) refuses the request. This is the early
-	// check; DNS rebinding is closed by the browser's proxy, which dials
-	// through dialControl and so checks the address it connects to.
-	addrs, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
-	if err != nil {
-		return fmt.Errorf("host %s could not be resolved", host)
-	}
-	for _, a := range addrs {
-		if !p.addrAllowed(a) {
-			return fmt.Errorf("host %s resolves to the internal address %s", host, a)
-		}
 	}
 	return nil
 }

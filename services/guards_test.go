@@ -11,6 +11,7 @@ import (
 
 	"toolbelt/models"
 	"toolbelt/services/embed"
+	"toolbelt/services/netpolicy"
 )
 
 // TestWithRetries checks the retry loop with a fake sleep: no test sleeps.
@@ -137,7 +138,7 @@ func TestPanicBecomesInternal(t *testing.T) {
 		t.Fatal(err)
 	}
 	sel := newFixtureSelector(t, store, authz, embed.NewBuiltin(), 0)
-	inv := NewInvoker(store, sel, authz, red, NetPolicy{}, t.TempDir(), nil, quiet)
+	inv := NewInvoker(store, sel, authz, red, netpolicy.Policy{}, t.TempDir(), nil, quiet)
 	t.Cleanup(func() { inv.Close(ctx) })
 	normal := inv.run
 	inv.run = func(context.Context, *call) ToolResult { panic("tool exploded") }

@@ -32,7 +32,7 @@ func (inv *Invoker) httpRunner(ctx context.Context, c *call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if msg := inv.net.checkURL(target); msg != "" {
+	if msg := inv.net.CheckURL(target); msg != "" {
 		return nil, &toolError{code: CodeURLNotAllowed, msg: msg, suggestion: "This tool's address is not allowed here; tell an administrator."}
 	}
 	var body io.Reader

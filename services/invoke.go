@@ -26,6 +26,7 @@ import (
 
 	"toolbelt/models"
 	"toolbelt/services/browser"
+	"toolbelt/services/netpolicy"
 	"toolbelt/services/sandbox"
 )
 
@@ -274,7 +275,7 @@ type Invoker struct {
 	queues     *queues
 	sleep      func(context.Context, time.Duration) error
 	redactor   *Redactor
-	net        NetPolicy
+	net        netpolicy.Policy
 	httpClient *http.Client
 	bg         *background
 	calls      *callRecorder
@@ -306,10 +307,10 @@ func (inv *Invoker) WithSleep(sleep func(context.Context, time.Duration) error) 
 }
 
 // queueLimits overrides DefaultQueueLimits per category.
-func NewInvoker(store *models.Store, selector *Selector, authz *Authz, redactor *Redactor, netPolicy NetPolicy, dataDir string, queueLimits map[string]int, log *slog.Logger) *Invoker {
+func NewInvoker(store *models.Store, selector *Selector, authz *Authz, redactor *Redactor, netPolicy netpolicy.Policy, dataDir string, queueLimits map[string]int, log *slog.Logger) *Invoker {
 	inv := &Invoker{
 		store: store, selector: selector, authz: authz, redactor: redactor, log: log, dataDir: dataDir,
-		net: netPolicy, httpClient: netPolicy.client(),
+		net: netPolicy, httpClient: netPolicy.Client(),
 		schemas: newSchemaCache(),
 		results: newResultsCache(),
 		limits:  newRateLimits(),
@@ -787,7 +788,7 @@ func (inv *Invoker) secure(next Step) Step {
 			}
 		}
 		if u, ok := c.args["url"].(string); ok {
-			if msg := inv.net.checkURL(u); msg != "" {
+			if msg := inv.net.CheckURL(u); msg != "" {
 				return refusal(CodeURLNotAllowed, msg, "Use a public http or https URL; internal addresses are never fetched.")
 			}
 		}

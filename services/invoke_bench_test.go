@@ -10,6 +10,7 @@ import (
 
 	"toolbelt/models"
 	"toolbelt/services/embed"
+	"toolbelt/services/netpolicy"
 )
 
 // BenchmarkCallChain measures the guard chain around a no-op built-in
@@ -36,7 +37,7 @@ func BenchmarkCallChain(b *testing.B) {
 		b.Fatal(err)
 	}
 	sel := NewSelector(store, authz, embed.NewBuiltin(), allHost(), 0, quiet)
-	inv := NewInvoker(store, sel, authz, red, NetPolicy{}, b.TempDir(), nil, quiet)
+	inv := NewInvoker(store, sel, authz, red, netpolicy.Policy{}, b.TempDir(), nil, quiet)
 	b.Cleanup(func() { inv.Close(ctx); sel.Close() })
 	agent := &models.Principal{ID: 9, Role: RoleAgent}
 	if err := authz.SetGrants(9, Grants{Tools: []string{"noop"}}); err != nil {

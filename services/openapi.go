@@ -25,6 +25,7 @@ import (
 	"go.yaml.in/yaml/v4"
 
 	"toolbelt/models"
+	"toolbelt/services/netpolicy"
 )
 
 // Bounds of an OpenAPI import.
@@ -54,7 +55,7 @@ const (
 // document into http tools and registers them through the registry.
 type OpenAPIImporter struct {
 	registry *Registry
-	net      NetPolicy
+	net      netpolicy.Policy
 	client   *http.Client
 	log      *slog.Logger
 }
@@ -62,8 +63,8 @@ type OpenAPIImporter struct {
 // NewOpenAPIImporter returns an importer that registers through registry
 // and fetches documents by URL under netPolicy, the same SSRF policy tool
 // calls follow.
-func NewOpenAPIImporter(registry *Registry, netPolicy NetPolicy, log *slog.Logger) *OpenAPIImporter {
-	return &OpenAPIImporter{registry: registry, net: netPolicy, client: netPolicy.client(), log: log}
+func NewOpenAPIImporter(registry *Registry, netPolicy netpolicy.Policy, log *slog.Logger) *OpenAPIImporter {
+	return &OpenAPIImporter{registry: registry, net: netPolicy, client: netPolicy.Client(), log: log}
 }
 
 // OpenAPIImportRequest is what to import: exactly one of Document (JSON or
@@ -324,7 +325,7 @@ func (im *OpenAPIImporter) fetch(ctx context.Context, raw string) ([]byte, *url.
 	bad := func(format string, args ...any) error {
 		return &models.ValidationError{What: "OpenAPI import", Problems: []models.Problem{{Pointer: "/url", Message: fmt.Sprintf(format, args...)}}}
 	}
-	if msg := im.net.checkURL(raw); msg != "" {
+	if msg := im.net.CheckURL(raw); msg != "" {
 		return nil, nil, bad("%s", msg)
 	}
 	ctx, cancel := context.WithTimeout(ctx, openAPIFetchTimeout)
@@ -337,7 +338,7 @@ func (im *OpenAPIImporter) fetch(ctx context.Context, raw string) ([]byte, *url.
 	req.Header.Set("User-Agent", "Toolbelt/1 (+openapi-import)")
 	resp, err := im.client.Do(req)
 	if err != nil {
-		if errors.Is(err, errAddressRefused) {
+		if errors.Is(err, netpolicy.ErrAddressRefused) {
 			return nil, nil, bad("leads to an internal address, which is not allowed")
 		}
 		return nil, nil, bad("could not be fetched: %v", err)

@@ -20,6 +20,7 @@ import (
 	"toolbelt/services"
 	"toolbelt/services/embed"
 	"toolbelt/services/mcpserver"
+	"toolbelt/services/netpolicy"
 	"toolbelt/services/sandbox"
 )
 
@@ -66,10 +67,10 @@ func newTestApp(t testing.TB) *testApp {
 
 func newTestAppWithHost(t testing.TB, host hostCaps) *testApp {
 	t.Helper()
-	return newTestAppWith(t, host, services.NetPolicy{})
+	return newTestAppWith(t, host, netpolicy.Policy{})
 }
 
-func newTestAppWith(t testing.TB, host hostCaps, netPolicy services.NetPolicy) *testApp {
+func newTestAppWith(t testing.TB, host hostCaps, netPolicy netpolicy.Policy) *testApp {
 	t.Helper()
 	ctx := context.Background()
 	dir := t.TempDir()

@@ -12,8 +12,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	"toolbelt/services"
 	"toolbelt/services/browser"
+	"toolbelt/services/netpolicy"
 )
 
 // TestBrowserNavigate opens a page served on 127.0.0.1 in real Chromium
@@ -36,7 +36,7 @@ func TestBrowserNavigate(t *testing.T) {
 	defer chromium.Close()
 
 	app := newTestAppWith(t, hostCaps{Chromium: true, Python: true, Node: true, Sandbox: true},
-		services.NetPolicy{AllowPrivate: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}})
+		netpolicy.Policy{AllowPrivate: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}})
 	app.invoker.WithBrowser(chromium)
 	code, res := app.call(t, "admin", map[string]any{"tool": "browser_navigate", "session_id": "web",
 		"arguments": map[string]any{"url": page.URL + "/notes", "screenshot": true}})

@@ -7,8 +7,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-
-	"toolbelt/services"
+	"toolbelt/services/netpolicy"
 )
 
 // TestHTTPRequestTool fetches from a local server that the policy allows
@@ -34,7 +33,7 @@ func TestHTTPRequestTool(t *testing.T) {
 	}))
 	defer srv.Close()
 	app := newTestAppWith(t, hostCaps{Chromium: true, Python: true, Node: true, Sandbox: true},
-		services.NetPolicy{AllowPrivate: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}})
+		netpolicy.Policy{AllowPrivate: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}})
 	call := func(path string, extra map[string]any) (int, map[string]any) {
 		args := map[string]any{"url": srv.URL + path}
 		for k, v := range extra {
@@ -94,7 +93,7 @@ func TestCancelRunningCall(t *testing.T) {
 	}))
 	defer srv.Close()
 	app := newTestAppWith(t, hostCaps{Chromium: true, Python: true, Node: true, Sandbox: true},
-		services.NetPolicy{AllowPrivate: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}})
+		netpolicy.Policy{AllowPrivate: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}})
 	r := app.do(t, "admin", "POST", "/api/v1/calls", map[string]any{"tool": "http_request", "async": true, "arguments": map[string]any{"url": srv.URL}})
 	id := r.JSON(t)["call_id"].(string)
 	<-entered

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"toolbelt/services"
+	"toolbelt/services/netpolicy"
 )
 
 const importPath = "/api/v1/import/openapi"
@@ -59,7 +60,7 @@ func fakePetstore(t *testing.T) (*httptest.Server, func() []seenRequest) {
 // localApp may call tools on 127.0.0.1, where the fake API listens.
 func localApp(t *testing.T) *testApp {
 	return newTestAppWith(t, hostCaps{Chromium: true, Python: true, Node: true, Sandbox: true},
-		services.NetPolicy{AllowPrivate: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}})
+		netpolicy.Policy{AllowPrivate: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}})
 }
 
 func toolNames(t *testing.T, body map[string]any) []string {

@@ -10,8 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-
-	"toolbelt/services"
+	"toolbelt/services/netpolicy"
 )
 
 // needSandbox fails in CI (where .ci/run installs bubblewrap) and skips
@@ -166,7 +165,7 @@ func TestHTTPRunner(t *testing.T) {
 	defer srv.Close()
 	t.Setenv("TB_TEST_TOKEN", "test-configured-secret")
 	app := newTestAppWith(t, hostCaps{Chromium: true, Python: true, Node: true, Sandbox: true},
-		services.NetPolicy{AllowPrivate: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}})
+		netpolicy.Policy{AllowPrivate: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}})
 	app.invoker.WithSecretNames([]string{"TB_TEST_TOKEN"})
 	def := toolDef("create_item", func(m map[string]any) {
 		m["category"] = "api"
