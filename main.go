@@ -37,6 +37,7 @@ import (
 	"toolbelt/services/embed"
 	"toolbelt/services/mcpserver"
 	"toolbelt/services/netpolicy"
+	"toolbelt/services/redact"
 	"toolbelt/services/sandbox"
 	"toolbelt/web"
 )
@@ -242,7 +243,7 @@ func serve(args []string) error {
 	if embedNote != "" {
 		log.Warn(embedNote)
 	}
-	redactor, err := services.NewRedactor(secretValues(cfg))
+	redactor, err := redact.New(secretValues(cfg))
 	if err != nil {
 		return fmt.Errorf("load secret detection rules: %w", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"toolbelt/services/redact"
 	"unicode/utf8"
 )
 
@@ -135,7 +136,7 @@ func must[T any](v T, err error) T {
 // output is valid JSON, and a secret put on a line of its own into any of
 // its strings (a key or a value, at any depth) does not survive.
 func FuzzRedactJSON(f *testing.F) {
-	r, err := NewRedactor([]string{"configured-secret-value"})
+	r, err := redact.New([]string{"configured-secret-value"})
 	if err != nil {
 		f.Fatal(err)
 	}

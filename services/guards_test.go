@@ -12,6 +12,7 @@ import (
 	"toolbelt/models"
 	"toolbelt/services/embed"
 	"toolbelt/services/netpolicy"
+	"toolbelt/services/redact"
 )
 
 // TestWithRetries checks the retry loop with a fake sleep: no test sleeps.
@@ -133,7 +134,7 @@ func waitFor(t *testing.T, cond func() bool) {
 func TestPanicBecomesInternal(t *testing.T) {
 	ctx := context.Background()
 	store, authz := catalogFixture(t, 0)
-	red, err := NewRedactor(nil)
+	red, err := redact.New(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +204,7 @@ func TestAuthorizeGuard(t *testing.T) {
 // TestCacheGuard runs the cache guard alone: hits for equal canonical
 // arguments, misses for others, for failures, and after the TTL.
 func TestCacheGuard(t *testing.T) {
-	red, err := NewRedactor([]string{"hunter2-secret-value"})
+	red, err := redact.New([]string{"hunter2-secret-value"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -286,7 +287,7 @@ func TestLimitGuard(t *testing.T) {
 func TestValidateSkipsCachedArguments(t *testing.T) {
 	schema := `{"type":"object","properties":{"q":{"type":"string","minLength":2}},"required":["q"],"additionalProperties":false}`
 	def := ToolDefinition{Name: "t", Category: "search", Parameters: json.RawMessage(schema), Execution: Execution{Cacheable: true, CacheTTL: 60_000}}
-	red, err := NewRedactor(nil)
+	red, err := redact.New(nil)
 	if err != nil {
 		t.Fatal(err)
 	}

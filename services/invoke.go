@@ -27,6 +27,7 @@ import (
 	"toolbelt/models"
 	"toolbelt/services/browser"
 	"toolbelt/services/netpolicy"
+	"toolbelt/services/redact"
 	"toolbelt/services/sandbox"
 )
 
@@ -274,7 +275,7 @@ type Invoker struct {
 	limits     *rateLimits
 	queues     *queues
 	sleep      func(context.Context, time.Duration) error
-	redactor   *Redactor
+	redactor   *redact.Redactor
 	net        netpolicy.Policy
 	httpClient *http.Client
 	bg         *background
@@ -307,7 +308,7 @@ func (inv *Invoker) WithSleep(sleep func(context.Context, time.Duration) error) 
 }
 
 // queueLimits overrides DefaultQueueLimits per category.
-func NewInvoker(store *models.Store, selector *Selector, authz *Authz, redactor *Redactor, netPolicy netpolicy.Policy, dataDir string, queueLimits map[string]int, log *slog.Logger) *Invoker {
+func NewInvoker(store *models.Store, selector *Selector, authz *Authz, redactor *redact.Redactor, netPolicy netpolicy.Policy, dataDir string, queueLimits map[string]int, log *slog.Logger) *Invoker {
 	inv := &Invoker{
 		store: store, selector: selector, authz: authz, redactor: redactor, log: log, dataDir: dataDir,
 		net: netPolicy, httpClient: netPolicy.Client(),
@@ -920,7 +921,7 @@ type cachedResult struct {
 	args     string
 }
 
-func (h *cachedResult) redactedArgs(r *Redactor, args map[string]any) string {
+func (h *cachedResult) redactedArgs(r *redact.Redactor, args map[string]any) string {
 	h.argsOnce.Do(func() {
 		raw, _ := json.Marshal(args)
 		h.args = string(r.RedactJSON(raw))

@@ -11,6 +11,7 @@ import (
 	"toolbelt/models"
 	"toolbelt/services/embed"
 	"toolbelt/services/netpolicy"
+	"toolbelt/services/redact"
 )
 
 // BenchmarkCallChain measures the guard chain around a no-op built-in
@@ -32,7 +33,7 @@ func BenchmarkCallChain(b *testing.B) {
 	if _, err := reg.Register(ctx, def, nil); err != nil {
 		b.Fatal(err)
 	}
-	red, err := NewRedactor(nil)
+	red, err := redact.New(nil)
 	if err != nil {
 		b.Fatal(err)
 	}

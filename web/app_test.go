@@ -21,6 +21,7 @@ import (
 	"toolbelt/services/embed"
 	"toolbelt/services/mcpserver"
 	"toolbelt/services/netpolicy"
+	"toolbelt/services/redact"
 	"toolbelt/services/sandbox"
 )
 
@@ -244,9 +245,9 @@ func problemPointers(t testing.TB, r response) []string {
 
 func newRecorder() *httptest.ResponseRecorder { return httptest.NewRecorder() }
 
-func testRedactor(t testing.TB) *services.Redactor {
+func testRedactor(t testing.TB) *redact.Redactor {
 	t.Helper()
-	r, err := services.NewRedactor([]string{"test-configured-secret"})
+	r, err := redact.New([]string{"test-configured-secret"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,11 +1,11 @@
-package services
+package redact
 
 import "testing"
 
 // TestRedactLeavesCode: code that handles credentials without holding one
 // is left alone.
 func TestRedactLeavesCode(t *testing.T) {
-	r, err := NewRedactor(nil)
+	r, err := New(nil)
 	if err != nil {
 		t.Fatal(err)
 	}

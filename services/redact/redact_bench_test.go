@@ -1,4 +1,4 @@
-package services
+package redact
 
 import (
 	"encoding/json"
@@ -11,7 +11,7 @@ import (
 // the runners: a small result, and file_read results of a 16 KiB source
 // file with and without a credential in it.
 func BenchmarkRedactJSON(b *testing.B) {
-	r, err := NewRedactor([]string{"configured-secret-value"})
+	r, err := New([]string{"configured-secret-value"})
 	if err != nil {
 		b.Fatal(err)
 	}

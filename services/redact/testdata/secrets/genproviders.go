@@ -6,7 +6,7 @@
 // look-alike text that holds no secret (placeholders, hashes, identifiers,
 // public keys). Every value is drawn from a seeded generator: none is real.
 //
-//	go run services/testdata/secrets/genproviders.go > services/testdata/secrets/providers.jsonl
+//	go run services/redact/testdata/secrets/genproviders.go > services/redact/testdata/secrets/providers.jsonl
 package main
 
 import (

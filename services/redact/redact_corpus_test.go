@@ -1,4 +1,4 @@
-package services
+package redact
 
 import (
 	"bufio"
@@ -183,7 +183,7 @@ func reportRedaction(t *testing.T, split string, n int, c redactTally) (tpRate, 
 // 99% of the secrets must be removed and at most 5% of the look-alikes
 // altered, in every context.
 func TestRedactHeldOutSecrets(t *testing.T) {
-	r, err := NewRedactor(nil)
+	r, err := New(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +220,7 @@ func TestRedactTuningSecrets(t *testing.T) {
 	if os.Getenv("REDACT_TUNING") == "" {
 		t.Skip("set REDACT_TUNING=1 to measure the tuning half")
 	}
-	r, err := NewRedactor(nil)
+	r, err := New(nil)
 	if err != nil {
 		t.Fatal(err)
 	}

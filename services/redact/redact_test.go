@@ -1,4 +1,4 @@
-package services
+package redact
 
 import (
 	"encoding/json"
@@ -8,7 +8,7 @@ import (
 )
 
 func TestRedact(t *testing.T) {
-	r, err := NewRedactor([]string{"hunter2-very-secret", "short"})
+	r, err := New([]string{"hunter2-very-secret", "short"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +34,7 @@ func TestRedact(t *testing.T) {
 	}
 	// A secret written with JSON escapes is found all the same.
 	for _, esc := range []string{`{"a":"hunter2\/very-secret"}`, `{"a":"hunter2-very-secr\u0065t"}`} {
-		r2, _ := NewRedactor([]string{"hunter2/very-secret", "hunter2-very-secret"})
+		r2, _ := New([]string{"hunter2/very-secret", "hunter2-very-secret"})
 		if got := string(r2.RedactJSON([]byte(esc))); strings.Contains(got, "very-secret") || !strings.Contains(got, "REDACTED") {
 			t.Errorf("escaped secret survived: %s -> %s", esc, got)
 		}
@@ -47,7 +47,7 @@ func TestRedact(t *testing.T) {
 }
 
 func FuzzRedact(f *testing.F) {
-	r, err := NewRedactor([]string{"configured-secret-value"})
+	r, err := New([]string{"configured-secret-value"})
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -68,7 +68,7 @@ func FuzzRedact(f *testing.F) {
 // same (issue 14: a curl command with a double-quoted Bearer header came
 // back from file_read unredacted, the single-quoted one did not).
 func TestRedactJSONDecodedStrings(t *testing.T) {
-	r, err := NewRedactor(nil)
+	r, err := New(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +97,7 @@ func TestRedactJSONDecodedStrings(t *testing.T) {
 // escapes: the unquoted view finds it, and the removal matches it as the
 // file spells it (issue 14 review: "\u0067hp_…" came back from file_read).
 func TestRedactUnicodeEscapedSecret(t *testing.T) {
-	r, err := NewRedactor(nil)
+	r, err := New(nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,7 @@
-package services
+// Package redact removes secrets from what tools return and what calls record:
+// gitleaks' rules (extended by redact.toml) plus the exact configured secret
+// values, in plain text and in every string of a JSON document.
+package redact
 
 import (
 	"bytes"
@@ -53,8 +56,8 @@ const MinSecretLen = 8
 
 var toolbeltKey = regexp.MustCompile(`tb_[0-9a-f]{64}`)
 
-// NewRedactor returns a redactor that also removes the given secret values.
-func NewRedactor(secretValues []string) (*Redactor, error) {
+// New returns a redactor that also removes the given secret values.
+func New(secretValues []string) (*Redactor, error) {
 	gitleaksOnce.Do(func() { gitleaksDet, gitleaksKW, gitleaksErr = loadGitleaks() })
 	if gitleaksErr != nil {
 		return nil, gitleaksErr

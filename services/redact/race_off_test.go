@@ -1,6 +1,6 @@
 //go:build !race
 
-package services
+package redact
 
 // raceEnabled: the test binary was built with -race.
 const raceEnabled = false

@@ -39,4 +39,4 @@ open(p, 'w').write(s)
 PY
 # The generator fails at its very end (it wants its template); the dump is done by then.
 (cd "$tmp/gl" && GLX_OUT="$tmp/dump.jsonl" GOFLAGS=-mod=mod go run ./cmd/generate/config "$tmp/out.toml" >/dev/null 2>&1) || true
-cd "$root" && go run services/testdata/secrets/labelgitleaks.go "$tmp/dump.jsonl"
+cd "$root" && go run services/redact/testdata/secrets/labelgitleaks.go "$tmp/dump.jsonl"

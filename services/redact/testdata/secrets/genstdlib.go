@@ -6,7 +6,7 @@
 // Authorization headers (HTTP clients, SMTP, SQL drivers, crypto), none of
 // which holds a credential.
 //
-//	go run services/testdata/secrets/genstdlib.go > services/testdata/secrets/stdlib.jsonl
+//	go run services/redact/testdata/secrets/genstdlib.go > services/redact/testdata/secrets/stdlib.jsonl
 package main
 
 import (

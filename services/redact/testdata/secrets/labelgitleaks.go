@@ -6,7 +6,7 @@
 // prefixes kept) so that no literal value from the tests is reused, and the
 // result must still be found by gitleaks' default rules on the bare text.
 //
-//	sh services/testdata/secrets/extract-gitleaks.sh > services/testdata/secrets/gitleaks.jsonl
+//	sh services/redact/testdata/secrets/extract-gitleaks.sh > services/redact/testdata/secrets/gitleaks.jsonl
 package main
 
 import (
