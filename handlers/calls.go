@@ -31,10 +31,10 @@ type CallList struct {
 // (even if it failed: the agent feeds the result to its LLM), 4xx when a
 // guard refused it.
 func statusOf(res services.ToolResult) int {
-	if res.Status == services.StatusAwaitingApproval || res.Status == services.StatusQueued {
+	if res.Status == models.StatusAwaitingApproval || res.Status == models.StatusQueued {
 		return http.StatusAccepted
 	}
-	if res.Status != services.StatusRefused || res.Error == nil {
+	if res.Status != models.StatusRefused || res.Error == nil {
 		return http.StatusOK
 	}
 	switch res.Error.Code {
@@ -310,7 +310,7 @@ func (h *Handler) CallEvents(c *gin.Context) error {
 	}
 	status, _ := json.Marshal(map[string]string{"status": rec.Status})
 	send("status", status)
-	if services.Terminal(rec.Status) {
+	if models.Terminal(rec.Status) {
 		send("result", []byte(rec.Result))
 		return nil
 	}

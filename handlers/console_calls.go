@@ -26,8 +26,8 @@ const callsPageSize = 50
 const callsMaxPage = 200
 
 // callStatuses are the states the history filter offers, in that order.
-var callStatuses = []string{services.StatusSucceeded, services.StatusFailed, services.StatusRefused,
-	services.StatusAwaitingApproval, services.StatusQueued, services.StatusRunning, services.StatusInterrupted}
+var callStatuses = []string{models.StatusSucceeded, models.StatusFailed, models.StatusRefused,
+	models.StatusAwaitingApproval, models.StatusQueued, models.StatusRunning, models.StatusInterrupted}
 
 // filterTimeLayouts are what a datetime-local input sends (minutes, or
 // seconds with step="1"); RFC 3339 is accepted too for hand-made links.
@@ -156,13 +156,13 @@ func (h *Handler) CallPage(c *gin.Context) error {
 		Principal: names.of(rec.PrincipalID), Session: rec.SessionID, QueueMs: rec.QueueMs, RunMs: rec.RunMs,
 		TotalMs: rec.TotalMs, CreatedAt: rec.CreatedAt, FinishedAt: rec.FinishedAt, Attempts: rec.Attempts,
 		Cached: rec.Cached, Arguments: rec.Arguments,
-		Waiting: rec.Status == services.StatusAwaitingApproval && me != nil && me.Role != services.RoleAgent}
+		Waiting: rec.Status == models.StatusAwaitingApproval && me != nil && me.Role != services.RoleAgent}
 	var res services.ToolResult
 	if rec.Result != "" && json.Unmarshal([]byte(rec.Result), &res) == nil {
 		if len(res.Data) > 0 && string(res.Data) != "null" {
 			d.Data = string(res.Data)
 		}
-		if e := res.Error; e != nil && rec.Status != services.StatusAwaitingApproval {
+		if e := res.Error; e != nil && rec.Status != models.StatusAwaitingApproval {
 			ce := &views.CallError{Code: e.Code, Message: e.Message, Suggestion: e.Suggestion, Retryable: e.Retryable}
 			for _, p := range e.Problems {
 				ce.Problems = append(ce.Problems, strings.TrimSpace(p.Pointer+" "+p.Message))

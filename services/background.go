@@ -35,7 +35,7 @@ func (inv *Invoker) enqueue(ctx context.Context, c *call) ToolResult {
 	if res := inv.precheck(ctx, c); res.Error != nil {
 		return inv.finish(ctx, c, res)
 	}
-	res := ToolResult{CallID: c.id, Status: StatusQueued}
+	res := ToolResult{CallID: c.id, Status: models.StatusQueued}
 	_, res.record, res.committed = inv.record(ctx, c, res)
 	inv.runLater(c.id, "")
 	return res
@@ -78,7 +78,7 @@ func (inv *Invoker) resume(ctx context.Context, callID, approvalID string) error
 	// guard consumes the call's approval, and a crash after that must find
 	// the call running (to be marked interrupted), never queued again (it
 	// would ask for a second approval, or run twice).
-	_, _, written := inv.record(ctx, c, ToolResult{CallID: callID, Status: StatusRunning})
+	_, _, written := inv.record(ctx, c, ToolResult{CallID: callID, Status: models.StatusRunning})
 	if err := inv.calls.wait(ctx, written); err != nil {
 		return fmt.Errorf("record call %s as running: %w", callID, err)
 	}
@@ -89,7 +89,7 @@ func (inv *Invoker) resume(ctx context.Context, callID, approvalID string) error
 // interrupted is the result of a call the server stopped while it ran.
 func interrupted() ToolResult {
 	res := failure(CodeInternal, "the server stopped while this call ran", true, "Call the tool again if the task still needs it.")
-	res.Status = StatusInterrupted
+	res.Status = models.StatusInterrupted
 	return res
 }
 
@@ -148,7 +148,7 @@ func (inv *Invoker) Recover(ctx context.Context) error {
 	if restored > 0 {
 		inv.log.Info("calls restored from the journal", "calls", restored)
 	}
-	running, err := inv.store.CallsInState(ctx, StatusRunning)
+	running, err := inv.store.CallsInState(ctx, models.StatusRunning)
 	if err != nil {
 		return err
 	}
@@ -157,12 +157,12 @@ func (inv *Invoker) Recover(ctx context.Context) error {
 		res.CallID = rec.ID
 		raw, _ := json.Marshal(res)
 		now := time.Now().UTC()
-		rec.Status, rec.ErrorCode, rec.Result, rec.Request, rec.FinishedAt = StatusInterrupted, CodeInternal, string(raw), "", &now
+		rec.Status, rec.ErrorCode, rec.Result, rec.Request, rec.FinishedAt = models.StatusInterrupted, CodeInternal, string(raw), "", &now
 		if err := inv.store.SaveCall(ctx, &rec); err != nil {
 			return err
 		}
 	}
-	queued, err := inv.store.CallsInState(ctx, StatusQueued)
+	queued, err := inv.store.CallsInState(ctx, models.StatusQueued)
 	if err != nil {
 		return err
 	}
@@ -231,7 +231,7 @@ func (inv *Invoker) Decide(ctx context.Context, reviewer *models.Principal, id s
 		if err != nil {
 			return nil, err
 		}
-		rec.Status = StatusQueued
+		rec.Status = models.StatusQueued
 		if err := inv.calls.saveNow(ctx, rec); err != nil {
 			return nil, err
 		}
@@ -269,11 +269,11 @@ func (inv *Invoker) endCall(ctx context.Context, callID, code, msg, suggestion s
 	res.Metadata.ToolVersion = rec.Version
 	raw, _ := json.Marshal(res)
 	now := time.Now().UTC()
-	rec.Status, rec.ErrorCode, rec.Result, rec.Request, rec.FinishedAt = StatusFailed, code, string(raw), "", &now
+	rec.Status, rec.ErrorCode, rec.Result, rec.Request, rec.FinishedAt = models.StatusFailed, code, string(raw), "", &now
 	if err := inv.calls.saveNow(ctx, rec); err != nil {
 		return err
 	}
-	inv.events.publish(callID, "status", statusEvent{StatusFailed})
+	inv.events.publish(callID, "status", statusEvent{models.StatusFailed})
 	inv.events.publish(callID, "result", res)
 	return nil
 }
@@ -306,7 +306,7 @@ func (inv *Invoker) Cancel(ctx context.Context, caller *models.Principal, id str
 		cancel.(context.CancelFunc)()
 		return nil
 	}
-	if rec.Status != StatusAwaitingApproval && rec.Status != StatusQueued {
+	if rec.Status != models.StatusAwaitingApproval && rec.Status != models.StatusQueued {
 		return fmt.Errorf("%w: call %s is %s and can no longer be cancelled", models.ErrConflict, id, rec.Status)
 	}
 	if err := inv.store.CancelApprovalsOf(ctx, id); err != nil {

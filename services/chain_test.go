@@ -7,13 +7,14 @@ import (
 	"strings"
 	"testing"
 
+	"toolbelt/models"
 	"toolbelt/services/embed"
 )
 
 // passed is the step after a guard under test: it marks that the call got
 // through.
 func passed(context.Context, *call) ToolResult {
-	return ToolResult{Status: StatusSucceeded, Success: true}
+	return ToolResult{Status: models.StatusSucceeded, Success: true}
 }
 
 // TestResolveGuard runs the resolve guard alone: current and pinned
@@ -61,7 +62,7 @@ func TestResolveGuard(t *testing.T) {
 				}
 				return
 			}
-			if res.Success || res.Error.Code != CodeToolNotFound || res.Status != StatusRefused {
+			if res.Success || res.Error.Code != CodeToolNotFound || res.Status != models.StatusRefused {
 				t.Fatalf("want TOOL_NOT_FOUND, got %+v", res)
 			}
 			if !strings.Contains(res.Error.Message, tc.wantInMessage) || !strings.Contains(res.Error.Suggestion, tc.wantInSuggestion) {
@@ -114,7 +115,7 @@ func TestValidateGuard(t *testing.T) {
 				}
 				return
 			}
-			if res.Success || res.Error.Code != CodeValidation || res.Status != StatusRefused {
+			if res.Success || res.Error.Code != CodeValidation || res.Status != models.StatusRefused {
 				t.Fatalf("want VALIDATION_ERROR, got %+v", res)
 			}
 			var got []string

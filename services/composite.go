@@ -116,7 +116,7 @@ func (inv *Invoker) contextRefs(ctx context.Context, c *call, args map[string]an
 		if rec.SessionID != c.req.SessionID {
 			return nil, fmt.Errorf("reference %q: call %s belongs to another session", ref, id)
 		}
-		if rec.Status != StatusSucceeded {
+		if rec.Status != models.StatusSucceeded {
 			return nil, fmt.Errorf("reference %q: call %s did not succeed (%s)", ref, id, rec.Status)
 		}
 		result, err := decodeValue([]byte(rec.Result))
@@ -212,7 +212,7 @@ func (inv *Invoker) composite(ctx context.Context, c *call) ToolResult {
 			if e == nil {
 				e = &ToolError{Code: CodeExecutionFailed, Message: res.Status}
 			}
-			out := ToolResult{Status: StatusFailed, Error: &ToolError{Code: e.Code, Retryable: e.Retryable, Suggestion: e.Suggestion,
+			out := ToolResult{Status: models.StatusFailed, Error: &ToolError{Code: e.Code, Retryable: e.Retryable, Suggestion: e.Suggestion,
 				Problems: e.Problems, Message: fmt.Sprintf("step %d (%s) ended %s: %s", i, st.Tool, res.Status, e.Message)}}
 			out.Data = mustMarshal(map[string]any{"steps": steps})
 			return out
@@ -222,7 +222,7 @@ func (inv *Invoker) composite(ctx context.Context, c *call) ToolResult {
 	if len(steps) > 0 {
 		out["output"] = steps[len(steps)-1]["data"]
 	}
-	return ToolResult{Status: StatusSucceeded, Success: true, Data: mustMarshal(out)}
+	return ToolResult{Status: models.StatusSucceeded, Success: true, Data: mustMarshal(out)}
 }
 
 func mustMarshal(v any) json.RawMessage {

@@ -74,15 +74,6 @@ func (b *broker) publish(id, name string, data any) {
 	}
 }
 
-// Terminal reports whether a status is final.
-func Terminal(status string) bool {
-	switch status {
-	case StatusQueued, StatusRunning, StatusAwaitingApproval:
-		return false
-	}
-	return true
-}
-
 // Events subscribes to a call's events. It returns the call as it is now
 // (if it already ended, there is nothing more to wait for) and a channel
 // of what happens next; stop ends the subscription.

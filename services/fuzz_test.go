@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"toolbelt/models"
 	"toolbelt/services/redact"
 	"unicode/utf8"
 )
@@ -69,7 +70,7 @@ func FuzzValidateArguments(f *testing.F) {
 	}
 	inv := &Invoker{schemas: newSchemaCache(), results: newResultsCache()}
 	step := inv.validate(func(_ context.Context, c *call) ToolResult {
-		return ToolResult{Status: StatusSucceeded, Success: true}
+		return ToolResult{Status: models.StatusSucceeded, Success: true}
 	})
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		c := &call{def: def, version: 1, req: CallRequest{Arguments: raw}}

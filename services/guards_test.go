@@ -19,7 +19,7 @@ import (
 func TestWithRetries(t *testing.T) {
 	retryable := failure(CodeTimeout, "slow", true, "")
 	permanent := failure(CodeExecutionFailed, "bad", false, "")
-	ok := ToolResult{Status: StatusSucceeded, Success: true}
+	ok := ToolResult{Status: models.StatusSucceeded, Success: true}
 	cases := []struct {
 		name     string
 		results  []ToolResult
@@ -76,7 +76,7 @@ func TestQueueGuard(t *testing.T) {
 		}
 		<-release
 		running.Add(-1)
-		return ToolResult{Status: StatusSucceeded, Success: true}
+		return ToolResult{Status: models.StatusSucceeded, Success: true}
 	})
 	shell := func() *call { return &call{def: ToolDefinition{Category: "shell"}} }
 	var wg sync.WaitGroup
@@ -169,7 +169,7 @@ func TestAuthorizeGuard(t *testing.T) {
 		t.Fatal(err)
 	}
 	inv := &Invoker{authz: authz}
-	ok := ToolResult{Status: StatusSucceeded, Success: true}
+	ok := ToolResult{Status: models.StatusSucceeded, Success: true}
 	step := inv.authorize(func(context.Context, *call) ToolResult { return ok })
 	agent := &models.Principal{ID: 1, Role: RoleAgent}
 	cases := []struct {
@@ -215,7 +215,7 @@ func TestCacheGuard(t *testing.T) {
 		if c.args["fail"] == true {
 			return failure(CodeExecutionFailed, "no", false, "")
 		}
-		return ToolResult{Status: StatusSucceeded, Success: true}
+		return ToolResult{Status: models.StatusSucceeded, Success: true}
 	})
 	def := ToolDefinition{Name: "t", Category: "search", Execution: Execution{Cacheable: true, CacheTTL: 60_000}}
 	mk := func(args map[string]any) *call { return &call{def: def, version: 1, args: args} }
@@ -295,7 +295,7 @@ func TestValidateSkipsCachedArguments(t *testing.T) {
 	runs := 0
 	step := compose(inv.validate, inv.cache)(func(context.Context, *call) ToolResult {
 		runs++
-		return ToolResult{Status: StatusSucceeded, Success: true}
+		return ToolResult{Status: models.StatusSucceeded, Success: true}
 	})
 	do := func(args string) (*call, ToolResult) {
 		c := &call{def: def, version: 1, req: CallRequest{Arguments: json.RawMessage(args)}}

@@ -31,17 +31,6 @@ import (
 	"toolbelt/services/sandbox"
 )
 
-// Call statuses.
-const (
-	StatusSucceeded        = "succeeded"
-	StatusFailed           = "failed"
-	StatusAwaitingApproval = "awaiting_approval"
-	StatusQueued           = "queued"
-	StatusRunning          = "running"
-	StatusInterrupted      = "interrupted"
-	StatusRefused          = "refused"
-)
-
 // Error codes of a ToolResult (DESIGN.md).
 const (
 	CodeToolNotFound         = "TOOL_NOT_FOUND"
@@ -98,7 +87,7 @@ func (r ToolResult) JSON() []byte {
 	}
 	raw, err := json.Marshal(r)
 	if err != nil { // only a malformed Data could fail; say so
-		raw, _ = json.Marshal(ToolResult{CallID: r.CallID, Status: StatusFailed, Error: &ToolError{Code: CodeInternal, Message: "the result could not be encoded: " + err.Error()}, Metadata: r.Metadata})
+		raw, _ = json.Marshal(ToolResult{CallID: r.CallID, Status: models.StatusFailed, Error: &ToolError{Code: CodeInternal, Message: "the result could not be encoded: " + err.Error()}, Metadata: r.Metadata})
 	}
 	return raw
 }
@@ -463,7 +452,7 @@ func (inv *Invoker) precheck(ctx context.Context, c *call) ToolResult {
 		return inv.guarded(ctx, c)
 	}
 	return compose(inv.resolve, inv.validate, inv.authorize)(func(context.Context, *call) ToolResult {
-		return ToolResult{Status: StatusQueued}
+		return ToolResult{Status: models.StatusQueued}
 	})(ctx, c)
 }
 
@@ -483,11 +472,11 @@ func (inv *Invoker) guarded(ctx context.Context, c *call) (res ToolResult) {
 }
 
 func refusal(code, msg, suggestion string) ToolResult {
-	return ToolResult{Status: StatusRefused, Error: &ToolError{Code: code, Message: msg, Suggestion: suggestion}}
+	return ToolResult{Status: models.StatusRefused, Error: &ToolError{Code: code, Message: msg, Suggestion: suggestion}}
 }
 
 func failure(code, msg string, retryable bool, suggestion string) ToolResult {
-	return ToolResult{Status: StatusFailed, Error: &ToolError{Code: code, Message: msg, Retryable: retryable, Suggestion: suggestion}}
+	return ToolResult{Status: models.StatusFailed, Error: &ToolError{Code: code, Message: msg, Retryable: retryable, Suggestion: suggestion}}
 }
 
 // resolve finds the tool (the requested version, or the current one). An
@@ -610,7 +599,7 @@ func (inv *Invoker) validate(next Step) Step {
 		args, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
 		obj, isObj := args.(map[string]any)
 		if err != nil || !isObj {
-			return ToolResult{Status: StatusRefused, Error: &ToolError{Code: CodeValidation, Message: "arguments must be a JSON object",
+			return ToolResult{Status: models.StatusRefused, Error: &ToolError{Code: CodeValidation, Message: "arguments must be a JSON object",
 				Suggestion: "Send arguments as a JSON object matching this schema: " + string(c.def.Parameters)}}
 		}
 		// References to earlier results of the session are filled in
@@ -648,7 +637,7 @@ func (inv *Invoker) validate(next Step) Step {
 			for _, p := range ps {
 				fields = append(fields, p.Pointer+" "+p.Message)
 			}
-			return ToolResult{Status: StatusRefused, Error: &ToolError{Code: CodeValidation,
+			return ToolResult{Status: models.StatusRefused, Error: &ToolError{Code: CodeValidation,
 				Message:    fmt.Sprintf("the arguments do not match the schema of %s: %s", c.def.Name, strings.Join(fields, "; ")),
 				Problems:   ps,
 				Suggestion: fmt.Sprintf("Fix the fields listed and call %s again. Its parameters schema is: %s", c.def.Name, string(c.def.Parameters))}}
@@ -734,7 +723,7 @@ func (inv *Invoker) park(ctx context.Context, c *call, hash string) ToolResult {
 		PrincipalID: principalID(c.caller), ArgsHash: hash, Arguments: string(inv.redactor.RedactJSON(c.req.Arguments)),
 		Status: models.ApprovalPending, ExpiresAt: now.Add(ApprovalTTL),
 	}
-	res := ToolResult{CallID: c.id, Status: StatusAwaitingApproval, Error: &ToolError{
+	res := ToolResult{CallID: c.id, Status: models.StatusAwaitingApproval, Error: &ToolError{
 		Code:       CodeConfirmationRequired,
 		Message:    fmt.Sprintf("%s needs a reviewer's approval for this call", c.def.Name),
 		Retryable:  true,
@@ -1023,7 +1012,7 @@ func (inv *Invoker) attempt(ctx context.Context, c *call) ToolResult {
 	}
 	// Output is redacted here, before the cache, the history or the caller
 	// can see it.
-	return ToolResult{Status: StatusSucceeded, Success: true, Data: inv.redactor.RedactJSON(raw)}
+	return ToolResult{Status: models.StatusSucceeded, Success: true, Data: inv.redactor.RedactJSON(raw)}
 }
 
 // toolError is a failure a tool explains itself.
@@ -1044,13 +1033,13 @@ const MaxResultRecord = 64 << 10
 // record, and the channel that receives the result of its write.
 func (inv *Invoker) record(ctx context.Context, c *call, res ToolResult) ([]byte, *models.Call, <-chan error) {
 	rec, encoded := inv.callRecord(c, res)
-	if res.Status == StatusQueued || res.Status == StatusRunning {
+	if res.Status == models.StatusQueued || res.Status == models.StatusRunning {
 		rec.Request = inv.requestJSON(c)
 		rec.FinishedAt = nil
 	}
 	committed := inv.calls.save(ctx, rec)
 	inv.events.publish(c.id, "status", statusEvent{res.Status})
-	if Terminal(res.Status) {
+	if models.Terminal(res.Status) {
 		inv.events.publish(c.id, "result", res)
 	}
 	return encoded, rec, committed
@@ -1080,7 +1069,7 @@ func (inv *Invoker) acknowledge(ctx context.Context, res ToolResult) error {
 		return nil
 	}
 	if err := inv.calls.durable(ctx, res.record, res.committed); err != nil {
-		if res.Status == StatusAwaitingApproval || res.Status == StatusQueued {
+		if res.Status == models.StatusAwaitingApproval || res.Status == models.StatusQueued {
 			return fmt.Errorf("record call %s: %w", res.CallID, err)
 		}
 		inv.log.ErrorContext(ctx, "call answered but not recorded", "call_id", res.CallID, "err", err)
@@ -1130,7 +1119,7 @@ func (inv *Invoker) callRecord(c *call, res ToolResult) (*models.Call, []byte) {
 		rec.CreatedAt = c.created
 		rec.TotalMs = time.Since(c.created).Milliseconds()
 	}
-	if res.Status == StatusAwaitingApproval {
+	if res.Status == models.StatusAwaitingApproval {
 		rec.FinishedAt = nil
 	}
 	if res.Error != nil {

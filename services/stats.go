@@ -312,9 +312,9 @@ func (h *hourStats) add(c models.CallStat) {
 	}
 	finished := true
 	switch c.Status {
-	case StatusSucceeded:
+	case models.StatusSucceeded:
 		a.succeeded++
-	case StatusQueued, StatusRunning, StatusAwaitingApproval:
+	case models.StatusQueued, models.StatusRunning, models.StatusAwaitingApproval:
 		a.open++
 		h.open = true
 		finished = false
@@ -329,7 +329,7 @@ func (h *hourStats) add(c models.CallStat) {
 	if finished && c.Cached {
 		a.cached++
 	}
-	if c.Status == StatusSucceeded || c.Status == StatusFailed {
+	if c.Status == models.StatusSucceeded || c.Status == models.StatusFailed {
 		a.addLatency(latencyBin(c.TotalMs), 1)
 	}
 }

@@ -40,30 +40,30 @@ func TestStatsSummary(t *testing.T) {
 	var calls []*models.Call
 	// file_read: 10 calls over the day, 1 failed, 4 cached, durations 1..10.
 	for i := range 10 {
-		c := statCall("file_read", StatusSucceeded, "", time.Duration(i+2)*time.Hour, int64(i+1))
+		c := statCall("file_read", models.StatusSucceeded, "", time.Duration(i+2)*time.Hour, int64(i+1))
 		if i == 9 {
-			c.Status, c.ErrorCode = StatusFailed, CodeTimeout
+			c.Status, c.ErrorCode = models.StatusFailed, CodeTimeout
 		}
 		c.Cached = i < 4
 		calls = append(calls, c)
 	}
 	// web_search: fine earlier, failing in the last hour.
 	for i := range 20 {
-		calls = append(calls, statCall("web_search", StatusSucceeded, "", 3*time.Hour+time.Duration(i)*time.Minute, 200))
+		calls = append(calls, statCall("web_search", models.StatusSucceeded, "", 3*time.Hour+time.Duration(i)*time.Minute, 200))
 	}
 	for i := range 6 {
-		status, code := StatusFailed, "UPSTREAM_ERROR"
+		status, code := models.StatusFailed, "UPSTREAM_ERROR"
 		if i == 0 {
-			status, code = StatusSucceeded, ""
+			status, code = models.StatusSucceeded, ""
 		}
 		calls = append(calls, statCall("web_search", status, code, time.Duration(i+1)*time.Minute, 300))
 	}
 	// An open call, a refusal, and calls outside the window.
 	calls = append(calls,
-		statCall("shell_exec", StatusAwaitingApproval, "", 10*time.Minute, 0),
-		statCall("shell_exec", StatusRefused, CodeValidation, 20*time.Minute, 0),
-		statCall("file_read", StatusSucceeded, "", 25*time.Hour, 1),
-		statCall("file_read", StatusSucceeded, "", -time.Minute, 1),
+		statCall("shell_exec", models.StatusAwaitingApproval, "", 10*time.Minute, 0),
+		statCall("shell_exec", models.StatusRefused, CodeValidation, 20*time.Minute, 0),
+		statCall("file_read", models.StatusSucceeded, "", 25*time.Hour, 1),
+		statCall("file_read", models.StatusSucceeded, "", -time.Minute, 1),
 	)
 	saveStatCalls(t, store, calls...)
 
@@ -123,14 +123,14 @@ func TestStatsReusesSettledHours(t *testing.T) {
 	store, _ := testStore(t)
 	clock := statsClock
 	stats := NewStats(store, nil).WithClock(func() time.Time { return clock })
-	saveStatCalls(t, store, statCall("file_read", StatusSucceeded, "", 5*time.Hour, 3))
+	saveStatCalls(t, store, statCall("file_read", models.StatusSucceeded, "", 5*time.Hour, 3))
 	if sum, err := stats.Summary(ctx, StatsQuery{}); err != nil || sum.Calls != 1 {
 		t.Fatalf("first summary: %v %+v", err, sum)
 	}
 	if len(stats.hours) != 24-1 {
 		t.Fatalf("%d hours kept, want the 23 settled ones", len(stats.hours))
 	}
-	saveStatCalls(t, store, statCall("file_read", StatusFailed, CodeTimeout, 5*time.Hour+time.Minute, 9))
+	saveStatCalls(t, store, statCall("file_read", models.StatusFailed, CodeTimeout, 5*time.Hour+time.Minute, 9))
 	if sum, _ := stats.Summary(ctx, StatsQuery{}); sum.Calls != 1 {
 		t.Fatalf("the kept hours were counted again at once: %d calls", sum.Calls)
 	}
@@ -140,12 +140,12 @@ func TestStatsReusesSettledHours(t *testing.T) {
 		t.Fatalf("after a late record: %v calls %d failed %d", err, sum.Calls, sum.Failed)
 	}
 	// An hour with an open call is read again each time.
-	saveStatCalls(t, store, &models.Call{ID: "open-1", Tool: "shell_exec", Status: StatusQueued, CreatedAt: statsClock.Add(-6 * time.Hour)})
+	saveStatCalls(t, store, &models.Call{ID: "open-1", Tool: "shell_exec", Status: models.StatusQueued, CreatedAt: statsClock.Add(-6 * time.Hour)})
 	clock = clock.Add(statsRecheck)
 	if sum, _ = stats.Summary(ctx, StatsQuery{}); sum.Open != 1 {
 		t.Fatalf("open %d", sum.Open)
 	}
-	saveStatCalls(t, store, &models.Call{ID: "open-1", Tool: "shell_exec", Status: StatusSucceeded, TotalMs: 4, CreatedAt: statsClock.Add(-6 * time.Hour)})
+	saveStatCalls(t, store, &models.Call{ID: "open-1", Tool: "shell_exec", Status: models.StatusSucceeded, TotalMs: 4, CreatedAt: statsClock.Add(-6 * time.Hour)})
 	if sum, _ = stats.Summary(ctx, StatsQuery{}); sum.Open != 0 || sum.Succeeded != 2 {
 		t.Fatalf("after the open call ended: open %d succeeded %d", sum.Open, sum.Succeeded)
 	}
@@ -184,9 +184,9 @@ func BenchmarkDashboardStats(b *testing.B) {
 	codes := []string{CodeTimeout, "UPSTREAM_ERROR", CodeValidation, "EXECUTION_FAILED"}
 	batch := make([]*models.Call, 0, 40)
 	for i := range total {
-		status, code := StatusSucceeded, ""
+		status, code := models.StatusSucceeded, ""
 		if i%13 == 0 {
-			status, code = StatusFailed, codes[i%len(codes)]
+			status, code = models.StatusFailed, codes[i%len(codes)]
 		}
 		fin := start.Add(time.Duration(i) * 864 * time.Millisecond)
 		batch = append(batch, &models.Call{ID: fmt.Sprintf("%012x%08d", fin.UnixMilli(), i), PrincipalID: 2, SessionID: "bench",

@@ -300,14 +300,14 @@ func Result(res services.ToolResult) *mcp.CallToolResult {
 		b.WriteString(" ")
 	}
 	poll := fmt.Sprintf("check later with %s {\"call_id\": %q}", CallResultName, res.CallID)
-	if res.Status == services.StatusAwaitingApproval {
+	if res.Status == models.StatusAwaitingApproval {
 		fmt.Fprintf(&b, "The call %s waits for a human reviewer to approve it and has not run; "+
 			"calling the tool again would ask for another approval. ", res.CallID)
 	}
 	if e.Suggestion != "" {
 		b.WriteString(sentence(forMCP(e.Suggestion, res.CallID, poll)))
 	}
-	if res.Status == services.StatusAwaitingApproval && !strings.Contains(b.String(), CallResultName) {
+	if res.Status == models.StatusAwaitingApproval && !strings.Contains(b.String(), CallResultName) {
 		b.WriteString(" Tell the user, then " + poll + ".")
 	}
 	if e.RetryAfter > 0 {
@@ -458,11 +458,11 @@ func (s *Server) callResult(ctx context.Context, p *models.Principal, raw json.R
 		res = services.ToolResult{CallID: rec.ID, Status: rec.Status}
 	}
 	switch res.Status {
-	case services.StatusAwaitingApproval:
+	case models.StatusAwaitingApproval:
 		out := errorResult(fmt.Sprintf("CONFIRMATION_REQUIRED: the call %s is still waiting for a human reviewer. Check again later.", rec.ID))
 		out.Meta = mcp.Meta{"toolbelt/call_id": rec.ID, "toolbelt/status": res.Status}
 		return out
-	case services.StatusQueued, services.StatusRunning:
+	case models.StatusQueued, models.StatusRunning:
 		out := errorResult(fmt.Sprintf("%s: the call %s has not finished yet. Check again in a few seconds.", strings.ToUpper(res.Status), rec.ID))
 		out.Meta = mcp.Meta{"toolbelt/call_id": rec.ID, "toolbelt/status": res.Status}
 		return out

@@ -24,29 +24,29 @@ func TestResult(t *testing.T) {
 	}{
 		{
 			name: "success object",
-			res:  services.ToolResult{CallID: "c1", Status: services.StatusSucceeded, Success: true, Data: json.RawMessage(`{"content":"hi"}`)},
+			res:  services.ToolResult{CallID: "c1", Status: models.StatusSucceeded, Success: true, Data: json.RawMessage(`{"content":"hi"}`)},
 			text: []string{`{"content":"hi"}`}, structured: true,
 			meta: map[string]string{"toolbelt/call_id": "c1", "toolbelt/status": "succeeded"},
 		},
 		{
 			name: "success array is text only",
-			res:  services.ToolResult{CallID: "c2", Status: services.StatusSucceeded, Success: true, Data: json.RawMessage(`[1,2]`)},
+			res:  services.ToolResult{CallID: "c2", Status: models.StatusSucceeded, Success: true, Data: json.RawMessage(`[1,2]`)},
 			text: []string{`[1,2]`},
 		},
 		{
 			name: "success without data",
-			res:  services.ToolResult{CallID: "c3", Status: services.StatusSucceeded, Success: true},
+			res:  services.ToolResult{CallID: "c3", Status: models.StatusSucceeded, Success: true},
 			text: []string{`null`},
 		},
 		{
 			name: "refused with a suggestion",
-			res: services.ToolResult{CallID: "c4", Status: services.StatusRefused, Error: &services.ToolError{
+			res: services.ToolResult{CallID: "c4", Status: models.StatusRefused, Error: &services.ToolError{
 				Code: "PATH_NOT_ALLOWED", Message: `path "/etc" is absolute`, Suggestion: "Use a relative path."}},
 			isError: true, text: []string{`PATH_NOT_ALLOWED: path "/etc" is absolute. Use a relative path.`},
 		},
 		{
 			name: "validation problems, one a line",
-			res: services.ToolResult{CallID: "c5", Status: services.StatusRefused, Error: &services.ToolError{
+			res: services.ToolResult{CallID: "c5", Status: models.StatusRefused, Error: &services.ToolError{
 				Code: "VALIDATION_ERROR", Message: "the arguments do not match", Suggestion: "Fix the fields listed.",
 				Problems: []models.Problem{{Pointer: "", Message: "missing property 'path'"}, {Pointer: "/max_bytes", Message: "must be >= 1"}}}},
 			isError: true,
@@ -54,19 +54,19 @@ func TestResult(t *testing.T) {
 		},
 		{
 			name: "REST directions become MCP tools",
-			res: services.ToolResult{CallID: "c6", Status: services.StatusRefused, Error: &services.ToolError{
+			res: services.ToolResult{CallID: "c6", Status: models.StatusRefused, Error: &services.ToolError{
 				Code: "PERMISSION_DENIED", Message: "you may not call x", Suggestion: "Choose a tool you may use (POST /api/v1/tools/select)."}},
 			isError: true, text: []string{"PERMISSION_DENIED: you may not call x.", "(search_tools)"},
 		},
 		{
 			name: "rate limited",
-			res: services.ToolResult{CallID: "c7", Status: services.StatusRefused, Error: &services.ToolError{
+			res: services.ToolResult{CallID: "c7", Status: models.StatusRefused, Error: &services.ToolError{
 				Code: "RATE_LIMIT_EXCEEDED", Message: "too many calls", RetryAfter: 7}},
 			isError: true, text: []string{"RATE_LIMIT_EXCEEDED: too many calls.", "Retry after 7 s."},
 		},
 		{
 			name: "awaiting approval",
-			res: services.ToolResult{CallID: "c8", Status: services.StatusAwaitingApproval, Data: json.RawMessage(`{"approval_id":"a8"}`),
+			res: services.ToolResult{CallID: "c8", Status: models.StatusAwaitingApproval, Data: json.RawMessage(`{"approval_id":"a8"}`),
 				Error: &services.ToolError{Code: "CONFIRMATION_REQUIRED", Message: "x needs a reviewer's approval for this call", Retryable: true,
 					Suggestion: "Tell the user the call waits for approval (it expires at T). Poll GET /api/v1/calls/c8 for the result."}},
 			isError: true,
@@ -76,7 +76,7 @@ func TestResult(t *testing.T) {
 		},
 		{
 			name:    "failed without an error",
-			res:     services.ToolResult{CallID: "c9", Status: services.StatusInterrupted},
+			res:     services.ToolResult{CallID: "c9", Status: models.StatusInterrupted},
 			isError: true, text: []string{"INTERNAL: the call ended interrupted without an error."},
 		},
 	}
