@@ -1369,7 +1369,7 @@ const docTemplate = `{
                         "in": "body",
                         "required": true,
                         "schema": {
-                            "$ref": "#/definitions/services.ToolDefinition"
+                            "$ref": "#/definitions/tooldef.Definition"
                         }
                     }
                 ],
@@ -1595,7 +1595,7 @@ const docTemplate = `{
                         "in": "body",
                         "required": true,
                         "schema": {
-                            "$ref": "#/definitions/services.ToolDefinition"
+                            "$ref": "#/definitions/tooldef.Definition"
                         }
                     }
                 ],
@@ -2663,17 +2663,6 @@ const docTemplate = `{
                 }
             }
         },
-        "services.CompositeStep": {
-            "type": "object",
-            "properties": {
-                "arguments": {
-                    "type": "object"
-                },
-                "tool": {
-                    "type": "string"
-                }
-            }
-        },
         "services.CreatedPrincipal": {
             "type": "object",
             "properties": {
@@ -2696,27 +2685,6 @@ const docTemplate = `{
                 "role": {
                     "type": "string",
                     "example": "agent"
-                }
-            }
-        },
-        "services.Execution": {
-            "type": "object",
-            "properties": {
-                "cacheTTL": {
-                    "type": "integer"
-                },
-                "cacheable": {
-                    "type": "boolean"
-                },
-                "maxRetries": {
-                    "type": "integer"
-                },
-                "retryable": {
-                    "type": "boolean"
-                },
-                "timeout": {
-                    "type": "integer",
-                    "example": 10000
                 }
             }
         },
@@ -2787,7 +2755,7 @@ const docTemplate = `{
                     }
                 },
                 "tool": {
-                    "$ref": "#/definitions/services.ToolDefinition"
+                    "$ref": "#/definitions/tooldef.Definition"
                 }
             }
         },
@@ -2910,19 +2878,6 @@ const docTemplate = `{
                 }
             }
         },
-        "services.RateLimit": {
-            "type": "object",
-            "properties": {
-                "maxCalls": {
-                    "type": "integer",
-                    "example": 60
-                },
-                "windowMs": {
-                    "type": "integer",
-                    "example": 60000
-                }
-            }
-        },
         "services.Readiness": {
             "type": "object",
             "properties": {
@@ -3005,92 +2960,6 @@ const docTemplate = `{
                 "tool": {
                     "type": "string",
                     "example": "web_search"
-                }
-            }
-        },
-        "services.Runner": {
-            "type": "object",
-            "properties": {
-                "argv": {
-                    "type": "array",
-                    "items": {
-                        "type": "string"
-                    }
-                },
-                "body": {
-                    "type": "string"
-                },
-                "builtin": {
-                    "type": "string",
-                    "example": "file_read"
-                },
-                "headers": {
-                    "type": "object",
-                    "additionalProperties": {
-                        "type": "string"
-                    }
-                },
-                "kind": {
-                    "type": "string",
-                    "enum": [
-                        "builtin",
-                        "command",
-                        "http",
-                        "composite"
-                    ],
-                    "example": "builtin"
-                },
-                "method": {
-                    "type": "string"
-                },
-                "runsArgumentAsCode": {
-                    "description": "RunsArgumentAsCode lets a command tool put a placeholder in the\nscript position of a shell or interpreter (sh -c {{script}}): the\ntool runs the caller's text as a program, on purpose.",
-                    "type": "boolean"
-                },
-                "steps": {
-                    "type": "array",
-                    "items": {
-                        "$ref": "#/definitions/services.CompositeStep"
-                    }
-                },
-                "url": {
-                    "type": "string"
-                }
-            }
-        },
-        "services.Security": {
-            "type": "object",
-            "properties": {
-                "allowedPaths": {
-                    "type": "array",
-                    "items": {
-                        "type": "string"
-                    }
-                },
-                "level": {
-                    "type": "string",
-                    "enum": [
-                        "safe",
-                        "moderate",
-                        "dangerous"
-                    ],
-                    "example": "safe"
-                },
-                "network": {
-                    "type": "boolean"
-                },
-                "rateLimit": {
-                    "$ref": "#/definitions/services.RateLimit"
-                },
-                "requireConfirm": {
-                    "type": "boolean"
-                },
-                "sandbox": {
-                    "type": "boolean"
-                },
-                "shellOperators": {
-                    "description": "ShellOperators lets a shell tool's command chain, pipe, redirect and\nsubstitute; by default only one plain command is accepted.",
-                    "type": "boolean"
                 }
             }
         },
@@ -3221,7 +3090,7 @@ const docTemplate = `{
                     "type": "boolean"
                 },
                 "definition": {
-                    "$ref": "#/definitions/services.ToolDefinition"
+                    "$ref": "#/definitions/tooldef.Definition"
                 },
                 "description": {
                     "type": "string"
@@ -3236,59 +3105,6 @@ const docTemplate = `{
                 "security_level": {
                     "type": "string",
                     "example": "safe"
-                },
-                "tags": {
-                    "type": "array",
-                    "items": {
-                        "type": "string"
-                    }
-                },
-                "version": {
-                    "type": "string",
-                    "example": "1.0.0"
-                }
-            }
-        },
-        "services.ToolDefinition": {
-            "type": "object",
-            "properties": {
-                "category": {
-                    "type": "string",
-                    "enum": [
-                        "filesystem",
-                        "browser",
-                        "shell",
-                        "search",
-                        "code",
-                        "api"
-                    ],
-                    "example": "filesystem"
-                },
-                "description": {
-                    "type": "string",
-                    "example": "Read a UTF-8 text file from the session's work directory."
-                },
-                "examples": {
-                    "type": "array",
-                    "items": {
-                        "type": "string"
-                    }
-                },
-                "execution": {
-                    "$ref": "#/definitions/services.Execution"
-                },
-                "name": {
-                    "type": "string",
-                    "example": "file_read"
-                },
-                "parameters": {
-                    "type": "object"
-                },
-                "runner": {
-                    "$ref": "#/definitions/services.Runner"
-                },
-                "security": {
-                    "$ref": "#/definitions/services.Security"
                 },
                 "tags": {
                     "type": "array",
@@ -3417,6 +3233,190 @@ const docTemplate = `{
                 "version": {
                     "type": "string",
                     "example": "1.0.0"
+                }
+            }
+        },
+        "tooldef.CompositeStep": {
+            "type": "object",
+            "properties": {
+                "arguments": {
+                    "type": "object"
+                },
+                "tool": {
+                    "type": "string"
+                }
+            }
+        },
+        "tooldef.Definition": {
+            "type": "object",
+            "properties": {
+                "category": {
+                    "type": "string",
+                    "enum": [
+                        "filesystem",
+                        "browser",
+                        "shell",
+                        "search",
+                        "code",
+                        "api"
+                    ],
+                    "example": "filesystem"
+                },
+                "description": {
+                    "type": "string",
+                    "example": "Read a UTF-8 text file from the session's work directory."
+                },
+                "examples": {
+                    "type": "array",
+                    "items": {
+                        "type": "string"
+                    }
+                },
+                "execution": {
+                    "$ref": "#/definitions/tooldef.Execution"
+                },
+                "name": {
+                    "type": "string",
+                    "example": "file_read"
+                },
+                "parameters": {
+                    "type": "object"
+                },
+                "runner": {
+                    "$ref": "#/definitions/tooldef.Runner"
+                },
+                "security": {
+                    "$ref": "#/definitions/tooldef.Security"
+                },
+                "tags": {
+                    "type": "array",
+                    "items": {
+                        "type": "string"
+                    }
+                },
+                "version": {
+                    "type": "string",
+                    "example": "1.0.0"
+                }
+            }
+        },
+        "tooldef.Execution": {
+            "type": "object",
+            "properties": {
+                "cacheTTL": {
+                    "type": "integer"
+                },
+                "cacheable": {
+                    "type": "boolean"
+                },
+                "maxRetries": {
+                    "type": "integer"
+                },
+                "retryable": {
+                    "type": "boolean"
+                },
+                "timeout": {
+                    "type": "integer",
+                    "example": 10000
+                }
+            }
+        },
+        "tooldef.RateLimit": {
+            "type": "object",
+            "properties": {
+                "maxCalls": {
+                    "type": "integer",
+                    "example": 60
+                },
+                "windowMs": {
+                    "type": "integer",
+                    "example": 60000
+                }
+            }
+        },
+        "tooldef.Runner": {
+            "type": "object",
+            "properties": {
+                "argv": {
+                    "type": "array",
+                    "items": {
+                        "type": "string"
+                    }
+                },
+                "body": {
+                    "type": "string"
+                },
+                "builtin": {
+                    "type": "string",
+                    "example": "file_read"
+                },
+                "headers": {
+                    "type": "object",
+                    "additionalProperties": {
+                        "type": "string"
+                    }
+                },
+                "kind": {
+                    "type": "string",
+                    "enum": [
+                        "builtin",
+                        "command",
+                        "http",
+                        "composite"
+                    ],
+                    "example": "builtin"
+                },
+                "method": {
+                    "type": "string"
+                },
+                "runsArgumentAsCode": {
+                    "description": "RunsArgumentAsCode lets a command tool put a placeholder in the\nscript position of a shell or interpreter (sh -c {{script}}): the\ntool runs the caller's text as a program, on purpose.",
+                    "type": "boolean"
+                },
+                "steps": {
+                    "type": "array",
+                    "items": {
+                        "$ref": "#/definitions/tooldef.CompositeStep"
+                    }
+                },
+                "url": {
+                    "type": "string"
+                }
+            }
+        },
+        "tooldef.Security": {
+            "type": "object",
+            "properties": {
+                "allowedPaths": {
+                    "type": "array",
+                    "items": {
+                        "type": "string"
+                    }
+                },
+                "level": {
+                    "type": "string",
+                    "enum": [
+                        "safe",
+                        "moderate",
+                        "dangerous"
+                    ],
+                    "example": "safe"
+                },
+                "network": {
+                    "type": "boolean"
+                },
+                "rateLimit": {
+                    "$ref": "#/definitions/tooldef.RateLimit"
+                },
+                "requireConfirm": {
+                    "type": "boolean"
+                },
+                "sandbox": {
+                    "type": "boolean"
+                },
+                "shellOperators": {
+                    "description": "ShellOperators lets a shell tool's command chain, pipe, redirect and\nsubstitute; by default only one plain command is accepted.",
+                    "type": "boolean"
                 }
             }
         }

@@ -12,6 +12,7 @@ import (
 
 	"toolbelt/models"
 	"toolbelt/services"
+	"toolbelt/services/tooldef"
 	"toolbelt/views"
 )
 
@@ -75,7 +76,7 @@ func grantsForm(g services.Grants, errs map[string]string) *views.AccessGrants {
 	if form.Errors == nil {
 		form.Errors = map[string]string{}
 	}
-	for _, cat := range services.Categories {
+	for _, cat := range tooldef.Categories {
 		form.Categories = append(form.Categories, views.PlaygroundCategory{Name: cat, Checked: slices.Contains(g.Categories, cat)})
 	}
 	return form

@@ -12,6 +12,7 @@ import (
 
 	"toolbelt/models"
 	"toolbelt/services"
+	"toolbelt/services/tooldef"
 	"toolbelt/views"
 )
 
@@ -26,7 +27,7 @@ func (h *Handler) Playground(c *gin.Context) error {
 		form.Limit = strconv.Itoa(services.DefaultSelectLimit)
 	}
 	chosen := q["category"]
-	for _, cat := range services.Categories {
+	for _, cat := range tooldef.Categories {
 		form.Categories = append(form.Categories, views.PlaygroundCategory{Name: cat, Checked: slices.Contains(chosen, cat)})
 	}
 	d := views.PlaygroundData{Form: form}

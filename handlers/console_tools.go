@@ -15,6 +15,7 @@ import (
 
 	"toolbelt/models"
 	"toolbelt/services"
+	"toolbelt/services/tooldef"
 	"toolbelt/views"
 )
 
@@ -47,7 +48,7 @@ func (h *Handler) ToolsPage(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	d := views.ToolsList{Filter: f, Categories: services.Categories, Levels: services.Levels, Total: page.Total,
+	d := views.ToolsList{Filter: f, Categories: tooldef.Categories, Levels: tooldef.Levels, Total: page.Total,
 		CanRegister: CurrentPrincipal(c).Role == services.RoleAdmin}
 	for _, t := range page.Tools {
 		d.Tools = append(d.Tools, views.ToolRow{Name: t.Name, Version: t.Version, Category: t.Category, Level: t.SecurityLevel,
@@ -219,7 +220,7 @@ func (h *Handler) ForgetQueryForm(c *gin.Context) error {
 	return Redirect(c, "/admin/tools/"+name, "The learned query was removed.")
 }
 
-func toolSecuritySettings(s services.Security) []views.ToolSetting {
+func toolSecuritySettings(s tooldef.Security) []views.ToolSetting {
 	out := []views.ToolSetting{
 		{Label: "Level", Value: s.Level},
 		{Label: "Requires confirmation", Value: toolsYesNo(s.RequireConfirm)},
@@ -238,7 +239,7 @@ func toolSecuritySettings(s services.Security) []views.ToolSetting {
 	return out
 }
 
-func toolExecutionSettings(e services.Execution) []views.ToolSetting {
+func toolExecutionSettings(e tooldef.Execution) []views.ToolSetting {
 	out := []views.ToolSetting{{Label: "Timeout", Value: toolsMillis(e.Timeout)}}
 	if e.Retryable {
 		out = append(out, views.ToolSetting{Label: "Retries", Value: strconv.Itoa(e.MaxRetries)})
@@ -253,15 +254,15 @@ func toolExecutionSettings(e services.Execution) []views.ToolSetting {
 	return out
 }
 
-func toolRunnerSettings(r services.Runner) []views.ToolSetting {
+func toolRunnerSettings(r tooldef.Runner) []views.ToolSetting {
 	out := []views.ToolSetting{{Label: "Kind", Value: r.Kind}}
 	switch r.Kind {
-	case services.RunnerBuiltin:
+	case tooldef.RunnerBuiltin:
 		out = append(out, views.ToolSetting{Label: "Built-in", Value: r.Builtin})
-	case services.RunnerCommand:
+	case tooldef.RunnerCommand:
 		argv, _ := json.Marshal(r.Argv)
 		out = append(out, views.ToolSetting{Label: "Argv", Value: string(argv)})
-	case services.RunnerHTTP:
+	case tooldef.RunnerHTTP:
 		out = append(out, views.ToolSetting{Label: "Request", Value: r.Method + " " + r.URL})
 		for _, k := range slices.Sorted(maps.Keys(r.Headers)) {
 			out = append(out, views.ToolSetting{Label: "Header " + k, Value: r.Headers[k]})
@@ -269,7 +270,7 @@ func toolRunnerSettings(r services.Runner) []views.ToolSetting {
 		if r.Body != "" {
 			out = append(out, views.ToolSetting{Label: "Body", Value: r.Body})
 		}
-	case services.RunnerComposite:
+	case tooldef.RunnerComposite:
 		for i, s := range r.Steps {
 			out = append(out, views.ToolSetting{Label: fmt.Sprintf("Step %d", i+1), Value: s.Tool})
 		}
@@ -297,7 +298,7 @@ func toolsMillis(ms int) string {
 
 // toolsPrettyDefinition is a definition as indented JSON, the text versions are
 // compared by.
-func toolsPrettyDefinition(def services.ToolDefinition) string {
+func toolsPrettyDefinition(def tooldef.Definition) string {
 	raw, err := json.MarshalIndent(def, "", "  ")
 	if err != nil {
 		return err.Error()

@@ -15,6 +15,7 @@ import (
 
 	"toolbelt/models"
 	"toolbelt/services"
+	"toolbelt/services/tooldef"
 	"toolbelt/views"
 )
 
@@ -62,8 +63,8 @@ func toolFormField(pointer string) string {
 // NewToolPage shows the register form with sensible defaults.
 func (h *Handler) NewToolPage(c *gin.Context) error {
 	vals := map[string]string{
-		"version": "1.0.0", "category": "api", "level": services.LevelModerate, "timeout": strconv.Itoa(services.DefaultTimeoutMs),
-		"max_retries": "0", "runner_kind": services.RunnerHTTP, "method": "GET",
+		"version": "1.0.0", "category": "api", "level": tooldef.LevelModerate, "timeout": strconv.Itoa(tooldef.DefaultTimeoutMs),
+		"max_retries": "0", "runner_kind": tooldef.RunnerHTTP, "method": "GET",
 		"parameters": "{\n  \"type\": \"object\",\n  \"properties\": {},\n  \"additionalProperties\": false\n}",
 	}
 	return h.renderToolForm(c, http.StatusOK, h.toolForm(false, "", "", vals, nil))
@@ -157,8 +158,8 @@ func (h *Handler) renderToolForm(c *gin.Context, status int, f views.ToolForm) e
 
 func (h *Handler) toolForm(edit bool, name, latest string, vals map[string]string, ps []models.Problem) views.ToolForm {
 	f := views.ToolForm{Edit: edit, Name: name, Latest: latest, Values: vals, Errors: map[string][]string{},
-		Categories: services.Categories, Levels: services.Levels, Builtins: services.Builtins,
-		RunnerKinds: []string{services.RunnerBuiltin, services.RunnerCommand, services.RunnerHTTP, services.RunnerComposite},
+		Categories: tooldef.Categories, Levels: tooldef.Levels, Builtins: tooldef.Builtins,
+		RunnerKinds: []string{tooldef.RunnerBuiltin, tooldef.RunnerCommand, tooldef.RunnerHTTP, tooldef.RunnerComposite},
 		Methods:     []string{"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"},
 	}
 	for _, p := range ps {
@@ -207,7 +208,7 @@ func toolFormValues(c *gin.Context) map[string]string {
 // parse) are problems at the field's pointer; everything else is left to
 // the registry's validation. Only the settings of the chosen runner kind
 // are taken, so fields of other kinds left filled in do no harm.
-func toolFormDefinition(v map[string]string) (services.ToolDefinition, []models.Problem) {
+func toolFormDefinition(v map[string]string) (tooldef.Definition, []models.Problem) {
 	var ps []models.Problem
 	num := func(field, ptr, what string) int {
 		s := strings.TrimSpace(v[field])
@@ -220,38 +221,38 @@ func toolFormDefinition(v map[string]string) (services.ToolDefinition, []models.
 		}
 		return n
 	}
-	def := services.ToolDefinition{
+	def := tooldef.Definition{
 		Name: v["name"], Version: v["version"], Description: v["description"], Category: v["category"],
 		Tags: toolsSplitList(v["tags"], ","), Examples: toolsSplitList(v["examples"], "\n"),
-		Security: services.Security{
+		Security: tooldef.Security{
 			Level: v["level"], RequireConfirm: v["require_confirm"] != "", Sandbox: v["sandbox"] != "",
 			Network: v["network"] != "", ShellOperators: v["shell_operators"] != "",
 			AllowedPaths: toolsSplitList(v["allowed_paths"], ","),
 		},
-		Execution: services.Execution{
+		Execution: tooldef.Execution{
 			Timeout:    num("timeout", "/execution/timeout", "milliseconds"),
 			Retryable:  v["retryable"] != "",
 			MaxRetries: num("max_retries", "/execution/maxRetries", "retries"),
 			Cacheable:  v["cacheable"] != "",
 			CacheTTL:   num("cache_ttl", "/execution/cacheTTL", "milliseconds"),
 		},
-		Runner: services.Runner{Kind: v["runner_kind"]},
+		Runner: tooldef.Runner{Kind: v["runner_kind"]},
 	}
 	if p := strings.TrimSpace(v["parameters"]); p != "" {
 		def.Parameters = json.RawMessage(p)
 	}
 	if strings.TrimSpace(v["rate_max_calls"]) != "" || strings.TrimSpace(v["rate_window_ms"]) != "" {
-		def.Security.RateLimit = &services.RateLimit{
+		def.Security.RateLimit = &tooldef.RateLimit{
 			MaxCalls: num("rate_max_calls", "/security/rateLimit/maxCalls", "calls"),
 			WindowMs: num("rate_window_ms", "/security/rateLimit/windowMs", "milliseconds"),
 		}
 	}
 	switch def.Runner.Kind {
-	case services.RunnerBuiltin:
+	case tooldef.RunnerBuiltin:
 		def.Runner.Builtin = v["builtin"]
-	case services.RunnerCommand:
+	case tooldef.RunnerCommand:
 		def.Runner.Argv = toolsSplitList(v["argv"], "\n")
-	case services.RunnerHTTP:
+	case tooldef.RunnerHTTP:
 		def.Runner.Method, def.Runner.URL, def.Runner.Body = v["method"], strings.TrimSpace(v["url"]), v["body"]
 		for i, line := range strings.Split(v["headers"], "\n") {
 			if strings.TrimSpace(line) == "" {
@@ -267,7 +268,7 @@ func toolFormDefinition(v map[string]string) (services.ToolDefinition, []models.
 			}
 			def.Runner.Headers[strings.TrimSpace(name)] = strings.TrimSpace(value)
 		}
-	case services.RunnerComposite:
+	case tooldef.RunnerComposite:
 		if s := strings.TrimSpace(v["steps"]); s != "" {
 			if err := json.Unmarshal([]byte(s), &def.Runner.Steps); err != nil {
 				ps = append(ps, models.Problem{Pointer: "/runner/steps", Message: "is not a JSON array of {\"tool\", \"arguments\"} steps: " + strings.TrimPrefix(err.Error(), "json: ")})
@@ -278,7 +279,7 @@ func toolFormDefinition(v map[string]string) (services.ToolDefinition, []models.
 }
 
 // toolFormValuesOf is the form's values for a stored definition.
-func toolFormValuesOf(def services.ToolDefinition) map[string]string {
+func toolFormValuesOf(def tooldef.Definition) map[string]string {
 	check := func(b bool) string {
 		if b {
 			return "on"

@@ -12,6 +12,7 @@ import (
 
 	"toolbelt/models"
 	"toolbelt/services"
+	"toolbelt/services/tooldef"
 )
 
 // ToolList is one page of the catalog. Without format, tools holds
@@ -85,7 +86,7 @@ type VersionList struct {
 //	@Tags			tools
 //	@Accept			json
 //	@Produce		json
-//	@Param			definition	body		services.ToolDefinition	true	"Tool definition"
+//	@Param			definition	body		tooldef.Definition	true	"Tool definition"
 //	@Success		201			{object}	services.Tool
 //	@Failure		400			{object}	ErrorBody	"malformed JSON or unknown field"
 //	@Failure		401			{object}	ErrorBody
@@ -97,7 +98,7 @@ type VersionList struct {
 //	@Security		BearerAuth
 //	@Router			/tools [post]
 func (h *Handler) RegisterTool(c *gin.Context) error {
-	var def services.ToolDefinition
+	var def tooldef.Definition
 	if err := bindJSON(c, &def); err != nil {
 		return err
 	}
@@ -215,7 +216,7 @@ func (h *Handler) GetTool(c *gin.Context) error {
 //	@Accept			json
 //	@Produce		json
 //	@Param			name		path		string					true	"Tool name"
-//	@Param			definition	body		services.ToolDefinition	true	"Tool definition (name may be omitted)"
+//	@Param			definition	body		tooldef.Definition	true	"Tool definition (name may be omitted)"
 //	@Success		200			{object}	services.Tool
 //	@Failure		400			{object}	ErrorBody
 //	@Failure		401			{object}	ErrorBody
@@ -227,10 +228,10 @@ func (h *Handler) GetTool(c *gin.Context) error {
 //	@Router			/tools/{name} [put]
 func (h *Handler) PublishTool(c *gin.Context) error {
 	name := c.Param("name")
-	if !services.NamePattern.MatchString(name) {
+	if !tooldef.NamePattern.MatchString(name) {
 		return fmt.Errorf("%w: %q is not a tool name", models.ErrInvalid, name)
 	}
-	var def services.ToolDefinition
+	var def tooldef.Definition
 	if err := bindJSON(c, &def); err != nil {
 		return err
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/hashicorp/golang-lru/v2/expirable"
 
 	"toolbelt/models"
+	"toolbelt/services/tooldef"
 )
 
 // KeyPrefix starts every API key Toolbelt issues, so leaked keys are easy
@@ -291,15 +292,15 @@ func (a *Accounts) SetGrants(ctx context.Context, principalID uint, g Grants, by
 	if p.Role != RoleAgent {
 		ps.Add("", "principal %d has role %s; grants apply to agents (admins and reviewers use roles)", p.ID, p.Role)
 	}
-	g.Categories = dedupe(g.Categories)
-	g.Tools = dedupe(g.Tools)
+	g.Categories = tooldef.Dedupe(g.Categories)
+	g.Tools = tooldef.Dedupe(g.Tools)
 	for i, c := range g.Categories {
-		if !slices.Contains(Categories, c) {
-			ps.Add(fmt.Sprintf("/categories/%d", i), "%q is not a category; use one of %s", c, strings.Join(Categories, ", "))
+		if !slices.Contains(tooldef.Categories, c) {
+			ps.Add(fmt.Sprintf("/categories/%d", i), "%q is not a category; use one of %s", c, strings.Join(tooldef.Categories, ", "))
 		}
 	}
 	for i, t := range g.Tools {
-		if !NamePattern.MatchString(t) {
+		if !tooldef.NamePattern.MatchString(t) {
 			ps.Add(fmt.Sprintf("/tools/%d", i), "%q is not a tool name", t)
 		}
 	}
@@ -319,17 +320,6 @@ func (a *Accounts) Grants(ctx context.Context, principalID uint) (Grants, error)
 		return Grants{}, err
 	}
 	return a.authz.Grants(principalID)
-}
-
-func dedupe(xs []string) []string {
-	out := []string{}
-	for _, x := range xs {
-		x = strings.TrimSpace(x)
-		if !slices.Contains(out, x) {
-			out = append(out, x)
-		}
-	}
-	return out
 }
 
 // newKey makes a random 256-bit key and its stored form.

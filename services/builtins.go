@@ -10,6 +10,7 @@ import (
 	"io/fs"
 
 	"toolbelt/models"
+	"toolbelt/services/tooldef"
 )
 
 //go:embed builtin/*.json
@@ -17,18 +18,18 @@ var builtinFS embed.FS
 
 // BuiltinDefinitions returns the definitions of the built-in tools shipped
 // with Toolbelt, in file name order.
-func BuiltinDefinitions() ([]ToolDefinition, error) {
+func BuiltinDefinitions() ([]tooldef.Definition, error) {
 	files, err := fs.Glob(builtinFS, "builtin/*.json")
 	if err != nil {
 		return nil, err
 	}
-	defs := make([]ToolDefinition, 0, len(files))
+	defs := make([]tooldef.Definition, 0, len(files))
 	for _, f := range files {
 		raw, err := builtinFS.ReadFile(f)
 		if err != nil {
 			return nil, err
 		}
-		var def ToolDefinition
+		var def tooldef.Definition
 		dec := json.NewDecoder(bytes.NewReader(raw))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&def); err != nil {

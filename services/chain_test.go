@@ -9,6 +9,7 @@ import (
 
 	"toolbelt/models"
 	"toolbelt/services/embed"
+	"toolbelt/services/tooldef"
 )
 
 // passed is the step after a guard under test: it marks that the call got
@@ -85,7 +86,7 @@ func TestValidateGuard(t *testing.T) {
 		"limit":{"type":"integer","minimum":1,"maximum":50},
 		"filters":{"type":"array","items":{"type":"object","properties":{"name":{"type":"string"}},"required":["name"]}}},
 		"required":["query"],"additionalProperties":false}`
-	def := ToolDefinition{Name: "search_docs", Version: "1.0.0", Parameters: json.RawMessage(schema)}
+	def := tooldef.Definition{Name: "search_docs", Version: "1.0.0", Parameters: json.RawMessage(schema)}
 	inv := &Invoker{schemas: newSchemaCache()}
 	step := inv.validate(passed)
 	cases := []struct {
@@ -146,16 +147,16 @@ func TestValidateGuard(t *testing.T) {
 func TestSecureGuard(t *testing.T) {
 	inv := &Invoker{dataDir: t.TempDir()}
 	step := inv.secure(passed)
-	fileTool := ToolDefinition{Name: "file_read", Category: "filesystem", Runner: Runner{Kind: RunnerBuiltin, Builtin: "file_read"}}
+	fileTool := tooldef.Definition{Name: "file_read", Category: "filesystem", Runner: tooldef.Runner{Kind: tooldef.RunnerBuiltin, Builtin: "file_read"}}
 	reports := fileTool
 	reports.Security.AllowedPaths = []string{"reports"}
-	shell := ToolDefinition{Name: "shell_exec", Category: "shell"}
+	shell := tooldef.Definition{Name: "shell_exec", Category: "shell"}
 	piping := shell
 	piping.Security.ShellOperators = true
-	web := ToolDefinition{Name: "http_request", Category: "api"}
+	web := tooldef.Definition{Name: "http_request", Category: "api"}
 	cases := []struct {
 		name string
-		def  ToolDefinition
+		def  tooldef.Definition
 		args map[string]any
 		code string // "" passes
 	}{

@@ -5,10 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 	"toolbelt/models"
+	"toolbelt/services/tooldef"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
@@ -63,37 +63,6 @@ func replaceRefs(v any, lookup func(ref string) (any, error)) (any, error) {
 	return v, nil
 }
 
-// pointer finds the value at a JSON pointer (RFC 6901) in doc.
-func pointer(doc any, ptr string) (any, error) {
-	if ptr == "" {
-		return doc, nil
-	}
-	if !strings.HasPrefix(ptr, "/") {
-		return nil, fmt.Errorf("%q is not a JSON pointer (it starts with /)", ptr)
-	}
-	cur := doc
-	for _, tok := range strings.Split(ptr[1:], "/") {
-		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
-		switch x := cur.(type) {
-		case map[string]any:
-			v, ok := x[tok]
-			if !ok {
-				return nil, fmt.Errorf("%s: no %q", ptr, tok)
-			}
-			cur = v
-		case []any:
-			i, err := strconv.Atoi(tok)
-			if err != nil || i < 0 || i >= len(x) {
-				return nil, fmt.Errorf("%s: no item %q", ptr, tok)
-			}
-			cur = x[i]
-		default:
-			return nil, fmt.Errorf("%s: %q is inside a value that is neither an object nor an array", ptr, tok)
-		}
-	}
-	return cur, nil
-}
-
 // decodeValue decodes JSON as the validator expects it (numbers exact).
 func decodeValue(raw []byte) (any, error) {
 	return jsonschema.UnmarshalJSON(bytes.NewReader(raw))
@@ -123,7 +92,7 @@ func (inv *Invoker) contextRefs(ctx context.Context, c *call, args map[string]an
 		if err != nil {
 			return nil, fmt.Errorf("reference %q: the result of call %s is not readable", ref, id)
 		}
-		v, err := pointer(result, ptr)
+		v, err := tooldef.Pointer(result, ptr)
 		if err != nil {
 			return nil, fmt.Errorf("reference %q: %v", ref, err)
 		}
@@ -138,15 +107,15 @@ func (inv *Invoker) contextRefs(ctx context.Context, c *call, args map[string]an
 // stepsNeedApproval reports whether a composite calls a tool that needs a
 // reviewer's approval, itself or through a composite among its steps; the
 // composite then needs one itself, and it covers every step below it.
-func (inv *Invoker) stepsNeedApproval(ctx context.Context, def ToolDefinition, depth int) bool {
+func (inv *Invoker) stepsNeedApproval(ctx context.Context, def tooldef.Definition, depth int) bool {
 	for _, st := range def.Runner.Steps {
 		rt, err := inv.current(ctx, st.Tool)
 		if err != nil {
 			continue // an unknown step fails when it runs
 		}
 		d := rt.def
-		if d.Security.Level == LevelDangerous || d.Security.RequireConfirm ||
-			(d.Runner.Kind == RunnerComposite && depth < MaxCompositeDepth && inv.stepsNeedApproval(ctx, d, depth+1)) {
+		if d.Security.Level == tooldef.LevelDangerous || d.Security.RequireConfirm ||
+			(d.Runner.Kind == tooldef.RunnerComposite && depth < MaxCompositeDepth && inv.stepsNeedApproval(ctx, d, depth+1)) {
 			return true
 		}
 	}
@@ -178,7 +147,7 @@ func (inv *Invoker) composite(ctx context.Context, c *call) ToolResult {
 				if !ok {
 					return nil, fmt.Errorf("reference %q: use \"#/input/...\" or \"#/steps/N/data/...\"", ref)
 				}
-				return pointer(scope, ptr)
+				return tooldef.Pointer(scope, ptr)
 			})
 			if err != nil {
 				res := failure(CodeValidation, fmt.Sprintf("step %d (%s): %v", i, st.Tool, err), false,

@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"toolbelt/models"
+	"toolbelt/services/tooldef"
 )
 
 // The LLM formats a tool can be exported in.
@@ -39,9 +40,9 @@ var (
 
 // Render returns def in the named format, as the JSON object that format's
 // API accepts as one tool.
-func Render(def ToolDefinition, format string) (json.RawMessage, error) {
+func Render(def tooldef.Definition, format string) (json.RawMessage, error) {
 	if !slices.Contains(Formats, format) {
-		return nil, unknownFormat(format)
+		return nil, UnknownFormat(format)
 	}
 	schema, err := parseParameters(def)
 	if err != nil {
@@ -53,7 +54,7 @@ func Render(def ToolDefinition, format string) (json.RawMessage, error) {
 // RenderAll renders def in every format (keys are the Formats values). The
 // parameters are parsed once and shared by the renderers, which never modify
 // them.
-func RenderAll(def ToolDefinition) (map[string]json.RawMessage, error) {
+func RenderAll(def tooldef.Definition) (map[string]json.RawMessage, error) {
 	schema, err := parseParameters(def)
 	if err != nil {
 		return nil, err
@@ -69,7 +70,7 @@ func RenderAll(def ToolDefinition) (map[string]json.RawMessage, error) {
 	return out, nil
 }
 
-func unknownFormat(format string) error {
+func UnknownFormat(format string) error {
 	return fmt.Errorf("%w: unknown format %q (want one of %s)", models.ErrInvalid, format, strings.Join(Formats, ", "))
 }
 
@@ -119,7 +120,7 @@ type (
 	}
 )
 
-func render(def ToolDefinition, schema map[string]any, format string) (json.RawMessage, error) {
+func render(def tooldef.Definition, schema map[string]any, format string) (json.RawMessage, error) {
 	if err := checkName(def.Name, format); err != nil {
 		return nil, err
 	}
@@ -147,7 +148,7 @@ func render(def ToolDefinition, schema map[string]any, format string) (json.RawM
 		}
 		tool = mcpTool{Name: def.Name, Title: ann.Title, Description: desc, InputSchema: withoutDialect(schema), Annotations: ann}
 	default:
-		return nil, unknownFormat(format)
+		return nil, UnknownFormat(format)
 	}
 	raw, err := marshalCompact(tool)
 	if err != nil {
@@ -172,7 +173,7 @@ func checkName(name, format string) error {
 
 // parseParameters decodes the parameters schema, keeping numbers exact as
 // json.Number. A missing schema stands for a tool without parameters.
-func parseParameters(def ToolDefinition) (map[string]any, error) {
+func parseParameters(def tooldef.Definition) (map[string]any, error) {
 	raw := bytes.TrimSpace(def.Parameters)
 	if len(raw) == 0 || string(raw) == "null" {
 		return map[string]any{"type": "object"}, nil
@@ -235,17 +236,17 @@ func jsonText(v any) string {
 // mcpAnnotationsFor derives the MCP behaviour hints from the security level,
 // category and network setting, so a client can warn before a destructive
 // call or one that reaches outside the host.
-func mcpAnnotationsFor(def ToolDefinition) (mcpAnnotations, error) {
+func mcpAnnotationsFor(def tooldef.Definition) (mcpAnnotations, error) {
 	a := mcpAnnotations{Title: mcpTitle(def.Name)}
 	switch def.Security.Level {
-	case LevelSafe:
+	case tooldef.LevelSafe:
 		a.ReadOnlyHint, a.IdempotentHint = true, true
-	case LevelModerate:
-	case LevelDangerous:
+	case tooldef.LevelModerate:
+	case tooldef.LevelDangerous:
 		a.DestructiveHint = true
 	default:
 		return a, fmt.Errorf("%w: tool %q has unknown security level %q (want one of %s)",
-			models.ErrInvalid, def.Name, def.Security.Level, strings.Join(Levels, ", "))
+			models.ErrInvalid, def.Name, def.Security.Level, strings.Join(tooldef.Levels, ", "))
 	}
 	switch def.Category {
 	case "browser", "search", "api":

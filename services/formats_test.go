@@ -16,6 +16,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"toolbelt/models"
+	"toolbelt/services/tooldef"
 )
 
 var updateFormatGoldens = flag.Bool("update", false, "rewrite the golden files in testdata/formats")
@@ -24,27 +25,27 @@ var updateFormatGoldens = flag.Bool("update", false, "rewrite the golden files i
 // strict verdict OpenAI should get and arguments valid for its schema.
 type renderCase struct {
 	name       string
-	def        ToolDefinition
+	def        tooldef.Definition
 	wantStrict bool
 	sample     string
 }
 
 func renderCases() []renderCase {
-	tool := func(name, level, category string, network bool, params string) ToolDefinition {
-		return ToolDefinition{
+	tool := func(name, level, category string, network bool, params string) tooldef.Definition {
+		return tooldef.Definition{
 			Name:        name,
 			Version:     "1.0.0",
 			Description: "  The " + strings.ReplaceAll(name, "_", " ") + " tool: <input> & output.\n",
 			Category:    category,
 			Parameters:  json.RawMessage(params),
-			Security:    Security{Level: level, Network: network},
-			Runner:      Runner{Kind: RunnerBuiltin, Builtin: name},
+			Security:    tooldef.Security{Level: level, Network: network},
+			Runner:      tooldef.Runner{Kind: tooldef.RunnerBuiltin, Builtin: name},
 		}
 	}
 	return []renderCase{
 		{
 			name: "file_read",
-			def: tool("file_read", LevelSafe, "filesystem", false, `{
+			def: tool("file_read", tooldef.LevelSafe, "filesystem", false, `{
 				"$schema": "https://json-schema.org/draft/2020-12/schema",
 				"type": "object",
 				"properties": {
@@ -59,7 +60,7 @@ func renderCases() []renderCase {
 		},
 		{
 			name: "web_search",
-			def: tool("web_search", LevelSafe, "search", true, `{
+			def: tool("web_search", tooldef.LevelSafe, "search", true, `{
 				"type": "object",
 				"properties": {
 					"query": {"type": "string", "description": "What to search for"},
@@ -74,7 +75,7 @@ func renderCases() []renderCase {
 		},
 		{
 			name: "deploy_service",
-			def: tool("deploy_service", LevelDangerous, "shell", false, `{
+			def: tool("deploy_service", tooldef.LevelDangerous, "shell", false, `{
 				"type": "object",
 				"properties": {
 					"service": {"type": "string", "pattern": "^[a-z][a-z0-9-]*$"},
@@ -109,7 +110,7 @@ func renderCases() []renderCase {
 		},
 		{
 			name: "record_update",
-			def: tool("record_update", LevelModerate, "api", false, `{
+			def: tool("record_update", tooldef.LevelModerate, "api", false, `{
 				"$schema": "https://json-schema.org/draft/2020-12/schema",
 				"$id": "https://toolbelt.example/schemas/record_update",
 				"type": "object",
@@ -155,7 +156,7 @@ func renderCases() []renderCase {
 		},
 		{
 			name: "tree_write",
-			def: tool("tree_write", LevelModerate, "filesystem", false, `{
+			def: tool("tree_write", tooldef.LevelModerate, "filesystem", false, `{
 				"type": "object",
 				"$defs": {
 					"node": {
@@ -178,7 +179,7 @@ func renderCases() []renderCase {
 		},
 		{
 			name: "file_find",
-			def: tool("file_find", LevelSafe, "filesystem", false, `{
+			def: tool("file_find", tooldef.LevelSafe, "filesystem", false, `{
 				"type": "object",
 				"properties": {
 					"name": {"type": "string", "description": "Glob on the file name"},
@@ -191,7 +192,7 @@ func renderCases() []renderCase {
 		},
 		{
 			name:   "clock_now",
-			def:    tool("clock_now", LevelSafe, "code", false, `{"type": "object", "properties": {}}`),
+			def:    tool("clock_now", tooldef.LevelSafe, "code", false, `{"type": "object", "properties": {}}`),
 			sample: `{}`,
 		},
 	}
@@ -562,7 +563,7 @@ func geminiViolations(v any, at string) []string {
 	return out
 }
 
-func checkMCP(tool map[string]any, def ToolDefinition) []string {
+func checkMCP(tool map[string]any, def tooldef.Definition) []string {
 	problems := onlyKeys("tool", tool, "name", "title", "description", "inputSchema", "annotations")
 	if name, _ := tool["name"].(string); !mcpName.MatchString(name) {
 		problems = append(problems, fmt.Sprintf("name %q breaks %s", name, mcpName))
@@ -572,9 +573,9 @@ func checkMCP(tool map[string]any, def ToolDefinition) []string {
 		problems = append(problems, "inputSchema.type is not \"object\"")
 	}
 	want := map[string]any{
-		LevelSafe:      map[string]any{"readOnlyHint": true, "destructiveHint": false, "idempotentHint": true},
-		LevelModerate:  map[string]any{"readOnlyHint": false, "destructiveHint": false, "idempotentHint": false},
-		LevelDangerous: map[string]any{"readOnlyHint": false, "destructiveHint": true, "idempotentHint": false},
+		tooldef.LevelSafe:      map[string]any{"readOnlyHint": true, "destructiveHint": false, "idempotentHint": true},
+		tooldef.LevelModerate:  map[string]any{"readOnlyHint": false, "destructiveHint": false, "idempotentHint": false},
+		tooldef.LevelDangerous: map[string]any{"readOnlyHint": false, "destructiveHint": true, "idempotentHint": false},
 	}[def.Security.Level].(map[string]any)
 	want["openWorldHint"] = slices.Contains([]string{"browser", "search", "api"}, def.Category) || def.Security.Network
 	ann, _ := tool["annotations"].(map[string]any)
@@ -657,14 +658,14 @@ func compileAt(t *testing.T, c *jsonschema.Compiler, url string, doc any) *jsons
 
 func TestRenderErrors(t *testing.T) {
 	long := strings.Repeat("a", 64)
-	def := func(name, params string) ToolDefinition {
-		return ToolDefinition{Name: name, Description: "d", Category: "code",
-			Parameters: json.RawMessage(params), Security: Security{Level: LevelSafe}}
+	def := func(name, params string) tooldef.Definition {
+		return tooldef.Definition{Name: name, Description: "d", Category: "code",
+			Parameters: json.RawMessage(params), Security: tooldef.Security{Level: tooldef.LevelSafe}}
 	}
 	obj := `{"type":"object"}`
 	tests := []struct {
 		name    string
-		def     ToolDefinition
+		def     tooldef.Definition
 		format  string
 		wantErr bool
 	}{
@@ -693,8 +694,8 @@ func TestRenderErrors(t *testing.T) {
 		{"parameters with trailing data", def("file_read", `{} {}`), FormatGemini, true},
 		{"no parameters", def("file_read", ``), FormatGemini, false},
 		{"untyped parameters", def("file_read", `{"properties":{"a":{"type":"string"}}}`), FormatAnthropic, false},
-		{"unknown level mcp", ToolDefinition{Name: "x", Parameters: json.RawMessage(obj)}, FormatMCP, true},
-		{"unknown level openai", ToolDefinition{Name: "x", Parameters: json.RawMessage(obj)}, FormatOpenAI, false},
+		{"unknown level mcp", tooldef.Definition{Name: "x", Parameters: json.RawMessage(obj)}, FormatMCP, true},
+		{"unknown level openai", tooldef.Definition{Name: "x", Parameters: json.RawMessage(obj)}, FormatOpenAI, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -739,20 +740,20 @@ func TestMCPAnnotations(t *testing.T) {
 		network               bool
 		want                  mcpAnnotations
 	}{
-		{"file_read", LevelSafe, "filesystem", false, mcpAnnotations{"File Read", true, false, true, false}},
-		{"file_write", LevelModerate, "filesystem", false, mcpAnnotations{"File Write", false, false, false, false}},
-		{"shell_exec", LevelDangerous, "shell", false, mcpAnnotations{"Shell Exec", false, true, false, false}},
-		{"shell_fetch", LevelDangerous, "shell", true, mcpAnnotations{"Shell Fetch", false, true, false, true}},
-		{"browser_navigate", LevelModerate, "browser", false, mcpAnnotations{"Browser Navigate", false, false, false, true}},
-		{"web_search", LevelSafe, "search", false, mcpAnnotations{"Web Search", true, false, true, true}},
-		{"http_request", LevelModerate, "api", false, mcpAnnotations{"Http Request", false, false, false, true}},
-		{"code_execute", LevelDangerous, "code", false, mcpAnnotations{"Code Execute", false, true, false, false}},
-		{"get_v2_status", LevelSafe, "api", false, mcpAnnotations{"Get V2 Status", true, false, true, true}},
-		{"x", LevelSafe, "code", false, mcpAnnotations{"X", true, false, true, false}},
+		{"file_read", tooldef.LevelSafe, "filesystem", false, mcpAnnotations{"File Read", true, false, true, false}},
+		{"file_write", tooldef.LevelModerate, "filesystem", false, mcpAnnotations{"File Write", false, false, false, false}},
+		{"shell_exec", tooldef.LevelDangerous, "shell", false, mcpAnnotations{"Shell Exec", false, true, false, false}},
+		{"shell_fetch", tooldef.LevelDangerous, "shell", true, mcpAnnotations{"Shell Fetch", false, true, false, true}},
+		{"browser_navigate", tooldef.LevelModerate, "browser", false, mcpAnnotations{"Browser Navigate", false, false, false, true}},
+		{"web_search", tooldef.LevelSafe, "search", false, mcpAnnotations{"Web Search", true, false, true, true}},
+		{"http_request", tooldef.LevelModerate, "api", false, mcpAnnotations{"Http Request", false, false, false, true}},
+		{"code_execute", tooldef.LevelDangerous, "code", false, mcpAnnotations{"Code Execute", false, true, false, false}},
+		{"get_v2_status", tooldef.LevelSafe, "api", false, mcpAnnotations{"Get V2 Status", true, false, true, true}},
+		{"x", tooldef.LevelSafe, "code", false, mcpAnnotations{"X", true, false, true, false}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			def := ToolDefinition{Name: tt.name, Category: tt.category, Security: Security{Level: tt.level, Network: tt.network},
+			def := tooldef.Definition{Name: tt.name, Category: tt.category, Security: tooldef.Security{Level: tt.level, Network: tt.network},
 				Parameters: json.RawMessage(`{"type":"object"}`)}
 			raw, err := Render(def, FormatMCP)
 			if err != nil {
@@ -891,7 +892,7 @@ func TestGeminiTransforms(t *testing.T) {
 				}
 				params = fmt.Sprintf(`{"type":"object","properties":{"x":%s},"$defs":%s,"definitions":{"id":{"type":"string","description":"An id","pattern":"^u"}}}`, tt.x, defs)
 			}
-			raw, err := Render(ToolDefinition{Name: "t", Parameters: json.RawMessage(params)}, FormatGemini)
+			raw, err := Render(tooldef.Definition{Name: "t", Parameters: json.RawMessage(params)}, FormatGemini)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -965,7 +966,7 @@ func TestQualifiesStrict(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			schema, err := parseParameters(ToolDefinition{Name: "t", Parameters: json.RawMessage(tt.schema)})
+			schema, err := parseParameters(tooldef.Definition{Name: "t", Parameters: json.RawMessage(tt.schema)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -1020,7 +1021,7 @@ func TestGeminiInlineBounded(t *testing.T) {
 	}
 	defs = append(defs, `"d40":{"type":"string"}`)
 	params := `{"type":"object","properties":{"x":{"$ref":"#/$defs/d0"}},"$defs":{` + strings.Join(defs, ",") + `}}`
-	raw, err := Render(ToolDefinition{Name: "t", Parameters: json.RawMessage(params)}, FormatGemini)
+	raw, err := Render(tooldef.Definition{Name: "t", Parameters: json.RawMessage(params)}, FormatGemini)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"toolbelt/models"
 	"toolbelt/services/redact"
+	"toolbelt/services/tooldef"
 	"unicode/utf8"
 )
 
@@ -42,12 +43,12 @@ func FuzzValidateDefinition(f *testing.F) {
 	}
 	f.Add([]byte(`{"name":"x","parameters":{"type":"object","properties":{"a":{"$ref":"#/$defs/a"}},"$defs":{"a":{"$ref":"#/$defs/a"}}}}`))
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		var def ToolDefinition
+		var def tooldef.Definition
 		if json.Unmarshal(raw, &def) != nil {
 			return
 		}
-		normalize(&def)
-		if _, ps := validateDefinition(&def, func(string) bool { return true }); len(ps) == 0 {
+		tooldef.Normalize(&def)
+		if _, ps := tooldef.Validate(&def, func(string) bool { return true }); len(ps) == 0 {
 			if _, err := RenderAll(def); err != nil {
 				t.Fatalf("valid definition does not render: %v", err)
 			}
@@ -62,7 +63,7 @@ func FuzzValidateArguments(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	defs, _ := BuiltinDefinitions()
-	var def ToolDefinition
+	var def tooldef.Definition
 	for _, d := range defs {
 		if d.Name == "file_read" {
 			def = d

@@ -13,6 +13,7 @@ import (
 	"toolbelt/services/embed"
 	"toolbelt/services/netpolicy"
 	"toolbelt/services/redact"
+	"toolbelt/services/tooldef"
 )
 
 // TestWithRetries checks the retry loop with a fake sleep: no test sleeps.
@@ -78,7 +79,7 @@ func TestQueueGuard(t *testing.T) {
 		running.Add(-1)
 		return ToolResult{Status: models.StatusSucceeded, Success: true}
 	})
-	shell := func() *call { return &call{def: ToolDefinition{Category: "shell"}} }
+	shell := func() *call { return &call{def: tooldef.Definition{Category: "shell"}} }
 	var wg sync.WaitGroup
 	results := make([]ToolResult, 4)
 	for i := range 2 {
@@ -180,19 +181,19 @@ func TestAuthorizeGuard(t *testing.T) {
 		level    string
 		allowed  bool
 	}{
-		{"admin calls anything", &models.Principal{ID: 9, Role: RoleAdmin}, "shell_exec", "shell", LevelDangerous, true},
-		{"reviewer calls nothing", &models.Principal{ID: 8, Role: RoleReviewer}, "file_read", "filesystem", LevelSafe, false},
-		{"safe by category", agent, "file_read", "filesystem", LevelSafe, true},
-		{"moderate by category", agent, "file_write", "filesystem", LevelModerate, true},
-		{"dangerous by category", agent, "wipe", "filesystem", LevelDangerous, true},
-		{"safe by tool name", agent, "web_search", "search", LevelSafe, true},
-		{"moderate needs its category", agent, "http_request", "api", LevelModerate, false},
-		{"nothing granted", agent, "code_execute", "code", LevelModerate, false},
-		{"another agent", &models.Principal{ID: 2, Role: RoleAgent}, "file_read", "filesystem", LevelSafe, false},
+		{"admin calls anything", &models.Principal{ID: 9, Role: RoleAdmin}, "shell_exec", "shell", tooldef.LevelDangerous, true},
+		{"reviewer calls nothing", &models.Principal{ID: 8, Role: RoleReviewer}, "file_read", "filesystem", tooldef.LevelSafe, false},
+		{"safe by category", agent, "file_read", "filesystem", tooldef.LevelSafe, true},
+		{"moderate by category", agent, "file_write", "filesystem", tooldef.LevelModerate, true},
+		{"dangerous by category", agent, "wipe", "filesystem", tooldef.LevelDangerous, true},
+		{"safe by tool name", agent, "web_search", "search", tooldef.LevelSafe, true},
+		{"moderate needs its category", agent, "http_request", "api", tooldef.LevelModerate, false},
+		{"nothing granted", agent, "code_execute", "code", tooldef.LevelModerate, false},
+		{"another agent", &models.Principal{ID: 2, Role: RoleAgent}, "file_read", "filesystem", tooldef.LevelSafe, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			c := &call{caller: tc.caller, def: ToolDefinition{Name: tc.tool, Category: tc.category, Security: Security{Level: tc.level}}}
+			c := &call{caller: tc.caller, def: tooldef.Definition{Name: tc.tool, Category: tc.category, Security: tooldef.Security{Level: tc.level}}}
 			res := step(context.Background(), c)
 			if res.Success != tc.allowed || (!tc.allowed && res.Error.Code != CodePermissionDenied) {
 				t.Errorf("allowed %v, want %v (%+v)", res.Success, tc.allowed, res.Error)
@@ -217,7 +218,7 @@ func TestCacheGuard(t *testing.T) {
 		}
 		return ToolResult{Status: models.StatusSucceeded, Success: true}
 	})
-	def := ToolDefinition{Name: "t", Category: "search", Execution: Execution{Cacheable: true, CacheTTL: 60_000}}
+	def := tooldef.Definition{Name: "t", Category: "search", Execution: tooldef.Execution{Cacheable: true, CacheTTL: 60_000}}
 	mk := func(args map[string]any) *call { return &call{def: def, version: 1, args: args} }
 	cases := []struct {
 		name   string
@@ -246,7 +247,7 @@ func TestCacheGuard(t *testing.T) {
 	if !hit.cached || strings.Contains(hit.redactedArgs, "hunter2") || !strings.Contains(hit.redactedArgs, "REDACTED") {
 		t.Errorf("cache hit: cached %v, redacted arguments %q", hit.cached, hit.redactedArgs)
 	}
-	short := ToolDefinition{Name: "t", Category: "search", Execution: Execution{Cacheable: true, CacheTTL: 1}}
+	short := tooldef.Definition{Name: "t", Category: "search", Execution: tooldef.Execution{Cacheable: true, CacheTTL: 1}}
 	step(context.Background(), &call{def: short, version: 3, args: map[string]any{}})
 	time.Sleep(20 * time.Millisecond)
 	c := &call{def: short, version: 3, args: map[string]any{}}
@@ -260,7 +261,7 @@ func TestCacheGuard(t *testing.T) {
 func TestLimitGuard(t *testing.T) {
 	inv := &Invoker{limits: newRateLimits()}
 	step := inv.limit(func(context.Context, *call) ToolResult { return ToolResult{Success: true} })
-	def := ToolDefinition{Name: "t", Security: Security{RateLimit: &RateLimit{MaxCalls: 2, WindowMs: 60_000}}}
+	def := tooldef.Definition{Name: "t", Security: tooldef.Security{RateLimit: &tooldef.RateLimit{MaxCalls: 2, WindowMs: 60_000}}}
 	a, b := &models.Principal{ID: 1}, &models.Principal{ID: 2}
 	want := []bool{true, true, false}
 	for i, w := range want {
@@ -273,7 +274,7 @@ func TestLimitGuard(t *testing.T) {
 	if res := step(context.Background(), &call{def: def, caller: b}); !res.Success {
 		t.Error("another principal shares the budget")
 	}
-	unlimited := ToolDefinition{Name: "u"}
+	unlimited := tooldef.Definition{Name: "u"}
 	for range 5 {
 		if res := step(context.Background(), &call{def: unlimited, caller: a}); !res.Success {
 			t.Fatal("a tool without a rate limit was limited")
@@ -286,7 +287,7 @@ func TestLimitGuard(t *testing.T) {
 // still are, a hit for valid arguments notwithstanding.
 func TestValidateSkipsCachedArguments(t *testing.T) {
 	schema := `{"type":"object","properties":{"q":{"type":"string","minLength":2}},"required":["q"],"additionalProperties":false}`
-	def := ToolDefinition{Name: "t", Category: "search", Parameters: json.RawMessage(schema), Execution: Execution{Cacheable: true, CacheTTL: 60_000}}
+	def := tooldef.Definition{Name: "t", Category: "search", Parameters: json.RawMessage(schema), Execution: tooldef.Execution{Cacheable: true, CacheTTL: 60_000}}
 	red, err := redact.New(nil)
 	if err != nil {
 		t.Fatal(err)

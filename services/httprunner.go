@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"toolbelt/services/tooldef"
 )
 
 // WithSecretNames sets the environment variables that http runners may
@@ -94,7 +95,7 @@ func fillQuery(tmpl string, args map[string]any) (string, error) {
 	var parts []string
 	for _, pair := range strings.Split(tmpl, "&") {
 		key, val, hasVal := strings.Cut(pair, "=")
-		if m := placeholder.FindStringSubmatch(val); hasVal && m != nil && m[0] == val && !placeholder.MatchString(key) {
+		if m := tooldef.Placeholder.FindStringSubmatch(val); hasVal && m != nil && m[0] == val && !tooldef.Placeholder.MatchString(key) {
 			switch v := args[m[1]].(type) {
 			case nil:
 				continue
@@ -121,7 +122,7 @@ func fillQuery(tmpl string, args map[string]any) (string, error) {
 // absentPlaceholder reports whether tmpl is exactly one argument
 // placeholder whose argument was not given.
 func absentPlaceholder(tmpl string, args map[string]any) bool {
-	m := placeholder.FindStringSubmatch(strings.TrimSpace(tmpl))
+	m := tooldef.Placeholder.FindStringSubmatch(strings.TrimSpace(tmpl))
 	if m == nil || m[0] != strings.TrimSpace(tmpl) || strings.HasPrefix(m[1], "env.") {
 		return false
 	}
@@ -132,8 +133,8 @@ func absentPlaceholder(tmpl string, args map[string]any) bool {
 // argument.
 func fillTemplate(tmpl string, args map[string]any, escape func(string) string) (string, error) {
 	var bad error
-	out := placeholder.ReplaceAllStringFunc(tmpl, func(m string) string {
-		name := placeholder.FindStringSubmatch(m)[1]
+	out := tooldef.Placeholder.ReplaceAllStringFunc(tmpl, func(m string) string {
+		name := tooldef.Placeholder.FindStringSubmatch(m)[1]
 		if args[name] == nil {
 			return ""
 		}
@@ -148,8 +149,8 @@ func fillTemplate(tmpl string, args map[string]any, escape func(string) string) 
 
 // expandBody fills body placeholders with the JSON of each argument.
 func expandBody(tmpl string, args map[string]any) string {
-	return placeholder.ReplaceAllStringFunc(tmpl, func(m string) string {
-		raw, _ := json.Marshal(args[placeholder.FindStringSubmatch(m)[1]])
+	return tooldef.Placeholder.ReplaceAllStringFunc(tmpl, func(m string) string {
+		raw, _ := json.Marshal(args[tooldef.Placeholder.FindStringSubmatch(m)[1]])
 		return string(raw)
 	})
 }
@@ -158,8 +159,8 @@ func expandBody(tmpl string, args map[string]any) string {
 // secret, {{name}} with an argument (no line breaks).
 func (inv *Invoker) expandHeader(tmpl string, args map[string]any) (string, error) {
 	var bad error
-	out := placeholder.ReplaceAllStringFunc(tmpl, func(m string) string {
-		name := placeholder.FindStringSubmatch(m)[1]
+	out := tooldef.Placeholder.ReplaceAllStringFunc(tmpl, func(m string) string {
+		name := tooldef.Placeholder.FindStringSubmatch(m)[1]
 		if env, ok := strings.CutPrefix(name, "env."); ok {
 			v := os.Getenv(env)
 			if !slices.Contains(inv.secretNames, env) || v == "" {

@@ -29,6 +29,7 @@ import (
 	"toolbelt/services/netpolicy"
 	"toolbelt/services/redact"
 	"toolbelt/services/sandbox"
+	"toolbelt/services/tooldef"
 )
 
 // Error codes of a ToolResult (DESIGN.md).
@@ -181,7 +182,7 @@ type call struct {
 	id       string
 	req      CallRequest
 	caller   *models.Principal
-	def      ToolDefinition
+	def      tooldef.Definition
 	version  uint // version id
 	schema   *jsonschema.Schema
 	args     map[string]any
@@ -495,7 +496,7 @@ func (inv *Invoker) resolve(next Step) Step {
 		case errors.Is(err, models.ErrNotFound):
 			sug, _ := inv.selector.Suggest(ctx, c.caller, c.req.SessionID, name, 5)
 			msg := fmt.Sprintf("tool %q does not exist", name)
-			if c.req.Version != "" && NamePattern.MatchString(name) {
+			if c.req.Version != "" && tooldef.NamePattern.MatchString(name) {
 				msg = fmt.Sprintf("tool %q has no version %q (or does not exist)", name, c.req.Version)
 			}
 			hint := "Call POST /api/v1/tools/select with your task to find the right tool."
@@ -523,7 +524,7 @@ func (inv *Invoker) current(ctx context.Context, name string) (*resolvedTool, er
 	if rt, ok := inv.tools.Load(name); ok {
 		return rt.(*resolvedTool), nil
 	}
-	if !NamePattern.MatchString(name) {
+	if !tooldef.NamePattern.MatchString(name) {
 		return nil, models.ErrNotFound
 	}
 	_, ver, err := inv.store.ToolByName(ctx, name, false)
@@ -541,7 +542,7 @@ func (inv *Invoker) current(ctx context.Context, name string) (*resolvedTool, er
 // version is one version of a tool in service (a retired tool runs in no
 // version).
 func (inv *Invoker) version(ctx context.Context, name, version string) (*resolvedTool, error) {
-	if !NamePattern.MatchString(name) {
+	if !tooldef.NamePattern.MatchString(name) {
 		return nil, models.ErrNotFound
 	}
 	t, ver, err := inv.store.ToolVersion(ctx, name, version)
@@ -555,7 +556,7 @@ func (inv *Invoker) version(ctx context.Context, name, version string) (*resolve
 }
 
 func resolved(ver *models.ToolVersion) (*resolvedTool, error) {
-	def, err := decodeDefinition(ver.Definition)
+	def, err := tooldef.Decode(ver.Definition)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", errUndecodable, err)
 	}
@@ -565,7 +566,7 @@ func resolved(ver *models.ToolVersion) (*resolvedTool, error) {
 // resolvedTool is a current version kept in memory between catalog
 // changes.
 type resolvedTool struct {
-	def       ToolDefinition
+	def       tooldef.Definition
 	versionID uint
 }
 
@@ -585,7 +586,7 @@ func (inv *Invoker) validate(next Step) Step {
 			if err := dec.Decode(&doc); err != nil {
 				return failure(CodeInternal, "the tool's schema does not load", false, "Report this tool to an administrator.")
 			}
-			s, err := compileSchema(doc)
+			s, err := tooldef.CompileSchema(doc)
 			if err != nil {
 				return failure(CodeInternal, "the tool's schema does not compile", false, "Report this tool to an administrator.")
 			}
@@ -625,10 +626,10 @@ func (inv *Invoker) validate(next Step) Step {
 			var ps []models.Problem
 			if errors.As(err, &ve) {
 				printer := message.NewPrinter(language.English)
-				for _, leaf := range leaves(ve) {
+				for _, leaf := range tooldef.Leaves(ve) {
 					ptr := ""
 					for _, seg := range leaf.InstanceLocation {
-						ptr += "/" + escapePointer(seg)
+						ptr += "/" + tooldef.EscapePointer(seg)
 					}
 					ps = append(ps, models.Problem{Pointer: ptr, Message: leaf.ErrorKind.LocalizedString(printer)})
 				}
@@ -666,7 +667,7 @@ func (inv *Invoker) authorize(next Step) Step {
 			return failure(CodeInternal, "internal error", true, "Try again.")
 		}
 		byName := false
-		if c.def.Security.Level == LevelSafe && !byCategory {
+		if c.def.Security.Level == tooldef.LevelSafe && !byCategory {
 			if byName, err = inv.authz.MayUse(c.caller.ID, c.def.Name, "\x00"); err != nil {
 				return failure(CodeInternal, "internal error", true, "Try again.")
 			}
@@ -691,8 +692,8 @@ func (inv *Invoker) approve(next Step) Step {
 			c.approvedRun = true
 			return next(ctx, c)
 		}
-		needs := c.def.Security.Level == LevelDangerous || c.def.Security.RequireConfirm ||
-			(c.def.Runner.Kind == RunnerComposite && inv.stepsNeedApproval(ctx, c.def, c.depth+1))
+		needs := c.def.Security.Level == tooldef.LevelDangerous || c.def.Security.RequireConfirm ||
+			(c.def.Runner.Kind == tooldef.RunnerComposite && inv.stepsNeedApproval(ctx, c.def, c.depth+1))
 		if !needs {
 			return next(ctx, c)
 		}
@@ -803,8 +804,8 @@ type sessionKey struct {
 
 // isFileBuiltin reports whether the tool runs one of the file built-ins,
 // whatever its category.
-func isFileBuiltin(def ToolDefinition) bool {
-	return def.Runner.Kind == RunnerBuiltin && strings.HasPrefix(def.Runner.Builtin, "file_")
+func isFileBuiltin(def tooldef.Definition) bool {
+	return def.Runner.Kind == tooldef.RunnerBuiltin && strings.HasPrefix(def.Runner.Builtin, "file_")
 }
 
 func allowedOrDot(paths []string) []string {
@@ -897,7 +898,7 @@ func newSchemaCache() *expirable.LRU[uint, *jsonschema.Schema] {
 // newResultsCache holds up to 8192 results; each also carries its own
 // expiry from the tool's cacheTTL.
 func newResultsCache() *expirable.LRU[string, *cachedResult] {
-	return expirable.NewLRU[string, *cachedResult](8192, nil, MaxCacheTTLMs*time.Millisecond)
+	return expirable.NewLRU[string, *cachedResult](8192, nil, tooldef.MaxCacheTTLMs*time.Millisecond)
 }
 
 // cachedResult is a successful result and when it stops being served.
@@ -955,38 +956,38 @@ func (inv *Invoker) attempt(ctx context.Context, c *call) ToolResult {
 	defer cancel()
 	c.emit = func(event string, data any) { inv.events.publish(c.id, event, data) }
 	c.emit("attempt", map[string]int{"attempt": c.attempts})
-	if c.def.Runner.Kind == RunnerComposite {
+	if c.def.Runner.Kind == tooldef.RunnerComposite {
 		return inv.composite(ctx, c)
 	}
 	var data any
 	var err error
-	if c.def.Security.Sandbox || c.def.Runner.Kind == RunnerCommand {
+	if c.def.Security.Sandbox || c.def.Runner.Kind == tooldef.RunnerCommand {
 		// Never run unsandboxed what asked for the sandbox.
 		err = inv.sandboxMissing(c)
 	}
 	switch {
 	case err != nil:
-	case c.def.Runner.Kind == RunnerBuiltin && c.def.Runner.Builtin == "file_read":
+	case c.def.Runner.Kind == tooldef.RunnerBuiltin && c.def.Runner.Builtin == "file_read":
 		data, err = fileOp(ctx, func() (any, error) { return fileRead(c) })
-	case c.def.Runner.Kind == RunnerBuiltin && c.def.Runner.Builtin == "file_write":
+	case c.def.Runner.Kind == tooldef.RunnerBuiltin && c.def.Runner.Builtin == "file_write":
 		data, err = fileOp(ctx, func() (any, error) { return fileWrite(c) })
-	case c.def.Runner.Kind == RunnerBuiltin && c.def.Runner.Builtin == "file_list":
+	case c.def.Runner.Kind == tooldef.RunnerBuiltin && c.def.Runner.Builtin == "file_list":
 		data, err = fileOp(ctx, func() (any, error) { return fileList(ctx, c) })
-	case c.def.Runner.Kind == RunnerBuiltin && c.def.Runner.Builtin == "echo":
+	case c.def.Runner.Kind == tooldef.RunnerBuiltin && c.def.Runner.Builtin == "echo":
 		data = c.args
-	case c.def.Runner.Kind == RunnerBuiltin && c.def.Runner.Builtin == "http_request":
+	case c.def.Runner.Kind == tooldef.RunnerBuiltin && c.def.Runner.Builtin == "http_request":
 		data, err = inv.httpRequest(ctx, c)
-	case c.def.Runner.Kind == RunnerBuiltin && c.def.Runner.Builtin == "shell_exec":
+	case c.def.Runner.Kind == tooldef.RunnerBuiltin && c.def.Runner.Builtin == "shell_exec":
 		data, err = inv.shellExec(ctx, c)
-	case c.def.Runner.Kind == RunnerBuiltin && c.def.Runner.Builtin == "code_execute":
+	case c.def.Runner.Kind == tooldef.RunnerBuiltin && c.def.Runner.Builtin == "code_execute":
 		data, err = inv.codeExecute(ctx, c)
-	case c.def.Runner.Kind == RunnerBuiltin && c.def.Runner.Builtin == "web_search":
+	case c.def.Runner.Kind == tooldef.RunnerBuiltin && c.def.Runner.Builtin == "web_search":
 		data, err = inv.webSearch(ctx, c)
-	case c.def.Runner.Kind == RunnerBuiltin && c.def.Runner.Builtin == "browser_navigate":
+	case c.def.Runner.Kind == tooldef.RunnerBuiltin && c.def.Runner.Builtin == "browser_navigate":
 		data, err = inv.browserNavigate(ctx, c)
-	case c.def.Runner.Kind == RunnerCommand:
+	case c.def.Runner.Kind == tooldef.RunnerCommand:
 		data, err = inv.commandRunner(ctx, c)
-	case c.def.Runner.Kind == RunnerHTTP:
+	case c.def.Runner.Kind == tooldef.RunnerHTTP:
 		data, err = inv.httpRunner(ctx, c)
 	default:
 		return failure(CodeExecutionFailed,

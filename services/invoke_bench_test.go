@@ -12,6 +12,7 @@ import (
 	"toolbelt/services/embed"
 	"toolbelt/services/netpolicy"
 	"toolbelt/services/redact"
+	"toolbelt/services/tooldef"
 )
 
 // BenchmarkCallChain measures the guard chain around a no-op built-in
@@ -24,11 +25,11 @@ func BenchmarkCallChain(b *testing.B) {
 	b.Cleanup(func() { _ = store.Close() })
 	authz, _ := NewAuthz(ctx, store, nil)
 	reg := NewRegistry(store, quiet)
-	def := ToolDefinition{
+	def := tooldef.Definition{
 		Name: "noop", Version: "1.0.0", Description: "Answer the arguments.", Category: "code",
 		Parameters: json.RawMessage(`{"type":"object","properties":{"n":{"type":"integer"},"note":{"type":"string"}},"required":["n"]}`),
-		Security:   Security{Level: LevelSafe, RateLimit: &RateLimit{MaxCalls: 100_000, WindowMs: 60_000}},
-		Runner:     Runner{Kind: RunnerBuiltin, Builtin: "echo"},
+		Security:   tooldef.Security{Level: tooldef.LevelSafe, RateLimit: &tooldef.RateLimit{MaxCalls: 100_000, WindowMs: 60_000}},
+		Runner:     tooldef.Runner{Kind: tooldef.RunnerBuiltin, Builtin: "echo"},
 	}
 	if _, err := reg.Register(ctx, def, nil); err != nil {
 		b.Fatal(err)

@@ -26,6 +26,7 @@ import (
 
 	"toolbelt/models"
 	"toolbelt/services/netpolicy"
+	"toolbelt/services/tooldef"
 )
 
 // Bounds of an OpenAPI import.
@@ -95,10 +96,10 @@ type ImportedOperation struct {
 	Path        string `json:"path" example:"/pets/{petId}"`
 	OperationID string `json:"operation_id,omitempty" example:"showPetById"`
 	// Pointer locates the operation in the document (RFC 6901).
-	Pointer  string           `json:"pointer" example:"/paths/~1pets~1{petId}/get"`
-	Tool     *ToolDefinition  `json:"tool,omitempty"`
-	Problems []models.Problem `json:"problems,omitempty"`
-	Notes    []string         `json:"notes,omitempty"`
+	Pointer  string              `json:"pointer" example:"/paths/~1pets~1{petId}/get"`
+	Tool     *tooldef.Definition `json:"tool,omitempty"`
+	Problems []models.Problem    `json:"problems,omitempty"`
+	Notes    []string            `json:"notes,omitempty"`
 }
 
 // ImportedTool names a tool an import registered.
@@ -199,7 +200,7 @@ func (im *OpenAPIImporter) Import(ctx context.Context, req OpenAPIImportRequest,
 	// conflict (409), as POST /tools does.
 	var refused []models.Problem
 	var taken []string
-	var defs, updates []ToolDefinition
+	var defs, updates []tooldef.Definition
 	for i := range res.Operations {
 		op := &res.Operations[i]
 		if op.Tool == nil {
@@ -276,7 +277,7 @@ func (im *OpenAPIImporter) Import(ctx context.Context, req OpenAPIImportRequest,
 // nextVersion is, for a tool an update imports again, its current
 // version when def is what it holds, or else the patch version after the
 // highest it has had.
-func (im *OpenAPIImporter) nextVersion(ctx context.Context, def ToolDefinition) (string, bool, error) {
+func (im *OpenAPIImporter) nextVersion(ctx context.Context, def tooldef.Definition) (string, bool, error) {
 	t, v, err := im.registry.store.ToolByName(ctx, def.Name, true)
 	if err != nil {
 		return "", false, err
@@ -526,9 +527,9 @@ type toolBuilder struct {
 func importedLevel(method string) string {
 	switch method {
 	case http.MethodDelete:
-		return LevelDangerous
+		return tooldef.LevelDangerous
 	default:
-		return LevelModerate
+		return tooldef.LevelModerate
 	}
 }
 
@@ -540,7 +541,7 @@ func credentialHeader(name string) bool {
 	case "accept", "content-type", "authorization":
 		return true
 	}
-	return secretHeaderRE.MatchString(name)
+	return tooldef.SecretHeader.MatchString(name)
 }
 
 var pathParam = regexp.MustCompile(`\{([^{}]+)\}`)
@@ -548,8 +549,8 @@ var pathParam = regexp.MustCompile(`\{([^{}]+)\}`)
 func (b *toolBuilder) build(o operation) ImportedOperation {
 	b.refs.nodes = 0
 	out := ImportedOperation{Method: o.method, Path: o.path, OperationID: o.op.OperationID,
-		Pointer: "/paths/" + escapePointer(o.path) + "/" + strings.ToLower(o.method)}
-	if !slices.Contains(httpMethods, o.method) {
+		Pointer: "/paths/" + tooldef.EscapePointer(o.path) + "/" + strings.ToLower(o.method)}
+	if !slices.Contains(tooldef.HTTPMethods, o.method) {
 		out.Notes = append(out.Notes, fmt.Sprintf("%s is not a method http tools send; the operation is left out", o.method))
 		return out
 	}
@@ -646,23 +647,23 @@ func (b *toolBuilder) build(o operation) ImportedOperation {
 	}
 	params := map[string]any{"type": "object", "properties": props, "additionalProperties": false}
 	if len(required) > 0 {
-		params["required"] = dedupe(required)
+		params["required"] = tooldef.Dedupe(required)
 	}
 	raw, err := json.Marshal(params)
 	if err != nil {
 		out.Problems = append(out.Problems, models.Problem{Pointer: "/parameters", Message: "cannot be encoded: " + err.Error()})
 		raw = nil
 	}
-	def := ToolDefinition{
+	def := tooldef.Definition{
 		Name:        b.toolName(o),
 		Version:     ImportedToolVersion,
 		Description: operationDescription(o, b.title),
 		Category:    "api",
 		Tags:        importedTags(o.op.Tags),
 		Parameters:  raw,
-		Security:    Security{Level: importedLevel(o.method), Network: true},
-		Execution:   Execution{Timeout: DefaultTimeoutMs},
-		Runner:      Runner{Kind: RunnerHTTP, Method: o.method, URL: target, Body: body},
+		Security:    tooldef.Security{Level: importedLevel(o.method), Network: true},
+		Execution:   tooldef.Execution{Timeout: tooldef.DefaultTimeoutMs},
+		Runner:      tooldef.Runner{Kind: tooldef.RunnerHTTP, Method: o.method, URL: target, Body: body},
 	}
 	if len(headers) > 0 {
 		def.Runner.Headers = headers
@@ -855,8 +856,8 @@ func operationDescription(o operation, title string) string {
 	}
 	parts = append(parts, "Calls "+call)
 	d := strings.Join(parts, ". ") + "."
-	if utf8.RuneCountInString(d) > MaxDescriptionLen {
-		d = string([]rune(d)[:MaxDescriptionLen-1]) + "…"
+	if utf8.RuneCountInString(d) > tooldef.MaxDescriptionLen {
+		d = string([]rune(d)[:tooldef.MaxDescriptionLen-1]) + "…"
 	}
 	return d
 }
@@ -876,7 +877,7 @@ func importedTags(tags []string) []string {
 		if len(t) > 32 {
 			t = t[:32]
 		}
-		if tagPattern.MatchString(t) && !slices.Contains(out, t) && len(out) < MaxTags {
+		if tooldef.TagPattern.MatchString(t) && !slices.Contains(out, t) && len(out) < tooldef.MaxTags {
 			out = append(out, t)
 		}
 	}
@@ -1024,6 +1025,6 @@ func (r *refResolver) lookup(ref string) (any, bool) {
 	if err != nil {
 		return nil, false
 	}
-	v, err := pointer(r.root, ptr)
+	v, err := tooldef.Pointer(r.root, ptr)
 	return v, err == nil
 }

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/mod/semver"
 
 	"toolbelt/models"
+	"toolbelt/services/tooldef"
 )
 
 // Registry is the register stage: it validates tool definitions, stores
@@ -41,16 +42,16 @@ func NewRegistry(store *models.Store, log *slog.Logger) *Registry {
 
 // Tool is a tool's current (or requested) version as the API shows it.
 type Tool struct {
-	Name          string         `json:"name" example:"file_read"`
-	Version       string         `json:"version" example:"1.0.0"`
-	Category      string         `json:"category" example:"filesystem"`
-	SecurityLevel string         `json:"security_level" example:"safe"`
-	Tags          []string       `json:"tags"`
-	Description   string         `json:"description"`
-	Current       bool           `json:"current"`
-	Retired       bool           `json:"retired"`
-	CreatedAt     time.Time      `json:"created_at"`
-	Definition    ToolDefinition `json:"definition"`
+	Name          string             `json:"name" example:"file_read"`
+	Version       string             `json:"version" example:"1.0.0"`
+	Category      string             `json:"category" example:"filesystem"`
+	SecurityLevel string             `json:"security_level" example:"safe"`
+	Tags          []string           `json:"tags"`
+	Description   string             `json:"description"`
+	Current       bool               `json:"current"`
+	Retired       bool               `json:"retired"`
+	CreatedAt     time.Time          `json:"created_at"`
+	Definition    tooldef.Definition `json:"definition"`
 }
 
 // ToolVersion is one entry of a tool's version history.
@@ -110,7 +111,7 @@ type CategoryCount struct {
 // Register validates def and stores it as the first version of a new tool.
 // Every problem is reported at once as a *models.ValidationError; a taken
 // name is models.ErrConflict. Nothing is stored unless all is well.
-func (r *Registry) Register(ctx context.Context, def ToolDefinition, by *models.Principal) (*Tool, error) {
+func (r *Registry) Register(ctx context.Context, def tooldef.Definition, by *models.Principal) (*Tool, error) {
 	ver, sum, err := r.prepare(ctx, &def, by)
 	if err != nil {
 		return nil, err
@@ -127,7 +128,7 @@ func (r *Registry) Register(ctx context.Context, def ToolDefinition, by *models.
 // Check normalizes and validates def as Register would, without storing
 // anything, and returns the definition as it would be stored. A dry run
 // (an OpenAPI import preview) shows exactly what registering would do.
-func (r *Registry) Check(ctx context.Context, def ToolDefinition) (ToolDefinition, error) {
+func (r *Registry) Check(ctx context.Context, def tooldef.Definition) (tooldef.Definition, error) {
 	if _, _, err := r.prepare(ctx, &def, nil); err != nil {
 		return def, err
 	}
@@ -152,8 +153,8 @@ func (r *Registry) Taken(ctx context.Context, name string) (bool, error) {
 // must be greater than every version its tool has had, as with Publish.
 // The first invalid definition's *models.ValidationError is returned as
 // it is; callers that want every problem check each definition first.
-func (r *Registry) ImportAll(ctx context.Context, creates, updates []ToolDefinition, by *models.Principal) (created, updated []*Tool, err error) {
-	prepare := func(defs []ToolDefinition) ([]models.NewTool, error) {
+func (r *Registry) ImportAll(ctx context.Context, creates, updates []tooldef.Definition, by *models.Principal) (created, updated []*Tool, err error) {
+	prepare := func(defs []tooldef.Definition) ([]models.NewTool, error) {
 		batch := make([]models.NewTool, len(defs))
 		for i := range defs {
 			ver, sum, err := r.prepare(ctx, &defs[i], by)
@@ -221,7 +222,7 @@ func checkGreater(version string, existing []string) error {
 
 // Publish stores def as a new current version of the named tool. Its
 // version must be greater (semver) than every version the tool has had.
-func (r *Registry) Publish(ctx context.Context, name string, def ToolDefinition, by *models.Principal) (*Tool, error) {
+func (r *Registry) Publish(ctx context.Context, name string, def tooldef.Definition, by *models.Principal) (*Tool, error) {
 	if def.Name == "" {
 		def.Name = name
 	}
@@ -249,13 +250,13 @@ func (r *Registry) Publish(ctx context.Context, name string, def ToolDefinition,
 }
 
 // prepare normalizes and validates def and renders its LLM formats.
-func (r *Registry) prepare(ctx context.Context, def *ToolDefinition, by *models.Principal) (*models.ToolVersion, models.ToolSummary, error) {
-	normalize(def)
+func (r *Registry) prepare(ctx context.Context, def *tooldef.Definition, by *models.Principal) (*models.ToolVersion, models.ToolSummary, error) {
+	tooldef.Normalize(def)
 	known := func(name string) bool {
 		_, _, err := r.store.ToolByName(ctx, name, false)
 		return err == nil
 	}
-	_, ps := validateDefinition(def, known)
+	_, ps := tooldef.Validate(def, known)
 	if len(ps) > 0 {
 		return nil, models.ToolSummary{}, &models.ValidationError{What: "tool definition", Problems: ps}
 	}
@@ -277,7 +278,7 @@ func (r *Registry) prepare(ctx context.Context, def *ToolDefinition, by *models.
 	return ver, summaryOf(def), nil
 }
 
-func summaryOf(def *ToolDefinition) models.ToolSummary {
+func summaryOf(def *tooldef.Definition) models.ToolSummary {
 	return models.ToolSummary{
 		Version:     def.Version,
 		Category:    def.Category,
@@ -289,7 +290,7 @@ func summaryOf(def *ToolDefinition) models.ToolSummary {
 
 // Get returns the current version of an active tool.
 func (r *Registry) Get(ctx context.Context, name string) (*Tool, error) {
-	if err := checkToolName(name); err != nil {
+	if err := tooldef.CheckName(name); err != nil {
 		return nil, err
 	}
 	t, v, err := r.store.ToolByName(ctx, name, false)
@@ -304,7 +305,7 @@ func (r *Registry) Export(ctx context.Context, name, format string) (json.RawMes
 	if err := checkFormat(format); err != nil {
 		return nil, err
 	}
-	if err := checkToolName(name); err != nil {
+	if err := tooldef.CheckName(name); err != nil {
 		return nil, err
 	}
 	_, v, err := r.store.ToolByName(ctx, name, false)
@@ -321,7 +322,7 @@ func (r *Registry) Export(ctx context.Context, name, format string) (json.RawMes
 // Versions returns a tool's version history, oldest first. Retired tools
 // keep theirs.
 func (r *Registry) Versions(ctx context.Context, name string) ([]ToolVersion, error) {
-	if err := checkToolName(name); err != nil {
+	if err := tooldef.CheckName(name); err != nil {
 		return nil, err
 	}
 	t, vers, err := r.store.ToolVersions(ctx, name)
@@ -359,7 +360,7 @@ func (r *Registry) NextPatch(ctx context.Context, name string) (string, error) {
 
 // Version returns one version of a tool, retired or not.
 func (r *Registry) Version(ctx context.Context, name, version string) (*Tool, error) {
-	if err := checkToolName(name); err != nil {
+	if err := tooldef.CheckName(name); err != nil {
 		return nil, err
 	}
 	t, v, err := r.store.ToolVersion(ctx, name, version)
@@ -372,14 +373,14 @@ func (r *Registry) Version(ctx context.Context, name, version string) (*Tool, er
 // Rollback makes an earlier version current again; it also restores a
 // retired tool.
 func (r *Registry) Rollback(ctx context.Context, name, version string, by *models.Principal) (*Tool, error) {
-	if err := checkToolName(name); err != nil {
+	if err := tooldef.CheckName(name); err != nil {
 		return nil, err
 	}
 	if strings.TrimSpace(version) == "" {
 		return nil, &models.ValidationError{What: "rollback", Problems: []models.Problem{{Pointer: "/version", Message: "is required: the version to make current"}}}
 	}
 	t, v, err := r.store.SetCurrentVersion(ctx, name, version, func(v *models.ToolVersion) (models.ToolSummary, error) {
-		def, err := decodeDefinition(v.Definition)
+		def, err := tooldef.Decode(v.Definition)
 		if err != nil {
 			return models.ToolSummary{}, err
 		}
@@ -396,7 +397,7 @@ func (r *Registry) Rollback(ctx context.Context, name, version string, by *model
 // Retire takes a tool out of the catalog and of selection; its history
 // stays readable and a new version or a rollback restores it.
 func (r *Registry) Retire(ctx context.Context, name string, by *models.Principal) error {
-	if err := checkToolName(name); err != nil {
+	if err := tooldef.CheckName(name); err != nil {
 		return err
 	}
 	if err := r.store.RetireTool(ctx, name); err != nil {
@@ -410,10 +411,10 @@ func (r *Registry) Retire(ctx context.Context, name string, by *models.Principal
 // List returns one page of the catalog, as summaries or in opts.Format.
 func (r *Registry) List(ctx context.Context, opts ListOptions) (*ToolPage, error) {
 	var bad []string
-	if opts.Category != "" && !slices.Contains(Categories, opts.Category) {
-		bad = append(bad, fmt.Sprintf("category %q is not a category (use one of %s)", opts.Category, strings.Join(Categories, ", ")))
+	if opts.Category != "" && !slices.Contains(tooldef.Categories, opts.Category) {
+		bad = append(bad, fmt.Sprintf("category %q is not a category (use one of %s)", opts.Category, strings.Join(tooldef.Categories, ", ")))
 	}
-	if opts.Level != "" && !slices.Contains(Levels, opts.Level) {
+	if opts.Level != "" && !slices.Contains(tooldef.Levels, opts.Level) {
 		bad = append(bad, fmt.Sprintf("level %q is not a security level (use safe, moderate or dangerous)", opts.Level))
 	}
 	if opts.Format != "" && !slices.Contains(Formats, opts.Format) {
@@ -467,15 +468,15 @@ func (r *Registry) Categories(ctx context.Context) ([]CategoryCount, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([]CategoryCount, 0, len(Categories))
-	for _, c := range Categories {
+	out := make([]CategoryCount, 0, len(tooldef.Categories))
+	for _, c := range tooldef.Categories {
 		out = append(out, CategoryCount{Category: c, Tools: counts[c]})
 	}
 	return out, nil
 }
 
 func (r *Registry) view(t *models.Tool, v *models.ToolVersion) (*Tool, error) {
-	def, err := decodeDefinition(v.Definition)
+	def, err := tooldef.Decode(v.Definition)
 	if err != nil {
 		return nil, err
 	}
@@ -492,29 +493,12 @@ func (r *Registry) view(t *models.Tool, v *models.ToolVersion) (*Tool, error) {
 	}, nil
 }
 
-func decodeDefinition(raw string) (ToolDefinition, error) {
-	var def ToolDefinition
-	if err := json.Unmarshal([]byte(raw), &def); err != nil {
-		return def, fmt.Errorf("decode stored definition: %w", err)
-	}
-	return def, nil
-}
-
 func splitTags(s string) []string {
 	s = strings.Trim(s, ",")
 	if s == "" {
 		return []string{}
 	}
 	return strings.Split(s, ",")
-}
-
-// checkToolName refuses names that cannot be tools before they reach a query,
-// so a path character or a look-alike letter gets a precise answer.
-func checkToolName(name string) error {
-	if !NamePattern.MatchString(name) {
-		return fmt.Errorf("%w: %q is not a tool name (snake_case ASCII, at most 64 characters)", models.ErrInvalid, name)
-	}
-	return nil
 }
 
 func checkFormat(format string) error {

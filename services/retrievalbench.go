@@ -17,6 +17,7 @@ import (
 
 	"toolbelt/models"
 	"toolbelt/services/embed"
+	"toolbelt/services/tooldef"
 )
 
 // BenchTool is one record of a benchmark tool file.
@@ -153,15 +154,15 @@ func RunRetrievalBench(ctx context.Context, opts BenchOptions) (*BenchReport, er
 // benchDefinition makes a registrable definition of a benchmark record: a
 // safe tool of its category (api when missing) with an http runner, since
 // only retrieval is measured.
-func benchDefinition(t BenchTool) ToolDefinition {
+func benchDefinition(t BenchTool) tooldef.Definition {
 	cat := t.Category
 	if cat == "" {
 		cat = "api"
 	}
-	return ToolDefinition{
+	return tooldef.Definition{
 		Name: t.Name, Version: "1.0.0", Description: t.Description, Category: cat, Parameters: t.Parameters,
-		Security: Security{Level: LevelSafe},
-		Runner:   Runner{Kind: RunnerHTTP, Method: "GET", URL: "https://tools.invalid/" + t.Name},
+		Security: tooldef.Security{Level: tooldef.LevelSafe},
+		Runner:   tooldef.Runner{Kind: tooldef.RunnerHTTP, Method: "GET", URL: "https://tools.invalid/" + t.Name},
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"toolbelt/services/sandbox"
+	"toolbelt/services/tooldef"
 )
 
 // Codes of sandboxed tools.
@@ -175,7 +176,7 @@ func (inv *Invoker) commandRunner(ctx context.Context, c *call) (any, error) {
 func expandArgv(tmpl []string, args map[string]any) ([]string, error) {
 	out := make([]string, 0, len(tmpl))
 	for _, el := range tmpl {
-		m := placeholder.FindStringSubmatch(el)
+		m := tooldef.Placeholder.FindStringSubmatch(el)
 		if m == nil {
 			out = append(out, el)
 			continue

@@ -22,6 +22,7 @@ import (
 
 	"toolbelt/models"
 	"toolbelt/services/embed"
+	"toolbelt/services/tooldef"
 )
 
 // Selection bounds.
@@ -72,9 +73,9 @@ type needs struct {
 	chromium, interpreter, sandbox bool
 }
 
-func needsOf(def *ToolDefinition) needs {
+func needsOf(def *tooldef.Definition) needs {
 	n := needs{sandbox: def.Security.Sandbox}
-	if def.Runner.Kind == RunnerBuiltin {
+	if def.Runner.Kind == tooldef.RunnerBuiltin {
 		switch def.Runner.Builtin {
 		case "browser_navigate":
 			n.chromium = true
@@ -229,7 +230,7 @@ func (s *Selector) EmbedFailing() bool {
 // retrievalText is the text a tool is found by: its name with words split,
 // description, category, tags, parameter names and descriptions, and
 // examples.
-func retrievalText(def *ToolDefinition) string {
+func retrievalText(def *tooldef.Definition) string {
 	var b strings.Builder
 	b.WriteString(strings.Join(embed.Words(def.Name), " "))
 	b.WriteString(". ")
@@ -349,7 +350,7 @@ func (s *Selector) loadDocs(ctx context.Context, ids []uint) error {
 		vecs[e.VersionID] = e
 	}
 	for _, id := range ids {
-		def, err := decodeDefinition(defs[id])
+		def, err := tooldef.Decode(defs[id])
 		if err != nil {
 			return fmt.Errorf("index version %d: %w", id, err)
 		}
@@ -624,7 +625,7 @@ func (v visibility) allows(e *entry) bool {
 	if v.categories[e.category] {
 		return true
 	}
-	return e.level == LevelSafe && v.tools[e.name]
+	return e.level == tooldef.LevelSafe && v.tools[e.name]
 }
 
 // Callable returns, in name order and after the tool named after, up to
@@ -635,7 +636,7 @@ func (v visibility) allows(e *entry) bool {
 // approvals and call no tool.
 func (s *Selector) Callable(ctx context.Context, caller *models.Principal, format, after string, limit int) (tools []json.RawMessage, next string, err error) {
 	if !slices.Contains(Formats, format) {
-		return nil, "", unknownFormat(format)
+		return nil, "", UnknownFormat(format)
 	}
 	if limit < 1 {
 		return nil, "", fmt.Errorf("%w: page size %d", models.ErrInvalid, limit)
@@ -763,13 +764,13 @@ func (s *Selector) checkRequest(req *SelectRequest) error {
 		ps.Add("/format", "%q is not a format; use one of %s", req.Format, strings.Join(Formats, ", "))
 	}
 	for i, c := range req.Categories {
-		if !slices.Contains(Categories, c) {
-			ps.Add(fmt.Sprintf("/categories/%d", i), "%q is not a category; use one of %s", c, strings.Join(Categories, ", "))
+		if !slices.Contains(tooldef.Categories, c) {
+			ps.Add(fmt.Sprintf("/categories/%d", i), "%q is not a category; use one of %s", c, strings.Join(tooldef.Categories, ", "))
 		}
 	}
 	for i, c := range req.ExcludeCategories {
-		if !slices.Contains(Categories, c) {
-			ps.Add(fmt.Sprintf("/exclude_categories/%d", i), "%q is not a category; use one of %s", c, strings.Join(Categories, ", "))
+		if !slices.Contains(tooldef.Categories, c) {
+			ps.Add(fmt.Sprintf("/exclude_categories/%d", i), "%q is not a category; use one of %s", c, strings.Join(tooldef.Categories, ", "))
 		}
 	}
 	if len(req.SessionID) > 128 {
@@ -1107,7 +1108,7 @@ func (s *Selector) Feedback(ctx context.Context, caller *models.Principal, selec
 	if len(ps) > 0 {
 		return nil, &models.ValidationError{What: "feedback", Problems: ps}
 	}
-	return s.learn(ctx, sel, dedupe(tools), "feedback")
+	return s.learn(ctx, sel, tooldef.Dedupe(tools), "feedback")
 }
 
 // LearnFromCall teaches the index that a session's latest selection led to
@@ -1182,7 +1183,7 @@ func (s *Selector) learn(ctx context.Context, sel *models.Selection, tools []str
 
 // LearnedQueries lists what a tool was learned from, newest first.
 func (s *Selector) LearnedQueries(ctx context.Context, tool string) ([]models.LearnedQuery, error) {
-	if err := checkToolName(tool); err != nil {
+	if err := tooldef.CheckName(tool); err != nil {
 		return nil, err
 	}
 	if _, _, err := s.store.ToolByName(ctx, tool, true); err != nil {
@@ -1193,7 +1194,7 @@ func (s *Selector) LearnedQueries(ctx context.Context, tool string) ([]models.Le
 
 // ForgetQuery removes one learned query of a tool.
 func (s *Selector) ForgetQuery(ctx context.Context, tool string, id uint) error {
-	if err := checkToolName(tool); err != nil {
+	if err := tooldef.CheckName(tool); err != nil {
 		return err
 	}
 	if err := s.store.DeleteLearnedQuery(ctx, tool, id); err != nil {
@@ -1276,7 +1277,7 @@ func (e *UnknownToolError) Is(target error) bool { return target == models.ErrNo
 // registered into an UnknownToolError with suggestions; other errors (a
 // retired tool, a bad name) pass unchanged.
 func (s *Selector) ExplainUnknown(ctx context.Context, caller *models.Principal, sessionID, name string, err error) error {
-	if !errors.Is(err, models.ErrNotFound) || !NamePattern.MatchString(name) {
+	if !errors.Is(err, models.ErrNotFound) || !tooldef.NamePattern.MatchString(name) {
 		return err
 	}
 	if _, _, lookErr := s.store.ToolByName(ctx, name, true); lookErr == nil || !errors.Is(lookErr, models.ErrNotFound) {

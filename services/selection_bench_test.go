@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"toolbelt/services/embed"
+	"toolbelt/services/tooldef"
 )
 
 // benchCatalog registers n varied tools through the registry.
@@ -27,14 +28,14 @@ func benchCatalog(b *testing.B, n int) (*Selector, []string) {
 	verbs := []string{"search", "create", "summarise", "translate", "export", "validate", "schedule", "compare", "archive", "monitor"}
 	for i := range n {
 		noun, verb := nouns[i%len(nouns)], verbs[(i/len(nouns))%len(verbs)]
-		def := ToolDefinition{
+		def := tooldef.Definition{
 			Name:        fmt.Sprintf("%s_%s_%05d", verb, noun, i),
 			Version:     "1.0.0",
 			Description: fmt.Sprintf("%s %s records in workspace %d; returns matching %s entries with links.", verb, noun, i%97, noun),
-			Category:    Categories[i%len(Categories)],
+			Category:    tooldef.Categories[i%len(tooldef.Categories)],
 			Parameters:  json.RawMessage(`{"type":"object","properties":{"query":{"type":"string","description":"What to look for"}},"required":["query"]}`),
-			Security:    Security{Level: LevelSafe},
-			Runner:      Runner{Kind: RunnerHTTP, Method: "GET", URL: "https://tools.invalid/x"},
+			Security:    tooldef.Security{Level: tooldef.LevelSafe},
+			Runner:      tooldef.Runner{Kind: tooldef.RunnerHTTP, Method: "GET", URL: "https://tools.invalid/x"},
 		}
 		if _, err := reg.Register(ctx, def, nil); err != nil {
 			b.Fatal(err)

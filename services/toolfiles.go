@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"toolbelt/models"
+	"toolbelt/services/tooldef"
 )
 
 // ToolFiles keeps the tools defined by files in a directory (YAML or JSON,
@@ -279,7 +280,7 @@ func (t *ToolFiles) forget(ctx context.Context, name, tool string) {
 
 // register registers def, or publishes it as a new version when it
 // differs from the tool's current one.
-func (t *ToolFiles) register(ctx context.Context, def ToolDefinition) error {
+func (t *ToolFiles) register(ctx context.Context, def tooldef.Definition) error {
 	cur, err := t.reg.Get(ctx, def.Name)
 	if errors.Is(err, models.ErrNotFound) {
 		if def.Version == "" {
@@ -311,9 +312,9 @@ func (t *ToolFiles) register(ctx context.Context, def ToolDefinition) error {
 
 // sameDefinition reports whether def, completed with the defaults, is
 // what cur holds (versions aside).
-func sameDefinition(cur, def ToolDefinition) bool {
+func sameDefinition(cur, def tooldef.Definition) bool {
 	def.Version = cur.Version
-	normalize(&def)
+	tooldef.Normalize(&def)
 	a, errA := json.Marshal(cur)
 	b, errB := json.Marshal(def)
 	return errA == nil && errB == nil && bytes.Equal(a, b)
@@ -348,8 +349,8 @@ func (t *ToolFiles) definedElsewhere(tool string) bool { return t.definer(tool, 
 
 // parseToolFile reads one tool definition, strictly: unknown fields are
 // errors.
-func parseToolFile(name string, raw []byte) (ToolDefinition, error) {
-	var def ToolDefinition
+func parseToolFile(name string, raw []byte) (tooldef.Definition, error) {
+	var def tooldef.Definition
 	if !strings.HasSuffix(strings.ToLower(name), ".json") {
 		j, err := yaml.YAMLToJSON(raw)
 		if err != nil {

@@ -23,30 +23,31 @@ import (
 
 	"toolbelt/models"
 	"toolbelt/services"
+	"toolbelt/services/tooldef"
 )
 
 const benchTools = 10_000
 
 // benchDef returns the i-th synthetic tool: a realistic schema with
 // required and optional fields, spread over the categories.
-func benchDef(i int) services.ToolDefinition {
+func benchDef(i int) tooldef.Definition {
 	params := fmt.Sprintf(`{"type":"object","properties":{
 		"query":{"type":"string","description":"What to look for in record set %d"},
 		"limit":{"type":"integer","minimum":1,"maximum":100,"description":"How many results"},
 		"mode":{"type":"string","enum":["fast","thorough"]},
 		"filters":{"type":"object","properties":{"since":{"type":"string","format":"date"},"tags":{"type":"array","items":{"type":"string"}}},"additionalProperties":false}
 	},"required":["query"],"additionalProperties":false}`, i)
-	return services.ToolDefinition{
+	return tooldef.Definition{
 		Name:        fmt.Sprintf("bench_tool_%05d", i),
 		Version:     "1.0.0",
 		Description: fmt.Sprintf("Search record set %d and return matching entries with their scores. Input: query, optional limit, mode and filters.", i),
-		Category:    services.Categories[i%len(services.Categories)],
+		Category:    tooldef.Categories[i%len(tooldef.Categories)],
 		Tags:        []string{"bench", fmt.Sprintf("group%d", i%50)},
 		Examples:    []string{fmt.Sprintf("find entries in set %d about invoices", i)},
 		Parameters:  json.RawMessage(params),
-		Security:    services.Security{Level: services.Levels[i%3], Sandbox: true},
-		Execution:   services.Execution{Timeout: 10_000},
-		Runner:      services.Runner{Kind: services.RunnerCommand, Argv: []string{"grep", "-rn", "{{query}}", "."}},
+		Security:    tooldef.Security{Level: tooldef.Levels[i%3], Sandbox: true},
+		Execution:   tooldef.Execution{Timeout: 10_000},
+		Runner:      tooldef.Runner{Kind: tooldef.RunnerCommand, Argv: []string{"grep", "-rn", "{{query}}", "."}},
 	}
 }
 

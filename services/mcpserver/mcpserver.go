@@ -30,14 +30,15 @@ import (
 
 	"toolbelt/models"
 	"toolbelt/services"
+	"toolbelt/services/tooldef"
 )
 
 // Names of the tools this server adds to the catalog (reserved: no
 // registered tool takes them; one registered before they were reserved is
 // hidden here).
 const (
-	SearchToolsName = services.MCPSearchTools
-	CallResultName  = services.MCPCallResult
+	SearchToolsName = tooldef.MCPSearchTools
+	CallResultName  = tooldef.MCPCallResult
 )
 
 // PageSize is how many tools one tools/list page holds; clients follow

@@ -1,4 +1,4 @@
-package services
+package tooldef
 
 import (
 	"bytes"
@@ -47,17 +47,17 @@ var (
 	// fits every LLM format and cannot hide a look-alike character or a path.
 	NamePattern = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
 	// semverPattern is the official semver.org regular expression.
-	semverPattern  = regexp.MustCompile(`^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-((?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?$`)
-	tagPattern     = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,31}$`)
-	placeholder    = regexp.MustCompile(`\{\{\s*([A-Za-z_][A-Za-z0-9_.]*)\s*\}\}`)
-	envRefPattern  = regexp.MustCompile(`^env\.[A-Z_][A-Z0-9_]*$`)
-	httpMethods    = []string{"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"}
-	secretHeaderRE = regexp.MustCompile(`(?i)(authorization|cookie|token|secret|api[-_]?key|password|credential)`)
+	semverPattern = regexp.MustCompile(`^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-((?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?$`)
+	TagPattern    = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,31}$`)
+	Placeholder   = regexp.MustCompile(`\{\{\s*([A-Za-z_][A-Za-z0-9_.]*)\s*\}\}`)
+	envRefPattern = regexp.MustCompile(`^env\.[A-Z_][A-Z0-9_]*$`)
+	HTTPMethods   = []string{"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"}
+	SecretHeader  = regexp.MustCompile(`(?i)(authorization|cookie|token|secret|api[-_]?key|password|credential)`)
 )
 
-// normalize trims text fields and fills the defaults a definition may omit,
+// Normalize trims text fields and fills the defaults a definition may omit,
 // so the stored version states every setting explicitly.
-func normalize(def *ToolDefinition) {
+func Normalize(def *Definition) {
 	def.Name = strings.TrimSpace(def.Name)
 	def.Version = strings.TrimSpace(def.Version)
 	def.Description = strings.TrimSpace(def.Description)
@@ -92,11 +92,11 @@ const (
 	MCPCallResult  = "call_result"
 )
 
-// validateDefinition checks everything about a definition that does not
+// Validate checks everything about a definition that does not
 // need the database, and returns the compiled parameters schema when it
 // compiles. known tells whether a tool name is registered (for composite
 // steps).
-func validateDefinition(def *ToolDefinition, known func(string) bool) (*jsonschema.Schema, models.Problems) {
+func Validate(def *Definition, known func(string) bool) (*jsonschema.Schema, models.Problems) {
 	var ps models.Problems
 	switch {
 	case def.Name == "":
@@ -127,7 +127,7 @@ func validateDefinition(def *ToolDefinition, known func(string) bool) (*jsonsche
 	seen := map[string]bool{}
 	for i, t := range def.Tags {
 		p := "/tags/" + strconv.Itoa(i)
-		if !tagPattern.MatchString(t) {
+		if !TagPattern.MatchString(t) {
 			ps.Add(p, "%q must be lowercase letters, digits, '_', '-' or '.', at most 32 characters", t)
 		} else if seen[t] {
 			ps.Add(p, "duplicate tag %q", t)
@@ -182,7 +182,7 @@ func validateParameters(raw json.RawMessage, ps *models.Problems) (*jsonschema.S
 	}
 	before := len(*ps)
 	checkRequired(root, "/parameters", ps)
-	schema, err := compileSchema(doc)
+	schema, err := CompileSchema(doc)
 	if err != nil {
 		schemaProblems(err, ps)
 		return nil, nil
@@ -199,9 +199,9 @@ func validateParameters(raw json.RawMessage, ps *models.Problems) (*jsonschema.S
 	return schema, props
 }
 
-// compileSchema compiles doc as draft 2020-12. The loader refuses every
+// CompileSchema compiles doc as draft 2020-12. The loader refuses every
 // URL, so a $ref can never make the server read a file or fetch a page.
-func compileSchema(doc any) (*jsonschema.Schema, error) {
+func CompileSchema(doc any) (*jsonschema.Schema, error) {
 	c := jsonschema.NewCompiler()
 	c.DefaultDraft(jsonschema.Draft2020)
 	c.UseLoader(noLoader{})
@@ -241,7 +241,7 @@ func checkRequired(v any, ptr string, ps *models.Problems) {
 			if k == "enum" || k == "const" || k == "default" || k == "examples" {
 				continue
 			}
-			checkRequired(child, ptr+"/"+escapePointer(k), ps)
+			checkRequired(child, ptr+"/"+EscapePointer(k), ps)
 		}
 	case []any:
 		for i, child := range n {
@@ -262,10 +262,10 @@ func schemaProblems(err error, ps *models.Problems) {
 			printer := message.NewPrinter(language.English)
 			var order []string
 			msgs := map[string][]string{}
-			for _, leaf := range leaves(ve) {
+			for _, leaf := range Leaves(ve) {
 				ptr := "/parameters"
 				for _, seg := range leaf.InstanceLocation {
-					ptr += "/" + escapePointer(seg)
+					ptr += "/" + EscapePointer(seg)
 				}
 				if _, ok := msgs[ptr]; !ok {
 					order = append(order, ptr)
@@ -283,13 +283,13 @@ func schemaProblems(err error, ps *models.Problems) {
 	ps.Add("/parameters", "does not compile as JSON Schema 2020-12: %s", msg)
 }
 
-func leaves(ve *jsonschema.ValidationError) []*jsonschema.ValidationError {
+func Leaves(ve *jsonschema.ValidationError) []*jsonschema.ValidationError {
 	if len(ve.Causes) == 0 {
 		return []*jsonschema.ValidationError{ve}
 	}
 	var out []*jsonschema.ValidationError
 	for _, c := range ve.Causes {
-		out = append(out, leaves(c)...)
+		out = append(out, Leaves(c)...)
 	}
 	return out
 }
@@ -312,11 +312,11 @@ func depth(v any) int {
 	return 0
 }
 
-func escapePointer(s string) string {
+func EscapePointer(s string) string {
 	return strings.NewReplacer("~", "~0", "/", "~1").Replace(s)
 }
 
-func validateSecurity(def *ToolDefinition, ps *models.Problems) {
+func validateSecurity(def *Definition, ps *models.Problems) {
 	s := def.Security
 	if !slices.Contains(Levels, s.Level) {
 		ps.Add("/security/level", "%q is not a security level; use safe, moderate or dangerous", s.Level)
@@ -377,7 +377,7 @@ var runnerFields = map[string][]string{
 
 // validateRunner checks that the runner's fields fit its kind, and that
 // every placeholder names a root parameter.
-func validateRunner(def *ToolDefinition, props map[string]bool, known func(string) bool, ps *models.Problems) {
+func validateRunner(def *Definition, props map[string]bool, known func(string) bool, ps *models.Problems) {
 	r := def.Runner
 	// Fields set that the kind does not use are mistakes worth reporting:
 	// the admin believes they do something.
@@ -393,7 +393,7 @@ func validateRunner(def *ToolDefinition, props map[string]bool, known func(strin
 		}
 	}
 	checkPlaceholders := func(ptr, s string) {
-		for _, m := range placeholder.FindAllStringSubmatch(s, -1) {
+		for _, m := range Placeholder.FindAllStringSubmatch(s, -1) {
 			if props != nil && !props[m[1]] {
 				ps.Add(ptr, "placeholder {{%s}} names no property of parameters", m[1])
 			}
@@ -411,7 +411,7 @@ func validateRunner(def *ToolDefinition, props map[string]bool, known func(strin
 		case len(r.Argv) > MaxArgv:
 			ps.Add("/runner/argv", "has %d elements; at most %d are allowed", len(r.Argv), MaxArgv)
 		default:
-			if strings.TrimSpace(r.Argv[0]) == "" || placeholder.MatchString(r.Argv[0]) {
+			if strings.TrimSpace(r.Argv[0]) == "" || Placeholder.MatchString(r.Argv[0]) {
 				ps.Add("/runner/argv/0", "must name a fixed program, not a placeholder")
 			}
 			for i, a := range r.Argv {
@@ -419,7 +419,7 @@ func validateRunner(def *ToolDefinition, props map[string]bool, known func(strin
 				if strings.ContainsRune(a, 0) {
 					ps.Add(ptr, "must not contain NUL")
 				}
-				if m := placeholder.FindAllStringIndex(a, -1); len(m) > 0 && !(len(m) == 1 && m[0][0] == 0 && m[0][1] == len(a)) {
+				if m := Placeholder.FindAllStringIndex(a, -1); len(m) > 0 && !(len(m) == 1 && m[0][0] == 0 && m[0][1] == len(a)) {
 					ps.Add(ptr, "%q: a placeholder must be a whole argv element, so it becomes exactly one argument", a)
 				}
 				checkPlaceholders(ptr, a)
@@ -430,19 +430,19 @@ func validateRunner(def *ToolDefinition, props map[string]bool, known func(strin
 			ps.Add("/security/sandbox", "must be true: command tools always run in the sandbox")
 		}
 	case RunnerHTTP:
-		if !slices.Contains(httpMethods, r.Method) {
-			ps.Add("/runner/method", "%q is not supported; use one of %s", r.Method, strings.Join(httpMethods, ", "))
+		if !slices.Contains(HTTPMethods, r.Method) {
+			ps.Add("/runner/method", "%q is not supported; use one of %s", r.Method, strings.Join(HTTPMethods, ", "))
 		}
 		validateURLTemplate(r.URL, ps)
 		checkPlaceholders("/runner/url", r.URL)
 		checkPlaceholders("/runner/body", r.Body)
 		for name, val := range r.Headers {
-			ptr := "/runner/headers/" + escapePointer(name)
+			ptr := "/runner/headers/" + EscapePointer(name)
 			if !validHeaderName(name) {
 				ps.Add(ptr, "%q is not a valid HTTP header name", name)
 			}
 			hasEnv := false
-			for _, m := range placeholder.FindAllStringSubmatch(val, -1) {
+			for _, m := range Placeholder.FindAllStringSubmatch(val, -1) {
 				if strings.HasPrefix(m[1], "env.") {
 					hasEnv = true
 					if !envRefPattern.MatchString(m[1]) {
@@ -452,7 +452,7 @@ func validateRunner(def *ToolDefinition, props map[string]bool, known func(strin
 					ps.Add(ptr, "placeholder {{%s}} names no property of parameters", m[1])
 				}
 			}
-			if secretHeaderRE.MatchString(name) && !hasEnv {
+			if SecretHeader.MatchString(name) && !hasEnv {
 				ps.Add(ptr, "carries a credential: reference it from the environment as {{env.NAME}}; secrets are never stored")
 			}
 		}
@@ -495,7 +495,7 @@ func validateURLTemplate(u string, ps *models.Problems) {
 	// Placeholders may only fill the path and query, never choose the
 	// scheme or host: check the template with each placeholder as a
 	// harmless value.
-	probe := placeholder.ReplaceAllString(u, "x")
+	probe := Placeholder.ReplaceAllString(u, "x")
 	scheme, rest, ok := strings.Cut(probe, "://")
 	if !ok || (scheme != "http" && scheme != "https") {
 		ps.Add("/runner/url", "%q must be an absolute http or https URL", u)
@@ -512,7 +512,7 @@ func validateURLTemplate(u string, ps *models.Problems) {
 	switch {
 	case host == "" || strings.Contains(host, "@"):
 		ps.Add("/runner/url", "%q must name a host and carry no credentials", u)
-	case placeholder.MatchString(hostTmpl):
+	case Placeholder.MatchString(hostTmpl):
 		ps.Add("/runner/url", "placeholders may not choose the host of %q", u)
 	}
 }
@@ -527,4 +527,35 @@ func validHeaderName(name string) bool {
 		}
 	}
 	return true
+}
+
+// Pointer finds the value at a JSON Pointer (RFC 6901) in doc.
+func Pointer(doc any, ptr string) (any, error) {
+	if ptr == "" {
+		return doc, nil
+	}
+	if !strings.HasPrefix(ptr, "/") {
+		return nil, fmt.Errorf("%q is not a JSON pointer (it starts with /)", ptr)
+	}
+	cur := doc
+	for _, tok := range strings.Split(ptr[1:], "/") {
+		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
+		switch x := cur.(type) {
+		case map[string]any:
+			v, ok := x[tok]
+			if !ok {
+				return nil, fmt.Errorf("%s: no %q", ptr, tok)
+			}
+			cur = v
+		case []any:
+			i, err := strconv.Atoi(tok)
+			if err != nil || i < 0 || i >= len(x) {
+				return nil, fmt.Errorf("%s: no item %q", ptr, tok)
+			}
+			cur = x[i]
+		default:
+			return nil, fmt.Errorf("%s: %q is inside a value that is neither an object nor an array", ptr, tok)
+		}
+	}
+	return cur, nil
 }

@@ -1,4 +1,4 @@
-package services
+package tooldef
 
 import (
 	"fmt"
@@ -115,7 +115,7 @@ func programName(p string) string {
 	return name
 }
 
-func isPlaceholder(a string) bool { return placeholder.MatchString(a) }
+func isPlaceholder(a string) bool { return Placeholder.MatchString(a) }
 
 // codeArgument returns the index of the first argv element that is a
 // placeholder in a script or command position, and the program that

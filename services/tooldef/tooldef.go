@@ -1,6 +1,15 @@
-package services
+// Package tooldef is the language of tool definitions: what an admin
+// registers (name, parameters schema, security, execution, runner), the
+// defaults a definition may omit, and the validation every one passes.
+package tooldef
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"toolbelt/models"
+)
 
 // Categories lists the tool categories Toolbelt indexes, in display order.
 var Categories = []string{"filesystem", "browser", "shell", "search", "code", "api"}
@@ -23,9 +32,9 @@ const (
 	RunnerComposite = "composite"
 )
 
-// ToolDefinition is the JSON an admin or a tool file registers. It is stored
+// Definition is the JSON an admin or a tool file registers. It is stored
 // verbatim (after defaults are filled) as one immutable version.
-type ToolDefinition struct {
+type Definition struct {
 	Name        string          `json:"name" example:"file_read"`
 	Version     string          `json:"version" example:"1.0.0"`
 	Description string          `json:"description" example:"Read a UTF-8 text file from the session's work directory."`
@@ -97,4 +106,34 @@ var Builtins = []string{
 	// echo answers its arguments: a no-op for testing integrations and for
 	// measuring the guard chain.
 	"echo",
+}
+
+// Decode reads a definition as the catalog stores it.
+func Decode(raw string) (Definition, error) {
+	var def Definition
+	if err := json.Unmarshal([]byte(raw), &def); err != nil {
+		return def, fmt.Errorf("decode stored definition: %w", err)
+	}
+	return def, nil
+}
+
+// CheckName refuses names that cannot be tools before they reach a query,
+// so a path character or a look-alike letter gets a precise answer.
+func CheckName(name string) error {
+	if !NamePattern.MatchString(name) {
+		return fmt.Errorf("%w: %q is not a tool name (snake_case ASCII, at most 64 characters)", models.ErrInvalid, name)
+	}
+	return nil
+}
+
+// Dedupe trims names and drops repeats, keeping the first of each.
+func Dedupe(xs []string) []string {
+	out := []string{}
+	for _, x := range xs {
+		x = strings.TrimSpace(x)
+		if !slices.Contains(out, x) {
+			out = append(out, x)
+		}
+	}
+	return out
 }

@@ -1,4 +1,4 @@
-package services
+package tooldef
 
 import (
 	"strings"
@@ -108,11 +108,11 @@ func TestCodeArgument(t *testing.T) {
 // {{arg}} with a problem at the element naming the field that allows it,
 // and accepts the same definition with runsArgumentAsCode.
 func TestRegisterRefusesCodePlaceholder(t *testing.T) {
-	def := ToolDefinition{Name: "run_shell", Version: "1.0.0", Description: "Runs a shell script the caller writes.", Category: "shell",
+	def := Definition{Name: "run_shell", Version: "1.0.0", Description: "Runs a shell script the caller writes.", Category: "shell",
 		Parameters: []byte(`{"type":"object","properties":{"arg":{"type":"string"}},"required":["arg"]}`),
 		Security:   Security{Level: LevelDangerous, Sandbox: true},
 		Runner:     Runner{Kind: RunnerCommand, Argv: []string{"sh", "-c", "{{arg}}"}}}
-	_, ps := validateDefinition(&def, func(string) bool { return true })
+	_, ps := Validate(&def, func(string) bool { return true })
 	found := false
 	for _, p := range ps {
 		if p.Pointer == "/runner/argv/2" && strings.Contains(p.Message, "runner.runsArgumentAsCode") && strings.Contains(p.Message, "where sh runs the caller's text") {
@@ -123,7 +123,7 @@ func TestRegisterRefusesCodePlaceholder(t *testing.T) {
 		t.Fatalf("problems %v", ps)
 	}
 	def.Runner.RunsArgumentAsCode = true
-	_, again := validateDefinition(&def, func(string) bool { return true })
+	_, again := Validate(&def, func(string) bool { return true })
 	for _, p := range again {
 		if strings.HasPrefix(p.Pointer, "/runner") {
 			t.Errorf("with runsArgumentAsCode: %v", p)
