@@ -15,6 +15,7 @@ import (
 
 	"toolbelt/models"
 	"toolbelt/services"
+	"toolbelt/services/formats"
 	"toolbelt/services/tooldef"
 	"toolbelt/views"
 )
@@ -24,11 +25,11 @@ const consoleToolsPageSize = 50
 
 // toolFormatLabels name the LLM APIs of the export formats.
 var toolFormatLabels = map[string]string{
-	services.FormatOpenAI:          "OpenAI Chat Completions",
-	services.FormatOpenAIResponses: "OpenAI Responses",
-	services.FormatAnthropic:       "Anthropic Messages",
-	services.FormatGemini:          "Gemini function declaration",
-	services.FormatMCP:             "MCP tool",
+	formats.FormatOpenAI:          "OpenAI Chat Completions",
+	formats.FormatOpenAIResponses: "OpenAI Responses",
+	formats.FormatAnthropic:       "Anthropic Messages",
+	formats.FormatGemini:          "Gemini function declaration",
+	formats.FormatMCP:             "MCP tool",
 }
 
 // ToolsPage lists the catalog with search, filters and pages.
@@ -139,7 +140,7 @@ func (h *Handler) toolDetail(c *gin.Context) (*views.ToolDetail, error) {
 		return nil, err
 	}
 	if !tool.Retired {
-		for _, f := range services.Formats {
+		for _, f := range formats.Formats {
 			raw, err := h.Registry.Export(ctx, name, f)
 			if err != nil {
 				return nil, err

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 	"toolbelt/models"
+	"toolbelt/services/formats"
 	"toolbelt/services/redact"
 	"toolbelt/services/tooldef"
 	"unicode/utf8"
@@ -49,7 +50,7 @@ func FuzzValidateDefinition(f *testing.F) {
 		}
 		tooldef.Normalize(&def)
 		if _, ps := tooldef.Validate(&def, func(string) bool { return true }); len(ps) == 0 {
-			if _, err := RenderAll(def); err != nil {
+			if _, err := formats.RenderAll(def); err != nil {
 				t.Fatalf("valid definition does not render: %v", err)
 			}
 		}

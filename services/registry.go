@@ -13,6 +13,7 @@ import (
 	"golang.org/x/mod/semver"
 
 	"toolbelt/models"
+	"toolbelt/services/formats"
 	"toolbelt/services/tooldef"
 )
 
@@ -260,7 +261,7 @@ func (r *Registry) prepare(ctx context.Context, def *tooldef.Definition, by *mod
 	if len(ps) > 0 {
 		return nil, models.ToolSummary{}, &models.ValidationError{What: "tool definition", Problems: ps}
 	}
-	exports, err := RenderAll(*def)
+	exports, err := formats.RenderAll(*def)
 	if err != nil {
 		return nil, models.ToolSummary{}, fmt.Errorf("render tool %q: %w", def.Name, err)
 	}
@@ -269,7 +270,7 @@ func (r *Registry) prepare(ctx context.Context, def *tooldef.Definition, by *mod
 		return nil, models.ToolSummary{}, fmt.Errorf("encode tool %q: %w", def.Name, err)
 	}
 	ver := &models.ToolVersion{Version: def.Version, Definition: string(raw)}
-	for _, f := range Formats {
+	for _, f := range formats.Formats {
 		ver.Exports = append(ver.Exports, models.ToolExport{Format: f, Body: string(exports[f])})
 	}
 	if by != nil {
@@ -417,8 +418,8 @@ func (r *Registry) List(ctx context.Context, opts ListOptions) (*ToolPage, error
 	if opts.Level != "" && !slices.Contains(tooldef.Levels, opts.Level) {
 		bad = append(bad, fmt.Sprintf("level %q is not a security level (use safe, moderate or dangerous)", opts.Level))
 	}
-	if opts.Format != "" && !slices.Contains(Formats, opts.Format) {
-		bad = append(bad, fmt.Sprintf("format %q is not a format (use one of %s)", opts.Format, strings.Join(Formats, ", ")))
+	if opts.Format != "" && !slices.Contains(formats.Formats, opts.Format) {
+		bad = append(bad, fmt.Sprintf("format %q is not a format (use one of %s)", opts.Format, strings.Join(formats.Formats, ", ")))
 	}
 	if opts.Limit < 1 || opts.Limit > MaxPageSize {
 		bad = append(bad, fmt.Sprintf("limit must be between 1 and %d", MaxPageSize))
@@ -502,8 +503,8 @@ func splitTags(s string) []string {
 }
 
 func checkFormat(format string) error {
-	if !slices.Contains(Formats, format) {
-		return fmt.Errorf("%w: %q is not a format; use one of %s", models.ErrInvalid, format, strings.Join(Formats, ", "))
+	if !slices.Contains(formats.Formats, format) {
+		return fmt.Errorf("%w: %q is not a format; use one of %s", models.ErrInvalid, format, strings.Join(formats.Formats, ", "))
 	}
 	return nil
 }

@@ -22,6 +22,7 @@ import (
 
 	"toolbelt/models"
 	"toolbelt/services/embed"
+	"toolbelt/services/formats"
 	"toolbelt/services/tooldef"
 )
 
@@ -635,8 +636,8 @@ func (v visibility) allows(e *entry) bool {
 // grants let selection offer them, reviewers nothing, since they decide
 // approvals and call no tool.
 func (s *Selector) Callable(ctx context.Context, caller *models.Principal, format, after string, limit int) (tools []json.RawMessage, next string, err error) {
-	if !slices.Contains(Formats, format) {
-		return nil, "", UnknownFormat(format)
+	if !slices.Contains(formats.Formats, format) {
+		return nil, "", formats.UnknownFormat(format)
 	}
 	if limit < 1 {
 		return nil, "", fmt.Errorf("%w: page size %d", models.ErrInvalid, limit)
@@ -758,10 +759,10 @@ func (s *Selector) checkRequest(req *SelectRequest) error {
 		ps.Add("/limit", "must be between 1 and %d", MaxSelectLimit)
 	}
 	if req.Format == "" {
-		req.Format = FormatOpenAI
+		req.Format = formats.FormatOpenAI
 	}
-	if !slices.Contains(Formats, req.Format) {
-		ps.Add("/format", "%q is not a format; use one of %s", req.Format, strings.Join(Formats, ", "))
+	if !slices.Contains(formats.Formats, req.Format) {
+		ps.Add("/format", "%q is not a format; use one of %s", req.Format, strings.Join(formats.Formats, ", "))
 	}
 	for i, c := range req.Categories {
 		if !slices.Contains(tooldef.Categories, c) {

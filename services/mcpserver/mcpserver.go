@@ -30,6 +30,7 @@ import (
 
 	"toolbelt/models"
 	"toolbelt/services"
+	"toolbelt/services/formats"
 	"toolbelt/services/tooldef"
 )
 
@@ -224,7 +225,7 @@ func (s *Server) list(ctx context.Context, p *models.Principal, cursor string) (
 		}
 		after = string(raw)
 	}
-	page, next, err := s.selector.Callable(ctx, p, services.FormatMCP, after, PageSize)
+	page, next, err := s.selector.Callable(ctx, p, formats.FormatMCP, after, PageSize)
 	if err != nil {
 		s.log.ErrorContext(ctx, "mcp tools/list", "err", err)
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "internal error"}
@@ -370,7 +371,7 @@ func (s *Server) searchTools(ctx context.Context, p *models.Principal, session s
 	if err := strictDecode(raw, &args); err != nil {
 		return errorResult("VALIDATION_ERROR: " + sentence(err.Error()) + " Send {\"query\": \"<your task>\", \"limit\": 12}.")
 	}
-	sel, err := s.selector.Select(ctx, p, services.SelectRequest{Query: args.Query, Limit: args.Limit, SessionID: session, Format: services.FormatMCP})
+	sel, err := s.selector.Select(ctx, p, services.SelectRequest{Query: args.Query, Limit: args.Limit, SessionID: session, Format: formats.FormatMCP})
 	if err != nil {
 		var ve *models.ValidationError
 		if errors.As(err, &ve) {

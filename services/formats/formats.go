@@ -1,4 +1,7 @@
-package services
+// Package formats renders a tool definition as each LLM provider expects a
+// tool (openai, openai_responses, anthropic, gemini) and as MCP lists one:
+// the exports agents paste into their requests.
+package formats
 
 import (
 	"bytes"
