@@ -34,6 +34,7 @@ import (
 	"toolbelt/models"
 	"toolbelt/services"
 	"toolbelt/services/browser"
+	"toolbelt/services/catalog"
 	"toolbelt/services/embed"
 	"toolbelt/services/mcpserver"
 	"toolbelt/services/netpolicy"
@@ -235,7 +236,7 @@ func serve(args []string) error {
 		return err
 	}
 	accounts := services.NewAccounts(store, authz, log)
-	registry := services.NewRegistry(store, log)
+	registry := catalog.NewRegistry(store, log)
 	emb, embedNote, err := chooseEmbedder(ctx, cfg.OllamaURL, cfg.EmbedModel)
 	if err != nil {
 		return err
@@ -286,9 +287,9 @@ func serve(args []string) error {
 	if len(seeded) > 0 {
 		log.Info("built-in tools seeded", "tools", seeded)
 	}
-	var toolFiles *services.ToolFiles
+	var toolFiles *catalog.ToolFiles
 	if cfg.ToolsDir != "" {
-		toolFiles = services.NewToolFiles(cfg.ToolsDir, registry, log)
+		toolFiles = catalog.NewToolFiles(cfg.ToolsDir, registry, log)
 		if err := toolFiles.Load(ctx); err != nil {
 			return err
 		}
@@ -312,7 +313,7 @@ func serve(args []string) error {
 		Stats:  services.NewStats(store, invoker),
 		Alerts: services.NewAlerts(store, cfg.Alerts, metrics, log),
 		// Documents fetched by URL follow the same SSRF policy as tool calls.
-		OpenAPI: services.NewOpenAPIImporter(registry, netPolicy, log),
+		OpenAPI: catalog.NewOpenAPIImporter(registry, netPolicy, log),
 	}
 	mcpServer := mcpserver.New(selector, invoker, version, log)
 	srv := newHTTPServer(cfg.Addr, web.New(web.Deps{Handler: h, Accounts: accounts, Authz: authz, Log: log, Metrics: metrics, MCP: mcpServer}), serverTimeouts)

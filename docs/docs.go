@@ -637,13 +637,13 @@ const docTemplate = `{
                     "200": {
                         "description": "dry run: what would be registered; or an update that changed nothing",
                         "schema": {
-                            "$ref": "#/definitions/services.OpenAPIImportResult"
+                            "$ref": "#/definitions/catalog.OpenAPIImportResult"
                         }
                     },
                     "201": {
                         "description": "registered tools (and, with update, new versions)",
                         "schema": {
-                            "$ref": "#/definitions/services.OpenAPIImportResult"
+                            "$ref": "#/definitions/catalog.OpenAPIImportResult"
                         }
                     },
                     "400": {
@@ -1377,7 +1377,7 @@ const docTemplate = `{
                     "201": {
                         "description": "Created",
                         "schema": {
-                            "$ref": "#/definitions/services.Tool"
+                            "$ref": "#/definitions/catalog.Tool"
                         }
                     },
                     "400": {
@@ -1535,7 +1535,7 @@ const docTemplate = `{
                     "200": {
                         "description": "OK",
                         "schema": {
-                            "$ref": "#/definitions/services.Tool"
+                            "$ref": "#/definitions/catalog.Tool"
                         }
                     },
                     "400": {
@@ -1603,7 +1603,7 @@ const docTemplate = `{
                     "200": {
                         "description": "OK",
                         "schema": {
-                            "$ref": "#/definitions/services.Tool"
+                            "$ref": "#/definitions/catalog.Tool"
                         }
                     },
                     "400": {
@@ -1852,7 +1852,7 @@ const docTemplate = `{
                     "200": {
                         "description": "OK",
                         "schema": {
-                            "$ref": "#/definitions/services.Tool"
+                            "$ref": "#/definitions/catalog.Tool"
                         }
                     },
                     "400": {
@@ -1980,7 +1980,7 @@ const docTemplate = `{
                     "200": {
                         "description": "OK",
                         "schema": {
-                            "$ref": "#/definitions/services.Tool"
+                            "$ref": "#/definitions/catalog.Tool"
                         }
                     },
                     "400": {
@@ -2017,6 +2017,170 @@ const docTemplate = `{
         }
     },
     "definitions": {
+        "catalog.CategoryCount": {
+            "type": "object",
+            "properties": {
+                "category": {
+                    "type": "string",
+                    "example": "filesystem"
+                },
+                "tools": {
+                    "type": "integer",
+                    "example": 3
+                }
+            }
+        },
+        "catalog.ImportedOperation": {
+            "type": "object",
+            "properties": {
+                "method": {
+                    "type": "string",
+                    "example": "GET"
+                },
+                "notes": {
+                    "type": "array",
+                    "items": {
+                        "type": "string"
+                    }
+                },
+                "operation_id": {
+                    "type": "string",
+                    "example": "showPetById"
+                },
+                "path": {
+                    "type": "string",
+                    "example": "/pets/{petId}"
+                },
+                "pointer": {
+                    "description": "Pointer locates the operation in the document (RFC 6901).",
+                    "type": "string",
+                    "example": "/paths/~1pets~1{petId}/get"
+                },
+                "problems": {
+                    "type": "array",
+                    "items": {
+                        "$ref": "#/definitions/models.Problem"
+                    }
+                },
+                "tool": {
+                    "$ref": "#/definitions/tooldef.Definition"
+                }
+            }
+        },
+        "catalog.ImportedTool": {
+            "type": "object",
+            "properties": {
+                "name": {
+                    "type": "string",
+                    "example": "show_pet_by_id"
+                },
+                "version": {
+                    "type": "string",
+                    "example": "1.0.0"
+                }
+            }
+        },
+        "catalog.OpenAPIImportResult": {
+            "type": "object",
+            "properties": {
+                "api_version": {
+                    "type": "string",
+                    "example": "1.0.0"
+                },
+                "dry_run": {
+                    "type": "boolean"
+                },
+                "operations": {
+                    "type": "array",
+                    "items": {
+                        "$ref": "#/definitions/catalog.ImportedOperation"
+                    }
+                },
+                "registered": {
+                    "type": "array",
+                    "items": {
+                        "$ref": "#/definitions/catalog.ImportedTool"
+                    }
+                },
+                "title": {
+                    "type": "string",
+                    "example": "Swagger Petstore"
+                },
+                "unchanged": {
+                    "type": "array",
+                    "items": {
+                        "$ref": "#/definitions/catalog.ImportedTool"
+                    }
+                },
+                "updated": {
+                    "description": "Updated are the new versions an update published; Unchanged, the\ntools it left as they were.",
+                    "type": "array",
+                    "items": {
+                        "$ref": "#/definitions/catalog.ImportedTool"
+                    }
+                }
+            }
+        },
+        "catalog.Tool": {
+            "type": "object",
+            "properties": {
+                "category": {
+                    "type": "string",
+                    "example": "filesystem"
+                },
+                "created_at": {
+                    "type": "string"
+                },
+                "current": {
+                    "type": "boolean"
+                },
+                "definition": {
+                    "$ref": "#/definitions/tooldef.Definition"
+                },
+                "description": {
+                    "type": "string"
+                },
+                "name": {
+                    "type": "string",
+                    "example": "file_read"
+                },
+                "retired": {
+                    "type": "boolean"
+                },
+                "security_level": {
+                    "type": "string",
+                    "example": "safe"
+                },
+                "tags": {
+                    "type": "array",
+                    "items": {
+                        "type": "string"
+                    }
+                },
+                "version": {
+                    "type": "string",
+                    "example": "1.0.0"
+                }
+            }
+        },
+        "catalog.ToolVersion": {
+            "type": "object",
+            "properties": {
+                "created_at": {
+                    "type": "string"
+                },
+                "created_by": {
+                    "type": "integer"
+                },
+                "current": {
+                    "type": "boolean"
+                },
+                "version": {
+                    "type": "string",
+                    "example": "1.0.0"
+                }
+            }
+        },
         "handlers.APIError": {
             "type": "object",
             "properties": {
@@ -2149,7 +2313,7 @@ const docTemplate = `{
                 "categories": {
                     "type": "array",
                     "items": {
-                        "$ref": "#/definitions/services.CategoryCount"
+                        "$ref": "#/definitions/catalog.CategoryCount"
                     }
                 }
             }
@@ -2429,7 +2593,7 @@ const docTemplate = `{
                 "versions": {
                     "type": "array",
                     "items": {
-                        "$ref": "#/definitions/services.ToolVersion"
+                        "$ref": "#/definitions/catalog.ToolVersion"
                     }
                 }
             }
@@ -2620,19 +2784,6 @@ const docTemplate = `{
                 }
             }
         },
-        "services.CategoryCount": {
-            "type": "object",
-            "properties": {
-                "category": {
-                    "type": "string",
-                    "example": "filesystem"
-                },
-                "tools": {
-                    "type": "integer",
-                    "example": 3
-                }
-            }
-        },
         "services.CodeCount": {
             "type": "object",
             "properties": {
@@ -2722,56 +2873,6 @@ const docTemplate = `{
                 }
             }
         },
-        "services.ImportedOperation": {
-            "type": "object",
-            "properties": {
-                "method": {
-                    "type": "string",
-                    "example": "GET"
-                },
-                "notes": {
-                    "type": "array",
-                    "items": {
-                        "type": "string"
-                    }
-                },
-                "operation_id": {
-                    "type": "string",
-                    "example": "showPetById"
-                },
-                "path": {
-                    "type": "string",
-                    "example": "/pets/{petId}"
-                },
-                "pointer": {
-                    "description": "Pointer locates the operation in the document (RFC 6901).",
-                    "type": "string",
-                    "example": "/paths/~1pets~1{petId}/get"
-                },
-                "problems": {
-                    "type": "array",
-                    "items": {
-                        "$ref": "#/definitions/models.Problem"
-                    }
-                },
-                "tool": {
-                    "$ref": "#/definitions/tooldef.Definition"
-                }
-            }
-        },
-        "services.ImportedTool": {
-            "type": "object",
-            "properties": {
-                "name": {
-                    "type": "string",
-                    "example": "show_pet_by_id"
-                },
-                "version": {
-                    "type": "string",
-                    "example": "1.0.0"
-                }
-            }
-        },
         "services.NewKey": {
             "type": "object",
             "properties": {
@@ -2808,47 +2909,6 @@ const docTemplate = `{
                         "agent"
                     ],
                     "example": "agent"
-                }
-            }
-        },
-        "services.OpenAPIImportResult": {
-            "type": "object",
-            "properties": {
-                "api_version": {
-                    "type": "string",
-                    "example": "1.0.0"
-                },
-                "dry_run": {
-                    "type": "boolean"
-                },
-                "operations": {
-                    "type": "array",
-                    "items": {
-                        "$ref": "#/definitions/services.ImportedOperation"
-                    }
-                },
-                "registered": {
-                    "type": "array",
-                    "items": {
-                        "$ref": "#/definitions/services.ImportedTool"
-                    }
-                },
-                "title": {
-                    "type": "string",
-                    "example": "Swagger Petstore"
-                },
-                "unchanged": {
-                    "type": "array",
-                    "items": {
-                        "$ref": "#/definitions/services.ImportedTool"
-                    }
-                },
-                "updated": {
-                    "description": "Updated are the new versions an update published; Unchanged, the\ntools it left as they were.",
-                    "type": "array",
-                    "items": {
-                        "$ref": "#/definitions/services.ImportedTool"
-                    }
                 }
             }
         },
@@ -3076,48 +3136,6 @@ const docTemplate = `{
                 }
             }
         },
-        "services.Tool": {
-            "type": "object",
-            "properties": {
-                "category": {
-                    "type": "string",
-                    "example": "filesystem"
-                },
-                "created_at": {
-                    "type": "string"
-                },
-                "current": {
-                    "type": "boolean"
-                },
-                "definition": {
-                    "$ref": "#/definitions/tooldef.Definition"
-                },
-                "description": {
-                    "type": "string"
-                },
-                "name": {
-                    "type": "string",
-                    "example": "file_read"
-                },
-                "retired": {
-                    "type": "boolean"
-                },
-                "security_level": {
-                    "type": "string",
-                    "example": "safe"
-                },
-                "tags": {
-                    "type": "array",
-                    "items": {
-                        "type": "string"
-                    }
-                },
-                "version": {
-                    "type": "string",
-                    "example": "1.0.0"
-                }
-            }
-        },
         "services.ToolError": {
             "type": "object",
             "properties": {
@@ -3215,24 +3233,6 @@ const docTemplate = `{
                 "tool": {
                     "type": "string",
                     "example": "file_read"
-                }
-            }
-        },
-        "services.ToolVersion": {
-            "type": "object",
-            "properties": {
-                "created_at": {
-                    "type": "string"
-                },
-                "created_by": {
-                    "type": "integer"
-                },
-                "current": {
-                    "type": "boolean"
-                },
-                "version": {
-                    "type": "string",
-                    "example": "1.0.0"
                 }
             }
         },

@@ -15,6 +15,7 @@ import (
 
 	"toolbelt/models"
 	"toolbelt/services"
+	"toolbelt/services/catalog"
 	"toolbelt/services/formats"
 	"toolbelt/services/tooldef"
 	"toolbelt/views"
@@ -42,7 +43,7 @@ func (h *Handler) ToolsPage(c *gin.Context) error {
 		return err
 	}
 	f := views.ToolsFilter{Q: strings.TrimSpace(c.Query("q")), Category: c.Query("category"), Level: c.Query("level"), Tag: c.Query("tag"), Retired: c.Query("retired") != ""}
-	page, err := h.Registry.List(c.Request.Context(), services.ListOptions{
+	page, err := h.Registry.List(c.Request.Context(), catalog.ListOptions{
 		Category: f.Category, Level: f.Level, Tag: f.Tag, Query: f.Q, IncludeRetired: f.Retired,
 		Limit: consoleToolsPageSize, Offset: offset,
 	})
@@ -162,7 +163,7 @@ func (h *Handler) toolDetail(c *gin.Context) (*views.ToolDetail, error) {
 
 // versionDiff fills the diff form's choices (by default the previous and
 // the current version) and, when the form was sent, the diff.
-func (h *Handler) versionDiff(c *gin.Context, d *views.ToolDetail, vers []services.ToolVersion) error {
+func (h *Handler) versionDiff(c *gin.Context, d *views.ToolDetail, vers []catalog.ToolVersion) error {
 	if len(vers) < 2 {
 		return nil
 	}

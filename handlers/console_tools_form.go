@@ -14,7 +14,7 @@ import (
 	"golang.org/x/mod/semver"
 
 	"toolbelt/models"
-	"toolbelt/services"
+	"toolbelt/services/catalog"
 	"toolbelt/services/tooldef"
 	"toolbelt/views"
 )
@@ -328,7 +328,7 @@ func toolsSplitList(s, sep string) []string {
 }
 
 // toolCurrentAndLatest returns the current version and the highest published.
-func toolCurrentAndLatest(vers []services.ToolVersion) (current, latest string) {
+func toolCurrentAndLatest(vers []catalog.ToolVersion) (current, latest string) {
 	for _, v := range vers {
 		if v.Current {
 			current = v.Version

@@ -20,6 +20,7 @@ import (
 
 	"toolbelt/models"
 	"toolbelt/services"
+	"toolbelt/services/catalog"
 )
 
 // MaxBodyBytes caps every request body.
@@ -28,7 +29,7 @@ const MaxBodyBytes = 1 << 20
 // Handler serves the API and the pages. It holds the services it calls and
 // nothing else.
 type Handler struct {
-	Registry *services.Registry
+	Registry *catalog.Registry
 	Selector *services.Selector
 	Invoker  *services.Invoker
 	Accounts *services.Accounts
@@ -36,7 +37,7 @@ type Handler struct {
 	Stats    *services.Stats
 	Alerts   *services.Alerts
 	// OpenAPI imports tools from OpenAPI documents.
-	OpenAPI *services.OpenAPIImporter
+	OpenAPI *catalog.OpenAPIImporter
 	Log     *slog.Logger
 	// Links are shown on the home page.
 	Links Links

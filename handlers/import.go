@@ -9,7 +9,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"toolbelt/models"
-	"toolbelt/services"
+	"toolbelt/services/catalog"
 )
 
 // OpenAPIImportRequest is what POST /import/openapi takes: exactly one of
@@ -44,8 +44,8 @@ type OpenAPIImportRequest struct {
 //	@Accept			json
 //	@Produce		json
 //	@Param			request	body		OpenAPIImportRequest	true	"Document or URL, and options"
-//	@Success		200		{object}	services.OpenAPIImportResult	"dry run: what would be registered; or an update that changed nothing"
-//	@Success		201		{object}	services.OpenAPIImportResult	"registered tools (and, with update, new versions)"
+//	@Success		200		{object}	catalog.OpenAPIImportResult	"dry run: what would be registered; or an update that changed nothing"
+//	@Success		201		{object}	catalog.OpenAPIImportResult	"registered tools (and, with update, new versions)"
 //	@Failure		400		{object}	ErrorBody	"malformed JSON or unknown field"
 //	@Failure		401		{object}	ErrorBody
 //	@Failure		403		{object}	ErrorBody
@@ -74,7 +74,7 @@ func (h *Handler) ImportOpenAPI(c *gin.Context) error {
 		return &models.ValidationError{What: "OpenAPI import", Problems: []models.Problem{{
 			Pointer: "/document", Message: "must be the document as a JSON object, or a string holding JSON or YAML"}}}
 	}
-	res, err := h.OpenAPI.Import(c.Request.Context(), services.OpenAPIImportRequest{
+	res, err := h.OpenAPI.Import(c.Request.Context(), catalog.OpenAPIImportRequest{
 		Document: doc, URL: req.URL, BaseURL: req.BaseURL, Prefix: req.Prefix,
 		Tags: req.Tags, Operations: req.Operations, DryRun: req.DryRun, Update: req.Update,
 	}, CurrentPrincipal(c))

@@ -11,7 +11,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"toolbelt/models"
-	"toolbelt/services"
+	"toolbelt/services/catalog"
 	"toolbelt/services/tooldef"
 )
 
@@ -70,13 +70,13 @@ type RollbackRequest struct {
 
 // CategoryList is the category index.
 type CategoryList struct {
-	Categories []services.CategoryCount `json:"categories"`
+	Categories []catalog.CategoryCount `json:"categories"`
 }
 
 // VersionList is a tool's version history.
 type VersionList struct {
-	Name     string                 `json:"name" example:"file_read"`
-	Versions []services.ToolVersion `json:"versions"`
+	Name     string                `json:"name" example:"file_read"`
+	Versions []catalog.ToolVersion `json:"versions"`
 }
 
 // RegisterTool registers a new tool.
@@ -87,7 +87,7 @@ type VersionList struct {
 //	@Accept			json
 //	@Produce		json
 //	@Param			definition	body		tooldef.Definition	true	"Tool definition"
-//	@Success		201			{object}	services.Tool
+//	@Success		201			{object}	catalog.Tool
 //	@Failure		400			{object}	ErrorBody	"malformed JSON or unknown field"
 //	@Failure		401			{object}	ErrorBody
 //	@Failure		403			{object}	ErrorBody
@@ -140,7 +140,7 @@ func (h *Handler) ListTools(c *gin.Context) error {
 		return err
 	}
 	if c.Query("limit") == "" {
-		limit = services.DefaultPageSize
+		limit = catalog.DefaultPageSize
 	}
 	offset, err := intQuery(c, "offset")
 	if err != nil {
@@ -150,7 +150,7 @@ func (h *Handler) ListTools(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	page, err := h.Registry.List(c.Request.Context(), services.ListOptions{
+	page, err := h.Registry.List(c.Request.Context(), catalog.ListOptions{
 		Category: c.Query("category"), Tag: c.Query("tag"), Level: c.Query("level"), Query: c.Query("q"),
 		Format: c.Query("format"), IncludeRetired: includeRetired, Limit: limit, Offset: offset,
 	})
@@ -181,7 +181,7 @@ func (h *Handler) ListTools(c *gin.Context) error {
 //	@Param			name	path		string	true	"Tool name"
 //	@Param			format		query		string	false	"LLM format"	Enums(openai, openai_responses, anthropic, gemini, mcp)
 //	@Param			session_id	query		string	false	"Session whose last selection guides suggestions for an unknown name"
-//	@Success		200			{object}	services.Tool
+//	@Success		200			{object}	catalog.Tool
 //	@Failure		400		{object}	ErrorBody
 //	@Failure		401		{object}	ErrorBody
 //	@Failure		403		{object}	ErrorBody
@@ -217,7 +217,7 @@ func (h *Handler) GetTool(c *gin.Context) error {
 //	@Produce		json
 //	@Param			name		path		string					true	"Tool name"
 //	@Param			definition	body		tooldef.Definition	true	"Tool definition (name may be omitted)"
-//	@Success		200			{object}	services.Tool
+//	@Success		200			{object}	catalog.Tool
 //	@Failure		400			{object}	ErrorBody
 //	@Failure		401			{object}	ErrorBody
 //	@Failure		403			{object}	ErrorBody
@@ -273,7 +273,7 @@ func (h *Handler) ToolVersions(c *gin.Context) error {
 //	@Produce		json
 //	@Param			name	path		string	true	"Tool name"
 //	@Param			version	path		string	true	"Semantic version"
-//	@Success		200		{object}	services.Tool
+//	@Success		200		{object}	catalog.Tool
 //	@Failure		400		{object}	ErrorBody
 //	@Failure		401		{object}	ErrorBody
 //	@Failure		403		{object}	ErrorBody
@@ -298,7 +298,7 @@ func (h *Handler) ToolVersion(c *gin.Context) error {
 //	@Produce		json
 //	@Param			name	path		string			true	"Tool name"
 //	@Param			request	body		RollbackRequest	true	"Version to make current"
-//	@Success		200		{object}	services.Tool
+//	@Success		200		{object}	catalog.Tool
 //	@Failure		400		{object}	ErrorBody
 //	@Failure		401		{object}	ErrorBody
 //	@Failure		403		{object}	ErrorBody

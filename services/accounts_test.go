@@ -3,32 +3,20 @@ package services
 import (
 	"context"
 	"errors"
-	"io"
 	"log/slog"
-	"path/filepath"
 	"testing"
 
 	"toolbelt/models"
+	"toolbelt/models/modelstest"
 )
 
-func testStore(t *testing.T) (*models.Store, string) {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "toolbelt.db")
-	store, err := models.Open(context.Background(), path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = store.Close() })
-	return store, path
-}
-
-var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+var quiet = slog.New(slog.DiscardHandler)
 
 // TestBootstrap creates the admin once, takes an operator's key without
 // returning it, and adds a newly configured key on a later start.
 func TestBootstrap(t *testing.T) {
 	ctx := context.Background()
-	store, _ := testStore(t)
+	store, _ := modelstest.Store(t)
 	authz, err := NewAuthz(ctx, store, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -87,7 +75,7 @@ func TestBootstrap(t *testing.T) {
 // route table replaces the endpoint policies and keeps grants.
 func TestAuthzSeedReplacesEndpointPolicies(t *testing.T) {
 	ctx := context.Background()
-	store, _ := testStore(t)
+	store, _ := modelstest.Store(t)
 	v1 := map[string][]Route{RoleAgent: {{Method: "GET", Path: "/api/v1/tools"}, {Method: "POST", Path: "/api/v1/old"}}}
 	a, err := NewAuthz(ctx, store, v1)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"toolbelt/models"
+	"toolbelt/services/catalog"
 	"toolbelt/services/embed"
 	"toolbelt/services/tooldef"
 )
@@ -23,7 +24,7 @@ func passed(context.Context, *call) ToolResult {
 func TestResolveGuard(t *testing.T) {
 	ctx := context.Background()
 	store, authz := catalogFixture(t, 0)
-	reg := NewRegistry(store, quiet)
+	reg := catalog.NewRegistry(store, quiet)
 	read, err := reg.Get(ctx, "file_read")
 	if err != nil {
 		t.Fatal(err)

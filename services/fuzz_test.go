@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 	"toolbelt/models"
-	"toolbelt/services/formats"
+	"toolbelt/services/catalog"
 	"toolbelt/services/redact"
 	"toolbelt/services/tooldef"
 	"unicode/utf8"
@@ -34,36 +34,13 @@ func FuzzCheckPath(f *testing.F) {
 	})
 }
 
-// FuzzValidateDefinition: no definition, however broken, panics the
-// validator, and what it accepts renders in every format.
-func FuzzValidateDefinition(f *testing.F) {
-	defs, _ := BuiltinDefinitions()
-	for _, d := range defs {
-		raw, _ := json.Marshal(d)
-		f.Add(raw)
-	}
-	f.Add([]byte(`{"name":"x","parameters":{"type":"object","properties":{"a":{"$ref":"#/$defs/a"}},"$defs":{"a":{"$ref":"#/$defs/a"}}}}`))
-	f.Fuzz(func(t *testing.T, raw []byte) {
-		var def tooldef.Definition
-		if json.Unmarshal(raw, &def) != nil {
-			return
-		}
-		tooldef.Normalize(&def)
-		if _, ps := tooldef.Validate(&def, func(string) bool { return true }); len(ps) == 0 {
-			if _, err := formats.RenderAll(def); err != nil {
-				t.Fatalf("valid definition does not render: %v", err)
-			}
-		}
-	})
-}
-
 // FuzzValidateArguments: no argument bytes panic the validate guard, and
 // what it lets through is a JSON object the schema accepts.
 func FuzzValidateArguments(f *testing.F) {
 	for _, s := range []string{`{"path":"a.txt"}`, `{"path":1}`, `[]`, `null`, ``, `{"path":"a","extra":{"$ref":"#"}}`, `{"path":"\u0000"}`, `{"a":` + strings.Repeat("[", 200)} {
 		f.Add([]byte(s))
 	}
-	defs, _ := BuiltinDefinitions()
+	defs, _ := catalog.BuiltinDefinitions()
 	var def tooldef.Definition
 	for _, d := range defs {
 		if d.Name == "file_read" {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"toolbelt/models"
+	"toolbelt/models/modelstest"
 	"toolbelt/services/embed"
 	"toolbelt/services/netpolicy"
 	"toolbelt/services/redact"
@@ -161,7 +162,7 @@ func TestPanicBecomesInternal(t *testing.T) {
 // TestAuthorizeGuard runs the permission guard alone over roles, levels
 // and grants.
 func TestAuthorizeGuard(t *testing.T) {
-	store, _ := testStore(t)
+	store, _ := modelstest.Store(t)
 	authz, err := NewAuthz(context.Background(), store, nil)
 	if err != nil {
 		t.Fatal(err)

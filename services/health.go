@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"toolbelt/models"
+	"toolbelt/services/catalog"
 	"toolbelt/services/sandbox"
 )
 
@@ -18,12 +19,12 @@ type Health struct {
 	embedNote string
 	start     time.Time
 	sandbox   *sandbox.Status
-	toolFiles *ToolFiles
+	toolFiles *catalog.ToolFiles
 }
 
 // WithToolFiles adds the watched tool files to the report: degraded while
 // a file cannot be applied.
-func (h *Health) WithToolFiles(tf *ToolFiles) *Health {
+func (h *Health) WithToolFiles(tf *catalog.ToolFiles) *Health {
 	h.toolFiles = tf
 	return h
 }

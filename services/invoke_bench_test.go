@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"toolbelt/models"
+	"toolbelt/models/modelstest"
+	"toolbelt/services/catalog"
 	"toolbelt/services/embed"
 	"toolbelt/services/netpolicy"
 	"toolbelt/services/redact"
@@ -21,10 +23,10 @@ import (
 // history record (written off the call path). It reports p50 and p99.
 func BenchmarkCallChain(b *testing.B) {
 	ctx := context.Background()
-	store, _ := testStore(&testing.T{})
+	store, _ := modelstest.Store(&testing.T{})
 	b.Cleanup(func() { _ = store.Close() })
 	authz, _ := NewAuthz(ctx, store, nil)
-	reg := NewRegistry(store, quiet)
+	reg := catalog.NewRegistry(store, quiet)
 	def := tooldef.Definition{
 		Name: "noop", Version: "1.0.0", Description: "Answer the arguments.", Category: "code",
 		Parameters: json.RawMessage(`{"type":"object","properties":{"n":{"type":"integer"},"note":{"type":"string"}},"required":["n"]}`),

@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"toolbelt/models"
+	"toolbelt/models/modelstest"
 )
 
 // A crash after records were journaled but before they were written: the
@@ -21,7 +22,7 @@ import (
 // has, skips a torn last line, and deletes the segments.
 func TestJournalReplay(t *testing.T) {
 	ctx := context.Background()
-	store, path := testStore(t)
+	store, path := modelstest.Store(t)
 	dir, log := filepath.Dir(path), quiet
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	rec := func(id, status string) *models.Call {
@@ -100,7 +101,7 @@ func TestJournalReplay(t *testing.T) {
 // A journaled record's segment is deleted once the record is written.
 func TestJournalRetires(t *testing.T) {
 	ctx := context.Background()
-	store, path := testStore(t)
+	store, path := modelstest.Store(t)
 	dir, log := filepath.Dir(path), quiet
 	r := newCallRecorder(store, func(*models.Call) {}, openCallJournal(dir, log), log)
 	t.Cleanup(r.close)

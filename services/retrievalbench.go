@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"toolbelt/models"
+	"toolbelt/services/catalog"
 	"toolbelt/services/embed"
 	"toolbelt/services/tooldef"
 )
@@ -96,7 +97,7 @@ func RunRetrievalBench(ctx context.Context, opts BenchOptions) (*BenchReport, er
 	if err != nil {
 		return nil, err
 	}
-	reg := NewRegistry(store, log)
+	reg := catalog.NewRegistry(store, log)
 	sel := NewSelector(store, authz, opts.Embedder, HostCaps{Chromium: true, Python: true, Node: true, Sandbox: true}, 0, log)
 	defer sel.Close()
 	rep := &BenchReport{Embedder: opts.Embedder.Model()}

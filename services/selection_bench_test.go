@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"toolbelt/models/modelstest"
+	"toolbelt/services/catalog"
 	"toolbelt/services/embed"
 	"toolbelt/services/tooldef"
 )
@@ -17,13 +19,13 @@ import (
 func benchCatalog(b *testing.B, n int) (*Selector, []string) {
 	b.Helper()
 	ctx := context.Background()
-	store, _ := testStore(&testing.T{})
+	store, _ := modelstest.Store(&testing.T{})
 	b.Cleanup(func() { _ = store.Close() })
 	authz, err := NewAuthz(ctx, store, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
-	reg := NewRegistry(store, quiet)
+	reg := catalog.NewRegistry(store, quiet)
 	nouns := []string{"invoice", "weather", "repository", "calendar", "ticket", "image", "database", "email", "invoice", "contract", "playlist", "flight", "recipe", "sensor", "budget"}
 	verbs := []string{"search", "create", "summarise", "translate", "export", "validate", "schedule", "compare", "archive", "monitor"}
 	for i := range n {
@@ -97,10 +99,10 @@ func BenchmarkSelect10k(b *testing.B) {
 // every tool.
 func BenchmarkRegisterIndexed(b *testing.B) {
 	ctx := context.Background()
-	store, _ := testStore(&testing.T{})
+	store, _ := modelstest.Store(&testing.T{})
 	b.Cleanup(func() { _ = store.Close() })
 	authz, _ := NewAuthz(ctx, store, nil)
-	reg := NewRegistry(store, quiet)
+	reg := catalog.NewRegistry(store, quiet)
 	s := NewSelector(store, authz, embed.NewBuiltin(), allHost(), 0, quiet)
 	b.Cleanup(s.Close)
 	reg.OnChange(func(context.Context) { s.MarkDirty() })

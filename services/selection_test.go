@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"toolbelt/models"
+	"toolbelt/models/modelstest"
+	"toolbelt/services/catalog"
 	"toolbelt/services/embed"
 )
 
@@ -35,7 +37,7 @@ func newCounting(model string) *countingEmbedder {
 func allHost() HostCaps { return HostCaps{Chromium: true, Python: true, Node: true, Sandbox: true} }
 
 // seedCatalog registers n small tools plus the built-ins.
-func seedCatalog(t testing.TB, reg *Registry, n int) {
+func seedCatalog(t testing.TB, reg *catalog.Registry, n int) {
 	t.Helper()
 	ctx := context.Background()
 	if _, err := reg.SeedBuiltins(ctx); err != nil {
@@ -52,12 +54,12 @@ func seedCatalog(t testing.TB, reg *Registry, n int) {
 // catalogFixture is a store with the built-ins and n extra tools.
 func catalogFixture(t *testing.T, n int) (*models.Store, *Authz) {
 	t.Helper()
-	store, _ := testStore(t)
+	store, _ := modelstest.Store(t)
 	authz, err := NewAuthz(context.Background(), store, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	seedCatalog(t, NewRegistry(store, quiet), n)
+	seedCatalog(t, catalog.NewRegistry(store, quiet), n)
 	return store, authz
 }
 
@@ -76,9 +78,9 @@ func newFixtureSelector(t *testing.T, store *models.Store, authz *Authz, emb emb
 // the same database) re-embeds nothing, and that learned queries survive.
 func TestSelectorPersistsVectors(t *testing.T) {
 	ctx := context.Background()
-	store, _ := testStore(t)
+	store, _ := modelstest.Store(t)
 	authz, _ := NewAuthz(ctx, store, nil)
-	reg := NewRegistry(store, quiet)
+	reg := catalog.NewRegistry(store, quiet)
 	seedCatalog(t, reg, 20)
 
 	first := newCounting("test/model-a")
@@ -131,9 +133,9 @@ func TestSelectorPersistsVectors(t *testing.T) {
 // is re-embedded in the background, with progress, and stored.
 func TestSelectorModelChangeReembeds(t *testing.T) {
 	ctx := context.Background()
-	store, _ := testStore(t)
+	store, _ := modelstest.Store(t)
 	authz, _ := NewAuthz(ctx, store, nil)
-	reg := NewRegistry(store, quiet)
+	reg := catalog.NewRegistry(store, quiet)
 	seedCatalog(t, reg, 100)
 	a := NewSelector(store, authz, newCounting("test/model-a"), allHost(), 0, quiet)
 	if err := a.Refresh(ctx); err != nil {
@@ -293,7 +295,7 @@ func TestQueryEmbeddingFailureBacksOff(t *testing.T) {
 // TestSelectionRetention prunes old selection records.
 func TestSelectionRetention(t *testing.T) {
 	ctx := context.Background()
-	store, _ := testStore(t)
+	store, _ := modelstest.Store(t)
 	old := &models.Selection{ID: "old", Query: "q", Tools: ",", CreatedAt: time.Now().Add(-SelectionRetention - time.Hour)}
 	fresh := &models.Selection{ID: "fresh", Query: "q", Tools: ",", CreatedAt: time.Now()}
 	if err := store.CreateSelections(ctx, []*models.Selection{old, fresh}); err != nil {

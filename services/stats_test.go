@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"toolbelt/models"
+	"toolbelt/models/modelstest"
 )
 
 // statsClock is 30 minutes into an hour, so the window's hours are easy
@@ -34,7 +35,7 @@ func statCall(tool, status, code string, ago time.Duration, ms int64) *models.Ca
 
 func TestStatsSummary(t *testing.T) {
 	ctx := context.Background()
-	store, _ := testStore(t)
+	store, _ := modelstest.Store(t)
 	stats := NewStats(store, nil).WithClock(func() time.Time { return statsClock })
 
 	var calls []*models.Call
@@ -120,7 +121,7 @@ func TestStatsSummary(t *testing.T) {
 // (a long call written when it ended) is counted.
 func TestStatsReusesSettledHours(t *testing.T) {
 	ctx := context.Background()
-	store, _ := testStore(t)
+	store, _ := modelstest.Store(t)
 	clock := statsClock
 	stats := NewStats(store, nil).WithClock(func() time.Time { return clock })
 	saveStatCalls(t, store, statCall("file_read", models.StatusSucceeded, "", 5*time.Hour, 3))

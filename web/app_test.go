@@ -18,6 +18,7 @@ import (
 	"toolbelt/handlers"
 	"toolbelt/models"
 	"toolbelt/services"
+	"toolbelt/services/catalog"
 	"toolbelt/services/embed"
 	"toolbelt/services/mcpserver"
 	"toolbelt/services/netpolicy"
@@ -94,7 +95,7 @@ func newTestAppWith(t testing.TB, host hostCaps, netPolicy netpolicy.Policy) *te
 		t.Fatal(err)
 	}
 	accounts := services.NewAccounts(store, authz, log)
-	registry := services.NewRegistry(store, log)
+	registry := catalog.NewRegistry(store, log)
 	metrics := services.NewMetrics()
 	selector := services.NewSelector(store, authz, embed.NewBuiltin(), host, 0, log).WithMetrics(metrics)
 	t.Cleanup(selector.Close)
@@ -133,7 +134,7 @@ func newTestAppWith(t testing.TB, host hostCaps, netPolicy netpolicy.Policy) *te
 	h := &handlers.Handler{Registry: registry, Selector: selector, Accounts: accounts,
 		Invoker: invoker, Health: services.NewHealth(store, selector, ""), Log: log,
 		Links:   handlers.Links{Swagger: "/swagger/index.html", Healthz: "/healthz", Readyz: "/readyz"},
-		OpenAPI: services.NewOpenAPIImporter(registry, netPolicy, log),
+		OpenAPI: catalog.NewOpenAPIImporter(registry, netPolicy, log),
 		Stats:   services.NewStats(store, invoker), Alerts: services.NewAlerts(store, services.DefaultAlertConfig, metrics, log)}
 	alerts := h.Alerts
 	app := &testApp{

@@ -22,7 +22,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"toolbelt/models"
-	"toolbelt/services"
+	"toolbelt/services/catalog"
 	"toolbelt/services/tooldef"
 )
 
@@ -51,14 +51,14 @@ func benchDef(i int) tooldef.Definition {
 	}
 }
 
-func benchRegistry(b *testing.B) *services.Registry {
+func benchRegistry(b *testing.B) *catalog.Registry {
 	b.Helper()
 	store, err := models.Open(context.Background(), b.TempDir()+"/bench.db")
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = store.Close() })
-	return services.NewRegistry(store, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	return catalog.NewRegistry(store, slog.New(slog.NewTextHandler(io.Discard, nil)))
 }
 
 // BenchmarkRegister measures one registration (validation, schema compile,
@@ -81,7 +81,7 @@ func BenchmarkRegister(b *testing.B) {
 func registerBenchTools(b *testing.B, app *testApp) {
 	b.Helper()
 	ctx := context.Background()
-	reg := services.NewRegistry(app.store, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	reg := catalog.NewRegistry(app.store, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	for i := range benchTools - 8 {
 		if _, err := reg.Register(ctx, benchDef(i), nil); err != nil {
 			b.Fatal(err)

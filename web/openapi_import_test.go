@@ -13,7 +13,7 @@ import (
 	"sync"
 	"testing"
 
-	"toolbelt/services"
+	"toolbelt/services/catalog"
 	"toolbelt/services/netpolicy"
 )
 
@@ -331,7 +331,7 @@ func TestOpenAPIImportErrors(t *testing.T) {
 	// The dry run of the refused document shows the problem at its
 	// operation and the good one's tool.
 	dry := app.do(t, "admin", "POST", importPath, map[string]any{"document": big, "dry_run": true})
-	var res services.OpenAPIImportResult
+	var res catalog.OpenAPIImportResult
 	if err := json.Unmarshal(dry.Body, &res); err != nil || dry.Status != 200 || len(res.Operations) != 2 {
 		t.Fatalf("dry run: %d %s", dry.Status, dry.Body)
 	}

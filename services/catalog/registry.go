@@ -1,4 +1,7 @@
-package services
+// Package catalog is the register stage: the registry of tools and their
+// versions (register, publish, roll back, retire), the built-in tools it
+// seeds, tool files applied from a watched directory, and OpenAPI import.
+package catalog
 
 import (
 	"context"
