@@ -33,6 +33,7 @@ import (
 	"toolbelt/handlers"
 	"toolbelt/models"
 	"toolbelt/services"
+	"toolbelt/services/access"
 	"toolbelt/services/browser"
 	"toolbelt/services/catalog"
 	"toolbelt/services/embed"
@@ -231,11 +232,11 @@ func serve(args []string) error {
 	}
 	defer store.Close()
 
-	authz, err := services.NewAuthz(ctx, store, web.RolePolicies())
+	authz, err := access.NewAuthz(ctx, store, web.RolePolicies())
 	if err != nil {
 		return err
 	}
-	accounts := services.NewAccounts(store, authz, log)
+	accounts := access.NewAccounts(store, authz, log)
 	registry := catalog.NewRegistry(store, log)
 	emb, embedNote, err := chooseEmbedder(ctx, cfg.OllamaURL, cfg.EmbedModel)
 	if err != nil {

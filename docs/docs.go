@@ -840,7 +840,7 @@ const docTemplate = `{
                         "in": "body",
                         "required": true,
                         "schema": {
-                            "$ref": "#/definitions/services.NewPrincipal"
+                            "$ref": "#/definitions/access.NewPrincipal"
                         }
                     }
                 ],
@@ -848,7 +848,7 @@ const docTemplate = `{
                     "201": {
                         "description": "Created",
                         "schema": {
-                            "$ref": "#/definitions/services.CreatedPrincipal"
+                            "$ref": "#/definitions/access.CreatedPrincipal"
                         }
                     },
                     "400": {
@@ -911,7 +911,7 @@ const docTemplate = `{
                     "200": {
                         "description": "OK",
                         "schema": {
-                            "$ref": "#/definitions/services.Grants"
+                            "$ref": "#/definitions/access.Grants"
                         }
                     },
                     "400": {
@@ -971,7 +971,7 @@ const docTemplate = `{
                         "in": "body",
                         "required": true,
                         "schema": {
-                            "$ref": "#/definitions/services.Grants"
+                            "$ref": "#/definitions/access.Grants"
                         }
                     }
                 ],
@@ -979,7 +979,7 @@ const docTemplate = `{
                     "200": {
                         "description": "OK",
                         "schema": {
-                            "$ref": "#/definitions/services.Grants"
+                            "$ref": "#/definitions/access.Grants"
                         }
                     },
                     "400": {
@@ -1043,7 +1043,7 @@ const docTemplate = `{
                     "201": {
                         "description": "Created",
                         "schema": {
-                            "$ref": "#/definitions/services.NewKey"
+                            "$ref": "#/definitions/access.NewKey"
                         }
                     },
                     "400": {
@@ -2017,6 +2017,135 @@ const docTemplate = `{
         }
     },
     "definitions": {
+        "access.APIKey": {
+            "type": "object",
+            "properties": {
+                "created_at": {
+                    "type": "string"
+                },
+                "id": {
+                    "type": "integer",
+                    "example": 3
+                },
+                "last_used_at": {
+                    "type": "string"
+                },
+                "prefix": {
+                    "type": "string",
+                    "example": "tb_3f9a0c"
+                },
+                "revoked_at": {
+                    "type": "string"
+                }
+            }
+        },
+        "access.CreatedPrincipal": {
+            "type": "object",
+            "properties": {
+                "id": {
+                    "type": "integer",
+                    "example": 2
+                },
+                "key": {
+                    "type": "string",
+                    "example": "tb_3f9a0c…"
+                },
+                "key_id": {
+                    "type": "integer",
+                    "example": 3
+                },
+                "name": {
+                    "type": "string",
+                    "example": "research-agent"
+                },
+                "role": {
+                    "type": "string",
+                    "example": "agent"
+                }
+            }
+        },
+        "access.Grants": {
+            "type": "object",
+            "properties": {
+                "categories": {
+                    "type": "array",
+                    "items": {
+                        "type": "string"
+                    }
+                },
+                "tools": {
+                    "type": "array",
+                    "items": {
+                        "type": "string"
+                    }
+                }
+            }
+        },
+        "access.NewKey": {
+            "type": "object",
+            "properties": {
+                "id": {
+                    "type": "integer",
+                    "example": 3
+                },
+                "key": {
+                    "type": "string",
+                    "example": "tb_3f9a0c…"
+                },
+                "prefix": {
+                    "type": "string",
+                    "example": "tb_3f9a0c"
+                },
+                "principal_id": {
+                    "type": "integer",
+                    "example": 2
+                }
+            }
+        },
+        "access.NewPrincipal": {
+            "type": "object",
+            "properties": {
+                "name": {
+                    "type": "string",
+                    "example": "research-agent"
+                },
+                "role": {
+                    "type": "string",
+                    "enum": [
+                        "admin",
+                        "reviewer",
+                        "agent"
+                    ],
+                    "example": "agent"
+                }
+            }
+        },
+        "access.Principal": {
+            "type": "object",
+            "properties": {
+                "created_at": {
+                    "type": "string"
+                },
+                "id": {
+                    "type": "integer",
+                    "example": 2
+                },
+                "keys": {
+                    "type": "array",
+                    "items": {
+                        "$ref": "#/definitions/access.APIKey"
+                    }
+                },
+                "name": {
+                    "type": "string",
+                    "example": "research-agent"
+                },
+                "role": {
+                    "type": "string",
+                    "example": "agent"
+                }
+            }
+        },
         "catalog.CategoryCount": {
             "type": "object",
             "properties": {
@@ -2445,7 +2574,7 @@ const docTemplate = `{
                 "principals": {
                     "type": "array",
                     "items": {
-                        "$ref": "#/definitions/services.Principal"
+                        "$ref": "#/definitions/access.Principal"
                     }
                 }
             }
@@ -2679,28 +2808,6 @@ const docTemplate = `{
                 }
             }
         },
-        "services.APIKey": {
-            "type": "object",
-            "properties": {
-                "created_at": {
-                    "type": "string"
-                },
-                "id": {
-                    "type": "integer",
-                    "example": 3
-                },
-                "last_used_at": {
-                    "type": "string"
-                },
-                "prefix": {
-                    "type": "string",
-                    "example": "tb_3f9a0c"
-                },
-                "revoked_at": {
-                    "type": "string"
-                }
-            }
-        },
         "services.Alert": {
             "type": "object",
             "properties": {
@@ -2814,48 +2921,6 @@ const docTemplate = `{
                 }
             }
         },
-        "services.CreatedPrincipal": {
-            "type": "object",
-            "properties": {
-                "id": {
-                    "type": "integer",
-                    "example": 2
-                },
-                "key": {
-                    "type": "string",
-                    "example": "tb_3f9a0c…"
-                },
-                "key_id": {
-                    "type": "integer",
-                    "example": 3
-                },
-                "name": {
-                    "type": "string",
-                    "example": "research-agent"
-                },
-                "role": {
-                    "type": "string",
-                    "example": "agent"
-                }
-            }
-        },
-        "services.Grants": {
-            "type": "object",
-            "properties": {
-                "categories": {
-                    "type": "array",
-                    "items": {
-                        "type": "string"
-                    }
-                },
-                "tools": {
-                    "type": "array",
-                    "items": {
-                        "type": "string"
-                    }
-                }
-            }
-        },
         "services.HourCount": {
             "type": "object",
             "properties": {
@@ -2870,71 +2935,6 @@ const docTemplate = `{
                 },
                 "succeeded": {
                     "type": "integer"
-                }
-            }
-        },
-        "services.NewKey": {
-            "type": "object",
-            "properties": {
-                "id": {
-                    "type": "integer",
-                    "example": 3
-                },
-                "key": {
-                    "type": "string",
-                    "example": "tb_3f9a0c…"
-                },
-                "prefix": {
-                    "type": "string",
-                    "example": "tb_3f9a0c"
-                },
-                "principal_id": {
-                    "type": "integer",
-                    "example": 2
-                }
-            }
-        },
-        "services.NewPrincipal": {
-            "type": "object",
-            "properties": {
-                "name": {
-                    "type": "string",
-                    "example": "research-agent"
-                },
-                "role": {
-                    "type": "string",
-                    "enum": [
-                        "admin",
-                        "reviewer",
-                        "agent"
-                    ],
-                    "example": "agent"
-                }
-            }
-        },
-        "services.Principal": {
-            "type": "object",
-            "properties": {
-                "created_at": {
-                    "type": "string"
-                },
-                "id": {
-                    "type": "integer",
-                    "example": 2
-                },
-                "keys": {
-                    "type": "array",
-                    "items": {
-                        "$ref": "#/definitions/services.APIKey"
-                    }
-                },
-                "name": {
-                    "type": "string",
-                    "example": "research-agent"
-                },
-                "role": {
-                    "type": "string",
-                    "example": "agent"
                 }
             }
         },

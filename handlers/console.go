@@ -11,7 +11,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"toolbelt/models"
-	"toolbelt/services"
+	"toolbelt/services/access"
 	"toolbelt/views"
 )
 
@@ -26,16 +26,16 @@ const (
 
 // SetConsole records a request's console session and the navigation its
 // role may see (the web layer computes it from the page route table).
-func SetConsole(c *gin.Context, s *services.ConsoleSession, nav []views.NavItem) {
+func SetConsole(c *gin.Context, s *access.ConsoleSession, nav []views.NavItem) {
 	c.Set(consoleKey, s)
 	c.Set(navKey, nav)
 	SetPrincipal(c, s.Principal)
 }
 
 // CurrentConsole returns the request's console session, or nil.
-func CurrentConsole(c *gin.Context) *services.ConsoleSession {
+func CurrentConsole(c *gin.Context) *access.ConsoleSession {
 	v, _ := c.Get(consoleKey)
-	s, _ := v.(*services.ConsoleSession)
+	s, _ := v.(*access.ConsoleSession)
 	return s
 }
 
@@ -80,7 +80,7 @@ func Redirect(c *gin.Context, path, notice string) error {
 
 // CheckCSRF verifies a console form or htmx request carries the session's
 // CSRF token (form field _csrf or header X-CSRF-Token).
-func CheckCSRF(c *gin.Context, s *services.ConsoleSession) error {
+func CheckCSRF(c *gin.Context, s *access.ConsoleSession) error {
 	got := c.GetHeader("X-CSRF-Token")
 	if got == "" {
 		got = c.PostForm("_csrf")
@@ -125,7 +125,7 @@ func (h *Handler) SignIn(c *gin.Context) {
 		return
 	}
 	setConsoleCookie(c, signInCSRFCookie, "", -1)
-	setConsoleCookie(c, SessionCookie, s.Token, int(services.ConsoleSessionTTL.Seconds()))
+	setConsoleCookie(c, SessionCookie, s.Token, int(access.ConsoleSessionTTL.Seconds()))
 	c.Redirect(http.StatusSeeOther, next)
 }
 

@@ -11,7 +11,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"toolbelt/models"
-	"toolbelt/services"
+	"toolbelt/services/access"
 	"toolbelt/services/tooldef"
 	"toolbelt/views"
 )
@@ -24,7 +24,7 @@ const accessPage = "/admin/access"
 type accessForm struct {
 	create      views.AccessCreateForm
 	grantsOf    uint
-	grants      services.Grants
+	grants      access.Grants
 	grantErrors map[string]string
 	alert       string
 }
@@ -41,9 +41,9 @@ func (h *Handler) renderAccess(c *gin.Context, status int, f accessForm) error {
 	if err != nil {
 		return err
 	}
-	d := views.AccessData{Roles: services.Roles, Create: f.create, Alert: f.alert}
+	d := views.AccessData{Roles: access.Roles, Create: f.create, Alert: f.alert}
 	if d.Create.Role == "" {
-		d.Create.Role = services.RoleAgent
+		d.Create.Role = access.RoleAgent
 	}
 	if d.Create.Errors == nil {
 		d.Create.Errors = map[string]string{}
@@ -53,7 +53,7 @@ func (h *Handler) renderAccess(c *gin.Context, status int, f accessForm) error {
 		for _, k := range p.Keys {
 			row.Keys = append(row.Keys, views.AccessKey{ID: k.ID, Prefix: k.Prefix, Created: k.CreatedAt, LastUsed: k.LastUsedAt, Revoked: k.RevokedAt})
 		}
-		if p.Role == services.RoleAgent {
+		if p.Role == access.RoleAgent {
 			g, errs := f.grants, f.grantErrors
 			if p.ID != f.grantsOf {
 				if g, err = h.Accounts.Grants(ctx, p.ID); err != nil {
@@ -71,7 +71,7 @@ func (h *Handler) renderAccess(c *gin.Context, status int, f accessForm) error {
 	return h.Render(c, status, views.Access(h.Page(c, "Access"), d))
 }
 
-func grantsForm(g services.Grants, errs map[string]string) *views.AccessGrants {
+func grantsForm(g access.Grants, errs map[string]string) *views.AccessGrants {
 	form := &views.AccessGrants{Tools: strings.Join(g.Tools, ", "), Errors: errs}
 	if form.Errors == nil {
 		form.Errors = map[string]string{}
@@ -84,7 +84,7 @@ func grantsForm(g services.Grants, errs map[string]string) *views.AccessGrants {
 
 // CreatePrincipalPage creates a principal and shows its first key, once.
 func (h *Handler) CreatePrincipalPage(c *gin.Context) error {
-	in := services.NewPrincipal{Name: c.PostForm("name"), Role: c.PostForm("role")}
+	in := access.NewPrincipal{Name: c.PostForm("name"), Role: c.PostForm("role")}
 	out, err := h.Accounts.CreatePrincipal(c.Request.Context(), in, CurrentPrincipal(c))
 	var ve *models.ValidationError
 	switch {
@@ -167,7 +167,7 @@ func (h *Handler) SetGrantsPage(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	g := services.Grants{Categories: c.PostFormArray("category"), Tools: splitNames(c.PostForm("tools"))}
+	g := access.Grants{Categories: c.PostFormArray("category"), Tools: splitNames(c.PostForm("tools"))}
 	if g.Categories == nil {
 		g.Categories = []string{}
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"toolbelt/models"
-	"toolbelt/services"
+	"toolbelt/services/access"
 	"toolbelt/views"
 )
 
@@ -193,7 +193,7 @@ func (h *Handler) callerNames(ctx context.Context) (callerNames, error) {
 	return callerNamesOf(ps), nil
 }
 
-func callerNamesOf(ps []services.Principal) callerNames {
+func callerNamesOf(ps []access.Principal) callerNames {
 	out := make(callerNames, len(ps))
 	for _, p := range ps {
 		out[p.ID] = p.Name

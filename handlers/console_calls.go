@@ -14,6 +14,7 @@ import (
 
 	"toolbelt/models"
 	"toolbelt/services"
+	"toolbelt/services/access"
 	"toolbelt/views"
 )
 
@@ -58,7 +59,7 @@ func (h *Handler) CallsPage(c *gin.Context) error {
 	if len(form.Session) > 128 {
 		d.Errors["session"] = "A session id is at most 128 characters."
 	}
-	if me == nil || me.Role != services.RoleAgent {
+	if me == nil || me.Role != access.RoleAgent {
 		for _, p := range ps {
 			d.Principals = append(d.Principals, views.PrincipalOption{Value: strconv.FormatUint(uint64(p.ID), 10), Label: p.Name + " (" + p.Role + ")"})
 		}
@@ -156,7 +157,7 @@ func (h *Handler) CallPage(c *gin.Context) error {
 		Principal: names.of(rec.PrincipalID), Session: rec.SessionID, QueueMs: rec.QueueMs, RunMs: rec.RunMs,
 		TotalMs: rec.TotalMs, CreatedAt: rec.CreatedAt, FinishedAt: rec.FinishedAt, Attempts: rec.Attempts,
 		Cached: rec.Cached, Arguments: rec.Arguments,
-		Waiting: rec.Status == models.StatusAwaitingApproval && me != nil && me.Role != services.RoleAgent}
+		Waiting: rec.Status == models.StatusAwaitingApproval && me != nil && me.Role != access.RoleAgent}
 	var res services.ToolResult
 	if rec.Result != "" && json.Unmarshal([]byte(rec.Result), &res) == nil {
 		if len(res.Data) > 0 && string(res.Data) != "null" {

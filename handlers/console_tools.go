@@ -14,7 +14,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"toolbelt/models"
-	"toolbelt/services"
+	"toolbelt/services/access"
 	"toolbelt/services/catalog"
 	"toolbelt/services/formats"
 	"toolbelt/services/tooldef"
@@ -51,7 +51,7 @@ func (h *Handler) ToolsPage(c *gin.Context) error {
 		return err
 	}
 	d := views.ToolsList{Filter: f, Categories: tooldef.Categories, Levels: tooldef.Levels, Total: page.Total,
-		CanRegister: CurrentPrincipal(c).Role == services.RoleAdmin}
+		CanRegister: CurrentPrincipal(c).Role == access.RoleAdmin}
 	for _, t := range page.Tools {
 		d.Tools = append(d.Tools, views.ToolRow{Name: t.Name, Version: t.Version, Category: t.Category, Level: t.SecurityLevel,
 			Tags: t.Tags, Description: t.Description, Retired: t.Retired, UpdatedAt: t.UpdatedAt})
@@ -131,8 +131,8 @@ func (h *Handler) toolDetail(c *gin.Context) (*views.ToolDetail, error) {
 		Level: tool.SecurityLevel, Tags: tool.Tags, Examples: def.Examples, Retired: tool.Retired,
 		Security: toolSecuritySettings(def.Security), Execution: toolExecutionSettings(def.Execution), Runner: toolRunnerSettings(def.Runner),
 		Parameters: views.PrettyJSON(string(def.Parameters)),
-		CanAdmin:   role == services.RoleAdmin,
-		CanTry:     (role == services.RoleAdmin || role == services.RoleAgent) && !tool.Retired,
+		CanAdmin:   role == access.RoleAdmin,
+		CanTry:     (role == access.RoleAdmin || role == access.RoleAgent) && !tool.Retired,
 	}
 	for _, v := range vers {
 		d.Versions = append(d.Versions, views.VersionRow{Version: v.Version, Current: v.Current, CreatedAt: v.CreatedAt})

@@ -20,6 +20,7 @@ import (
 
 	"toolbelt/models"
 	"toolbelt/services"
+	"toolbelt/services/access"
 	"toolbelt/services/catalog"
 )
 
@@ -32,7 +33,7 @@ type Handler struct {
 	Registry *catalog.Registry
 	Selector *services.Selector
 	Invoker  *services.Invoker
-	Accounts *services.Accounts
+	Accounts *access.Accounts
 	Health   *services.Health
 	Stats    *services.Stats
 	Alerts   *services.Alerts
@@ -129,7 +130,7 @@ func (h *Handler) classify(c *gin.Context, err error) (int, ErrorBody) {
 		}
 		return http.StatusNotFound, b
 	case errors.Is(err, models.ErrRateLimited):
-		var guesses *services.TooManyGuessesError
+		var guesses *access.TooManyGuessesError
 		if errors.As(err, &guesses) {
 			c.Header("Retry-After", strconv.Itoa(guesses.RetryAfter))
 		}

@@ -2,15 +2,14 @@ package handlers
 
 import (
 	"net/http"
+	"toolbelt/services/access"
 
 	"github.com/gin-gonic/gin"
-
-	"toolbelt/services"
 )
 
 // PrincipalList lists accounts.
 type PrincipalList struct {
-	Principals []services.Principal `json:"principals"`
+	Principals []access.Principal `json:"principals"`
 }
 
 // Me describes the caller.
@@ -27,8 +26,8 @@ type Me struct {
 //	@Tags			access
 //	@Accept			json
 //	@Produce		json
-//	@Param			principal	body		services.NewPrincipal	true	"Name and role"
-//	@Success		201			{object}	services.CreatedPrincipal
+//	@Param			principal	body		access.NewPrincipal	true	"Name and role"
+//	@Success		201			{object}	access.CreatedPrincipal
 //	@Failure		400			{object}	ErrorBody
 //	@Failure		401			{object}	ErrorBody
 //	@Failure		403			{object}	ErrorBody
@@ -37,7 +36,7 @@ type Me struct {
 //	@Security		BearerAuth
 //	@Router			/principals [post]
 func (h *Handler) CreatePrincipal(c *gin.Context) error {
-	var in services.NewPrincipal
+	var in access.NewPrincipal
 	if err := bindJSON(c, &in); err != nil {
 		return err
 	}
@@ -77,7 +76,7 @@ func (h *Handler) ListPrincipals(c *gin.Context) error {
 //	@Tags			access
 //	@Produce		json
 //	@Param			id	path		int	true	"Principal id"
-//	@Success		201	{object}	services.NewKey
+//	@Success		201	{object}	access.NewKey
 //	@Failure		400	{object}	ErrorBody
 //	@Failure		401	{object}	ErrorBody
 //	@Failure		403	{object}	ErrorBody
@@ -132,8 +131,8 @@ func (h *Handler) RevokeKey(c *gin.Context) error {
 //	@Accept			json
 //	@Produce		json
 //	@Param			id		path		int				true	"Principal id"
-//	@Param			grants	body		services.Grants	true	"Categories and tools"
-//	@Success		200		{object}	services.Grants
+//	@Param			grants	body		access.Grants	true	"Categories and tools"
+//	@Success		200		{object}	access.Grants
 //	@Failure		400		{object}	ErrorBody
 //	@Failure		401		{object}	ErrorBody
 //	@Failure		403		{object}	ErrorBody
@@ -146,7 +145,7 @@ func (h *Handler) SetGrants(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	var g services.Grants
+	var g access.Grants
 	if err := bindJSON(c, &g); err != nil {
 		return err
 	}
@@ -164,7 +163,7 @@ func (h *Handler) SetGrants(c *gin.Context) error {
 //	@Tags			access
 //	@Produce		json
 //	@Param			id	path		int	true	"Principal id"
-//	@Success		200	{object}	services.Grants
+//	@Success		200	{object}	access.Grants
 //	@Failure		400	{object}	ErrorBody
 //	@Failure		401	{object}	ErrorBody
 //	@Failure		403	{object}	ErrorBody

@@ -2,6 +2,7 @@ package services
 
 import (
 	"context"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -30,3 +31,6 @@ func TestHealthToolFiles(t *testing.T) {
 		t.Errorf("readiness: %+v", c)
 	}
 }
+
+// quiet discards the logs of the services under test.
+var quiet = slog.New(slog.DiscardHandler)

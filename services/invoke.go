@@ -25,6 +25,7 @@ import (
 	"golang.org/x/text/message"
 
 	"toolbelt/models"
+	"toolbelt/services/access"
 	"toolbelt/services/browser"
 	"toolbelt/services/netpolicy"
 	"toolbelt/services/redact"
@@ -257,7 +258,7 @@ func compose(guards ...Guard) func(Step) Step {
 type Invoker struct {
 	store      *models.Store
 	selector   *Selector
-	authz      *Authz
+	authz      *access.Authz
 	log        *slog.Logger
 	dataDir    string
 	schemas    *expirable.LRU[uint, *jsonschema.Schema]
@@ -298,7 +299,7 @@ func (inv *Invoker) WithSleep(sleep func(context.Context, time.Duration) error) 
 }
 
 // queueLimits overrides DefaultQueueLimits per category.
-func NewInvoker(store *models.Store, selector *Selector, authz *Authz, redactor *redact.Redactor, netPolicy netpolicy.Policy, dataDir string, queueLimits map[string]int, log *slog.Logger) *Invoker {
+func NewInvoker(store *models.Store, selector *Selector, authz *access.Authz, redactor *redact.Redactor, netPolicy netpolicy.Policy, dataDir string, queueLimits map[string]int, log *slog.Logger) *Invoker {
 	inv := &Invoker{
 		store: store, selector: selector, authz: authz, redactor: redactor, log: log, dataDir: dataDir,
 		net: netPolicy, httpClient: netPolicy.Client(),
@@ -653,13 +654,13 @@ func (inv *Invoker) validate(next Step) Step {
 // category, a moderate or dangerous one only through its category.
 func (inv *Invoker) authorize(next Step) Step {
 	return func(ctx context.Context, c *call) ToolResult {
-		if c.caller == nil || c.caller.Role == RoleAdmin {
+		if c.caller == nil || c.caller.Role == access.RoleAdmin {
 			return next(ctx, c)
 		}
 		denied := refusal(CodePermissionDenied,
 			fmt.Sprintf("you may not call %s (%s, %s)", c.def.Name, c.def.Category, c.def.Security.Level),
 			"Do not retry this tool; ask the user or an administrator to grant it, or choose a tool you may use (POST /api/v1/tools/select).")
-		if c.caller.Role != RoleAgent {
+		if c.caller.Role != access.RoleAgent {
 			return denied
 		}
 		byCategory, err := inv.authz.MayUse(c.caller.ID, "", c.def.Category)
@@ -1141,7 +1142,7 @@ func (inv *Invoker) CallRecord(ctx context.Context, caller *models.Principal, id
 	if err != nil {
 		return nil, err
 	}
-	if caller != nil && caller.Role == RoleAgent && rec.PrincipalID != caller.ID {
+	if caller != nil && caller.Role == access.RoleAgent && rec.PrincipalID != caller.ID {
 		return nil, fmt.Errorf("%w: call %q", models.ErrNotFound, id)
 	}
 	return rec, nil
@@ -1155,7 +1156,7 @@ func (inv *Invoker) History(ctx context.Context, caller *models.Principal, f mod
 	if f.Offset < 0 {
 		return nil, 0, fmt.Errorf("%w: offset must not be negative", models.ErrInvalid)
 	}
-	if caller != nil && caller.Role == RoleAgent {
+	if caller != nil && caller.Role == access.RoleAgent {
 		f.PrincipalID = caller.ID
 	}
 	inv.calls.sync()

@@ -10,6 +10,7 @@ import (
 
 	"toolbelt/models"
 	"toolbelt/models/modelstest"
+	"toolbelt/services/access"
 	"toolbelt/services/catalog"
 	"toolbelt/services/embed"
 	"toolbelt/services/netpolicy"
@@ -25,7 +26,7 @@ func BenchmarkCallChain(b *testing.B) {
 	ctx := context.Background()
 	store, _ := modelstest.Store(&testing.T{})
 	b.Cleanup(func() { _ = store.Close() })
-	authz, _ := NewAuthz(ctx, store, nil)
+	authz, _ := access.NewAuthz(ctx, store, nil)
 	reg := catalog.NewRegistry(store, quiet)
 	def := tooldef.Definition{
 		Name: "noop", Version: "1.0.0", Description: "Answer the arguments.", Category: "code",
@@ -43,8 +44,8 @@ func BenchmarkCallChain(b *testing.B) {
 	sel := NewSelector(store, authz, embed.NewBuiltin(), allHost(), 0, quiet)
 	inv := NewInvoker(store, sel, authz, red, netpolicy.Policy{}, b.TempDir(), nil, quiet)
 	b.Cleanup(func() { inv.Close(ctx); sel.Close() })
-	agent := &models.Principal{ID: 9, Role: RoleAgent}
-	if err := authz.SetGrants(9, Grants{Tools: []string{"noop"}}); err != nil {
+	agent := &models.Principal{ID: 9, Role: access.RoleAgent}
+	if err := authz.SetGrants(9, access.Grants{Tools: []string{"noop"}}); err != nil {
 		b.Fatal(err)
 	}
 	var lat []time.Duration

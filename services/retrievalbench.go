@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"toolbelt/models"
+	"toolbelt/services/access"
 	"toolbelt/services/catalog"
 	"toolbelt/services/embed"
 	"toolbelt/services/tooldef"
@@ -93,7 +94,7 @@ func RunRetrievalBench(ctx context.Context, opts BenchOptions) (*BenchReport, er
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	authz, err := NewAuthz(ctx, store, nil)
+	authz, err := access.NewAuthz(ctx, store, nil)
 	if err != nil {
 		return nil, err
 	}

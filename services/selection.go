@@ -21,6 +21,7 @@ import (
 	"unicode/utf8"
 
 	"toolbelt/models"
+	"toolbelt/services/access"
 	"toolbelt/services/embed"
 	"toolbelt/services/formats"
 	"toolbelt/services/tooldef"
@@ -96,7 +97,7 @@ func (h HostCaps) runs(n needs) bool {
 // tools fit a task.
 type Selector struct {
 	store *models.Store
-	authz *Authz
+	authz *access.Authz
 	emb   embed.Embedder
 	host  HostCaps
 	// metrics receives selection latency.
@@ -154,7 +155,7 @@ type index struct {
 
 // NewSelector returns a selector over the store using emb. keep caps the
 // learned queries per tool (0: DefaultKeepLearned).
-func NewSelector(store *models.Store, authz *Authz, emb embed.Embedder, host HostCaps, keep int, log *slog.Logger) *Selector {
+func NewSelector(store *models.Store, authz *access.Authz, emb embed.Embedder, host HostCaps, keep int, log *slog.Logger) *Selector {
 	if keep <= 0 {
 		keep = DefaultKeepLearned
 	}
@@ -602,7 +603,7 @@ type visibility struct {
 // name or category, and a moderate or dangerous tool only through its
 // category (dangerous ones then need approval at call time).
 func (s *Selector) visibilityOf(caller *models.Principal) (visibility, error) {
-	if caller == nil || caller.Role != RoleAgent {
+	if caller == nil || caller.Role != access.RoleAgent {
 		return visibility{all: true}, nil
 	}
 	g, err := s.authz.Grants(caller.ID)
@@ -642,7 +643,7 @@ func (s *Selector) Callable(ctx context.Context, caller *models.Principal, forma
 	if limit < 1 {
 		return nil, "", fmt.Errorf("%w: page size %d", models.ErrInvalid, limit)
 	}
-	if caller != nil && caller.Role == RoleReviewer {
+	if caller != nil && caller.Role == access.RoleReviewer {
 		return []json.RawMessage{}, "", nil
 	}
 	if err := s.ensureFresh(ctx); err != nil {
@@ -1082,7 +1083,7 @@ func (s *Selector) Feedback(ctx context.Context, caller *models.Principal, selec
 	if err != nil {
 		return nil, err
 	}
-	if caller != nil && caller.Role == RoleAgent && sel.PrincipalID != caller.ID {
+	if caller != nil && caller.Role == access.RoleAgent && sel.PrincipalID != caller.ID {
 		return nil, fmt.Errorf("%w: selection %s was made by another principal", models.ErrForbidden, selectionID)
 	}
 	if err := s.ensureFresh(ctx); err != nil {

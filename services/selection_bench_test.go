@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"toolbelt/models/modelstest"
+	"toolbelt/services/access"
 	"toolbelt/services/catalog"
 	"toolbelt/services/embed"
 	"toolbelt/services/tooldef"
@@ -21,7 +22,7 @@ func benchCatalog(b *testing.B, n int) (*Selector, []string) {
 	ctx := context.Background()
 	store, _ := modelstest.Store(&testing.T{})
 	b.Cleanup(func() { _ = store.Close() })
-	authz, err := NewAuthz(ctx, store, nil)
+	authz, err := access.NewAuthz(ctx, store, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -101,7 +102,7 @@ func BenchmarkRegisterIndexed(b *testing.B) {
 	ctx := context.Background()
 	store, _ := modelstest.Store(&testing.T{})
 	b.Cleanup(func() { _ = store.Close() })
-	authz, _ := NewAuthz(ctx, store, nil)
+	authz, _ := access.NewAuthz(ctx, store, nil)
 	reg := catalog.NewRegistry(store, quiet)
 	s := NewSelector(store, authz, embed.NewBuiltin(), allHost(), 0, quiet)
 	b.Cleanup(s.Close)

@@ -11,6 +11,7 @@ import (
 
 	"toolbelt/models"
 	"toolbelt/models/modelstest"
+	"toolbelt/services/access"
 	"toolbelt/services/catalog"
 	"toolbelt/services/embed"
 )
@@ -52,10 +53,10 @@ func seedCatalog(t testing.TB, reg *catalog.Registry, n int) {
 }
 
 // catalogFixture is a store with the built-ins and n extra tools.
-func catalogFixture(t *testing.T, n int) (*models.Store, *Authz) {
+func catalogFixture(t *testing.T, n int) (*models.Store, *access.Authz) {
 	t.Helper()
 	store, _ := modelstest.Store(t)
-	authz, err := NewAuthz(context.Background(), store, nil)
+	authz, err := access.NewAuthz(context.Background(), store, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +65,7 @@ func catalogFixture(t *testing.T, n int) (*models.Store, *Authz) {
 }
 
 // newFixtureSelector builds and refreshes a selector over the fixture.
-func newFixtureSelector(t *testing.T, store *models.Store, authz *Authz, emb embed.Embedder, keep int) *Selector {
+func newFixtureSelector(t *testing.T, store *models.Store, authz *access.Authz, emb embed.Embedder, keep int) *Selector {
 	t.Helper()
 	s := NewSelector(store, authz, emb, allHost(), keep, quiet)
 	t.Cleanup(s.Close)
@@ -79,7 +80,7 @@ func newFixtureSelector(t *testing.T, store *models.Store, authz *Authz, emb emb
 func TestSelectorPersistsVectors(t *testing.T) {
 	ctx := context.Background()
 	store, _ := modelstest.Store(t)
-	authz, _ := NewAuthz(ctx, store, nil)
+	authz, _ := access.NewAuthz(ctx, store, nil)
 	reg := catalog.NewRegistry(store, quiet)
 	seedCatalog(t, reg, 20)
 
@@ -134,7 +135,7 @@ func TestSelectorPersistsVectors(t *testing.T) {
 func TestSelectorModelChangeReembeds(t *testing.T) {
 	ctx := context.Background()
 	store, _ := modelstest.Store(t)
-	authz, _ := NewAuthz(ctx, store, nil)
+	authz, _ := access.NewAuthz(ctx, store, nil)
 	reg := catalog.NewRegistry(store, quiet)
 	seedCatalog(t, reg, 100)
 	a := NewSelector(store, authz, newCounting("test/model-a"), allHost(), 0, quiet)
@@ -222,8 +223,8 @@ func TestSuggest(t *testing.T) {
 		}
 	}
 	// An agent is only pointed at tools it may use.
-	agent := &models.Principal{ID: 42, Role: RoleAgent}
-	if err := authz.SetGrants(42, Grants{Categories: []string{"search"}}); err != nil {
+	agent := &models.Principal{ID: 42, Role: access.RoleAgent}
+	if err := authz.SetGrants(42, access.Grants{Categories: []string{"search"}}); err != nil {
 		t.Fatal(err)
 	}
 	got, _ := s.Suggest(ctx, agent, "", "read_file", 3)

@@ -18,6 +18,7 @@ import (
 	"toolbelt/handlers"
 	"toolbelt/models"
 	"toolbelt/services"
+	"toolbelt/services/access"
 	"toolbelt/services/catalog"
 	"toolbelt/services/embed"
 	"toolbelt/services/mcpserver"
@@ -90,11 +91,11 @@ func newTestAppWith(t testing.TB, host hostCaps, netPolicy netpolicy.Policy) *te
 	}
 	// Debug level: tests check that not even debug lines carry secrets.
 	log := slog.New(slog.NewJSONHandler(logTo, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	authz, err := services.NewAuthz(ctx, store, RolePolicies())
+	authz, err := access.NewAuthz(ctx, store, RolePolicies())
 	if err != nil {
 		t.Fatal(err)
 	}
-	accounts := services.NewAccounts(store, authz, log)
+	accounts := access.NewAccounts(store, authz, log)
 	registry := catalog.NewRegistry(store, log)
 	metrics := services.NewMetrics()
 	selector := services.NewSelector(store, authz, embed.NewBuiltin(), host, 0, log).WithMetrics(metrics)
@@ -149,7 +150,7 @@ func newTestAppWith(t testing.TB, host hostCaps, netPolicy netpolicy.Policy) *te
 		app.t = tt
 	}
 	for _, role := range []string{"reviewer", "agent"} {
-		p, err := accounts.CreatePrincipal(ctx, services.NewPrincipal{Name: "test-" + role, Role: role}, nil)
+		p, err := accounts.CreatePrincipal(ctx, access.NewPrincipal{Name: "test-" + role, Role: role}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -7,11 +7,10 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-
-	"toolbelt/services"
+	"toolbelt/services/access"
 )
 
-// Guessing API keys is slowed: past services.KeyGuesses wrong keys from
+// Guessing API keys is slowed: past access.KeyGuesses wrong keys from
 // one address, its wrong keys are refused 429 with Retry-After, over the
 // API and in the console's sign-in; a right key from the same address is
 // always accepted (issue 14: 21 wrong keys locked the admin out), and
@@ -29,7 +28,7 @@ func TestKeyGuessesAreLimited(t *testing.T) {
 	if rec := from("203.0.113.7", app.keys["admin"]); rec.Code != 200 {
 		t.Fatalf("right key: %d", rec.Code)
 	}
-	for i := range services.KeyGuesses.Limit {
+	for i := range access.KeyGuesses.Limit {
 		if rec := from("203.0.113.7", "tb_guess"+strconv.Itoa(int(i))+strings.Repeat("0", 60)); rec.Code != 401 {
 			t.Fatalf("guess %d: %d, want 401", i, rec.Code)
 		}
@@ -37,12 +36,12 @@ func TestKeyGuessesAreLimited(t *testing.T) {
 	wrong := "tb_guess" + strings.Repeat("1", 63)
 	rec := from("203.0.113.7", wrong)
 	if rec.Code != http.StatusTooManyRequests || rec.Header().Get("Retry-After") == "" || !strings.Contains(rec.Body.String(), "RATE_LIMIT_EXCEEDED") {
-		t.Fatalf("after %d wrong keys: %d %v %s", services.KeyGuesses.Limit, rec.Code, rec.Header(), rec.Body)
+		t.Fatalf("after %d wrong keys: %d %v %s", access.KeyGuesses.Limit, rec.Code, rec.Header(), rec.Body)
 	}
 	// The attacker cannot lock the right key out of the same address.
 	for _, key := range []string{app.keys["admin"], app.keys["agent"]} {
 		if rec := from("203.0.113.7", key); rec.Code != 200 {
-			t.Fatalf("a right key after %d wrong ones from its address: %d %s", services.KeyGuesses.Limit, rec.Code, rec.Body)
+			t.Fatalf("a right key after %d wrong ones from its address: %d %s", access.KeyGuesses.Limit, rec.Code, rec.Body)
 		}
 	}
 	if rec := from("198.51.100.9", wrong); rec.Code != 401 {
@@ -63,7 +62,7 @@ func TestKeyGuessesAreLimited(t *testing.T) {
 	// clients all come from 127.0.0.1).
 	b := newBrowserClient(t, app)
 	b.get("/admin/login")
-	for range services.KeyGuesses.Limit {
+	for range access.KeyGuesses.Limit {
 		b.post("/admin/login", url.Values{"key": {"tb_wrongwrongwrongwrong"}})
 	}
 	p := b.post("/admin/login", url.Values{"key": {"tb_wrongwrongwrongwrong"}})

@@ -21,6 +21,7 @@ import (
 	"toolbelt/handlers"
 	"toolbelt/models"
 	"toolbelt/services"
+	"toolbelt/services/access"
 	"toolbelt/services/mcpserver"
 	"toolbelt/static"
 )
@@ -40,10 +41,10 @@ type route struct {
 }
 
 var (
-	everyone = []string{services.RoleAdmin, services.RoleReviewer, services.RoleAgent}
-	admins   = []string{services.RoleAdmin}
-	callers  = []string{services.RoleAdmin, services.RoleAgent}
-	deciders = []string{services.RoleAdmin, services.RoleReviewer}
+	everyone = []string{access.RoleAdmin, access.RoleReviewer, access.RoleAgent}
+	admins   = []string{access.RoleAdmin}
+	callers  = []string{access.RoleAdmin, access.RoleAgent}
+	deciders = []string{access.RoleAdmin, access.RoleReviewer}
 )
 
 // routes is the one route table of the API. Who may call what is stated
@@ -89,22 +90,22 @@ var routes = []route{
 
 // RolePolicies returns, per role, the endpoints of the route table and the
 // console pages it may open, and /metrics and /mcp, as Casbin seeds them.
-func RolePolicies() map[string][]services.Route {
-	out := map[string][]services.Route{}
+func RolePolicies() map[string][]access.Route {
+	out := map[string][]access.Route{}
 	for _, r := range routes {
 		for _, role := range r.roles {
-			out[role] = append(out[role], services.Route{Method: r.method, Path: APIPrefix + r.path})
+			out[role] = append(out[role], access.Route{Method: r.method, Path: APIPrefix + r.path})
 		}
 	}
 	for _, p := range pages {
 		for _, role := range p.roles {
-			out[role] = append(out[role], services.Route{Method: p.method, Path: ConsolePrefix + p.path})
+			out[role] = append(out[role], access.Route{Method: p.method, Path: ConsolePrefix + p.path})
 		}
 	}
-	out[services.RoleAdmin] = append(out[services.RoleAdmin], services.Route{Method: http.MethodGet, Path: MetricsPath})
+	out[access.RoleAdmin] = append(out[access.RoleAdmin], access.Route{Method: http.MethodGet, Path: MetricsPath})
 	for _, role := range everyone {
 		for _, m := range mcpMethods {
-			out[role] = append(out[role], services.Route{Method: m, Path: MCPPath})
+			out[role] = append(out[role], access.Route{Method: m, Path: MCPPath})
 		}
 	}
 	return out
@@ -113,8 +114,8 @@ func RolePolicies() map[string][]services.Route {
 // Deps are what the server needs from main.
 type Deps struct {
 	Handler  *handlers.Handler
-	Accounts *services.Accounts
-	Authz    *services.Authz
+	Accounts *access.Accounts
+	Authz    *access.Authz
 	Log      *slog.Logger
 	// Metrics, when set, are served at /metrics (admins) and receive
 	// every request's route, status and latency.

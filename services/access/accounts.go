@@ -1,4 +1,7 @@
-package services
+// Package access decides who may do what: principals and their API keys
+// (hashed, never stored in plain text), console sessions, the grants of
+// agents, and the Casbin RBAC policies derived from the route table.
+package access
 
 import (
 	"context"
