@@ -39,6 +39,7 @@ import (
 	"toolbelt/services/embed"
 	"toolbelt/services/mcpserver"
 	"toolbelt/services/netpolicy"
+	"toolbelt/services/ops"
 	"toolbelt/services/redact"
 	"toolbelt/services/sandbox"
 	"toolbelt/web"
@@ -61,7 +62,7 @@ type Config struct {
 	// SIGTERM or SIGINT before they are cancelled as interrupted.
 	ShutdownTimeout time.Duration
 	// Alerts says when a tool's failure rate raises an alert.
-	Alerts services.AlertConfig
+	Alerts ops.AlertConfig
 	// ToolsDir holds tool files (YAML or JSON), watched while serving.
 	ToolsDir string
 	// SessionQuotaMB is the disk quota of each session's work directory.
@@ -164,8 +165,8 @@ func parseConfig(args []string) (Config, error) {
 }
 
 // alertConfig reads the failure-rate alert settings from the environment.
-func alertConfig() (services.AlertConfig, error) {
-	a := services.DefaultAlertConfig
+func alertConfig() (ops.AlertConfig, error) {
+	a := ops.DefaultAlertConfig
 	if v := env("TOOLBELT_ALERT_FAILURE_RATE", ""); v != "" {
 		f, err := strconv.ParseFloat(v, 64)
 		if err != nil || f <= 0 || f > 1 {
@@ -249,7 +250,7 @@ func serve(args []string) error {
 	if err != nil {
 		return fmt.Errorf("load secret detection rules: %w", err)
 	}
-	host := services.DetectHost()
+	host := ops.DetectHost()
 	// The data directory is the server's alone, but for the sandbox's
 	// group when the server is root: commands run as uid 65534 must
 	// traverse (never list) it to reach their work directories.
@@ -267,7 +268,7 @@ func serve(args []string) error {
 		host.Chromium = false
 		log.Warn("browser_navigate unavailable", "reason", err.Error())
 	}
-	metrics := services.NewMetrics()
+	metrics := ops.NewMetrics()
 	selector := services.NewSelector(store, authz, emb, host, cfg.KeepLearned, log).WithMetrics(metrics)
 	defer selector.Close()
 	var invoker *services.Invoker
@@ -309,10 +310,10 @@ func serve(args []string) error {
 	invoker.ReportPendingApprovals(metrics)
 	h := &handlers.Handler{
 		Registry: registry, Selector: selector, Accounts: accounts,
-		Invoker: invoker, Health: services.NewHealth(store, selector, embedNote).WithSandbox(box.Status()).WithToolFiles(toolFiles), Log: log,
+		Invoker: invoker, Health: ops.NewHealth(store, selector, embedNote).WithSandbox(box.Status()).WithToolFiles(toolFiles), Log: log,
 		Links:  handlers.Links{Swagger: "/swagger/index.html", Healthz: "/healthz", Readyz: "/readyz"},
-		Stats:  services.NewStats(store, invoker),
-		Alerts: services.NewAlerts(store, cfg.Alerts, metrics, log),
+		Stats:  ops.NewStats(store, invoker.Flush),
+		Alerts: ops.NewAlerts(store, cfg.Alerts, metrics, log),
 		// Documents fetched by URL follow the same SSRF policy as tool calls.
 		OpenAPI: catalog.NewOpenAPIImporter(registry, netPolicy, log),
 	}

@@ -1091,13 +1091,13 @@ const docTemplate = `{
                     "200": {
                         "description": "OK",
                         "schema": {
-                            "$ref": "#/definitions/services.Readiness"
+                            "$ref": "#/definitions/ops.Readiness"
                         }
                     },
                     "503": {
                         "description": "Service Unavailable",
                         "schema": {
-                            "$ref": "#/definitions/services.Readiness"
+                            "$ref": "#/definitions/ops.Readiness"
                         }
                     }
                 }
@@ -2594,7 +2594,7 @@ const docTemplate = `{
                 "alerts": {
                     "type": "array",
                     "items": {
-                        "$ref": "#/definitions/services.Alert"
+                        "$ref": "#/definitions/ops.Alert"
                     }
                 },
                 "cache_hit_rate": {
@@ -2615,14 +2615,14 @@ const docTemplate = `{
                     "description": "Failures counts failed calls by error code, most frequent first.",
                     "type": "array",
                     "items": {
-                        "$ref": "#/definitions/services.CodeCount"
+                        "$ref": "#/definitions/ops.CodeCount"
                     }
                 },
                 "hourly": {
                     "description": "Hourly has one entry per clock hour of the window, oldest first.",
                     "type": "array",
                     "items": {
-                        "$ref": "#/definitions/services.HourCount"
+                        "$ref": "#/definitions/ops.HourCount"
                     }
                 },
                 "open": {
@@ -2647,7 +2647,7 @@ const docTemplate = `{
                     "description": "Rising lists tools whose failure rate rose in the last hour.",
                     "type": "array",
                     "items": {
-                        "$ref": "#/definitions/services.RisingTool"
+                        "$ref": "#/definitions/ops.RisingTool"
                     }
                 },
                 "since": {
@@ -2666,7 +2666,7 @@ const docTemplate = `{
                     "description": "Tools has every tool called in the window, busiest first.",
                     "type": "array",
                     "items": {
-                        "$ref": "#/definitions/services.ToolStats"
+                        "$ref": "#/definitions/ops.ToolStats"
                     }
                 },
                 "top": {
@@ -2808,7 +2808,7 @@ const docTemplate = `{
                 }
             }
         },
-        "services.Alert": {
+        "ops.Alert": {
             "type": "object",
             "properties": {
                 "calls": {
@@ -2845,6 +2845,152 @@ const docTemplate = `{
                 "window": {
                     "type": "string",
                     "example": "15m0s"
+                }
+            }
+        },
+        "ops.CodeCount": {
+            "type": "object",
+            "properties": {
+                "calls": {
+                    "type": "integer",
+                    "example": 7
+                },
+                "code": {
+                    "type": "string",
+                    "example": "TIMEOUT"
+                },
+                "rate": {
+                    "type": "number",
+                    "example": 0.012
+                }
+            }
+        },
+        "ops.Component": {
+            "type": "object",
+            "properties": {
+                "detail": {
+                    "type": "string",
+                    "example": "sqlite, WAL mode"
+                },
+                "status": {
+                    "type": "string",
+                    "example": "ok"
+                }
+            }
+        },
+        "ops.HourCount": {
+            "type": "object",
+            "properties": {
+                "failed": {
+                    "type": "integer"
+                },
+                "open": {
+                    "type": "integer"
+                },
+                "start": {
+                    "type": "string"
+                },
+                "succeeded": {
+                    "type": "integer"
+                }
+            }
+        },
+        "ops.Readiness": {
+            "type": "object",
+            "properties": {
+                "components": {
+                    "type": "object",
+                    "additionalProperties": {
+                        "$ref": "#/definitions/ops.Component"
+                    }
+                },
+                "ready": {
+                    "type": "boolean"
+                },
+                "uptime": {
+                    "type": "string",
+                    "example": "3m12s"
+                }
+            }
+        },
+        "ops.RisingTool": {
+            "type": "object",
+            "properties": {
+                "prior_calls": {
+                    "type": "integer",
+                    "example": 400
+                },
+                "prior_failed": {
+                    "type": "integer",
+                    "example": 8
+                },
+                "prior_rate": {
+                    "type": "number",
+                    "example": 0.02
+                },
+                "recent_calls": {
+                    "description": "Recent counts finished calls in the last 60 minutes; Prior those\nearlier in the window.",
+                    "type": "integer",
+                    "example": 20
+                },
+                "recent_failed": {
+                    "type": "integer",
+                    "example": 9
+                },
+                "recent_rate": {
+                    "type": "number",
+                    "example": 0.45
+                },
+                "tool": {
+                    "type": "string",
+                    "example": "web_search"
+                }
+            }
+        },
+        "ops.ToolStats": {
+            "type": "object",
+            "properties": {
+                "cache_hit_rate": {
+                    "type": "number",
+                    "example": 0.4
+                },
+                "calls": {
+                    "type": "integer",
+                    "example": 340
+                },
+                "failed": {
+                    "type": "integer",
+                    "example": 9
+                },
+                "failures": {
+                    "type": "array",
+                    "items": {
+                        "$ref": "#/definitions/ops.CodeCount"
+                    }
+                },
+                "open": {
+                    "type": "integer",
+                    "example": 0
+                },
+                "p50_ms": {
+                    "type": "integer",
+                    "example": 3
+                },
+                "p95_ms": {
+                    "type": "integer",
+                    "example": 21
+                },
+                "succeeded": {
+                    "type": "integer",
+                    "example": 331
+                },
+                "success_rate": {
+                    "type": "number",
+                    "example": 0.974
+                },
+                "tool": {
+                    "type": "string",
+                    "example": "file_read"
                 }
             }
         },
@@ -2891,71 +3037,6 @@ const docTemplate = `{
                 }
             }
         },
-        "services.CodeCount": {
-            "type": "object",
-            "properties": {
-                "calls": {
-                    "type": "integer",
-                    "example": 7
-                },
-                "code": {
-                    "type": "string",
-                    "example": "TIMEOUT"
-                },
-                "rate": {
-                    "type": "number",
-                    "example": 0.012
-                }
-            }
-        },
-        "services.Component": {
-            "type": "object",
-            "properties": {
-                "detail": {
-                    "type": "string",
-                    "example": "sqlite, WAL mode"
-                },
-                "status": {
-                    "type": "string",
-                    "example": "ok"
-                }
-            }
-        },
-        "services.HourCount": {
-            "type": "object",
-            "properties": {
-                "failed": {
-                    "type": "integer"
-                },
-                "open": {
-                    "type": "integer"
-                },
-                "start": {
-                    "type": "string"
-                },
-                "succeeded": {
-                    "type": "integer"
-                }
-            }
-        },
-        "services.Readiness": {
-            "type": "object",
-            "properties": {
-                "components": {
-                    "type": "object",
-                    "additionalProperties": {
-                        "$ref": "#/definitions/services.Component"
-                    }
-                },
-                "ready": {
-                    "type": "boolean"
-                },
-                "uptime": {
-                    "type": "string",
-                    "example": "3m12s"
-                }
-            }
-        },
         "services.Reasons": {
             "type": "object",
             "properties": {
@@ -2986,40 +3067,6 @@ const docTemplate = `{
                     "items": {
                         "type": "string"
                     }
-                }
-            }
-        },
-        "services.RisingTool": {
-            "type": "object",
-            "properties": {
-                "prior_calls": {
-                    "type": "integer",
-                    "example": 400
-                },
-                "prior_failed": {
-                    "type": "integer",
-                    "example": 8
-                },
-                "prior_rate": {
-                    "type": "number",
-                    "example": 0.02
-                },
-                "recent_calls": {
-                    "description": "Recent counts finished calls in the last 60 minutes; Prior those\nearlier in the window.",
-                    "type": "integer",
-                    "example": 20
-                },
-                "recent_failed": {
-                    "type": "integer",
-                    "example": 9
-                },
-                "recent_rate": {
-                    "type": "number",
-                    "example": 0.45
-                },
-                "tool": {
-                    "type": "string",
-                    "example": "web_search"
                 }
             }
         },
@@ -3186,53 +3233,6 @@ const docTemplate = `{
                 },
                 "success": {
                     "type": "boolean"
-                }
-            }
-        },
-        "services.ToolStats": {
-            "type": "object",
-            "properties": {
-                "cache_hit_rate": {
-                    "type": "number",
-                    "example": 0.4
-                },
-                "calls": {
-                    "type": "integer",
-                    "example": 340
-                },
-                "failed": {
-                    "type": "integer",
-                    "example": 9
-                },
-                "failures": {
-                    "type": "array",
-                    "items": {
-                        "$ref": "#/definitions/services.CodeCount"
-                    }
-                },
-                "open": {
-                    "type": "integer",
-                    "example": 0
-                },
-                "p50_ms": {
-                    "type": "integer",
-                    "example": 3
-                },
-                "p95_ms": {
-                    "type": "integer",
-                    "example": 21
-                },
-                "succeeded": {
-                    "type": "integer",
-                    "example": 331
-                },
-                "success_rate": {
-                    "type": "number",
-                    "example": 0.974
-                },
-                "tool": {
-                    "type": "string",
-                    "example": "file_read"
                 }
             }
         },

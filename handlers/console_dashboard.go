@@ -5,7 +5,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"toolbelt/services"
+	"toolbelt/services/ops"
 	"toolbelt/views"
 )
 
@@ -21,7 +21,7 @@ func (h *Handler) Dashboard(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	sum, err := h.Stats.Summary(ctx, services.StatsQuery{Hours: services.DefaultStatsHours})
+	sum, err := h.Stats.Summary(ctx, ops.StatsQuery{Hours: ops.DefaultStatsHours})
 	if err != nil {
 		return err
 	}
@@ -49,16 +49,16 @@ func (h *Handler) Dashboard(c *gin.Context) error {
 }
 
 // dashboardData turns the usage summary into the page's figures.
-func dashboardData(sum *services.Summary) views.DashboardData {
+func dashboardData(sum *ops.Summary) views.DashboardData {
 	d := views.DashboardData{Calls: sum.Calls, Succeeded: sum.Succeeded, Failed: sum.Failed, Open: sum.Open,
 		SuccessRate: sum.SuccessRate, P50Ms: sum.P50Ms, P95Ms: sum.P95Ms, CacheHitRate: sum.CacheHitRate,
-		PendingApprovals: sum.PendingApprovals, RisingMinCalls: services.RisingMinCalls}
+		PendingApprovals: sum.PendingApprovals, RisingMinCalls: ops.RisingMinCalls}
 	hours := make([]views.DashHour, len(sum.Hourly))
 	for i, hc := range sum.Hourly {
 		hours[i] = views.DashHour{Start: hc.Start, Succeeded: hc.Succeeded, Failed: hc.Failed}
 	}
 	d.Chart = views.NewDashChart(hours)
-	byName := map[string]services.ToolStats{}
+	byName := map[string]ops.ToolStats{}
 	for _, t := range sum.Tools {
 		byName[t.Tool] = t
 	}
@@ -78,7 +78,7 @@ func dashboardData(sum *services.Summary) views.DashboardData {
 }
 
 // inUse reads one component of the readiness report, as /readyz states it.
-func inUse(r services.Readiness, name string) views.DashComponent {
+func inUse(r ops.Readiness, name string) views.DashComponent {
 	comp, ok := r.Components[name]
 	if !ok {
 		return views.DashComponent{Status: "unknown", Detail: "not reported by this server"}

@@ -22,6 +22,7 @@ import (
 	"toolbelt/services"
 	"toolbelt/services/access"
 	"toolbelt/services/catalog"
+	"toolbelt/services/ops"
 )
 
 // MaxBodyBytes caps every request body.
@@ -34,9 +35,9 @@ type Handler struct {
 	Selector *services.Selector
 	Invoker  *services.Invoker
 	Accounts *access.Accounts
-	Health   *services.Health
-	Stats    *services.Stats
-	Alerts   *services.Alerts
+	Health   *ops.Health
+	Stats    *ops.Stats
+	Alerts   *ops.Alerts
 	// OpenAPI imports tools from OpenAPI documents.
 	OpenAPI *catalog.OpenAPIImporter
 	Log     *slog.Logger

@@ -26,8 +26,8 @@ func (h *Handler) Healthz(c *gin.Context) {
 //	@Summary	Readiness
 //	@Tags		health
 //	@Produce	json
-//	@Success	200	{object}	services.Readiness
-//	@Failure	503	{object}	services.Readiness
+//	@Success	200	{object}	ops.Readiness
+//	@Failure	503	{object}	ops.Readiness
 //	@Router		/readyz [get]
 func (h *Handler) Readyz(c *gin.Context) {
 	r := h.Health.Check(c.Request.Context())

@@ -7,14 +7,14 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"toolbelt/models"
-	"toolbelt/services"
+	"toolbelt/services/ops"
 )
 
 // StatsResponse is the usage over a window and the failure alerts firing
 // now.
 type StatsResponse struct {
-	services.Summary
-	Alerts []services.Alert `json:"alerts"`
+	ops.Summary
+	Alerts []ops.Alert `json:"alerts"`
 }
 
 // GetStats reports usage.
@@ -35,7 +35,7 @@ func (h *Handler) GetStats(c *gin.Context) error {
 	if err := onlyQuery(c, "hours", "top"); err != nil {
 		return err
 	}
-	var q services.StatsQuery
+	var q ops.StatsQuery
 	var err error
 	if q.Hours, err = intQuery(c, "hours"); err != nil {
 		return err
@@ -45,7 +45,7 @@ func (h *Handler) GetStats(c *gin.Context) error {
 	}
 	// 0 means the default to the service: asked for, it is out of range.
 	if c.Query("hours") != "" && q.Hours < 1 {
-		return fmt.Errorf("%w: hours must be between 1 and %d", models.ErrInvalid, services.MaxStatsHours)
+		return fmt.Errorf("%w: hours must be between 1 and %d", models.ErrInvalid, ops.MaxStatsHours)
 	}
 	if c.Query("top") != "" && q.Top < 1 {
 		return fmt.Errorf("%w: top must be between 1 and 100", models.ErrInvalid)
@@ -56,7 +56,7 @@ func (h *Handler) GetStats(c *gin.Context) error {
 	}
 	alerts := h.Alerts.Firing()
 	if alerts == nil {
-		alerts = []services.Alert{}
+		alerts = []ops.Alert{}
 	}
 	c.JSON(http.StatusOK, StatsResponse{Summary: *sum, Alerts: alerts})
 	return nil

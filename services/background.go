@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"toolbelt/models"
+	"toolbelt/services/ops"
 )
 
 // background runs calls that answered 202: asynchronous calls, and calls
@@ -225,7 +226,7 @@ func (inv *Invoker) Decide(ctx context.Context, reviewer *models.Principal, id s
 		return nil, err
 	}
 	inv.log.InfoContext(ctx, "approval decided", "approval_id", a.ID, "call_id", a.CallID, "status", a.Status, "by", reviewer.Name)
-	inv.metrics.decided(a.Status)
+	inv.metrics.Decided(a.Status)
 	if approve {
 		rec, err := inv.calls.byID(ctx, a.CallID)
 		if err != nil {
@@ -249,7 +250,7 @@ func (inv *Invoker) expire(ctx context.Context) error {
 		return err
 	}
 	for _, a := range expired {
-		inv.metrics.decided(models.ApprovalExpired)
+		inv.metrics.Decided(models.ApprovalExpired)
 		if err := inv.endCall(ctx, a.CallID, CodeConfirmationDenied, "no reviewer approved the call in time",
 			"The approval expired. Call the tool again if the task still needs it."); err != nil {
 			return err
@@ -313,4 +314,18 @@ func (inv *Invoker) Cancel(ctx context.Context, caller *models.Principal, id str
 		return err
 	}
 	return inv.endCall(ctx, id, CodeCancelled, "the call was cancelled", "")
+}
+
+// ReportPendingApprovals exposes the number of approvals waiting for a
+// reviewer as a gauge read at scrape time.
+func (inv *Invoker) ReportPendingApprovals(m *ops.Metrics) {
+	m.Gauge("toolbelt_approvals_pending", "Approvals waiting for a reviewer.", func() float64 {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		n, err := inv.store.CountPendingApprovals(ctx, time.Now())
+		if err != nil {
+			return -1
+		}
+		return float64(n)
+	})
 }

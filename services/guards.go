@@ -46,7 +46,7 @@ func (inv *Invoker) limit(next Step) Step {
 			return failure(CodeInternal, "internal error", true, "Try again.")
 		}
 		if lc.Reached {
-			inv.metrics.limited(c.def.Name)
+			inv.metrics.Limited(c.def.Name)
 			wait := max(1, int(time.Until(time.Unix(lc.Reset, 0)).Seconds()+0.999))
 			res := refusal(CodeRateLimit,
 				fmt.Sprintf("%s allows %d calls per %s and you have made them", c.def.Name, rl.MaxCalls, time.Duration(rl.WindowMs)*time.Millisecond),
@@ -126,11 +126,11 @@ func (inv *Invoker) queue(next Step) Step {
 				res.Error.RetryAfter = 2
 				return res
 			}
-			inv.metrics.queued(c.def.Category, 1)
+			inv.metrics.Queued(c.def.Category, 1)
 			err := cq.sem.Acquire(ctx, 1)
 			cq.waiting.Add(-1)
-			inv.metrics.queued(c.def.Category, -1)
-			inv.metrics.queueWaited(c.def.Category, time.Since(waitStart))
+			inv.metrics.Queued(c.def.Category, -1)
+			inv.metrics.QueueWaited(c.def.Category, time.Since(waitStart))
 			c.queueMs = time.Since(waitStart).Milliseconds()
 			if err != nil {
 				return failure(CodeCancelled, "the call was cancelled while it waited for a free slot", false, "")

@@ -28,6 +28,7 @@ import (
 	"toolbelt/services/access"
 	"toolbelt/services/browser"
 	"toolbelt/services/netpolicy"
+	"toolbelt/services/ops"
 	"toolbelt/services/redact"
 	"toolbelt/services/sandbox"
 	"toolbelt/services/tooldef"
@@ -278,7 +279,7 @@ type Invoker struct {
 	// cancelled from then on are recorded as interrupted.
 	interrupting atomic.Bool
 	events       *broker
-	metrics      *Metrics
+	metrics      *ops.Metrics
 	dirs         sync.Map // sessionKey → its work directory, once made
 	quota        Quota    // of each session's work directory
 	run          Step
@@ -328,7 +329,7 @@ func NewInvoker(store *models.Store, selector *Selector, authz *access.Authz, re
 func (inv *Invoker) Flush() { inv.calls.sync() }
 
 // WithMetrics makes the invoker report to m.
-func (inv *Invoker) WithMetrics(m *Metrics) *Invoker {
+func (inv *Invoker) WithMetrics(m *ops.Metrics) *Invoker {
 	inv.metrics = m
 	return inv
 }
@@ -354,6 +355,8 @@ func (inv *Invoker) timed(i int, name string, g Guard) Guard {
 			}
 		}
 		step := g(inner)
+		var once sync.Once
+		var observe func(time.Duration)
 		return func(ctx context.Context, c *call) ToolResult {
 			if inv.metrics == nil {
 				return step(ctx, c)
@@ -363,7 +366,8 @@ func (inv *Invoker) timed(i int, name string, g Guard) Guard {
 			res := step(ctx, c)
 			d := time.Since(start)
 			c.span[i] += d
-			inv.metrics.guard(i, name, d-c.span[i+1])
+			once.Do(func() { observe = inv.metrics.GuardTimer(name) })
+			observe(d - c.span[i+1])
 			return res
 		}
 	}
@@ -437,7 +441,7 @@ func (inv *Invoker) finish(ctx context.Context, c *call, res ToolResult) ToolRes
 	if tool == "" {
 		tool = "unknown" // never a name an agent made up: labels stay bounded
 	}
-	inv.metrics.call(tool, res.Status, time.Since(c.started))
+	inv.metrics.Call(tool, res.Status, time.Since(c.started))
 	if c.waiting {
 		return res // parked for approval: recorded with its approval
 	}
@@ -856,7 +860,7 @@ func (inv *Invoker) cache(next Step) Step {
 			hit, ok = inv.results.Get(key)
 		}
 		ok = ok && time.Now().Before(hit.expires)
-		inv.metrics.cacheLookup(ok)
+		inv.metrics.CacheLookup(ok)
 		if ok {
 			c.cached = true
 			c.redactedArgs = hit.redactedArgs(inv.redactor, c.args)

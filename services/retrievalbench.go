@@ -19,6 +19,7 @@ import (
 	"toolbelt/services/access"
 	"toolbelt/services/catalog"
 	"toolbelt/services/embed"
+	"toolbelt/services/ops"
 	"toolbelt/services/tooldef"
 )
 
@@ -99,7 +100,7 @@ func RunRetrievalBench(ctx context.Context, opts BenchOptions) (*BenchReport, er
 		return nil, err
 	}
 	reg := catalog.NewRegistry(store, log)
-	sel := NewSelector(store, authz, opts.Embedder, HostCaps{Chromium: true, Python: true, Node: true, Sandbox: true}, 0, log)
+	sel := NewSelector(store, authz, opts.Embedder, ops.HostCaps{Chromium: true, Python: true, Node: true, Sandbox: true}, 0, log)
 	defer sel.Close()
 	rep := &BenchReport{Embedder: opts.Embedder.Model()}
 	for _, t := range tools {

@@ -88,7 +88,7 @@ func (inv *Invoker) sandboxed(ctx context.Context, c *call, argv []string, stdin
 		if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			return nil, ctx.Err()
 		}
-		inv.metrics.sandboxKill(string(res.Limit))
+		inv.metrics.SandboxKill(string(res.Limit))
 		return nil, &toolError{code: CodeTimeout, retryable: true,
 			msg:        fmt.Sprintf("the command did not finish within its timeout_seconds and was killed after %d ms", res.Duration.Milliseconds()),
 			suggestion: "Do less work per call, split the task, or ask for a longer timeout_seconds."}
@@ -100,7 +100,7 @@ func (inv *Invoker) sandboxed(ctx context.Context, c *call, argv []string, stdin
 		sandbox.LimitDisk:      "Delete files you no longer need from the work directory, or write less: the session's disk quota is full.",
 		sandbox.LimitFileSize:  "Write smaller files: one file may not pass the sandbox's file size limit.",
 	}
-	inv.metrics.sandboxKill(string(res.Limit))
+	inv.metrics.SandboxKill(string(res.Limit))
 	msg := fmt.Sprintf("the command hit the sandbox's %s limit (exit code %d)", res.Limit, res.ExitCode)
 	if t := tail(res.Stderr, 500); t != "" {
 		msg += ": " + t

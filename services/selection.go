@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"os/exec"
 	"runtime"
 	"slices"
 	"sort"
@@ -24,6 +23,7 @@ import (
 	"toolbelt/services/access"
 	"toolbelt/services/embed"
 	"toolbelt/services/formats"
+	"toolbelt/services/ops"
 	"toolbelt/services/tooldef"
 )
 
@@ -43,33 +43,6 @@ const (
 	inlineEmbedLimit = 64
 )
 
-// HostCaps says what this host can run, so selection never offers a tool
-// that would fail for want of it.
-type HostCaps struct {
-	Chromium bool `json:"chromium"`
-	Python   bool `json:"python3"`
-	Node     bool `json:"node"`
-	Sandbox  bool `json:"sandbox"`
-}
-
-// DetectHost looks for the programs tools depend on.
-func DetectHost() HostCaps {
-	has := func(names ...string) bool {
-		for _, n := range names {
-			if _, err := exec.LookPath(n); err == nil {
-				return true
-			}
-		}
-		return false
-	}
-	return HostCaps{
-		Chromium: has("chromium", "chromium-browser", "google-chrome", "headless_shell"),
-		Python:   has("python3"),
-		Node:     has("node", "nodejs"),
-		Sandbox:  has("bwrap"),
-	}
-}
-
 // needs is what a tool version requires of the host.
 type needs struct {
 	chromium, interpreter, sandbox bool
@@ -88,7 +61,8 @@ func needsOf(def *tooldef.Definition) needs {
 	return n
 }
 
-func (h HostCaps) runs(n needs) bool {
+// metBy reports whether host h has what a tool needs.
+func (n needs) metBy(h ops.HostCaps) bool {
 	return (!n.chromium || h.Chromium) && (!n.interpreter || h.Python || h.Node) && (!n.sandbox || h.Sandbox)
 }
 
@@ -99,9 +73,9 @@ type Selector struct {
 	store *models.Store
 	authz *access.Authz
 	emb   embed.Embedder
-	host  HostCaps
+	host  ops.HostCaps
 	// metrics receives selection latency.
-	metrics *Metrics
+	metrics *ops.Metrics
 	log     *slog.Logger
 	keep    int
 
@@ -155,7 +129,7 @@ type index struct {
 
 // NewSelector returns a selector over the store using emb. keep caps the
 // learned queries per tool (0: DefaultKeepLearned).
-func NewSelector(store *models.Store, authz *access.Authz, emb embed.Embedder, host HostCaps, keep int, log *slog.Logger) *Selector {
+func NewSelector(store *models.Store, authz *access.Authz, emb embed.Embedder, host ops.HostCaps, keep int, log *slog.Logger) *Selector {
 	if keep <= 0 {
 		keep = DefaultKeepLearned
 	}
@@ -207,7 +181,7 @@ func (s *Selector) Close() {
 }
 
 // Host returns what this host can run.
-func (s *Selector) Host() HostCaps { return s.host }
+func (s *Selector) Host() ops.HostCaps { return s.host }
 
 // Status describes the embedder and any background re-embedding, for
 // /readyz and the logs.
@@ -659,7 +633,7 @@ func (s *Selector) Callable(ctx context.Context, caller *models.Principal, forma
 	start := sort.Search(len(ix.entries), func(i int) bool { return ix.entries[i].name > after })
 	var page []*entry
 	for _, e := range ix.entries[start:] {
-		if !vis.allows(e) || !s.host.runs(e.doc.needs) {
+		if !vis.allows(e) || !e.doc.needs.metBy(s.host) {
 			continue
 		}
 		if len(page) == limit {
@@ -689,7 +663,7 @@ func (s *Selector) Callable(ctx context.Context, caller *models.Principal, forma
 // may use and this host can run, in the requested format, and records the
 // selection so later use can teach the index.
 func (s *Selector) Select(ctx context.Context, caller *models.Principal, req SelectRequest) (*SelectResult, error) {
-	defer func(start time.Time) { s.metrics.selected(time.Since(start)) }(time.Now())
+	defer func(start time.Time) { s.metrics.Selected(time.Since(start)) }(time.Now())
 	if err := s.checkRequest(&req); err != nil {
 		return nil, err
 	}
@@ -704,7 +678,7 @@ func (s *Selector) Select(ctx context.Context, caller *models.Principal, req Sel
 	include := toSet(req.Categories)
 	exclude := toSet(req.ExcludeCategories)
 	allowed := func(e *entry) bool {
-		return vis.allows(e) && s.host.runs(e.doc.needs) &&
+		return vis.allows(e) && e.doc.needs.metBy(s.host) &&
 			(len(include) == 0 || include[e.category]) && (len(exclude) == 0 || !exclude[e.category])
 	}
 	ranked := s.rank(ctx, ix, req.Query, allowed, req.Limit)
@@ -728,7 +702,7 @@ func (s *Selector) Select(ctx context.Context, caller *models.Principal, req Sel
 		res.Tokens.Selection += e.doc.sizes[req.Format] / 4
 	}
 	for _, e := range ix.entries {
-		if vis.allows(e) && s.host.runs(e.doc.needs) {
+		if vis.allows(e) && e.doc.needs.metBy(s.host) {
 			res.Tokens.Catalog += e.doc.sizes[req.Format] / 4
 		}
 	}
@@ -1219,7 +1193,7 @@ func (s *Selector) Suggest(ctx context.Context, caller *models.Principal, sessio
 		return nil, err
 	}
 	ix := s.idx.Load()
-	allowed := func(e *entry) bool { return vis.allows(e) && s.host.runs(e.doc.needs) }
+	allowed := func(e *entry) bool { return vis.allows(e) && e.doc.needs.metBy(s.host) }
 	score := map[int]float64{}
 	if sessionID != "" {
 		if sel, err := s.recorder.lastOf(ctx, sessionID); err == nil {
@@ -1339,4 +1313,25 @@ func toSet(xs []string) map[string]bool {
 func round(x float64, digits int) float64 {
 	p := math.Pow(10, float64(digits))
 	return math.Round(x*p) / p
+}
+
+// timedEmbedder reports each embedding request's latency and errors.
+type timedEmbedder struct {
+	embed.Embedder
+	m *ops.Metrics
+}
+
+func (t timedEmbedder) Embed(ctx context.Context, kind embed.Kind, texts []string) ([][]float32, error) {
+	start := time.Now()
+	vecs, err := t.Embedder.Embed(ctx, kind, texts)
+	t.m.Embedded(time.Since(start), err)
+	return vecs, err
+}
+
+// WithMetrics makes the selector report selection and embedding latency
+// to m. Call it before the selector is used.
+func (s *Selector) WithMetrics(m *ops.Metrics) *Selector {
+	s.metrics = m
+	s.emb = timedEmbedder{Embedder: s.emb, m: m}
+	return s
 }

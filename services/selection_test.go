@@ -14,6 +14,7 @@ import (
 	"toolbelt/services/access"
 	"toolbelt/services/catalog"
 	"toolbelt/services/embed"
+	"toolbelt/services/ops"
 )
 
 // countingEmbedder wraps the built-in embedder under a chosen model name
@@ -35,7 +36,9 @@ func newCounting(model string) *countingEmbedder {
 	return &countingEmbedder{model: model, inner: embed.NewBuiltin()}
 }
 
-func allHost() HostCaps { return HostCaps{Chromium: true, Python: true, Node: true, Sandbox: true} }
+func allHost() ops.HostCaps {
+	return ops.HostCaps{Chromium: true, Python: true, Node: true, Sandbox: true}
+}
 
 // seedCatalog registers n small tools plus the built-ins.
 func seedCatalog(t testing.TB, reg *catalog.Registry, n int) {

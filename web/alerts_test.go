@@ -11,8 +11,7 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"toolbelt/services"
+	"toolbelt/services/ops"
 )
 
 // A tool failing past the threshold raises an alert: flagged for the
@@ -20,9 +19,9 @@ import (
 // webhook; when it recovers, the alert resolves the same ways.
 func TestFailureRateAlert(t *testing.T) {
 	var mu sync.Mutex
-	var posted []services.Alert
+	var posted []ops.Alert
 	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var a services.Alert
+		var a ops.Alert
 		raw, _ := io.ReadAll(r.Body)
 		if err := json.Unmarshal(raw, &a); err != nil || r.Header.Get("Content-Type") != "application/json" {
 			t.Errorf("webhook body %s: %v", raw, err)
@@ -33,9 +32,9 @@ func TestFailureRateAlert(t *testing.T) {
 	}))
 	defer hook.Close()
 	app := newTestApp(t)
-	metrics := services.NewMetrics()
-	cfg := services.AlertConfig{Window: 15 * time.Minute, Threshold: 0.5, MinCalls: 10, Webhook: hook.URL, Every: time.Hour}
-	alerts := services.NewAlerts(app.store, cfg, metrics, discardLog())
+	metrics := ops.NewMetrics()
+	cfg := ops.AlertConfig{Window: 15 * time.Minute, Threshold: 0.5, MinCalls: 10, Webhook: hook.URL, Every: time.Hour}
+	alerts := ops.NewAlerts(app.store, cfg, metrics, discardLog())
 	ctx := context.Background()
 	gauge := func() float64 {
 		fams, _ := metrics.Registry.Gather()
@@ -68,8 +67,8 @@ func TestFailureRateAlert(t *testing.T) {
 	}
 
 	app = newTestApp(t)
-	metrics = services.NewMetrics()
-	alerts = services.NewAlerts(app.store, cfg, metrics, discardLog())
+	metrics = ops.NewMetrics()
+	alerts = ops.NewAlerts(app.store, cfg, metrics, discardLog())
 	app.call(t, "admin", map[string]any{"tool": "file_write", "session_id": "al", "arguments": map[string]any{"path": "ok.txt", "content": "ok"}})
 	for range 12 {
 		read("missing.txt")

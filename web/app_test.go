@@ -23,6 +23,7 @@ import (
 	"toolbelt/services/embed"
 	"toolbelt/services/mcpserver"
 	"toolbelt/services/netpolicy"
+	"toolbelt/services/ops"
 	"toolbelt/services/redact"
 	"toolbelt/services/sandbox"
 )
@@ -35,7 +36,7 @@ type testApp struct {
 	store    *models.Store
 	invoker  *services.Invoker
 	selector *services.Selector
-	alerts   *services.Alerts
+	alerts   *ops.Alerts
 	dbPath   string
 	keys     map[string]string // role → key; "none" → ""
 	ids      map[string]uint   // role → principal id
@@ -61,7 +62,7 @@ func (b *logBuffer) String() string {
 }
 
 // hostCaps is what the test host claims to run.
-type hostCaps = services.HostCaps
+type hostCaps = ops.HostCaps
 
 func newTestApp(t testing.TB) *testApp {
 	t.Helper()
@@ -97,7 +98,7 @@ func newTestAppWith(t testing.TB, host hostCaps, netPolicy netpolicy.Policy) *te
 	}
 	accounts := access.NewAccounts(store, authz, log)
 	registry := catalog.NewRegistry(store, log)
-	metrics := services.NewMetrics()
+	metrics := ops.NewMetrics()
 	selector := services.NewSelector(store, authz, embed.NewBuiltin(), host, 0, log).WithMetrics(metrics)
 	t.Cleanup(selector.Close)
 	var invoker *services.Invoker
@@ -133,10 +134,10 @@ func newTestAppWith(t testing.TB, host hostCaps, netPolicy netpolicy.Policy) *te
 	invoker.ReportPendingApprovals(metrics)
 	t.Cleanup(func() { invoker.Close(context.Background()) })
 	h := &handlers.Handler{Registry: registry, Selector: selector, Accounts: accounts,
-		Invoker: invoker, Health: services.NewHealth(store, selector, ""), Log: log,
+		Invoker: invoker, Health: ops.NewHealth(store, selector, ""), Log: log,
 		Links:   handlers.Links{Swagger: "/swagger/index.html", Healthz: "/healthz", Readyz: "/readyz"},
 		OpenAPI: catalog.NewOpenAPIImporter(registry, netPolicy, log),
-		Stats:   services.NewStats(store, invoker), Alerts: services.NewAlerts(store, services.DefaultAlertConfig, metrics, log)}
+		Stats:   ops.NewStats(store, invoker.Flush), Alerts: ops.NewAlerts(store, ops.DefaultAlertConfig, metrics, log)}
 	alerts := h.Alerts
 	app := &testApp{
 		invoker: invoker, selector: selector, alerts: alerts,

@@ -20,9 +20,9 @@ import (
 	"toolbelt/docs"
 	"toolbelt/handlers"
 	"toolbelt/models"
-	"toolbelt/services"
 	"toolbelt/services/access"
 	"toolbelt/services/mcpserver"
+	"toolbelt/services/ops"
 	"toolbelt/static"
 )
 
@@ -119,7 +119,7 @@ type Deps struct {
 	Log      *slog.Logger
 	// Metrics, when set, are served at /metrics (admins) and receive
 	// every request's route, status and latency.
-	Metrics *services.Metrics
+	Metrics *ops.Metrics
 	// MCP, when set, is served at /mcp to every role.
 	MCP *mcpserver.Server
 }
@@ -236,7 +236,7 @@ func requestID() gin.HandlerFunc {
 //
 // It also reports each request to the metrics (by route pattern, so
 // labels stay bounded).
-func accessLog(log *slog.Logger, m *services.Metrics) gin.HandlerFunc {
+func accessLog(log *slog.Logger, m *ops.Metrics) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		start := time.Now()
 		c.Next()

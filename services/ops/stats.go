@@ -1,9 +1,10 @@
-package services
+package ops
 
 import (
 	"cmp"
 	"context"
 	"fmt"
+	"math"
 	"math/bits"
 	"slices"
 	"sync"
@@ -55,14 +56,11 @@ type Stats struct {
 // database: a record written late into a past hour shows within it.
 const statsRecheck = 30 * time.Second
 
-// NewStats returns the statistics service over store. inv, when not nil,
-// is asked to write its pending call records before each computation.
-func NewStats(store *models.Store, inv *Invoker) *Stats {
-	s := &Stats{store: store, now: time.Now, hours: map[int64]*hourStats{}}
-	if inv != nil {
-		s.flush = inv.Flush
-	}
-	return s
+// NewStats returns the statistics service over store. flush, when not
+// nil, writes the call records still pending before each computation (the
+// invoker's Flush).
+func NewStats(store *models.Store, flush func()) *Stats {
+	return &Stats{store: store, now: time.Now, hours: map[int64]*hourStats{}, flush: flush}
 }
 
 // WithClock makes the service read the time from now (tests).
@@ -447,4 +445,10 @@ func histPercentile(hist []int64, p int64) int64 {
 		}
 	}
 	return binMax(len(hist) - 1)
+}
+
+// round rounds x to digits decimal places.
+func round(x float64, digits int) float64 {
+	p := math.Pow(10, float64(digits))
+	return math.Round(x*p) / p
 }

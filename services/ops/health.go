@@ -1,4 +1,4 @@
-package services
+package ops
 
 import (
 	"context"
@@ -11,11 +11,18 @@ import (
 	"toolbelt/services/sandbox"
 )
 
+// SelectionStatus is what readiness asks of the selection index.
+type SelectionStatus interface {
+	Status() string     // the embedder and what it has indexed
+	EmbedFailing() bool // the embedder fails and ranking is lexical
+	Host() HostCaps     // what the host can run
+}
+
 // Health reports whether the service can do its work, and which optional
 // mechanisms (embedder, sandbox) are in use.
 type Health struct {
 	store     *models.Store
-	selector  *Selector
+	selector  SelectionStatus
 	embedNote string
 	start     time.Time
 	sandbox   *sandbox.Status
@@ -38,7 +45,7 @@ func (h *Health) WithSandbox(st sandbox.Status) *Health {
 // NewHealth returns the readiness checker. embedNote says why the
 // embedder in use was chosen (e.g. Ollama unreachable), if there is more
 // to say than its name.
-func NewHealth(store *models.Store, selector *Selector, embedNote string) *Health {
+func NewHealth(store *models.Store, selector SelectionStatus, embedNote string) *Health {
 	return &Health{store: store, selector: selector, embedNote: embedNote, start: time.Now()}
 }
 

@@ -1,15 +1,14 @@
-package services
+// Package ops is what operators watch: Prometheus metrics, call statistics,
+// the failure-rate alert, readiness, and what the host can run.
+package ops
 
 import (
-	"context"
 	"strconv"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-
-	"toolbelt/services/embed"
 )
 
 // Metrics are the service's Prometheus series, on a registry of their own
@@ -21,8 +20,6 @@ type Metrics struct {
 	calls            *prometheus.CounterVec
 	callSeconds      *prometheus.HistogramVec
 	guardSeconds     *prometheus.HistogramVec
-	guards           [chainGuards]sync.Once // resolves guardObs, one per guard of the chain
-	guardObs         [chainGuards]prometheus.Observer
 	cache            *prometheus.CounterVec
 	cacheHits        prometheus.Counter
 	cacheMisses      prometheus.Counter
@@ -95,7 +92,7 @@ func (m *Metrics) Gauge(name, help string, read func() float64) {
 	}
 }
 
-func (m *Metrics) call(tool, status string, d time.Duration) {
+func (m *Metrics) Call(tool, status string, d time.Duration) {
 	if m != nil {
 		s := m.callSeries(tool, status)
 		s.count.Inc()
@@ -139,14 +136,17 @@ func (m *Metrics) httpSeries(route, method string, status int) series {
 }
 
 // guard records the time guard i of the chain spent itself.
-func (m *Metrics) guard(i int, name string, d time.Duration) {
-	if m != nil {
-		m.guards[i].Do(func() { m.guardObs[i] = m.guardSeconds.WithLabelValues(name) })
-		m.guardObs[i].Observe(d.Seconds())
+// GuardTimer returns what records the time one guard of the chain spent
+// on a call (its own, without the steps after it); a no-op without metrics.
+func (m *Metrics) GuardTimer(name string) func(time.Duration) {
+	if m == nil {
+		return func(time.Duration) {}
 	}
+	obs := m.guardSeconds.WithLabelValues(name)
+	return func(d time.Duration) { obs.Observe(d.Seconds()) }
 }
 
-func (m *Metrics) cacheLookup(hit bool) {
+func (m *Metrics) CacheLookup(hit bool) {
 	switch {
 	case m == nil:
 	case hit:
@@ -156,37 +156,37 @@ func (m *Metrics) cacheLookup(hit bool) {
 	}
 }
 
-func (m *Metrics) limited(tool string) {
+func (m *Metrics) Limited(tool string) {
 	if m != nil {
 		m.rateLimited.WithLabelValues(tool).Inc()
 	}
 }
 
-func (m *Metrics) queued(category string, delta float64) {
+func (m *Metrics) Queued(category string, delta float64) {
 	if m != nil {
 		m.queueDepth.WithLabelValues(category).Add(delta)
 	}
 }
 
-func (m *Metrics) queueWaited(category string, d time.Duration) {
+func (m *Metrics) QueueWaited(category string, d time.Duration) {
 	if m != nil {
 		m.queueWait.WithLabelValues(category).Observe(d.Seconds())
 	}
 }
 
-func (m *Metrics) decided(decision string) {
+func (m *Metrics) Decided(decision string) {
 	if m != nil {
 		m.approvalsDecided.WithLabelValues(decision).Inc()
 	}
 }
 
-func (m *Metrics) sandboxKill(reason string) {
+func (m *Metrics) SandboxKill(reason string) {
 	if m != nil {
 		m.sandboxKills.WithLabelValues(reason).Inc()
 	}
 }
 
-func (m *Metrics) embedded(d time.Duration, err error) {
+func (m *Metrics) Embedded(d time.Duration, err error) {
 	if m != nil {
 		m.embedSeconds.Observe(d.Seconds())
 		if err != nil {
@@ -195,7 +195,7 @@ func (m *Metrics) embedded(d time.Duration, err error) {
 	}
 }
 
-func (m *Metrics) selected(d time.Duration) {
+func (m *Metrics) Selected(d time.Duration) {
 	if m != nil {
 		m.selectSeconds.Observe(d.Seconds())
 	}
@@ -214,39 +214,4 @@ func (m *Metrics) HTTPRequest(route, method string, status int, d time.Duration)
 		s.count.Inc()
 		s.seconds.Observe(d.Seconds())
 	}
-}
-
-// timedEmbedder reports each embedding request's latency and errors.
-type timedEmbedder struct {
-	embed.Embedder
-	m *Metrics
-}
-
-func (t timedEmbedder) Embed(ctx context.Context, kind embed.Kind, texts []string) ([][]float32, error) {
-	start := time.Now()
-	vecs, err := t.Embedder.Embed(ctx, kind, texts)
-	t.m.embedded(time.Since(start), err)
-	return vecs, err
-}
-
-// WithMetrics makes the selector report selection and embedding latency
-// to m. Call it before the selector is used.
-func (s *Selector) WithMetrics(m *Metrics) *Selector {
-	s.metrics = m
-	s.emb = timedEmbedder{Embedder: s.emb, m: m}
-	return s
-}
-
-// ReportPendingApprovals exposes the number of approvals waiting for a
-// reviewer as a gauge read at scrape time.
-func (inv *Invoker) ReportPendingApprovals(m *Metrics) {
-	m.Gauge("toolbelt_approvals_pending", "Approvals waiting for a reviewer.", func() float64 {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		n, err := inv.store.CountPendingApprovals(ctx, time.Now())
-		if err != nil {
-			return -1
-		}
-		return float64(n)
-	})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 	"time"
+	"toolbelt/services/ops"
 )
 
 // Each guard's timing is its own time: the guards after it and the
@@ -11,7 +12,7 @@ import (
 // it is untimed.
 func TestGuardTimingsExcludeLaterSteps(t *testing.T) {
 	inv := &Invoker{}
-	inv.WithMetrics(NewMetrics())
+	inv.WithMetrics(ops.NewMetrics())
 	pass := func(next Step) Step { return next }
 	slow := func(next Step) Step {
 		return func(ctx context.Context, c *call) ToolResult {

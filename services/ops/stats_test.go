@@ -1,4 +1,4 @@
-package services
+package ops
 
 import (
 	"context"
@@ -43,7 +43,7 @@ func TestStatsSummary(t *testing.T) {
 	for i := range 10 {
 		c := statCall("file_read", models.StatusSucceeded, "", time.Duration(i+2)*time.Hour, int64(i+1))
 		if i == 9 {
-			c.Status, c.ErrorCode = models.StatusFailed, CodeTimeout
+			c.Status, c.ErrorCode = models.StatusFailed, "TIMEOUT"
 		}
 		c.Cached = i < 4
 		calls = append(calls, c)
@@ -62,7 +62,7 @@ func TestStatsSummary(t *testing.T) {
 	// An open call, a refusal, and calls outside the window.
 	calls = append(calls,
 		statCall("shell_exec", models.StatusAwaitingApproval, "", 10*time.Minute, 0),
-		statCall("shell_exec", models.StatusRefused, CodeValidation, 20*time.Minute, 0),
+		statCall("shell_exec", models.StatusRefused, "VALIDATION_ERROR", 20*time.Minute, 0),
 		statCall("file_read", models.StatusSucceeded, "", 25*time.Hour, 1),
 		statCall("file_read", models.StatusSucceeded, "", -time.Minute, 1),
 	)
@@ -105,7 +105,7 @@ func TestStatsSummary(t *testing.T) {
 	if fr.Calls != 10 || fr.SuccessRate != 0.9 || fr.CacheHitRate != 0.4 || fr.P50Ms != 5 || fr.P95Ms != 10 {
 		t.Errorf("file_read %+v", fr)
 	}
-	if len(fr.Failures) != 1 || fr.Failures[0] != (CodeCount{Code: CodeTimeout, Calls: 1, Rate: 0.1}) {
+	if len(fr.Failures) != 1 || fr.Failures[0] != (CodeCount{Code: "TIMEOUT", Calls: 1, Rate: 0.1}) {
 		t.Errorf("file_read failures %+v", fr.Failures)
 	}
 	if len(sum.Rising) != 1 || sum.Rising[0].Tool != "web_search" || sum.Rising[0].RecentCalls != 6 ||
@@ -131,7 +131,7 @@ func TestStatsReusesSettledHours(t *testing.T) {
 	if len(stats.hours) != 24-1 {
 		t.Fatalf("%d hours kept, want the 23 settled ones", len(stats.hours))
 	}
-	saveStatCalls(t, store, statCall("file_read", models.StatusFailed, CodeTimeout, 5*time.Hour+time.Minute, 9))
+	saveStatCalls(t, store, statCall("file_read", models.StatusFailed, "TIMEOUT", 5*time.Hour+time.Minute, 9))
 	if sum, _ := stats.Summary(ctx, StatsQuery{}); sum.Calls != 1 {
 		t.Fatalf("the kept hours were counted again at once: %d calls", sum.Calls)
 	}
@@ -182,7 +182,7 @@ func BenchmarkDashboardStats(b *testing.B) {
 	now := time.Now().UTC()
 	start := now.Add(-24 * time.Hour)
 	const total = 100_000
-	codes := []string{CodeTimeout, "UPSTREAM_ERROR", CodeValidation, "EXECUTION_FAILED"}
+	codes := []string{"TIMEOUT", "UPSTREAM_ERROR", "VALIDATION_ERROR", "EXECUTION_FAILED"}
 	batch := make([]*models.Call, 0, 40)
 	for i := range total {
 		status, code := models.StatusSucceeded, ""
