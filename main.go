@@ -42,6 +42,7 @@ import (
 	"toolbelt/services/ops"
 	"toolbelt/services/redact"
 	"toolbelt/services/sandbox"
+	"toolbelt/services/selection"
 	"toolbelt/web"
 )
 
@@ -123,7 +124,7 @@ func parseConfig(args []string) (Config, error) {
 	fs.StringVar(&cfg.Sandbox, "sandbox", env("TOOLBELT_SANDBOX", sandbox.Auto), "auto, bubblewrap, native or none (TOOLBELT_SANDBOX): how commands of tools are isolated")
 	fs.StringVar(&cfg.ToolsDir, "tools-dir", env("TOOLBELT_TOOLS_DIR", "./tools.d"), "directory of tool files (YAML or JSON), applied at start and watched (TOOLBELT_TOOLS_DIR); empty: none")
 	fs.StringVar(&cfg.SearXNG, "searxng-url", os.Getenv("TOOLBELT_SEARXNG_URL"), "SearXNG-compatible search endpoint for web_search (TOOLBELT_SEARXNG_URL)")
-	keep, err := strconv.Atoi(env("TOOLBELT_LEARNED_PER_TOOL", strconv.Itoa(services.DefaultKeepLearned)))
+	keep, err := strconv.Atoi(env("TOOLBELT_LEARNED_PER_TOOL", strconv.Itoa(selection.DefaultKeepLearned)))
 	if err != nil || keep < 1 {
 		return cfg, fmt.Errorf("TOOLBELT_LEARNED_PER_TOOL must be a positive integer")
 	}
@@ -269,7 +270,7 @@ func serve(args []string) error {
 		log.Warn("browser_navigate unavailable", "reason", err.Error())
 	}
 	metrics := ops.NewMetrics()
-	selector := services.NewSelector(store, authz, emb, host, cfg.KeepLearned, log).WithMetrics(metrics)
+	selector := selection.NewSelector(store, authz, emb, host, cfg.KeepLearned, log).WithMetrics(metrics)
 	defer selector.Close()
 	var invoker *services.Invoker
 	registry.OnChange(func(context.Context) {
@@ -456,7 +457,7 @@ func bench(args []string) error {
 	if err != nil {
 		return err
 	}
-	rep, err := services.RunRetrievalBench(ctx, services.BenchOptions{Tools: *tools, Queries: *queries, History: *history, Embedder: emb})
+	rep, err := selection.RunRetrievalBench(ctx, selection.BenchOptions{Tools: *tools, Queries: *queries, History: *history, Embedder: emb})
 	if err != nil {
 		return err
 	}

@@ -1450,7 +1450,7 @@ const docTemplate = `{
                         "in": "body",
                         "required": true,
                         "schema": {
-                            "$ref": "#/definitions/services.SelectRequest"
+                            "$ref": "#/definitions/selection.SelectRequest"
                         }
                     }
                 ],
@@ -1458,7 +1458,7 @@ const docTemplate = `{
                     "200": {
                         "description": "OK",
                         "schema": {
-                            "$ref": "#/definitions/services.SelectResult"
+                            "$ref": "#/definitions/selection.SelectResult"
                         }
                     },
                     "400": {
@@ -2994,6 +2994,152 @@ const docTemplate = `{
                 }
             }
         },
+        "selection.Reasons": {
+            "type": "object",
+            "properties": {
+                "dense_rank": {
+                    "type": "integer",
+                    "example": 3
+                },
+                "dense_similarity": {
+                    "type": "number",
+                    "example": 0.42
+                },
+                "learned_queries": {
+                    "type": "array",
+                    "items": {
+                        "type": "string"
+                    }
+                },
+                "lexical_rank": {
+                    "type": "integer",
+                    "example": 1
+                },
+                "lexical_score": {
+                    "type": "number",
+                    "example": 7.1
+                },
+                "matched_terms": {
+                    "type": "array",
+                    "items": {
+                        "type": "string"
+                    }
+                }
+            }
+        },
+        "selection.SelectRequest": {
+            "type": "object",
+            "properties": {
+                "categories": {
+                    "type": "array",
+                    "items": {
+                        "type": "string"
+                    }
+                },
+                "exclude_categories": {
+                    "type": "array",
+                    "items": {
+                        "type": "string"
+                    }
+                },
+                "format": {
+                    "type": "string",
+                    "enum": [
+                        "openai",
+                        "openai_responses",
+                        "anthropic",
+                        "gemini",
+                        "mcp"
+                    ],
+                    "example": "openai"
+                },
+                "limit": {
+                    "type": "integer",
+                    "example": 12
+                },
+                "query": {
+                    "type": "string",
+                    "example": "summarise the CSV files in this folder"
+                },
+                "session_id": {
+                    "type": "string",
+                    "example": "run-42"
+                }
+            }
+        },
+        "selection.SelectResult": {
+            "type": "object",
+            "properties": {
+                "embedder": {
+                    "type": "string",
+                    "example": "builtin/hash-v1-256"
+                },
+                "format": {
+                    "type": "string",
+                    "example": "openai"
+                },
+                "query": {
+                    "type": "string"
+                },
+                "selection_id": {
+                    "type": "string",
+                    "example": "9f2c4e1a7b3d5f60"
+                },
+                "tokens": {
+                    "$ref": "#/definitions/selection.TokenEstimate"
+                },
+                "tools": {
+                    "type": "array",
+                    "items": {
+                        "$ref": "#/definitions/selection.Selected"
+                    }
+                }
+            }
+        },
+        "selection.Selected": {
+            "type": "object",
+            "properties": {
+                "category": {
+                    "type": "string",
+                    "example": "filesystem"
+                },
+                "name": {
+                    "type": "string",
+                    "example": "file_list"
+                },
+                "reasons": {
+                    "$ref": "#/definitions/selection.Reasons"
+                },
+                "score": {
+                    "type": "number",
+                    "example": 0.031
+                },
+                "security_level": {
+                    "type": "string",
+                    "example": "safe"
+                },
+                "tool": {
+                    "type": "object"
+                }
+            }
+        },
+        "selection.TokenEstimate": {
+            "type": "object",
+            "properties": {
+                "catalog": {
+                    "type": "integer",
+                    "example": 48200
+                },
+                "saved_ratio": {
+                    "type": "number",
+                    "example": 0.97
+                },
+                "selection": {
+                    "type": "integer",
+                    "example": 1450
+                }
+            }
+        },
         "services.CallMetadata": {
             "type": "object",
             "properties": {
@@ -3034,152 +3180,6 @@ const docTemplate = `{
                 "version": {
                     "type": "string",
                     "example": "1.0.0"
-                }
-            }
-        },
-        "services.Reasons": {
-            "type": "object",
-            "properties": {
-                "dense_rank": {
-                    "type": "integer",
-                    "example": 3
-                },
-                "dense_similarity": {
-                    "type": "number",
-                    "example": 0.42
-                },
-                "learned_queries": {
-                    "type": "array",
-                    "items": {
-                        "type": "string"
-                    }
-                },
-                "lexical_rank": {
-                    "type": "integer",
-                    "example": 1
-                },
-                "lexical_score": {
-                    "type": "number",
-                    "example": 7.1
-                },
-                "matched_terms": {
-                    "type": "array",
-                    "items": {
-                        "type": "string"
-                    }
-                }
-            }
-        },
-        "services.SelectRequest": {
-            "type": "object",
-            "properties": {
-                "categories": {
-                    "type": "array",
-                    "items": {
-                        "type": "string"
-                    }
-                },
-                "exclude_categories": {
-                    "type": "array",
-                    "items": {
-                        "type": "string"
-                    }
-                },
-                "format": {
-                    "type": "string",
-                    "enum": [
-                        "openai",
-                        "openai_responses",
-                        "anthropic",
-                        "gemini",
-                        "mcp"
-                    ],
-                    "example": "openai"
-                },
-                "limit": {
-                    "type": "integer",
-                    "example": 12
-                },
-                "query": {
-                    "type": "string",
-                    "example": "summarise the CSV files in this folder"
-                },
-                "session_id": {
-                    "type": "string",
-                    "example": "run-42"
-                }
-            }
-        },
-        "services.SelectResult": {
-            "type": "object",
-            "properties": {
-                "embedder": {
-                    "type": "string",
-                    "example": "builtin/hash-v1-256"
-                },
-                "format": {
-                    "type": "string",
-                    "example": "openai"
-                },
-                "query": {
-                    "type": "string"
-                },
-                "selection_id": {
-                    "type": "string",
-                    "example": "9f2c4e1a7b3d5f60"
-                },
-                "tokens": {
-                    "$ref": "#/definitions/services.TokenEstimate"
-                },
-                "tools": {
-                    "type": "array",
-                    "items": {
-                        "$ref": "#/definitions/services.Selected"
-                    }
-                }
-            }
-        },
-        "services.Selected": {
-            "type": "object",
-            "properties": {
-                "category": {
-                    "type": "string",
-                    "example": "filesystem"
-                },
-                "name": {
-                    "type": "string",
-                    "example": "file_list"
-                },
-                "reasons": {
-                    "$ref": "#/definitions/services.Reasons"
-                },
-                "score": {
-                    "type": "number",
-                    "example": 0.031
-                },
-                "security_level": {
-                    "type": "string",
-                    "example": "safe"
-                },
-                "tool": {
-                    "type": "object"
-                }
-            }
-        },
-        "services.TokenEstimate": {
-            "type": "object",
-            "properties": {
-                "catalog": {
-                    "type": "integer",
-                    "example": 48200
-                },
-                "saved_ratio": {
-                    "type": "number",
-                    "example": 0.97
-                },
-                "selection": {
-                    "type": "integer",
-                    "example": 1450
                 }
             }
         },

@@ -11,7 +11,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"toolbelt/models"
-	"toolbelt/services"
+	"toolbelt/services/selection"
 	"toolbelt/services/tooldef"
 	"toolbelt/views"
 )
@@ -22,9 +22,9 @@ import (
 // first visit (no q parameter) shows the form only.
 func (h *Handler) Playground(c *gin.Context) error {
 	q := c.Request.URL.Query()
-	form := views.PlaygroundForm{Query: q.Get("q"), Limit: q.Get("limit"), MaxLimit: services.MaxSelectLimit, Errors: map[string]string{}}
+	form := views.PlaygroundForm{Query: q.Get("q"), Limit: q.Get("limit"), MaxLimit: selection.MaxSelectLimit, Errors: map[string]string{}}
 	if form.Limit == "" {
-		form.Limit = strconv.Itoa(services.DefaultSelectLimit)
+		form.Limit = strconv.Itoa(selection.DefaultSelectLimit)
 	}
 	chosen := q["category"]
 	for _, cat := range tooldef.Categories {
@@ -59,12 +59,12 @@ func (h *Handler) playgroundSelect(c *gin.Context, form views.PlaygroundForm, ca
 		limit = -1
 	}
 	res, err := h.Selector.Select(c.Request.Context(), CurrentPrincipal(c),
-		services.SelectRequest{Query: form.Query, Limit: limit, Categories: categories})
+		selection.SelectRequest{Query: form.Query, Limit: limit, Categories: categories})
 	var ve *models.ValidationError
 	if notNumber && errors.As(err, &ve) {
 		for i, p := range ve.Problems {
 			if p.Pointer == "/limit" {
-				ve.Problems[i].Message = fmt.Sprintf("must be a whole number between 1 and %d", services.MaxSelectLimit)
+				ve.Problems[i].Message = fmt.Sprintf("must be a whole number between 1 and %d", selection.MaxSelectLimit)
 			}
 		}
 	}

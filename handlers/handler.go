@@ -23,6 +23,7 @@ import (
 	"toolbelt/services/access"
 	"toolbelt/services/catalog"
 	"toolbelt/services/ops"
+	"toolbelt/services/selection"
 )
 
 // MaxBodyBytes caps every request body.
@@ -32,7 +33,7 @@ const MaxBodyBytes = 1 << 20
 // nothing else.
 type Handler struct {
 	Registry *catalog.Registry
-	Selector *services.Selector
+	Selector *selection.Selector
 	Invoker  *services.Invoker
 	Accounts *access.Accounts
 	Health   *ops.Health
@@ -125,7 +126,7 @@ func (h *Handler) classify(c *gin.Context, err error) (int, ErrorBody) {
 		return http.StatusForbidden, body("FORBIDDEN", err.Error())
 	case errors.Is(err, models.ErrNotFound):
 		b := body("NOT_FOUND", err.Error())
-		var unknown *services.UnknownToolError
+		var unknown *selection.UnknownToolError
 		if errors.As(err, &unknown) {
 			b.Error.Suggestions = unknown.Suggestions
 		}

@@ -7,7 +7,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"toolbelt/models"
-	"toolbelt/services"
+	"toolbelt/services/selection"
 )
 
 // FeedbackRequest names the tools a selected task actually used.
@@ -34,8 +34,8 @@ type LearnedQueryList struct {
 //	@Tags			selection
 //	@Accept			json
 //	@Produce		json
-//	@Param			request	body		services.SelectRequest	true	"Task and filters (limit default 12, at most 40; format default openai)"
-//	@Success		200		{object}	services.SelectResult
+//	@Param			request	body		selection.SelectRequest	true	"Task and filters (limit default 12, at most 40; format default openai)"
+//	@Success		200		{object}	selection.SelectResult
 //	@Failure		400		{object}	ErrorBody
 //	@Failure		401		{object}	ErrorBody
 //	@Failure		403		{object}	ErrorBody
@@ -43,7 +43,7 @@ type LearnedQueryList struct {
 //	@Security		BearerAuth
 //	@Router			/tools/select [post]
 func (h *Handler) SelectTools(c *gin.Context) error {
-	var req services.SelectRequest
+	var req selection.SelectRequest
 	if err := bindJSON(c, &req); err != nil {
 		return err
 	}

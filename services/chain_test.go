@@ -23,7 +23,7 @@ func passed(context.Context, *call) ToolResult {
 // versions, unknown names and versions, retired tools.
 func TestResolveGuard(t *testing.T) {
 	ctx := context.Background()
-	store, authz := catalogFixture(t, 0)
+	store, authz := catalogFixture(t)
 	reg := catalog.NewRegistry(store, quiet)
 	read, err := reg.Get(ctx, "file_read")
 	if err != nil {

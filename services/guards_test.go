@@ -136,7 +136,7 @@ func waitFor(t *testing.T, cond func() bool) {
 // call with INTERNAL, is recorded, and the invoker keeps serving.
 func TestPanicBecomesInternal(t *testing.T) {
 	ctx := context.Background()
-	store, authz := catalogFixture(t, 0)
+	store, authz := catalogFixture(t)
 	red, err := redact.New(nil)
 	if err != nil {
 		t.Fatal(err)

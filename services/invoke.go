@@ -31,6 +31,7 @@ import (
 	"toolbelt/services/ops"
 	"toolbelt/services/redact"
 	"toolbelt/services/sandbox"
+	"toolbelt/services/selection"
 	"toolbelt/services/tooldef"
 )
 
@@ -258,7 +259,7 @@ func compose(guards ...Guard) func(Step) Step {
 // chain in DESIGN.md's order, then runs, and is recorded.
 type Invoker struct {
 	store      *models.Store
-	selector   *Selector
+	selector   *selection.Selector
 	authz      *access.Authz
 	log        *slog.Logger
 	dataDir    string
@@ -300,7 +301,7 @@ func (inv *Invoker) WithSleep(sleep func(context.Context, time.Duration) error) 
 }
 
 // queueLimits overrides DefaultQueueLimits per category.
-func NewInvoker(store *models.Store, selector *Selector, authz *access.Authz, redactor *redact.Redactor, netPolicy netpolicy.Policy, dataDir string, queueLimits map[string]int, log *slog.Logger) *Invoker {
+func NewInvoker(store *models.Store, selector *selection.Selector, authz *access.Authz, redactor *redact.Redactor, netPolicy netpolicy.Policy, dataDir string, queueLimits map[string]int, log *slog.Logger) *Invoker {
 	inv := &Invoker{
 		store: store, selector: selector, authz: authz, redactor: redactor, log: log, dataDir: dataDir,
 		net: netPolicy, httpClient: netPolicy.Client(),

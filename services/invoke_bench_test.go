@@ -15,6 +15,7 @@ import (
 	"toolbelt/services/embed"
 	"toolbelt/services/netpolicy"
 	"toolbelt/services/redact"
+	"toolbelt/services/selection"
 	"toolbelt/services/tooldef"
 )
 
@@ -41,7 +42,7 @@ func BenchmarkCallChain(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	sel := NewSelector(store, authz, embed.NewBuiltin(), allHost(), 0, quiet)
+	sel := selection.NewSelector(store, authz, embed.NewBuiltin(), allHost(), 0, quiet)
 	inv := NewInvoker(store, sel, authz, red, netpolicy.Policy{}, b.TempDir(), nil, quiet)
 	b.Cleanup(func() { inv.Close(ctx); sel.Close() })
 	agent := &models.Principal{ID: 9, Role: access.RoleAgent}

@@ -1,6 +1,48 @@
 package services
 
-import "log/slog"
+import (
+	"context"
+	"log/slog"
+	"testing"
+
+	"toolbelt/models"
+	"toolbelt/models/modelstest"
+	"toolbelt/services/access"
+	"toolbelt/services/catalog"
+	"toolbelt/services/embed"
+	"toolbelt/services/ops"
+	"toolbelt/services/selection"
+)
 
 // quiet discards the logs of the services under test.
 var quiet = slog.New(slog.DiscardHandler)
+
+// allHost is a host that runs every tool.
+func allHost() ops.HostCaps {
+	return ops.HostCaps{Chromium: true, Python: true, Node: true, Sandbox: true}
+}
+
+// catalogFixture is a store holding the built-in tools, and its authz.
+func catalogFixture(t *testing.T) (*models.Store, *access.Authz) {
+	t.Helper()
+	store, _ := modelstest.Store(t)
+	authz, err := access.NewAuthz(context.Background(), store, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := catalog.NewRegistry(store, quiet).SeedBuiltins(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return store, authz
+}
+
+// newFixtureSelector is a refreshed selector over store.
+func newFixtureSelector(t *testing.T, store *models.Store, authz *access.Authz, emb embed.Embedder, keep int) *selection.Selector {
+	t.Helper()
+	s := selection.NewSelector(store, authz, emb, allHost(), keep, quiet)
+	t.Cleanup(s.Close)
+	if err := s.Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}

@@ -26,6 +26,7 @@ import (
 	"toolbelt/services/ops"
 	"toolbelt/services/redact"
 	"toolbelt/services/sandbox"
+	"toolbelt/services/selection"
 )
 
 // testApp is the whole service over a fresh SQLite file, wired as main
@@ -35,7 +36,7 @@ type testApp struct {
 	handler  http.Handler
 	store    *models.Store
 	invoker  *services.Invoker
-	selector *services.Selector
+	selector *selection.Selector
 	alerts   *ops.Alerts
 	dbPath   string
 	keys     map[string]string // role → key; "none" → ""
@@ -99,7 +100,7 @@ func newTestAppWith(t testing.TB, host hostCaps, netPolicy netpolicy.Policy) *te
 	accounts := access.NewAccounts(store, authz, log)
 	registry := catalog.NewRegistry(store, log)
 	metrics := ops.NewMetrics()
-	selector := services.NewSelector(store, authz, embed.NewBuiltin(), host, 0, log).WithMetrics(metrics)
+	selector := selection.NewSelector(store, authz, embed.NewBuiltin(), host, 0, log).WithMetrics(metrics)
 	t.Cleanup(selector.Close)
 	var invoker *services.Invoker
 	registry.OnChange(func(context.Context) {

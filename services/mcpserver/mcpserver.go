@@ -31,6 +31,7 @@ import (
 	"toolbelt/models"
 	"toolbelt/services"
 	"toolbelt/services/formats"
+	"toolbelt/services/selection"
 	"toolbelt/services/tooldef"
 )
 
@@ -66,7 +67,7 @@ func TokenInfo(p *models.Principal) *auth.TokenInfo {
 // Server answers MCP requests from the catalog, the selector and the
 // invoker.
 type Server struct {
-	selector *services.Selector
+	selector *selection.Selector
 	invoker  *services.Invoker
 	log      *slog.Logger
 	mcp      *mcp.Server
@@ -74,7 +75,7 @@ type Server struct {
 }
 
 // New returns the MCP server of Toolbelt. version is reported to clients.
-func New(selector *services.Selector, invoker *services.Invoker, version string, log *slog.Logger) *Server {
+func New(selector *selection.Selector, invoker *services.Invoker, version string, log *slog.Logger) *Server {
 	s := &Server{selector: selector, invoker: invoker, log: log, builtins: builtinTools()}
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: "toolbelt", Title: "Toolbelt", Version: version}, &mcp.ServerOptions{
 		Instructions: "Toolbelt runs tools for you. Call " + SearchToolsName + " with your task to find the tools that fit it " +
@@ -371,7 +372,7 @@ func (s *Server) searchTools(ctx context.Context, p *models.Principal, session s
 	if err := strictDecode(raw, &args); err != nil {
 		return errorResult("VALIDATION_ERROR: " + sentence(err.Error()) + " Send {\"query\": \"<your task>\", \"limit\": 12}.")
 	}
-	sel, err := s.selector.Select(ctx, p, services.SelectRequest{Query: args.Query, Limit: args.Limit, SessionID: session, Format: formats.FormatMCP})
+	sel, err := s.selector.Select(ctx, p, selection.SelectRequest{Query: args.Query, Limit: args.Limit, SessionID: session, Format: formats.FormatMCP})
 	if err != nil {
 		var ve *models.ValidationError
 		if errors.As(err, &ve) {
@@ -407,7 +408,7 @@ func (s *Server) searchTools(ctx context.Context, p *models.Principal, session s
 }
 
 // reason says in a few words why a tool ranked where it did.
-func reason(r services.Reasons) string {
+func reason(r selection.Reasons) string {
 	var parts []string
 	if len(r.MatchedTerms) > 0 {
 		parts = append(parts, "matches "+strings.Join(r.MatchedTerms, ", "))
@@ -498,7 +499,7 @@ func builtinTools() []*mcp.Tool {
 			InputSchema: json.RawMessage(fmt.Sprintf(`{"type":"object","properties":{`+
 				`"query":{"type":"string","minLength":1,"maxLength":%d,"description":"The task the tools are for, e.g. read the config file"},`+
 				`"limit":{"type":"integer","minimum":1,"maximum":%d,"description":"How many tools at most (default %d)"}},`+
-				`"required":["query"],"additionalProperties":false}`, services.MaxQueryLen, services.MaxSelectLimit, services.DefaultSelectLimit)),
+				`"required":["query"],"additionalProperties":false}`, selection.MaxQueryLen, selection.MaxSelectLimit, selection.DefaultSelectLimit)),
 			Annotations: &mcp.ToolAnnotations{Title: "Search Tools", ReadOnlyHint: true, IdempotentHint: true, DestructiveHint: &no, OpenWorldHint: &no},
 		},
 		{

@@ -1,4 +1,9 @@
-package services
+// Package selection is the select stage: it keeps an in-memory index of
+// the active catalog (embedding vectors, BM25 postings, learned queries)
+// and answers which 10 to 15 tools fit a task, within the caller's grants
+// and what the host can run; it records each selection and learns from
+// feedback. The retrieval benchmark measures it on labelled queries.
+package selection
 
 import (
 	"context"
