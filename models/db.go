@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"gorm.io/driver/sqlite"
@@ -19,6 +20,9 @@ import (
 // main; nothing else opens the database.
 type Store struct {
 	db *gorm.DB
+	// callStatements caches the call history's statement texts by
+	// callStatement.
+	callStatements sync.Map
 }
 
 // DB exposes the gorm handle for components that keep their own tables in
