@@ -10,7 +10,6 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"time"
 )
 
 // WithSecretNames sets the environment variables that http runners may
@@ -184,10 +183,6 @@ func (inv *Invoker) WithSearch(endpoint string) *Invoker {
 	return inv
 }
 
-// searchClient talks to the configured search endpoint, which an
-// administrator chose, so it may be on the private network.
-var searchClient = &http.Client{Timeout: 30 * time.Second}
-
 // webSearch asks the SearXNG endpoint (GET /search?format=json) and
 // returns titles, URLs and snippets.
 func (inv *Invoker) webSearch(ctx context.Context, c *call) (any, error) {
@@ -203,7 +198,7 @@ func (inv *Invoker) webSearch(ctx context.Context, c *call) (any, error) {
 		return nil, err
 	}
 	req.Header.Set("Accept", "application/json")
-	resp, err := searchClient.Do(req)
+	resp, err := inv.searchClient.Do(req)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()

@@ -294,6 +294,9 @@ type Invoker struct {
 	browser     *browser.Browser
 	searchURL   string
 	secretNames []string
+	// searchClient talks to the configured search endpoint, which an
+	// administrator chose, so it may be on the private network.
+	searchClient *http.Client
 }
 
 // NewInvoker returns the invoker; session work directories live under
@@ -309,7 +312,7 @@ func (inv *Invoker) WithSleep(sleep func(context.Context, time.Duration) error) 
 func NewInvoker(store *models.Store, selector *Selector, authz *Authz, redactor *Redactor, netPolicy NetPolicy, dataDir string, queueLimits map[string]int, log *slog.Logger) *Invoker {
 	inv := &Invoker{
 		store: store, selector: selector, authz: authz, redactor: redactor, log: log, dataDir: dataDir,
-		net: netPolicy, httpClient: netPolicy.client(),
+		net: netPolicy, httpClient: netPolicy.client(), searchClient: &http.Client{Timeout: 30 * time.Second},
 		schemas: newSchemaCache(),
 		results: newResultsCache(),
 		limits:  newRateLimits(),
