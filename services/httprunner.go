@@ -7,16 +7,15 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
-	"slices"
 	"strings"
 )
 
-// WithSecretNames sets the environment variables that http runners may
-// reference in headers as {{env.NAME}}: the configured secrets, whose
-// values the redactor already removes from every output.
-func (inv *Invoker) WithSecretNames(names []string) *Invoker {
-	inv.secretNames = names
+// WithSecrets sets the values, by variable name, that http runners may
+// reference in headers as {{env.NAME}}: the configured secrets, read from
+// the environment once at start, whose values the redactor already
+// removes from every output.
+func (inv *Invoker) WithSecrets(secrets map[string]string) *Invoker {
+	inv.secrets = secrets
 	return inv
 }
 
@@ -160,8 +159,8 @@ func (inv *Invoker) expandHeader(tmpl string, args map[string]any) (string, erro
 	out := placeholder.ReplaceAllStringFunc(tmpl, func(m string) string {
 		name := placeholder.FindStringSubmatch(m)[1]
 		if env, ok := strings.CutPrefix(name, "env."); ok {
-			v := os.Getenv(env)
-			if !slices.Contains(inv.secretNames, env) || v == "" {
+			v := inv.secrets[env]
+			if v == "" {
 				bad = &toolError{code: CodeExecutionFailed,
 					msg:        fmt.Sprintf("the tool's header needs the secret %s, which is not configured on this server", env),
 					suggestion: "Do not retry; tell an administrator to set it and list it in TOOLBELT_SECRETS."}

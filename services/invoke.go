@@ -290,10 +290,10 @@ type Invoker struct {
 	quota        Quota    // of each session's work directory
 	run          Step
 	// Optional mechanisms of the built-in tools.
-	sandbox     *sandbox.Sandbox
-	browser     *browser.Browser
-	searchURL   string
-	secretNames []string
+	sandbox   *sandbox.Sandbox
+	browser   *browser.Browser
+	searchURL string
+	secrets   map[string]string
 	// searchClient talks to the configured search endpoint, which an
 	// administrator chose, so it may be on the private network.
 	searchClient *http.Client
