@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
@@ -68,6 +69,12 @@ type Config struct {
 	ToolsDir string
 	// SessionQuotaMB is the disk quota of each session's work directory.
 	SessionQuotaMB int
+	// Chromium is the browser browser_navigate drives; empty: the first
+	// found on PATH.
+	Chromium string
+	// Secrets are the values of the variables named in TOOLBELT_SECRETS,
+	// by name.
+	Secrets map[string]string
 }
 
 func main() {
@@ -113,7 +120,7 @@ func env(name, def string) string {
 }
 
 func parseConfig(args []string) (Config, error) {
-	cfg := Config{AdminKey: os.Getenv("TOOLBELT_ADMIN_KEY")}
+	cfg := Config{AdminKey: os.Getenv("TOOLBELT_ADMIN_KEY"), Chromium: os.Getenv("TOOLBELT_CHROMIUM"), Secrets: secrets()}
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.StringVar(&cfg.Addr, "addr", env("TOOLBELT_ADDR", ":8080"), "listen address (TOOLBELT_ADDR)")
 	fs.StringVar(&cfg.DataDir, "data-dir", env("TOOLBELT_DATA_DIR", "./data"), "directory holding the SQLite database (TOOLBELT_DATA_DIR)")
@@ -261,7 +268,7 @@ func serve(args []string) error {
 	box := sandbox.Probe(ctx, cfg.Sandbox, filepath.Join(cfg.DataDir, "sessions"), log)
 	host.Sandbox = box.Available()
 	var chromium *browser.Browser
-	if path, err := browser.Find(); err == nil {
+	if path, err := browser.Find(cfg.Chromium); err == nil {
 		chromium = browser.New(path, log)
 		host.Chromium = true // also when TOOLBELT_CHROMIUM names one off PATH
 		defer chromium.Close()
@@ -307,7 +314,7 @@ func serve(args []string) error {
 		return fmt.Errorf("TOOLBELT_HTTP_ALLOW_PRIVATE: %w", err)
 	}
 	invoker = services.NewInvoker(store, selector, authz, redactor, netPolicy, cfg.DataDir, nil, log).
-		WithSandbox(box).WithSessionQuota(services.NewQuota(int64(cfg.SessionQuotaMB) << 20)).WithBrowser(chromium).WithSearch(cfg.SearXNG).WithSecretNames(secretNames()).WithMetrics(metrics)
+		WithSandbox(box).WithSessionQuota(services.NewQuota(int64(cfg.SessionQuotaMB) << 20)).WithBrowser(chromium).WithSearch(cfg.SearXNG).WithSecrets(cfg.Secrets).WithMetrics(metrics)
 	invoker.ReportPendingApprovals(metrics)
 	h := &handlers.Handler{
 		Registry: registry, Selector: selector, Accounts: accounts,
@@ -496,24 +503,24 @@ func chooseEmbedder(ctx context.Context, url, model string) (embed.Embedder, str
 }
 
 // secretValues are the values redacted verbatim from tool output and call
-// records: the admin key and the variables named in TOOLBELT_SECRETS
-// (comma-separated names, e.g. the variables http tools take headers from).
+// records: the admin key and the configured secrets.
 func secretValues(cfg Config) []string {
 	vals := []string{cfg.AdminKey}
-	for _, name := range secretNames() {
-		vals = append(vals, os.Getenv(name))
+	for _, name := range slices.Sorted(maps.Keys(cfg.Secrets)) {
+		vals = append(vals, cfg.Secrets[name])
 	}
 	return vals
 }
 
-// secretNames are the variables named in TOOLBELT_SECRETS: http tools may
+// secrets reads the variables named in TOOLBELT_SECRETS (comma-separated
+// names, e.g. the variables http tools take headers from): http tools may
 // reference them in headers as {{env.NAME}}.
-func secretNames() []string {
-	var names []string
+func secrets() map[string]string {
+	vals := map[string]string{}
 	for _, name := range strings.Split(os.Getenv("TOOLBELT_SECRETS"), ",") {
 		if name = strings.TrimSpace(name); name != "" {
-			names = append(names, name)
+			vals[name] = os.Getenv(name)
 		}
 	}
-	return names
+	return vals
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -107,7 +106,7 @@ func (s *Store) execChunks(ctx context.Context, rows []*Call, replace bool) (int
 			for _, c := range rows[:size] {
 				args = c.appendValues(args, group.plain)
 			}
-			res, err := tx.ExecContext(ctx, insertCallsSQL(callStatement{size, replace, group.plain}), args...)
+			res, err := tx.ExecContext(ctx, s.insertCallsSQL(callStatement{size, replace, group.plain}), args...)
 			if err != nil {
 				return 0, err
 			}
@@ -178,18 +177,17 @@ func (c *Call) appendValues(args []any, plain bool) []any {
 		c.Result, c.Request, int64(c.Attempts), c.Cached, c.QueueMs, c.RunMs, c.TotalMs, created, finished)
 }
 
-// callStatements caches statement texts by row count, conflict rule and
-// shape.
-var callStatements sync.Map
-
+// callStatement is the shape of a multi-row statement: its row count,
+// conflict rule and plain or not.
 type callStatement struct {
 	rows    int
 	replace bool
 	plain   bool
 }
 
-func insertCallsSQL(k callStatement) string {
-	if q, ok := callStatements.Load(k); ok {
+// insertCallsSQL is the statement text of shape k, made once per store.
+func (s *Store) insertCallsSQL(k callStatement) string {
+	if q, ok := s.callStatements.Load(k); ok {
 		return q.(string)
 	}
 	rows := k.rows
@@ -221,7 +219,7 @@ func insertCallsSQL(k callStatement) string {
 		}
 	}
 	q := b.String()
-	callStatements.Store(k, q)
+	s.callStatements.Store(k, q)
 	return q
 }
 

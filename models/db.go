@@ -8,6 +8,8 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
+	"sync"
 	"time"
 
 	"gorm.io/driver/sqlite"
@@ -19,10 +21,13 @@ import (
 // main; nothing else opens the database.
 type Store struct {
 	db *gorm.DB
+	// callStatements caches the call history's statement texts by
+	// callStatement.
+	callStatements sync.Map
 }
 
-// DB exposes the gorm handle for components that keep their own tables in
-// the same database (the Casbin adapter).
+// DB exposes the gorm handle, for tests that set up states no query of the
+// store makes.
 func (s *Store) DB() *gorm.DB { return s.db }
 
 // private makes the database file (and its WAL and shared-memory files,
@@ -92,11 +97,11 @@ func Open(ctx context.Context, path string) (*Store, error) {
 
 func (s *Store) migrate(ctx context.Context) error {
 	err := s.db.WithContext(ctx).AutoMigrate(&Tool{}, &ToolVersion{}, &ToolExport{}, &Principal{}, &APIKey{},
-		&ToolEmbedding{}, &LearnedQuery{}, &Selection{}, &Call{}, &Approval{}, &ConsoleSession{}, &ToolFileRecord{})
+		&ToolEmbedding{}, &LearnedQuery{}, &Selection{}, &Call{}, &Approval{}, &ConsoleSession{}, &ToolFileRecord{}, &CasbinRule{})
 	if err != nil {
 		return fmt.Errorf("migrate database: %w", err)
 	}
-	for _, ddl := range callIndexes {
+	for _, ddl := range slices.Concat(callIndexes, casbinIndexes) {
 		if err := s.db.WithContext(ctx).Exec(ddl).Error; err != nil {
 			return fmt.Errorf("migrate database: %w", err)
 		}

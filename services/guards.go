@@ -2,12 +2,14 @@ package services
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"math/rand/v2"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"github.com/ulule/limiter/v3"
 	"github.com/ulule/limiter/v3/drivers/store/memory"
 	"golang.org/x/sync/semaphore"
@@ -148,22 +150,64 @@ func (inv *Invoker) queue(next Step) Step {
 // Backoff for retries: 1 s, 2 s, 4 s… with up to 20% jitter.
 const retryBase = time.Second
 
-// withRetries runs attempt until it succeeds, fails for a reason that is
-// not retryable, or maxRetries retries are spent, sleeping with exponential
-// backoff between attempts.
-func withRetries(ctx context.Context, maxRetries int, sleep func(context.Context, time.Duration) error, attempt func() ToolResult) (ToolResult, int) {
-	var res ToolResult
-	for n := 0; ; n++ {
-		res = attempt()
-		if res.Success || res.Error == nil || !res.Error.Retryable || n >= maxRetries {
-			return res, n + 1
-		}
-		d := retryBase << n
-		d += time.Duration(rand.Int64N(int64(d) / 5))
-		if err := sleep(ctx, d); err != nil {
-			return failure(CodeCancelled, "the call was cancelled between retries", false, ""), n + 1
-		}
+// retryBackOff is that backoff. backoff's jitter is symmetric, so its
+// intervals are centred 10% above the base: 1.1 s ± 1/11 is 1 s to 1.2 s.
+// The intervals are not capped: maxRetries bounds them (MaxRetries
+// retries wait at most 512 s at the last).
+func retryBackOff() *backoff.ExponentialBackOff {
+	return &backoff.ExponentialBackOff{
+		InitialInterval:     retryBase + retryBase/10,
+		RandomizationFactor: 1.0 / 11,
+		Multiplier:          2,
+		MaxInterval:         math.MaxInt64,
 	}
+}
+
+// errRetryable tells backoff.Retry that an attempt may be retried.
+var errRetryable = errors.New("retryable failure")
+
+// withRetries runs attempt until it succeeds, fails for a reason that is
+// not retryable, or maxRetries retries are spent, with retryBackOff
+// between attempts. backoff.Retry decides when to retry and for how long
+// to wait; sleep does the waiting, so tests can pass a fake one (Retry's
+// own timer cannot be replaced).
+func withRetries(ctx context.Context, maxRetries int, sleep func(context.Context, time.Duration) error, attempt func() ToolResult) (ToolResult, int) {
+	n := 0
+	wait := &sleepingBackOff{ctx: ctx, next: retryBackOff(), sleep: sleep}
+	res, err := backoff.Retry(ctx, func() (ToolResult, error) {
+		n++
+		res := attempt()
+		if res.Success || res.Error == nil || !res.Error.Retryable {
+			return res, nil
+		}
+		return res, errRetryable
+	}, backoff.WithBackOff(wait), backoff.WithMaxTries(uint(max(maxRetries, 0))+1), backoff.WithMaxElapsedTime(0))
+	if wait.err != nil || (err != nil && !errors.Is(err, errRetryable)) {
+		return failure(CodeCancelled, "the call was cancelled between retries", false, ""), n
+	}
+	return res, n
+}
+
+// sleepingBackOff waits out each interval of next with sleep and tells
+// backoff.Retry to wait no longer; a wait cut short stops the retries.
+type sleepingBackOff struct {
+	ctx   context.Context
+	next  backoff.BackOff
+	sleep func(context.Context, time.Duration) error
+	err   error // why a wait was cut short
+}
+
+func (b *sleepingBackOff) Reset() { b.next.Reset() }
+
+func (b *sleepingBackOff) NextBackOff() time.Duration {
+	d := b.next.NextBackOff()
+	if d == backoff.Stop {
+		return backoff.Stop
+	}
+	if b.err = b.sleep(b.ctx, d); b.err != nil {
+		return backoff.Stop
+	}
+	return 0
 }
 
 // sleepCtx waits d or until ctx ends.

@@ -3,6 +3,7 @@ package services
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -36,6 +37,9 @@ func TestWithRetries(t *testing.T) {
 		{"permanent failure", []ToolResult{permanent, ok}, 3, 1, false, nil},
 		{"retries spent", []ToolResult{retryable, retryable, retryable, retryable, ok}, 3, 4, false, []time.Duration{time.Second, 2 * time.Second, 4 * time.Second}},
 		{"retries disabled", []ToolResult{retryable, ok}, 0, 1, false, nil},
+		{"every retry allowed spent", slices.Repeat([]ToolResult{retryable}, tooldef.MaxRetries+1), tooldef.MaxRetries, tooldef.MaxRetries + 1, false,
+			[]time.Duration{1 << 0 * time.Second, 1 << 1 * time.Second, 1 << 2 * time.Second, 1 << 3 * time.Second, 1 << 4 * time.Second,
+				1 << 5 * time.Second, 1 << 6 * time.Second, 1 << 7 * time.Second, 1 << 8 * time.Second, 1 << 9 * time.Second}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -58,6 +62,15 @@ func TestWithRetries(t *testing.T) {
 		res, n := withRetries(context.Background(), 3, sleep, func() ToolResult { return retryable })
 		if n != 1 || res.Error.Code != CodeCancelled {
 			t.Errorf("%d %v", n, res.Error)
+		}
+	})
+	t.Run("cancelled before waiting", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		slept := 0
+		sleep := func(ctx context.Context, d time.Duration) error { slept++; return nil }
+		res, n := withRetries(ctx, 3, sleep, func() ToolResult { cancel(); return retryable })
+		if n != 1 || slept != 0 || res.Error.Code != CodeCancelled {
+			t.Errorf("%d attempts, %d waits, %v", n, slept, res.Error)
 		}
 	})
 }

@@ -7,18 +7,16 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
-	"slices"
 	"strings"
-	"time"
 	"toolbelt/services/tooldef"
 )
 
-// WithSecretNames sets the environment variables that http runners may
-// reference in headers as {{env.NAME}}: the configured secrets, whose
-// values the redactor already removes from every output.
-func (inv *Invoker) WithSecretNames(names []string) *Invoker {
-	inv.secretNames = names
+// WithSecrets sets the values, by variable name, that http runners may
+// reference in headers as {{env.NAME}}: the configured secrets, read from
+// the environment once at start, whose values the redactor already
+// removes from every output.
+func (inv *Invoker) WithSecrets(secrets map[string]string) *Invoker {
+	inv.secrets = secrets
 	return inv
 }
 
@@ -162,8 +160,8 @@ func (inv *Invoker) expandHeader(tmpl string, args map[string]any) (string, erro
 	out := tooldef.Placeholder.ReplaceAllStringFunc(tmpl, func(m string) string {
 		name := tooldef.Placeholder.FindStringSubmatch(m)[1]
 		if env, ok := strings.CutPrefix(name, "env."); ok {
-			v := os.Getenv(env)
-			if !slices.Contains(inv.secretNames, env) || v == "" {
+			v := inv.secrets[env]
+			if v == "" {
 				bad = &toolError{code: CodeExecutionFailed,
 					msg:        fmt.Sprintf("the tool's header needs the secret %s, which is not configured on this server", env),
 					suggestion: "Do not retry; tell an administrator to set it and list it in TOOLBELT_SECRETS."}
@@ -185,10 +183,6 @@ func (inv *Invoker) WithSearch(endpoint string) *Invoker {
 	return inv
 }
 
-// searchClient talks to the configured search endpoint, which an
-// administrator chose, so it may be on the private network.
-var searchClient = &http.Client{Timeout: 30 * time.Second}
-
 // webSearch asks the SearXNG endpoint (GET /search?format=json) and
 // returns titles, URLs and snippets.
 func (inv *Invoker) webSearch(ctx context.Context, c *call) (any, error) {
@@ -204,7 +198,7 @@ func (inv *Invoker) webSearch(ctx context.Context, c *call) (any, error) {
 		return nil, err
 	}
 	req.Header.Set("Accept", "application/json")
-	resp, err := searchClient.Do(req)
+	resp, err := inv.searchClient.Do(req)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()

@@ -285,10 +285,13 @@ type Invoker struct {
 	quota        Quota    // of each session's work directory
 	run          Step
 	// Optional mechanisms of the built-in tools.
-	sandbox     *sandbox.Sandbox
-	browser     *browser.Browser
-	searchURL   string
-	secretNames []string
+	sandbox   *sandbox.Sandbox
+	browser   *browser.Browser
+	searchURL string
+	secrets   map[string]string
+	// searchClient talks to the configured search endpoint, which an
+	// administrator chose, so it may be on the private network.
+	searchClient *http.Client
 }
 
 // NewInvoker returns the invoker; session work directories live under
@@ -304,7 +307,7 @@ func (inv *Invoker) WithSleep(sleep func(context.Context, time.Duration) error) 
 func NewInvoker(store *models.Store, selector *selection.Selector, authz *access.Authz, redactor *redact.Redactor, netPolicy netpolicy.Policy, dataDir string, queueLimits map[string]int, log *slog.Logger) *Invoker {
 	inv := &Invoker{
 		store: store, selector: selector, authz: authz, redactor: redactor, log: log, dataDir: dataDir,
-		net: netPolicy, httpClient: netPolicy.Client(),
+		net: netPolicy, httpClient: netPolicy.Client(), searchClient: &http.Client{Timeout: 30 * time.Second},
 		schemas: newSchemaCache(),
 		results: newResultsCache(),
 		limits:  newRateLimits(),

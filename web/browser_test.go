@@ -20,7 +20,7 @@ import (
 // through POST /calls, with a screenshot, and refuses internal addresses
 // under the default policy.
 func TestBrowserNavigate(t *testing.T) {
-	path, err := browser.Find()
+	path, err := browser.Find(os.Getenv("TOOLBELT_CHROMIUM"))
 	if err != nil {
 		if os.Getenv("CI") == "true" {
 			t.Fatalf("Chromium missing in CI: %v", err)

@@ -27,7 +27,7 @@ type e2e struct {
 
 func newE2E(t *testing.T, app *testApp) *e2e {
 	t.Helper()
-	path, err := browser.Find()
+	path, err := browser.Find(os.Getenv("TOOLBELT_CHROMIUM"))
 	if err != nil {
 		if os.Getenv("CI") == "true" {
 			t.Fatalf("Chromium missing in CI: %v", err)

@@ -163,10 +163,9 @@ func TestHTTPRunner(t *testing.T) {
 		fmt.Fprintf(w, `{"echo":%q}`, auth)
 	}))
 	defer srv.Close()
-	t.Setenv("TB_TEST_TOKEN", "test-configured-secret")
 	app := newTestAppWith(t, hostCaps{Chromium: true, Python: true, Node: true, Sandbox: true},
 		netpolicy.Policy{AllowPrivate: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}})
-	app.invoker.WithSecretNames([]string{"TB_TEST_TOKEN"})
+	app.invoker.WithSecrets(map[string]string{"TB_TEST_TOKEN": "test-configured-secret"})
 	def := toolDef("create_item", func(m map[string]any) {
 		m["category"] = "api"
 		m["parameters"] = map[string]any{"type": "object", "properties": map[string]any{
@@ -189,7 +188,8 @@ func TestHTTPRunner(t *testing.T) {
 	}
 	// A secret that is not configured is never read from the environment.
 	// The call fails before any request leaves.
-	app.invoker.WithSecretNames(nil)
+	t.Setenv("TB_TEST_TOKEN", "test-configured-secret")
+	app.invoker.WithSecrets(nil)
 	before := requests.Load()
 	if _, res := app.call(t, "admin", map[string]any{"tool": "create_item", "arguments": map[string]any{"id": "a"}}); errCode(res) != "EXECUTION_FAILED" || requests.Load() != before {
 		t.Errorf("unconfigured secret: %v (%d requests sent)", res, requests.Load()-before)

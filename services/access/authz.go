@@ -10,7 +10,6 @@ import (
 
 	"github.com/casbin/casbin/v2"
 	"github.com/casbin/casbin/v2/model"
-	gormadapter "github.com/casbin/gorm-adapter/v3"
 
 	"toolbelt/models"
 )
@@ -82,11 +81,7 @@ func NewAuthz(ctx context.Context, store *models.Store, rolePolicies map[string]
 	if err != nil {
 		return nil, fmt.Errorf("load casbin model: %w", err)
 	}
-	adapter, err := gormadapter.NewAdapterByDB(store.DB().WithContext(ctx))
-	if err != nil {
-		return nil, fmt.Errorf("open casbin policy table: %w", err)
-	}
-	e, err := casbin.NewSyncedEnforcer(m, adapter)
+	e, err := casbin.NewSyncedEnforcer(m, models.NewCasbinAdapter(ctx, store))
 	if err != nil {
 		return nil, fmt.Errorf("load casbin policies: %w", err)
 	}

@@ -26,14 +26,15 @@ import (
 // startTimeout bounds how long a start of Chromium may take.
 const startTimeout = 30 * time.Second
 
-// Find locates a Chromium executable: $TOOLBELT_CHROMIUM if set, else the
-// first of chromium, chromium-browser, google-chrome and headless_shell on
-// PATH. The error says how to install it.
-func Find() (string, error) {
-	if p := os.Getenv("TOOLBELT_CHROMIUM"); p != "" {
-		path, err := exec.LookPath(p)
+// Find locates a Chromium executable: the configured one (main reads
+// TOOLBELT_CHROMIUM) if not empty, else the first of chromium,
+// chromium-browser, google-chrome and headless_shell on PATH. The error
+// says how to install it.
+func Find(configured string) (string, error) {
+	if configured != "" {
+		path, err := exec.LookPath(configured)
 		if err != nil {
-			return "", fmt.Errorf("find chromium: TOOLBELT_CHROMIUM=%q is not an executable: %w", p, err)
+			return "", fmt.Errorf("find chromium: TOOLBELT_CHROMIUM=%q is not an executable: %w", configured, err)
 		}
 		return path, nil
 	}

@@ -28,7 +28,7 @@ import (
 // skipped, except on CI, where a missing browser must fail the build.
 func needChromium(t *testing.T) string {
 	t.Helper()
-	path, err := Find()
+	path, err := Find(os.Getenv("TOOLBELT_CHROMIUM"))
 	if err != nil {
 		if os.Getenv("CI") == "true" {
 			t.Fatal(err)
@@ -665,18 +665,16 @@ func TestFind(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv("TOOLBELT_CHROMIUM", self)
-	if got, err := Find(); err != nil || got != self {
-		t.Errorf("Find() = %q, %v; want $TOOLBELT_CHROMIUM %q", got, err, self)
+	if got, err := Find(self); err != nil || got != self {
+		t.Errorf("Find(%q) = %q, %v; want the configured one", self, got, err)
 	}
-	t.Setenv("TOOLBELT_CHROMIUM", filepath.Join(t.TempDir(), "none"))
-	if _, err := Find(); err == nil || !strings.Contains(err.Error(), "TOOLBELT_CHROMIUM") {
-		t.Errorf("Find() with a missing $TOOLBELT_CHROMIUM: %v", err)
+	missing := filepath.Join(t.TempDir(), "none")
+	if _, err := Find(missing); err == nil || !strings.Contains(err.Error(), "TOOLBELT_CHROMIUM") {
+		t.Errorf("Find(%q), a missing one: %v", missing, err)
 	}
-	t.Setenv("TOOLBELT_CHROMIUM", "")
 	t.Setenv("PATH", t.TempDir())
-	if _, err := Find(); err == nil || !strings.Contains(err.Error(), "apt-get install chromium") {
-		t.Errorf("Find() with nothing on PATH: %v", err)
+	if _, err := Find(""); err == nil || !strings.Contains(err.Error(), "apt-get install chromium") {
+		t.Errorf("Find(\"\") with nothing on PATH: %v", err)
 	}
 }
 

@@ -18,10 +18,12 @@ const BuiltinDim = 256
 //
 // Any change to how features are made must change Model, so that stored
 // vectors are re-embedded.
-type Builtin struct{}
+type Builtin struct {
+	tok *Tokenizer
+}
 
 // NewBuiltin returns the built-in embedder.
-func NewBuiltin() *Builtin { return &Builtin{} }
+func NewBuiltin() *Builtin { return &Builtin{tok: NewTokenizer()} }
 
 // Model names the algorithm and its version.
 func (*Builtin) Model() string { return fmt.Sprintf("builtin/hash-v1-%d", BuiltinDim) }
@@ -58,7 +60,7 @@ func (b *Builtin) vector(text string) []float32 {
 			prev = ""
 			continue
 		}
-		s := Stem(w)
+		s := b.tok.Stem(w)
 		counts["w:"+s] += wordWeight
 		if prev != "" {
 			counts["p:"+prev+" "+s] += pairWeight

@@ -53,29 +53,38 @@ var apostrophes = strings.NewReplacer("'", "", "\u2019", "")
 // Snowball list, which carries little meaning for retrieval.
 func IsStopWord(w string) bool { return english.IsStopWord(w) }
 
-// stems caches Snowball stems: tool texts and queries repeat words a lot.
-// It is bounded, since queries bring arbitrary words.
-var stems, _ = lru.New[string, string](65536)
+// Tokenizer turns text into retrieval terms. It caches Snowball stems:
+// tool texts and queries repeat words a lot. The cache is bounded, since
+// queries bring arbitrary words, and safe for concurrent use.
+type Tokenizer struct {
+	stems *lru.Cache[string, string]
+}
+
+// NewTokenizer returns a tokenizer with an empty stem cache.
+func NewTokenizer() *Tokenizer {
+	stems, _ := lru.New[string, string](65536) // fails only for a size below 1
+	return &Tokenizer{stems: stems}
+}
 
 // Stem returns the Snowball (Porter 2) stem of a lower-case English word.
-func Stem(w string) string {
-	if s, ok := stems.Get(w); ok {
+func (t *Tokenizer) Stem(w string) string {
+	if s, ok := t.stems.Get(w); ok {
 		return s
 	}
 	s := english.Stem(w, true)
-	stems.Add(w, s)
+	t.stems.Add(w, s)
 	return s
 }
 
 // Terms turns text into retrieval terms: words without stop words, stemmed.
-func Terms(text string) []string {
+func (t *Tokenizer) Terms(text string) []string {
 	words := Words(text)
 	out := words[:0]
 	for _, w := range words {
 		if len(w) < 2 && !unicode.IsDigit(rune(w[0])) || IsStopWord(w) {
 			continue
 		}
-		out = append(out, Stem(w))
+		out = append(out, t.Stem(w))
 	}
 	return out
 }

@@ -17,6 +17,7 @@ import (
 type learnedIndex struct {
 	mu       sync.RWMutex
 	model    string
+	tok      *embed.Tokenizer
 	postings map[string][]posting
 	lengths  []float32
 	liveLen  float64
@@ -37,8 +38,8 @@ type learnedDoc struct {
 	dead  bool
 }
 
-func newLearnedIndex(model string, qs []models.LearnedQuery) *learnedIndex {
-	li := &learnedIndex{model: model}
+func newLearnedIndex(model string, tok *embed.Tokenizer, qs []models.LearnedQuery) *learnedIndex {
+	li := &learnedIndex{model: model, tok: tok}
 	li.reset()
 	// Oldest first, so document order is learning order.
 	for i := len(qs) - 1; i >= 0; i-- {
@@ -75,7 +76,7 @@ func (li *learnedIndex) addLocked(q models.LearnedQuery) {
 	if _, ok := li.byID[q.ID]; ok {
 		return
 	}
-	d := learnedDoc{id: q.ID, tool: q.ToolName, query: q.Query, terms: embed.Terms(q.Query)}
+	d := learnedDoc{id: q.ID, tool: q.ToolName, query: q.Query, terms: li.tok.Terms(q.Query)}
 	if q.Model == li.model && len(q.Vector) > 0 {
 		d.vec = decodeVector(q.Vector)
 	}

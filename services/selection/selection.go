@@ -78,6 +78,7 @@ type Selector struct {
 	store *models.Store
 	authz *access.Authz
 	emb   embed.Embedder
+	tok   *embed.Tokenizer // the terms of tool texts, learned queries and queries
 	host  ops.HostCaps
 	// metrics receives selection latency.
 	metrics *ops.Metrics
@@ -138,10 +139,10 @@ func NewSelector(store *models.Store, authz *access.Authz, emb embed.Embedder, h
 	if keep <= 0 {
 		keep = DefaultKeepLearned
 	}
-	s := &Selector{store: store, authz: authz, emb: emb, host: host, log: log, keep: keep, docs: map[uint]*docInfo{},
+	s := &Selector{store: store, authz: authz, emb: emb, tok: embed.NewTokenizer(), host: host, log: log, keep: keep, docs: map[uint]*docInfo{},
 		recorder: newSelectionRecorder(store, log)}
 	s.idx.Store(&index{byName: map[string]int{}, lex: newBM25(nil)})
-	s.learned.Store(newLearnedIndex(emb.Model(), nil))
+	s.learned.Store(newLearnedIndex(emb.Model(), s.tok, nil))
 	return s
 }
 
@@ -301,7 +302,7 @@ func (s *Selector) refreshLocked(ctx context.Context) error {
 		}
 	}
 	if !s.loaded {
-		s.learned.Store(newLearnedIndex(s.emb.Model(), learned))
+		s.learned.Store(newLearnedIndex(s.emb.Model(), s.tok, learned))
 		s.loaded = true
 	}
 	s.idx.Store(s.build(tools))
@@ -338,7 +339,7 @@ func (s *Selector) loadDocs(ctx context.Context, ids []uint) error {
 		text := retrievalText(&def)
 		sum := sha256.Sum256([]byte(text))
 		d := &docInfo{text: text, hash: hex.EncodeToString(sum[:]), needs: needsOf(&def), sizes: sizes[id]}
-		d.terms = append(embed.Terms(text), embed.Terms(strings.Join(embed.Words(def.Name), " "))...)
+		d.terms = append(s.tok.Terms(text), s.tok.Terms(strings.Join(embed.Words(def.Name), " "))...)
 		if e, ok := vecs[id]; ok && e.TextHash == d.hash {
 			d.vec = decodeVector(e.Vector)
 		}
@@ -814,7 +815,7 @@ func (s *Selector) rank(ctx context.Context, ix *index, query string, allowed fu
 	if n == 0 {
 		return nil
 	}
-	terms := embed.Terms(query)
+	terms := s.tok.Terms(query)
 	qvec := s.embedQuery(ctx, query)
 	sc := getScratch(n)
 	defer scratchPool.Put(sc)
@@ -849,7 +850,7 @@ func (s *Selector) rank(ctx context.Context, ix *index, query string, allowed fu
 		out[k] = ranked{entry: i, score: fused[i], reasons: Reasons{
 			DenseSimilarity: round(float64(dense[i]), 4), DenseRank: rankOf(dense, ok, i),
 			LexicalScore: round(float64(lex[i]), 3), LexicalRank: rankOf(lex, ok, i),
-			MatchedTerms:   matchedWords(query, e.doc.terms),
+			MatchedTerms:   matchedWords(s.tok, query, e.doc.terms),
 			LearnedQueries: s.learned.Load().matching(e.name, terms, 3),
 		}}
 	}
@@ -1040,14 +1041,14 @@ func rankOf(scores []float32, ok []bool, i int) int {
 }
 
 // matchedWords lists the query's words whose stems the tool's text holds.
-func matchedWords(query string, docTerms []string) []string {
+func matchedWords(tok *embed.Tokenizer, query string, docTerms []string) []string {
 	have := map[string]bool{}
 	for _, t := range docTerms {
 		have[t] = true
 	}
 	out := []string{}
 	for _, w := range embed.Words(query) {
-		if !embed.IsStopWord(w) && have[embed.Stem(w)] && !slices.Contains(out, w) {
+		if !embed.IsStopWord(w) && have[tok.Stem(w)] && !slices.Contains(out, w) {
 			out = append(out, w)
 		}
 	}
