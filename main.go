@@ -38,7 +38,7 @@ import (
 	"toolbelt/services/browser"
 	"toolbelt/services/catalog"
 	"toolbelt/services/embed"
-	"toolbelt/services/mcpserver"
+	"toolbelt/handlers/mcpserver"
 	"toolbelt/services/netpolicy"
 	"toolbelt/services/ops"
 	"toolbelt/services/redact"

@@ -21,7 +21,7 @@ import (
 	"toolbelt/services/access"
 	"toolbelt/services/catalog"
 	"toolbelt/services/embed"
-	"toolbelt/services/mcpserver"
+	"toolbelt/handlers/mcpserver"
 	"toolbelt/services/netpolicy"
 	"toolbelt/services/ops"
 	"toolbelt/services/redact"

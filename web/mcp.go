@@ -11,7 +11,7 @@ import (
 
 	"toolbelt/handlers"
 	"toolbelt/models"
-	"toolbelt/services/mcpserver"
+	"toolbelt/handlers/mcpserver"
 )
 
 // MCPPath serves the Model Context Protocol (streamable HTTP) to every role;

@@ -13,7 +13,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"toolbelt/services/mcpserver"
+	"toolbelt/handlers/mcpserver"
 )
 
 // bearer adds an API key to every request of the MCP client.

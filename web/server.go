@@ -21,7 +21,7 @@ import (
 	"toolbelt/handlers"
 	"toolbelt/models"
 	"toolbelt/services/access"
-	"toolbelt/services/mcpserver"
+	"toolbelt/handlers/mcpserver"
 	"toolbelt/services/ops"
 	"toolbelt/static"
 )
