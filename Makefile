@@ -2,6 +2,9 @@
 GO      ?= go
 BIN     ?= bin/toolbelt
 export CGO_ENABLED := 1
+# gin's MessagePack binding is never used (requests are decoded by
+# handlers.bindJSON); leaving it out saves 9 MB of binary.
+export GOFLAGS := -tags=nomsgpack
 
 .PHONY: all build run test load check generate bench fmt vet clean
 
