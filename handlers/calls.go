@@ -38,13 +38,13 @@ func statusOf(res services.ToolResult) int {
 		return http.StatusOK
 	}
 	switch res.Error.Code {
-	case services.CodeToolNotFound:
+	case models.CodeToolNotFound:
 		return http.StatusNotFound
-	case services.CodeValidation:
+	case models.CodeValidation:
 		return http.StatusUnprocessableEntity
-	case services.CodePermissionDenied, services.CodeConfirmationRequired, services.CodePathNotAllowed, services.CodeCommandRejected, services.CodeURLNotAllowed:
+	case models.CodePermissionDenied, models.CodeConfirmationRequired, models.CodePathNotAllowed, models.CodeCommandRejected, models.CodeURLNotAllowed:
 		return http.StatusForbidden
-	case services.CodeRateLimit, services.CodeQueueFull:
+	case models.CodeRateLimit, models.CodeQueueFull:
 		return http.StatusTooManyRequests
 	}
 	return http.StatusBadRequest

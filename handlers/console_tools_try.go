@@ -50,7 +50,7 @@ func (h *Handler) TryToolForm(c *gin.Context) error {
 		return err
 	}
 	d.Try.Result = tryResult(res)
-	if e := res.Error; e != nil && e.Code == services.CodeValidation {
+	if e := res.Error; e != nil && e.Code == models.CodeValidation {
 		markTryProblems(&d.Try, e)
 	}
 	return h.Render(c, statusOf(res), views.ToolPage(page, *d))

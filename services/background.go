@@ -88,7 +88,7 @@ func (inv *Invoker) resume(ctx context.Context, callID, approvalID string) error
 
 // interrupted is the result of a call the server stopped while it ran.
 func interrupted() ToolResult {
-	res := failure(CodeInternal, "the server stopped while this call ran", true, "Call the tool again if the task still needs it.")
+	res := failure(models.CodeInternal, "the server stopped while this call ran", true, "Call the tool again if the task still needs it.")
 	res.Status = StatusInterrupted
 	return res
 }
@@ -157,7 +157,7 @@ func (inv *Invoker) Recover(ctx context.Context) error {
 		res.CallID = rec.ID
 		raw, _ := json.Marshal(res)
 		now := time.Now().UTC()
-		rec.Status, rec.ErrorCode, rec.Result, rec.Request, rec.FinishedAt = StatusInterrupted, CodeInternal, string(raw), "", &now
+		rec.Status, rec.ErrorCode, rec.Result, rec.Request, rec.FinishedAt = StatusInterrupted, models.CodeInternal, string(raw), "", &now
 		if err := inv.store.SaveCall(ctx, &rec); err != nil {
 			return err
 		}
@@ -239,7 +239,7 @@ func (inv *Invoker) Decide(ctx context.Context, reviewer *models.Principal, id s
 		return a, nil
 	}
 	suggestion := "A reviewer denied this call: " + reason + ". Do not retry it; tell the user or take another way."
-	return a, inv.endCall(ctx, a.CallID, CodeConfirmationDenied, "a reviewer denied the call", suggestion)
+	return a, inv.endCall(ctx, a.CallID, models.CodeConfirmationDenied, "a reviewer denied the call", suggestion)
 }
 
 // expire ends the calls whose approval ran out of time.
@@ -250,7 +250,7 @@ func (inv *Invoker) expire(ctx context.Context) error {
 	}
 	for _, a := range expired {
 		inv.metrics.decided(models.ApprovalExpired)
-		if err := inv.endCall(ctx, a.CallID, CodeConfirmationDenied, "no reviewer approved the call in time",
+		if err := inv.endCall(ctx, a.CallID, models.CodeConfirmationDenied, "no reviewer approved the call in time",
 			"The approval expired. Call the tool again if the task still needs it."); err != nil {
 			return err
 		}
@@ -312,5 +312,5 @@ func (inv *Invoker) Cancel(ctx context.Context, caller *models.Principal, id str
 	if err := inv.store.CancelApprovalsOf(ctx, id); err != nil {
 		return err
 	}
-	return inv.endCall(ctx, id, CodeCancelled, "the call was cancelled", "")
+	return inv.endCall(ctx, id, models.CodeCancelled, "the call was cancelled", "")
 }

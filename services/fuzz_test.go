@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"toolbelt/models"
 )
 
 // FuzzCheckPath: a path the guard accepts never leaves the work directory
@@ -74,7 +76,7 @@ func FuzzValidateArguments(f *testing.F) {
 		c := &call{def: def, version: 1, req: CallRequest{Arguments: raw}}
 		res := step(context.Background(), c)
 		if !res.Success {
-			if res.Error == nil || res.Error.Code != CodeValidation {
+			if res.Error == nil || res.Error.Code != models.CodeValidation {
 				t.Fatalf("refused without VALIDATION_ERROR: %+v", res)
 			}
 			return

@@ -40,20 +40,6 @@ const (
 	StatusRefused          = "refused"
 )
 
-// Error codes of a ToolResult (DESIGN.md).
-const (
-	CodeToolNotFound         = "TOOL_NOT_FOUND"
-	CodeValidation           = "VALIDATION_ERROR"
-	CodePermissionDenied     = "PERMISSION_DENIED"
-	CodeConfirmationRequired = "CONFIRMATION_REQUIRED"
-	CodeConfirmationDenied   = "CONFIRMATION_DENIED"
-	CodePathNotAllowed       = "PATH_NOT_ALLOWED"
-	CodeTimeout              = "TIMEOUT"
-	CodeCancelled            = "CANCELLED"
-	CodeExecutionFailed      = "EXECUTION_FAILED"
-	CodeInternal             = "INTERNAL"
-)
-
 // CallRequest is what an agent sends to run a tool.
 type CallRequest struct {
 	Tool      string          `json:"tool" example:"file_read"`
@@ -96,7 +82,7 @@ func (r ToolResult) JSON() []byte {
 	}
 	raw, err := json.Marshal(r)
 	if err != nil { // only a malformed Data could fail; say so
-		raw, _ = json.Marshal(ToolResult{CallID: r.CallID, Status: StatusFailed, Error: &ToolError{Code: CodeInternal, Message: "the result could not be encoded: " + err.Error()}, Metadata: r.Metadata})
+		raw, _ = json.Marshal(ToolResult{CallID: r.CallID, Status: StatusFailed, Error: &ToolError{Code: models.CodeInternal, Message: "the result could not be encoded: " + err.Error()}, Metadata: r.Metadata})
 	}
 	return raw
 }
@@ -471,11 +457,11 @@ func (inv *Invoker) guarded(ctx context.Context, c *call) (res ToolResult) {
 	defer func() {
 		if p := recover(); p != nil {
 			inv.log.ErrorContext(ctx, "tool call panicked", "call_id", c.id, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
-			res = failure(CodeInternal, "internal error while running the tool", false, "Try again later; if it persists, report the call id to an administrator.")
+			res = failure(models.CodeInternal, "internal error while running the tool", false, "Try again later; if it persists, report the call id to an administrator.")
 		}
 	}()
 	if !ValidSessionID(c.req.SessionID) {
-		return refusal(CodeValidation, SessionIDRule, "Send a session_id such as \"run-42\".")
+		return refusal(models.CodeValidation, SessionIDRule, "Send a session_id such as \"run-42\".")
 	}
 	return inv.run(ctx, c)
 }
@@ -511,12 +497,12 @@ func (inv *Invoker) resolve(next Step) Step {
 			if len(sug) > 0 {
 				hint = "Use one of these tools instead: " + strings.Join(sug, ", ") + "."
 			}
-			return refusal(CodeToolNotFound, msg, hint)
+			return refusal(models.CodeToolNotFound, msg, hint)
 		case errors.Is(err, errUndecodable):
-			return failure(CodeInternal, "internal error", false, "Report the call id to an administrator.")
+			return failure(models.CodeInternal, "internal error", false, "Report the call id to an administrator.")
 		case err != nil:
 			inv.log.ErrorContext(ctx, "resolve tool", "err", err, "call_id", c.id)
-			return failure(CodeInternal, "internal error", true, "Try again.")
+			return failure(models.CodeInternal, "internal error", true, "Try again.")
 		}
 		c.def, c.version = rt.def, rt.versionID
 		return next(ctx, c)
@@ -592,11 +578,11 @@ func (inv *Invoker) validate(next Step) Step {
 			dec := json.NewDecoder(bytes.NewReader(c.def.Parameters))
 			dec.UseNumber()
 			if err := dec.Decode(&doc); err != nil {
-				return failure(CodeInternal, "the tool's schema does not load", false, "Report this tool to an administrator.")
+				return failure(models.CodeInternal, "the tool's schema does not load", false, "Report this tool to an administrator.")
 			}
 			s, err := compileSchema(doc)
 			if err != nil {
-				return failure(CodeInternal, "the tool's schema does not compile", false, "Report this tool to an administrator.")
+				return failure(models.CodeInternal, "the tool's schema does not compile", false, "Report this tool to an administrator.")
 			}
 			inv.schemas.Add(c.version, s)
 			schema = s
@@ -608,14 +594,14 @@ func (inv *Invoker) validate(next Step) Step {
 		args, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
 		obj, isObj := args.(map[string]any)
 		if err != nil || !isObj {
-			return ToolResult{Status: StatusRefused, Error: &ToolError{Code: CodeValidation, Message: "arguments must be a JSON object",
+			return ToolResult{Status: StatusRefused, Error: &ToolError{Code: models.CodeValidation, Message: "arguments must be a JSON object",
 				Suggestion: "Send arguments as a JSON object matching this schema: " + string(c.def.Parameters)}}
 		}
 		// References to earlier results of the session are filled in
 		// first, and the filled arguments are what is validated and run.
 		if bytes.Contains(raw, []byte(`"`+refKey+`"`)) {
 			if obj, err = inv.contextRefs(ctx, c, obj); err != nil {
-				return refusal(CodeValidation, err.Error(),
+				return refusal(models.CodeValidation, err.Error(),
 					`Refer to a succeeded call of this session you may read: {"$ref": "call:<call id>#/data/<field>"}.`)
 			}
 			args = obj
@@ -646,7 +632,7 @@ func (inv *Invoker) validate(next Step) Step {
 			for _, p := range ps {
 				fields = append(fields, p.Pointer+" "+p.Message)
 			}
-			return ToolResult{Status: StatusRefused, Error: &ToolError{Code: CodeValidation,
+			return ToolResult{Status: StatusRefused, Error: &ToolError{Code: models.CodeValidation,
 				Message:    fmt.Sprintf("the arguments do not match the schema of %s: %s", c.def.Name, strings.Join(fields, "; ")),
 				Problems:   ps,
 				Suggestion: fmt.Sprintf("Fix the fields listed and call %s again. Its parameters schema is: %s", c.def.Name, string(c.def.Parameters))}}
@@ -664,7 +650,7 @@ func (inv *Invoker) authorize(next Step) Step {
 		if c.caller == nil || c.caller.Role == RoleAdmin {
 			return next(ctx, c)
 		}
-		denied := refusal(CodePermissionDenied,
+		denied := refusal(models.CodePermissionDenied,
 			fmt.Sprintf("you may not call %s (%s, %s)", c.def.Name, c.def.Category, c.def.Security.Level),
 			"Do not retry this tool; ask the user or an administrator to grant it, or choose a tool you may use (POST /api/v1/tools/select).")
 		if c.caller.Role != RoleAgent {
@@ -672,12 +658,12 @@ func (inv *Invoker) authorize(next Step) Step {
 		}
 		byCategory, err := inv.authz.MayUse(c.caller.ID, "", c.def.Category)
 		if err != nil {
-			return failure(CodeInternal, "internal error", true, "Try again.")
+			return failure(models.CodeInternal, "internal error", true, "Try again.")
 		}
 		byName := false
 		if c.def.Security.Level == LevelSafe && !byCategory {
 			if byName, err = inv.authz.MayUse(c.caller.ID, c.def.Name, "\x00"); err != nil {
-				return failure(CodeInternal, "internal error", true, "Try again.")
+				return failure(models.CodeInternal, "internal error", true, "Try again.")
 			}
 		}
 		if !byCategory && !byName {
@@ -709,10 +695,10 @@ func (inv *Invoker) approve(next Step) Step {
 		if c.approval != "" {
 			a, err := inv.store.ApprovalByID(ctx, c.approval)
 			if err != nil || a.VersionID != c.version || a.ArgsHash != hash || a.PrincipalID != principalID(c.caller) {
-				return refusal(CodeConfirmationRequired, "the approval does not match this call", "Call the tool again to ask for a new approval.")
+				return refusal(models.CodeConfirmationRequired, "the approval does not match this call", "Call the tool again to ask for a new approval.")
 			}
 			if ok, err := inv.store.UseApproval(ctx, a.ID); err != nil || !ok {
-				return refusal(CodeConfirmationRequired, "the approval was already used or is not approved", "Call the tool again to ask for a new approval.")
+				return refusal(models.CodeConfirmationRequired, "the approval was already used or is not approved", "Call the tool again to ask for a new approval.")
 			}
 			c.approvedRun = true
 			return next(ctx, c)
@@ -733,7 +719,7 @@ func (inv *Invoker) park(ctx context.Context, c *call, hash string) ToolResult {
 		Status: models.ApprovalPending, ExpiresAt: now.Add(ApprovalTTL),
 	}
 	res := ToolResult{CallID: c.id, Status: StatusAwaitingApproval, Error: &ToolError{
-		Code:       CodeConfirmationRequired,
+		Code:       models.CodeConfirmationRequired,
 		Message:    fmt.Sprintf("%s needs a reviewer's approval for this call", c.def.Name),
 		Retryable:  true,
 		Suggestion: fmt.Sprintf("Tell the user the call waits for approval (it expires at %s). Poll GET /api/v1/calls/%s for the result.", a.ExpiresAt.Format(time.RFC3339), c.id),
@@ -744,7 +730,7 @@ func (inv *Invoker) park(ctx context.Context, c *call, hash string) ToolResult {
 	rec.Arguments, rec.Prepared = a.Arguments, true
 	if err := inv.store.CreateApproval(ctx, a, rec); err != nil {
 		inv.log.ErrorContext(ctx, "park call for approval", "err", err, "call_id", c.id)
-		return failure(CodeInternal, "internal error", true, "Try again.")
+		return failure(models.CodeInternal, "internal error", true, "Try again.")
 	}
 	c.waiting = true
 	inv.log.InfoContext(ctx, "call awaits approval", "call_id", c.id, "approval_id", a.ID, "tool", c.def.Name)
@@ -774,7 +760,7 @@ func (inv *Invoker) secure(next Step) Step {
 		dir, err := inv.workDirOf(key)
 		if err != nil {
 			inv.log.ErrorContext(ctx, "make work directory", "err", err, "call_id", c.id)
-			return failure(CodeInternal, "internal error", true, "Try again.")
+			return failure(models.CodeInternal, "internal error", true, "Try again.")
 		}
 		if uid, gid, ok := inv.sandbox.Owner(); ok {
 			c.owner = &[2]int{uid, gid}
@@ -782,13 +768,13 @@ func (inv *Invoker) secure(next Step) Step {
 		c.workDir, c.workID, c.quota, c.usage = dir.path, dir.id, inv.quota.disk, dir.usage
 		if cmd, ok := c.args["command"].(string); ok && c.def.Category == "shell" {
 			if msg := checkCommand(cmd, c.def.Security.ShellOperators); msg != "" {
-				return refusal(CodeCommandRejected, msg,
+				return refusal(models.CodeCommandRejected, msg,
 					"Send one plain command with its arguments; run the steps as separate calls instead of chaining, piping or redirecting.")
 			}
 		}
 		if u, ok := c.args["url"].(string); ok {
 			if msg := inv.net.checkURL(u); msg != "" {
-				return refusal(CodeURLNotAllowed, msg, "Use a public http or https URL; internal addresses are never fetched.")
+				return refusal(models.CodeURLNotAllowed, msg, "Use a public http or https URL; internal addresses are never fetched.")
 			}
 		}
 		if c.def.Category != "filesystem" && !isFileBuiltin(c.def) {
@@ -796,7 +782,7 @@ func (inv *Invoker) secure(next Step) Step {
 		}
 		if p, ok := c.args["path"].(string); ok {
 			if msg := checkPath(p, c.def.Security.AllowedPaths); msg != "" {
-				return refusal(CodePathNotAllowed, msg,
+				return refusal(models.CodePathNotAllowed, msg,
 					"Use a path relative to the session work directory, inside "+strings.Join(allowedOrDot(c.def.Security.AllowedPaths), ", ")+", without \"..\".")
 			}
 		}
@@ -998,26 +984,26 @@ func (inv *Invoker) attempt(ctx context.Context, c *call) ToolResult {
 	case c.def.Runner.Kind == RunnerHTTP:
 		data, err = inv.httpRunner(ctx, c)
 	default:
-		return failure(CodeExecutionFailed,
+		return failure(models.CodeExecutionFailed,
 			fmt.Sprintf("runner %s %s cannot run on this server yet", c.def.Runner.Kind, c.def.Runner.Builtin), false,
 			"Choose another tool; this one is not available here.")
 	}
 	if ctx.Err() != nil {
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return failure(CodeTimeout, fmt.Sprintf("%s did not finish within %d ms", c.def.Name, c.def.Execution.Timeout), true, "Retry with a smaller input, or later.")
+			return failure(models.CodeTimeout, fmt.Sprintf("%s did not finish within %d ms", c.def.Name, c.def.Execution.Timeout), true, "Retry with a smaller input, or later.")
 		}
-		return failure(CodeCancelled, "the call was cancelled", false, "")
+		return failure(models.CodeCancelled, "the call was cancelled", false, "")
 	}
 	if err != nil {
 		var te *toolError
 		if errors.As(err, &te) {
 			return failure(te.code, inv.redactor.Redact(te.msg), te.retryable, te.suggestion)
 		}
-		return failure(CodeExecutionFailed, inv.redactor.Redact(err.Error()), false, "Check the arguments and try again.")
+		return failure(models.CodeExecutionFailed, inv.redactor.Redact(err.Error()), false, "Check the arguments and try again.")
 	}
 	raw, err := json.Marshal(data)
 	if err != nil {
-		return failure(CodeInternal, "internal error", false, "")
+		return failure(models.CodeInternal, "internal error", false, "")
 	}
 	// Output is redacted here, before the cache, the history or the caller
 	// can see it.

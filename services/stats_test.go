@@ -42,7 +42,7 @@ func TestStatsSummary(t *testing.T) {
 	for i := range 10 {
 		c := statCall("file_read", StatusSucceeded, "", time.Duration(i+2)*time.Hour, int64(i+1))
 		if i == 9 {
-			c.Status, c.ErrorCode = StatusFailed, CodeTimeout
+			c.Status, c.ErrorCode = StatusFailed, models.CodeTimeout
 		}
 		c.Cached = i < 4
 		calls = append(calls, c)
@@ -61,7 +61,7 @@ func TestStatsSummary(t *testing.T) {
 	// An open call, a refusal, and calls outside the window.
 	calls = append(calls,
 		statCall("shell_exec", StatusAwaitingApproval, "", 10*time.Minute, 0),
-		statCall("shell_exec", StatusRefused, CodeValidation, 20*time.Minute, 0),
+		statCall("shell_exec", StatusRefused, models.CodeValidation, 20*time.Minute, 0),
 		statCall("file_read", StatusSucceeded, "", 25*time.Hour, 1),
 		statCall("file_read", StatusSucceeded, "", -time.Minute, 1),
 	)
@@ -104,7 +104,7 @@ func TestStatsSummary(t *testing.T) {
 	if fr.Calls != 10 || fr.SuccessRate != 0.9 || fr.CacheHitRate != 0.4 || fr.P50Ms != 5 || fr.P95Ms != 10 {
 		t.Errorf("file_read %+v", fr)
 	}
-	if len(fr.Failures) != 1 || fr.Failures[0] != (CodeCount{Code: CodeTimeout, Calls: 1, Rate: 0.1}) {
+	if len(fr.Failures) != 1 || fr.Failures[0] != (CodeCount{Code: models.CodeTimeout, Calls: 1, Rate: 0.1}) {
 		t.Errorf("file_read failures %+v", fr.Failures)
 	}
 	if len(sum.Rising) != 1 || sum.Rising[0].Tool != "web_search" || sum.Rising[0].RecentCalls != 6 ||
@@ -130,7 +130,7 @@ func TestStatsReusesSettledHours(t *testing.T) {
 	if len(stats.hours) != 24-1 {
 		t.Fatalf("%d hours kept, want the 23 settled ones", len(stats.hours))
 	}
-	saveStatCalls(t, store, statCall("file_read", StatusFailed, CodeTimeout, 5*time.Hour+time.Minute, 9))
+	saveStatCalls(t, store, statCall("file_read", StatusFailed, models.CodeTimeout, 5*time.Hour+time.Minute, 9))
 	if sum, _ := stats.Summary(ctx, StatsQuery{}); sum.Calls != 1 {
 		t.Fatalf("the kept hours were counted again at once: %d calls", sum.Calls)
 	}
@@ -181,7 +181,7 @@ func BenchmarkDashboardStats(b *testing.B) {
 	now := time.Now().UTC()
 	start := now.Add(-24 * time.Hour)
 	const total = 100_000
-	codes := []string{CodeTimeout, "UPSTREAM_ERROR", CodeValidation, "EXECUTION_FAILED"}
+	codes := []string{models.CodeTimeout, "UPSTREAM_ERROR", models.CodeValidation, "EXECUTION_FAILED"}
 	batch := make([]*models.Call, 0, 40)
 	for i := range total {
 		status, code := StatusSucceeded, ""

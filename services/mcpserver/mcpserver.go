@@ -132,7 +132,7 @@ func (s *Server) tools(next mcp.MethodHandler) mcp.MethodHandler {
 			}
 			session, err := callSession(req, r.Session, r.Params.Meta)
 			if err != nil {
-				return errorResult(services.CodeValidation + ": " + sentence(err.Error()) +
+				return errorResult(models.CodeValidation + ": " + sentence(err.Error()) +
 					" The " + sentence(services.SessionIDRule) + " Send none to use this MCP session's."), nil
 			}
 			return s.call(ctx, p, session, r.Params)
@@ -284,7 +284,7 @@ func Result(res services.ToolResult) *mcp.CallToolResult {
 	var b strings.Builder
 	e := res.Error
 	if e == nil {
-		e = &services.ToolError{Code: services.CodeInternal, Message: "the call ended " + res.Status + " without an error"}
+		e = &services.ToolError{Code: models.CodeInternal, Message: "the call ended " + res.Status + " without an error"}
 	}
 	b.WriteString(e.Code + ": " + sentence(e.Message))
 	for _, pr := range e.Problems {
