@@ -27,9 +27,10 @@ type CallList struct {
 	Offset int          `json:"offset" example:"0"`
 }
 
-// statusOf is the HTTP status of a call result: 200 when the tool ran
-// (even if it failed: the agent feeds the result to its LLM), 4xx when a
-// guard refused it.
+// statusOf is the HTTP status of a call result: 202 while it waits for a
+// reviewer or a worker, the status of its code (httpStatus) when a guard
+// refused it, and 200 when the tool ran, even if it failed: the agent
+// feeds the result to its LLM.
 func statusOf(res services.ToolResult) int {
 	if res.Status == services.StatusAwaitingApproval || res.Status == services.StatusQueued {
 		return http.StatusAccepted
@@ -37,17 +38,7 @@ func statusOf(res services.ToolResult) int {
 	if res.Status != services.StatusRefused || res.Error == nil {
 		return http.StatusOK
 	}
-	switch res.Error.Code {
-	case models.CodeToolNotFound:
-		return http.StatusNotFound
-	case models.CodeValidation:
-		return http.StatusUnprocessableEntity
-	case models.CodePermissionDenied, models.CodeConfirmationRequired, models.CodePathNotAllowed, models.CodeCommandRejected, models.CodeURLNotAllowed:
-		return http.StatusForbidden
-	case models.CodeRateLimit, models.CodeQueueFull:
-		return http.StatusTooManyRequests
-	}
-	return http.StatusBadRequest
+	return statusFor(res.Error.Code)
 }
 
 // CallTool runs a tool call through the guard chain.

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"net/http"
 	"net/url"
 	"regexp"
 	"slices"
@@ -41,7 +40,7 @@ func (h *Handler) TryToolForm(c *gin.Context) error {
 	args, ok := tryArguments(d.Try.Fields)
 	if !ok {
 		d.Try.Error = "No call was made: fix the fields marked below."
-		return h.Render(c, http.StatusUnprocessableEntity, views.ToolPage(page, *d))
+		return h.Render(c, statusFor(models.CodeValidation), views.ToolPage(page, *d))
 	}
 	res, err := h.Invoker.CallAcknowledged(c.Request.Context(), CurrentPrincipal(c), services.CallRequest{
 		Tool: d.Name, Version: d.Version, Arguments: args, SessionID: d.Try.SessionID,

@@ -1,6 +1,7 @@
 // Package handlers holds the /api/v1 JSON handlers and the page handlers:
 // each binds its input, calls one service and responds. Fail is the one
-// place that turns errors into HTTP statuses.
+// place that turns errors into HTTP statuses, by their code through the
+// table in errors.go, which call results and console forms answer with too.
 package handlers
 
 import (
@@ -49,13 +50,6 @@ type Links struct {
 	Readyz  string
 }
 
-// Errors for requests the HTTP layer itself refuses.
-var (
-	errTooLarge  = errors.New("request body too large")
-	errMediaType = errors.New("unsupported media type")
-	errMethod    = errors.New("method not allowed")
-)
-
 // ErrorBody is the one JSON shape of every error outside tool calls.
 type ErrorBody struct {
 	Error APIError `json:"error"`
@@ -96,49 +90,33 @@ func (h *Handler) Fail(c *gin.Context, err error) {
 	c.AbortWithStatusJSON(status, body)
 }
 
+// classify is the status and body err answers with: the status of its
+// code (httpStatus), its message, and what its kind adds (the problems of
+// a validation error, the tools closest to an unknown one, the wait after
+// too many wrong keys). A server fault is logged with its detail and
+// answered "internal error" only.
 func (h *Handler) classify(c *gin.Context, err error) (int, ErrorBody) {
 	reqID := c.GetString(RequestIDKey)
-	body := func(code, msg string) ErrorBody {
-		return ErrorBody{Error: APIError{Code: code, Message: msg, RequestID: reqID}}
-	}
+	code := codeOf(err)
+	b := ErrorBody{Error: APIError{Code: code, Message: err.Error(), RequestID: reqID}}
 	var ve *models.ValidationError
-	var tooLarge *http.MaxBytesError
+	var unknown *services.UnknownToolError
+	var guesses *services.TooManyGuessesError
 	switch {
-	case errors.As(err, &ve):
-		b := body("VALIDATION_ERROR", "invalid "+ve.What)
-		b.Error.Problems = ve.Problems
-		return http.StatusUnprocessableEntity, b
-	case errors.As(err, &tooLarge), errors.Is(err, errTooLarge):
-		return http.StatusRequestEntityTooLarge, body("PAYLOAD_TOO_LARGE", fmt.Sprintf("request body is larger than %d bytes", MaxBodyBytes))
-	case errors.Is(err, errMediaType):
-		return http.StatusUnsupportedMediaType, body("UNSUPPORTED_MEDIA_TYPE", err.Error())
-	case errors.Is(err, errMethod):
-		return http.StatusMethodNotAllowed, body("METHOD_NOT_ALLOWED", err.Error())
-	case errors.Is(err, models.ErrInvalid):
-		return http.StatusBadRequest, body("INVALID_REQUEST", err.Error())
-	case errors.Is(err, models.ErrUnauthorized):
-		return http.StatusUnauthorized, body("UNAUTHORIZED", err.Error())
-	case errors.Is(err, models.ErrForbidden):
-		return http.StatusForbidden, body("FORBIDDEN", err.Error())
-	case errors.Is(err, models.ErrNotFound):
-		b := body("NOT_FOUND", err.Error())
-		var unknown *services.UnknownToolError
-		if errors.As(err, &unknown) {
-			b.Error.Suggestions = unknown.Suggestions
-		}
-		return http.StatusNotFound, b
-	case errors.Is(err, models.ErrRateLimited):
-		var guesses *services.TooManyGuessesError
-		if errors.As(err, &guesses) {
-			c.Header("Retry-After", strconv.Itoa(guesses.RetryAfter))
-		}
-		return http.StatusTooManyRequests, body("RATE_LIMIT_EXCEEDED", err.Error())
-	case errors.Is(err, models.ErrConflict):
-		return http.StatusConflict, body("CONFLICT", err.Error())
+	case code == models.CodeValidation && errors.As(err, &ve):
+		b.Error.Message, b.Error.Problems = "invalid "+ve.What, ve.Problems
+	case code == models.CodePayloadTooLarge:
+		b.Error.Message = fmt.Sprintf("request body is larger than %d bytes", MaxBodyBytes)
+	case code == models.CodeNotFound && errors.As(err, &unknown):
+		b.Error.Suggestions = unknown.Suggestions
+	case code == models.CodeRateLimit && errors.As(err, &guesses):
+		c.Header("Retry-After", strconv.Itoa(guesses.RetryAfter))
+	case code == models.CodeInternal:
+		h.Log.ErrorContext(c.Request.Context(), "request failed", "err", err, "method", c.Request.Method,
+			"route", c.FullPath(), "request_id", reqID)
+		b.Error.Message = "internal error"
 	}
-	h.Log.ErrorContext(c.Request.Context(), "request failed", "err", err, "method", c.Request.Method,
-		"route", c.FullPath(), "request_id", reqID)
-	return http.StatusInternalServerError, body("INTERNAL", "internal error")
+	return statusFor(code), b
 }
 
 // NotFound answers requests no route matches.
