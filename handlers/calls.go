@@ -143,7 +143,7 @@ func (h *Handler) ListCalls(c *gin.Context) error {
 		if v := c.Query(name); v != "" {
 			t, err := time.Parse(time.RFC3339, v)
 			if err != nil {
-				return fmt.Errorf("%w: %s=%q is not an RFC 3339 time", models.ErrInvalid, name, v)
+				return models.ErrInvalid.Errorf("%s=%q is not an RFC 3339 time", name, v)
 			}
 			*dst = t
 		}

@@ -86,7 +86,7 @@ func CheckCSRF(c *gin.Context, s *services.ConsoleSession) error {
 		got = c.PostForm("_csrf")
 	}
 	if got == "" || subtle.ConstantTimeCompare([]byte(got), []byte(s.CSRF)) != 1 {
-		return fmt.Errorf("%w: the form's security token is missing or out of date; reload the page and try again", models.ErrForbidden)
+		return models.ErrForbidden.Errorf("the form's security token is missing or out of date; reload the page and try again")
 	}
 	return nil
 }

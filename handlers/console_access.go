@@ -151,7 +151,7 @@ func (h *Handler) RevokeKeyPage(c *gin.Context) error {
 	}
 	err = h.Accounts.RevokeKey(c.Request.Context(), id, CurrentPrincipal(c))
 	if err != nil && codeOf(err) == models.CodeConflict {
-		return h.renderAccess(c, errorStatus(err), accessForm{alert: "Not revoked: " + personMessage(err, err.Error()) + "."})
+		return h.renderAccess(c, errorStatus(err), accessForm{alert: "Not revoked: " + personMessage(err) + "."})
 	}
 	if err != nil {
 		return err

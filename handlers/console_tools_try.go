@@ -29,10 +29,10 @@ func (h *Handler) TryToolForm(c *gin.Context) error {
 		return err
 	}
 	if d.Retired {
-		return fmt.Errorf("%w: %s is retired; roll back or publish a version before trying it", models.ErrInvalid, d.Name)
+		return models.ErrInvalid.Errorf("%s is retired; roll back or publish a version before trying it", d.Name)
 	}
 	if err := c.Request.ParseForm(); err != nil {
-		return fmt.Errorf("%w: read the form: %v", models.ErrInvalid, err)
+		return models.ErrInvalid.Errorf("read the form: %v", err)
 	}
 	fields := tryFields(json.RawMessage(d.Parameters), c.Request.PostForm)
 	d.Try = views.TryForm{Fields: fields, SessionID: strings.TrimSpace(c.PostForm("session_id"))}

@@ -121,12 +121,12 @@ func (h *Handler) classify(c *gin.Context, err error) (int, ErrorBody) {
 
 // NotFound answers requests no route matches.
 func (h *Handler) NotFound(c *gin.Context) {
-	h.Fail(c, fmt.Errorf("%w: no endpoint %s %s", models.ErrNotFound, c.Request.Method, c.Request.URL.Path))
+	h.Fail(c, models.ErrNotFound.Errorf("no endpoint %s %s", c.Request.Method, c.Request.URL.Path))
 }
 
 // MethodNotAllowed answers a known path asked with the wrong method.
 func (h *Handler) MethodNotAllowed(c *gin.Context) {
-	h.Fail(c, fmt.Errorf("%w: %s is not supported on %s", errMethod, c.Request.Method, c.Request.URL.Path))
+	h.Fail(c, errMethod.Errorf("%s is not supported on %s", c.Request.Method, c.Request.URL.Path))
 }
 
 // bindJSON decodes a JSON request body into v strictly: the content type
@@ -136,10 +136,10 @@ func bindJSON(c *gin.Context, v any) error {
 	if ct := c.GetHeader("Content-Type"); ct != "application/json" { // the usual one needs no parsing
 		mt, params, err := mime.ParseMediaType(ct)
 		if ct == "" || err != nil || mt != "application/json" {
-			return fmt.Errorf("%w: send the body as application/json (got %q)", errMediaType, ct)
+			return errMediaType.Errorf("send the body as application/json (got %q)", ct)
 		}
 		if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
-			return fmt.Errorf("%w: charset %q; send UTF-8", errMediaType, cs)
+			return errMediaType.Errorf("charset %q; send UTF-8", cs)
 		}
 	}
 	raw, err := io.ReadAll(io.LimitReader(c.Request.Body, MaxBodyBytes+1))
@@ -150,10 +150,10 @@ func bindJSON(c *gin.Context, v any) error {
 		return errTooLarge
 	}
 	if len(bytes.TrimSpace(raw)) == 0 {
-		return fmt.Errorf("%w: request body is empty; send a JSON object", models.ErrInvalid)
+		return models.ErrInvalid.Errorf("request body is empty; send a JSON object")
 	}
 	if !utf8.Valid(raw) {
-		return fmt.Errorf("%w: request body is not valid UTF-8", models.ErrInvalid)
+		return models.ErrInvalid.Errorf("request body is not valid UTF-8")
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
@@ -161,7 +161,7 @@ func bindJSON(c *gin.Context, v any) error {
 		return decodeError(err)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return fmt.Errorf("%w: request body holds more than one JSON value", models.ErrInvalid)
+		return models.ErrInvalid.Errorf("request body holds more than one JSON value")
 	}
 	return nil
 }
@@ -173,7 +173,7 @@ func decodeError(err error) error {
 	var typ *json.UnmarshalTypeError
 	switch {
 	case errors.As(err, &syn):
-		return fmt.Errorf("%w: malformed JSON at byte %d: %v", models.ErrInvalid, syn.Offset, syn)
+		return models.ErrInvalid.Errorf("malformed JSON at byte %d: %v", syn.Offset, syn)
 	case errors.As(err, &typ):
 		ptr := "/" + strings.ReplaceAll(typ.Field, ".", "/")
 		if typ.Field == "" {
@@ -183,11 +183,11 @@ func decodeError(err error) error {
 			Pointer: ptr, Message: fmt.Sprintf("must be %s, not JSON %s", jsonTypeName(typ.Type.Kind().String()), typ.Value),
 		}}}
 	case errors.Is(err, io.ErrUnexpectedEOF):
-		return fmt.Errorf("%w: malformed JSON: the body ends too early", models.ErrInvalid)
+		return models.ErrInvalid.Errorf("malformed JSON: the body ends too early")
 	case strings.HasPrefix(err.Error(), "json: unknown field"):
-		return fmt.Errorf("%w: %s is not part of this request", models.ErrInvalid, strings.TrimPrefix(err.Error(), "json: unknown field "))
+		return models.ErrInvalid.Errorf("%s is not part of this request", strings.TrimPrefix(err.Error(), "json: unknown field "))
 	}
-	return fmt.Errorf("%w: %v", models.ErrInvalid, err)
+	return models.ErrInvalid.Errorf("%v", err)
 }
 
 func jsonTypeName(kind string) string {
@@ -232,7 +232,7 @@ func intQuery(c *gin.Context, name string) (int, error) {
 	}
 	n, err := strconv.Atoi(s)
 	if err != nil {
-		return 0, fmt.Errorf("%w: query parameter %s=%q is not an integer", models.ErrInvalid, name, s)
+		return 0, models.ErrInvalid.Errorf("query parameter %s=%q is not an integer", name, s)
 	}
 	return n, nil
 }
@@ -242,7 +242,7 @@ func idParam(c *gin.Context, name string) (uint, error) {
 	s := c.Param(name)
 	n, err := strconv.ParseUint(s, 10, 32)
 	if err != nil || n == 0 {
-		return 0, fmt.Errorf("%w: %s %q is not a positive integer id", models.ErrInvalid, name, s)
+		return 0, models.ErrInvalid.Errorf("%s %q is not a positive integer id", name, s)
 	}
 	return uint(n), nil
 }

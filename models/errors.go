@@ -87,9 +87,9 @@ const (
 )
 
 // Kind is a sentinel error of the vocabulary, tied to the code an error of
-// its kind answers with. Every layer wraps one with context, e.g.
-// fmt.Errorf("%w: tool %q", ErrNotFound, name), and errors.Is finds it
-// under any wrapping.
+// its kind answers with. Every layer returns one with what went wrong,
+// ErrNotFound.Errorf("tool %q", name), and errors.Is finds it under any
+// wrapping.
 type Kind struct {
 	code string
 	text string
@@ -103,6 +103,37 @@ func (k *Kind) Error() string { return k.text }
 
 // Code is the code an error of this kind answers with.
 func (k *Kind) Code() string { return k.code }
+
+// Errorf returns an error of this kind saying what went wrong:
+// ErrNotFound.Errorf("tool %q", name) reads `not found: tool "x"`, as
+// ErrNotFound.Errorf("tool %q", name) would, but keeps the
+// detail apart from the kind for a person reading it (Detail). A %w in
+// format wraps as in fmt.Errorf.
+func (k *Kind) Errorf(format string, args ...any) error {
+	return &kindError{kind: k, detail: fmt.Errorf(format, args...)}
+}
+
+// kindError is an error of a kind with its detail.
+type kindError struct {
+	kind   *Kind
+	detail error
+}
+
+func (e *kindError) Error() string { return e.kind.text + ": " + e.detail.Error() }
+
+func (e *kindError) Unwrap() []error { return []error{e.kind, e.detail} }
+
+// Detail is what err says to a person: the detail of the kind it carries,
+// without the kind or the context wrapped around it ("revoke api key 1:
+// conflict: key 1 is the last active admin key" says "key 1 is the last
+// active admin key"), or its whole message when it carries no detail.
+func Detail(err error) string {
+	var e *kindError
+	if errors.As(err, &e) {
+		return e.detail.Error()
+	}
+	return err.Error()
+}
 
 // The kinds every layer returns.
 var (

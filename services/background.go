@@ -192,7 +192,7 @@ func (inv *Invoker) Approvals(ctx context.Context, status string) ([]models.Appr
 		status = ""
 	case models.ApprovalPending, models.ApprovalApproved, models.ApprovalDenied, models.ApprovalExpired, models.ApprovalUsed:
 	default:
-		return nil, fmt.Errorf("%w: status %q is not pending, approved, denied, expired, used or all", models.ErrInvalid, status)
+		return nil, models.ErrInvalid.Errorf("status %q is not pending, approved, denied, expired, used or all", status)
 	}
 	return inv.store.Approvals(ctx, status, 500)
 }
@@ -214,7 +214,7 @@ func (inv *Invoker) Decide(ctx context.Context, reviewer *models.Principal, id s
 	}
 	a, err := inv.store.DecideApproval(ctx, id, status, reason, reviewer.ID, func(a *models.Approval) error {
 		if a.PrincipalID == reviewer.ID {
-			return fmt.Errorf("%w: you made this call; another reviewer must decide it", models.ErrForbidden)
+			return models.ErrForbidden.Errorf("you made this call; another reviewer must decide it")
 		}
 		return nil
 	})
@@ -307,7 +307,7 @@ func (inv *Invoker) Cancel(ctx context.Context, caller *models.Principal, id str
 		return nil
 	}
 	if rec.Status != StatusAwaitingApproval && rec.Status != StatusQueued {
-		return fmt.Errorf("%w: call %s is %s and can no longer be cancelled", models.ErrConflict, id, rec.Status)
+		return models.ErrConflict.Errorf("call %s is %s and can no longer be cancelled", id, rec.Status)
 	}
 	if err := inv.store.CancelApprovalsOf(ctx, id); err != nil {
 		return err

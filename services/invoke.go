@@ -1136,7 +1136,7 @@ func (inv *Invoker) CallRecord(ctx context.Context, caller *models.Principal, id
 		return nil, err
 	}
 	if caller != nil && caller.Role == RoleAgent && rec.PrincipalID != caller.ID {
-		return nil, fmt.Errorf("%w: call %q", models.ErrNotFound, id)
+		return nil, models.ErrNotFound.Errorf("call %q", id)
 	}
 	return rec, nil
 }
@@ -1144,10 +1144,10 @@ func (inv *Invoker) CallRecord(ctx context.Context, caller *models.Principal, id
 // History returns one page of calls; an agent sees only its own.
 func (inv *Invoker) History(ctx context.Context, caller *models.Principal, f models.CallFilter) ([]models.Call, int64, error) {
 	if f.Limit < 1 || f.Limit > 1000 {
-		return nil, 0, fmt.Errorf("%w: limit must be between 1 and 1000", models.ErrInvalid)
+		return nil, 0, models.ErrInvalid.Errorf("limit must be between 1 and 1000")
 	}
 	if f.Offset < 0 {
-		return nil, 0, fmt.Errorf("%w: offset must not be negative", models.ErrInvalid)
+		return nil, 0, models.ErrInvalid.Errorf("offset must not be negative")
 	}
 	if caller != nil && caller.Role == RoleAgent {
 		f.PrincipalID = caller.ID

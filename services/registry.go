@@ -426,7 +426,7 @@ func (r *Registry) List(ctx context.Context, opts ListOptions) (*ToolPage, error
 		bad = append(bad, "offset must not be negative")
 	}
 	if len(bad) > 0 {
-		return nil, fmt.Errorf("%w: %s", models.ErrInvalid, strings.Join(bad, "; "))
+		return nil, models.ErrInvalid.Errorf("%s", strings.Join(bad, "; "))
 	}
 	filter := models.ToolFilter{
 		Category: opts.Category, Tag: opts.Tag, Level: opts.Level, Query: opts.Query,
@@ -512,14 +512,14 @@ func splitTags(s string) []string {
 // so a path character or a look-alike letter gets a precise answer.
 func checkToolName(name string) error {
 	if !NamePattern.MatchString(name) {
-		return fmt.Errorf("%w: %q is not a tool name (snake_case ASCII, at most 64 characters)", models.ErrInvalid, name)
+		return models.ErrInvalid.Errorf("%q is not a tool name (snake_case ASCII, at most 64 characters)", name)
 	}
 	return nil
 }
 
 func checkFormat(format string) error {
 	if !slices.Contains(Formats, format) {
-		return fmt.Errorf("%w: %q is not a format; use one of %s", models.ErrInvalid, format, strings.Join(Formats, ", "))
+		return models.ErrInvalid.Errorf("%q is not a format; use one of %s", format, strings.Join(Formats, ", "))
 	}
 	return nil
 }
