@@ -1,6 +1,7 @@
 package models
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -51,6 +52,15 @@ func TestCodeOf(t *testing.T) {
 	}
 	if got := Detail(errors.New("plain")); got != "plain" {
 		t.Errorf("detail of an error without a kind: %q", got)
+	}
+}
+
+// A call made without directions, through the REST API or by the server
+// itself, is pointed at the API's endpoints.
+func TestDirectionsOf(t *testing.T) {
+	rest := DirectionsOf(context.Background())
+	if rest.SearchTools() != "POST /api/v1/tools/select" || rest.PollCall("c8") != "Poll GET /api/v1/calls/c8" {
+		t.Errorf("without directions: %q, %q", rest.SearchTools(), rest.PollCall("c8"))
 	}
 }
 

@@ -493,7 +493,7 @@ func (inv *Invoker) resolve(next Step) Step {
 			if c.req.Version != "" && NamePattern.MatchString(name) {
 				msg = fmt.Sprintf("tool %q has no version %q (or does not exist)", name, c.req.Version)
 			}
-			hint := "Call POST /api/v1/tools/select with your task to find the right tool."
+			hint := "Call " + models.DirectionsOf(ctx).SearchTools() + " with your task to find the right tool."
 			if len(sug) > 0 {
 				hint = "Use one of these tools instead: " + strings.Join(sug, ", ") + "."
 			}
@@ -652,7 +652,7 @@ func (inv *Invoker) authorize(next Step) Step {
 		}
 		denied := refusal(models.CodePermissionDenied,
 			fmt.Sprintf("you may not call %s (%s, %s)", c.def.Name, c.def.Category, c.def.Security.Level),
-			"Do not retry this tool; ask the user or an administrator to grant it, or choose a tool you may use (POST /api/v1/tools/select).")
+			"Do not retry this tool; ask the user or an administrator to grant it, or choose a tool you may use ("+models.DirectionsOf(ctx).SearchTools()+").")
 		if c.caller.Role != RoleAgent {
 			return denied
 		}
@@ -722,7 +722,7 @@ func (inv *Invoker) park(ctx context.Context, c *call, hash string) ToolResult {
 		Code:       models.CodeConfirmationRequired,
 		Message:    fmt.Sprintf("%s needs a reviewer's approval for this call", c.def.Name),
 		Retryable:  true,
-		Suggestion: fmt.Sprintf("Tell the user the call waits for approval (it expires at %s). Poll GET /api/v1/calls/%s for the result.", a.ExpiresAt.Format(time.RFC3339), c.id),
+		Suggestion: fmt.Sprintf("Tell the user the call waits for approval (it expires at %s). %s for the result.", a.ExpiresAt.Format(time.RFC3339), models.DirectionsOf(ctx).PollCall(c.id)),
 	}, Metadata: CallMetadata{ToolVersion: c.def.Version}}
 	res.Data, _ = json.Marshal(map[string]string{"approval_id": a.ID})
 	rec, _ := inv.callRecord(c, res)
