@@ -90,7 +90,7 @@ func (h *Handler) CreatePrincipalPage(c *gin.Context) error {
 	case errors.As(err, &ve):
 		f := accessForm{create: views.AccessCreateForm{Name: in.Name, Role: in.Role, Errors: problemsByField(ve, "name")}}
 		return h.renderAccess(c, errorStatus(err), f)
-	case err != nil && codeOf(err) == models.CodeConflict:
+	case codeOf(err) == models.CodeConflict:
 		f := accessForm{create: views.AccessCreateForm{Name: in.Name, Role: in.Role,
 			Errors: map[string]string{"name": fmt.Sprintf("A principal named %q exists already; choose another name.", strings.TrimSpace(in.Name))}}}
 		return h.renderAccess(c, errorStatus(err), f)
@@ -150,7 +150,7 @@ func (h *Handler) RevokeKeyPage(c *gin.Context) error {
 		return err
 	}
 	err = h.Accounts.RevokeKey(c.Request.Context(), id, CurrentPrincipal(c))
-	if err != nil && codeOf(err) == models.CodeConflict {
+	if codeOf(err) == models.CodeConflict {
 		return h.renderAccess(c, errorStatus(err), accessForm{alert: "Not revoked: " + personMessage(err) + "."})
 	}
 	if err != nil {

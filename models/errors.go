@@ -151,8 +151,11 @@ var kinds = []*Kind{ErrInvalid, ErrUnauthorized, ErrForbidden, ErrNotFound, ErrR
 
 // CodeOf is the code err answers with: CodeValidation for a
 // ValidationError, the code of the kind it wraps or matches, and
-// CodeInternal for anything else (a fault, not the caller's).
+// CodeInternal for anything else (a fault, not the caller's); "" for nil.
 func CodeOf(err error) string {
+	if err == nil {
+		return ""
+	}
 	var ve *ValidationError
 	if errors.As(err, &ve) {
 		return CodeValidation

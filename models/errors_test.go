@@ -44,6 +44,7 @@ func TestCodeOf(t *testing.T) {
 		{isNotFound{}, CodeNotFound},
 		{NewKind(CodeMethodNotAllowed, "method not allowed"), CodeMethodNotAllowed},
 		{errors.New("disk on fire"), CodeInternal},
+		{nil, ""},
 	}
 	for _, tc := range cases {
 		if got := CodeOf(tc.err); got != tc.want {

@@ -448,7 +448,7 @@ func (s *Server) callResult(ctx context.Context, p *models.Principal, raw json.R
 		return refused(models.CodeValidation, "send {\"call_id\": \"<the id a call answered with>\"}.")
 	}
 	rec, err := s.invoker.CallRecord(ctx, p, args.CallID)
-	if err != nil && models.CodeOf(err) == models.CodeNotFound {
+	if models.CodeOf(err) == models.CodeNotFound {
 		return refused(models.CodeNotFound, fmt.Sprintf("there is no call %q of yours. Check the id the call answered with.", args.CallID))
 	}
 	if err != nil {
