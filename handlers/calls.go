@@ -27,9 +27,10 @@ type CallList struct {
 	Offset int          `json:"offset" example:"0"`
 }
 
-// statusOf is the HTTP status of a call result: 200 when the tool ran
-// (even if it failed: the agent feeds the result to its LLM), 4xx when a
-// guard refused it.
+// statusOf is the HTTP status of a call result: 202 while it waits for a
+// reviewer or a worker, the status of its code (httpStatus) when a guard
+// refused it, and 200 when the tool ran, even if it failed: the agent
+// feeds the result to its LLM.
 func statusOf(res services.ToolResult) int {
 	if res.Status == models.StatusAwaitingApproval || res.Status == models.StatusQueued {
 		return http.StatusAccepted
@@ -37,17 +38,7 @@ func statusOf(res services.ToolResult) int {
 	if res.Status != models.StatusRefused || res.Error == nil {
 		return http.StatusOK
 	}
-	switch res.Error.Code {
-	case services.CodeToolNotFound:
-		return http.StatusNotFound
-	case services.CodeValidation:
-		return http.StatusUnprocessableEntity
-	case services.CodePermissionDenied, services.CodeConfirmationRequired, services.CodePathNotAllowed, services.CodeCommandRejected, services.CodeURLNotAllowed:
-		return http.StatusForbidden
-	case services.CodeRateLimit, services.CodeQueueFull:
-		return http.StatusTooManyRequests
-	}
-	return http.StatusBadRequest
+	return statusFor(res.Error.Code)
 }
 
 // CallTool runs a tool call through the guard chain.
@@ -152,7 +143,7 @@ func (h *Handler) ListCalls(c *gin.Context) error {
 		if v := c.Query(name); v != "" {
 			t, err := time.Parse(time.RFC3339, v)
 			if err != nil {
-				return fmt.Errorf("%w: %s=%q is not an RFC 3339 time", models.ErrInvalid, name, v)
+				return models.ErrInvalid.Errorf("%s=%q is not an RFC 3339 time", name, v)
 			}
 			*dst = t
 		}

@@ -86,7 +86,7 @@ func CheckCSRF(c *gin.Context, s *access.ConsoleSession) error {
 		got = c.PostForm("_csrf")
 	}
 	if got == "" || subtle.ConstantTimeCompare([]byte(got), []byte(s.CSRF)) != 1 {
-		return fmt.Errorf("%w: the form's security token is missing or out of date; reload the page and try again", models.ErrForbidden)
+		return models.ErrForbidden.Errorf("the form's security token is missing or out of date; reload the page and try again")
 	}
 	return nil
 }
@@ -109,13 +109,13 @@ func (h *Handler) SignIn(c *gin.Context) {
 	want, _ := c.Cookie(signInCSRFCookie)
 	got := c.PostForm("_csrf")
 	if want == "" || subtle.ConstantTimeCompare([]byte(got), []byte(want)) != 1 {
-		_ = h.Render(c, http.StatusForbidden, views.SignIn(views.SignInData{CSRF: h.signInToken(c), Next: next,
+		_ = h.Render(c, statusFor(models.CodeForbidden), views.SignIn(views.SignInData{CSRF: h.signInToken(c), Next: next,
 			Error: "The sign-in form expired; enter your key again."}))
 		return
 	}
 	key := strings.TrimSpace(c.PostForm("key"))
 	if key == "" {
-		_ = h.Render(c, http.StatusUnprocessableEntity, views.SignIn(views.SignInData{CSRF: want, Next: next, Error: "Enter an API key."}))
+		_ = h.Render(c, statusFor(models.CodeValidation), views.SignIn(views.SignInData{CSRF: want, Next: next, Error: "Enter an API key."}))
 		return
 	}
 	s, err := h.Accounts.SignIn(c.Request.Context(), c.RemoteIP(), key)

@@ -90,11 +90,11 @@ func (h *Handler) CreatePrincipalPage(c *gin.Context) error {
 	switch {
 	case errors.As(err, &ve):
 		f := accessForm{create: views.AccessCreateForm{Name: in.Name, Role: in.Role, Errors: problemsByField(ve, "name")}}
-		return h.renderAccess(c, http.StatusUnprocessableEntity, f)
-	case errors.Is(err, models.ErrConflict):
+		return h.renderAccess(c, errorStatus(err), f)
+	case codeOf(err) == models.CodeConflict:
 		f := accessForm{create: views.AccessCreateForm{Name: in.Name, Role: in.Role,
 			Errors: map[string]string{"name": fmt.Sprintf("A principal named %q exists already; choose another name.", strings.TrimSpace(in.Name))}}}
-		return h.renderAccess(c, http.StatusConflict, f)
+		return h.renderAccess(c, errorStatus(err), f)
 	case err != nil:
 		return err
 	}
@@ -151,8 +151,8 @@ func (h *Handler) RevokeKeyPage(c *gin.Context) error {
 		return err
 	}
 	err = h.Accounts.RevokeKey(c.Request.Context(), id, CurrentPrincipal(c))
-	if errors.Is(err, models.ErrConflict) {
-		return h.renderAccess(c, http.StatusConflict, accessForm{alert: "Not revoked: " + personMessage(err, err.Error()) + "."})
+	if codeOf(err) == models.CodeConflict {
+		return h.renderAccess(c, errorStatus(err), accessForm{alert: "Not revoked: " + personMessage(err) + "."})
 	}
 	if err != nil {
 		return err
@@ -174,7 +174,7 @@ func (h *Handler) SetGrantsPage(c *gin.Context) error {
 	saved, err := h.Accounts.SetGrants(c.Request.Context(), id, g, CurrentPrincipal(c))
 	var ve *models.ValidationError
 	if errors.As(err, &ve) {
-		return h.renderAccess(c, http.StatusUnprocessableEntity, accessForm{grantsOf: id, grants: g, grantErrors: problemsByField(ve, "")})
+		return h.renderAccess(c, errorStatus(err), accessForm{grantsOf: id, grants: g, grantErrors: problemsByField(ve, "")})
 	}
 	if err != nil {
 		return err

@@ -73,7 +73,7 @@ func (h *Handler) decideInConsole(c *gin.Context, approve bool) error {
 	if status >= http.StatusInternalServerError {
 		return err
 	}
-	f := &decisionFailure{id: id, reason: reason, message: personMessage(err, body.Error.Message)}
+	f := &decisionFailure{id: id, reason: reason, message: personMessage(err)}
 	var ve *models.ValidationError
 	if errors.As(err, &ve) {
 		f.message = ""
@@ -94,16 +94,10 @@ func (h *Handler) decideInConsole(c *gin.Context, approve bool) error {
 }
 
 // personMessage is an error's message for a person on a console page:
-// what follows its kind ("conflict: "), wherever wrapping put that, with a
+// what it says beyond its kind and context (models.Detail), with a
 // capital letter.
-func personMessage(err error, msg string) string {
-	for _, kind := range []error{models.ErrForbidden, models.ErrConflict, models.ErrNotFound, models.ErrInvalid} {
-		if errors.Is(err, kind) {
-			if _, after, ok := strings.Cut(msg, kind.Error()+": "); ok {
-				msg = after
-			}
-		}
-	}
+func personMessage(err error) string {
+	msg := models.Detail(err)
 	if msg != "" {
 		msg = strings.ToUpper(msg[:1]) + msg[1:]
 	}

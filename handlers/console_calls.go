@@ -108,7 +108,7 @@ func (h *Handler) CallsPage(c *gin.Context) error {
 	d.Filtered = form != views.CallFilterForm{}
 	p := h.Page(c, "Call history")
 	if len(d.Errors) > 0 {
-		return h.Render(c, http.StatusBadRequest, views.Calls(p, d))
+		return h.Render(c, statusFor(models.CodeInvalidRequest), views.Calls(p, d))
 	}
 	f.Offset = (d.Page - 1) * callsPageSize
 	calls, total, err := h.Invoker.History(ctx, me, f)

@@ -37,7 +37,7 @@ func (h *Handler) Playground(c *gin.Context) error {
 		var ve *models.ValidationError
 		switch {
 		case errors.As(err, &ve):
-			status = http.StatusUnprocessableEntity
+			status = errorStatus(err)
 			playgroundErrors(d.Form.Errors, ve)
 		case err != nil:
 			return err

@@ -2,7 +2,6 @@ package handlers
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
 	"net/http"
@@ -87,7 +86,7 @@ func (h *Handler) CreateToolForm(c *gin.Context) error {
 		}
 		return h.renderToolForm(c, status, h.toolForm(false, "", "", vals, problems))
 	}
-	return h.renderToolForm(c, http.StatusUnprocessableEntity, h.toolForm(false, "", "", vals, ps))
+	return h.renderToolForm(c, statusFor(models.CodeValidation), h.toolForm(false, "", "", vals, ps))
 }
 
 // EditToolPage shows the form prefilled from the current version, with
@@ -132,18 +131,17 @@ func (h *Handler) PublishToolForm(c *gin.Context) error {
 		}
 		return h.renderToolForm(c, status, h.toolForm(true, name, latest, vals, problems))
 	}
-	return h.renderToolForm(c, http.StatusUnprocessableEntity, h.toolForm(true, name, latest, vals, ps))
+	return h.renderToolForm(c, statusFor(models.CodeValidation), h.toolForm(true, name, latest, vals, ps))
 }
 
 // toolFormProblems turns a registry error the form can show into its status
-// and problems: validation problems (422), or a conflict (409) stated at
-// conflictAt.
+// and problems: validation problems, or a conflict stated at conflictAt.
 func toolFormProblems(err error, conflictAt, conflictMsg string) (int, []models.Problem, bool) {
 	if ve, ok := toolsValidation(err); ok {
-		return http.StatusUnprocessableEntity, ve.Problems, true
+		return errorStatus(err), ve.Problems, true
 	}
-	if errors.Is(err, models.ErrConflict) {
-		return http.StatusConflict, []models.Problem{{Pointer: conflictAt, Message: conflictMsg}}, true
+	if codeOf(err) == models.CodeConflict {
+		return errorStatus(err), []models.Problem{{Pointer: conflictAt, Message: conflictMsg}}, true
 	}
 	return 0, nil, false
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"net/http"
 	"net/url"
 	"regexp"
 	"slices"
@@ -30,10 +29,10 @@ func (h *Handler) TryToolForm(c *gin.Context) error {
 		return err
 	}
 	if d.Retired {
-		return fmt.Errorf("%w: %s is retired; roll back or publish a version before trying it", models.ErrInvalid, d.Name)
+		return models.ErrInvalid.Errorf("%s is retired; roll back or publish a version before trying it", d.Name)
 	}
 	if err := c.Request.ParseForm(); err != nil {
-		return fmt.Errorf("%w: read the form: %v", models.ErrInvalid, err)
+		return models.ErrInvalid.Errorf("read the form: %v", err)
 	}
 	fields := tryFields(json.RawMessage(d.Parameters), c.Request.PostForm)
 	d.Try = views.TryForm{Fields: fields, SessionID: strings.TrimSpace(c.PostForm("session_id"))}
@@ -41,7 +40,7 @@ func (h *Handler) TryToolForm(c *gin.Context) error {
 	args, ok := tryArguments(d.Try.Fields)
 	if !ok {
 		d.Try.Error = "No call was made: fix the fields marked below."
-		return h.Render(c, http.StatusUnprocessableEntity, views.ToolPage(page, *d))
+		return h.Render(c, statusFor(models.CodeValidation), views.ToolPage(page, *d))
 	}
 	res, err := h.Invoker.CallAcknowledged(c.Request.Context(), CurrentPrincipal(c), services.CallRequest{
 		Tool: d.Name, Version: d.Version, Arguments: args, SessionID: d.Try.SessionID,
@@ -50,7 +49,7 @@ func (h *Handler) TryToolForm(c *gin.Context) error {
 		return err
 	}
 	d.Try.Result = tryResult(res)
-	if e := res.Error; e != nil && e.Code == services.CodeValidation {
+	if e := res.Error; e != nil && e.Code == models.CodeValidation {
 		markTryProblems(&d.Try, e)
 	}
 	return h.Render(c, statusOf(res), views.ToolPage(page, *d))

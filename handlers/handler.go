@@ -1,6 +1,7 @@
 // Package handlers holds the /api/v1 JSON handlers and the page handlers:
 // each binds its input, calls one service and responds. Fail is the one
-// place that turns errors into HTTP statuses.
+// place that turns errors into HTTP statuses, by their code through the
+// table in errors.go, which call results and console forms answer with too.
 package handlers
 
 import (
@@ -53,13 +54,6 @@ type Links struct {
 	Readyz  string
 }
 
-// Errors for requests the HTTP layer itself refuses.
-var (
-	errTooLarge  = errors.New("request body too large")
-	errMediaType = errors.New("unsupported media type")
-	errMethod    = errors.New("method not allowed")
-)
-
 // ErrorBody is the one JSON shape of every error outside tool calls.
 type ErrorBody struct {
 	Error APIError `json:"error"`
@@ -100,59 +94,43 @@ func (h *Handler) Fail(c *gin.Context, err error) {
 	c.AbortWithStatusJSON(status, body)
 }
 
+// classify is the status and body err answers with: the status of its
+// code (httpStatus), its message, and what its kind adds (the problems of
+// a validation error, the tools closest to an unknown one, the wait after
+// too many wrong keys). A server fault is logged with its detail and
+// answered "internal error" only.
 func (h *Handler) classify(c *gin.Context, err error) (int, ErrorBody) {
 	reqID := c.GetString(RequestIDKey)
-	body := func(code, msg string) ErrorBody {
-		return ErrorBody{Error: APIError{Code: code, Message: msg, RequestID: reqID}}
-	}
+	code := codeOf(err)
+	b := ErrorBody{Error: APIError{Code: code, Message: err.Error(), RequestID: reqID}}
 	var ve *models.ValidationError
-	var tooLarge *http.MaxBytesError
+	var unknown *selection.UnknownToolError
+	var guesses *access.TooManyGuessesError
 	switch {
-	case errors.As(err, &ve):
-		b := body("VALIDATION_ERROR", "invalid "+ve.What)
-		b.Error.Problems = ve.Problems
-		return http.StatusUnprocessableEntity, b
-	case errors.As(err, &tooLarge), errors.Is(err, errTooLarge):
-		return http.StatusRequestEntityTooLarge, body("PAYLOAD_TOO_LARGE", fmt.Sprintf("request body is larger than %d bytes", MaxBodyBytes))
-	case errors.Is(err, errMediaType):
-		return http.StatusUnsupportedMediaType, body("UNSUPPORTED_MEDIA_TYPE", err.Error())
-	case errors.Is(err, errMethod):
-		return http.StatusMethodNotAllowed, body("METHOD_NOT_ALLOWED", err.Error())
-	case errors.Is(err, models.ErrInvalid):
-		return http.StatusBadRequest, body("INVALID_REQUEST", err.Error())
-	case errors.Is(err, models.ErrUnauthorized):
-		return http.StatusUnauthorized, body("UNAUTHORIZED", err.Error())
-	case errors.Is(err, models.ErrForbidden):
-		return http.StatusForbidden, body("FORBIDDEN", err.Error())
-	case errors.Is(err, models.ErrNotFound):
-		b := body("NOT_FOUND", err.Error())
-		var unknown *selection.UnknownToolError
-		if errors.As(err, &unknown) {
-			b.Error.Suggestions = unknown.Suggestions
-		}
-		return http.StatusNotFound, b
-	case errors.Is(err, models.ErrRateLimited):
-		var guesses *access.TooManyGuessesError
-		if errors.As(err, &guesses) {
-			c.Header("Retry-After", strconv.Itoa(guesses.RetryAfter))
-		}
-		return http.StatusTooManyRequests, body("RATE_LIMIT_EXCEEDED", err.Error())
-	case errors.Is(err, models.ErrConflict):
-		return http.StatusConflict, body("CONFLICT", err.Error())
+	case code == models.CodeValidation && errors.As(err, &ve):
+		b.Error.Message, b.Error.Problems = "invalid "+ve.What, ve.Problems
+	case code == models.CodePayloadTooLarge:
+		b.Error.Message = fmt.Sprintf("request body is larger than %d bytes", MaxBodyBytes)
+	case code == models.CodeNotFound && errors.As(err, &unknown):
+		b.Error.Suggestions = unknown.Suggestions
+	case code == models.CodeRateLimit && errors.As(err, &guesses):
+		c.Header("Retry-After", strconv.Itoa(guesses.RetryAfter))
+	case code == models.CodeInternal:
+		h.Log.ErrorContext(c.Request.Context(), "request failed", "err", err, "method", c.Request.Method,
+			"route", c.FullPath(), "request_id", reqID)
+		b.Error.Message = "internal error"
 	}
-	h.Log.ErrorContext(c.Request.Context(), "request failed", "err", err, "method", c.Request.Method,
-		"route", c.FullPath(), "request_id", reqID)
-	return http.StatusInternalServerError, body("INTERNAL", "internal error")
+	return statusFor(code), b
 }
 
 // NotFound answers requests no route matches.
 func (h *Handler) NotFound(c *gin.Context) {
-	h.Fail(c, fmt.Errorf("%w: no endpoint %s %s", models.ErrNotFound, c.Request.Method, c.Request.URL.Path))
+	h.Fail(c, models.ErrNotFound.Errorf("no endpoint %s %s", c.Request.Method, c.Request.URL.Path))
 }
 
 // MethodNotAllowed answers a known path asked with the wrong method.
 func (h *Handler) MethodNotAllowed(c *gin.Context) {
-	h.Fail(c, fmt.Errorf("%w: %s is not supported on %s", errMethod, c.Request.Method, c.Request.URL.Path))
+	h.Fail(c, errMethod.Errorf("%s is not supported on %s", c.Request.Method, c.Request.URL.Path))
 }
 
 // bindJSON decodes a JSON request body into v strictly: the content type
@@ -162,10 +140,10 @@ func bindJSON(c *gin.Context, v any) error {
 	if ct := c.GetHeader("Content-Type"); ct != "application/json" { // the usual one needs no parsing
 		mt, params, err := mime.ParseMediaType(ct)
 		if ct == "" || err != nil || mt != "application/json" {
-			return fmt.Errorf("%w: send the body as application/json (got %q)", errMediaType, ct)
+			return errMediaType.Errorf("send the body as application/json (got %q)", ct)
 		}
 		if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
-			return fmt.Errorf("%w: charset %q; send UTF-8", errMediaType, cs)
+			return errMediaType.Errorf("charset %q; send UTF-8", cs)
 		}
 	}
 	raw, err := io.ReadAll(io.LimitReader(c.Request.Body, MaxBodyBytes+1))
@@ -176,10 +154,10 @@ func bindJSON(c *gin.Context, v any) error {
 		return errTooLarge
 	}
 	if len(bytes.TrimSpace(raw)) == 0 {
-		return fmt.Errorf("%w: request body is empty; send a JSON object", models.ErrInvalid)
+		return models.ErrInvalid.Errorf("request body is empty; send a JSON object")
 	}
 	if !utf8.Valid(raw) {
-		return fmt.Errorf("%w: request body is not valid UTF-8", models.ErrInvalid)
+		return models.ErrInvalid.Errorf("request body is not valid UTF-8")
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
@@ -187,7 +165,7 @@ func bindJSON(c *gin.Context, v any) error {
 		return decodeError(err)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return fmt.Errorf("%w: request body holds more than one JSON value", models.ErrInvalid)
+		return models.ErrInvalid.Errorf("request body holds more than one JSON value")
 	}
 	return nil
 }
@@ -199,7 +177,7 @@ func decodeError(err error) error {
 	var typ *json.UnmarshalTypeError
 	switch {
 	case errors.As(err, &syn):
-		return fmt.Errorf("%w: malformed JSON at byte %d: %v", models.ErrInvalid, syn.Offset, syn)
+		return models.ErrInvalid.Errorf("malformed JSON at byte %d: %v", syn.Offset, syn)
 	case errors.As(err, &typ):
 		ptr := "/" + strings.ReplaceAll(typ.Field, ".", "/")
 		if typ.Field == "" {
@@ -209,11 +187,11 @@ func decodeError(err error) error {
 			Pointer: ptr, Message: fmt.Sprintf("must be %s, not JSON %s", jsonTypeName(typ.Type.Kind().String()), typ.Value),
 		}}}
 	case errors.Is(err, io.ErrUnexpectedEOF):
-		return fmt.Errorf("%w: malformed JSON: the body ends too early", models.ErrInvalid)
+		return models.ErrInvalid.Errorf("malformed JSON: the body ends too early")
 	case strings.HasPrefix(err.Error(), "json: unknown field"):
-		return fmt.Errorf("%w: %s is not part of this request", models.ErrInvalid, strings.TrimPrefix(err.Error(), "json: unknown field "))
+		return models.ErrInvalid.Errorf("%s is not part of this request", strings.TrimPrefix(err.Error(), "json: unknown field "))
 	}
-	return fmt.Errorf("%w: %v", models.ErrInvalid, err)
+	return models.ErrInvalid.Errorf("%v", err)
 }
 
 func jsonTypeName(kind string) string {
@@ -258,7 +236,7 @@ func intQuery(c *gin.Context, name string) (int, error) {
 	}
 	n, err := strconv.Atoi(s)
 	if err != nil {
-		return 0, fmt.Errorf("%w: query parameter %s=%q is not an integer", models.ErrInvalid, name, s)
+		return 0, models.ErrInvalid.Errorf("query parameter %s=%q is not an integer", name, s)
 	}
 	return n, nil
 }
@@ -268,7 +246,7 @@ func idParam(c *gin.Context, name string) (uint, error) {
 	s := c.Param(name)
 	n, err := strconv.ParseUint(s, 10, 32)
 	if err != nil || n == 0 {
-		return 0, fmt.Errorf("%w: %s %q is not a positive integer id", models.ErrInvalid, name, s)
+		return 0, models.ErrInvalid.Errorf("%s %q is not a positive integer id", name, s)
 	}
 	return uint(n), nil
 }

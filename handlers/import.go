@@ -3,7 +3,6 @@ package handlers
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"net/http"
 
 	"github.com/gin-gonic/gin"
@@ -67,7 +66,7 @@ func (h *Handler) ImportOpenAPI(c *gin.Context) error {
 	case len(doc) > 0 && doc[0] == '"':
 		var s string
 		if err := json.Unmarshal(doc, &s); err != nil {
-			return fmt.Errorf("%w: document: %v", models.ErrInvalid, err)
+			return models.ErrInvalid.Errorf("document: %v", err)
 		}
 		doc = []byte(s)
 	case len(doc) > 0 && doc[0] != '{':

@@ -1,7 +1,6 @@
 package handlers
 
 import (
-	"fmt"
 	"net/http"
 
 	"github.com/gin-gonic/gin"
@@ -45,10 +44,10 @@ func (h *Handler) GetStats(c *gin.Context) error {
 	}
 	// 0 means the default to the service: asked for, it is out of range.
 	if c.Query("hours") != "" && q.Hours < 1 {
-		return fmt.Errorf("%w: hours must be between 1 and %d", models.ErrInvalid, ops.MaxStatsHours)
+		return models.ErrInvalid.Errorf("hours must be between 1 and %d", ops.MaxStatsHours)
 	}
 	if c.Query("top") != "" && q.Top < 1 {
-		return fmt.Errorf("%w: top must be between 1 and 100", models.ErrInvalid)
+		return models.ErrInvalid.Errorf("top must be between 1 and 100")
 	}
 	sum, err := h.Stats.Summary(c.Request.Context(), q)
 	if err != nil {

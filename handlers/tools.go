@@ -2,7 +2,6 @@ package handlers
 
 import (
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
@@ -229,7 +228,7 @@ func (h *Handler) GetTool(c *gin.Context) error {
 func (h *Handler) PublishTool(c *gin.Context) error {
 	name := c.Param("name")
 	if !tooldef.NamePattern.MatchString(name) {
-		return fmt.Errorf("%w: %q is not a tool name", models.ErrInvalid, name)
+		return models.ErrInvalid.Errorf("%q is not a tool name", name)
 	}
 	var def tooldef.Definition
 	if err := bindJSON(c, &def); err != nil {
@@ -367,7 +366,7 @@ func boolQuery(c *gin.Context, name string) (bool, error) {
 	}
 	b, err := strconv.ParseBool(s)
 	if err != nil {
-		return false, fmt.Errorf("%w: query parameter %s=%q is not true or false", models.ErrInvalid, name, s)
+		return false, models.ErrInvalid.Errorf("query parameter %s=%q is not true or false", name, s)
 	}
 	return b, nil
 }
@@ -377,7 +376,7 @@ func boolQuery(c *gin.Context, name string) (bool, error) {
 func onlyQuery(c *gin.Context, known ...string) error {
 	for name := range c.Request.URL.Query() {
 		if !slices.Contains(known, name) {
-			return fmt.Errorf("%w: unknown query parameter %q (this endpoint takes %s)", models.ErrInvalid, name, strings.Join(known, ", "))
+			return models.ErrInvalid.Errorf("unknown query parameter %q (this endpoint takes %s)", name, strings.Join(known, ", "))
 		}
 	}
 	return nil

@@ -90,12 +90,12 @@ func (s *Store) DecideApproval(ctx context.Context, id, status, reason string, b
 			return err
 		}
 		if a.Status != ApprovalPending {
-			return fmt.Errorf("%w: approval %s is %s", ErrConflict, id, a.Status)
+			return ErrConflict.Errorf("approval %s is %s", id, a.Status)
 		}
 		now := time.Now().UTC()
 		if now.After(a.ExpiresAt) {
 			tx.Model(&a).Update("status", ApprovalExpired)
-			return fmt.Errorf("%w: approval %s expired at %s", ErrConflict, id, a.ExpiresAt.Format(time.RFC3339))
+			return ErrConflict.Errorf("approval %s expired at %s", id, a.ExpiresAt.Format(time.RFC3339))
 		}
 		a.Status, a.Reason, a.DecidedBy, a.DecidedAt = status, reason, &by, &now
 		return tx.Model(&a).Updates(map[string]any{"status": status, "reason": reason, "decided_by": by, "decided_at": now}).Error

@@ -38,7 +38,7 @@ var casbinColumns = []string{"v0", "v1", "v2", "v3", "v4", "v5"}
 
 func casbinRule(ptype string, rule []string) (CasbinRule, error) {
 	if len(rule) > len(casbinColumns) {
-		return CasbinRule{}, fmt.Errorf("%w: a policy rule of %d values (at most %d)", ErrInvalid, len(rule), len(casbinColumns))
+		return CasbinRule{}, ErrInvalid.Errorf("a policy rule of %d values (at most %d)", len(rule), len(casbinColumns))
 	}
 	v := make([]string, len(casbinColumns))
 	copy(v, rule)
@@ -175,7 +175,7 @@ func (a *CasbinAdapter) RemovePolicies(_, ptype string, rules [][]string) error 
 // from fieldIndex on are fieldValues, an empty one matching any value.
 func casbinFilter(ptype string, fieldIndex int, fieldValues []string) (map[string]any, error) {
 	if fieldIndex < 0 || fieldIndex+len(fieldValues) > len(casbinColumns) {
-		return nil, fmt.Errorf("%w: policy filter of %d values from field %d", ErrInvalid, len(fieldValues), fieldIndex)
+		return nil, ErrInvalid.Errorf("policy filter of %d values from field %d", len(fieldValues), fieldIndex)
 	}
 	cond := map[string]any{"ptype": ptype}
 	for i, v := range fieldValues {
@@ -184,7 +184,7 @@ func casbinFilter(ptype string, fieldIndex int, fieldValues []string) (map[strin
 		}
 	}
 	if len(cond) == 1 {
-		return nil, fmt.Errorf("%w: a policy filter with no value would match every rule", ErrInvalid)
+		return nil, ErrInvalid.Errorf("a policy filter with no value would match every rule")
 	}
 	return cond, nil
 }

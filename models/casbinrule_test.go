@@ -14,7 +14,7 @@ import (
 	"gorm.io/gorm"
 )
 
-// testCasbinModel is the authorization model of services.Authz, with role
+// testCasbinModel is the authorization model of access.Authz, with role
 // links so that g lines are stored too.
 const testCasbinModel = `
 [request_definition]
@@ -29,7 +29,7 @@ e = some(where (p.eft == allow))
 m = (r.sub == p.sub || g(r.sub, p.sub)) && keyMatch(r.obj, p.obj) && (p.act == "*" || r.act == p.act)
 `
 
-// loadEnforcer loads the policies stored at path, as services.NewAuthz does.
+// loadEnforcer loads the policies stored at path, as access.NewAuthz does.
 func loadEnforcer(t *testing.T, path string) (*casbin.SyncedEnforcer, *Store) {
 	t.Helper()
 	store, err := Open(context.Background(), path)

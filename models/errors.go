@@ -6,17 +6,171 @@ import (
 	"strings"
 )
 
-// The error vocabulary every layer wraps with context, e.g.
-// fmt.Errorf("%w: tool %q", ErrNotFound, name). Handlers map them to HTTP
-// statuses in one place.
-var (
-	ErrInvalid      = errors.New("invalid input")
-	ErrUnauthorized = errors.New("unauthorized")
-	ErrForbidden    = errors.New("forbidden")
-	ErrNotFound     = errors.New("not found")
-	ErrConflict     = errors.New("conflict")
-	ErrRateLimited  = errors.New("too many requests")
+// The error codes: every answer that is not a success names one of these,
+// whether it is an API error (handlers.ErrorBody), a tool call's ToolResult
+// or an MCP isError result. This file is the whole vocabulary; handlers
+// holds the one table from code to HTTP status, and its test fails for a
+// code without a status.
+const (
+	// CodeInvalidRequest is a request the API cannot read: malformed JSON,
+	// an unknown field or query parameter, a value out of range (ErrInvalid).
+	CodeInvalidRequest = "INVALID_REQUEST"
+	// CodeUnauthorized is a request without a valid API key or console
+	// session (ErrUnauthorized).
+	CodeUnauthorized = "UNAUTHORIZED"
+	// CodeForbidden is a request the caller's role may not make, or a
+	// reviewer deciding their own call (ErrForbidden).
+	CodeForbidden = "FORBIDDEN"
+	// CodeNotFound is an unknown tool, version, principal, key, call,
+	// approval or route (ErrNotFound).
+	CodeNotFound = "NOT_FOUND"
+	// CodeConflict is a request that contradicts what is stored: a name
+	// taken, the last admin key, an approval already decided (ErrConflict).
+	CodeConflict = "CONFLICT"
+	// CodeMethodNotAllowed is a known path asked with another method.
+	CodeMethodNotAllowed = "METHOD_NOT_ALLOWED"
+	// CodePayloadTooLarge is a request body over the API's limit.
+	CodePayloadTooLarge = "PAYLOAD_TOO_LARGE"
+	// CodeUnsupportedMediaType is a request body not sent as UTF-8 JSON.
+	CodeUnsupportedMediaType = "UNSUPPORTED_MEDIA_TYPE"
+
+	// CodeValidation is a well-formed input that breaks the rules, each
+	// problem located by a JSON pointer: a request body (ValidationError),
+	// or a call's arguments against the tool's parameters schema.
+	CodeValidation = "VALIDATION_ERROR"
+	// CodeRateLimit is a limit reached: calls of a tool by one principal,
+	// or wrong API keys from one address (ErrRateLimited); the answer says
+	// how long to wait.
+	CodeRateLimit = "RATE_LIMIT_EXCEEDED"
+	// CodeInternal is a server fault. An API answer says only "internal
+	// error"; the log has the detail.
+	CodeInternal = "INTERNAL"
+
+	// CodeToolNotFound is a call of a tool (or version) that does not
+	// exist; the suggestion names the closest tools the caller may use.
+	CodeToolNotFound = "TOOL_NOT_FOUND"
+	// CodePermissionDenied is a call of a tool the caller's role and
+	// grants do not allow.
+	CodePermissionDenied = "PERMISSION_DENIED"
+	// CodeConfirmationRequired is a call that waits for a reviewer's
+	// approval, or whose approval does not match it.
+	CodeConfirmationRequired = "CONFIRMATION_REQUIRED"
+	// CodeConfirmationDenied ends a call a reviewer denied or let expire;
+	// the suggestion carries the reviewer's reason.
+	CodeConfirmationDenied = "CONFIRMATION_DENIED"
+	// CodePathNotAllowed is a path argument outside the session's work
+	// directory.
+	CodePathNotAllowed = "PATH_NOT_ALLOWED"
+	// CodeCommandRejected is a shell command that is not one plain command.
+	CodeCommandRejected = "COMMAND_REJECTED"
+	// CodeURLNotAllowed is a URL the server will not fetch (internal
+	// addresses, schemes other than http and https).
+	CodeURLNotAllowed = "URL_NOT_ALLOWED"
+	// CodeQueueFull is a call refused because its category's queue is
+	// full; the answer says how long to wait.
+	CodeQueueFull = "QUEUE_FULL"
+	// CodeTimeout ends a call whose tool did not finish within its timeout.
+	CodeTimeout = "TIMEOUT"
+	// CodeCancelled ends a call cancelled while it waited or ran.
+	CodeCancelled = "CANCELLED"
+	// CodeUpstream ends a call whose tool's remote service failed or
+	// did not answer.
+	CodeUpstream = "UPSTREAM_ERROR"
+	// CodeExecutionFailed ends a call whose tool ran and failed.
+	CodeExecutionFailed = "EXECUTION_FAILED"
+	// CodeSandboxUnavailable ends a call of a sandboxed tool on a server
+	// without a working sandbox.
+	CodeSandboxUnavailable = "SANDBOX_UNAVAILABLE"
+	// CodeSandboxLimit ends a call that reached a limit of its sandbox
+	// (memory, processes, output, the work directory's quota).
+	CodeSandboxLimit = "SANDBOX_LIMIT"
 )
+
+// Kind is a sentinel error of the vocabulary, tied to the code an error of
+// its kind answers with. Every layer returns one with what went wrong,
+// ErrNotFound.Errorf("tool %q", name), and errors.Is finds it under any
+// wrapping.
+type Kind struct {
+	code string
+	text string
+}
+
+// NewKind returns a sentinel answering with code: the HTTP layer's own
+// refusals (a body too large, a method not allowed) are kinds too.
+func NewKind(code, text string) *Kind { return &Kind{code: code, text: text} }
+
+func (k *Kind) Error() string { return k.text }
+
+// Code is the code an error of this kind answers with.
+func (k *Kind) Code() string { return k.code }
+
+// Errorf returns an error of this kind saying what went wrong:
+// ErrNotFound.Errorf("tool %q", name) reads `not found: tool "x"`, as
+// ErrNotFound.Errorf("tool %q", name) would, but keeps the
+// detail apart from the kind for a person reading it (Detail). A %w in
+// format wraps as in fmt.Errorf.
+func (k *Kind) Errorf(format string, args ...any) error {
+	return &kindError{kind: k, detail: fmt.Errorf(format, args...)}
+}
+
+// kindError is an error of a kind with its detail.
+type kindError struct {
+	kind   *Kind
+	detail error
+}
+
+func (e *kindError) Error() string { return e.kind.text + ": " + e.detail.Error() }
+
+func (e *kindError) Unwrap() []error { return []error{e.kind, e.detail} }
+
+// Detail is what err says to a person: the detail of the kind it carries,
+// without the kind or the context wrapped around it ("revoke api key 1:
+// conflict: key 1 is the last active admin key" says "key 1 is the last
+// active admin key"), or its whole message when it carries no detail.
+func Detail(err error) string {
+	var e *kindError
+	if errors.As(err, &e) {
+		return e.detail.Error()
+	}
+	return err.Error()
+}
+
+// The kinds every layer returns.
+var (
+	ErrInvalid      = NewKind(CodeInvalidRequest, "invalid input")
+	ErrUnauthorized = NewKind(CodeUnauthorized, "unauthorized")
+	ErrForbidden    = NewKind(CodeForbidden, "forbidden")
+	ErrNotFound     = NewKind(CodeNotFound, "not found")
+	ErrConflict     = NewKind(CodeConflict, "conflict")
+	ErrRateLimited  = NewKind(CodeRateLimit, "too many requests")
+)
+
+// kinds are the sentinels CodeOf tries for errors that match one through
+// an Is method rather than by wrapping it, in this order.
+var kinds = []*Kind{ErrInvalid, ErrUnauthorized, ErrForbidden, ErrNotFound, ErrRateLimited, ErrConflict}
+
+// CodeOf is the code err answers with: CodeValidation for a
+// ValidationError, the code of the kind it wraps or matches, and
+// CodeInternal for anything else (a fault, not the caller's); "" for nil.
+func CodeOf(err error) string {
+	if err == nil {
+		return ""
+	}
+	var ve *ValidationError
+	if errors.As(err, &ve) {
+		return CodeValidation
+	}
+	var k *Kind
+	if errors.As(err, &k) {
+		return k.code
+	}
+	for _, k := range kinds {
+		if errors.Is(err, k) {
+			return k.code
+		}
+	}
+	return CodeInternal
+}
 
 // Problem is one thing wrong with an input, located by a JSON pointer
 // (RFC 6901) into the document the caller sent.

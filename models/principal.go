@@ -42,7 +42,7 @@ func (s *Store) CreatePrincipal(ctx context.Context, p *Principal, key *APIKey) 
 		return tx.Create(key).Error
 	})
 	if errors.Is(err, gorm.ErrDuplicatedKey) {
-		return fmt.Errorf("%w: principal %q", ErrConflict, p.Name)
+		return ErrConflict.Errorf("principal %q", p.Name)
 	}
 	if err != nil {
 		return fmt.Errorf("create principal %q: %w", p.Name, err)
@@ -90,7 +90,7 @@ func (s *Store) PrincipalByName(ctx context.Context, name string) (*Principal, e
 func (s *Store) CreateAPIKey(ctx context.Context, key *APIKey) error {
 	if err := s.db.WithContext(ctx).Create(key).Error; err != nil {
 		if errors.Is(err, gorm.ErrDuplicatedKey) {
-			return fmt.Errorf("%w: that key is already in use", ErrConflict)
+			return ErrConflict.Errorf("that key is already in use")
 		}
 		return fmt.Errorf("create api key: %w", err)
 	}

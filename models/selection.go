@@ -237,7 +237,7 @@ func (s *Store) DeleteLearnedQuery(ctx context.Context, name string, id uint) er
 		return fmt.Errorf("delete learned query %d: %w", id, res.Error)
 	}
 	if res.RowsAffected == 0 {
-		return fmt.Errorf("%w: learned query %d of tool %q", ErrNotFound, id, name)
+		return ErrNotFound.Errorf("learned query %d of tool %q", id, name)
 	}
 	return nil
 }

@@ -130,7 +130,7 @@ func (s *Store) ImportTools(ctx context.Context, creates, publishes []NewTool, c
 		return nil
 	})
 	if errors.Is(err, gorm.ErrDuplicatedKey) {
-		return nil, nil, fmt.Errorf("%w: tool %q is already registered (publish a new version with PUT /api/v1/tools/%s)", ErrConflict, failed, failed)
+		return nil, nil, ErrConflict.Errorf("tool %q is already registered (publish a new version with PUT /api/v1/tools/%s)", failed, failed)
 	}
 	if err != nil {
 		var ve *ValidationError
@@ -172,7 +172,7 @@ func (s *Store) PublishToolVersion(ctx context.Context, name string, sum ToolSum
 		return err
 	})
 	if errors.Is(err, gorm.ErrDuplicatedKey) {
-		return nil, fmt.Errorf("%w: tool %q already has version %s", ErrConflict, name, v.Version)
+		return nil, ErrConflict.Errorf("tool %q already has version %s", name, v.Version)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("publish tool %q version %s: %w", name, v.Version, err)
@@ -240,7 +240,7 @@ func (s *Store) RetireTool(ctx context.Context, name string) error {
 		return fmt.Errorf("retire tool %q: %w", name, res.Error)
 	}
 	if res.RowsAffected == 0 {
-		return fmt.Errorf("%w: tool %q (or it is already retired)", ErrNotFound, name)
+		return ErrNotFound.Errorf("tool %q (or it is already retired)", name)
 	}
 	return nil
 }
@@ -253,7 +253,7 @@ func (s *Store) ToolByName(ctx context.Context, name string, includeRetired bool
 		return nil, nil, notFound(err, "tool %q", name)
 	}
 	if tool.RetiredAt != nil && !includeRetired {
-		return nil, nil, fmt.Errorf("%w: tool %q is retired (its versions stay readable; publish a new version or roll back to restore it)", ErrNotFound, name)
+		return nil, nil, ErrNotFound.Errorf("tool %q is retired (its versions stay readable; publish a new version or roll back to restore it)", name)
 	}
 	var ver ToolVersion
 	if err := s.db.WithContext(ctx).First(&ver, *tool.CurrentVersionID).Error; err != nil {
@@ -391,7 +391,7 @@ func escapeLike(s string) string {
 // looked for, and passes other errors through.
 func notFound(err error, format string, args ...any) error {
 	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return fmt.Errorf("%w: "+format, append([]any{ErrNotFound}, args...)...)
+		return ErrNotFound.Errorf(format, args...)
 	}
 	return err
 }

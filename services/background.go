@@ -89,7 +89,7 @@ func (inv *Invoker) resume(ctx context.Context, callID, approvalID string) error
 
 // interrupted is the result of a call the server stopped while it ran.
 func interrupted() ToolResult {
-	res := failure(CodeInternal, "the server stopped while this call ran", true, "Call the tool again if the task still needs it.")
+	res := failure(models.CodeInternal, "the server stopped while this call ran", true, "Call the tool again if the task still needs it.")
 	res.Status = models.StatusInterrupted
 	return res
 }
@@ -158,7 +158,7 @@ func (inv *Invoker) Recover(ctx context.Context) error {
 		res.CallID = rec.ID
 		raw, _ := json.Marshal(res)
 		now := time.Now().UTC()
-		rec.Status, rec.ErrorCode, rec.Result, rec.Request, rec.FinishedAt = models.StatusInterrupted, CodeInternal, string(raw), "", &now
+		rec.Status, rec.ErrorCode, rec.Result, rec.Request, rec.FinishedAt = models.StatusInterrupted, models.CodeInternal, string(raw), "", &now
 		if err := inv.store.SaveCall(ctx, &rec); err != nil {
 			return err
 		}
@@ -193,7 +193,7 @@ func (inv *Invoker) Approvals(ctx context.Context, status string) ([]models.Appr
 		status = ""
 	case models.ApprovalPending, models.ApprovalApproved, models.ApprovalDenied, models.ApprovalExpired, models.ApprovalUsed:
 	default:
-		return nil, fmt.Errorf("%w: status %q is not pending, approved, denied, expired, used or all", models.ErrInvalid, status)
+		return nil, models.ErrInvalid.Errorf("status %q is not pending, approved, denied, expired, used or all", status)
 	}
 	return inv.store.Approvals(ctx, status, 500)
 }
@@ -215,7 +215,7 @@ func (inv *Invoker) Decide(ctx context.Context, reviewer *models.Principal, id s
 	}
 	a, err := inv.store.DecideApproval(ctx, id, status, reason, reviewer.ID, func(a *models.Approval) error {
 		if a.PrincipalID == reviewer.ID {
-			return fmt.Errorf("%w: you made this call; another reviewer must decide it", models.ErrForbidden)
+			return models.ErrForbidden.Errorf("you made this call; another reviewer must decide it")
 		}
 		return nil
 	})
@@ -240,7 +240,7 @@ func (inv *Invoker) Decide(ctx context.Context, reviewer *models.Principal, id s
 		return a, nil
 	}
 	suggestion := "A reviewer denied this call: " + reason + ". Do not retry it; tell the user or take another way."
-	return a, inv.endCall(ctx, a.CallID, CodeConfirmationDenied, "a reviewer denied the call", suggestion)
+	return a, inv.endCall(ctx, a.CallID, models.CodeConfirmationDenied, "a reviewer denied the call", suggestion)
 }
 
 // expire ends the calls whose approval ran out of time.
@@ -251,7 +251,7 @@ func (inv *Invoker) expire(ctx context.Context) error {
 	}
 	for _, a := range expired {
 		inv.metrics.Decided(models.ApprovalExpired)
-		if err := inv.endCall(ctx, a.CallID, CodeConfirmationDenied, "no reviewer approved the call in time",
+		if err := inv.endCall(ctx, a.CallID, models.CodeConfirmationDenied, "no reviewer approved the call in time",
 			"The approval expired. Call the tool again if the task still needs it."); err != nil {
 			return err
 		}
@@ -308,12 +308,12 @@ func (inv *Invoker) Cancel(ctx context.Context, caller *models.Principal, id str
 		return nil
 	}
 	if rec.Status != models.StatusAwaitingApproval && rec.Status != models.StatusQueued {
-		return fmt.Errorf("%w: call %s is %s and can no longer be cancelled", models.ErrConflict, id, rec.Status)
+		return models.ErrConflict.Errorf("call %s is %s and can no longer be cancelled", id, rec.Status)
 	}
 	if err := inv.store.CancelApprovalsOf(ctx, id); err != nil {
 		return err
 	}
-	return inv.endCall(ctx, id, CodeCancelled, "the call was cancelled", "")
+	return inv.endCall(ctx, id, models.CodeCancelled, "the call was cancelled", "")
 }
 
 // ReportPendingApprovals exposes the number of approvals waiting for a

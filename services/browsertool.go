@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"toolbelt/models"
 	"toolbelt/services/browser"
 )
 
@@ -23,7 +24,7 @@ func (inv *Invoker) WithBrowser(b *browser.Browser) *Invoker {
 // directory.
 func (inv *Invoker) browserNavigate(ctx context.Context, c *call) (any, error) {
 	if inv.browser == nil {
-		return nil, &toolError{code: CodeExecutionFailed, msg: "Chromium is not installed on this server",
+		return nil, &toolError{code: models.CodeExecutionFailed, msg: "Chromium is not installed on this server",
 			suggestion: "Do not retry; use http_request to fetch the page instead."}
 	}
 	target, _ := c.args["url"].(string)
@@ -49,13 +50,13 @@ func (inv *Invoker) browserNavigate(ctx context.Context, c *call) (any, error) {
 		case !errors.As(err, &be):
 			return nil, err
 		case be.Kind == browser.KindBlocked:
-			return nil, &toolError{code: CodeURLNotAllowed, msg: be.Msg, suggestion: "Use a public http or https URL; internal addresses are never opened."}
+			return nil, &toolError{code: models.CodeURLNotAllowed, msg: be.Msg, suggestion: "Use a public http or https URL; internal addresses are never opened."}
 		case be.Kind == browser.KindInvalid:
-			return nil, &toolError{code: CodeValidation, msg: be.Msg, suggestion: "Send an absolute http or https URL."}
+			return nil, &toolError{code: models.CodeValidation, msg: be.Msg, suggestion: "Send an absolute http or https URL."}
 		case be.Kind == browser.KindNavigation:
-			return nil, &toolError{code: CodeUpstream, msg: be.Msg, retryable: true, suggestion: "The site did not answer; check the URL or try later."}
+			return nil, &toolError{code: models.CodeUpstream, msg: be.Msg, retryable: true, suggestion: "The site did not answer; check the URL or try later."}
 		}
-		return nil, &toolError{code: CodeExecutionFailed, msg: be.Msg, retryable: be.Kind == browser.KindUnavailable, suggestion: "Try again later, or use http_request."}
+		return nil, &toolError{code: models.CodeExecutionFailed, msg: be.Msg, retryable: be.Kind == browser.KindUnavailable, suggestion: "Try again later, or use http_request."}
 	}
 	links := make([]map[string]string, len(page.Links))
 	for i, l := range page.Links {

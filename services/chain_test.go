@@ -64,7 +64,7 @@ func TestResolveGuard(t *testing.T) {
 				}
 				return
 			}
-			if res.Success || res.Error.Code != CodeToolNotFound || res.Status != models.StatusRefused {
+			if res.Success || res.Error.Code != models.CodeToolNotFound || res.Status != models.StatusRefused {
 				t.Fatalf("want TOOL_NOT_FOUND, got %+v", res)
 			}
 			if !strings.Contains(res.Error.Message, tc.wantInMessage) || !strings.Contains(res.Error.Suggestion, tc.wantInSuggestion) {
@@ -117,7 +117,7 @@ func TestValidateGuard(t *testing.T) {
 				}
 				return
 			}
-			if res.Success || res.Error.Code != CodeValidation || res.Status != models.StatusRefused {
+			if res.Success || res.Error.Code != models.CodeValidation || res.Status != models.StatusRefused {
 				t.Fatalf("want VALIDATION_ERROR, got %+v", res)
 			}
 			var got []string
@@ -162,23 +162,23 @@ func TestSecureGuard(t *testing.T) {
 		code string // "" passes
 	}{
 		{"relative path", fileTool, map[string]any{"path": "notes/a.txt"}, ""},
-		{"dot-dot", fileTool, map[string]any{"path": "notes/../../x"}, CodePathNotAllowed},
-		{"absolute path", fileTool, map[string]any{"path": "/etc/passwd"}, CodePathNotAllowed},
-		{"windows path", fileTool, map[string]any{"path": `C:\Windows\win.ini`}, CodePathNotAllowed},
-		{"NUL byte", fileTool, map[string]any{"path": "a\x00b"}, CodePathNotAllowed},
+		{"dot-dot", fileTool, map[string]any{"path": "notes/../../x"}, models.CodePathNotAllowed},
+		{"absolute path", fileTool, map[string]any{"path": "/etc/passwd"}, models.CodePathNotAllowed},
+		{"windows path", fileTool, map[string]any{"path": `C:\Windows\win.ini`}, models.CodePathNotAllowed},
+		{"NUL byte", fileTool, map[string]any{"path": "a\x00b"}, models.CodePathNotAllowed},
 		{"inside allowed paths", reports, map[string]any{"path": "reports/q3.csv"}, ""},
-		{"outside allowed paths", reports, map[string]any{"path": "secrets/key"}, CodePathNotAllowed},
-		{"allowed-path prefix is not a parent", reports, map[string]any{"path": "reports-old/x"}, CodePathNotAllowed},
+		{"outside allowed paths", reports, map[string]any{"path": "secrets/key"}, models.CodePathNotAllowed},
+		{"allowed-path prefix is not a parent", reports, map[string]any{"path": "reports-old/x"}, models.CodePathNotAllowed},
 		{"plain command", shell, map[string]any{"command": "ls -la /tmp"}, ""},
-		{"chained command", shell, map[string]any{"command": "ls; rm -rf /"}, CodeCommandRejected},
-		{"substitution", shell, map[string]any{"command": "echo $(cat /etc/shadow)"}, CodeCommandRejected},
-		{"redirect", shell, map[string]any{"command": "echo x > /etc/passwd"}, CodeCommandRejected},
+		{"chained command", shell, map[string]any{"command": "ls; rm -rf /"}, models.CodeCommandRejected},
+		{"substitution", shell, map[string]any{"command": "echo $(cat /etc/shadow)"}, models.CodeCommandRejected},
+		{"redirect", shell, map[string]any{"command": "echo x > /etc/passwd"}, models.CodeCommandRejected},
 		{"pipe allowed by the tool", piping, map[string]any{"command": "ls | wc -l"}, ""},
 		{"public URL", web, map[string]any{"url": "https://example.com/a"}, ""},
-		{"loopback URL", web, map[string]any{"url": "http://127.0.0.1:8080/"}, CodeURLNotAllowed},
-		{"metadata service", web, map[string]any{"url": "http://169.254.169.254/latest/"}, CodeURLNotAllowed},
-		{"file scheme", web, map[string]any{"url": "file:///etc/passwd"}, CodeURLNotAllowed},
-		{"localhost name", web, map[string]any{"url": "http://localhost/"}, CodeURLNotAllowed},
+		{"loopback URL", web, map[string]any{"url": "http://127.0.0.1:8080/"}, models.CodeURLNotAllowed},
+		{"metadata service", web, map[string]any{"url": "http://169.254.169.254/latest/"}, models.CodeURLNotAllowed},
+		{"file scheme", web, map[string]any{"url": "file:///etc/passwd"}, models.CodeURLNotAllowed},
+		{"localhost name", web, map[string]any{"url": "http://localhost/"}, models.CodeURLNotAllowed},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -7,10 +7,11 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"toolbelt/models"
-	"toolbelt/services/tooldef"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"toolbelt/models"
+	"toolbelt/services/tooldef"
 )
 
 // MaxCompositeDepth bounds composites calling composites (a cycle through
@@ -130,7 +131,7 @@ func (inv *Invoker) stepsNeedApproval(ctx context.Context, def tooldef.Definitio
 // that does not succeed ends the composite with its error.
 func (inv *Invoker) composite(ctx context.Context, c *call) ToolResult {
 	if c.depth >= MaxCompositeDepth {
-		return failure(CodeExecutionFailed, fmt.Sprintf("composites call composites %d deep here; at most %d levels run", c.depth+1, MaxCompositeDepth), false,
+		return failure(models.CodeExecutionFailed, fmt.Sprintf("composites call composites %d deep here; at most %d levels run", c.depth+1, MaxCompositeDepth), false,
 			"A composite tool calls itself through others: ask an administrator to fix its steps.")
 	}
 	scope := map[string]any{"input": c.args, "steps": []any{}}
@@ -140,7 +141,7 @@ func (inv *Invoker) composite(ctx context.Context, c *call) ToolResult {
 		if len(bytes.TrimSpace(st.Arguments)) > 0 {
 			tmpl, err := decodeValue(st.Arguments)
 			if err != nil {
-				return failure(CodeInternal, fmt.Sprintf("step %d (%s): its arguments do not load", i, st.Tool), false, "Report this tool to an administrator.")
+				return failure(models.CodeInternal, fmt.Sprintf("step %d (%s): its arguments do not load", i, st.Tool), false, "Report this tool to an administrator.")
 			}
 			filled, err := replaceRefs(tmpl, func(ref string) (any, error) {
 				ptr, ok := strings.CutPrefix(ref, "#")
@@ -150,7 +151,7 @@ func (inv *Invoker) composite(ctx context.Context, c *call) ToolResult {
 				return tooldef.Pointer(scope, ptr)
 			})
 			if err != nil {
-				res := failure(CodeValidation, fmt.Sprintf("step %d (%s): %v", i, st.Tool, err), false,
+				res := failure(models.CodeValidation, fmt.Sprintf("step %d (%s): %v", i, st.Tool, err), false,
 					"Check the composite's input against its schema; a step refers to a value it did not get.")
 				res.Data = mustMarshal(map[string]any{"steps": steps})
 				return res
@@ -179,7 +180,7 @@ func (inv *Invoker) composite(ctx context.Context, c *call) ToolResult {
 		if !res.Success {
 			e := res.Error
 			if e == nil {
-				e = &ToolError{Code: CodeExecutionFailed, Message: res.Status}
+				e = &ToolError{Code: models.CodeExecutionFailed, Message: res.Status}
 			}
 			out := ToolResult{Status: models.StatusFailed, Error: &ToolError{Code: e.Code, Retryable: e.Retryable, Suggestion: e.Suggestion,
 				Problems: e.Problems, Message: fmt.Sprintf("step %d (%s) ended %s: %s", i, st.Tool, res.Status, e.Message)}}

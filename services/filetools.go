@@ -14,6 +14,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"toolbelt/models"
 	"toolbelt/services/sandbox"
 )
 
@@ -31,13 +32,13 @@ const maxListEntries = 1000
 func pathError(p string, err error) error {
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return &toolError{code: CodeExecutionFailed, msg: fmt.Sprintf("%s does not exist", p), suggestion: "List the directory with file_list to see which files exist."}
+		return &toolError{code: models.CodeExecutionFailed, msg: fmt.Sprintf("%s does not exist", p), suggestion: "List the directory with file_list to see which files exist."}
 	case strings.Contains(err.Error(), "escapes from parent"), strings.Contains(err.Error(), "path escapes"):
-		return &toolError{code: CodePathNotAllowed, msg: fmt.Sprintf("%s leads outside the work directory", p), suggestion: "Use a path inside the session work directory."}
+		return &toolError{code: models.CodePathNotAllowed, msg: fmt.Sprintf("%s leads outside the work directory", p), suggestion: "Use a path inside the session work directory."}
 	case errors.Is(err, fs.ErrPermission):
-		return &toolError{code: CodePathNotAllowed, msg: fmt.Sprintf("%s may not be accessed", p), suggestion: "Use another file."}
+		return &toolError{code: models.CodePathNotAllowed, msg: fmt.Sprintf("%s may not be accessed", p), suggestion: "Use another file."}
 	}
-	return &toolError{code: CodeExecutionFailed, msg: fmt.Sprintf("%s: %v", p, err), suggestion: "Check the path and try again."}
+	return &toolError{code: models.CodeExecutionFailed, msg: fmt.Sprintf("%s: %v", p, err), suggestion: "Check the path and try again."}
 }
 
 // dirUsage is what a session's work directory holds, as file_write
@@ -82,7 +83,7 @@ func withinQuota(c *call, root *os.Root, p string, n int64, appending bool) (int
 	if !u.known {
 		used, err := sandbox.DirUsage(c.workDir)
 		if errors.Is(err, sandbox.ErrTooManyEntries) {
-			return 0, &toolError{code: CodeSandboxLimit,
+			return 0, &toolError{code: models.CodeSandboxLimit,
 				msg:        fmt.Sprintf("the work directory %s, more than a session may, so the disk quota cannot be checked", strings.Replace(err.Error(), "more than", "holds more than", 1)),
 				suggestion: "Use another session_id; an administrator can remove this session's files."}
 		} else if err != nil {
@@ -101,7 +102,7 @@ func withinQuota(c *call, root *os.Root, p string, n int64, appending bool) (int
 	if u.bytes+add <= c.quota {
 		return before, nil
 	}
-	return 0, &toolError{code: CodeSandboxLimit,
+	return 0, &toolError{code: models.CodeSandboxLimit,
 		msg: fmt.Sprintf("writing %d bytes to %s would pass the session's disk quota of %d MiB (the work directory holds %.1f MiB)",
 			n, p, c.quota>>20, float64(u.bytes)/(1<<20)),
 		suggestion: "Delete files you no longer need from the work directory, or write less."}
@@ -164,7 +165,7 @@ func openError(root *os.Root, p string, err error) error {
 }
 
 func specialFile(p, what string) error {
-	return &toolError{code: CodePathNotAllowed, msg: fmt.Sprintf("%s is %s: the file tools read and write regular files only", p, what),
+	return &toolError{code: models.CodePathNotAllowed, msg: fmt.Sprintf("%s is %s: the file tools read and write regular files only", p, what),
 		suggestion: "Use a regular file."}
 }
 
@@ -221,7 +222,7 @@ func fileRead(c *call) (any, error) {
 		return nil, pathError(p, err)
 	}
 	if info.IsDir() {
-		return nil, &toolError{code: CodeExecutionFailed, msg: p + " is a directory", suggestion: "Use file_list for directories."}
+		return nil, &toolError{code: models.CodeExecutionFailed, msg: p + " is a directory", suggestion: "Use file_list for directories."}
 	}
 	if err := regularFile(p, info); err != nil {
 		return nil, err
@@ -238,7 +239,7 @@ func fileRead(c *call) (any, error) {
 			trimmed = trimmed[:len(trimmed)-1]
 		}
 		if !utf8.Valid(trimmed) {
-			return nil, &toolError{code: CodeExecutionFailed, msg: p + " is not UTF-8 text", suggestion: "file_read reads text files only."}
+			return nil, &toolError{code: models.CodeExecutionFailed, msg: p + " is not UTF-8 text", suggestion: "file_read reads text files only."}
 		}
 		buf = trimmed
 	}
@@ -259,7 +260,7 @@ func fileWrite(c *call) (any, error) {
 		defer c.usage.mu.Unlock()
 	}
 	if depth := strings.Count(path.Clean(p), "/"); depth >= maxPathDepth {
-		return nil, &toolError{code: CodeValidation, msg: fmt.Sprintf("%s is %d directories deep; at most %d are allowed", p, depth, maxPathDepth-1),
+		return nil, &toolError{code: models.CodeValidation, msg: fmt.Sprintf("%s is %d directories deep; at most %d are allowed", p, depth, maxPathDepth-1),
 			suggestion: "Use a shallower path."}
 	}
 	before, err := withinQuota(c, root, p, int64(len(content)), appendMode)
@@ -290,7 +291,7 @@ func fileWrite(c *call) (any, error) {
 			return nil, pathError(p, err)
 		}
 		if info.IsDir() {
-			return nil, &toolError{code: CodeExecutionFailed, msg: p + " is a directory", suggestion: "Write to a file path inside it."}
+			return nil, &toolError{code: models.CodeExecutionFailed, msg: p + " is a directory", suggestion: "Write to a file path inside it."}
 		}
 		return nil, regularFile(p, info)
 	}
@@ -325,7 +326,7 @@ func fileList(ctx context.Context, c *call) (any, error) {
 	pattern, _ := c.args["pattern"].(string)
 	if pattern != "" {
 		if _, err := path.Match(pattern, ""); err != nil {
-			return nil, &toolError{code: CodeValidation, msg: fmt.Sprintf("pattern %q is not a valid glob", pattern), suggestion: "Use a glob such as *.go."}
+			return nil, &toolError{code: models.CodeValidation, msg: fmt.Sprintf("pattern %q is not a valid glob", pattern), suggestion: "Use a glob such as *.go."}
 		}
 	}
 	root, err := openRoot(c)

@@ -10,11 +10,12 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"toolbelt/models"
 	"toolbelt/services/catalog"
 	"toolbelt/services/redact"
 	"toolbelt/services/tooldef"
 	"unicode/utf8"
+
+	"toolbelt/models"
 )
 
 // FuzzCheckPath: a path the guard accepts never leaves the work directory
@@ -55,7 +56,7 @@ func FuzzValidateArguments(f *testing.F) {
 		c := &call{def: def, version: 1, req: CallRequest{Arguments: raw}}
 		res := step(context.Background(), c)
 		if !res.Success {
-			if res.Error == nil || res.Error.Code != CodeValidation {
+			if res.Error == nil || res.Error.Code != models.CodeValidation {
 				t.Fatalf("refused without VALIDATION_ERROR: %+v", res)
 			}
 			return

@@ -13,12 +13,8 @@ import (
 	"github.com/ulule/limiter/v3"
 	"github.com/ulule/limiter/v3/drivers/store/memory"
 	"golang.org/x/sync/semaphore"
-)
 
-// Codes of the limit and queue guards.
-const (
-	CodeRateLimit = "RATE_LIMIT_EXCEEDED"
-	CodeQueueFull = "QUEUE_FULL"
+	"toolbelt/models"
 )
 
 // rateLimits counts calls per tool and principal in memory (ulule/limiter;
@@ -45,12 +41,12 @@ func (inv *Invoker) limit(next Step) Step {
 		key := fmt.Sprintf("%s|%d|%d|%d", c.def.Name, pid, rl.MaxCalls, rl.WindowMs)
 		lc, err := inv.limits.store.Get(ctx, key, limiter.Rate{Period: time.Duration(rl.WindowMs) * time.Millisecond, Limit: int64(rl.MaxCalls)})
 		if err != nil {
-			return failure(CodeInternal, "internal error", true, "Try again.")
+			return failure(models.CodeInternal, "internal error", true, "Try again.")
 		}
 		if lc.Reached {
 			inv.metrics.Limited(c.def.Name)
 			wait := max(1, int(time.Until(time.Unix(lc.Reset, 0)).Seconds()+0.999))
-			res := refusal(CodeRateLimit,
+			res := refusal(models.CodeRateLimit,
 				fmt.Sprintf("%s allows %d calls per %s and you have made them", c.def.Name, rl.MaxCalls, time.Duration(rl.WindowMs)*time.Millisecond),
 				fmt.Sprintf("Wait %d s before calling %s again, or do something else meanwhile.", wait, c.def.Name))
 			res.Error.Retryable = true
@@ -121,7 +117,7 @@ func (inv *Invoker) queue(next Step) Step {
 			waitStart := time.Now()
 			if cq.waiting.Add(1) > int64(inv.queues.maxWait) {
 				cq.waiting.Add(-1)
-				res := refusal(CodeQueueFull,
+				res := refusal(models.CodeQueueFull,
 					fmt.Sprintf("too many %s calls are waiting (%d running, %d waiting)", c.def.Category, cq.limit, inv.queues.maxWait),
 					"Wait a few seconds and call again.")
 				res.Error.Retryable = true
@@ -135,7 +131,7 @@ func (inv *Invoker) queue(next Step) Step {
 			inv.metrics.QueueWaited(c.def.Category, time.Since(waitStart))
 			c.queueMs = time.Since(waitStart).Milliseconds()
 			if err != nil {
-				return failure(CodeCancelled, "the call was cancelled while it waited for a free slot", false, "")
+				return failure(models.CodeCancelled, "the call was cancelled while it waited for a free slot", false, "")
 			}
 		}
 		cq.running.Add(1)
@@ -183,7 +179,7 @@ func withRetries(ctx context.Context, maxRetries int, sleep func(context.Context
 		return res, errRetryable
 	}, backoff.WithBackOff(wait), backoff.WithMaxTries(uint(max(maxRetries, 0))+1), backoff.WithMaxElapsedTime(0))
 	if wait.err != nil || (err != nil && !errors.Is(err, errRetryable)) {
-		return failure(CodeCancelled, "the call was cancelled between retries", false, ""), n
+		return failure(models.CodeCancelled, "the call was cancelled between retries", false, ""), n
 	}
 	return res, n
 }

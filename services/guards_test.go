@@ -21,8 +21,8 @@ import (
 
 // TestWithRetries checks the retry loop with a fake sleep: no test sleeps.
 func TestWithRetries(t *testing.T) {
-	retryable := failure(CodeTimeout, "slow", true, "")
-	permanent := failure(CodeExecutionFailed, "bad", false, "")
+	retryable := failure(models.CodeTimeout, "slow", true, "")
+	permanent := failure(models.CodeExecutionFailed, "bad", false, "")
 	ok := ToolResult{Status: models.StatusSucceeded, Success: true}
 	cases := []struct {
 		name     string
@@ -60,7 +60,7 @@ func TestWithRetries(t *testing.T) {
 	t.Run("cancelled while waiting", func(t *testing.T) {
 		sleep := func(ctx context.Context, d time.Duration) error { return context.Canceled }
 		res, n := withRetries(context.Background(), 3, sleep, func() ToolResult { return retryable })
-		if n != 1 || res.Error.Code != CodeCancelled {
+		if n != 1 || res.Error.Code != models.CodeCancelled {
 			t.Errorf("%d %v", n, res.Error)
 		}
 	})
@@ -69,7 +69,7 @@ func TestWithRetries(t *testing.T) {
 		slept := 0
 		sleep := func(ctx context.Context, d time.Duration) error { slept++; return nil }
 		res, n := withRetries(ctx, 3, sleep, func() ToolResult { cancel(); return retryable })
-		if n != 1 || slept != 0 || res.Error.Code != CodeCancelled {
+		if n != 1 || slept != 0 || res.Error.Code != models.CodeCancelled {
 			t.Errorf("%d attempts, %d waits, %v", n, slept, res.Error)
 		}
 	})
@@ -105,7 +105,7 @@ func TestQueueGuard(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	wg.Go(func() { results[2] = step(ctx, shell()) })
 	waitFor(t, func() bool { return inv.queues.of("shell").waiting.Load() == 1 })
-	if res := step(context.Background(), shell()); res.Error == nil || res.Error.Code != CodeQueueFull || res.Error.RetryAfter == 0 {
+	if res := step(context.Background(), shell()); res.Error == nil || res.Error.Code != models.CodeQueueFull || res.Error.RetryAfter == 0 {
 		t.Fatalf("fourth call: %+v", res)
 	}
 	cancel()
@@ -120,7 +120,7 @@ func TestQueueGuard(t *testing.T) {
 	if !results[3].Success || waiter.queueMs < 30 {
 		t.Errorf("waiter: %+v after %d ms in the queue (held at least 30 ms)", results[3], waiter.queueMs)
 	}
-	if results[2].Error == nil || results[2].Error.Code != CodeCancelled {
+	if results[2].Error == nil || results[2].Error.Code != models.CodeCancelled {
 		t.Errorf("cancelled waiter: %+v", results[2])
 	}
 	if !results[0].Success || !results[1].Success || peak.Load() != 2 {
@@ -160,11 +160,11 @@ func TestPanicBecomesInternal(t *testing.T) {
 	normal := inv.run
 	inv.run = func(context.Context, *call) ToolResult { panic("tool exploded") }
 	res := inv.Call(ctx, nil, CallRequest{Tool: "echo_anything", SessionID: "s"})
-	if res.Error == nil || res.Error.Code != CodeInternal || strings.Contains(res.Error.Message, "exploded") {
+	if res.Error == nil || res.Error.Code != models.CodeInternal || strings.Contains(res.Error.Message, "exploded") {
 		t.Fatalf("panicking call: %+v", res.Error)
 	}
 	rec, err := inv.CallRecord(ctx, nil, res.CallID)
-	if err != nil || rec.ErrorCode != CodeInternal {
+	if err != nil || rec.ErrorCode != models.CodeInternal {
 		t.Fatalf("record of the panicking call: %+v %v", rec, err)
 	}
 	inv.run = normal
@@ -210,7 +210,7 @@ func TestAuthorizeGuard(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := &call{caller: tc.caller, def: tooldef.Definition{Name: tc.tool, Category: tc.category, Security: tooldef.Security{Level: tc.level}}}
 			res := step(context.Background(), c)
-			if res.Success != tc.allowed || (!tc.allowed && res.Error.Code != CodePermissionDenied) {
+			if res.Success != tc.allowed || (!tc.allowed && res.Error.Code != models.CodePermissionDenied) {
 				t.Errorf("allowed %v, want %v (%+v)", res.Success, tc.allowed, res.Error)
 			}
 		})
@@ -229,7 +229,7 @@ func TestCacheGuard(t *testing.T) {
 	step := inv.cache(func(_ context.Context, c *call) ToolResult {
 		runs++
 		if c.args["fail"] == true {
-			return failure(CodeExecutionFailed, "no", false, "")
+			return failure(models.CodeExecutionFailed, "no", false, "")
 		}
 		return ToolResult{Status: models.StatusSucceeded, Success: true}
 	})
@@ -282,7 +282,7 @@ func TestLimitGuard(t *testing.T) {
 	for i, w := range want {
 		if res := step(context.Background(), &call{def: def, caller: a}); res.Success != w {
 			t.Fatalf("call %d: %+v", i, res.Error)
-		} else if !w && (res.Error.Code != CodeRateLimit || res.Error.RetryAfter < 1) {
+		} else if !w && (res.Error.Code != models.CodeRateLimit || res.Error.RetryAfter < 1) {
 			t.Errorf("refusal %+v", res.Error)
 		}
 	}
@@ -328,7 +328,7 @@ func TestValidateSkipsCachedArguments(t *testing.T) {
 	}
 	inv.schemas.Purge()
 	for _, bad := range []string{`{"q":"g"}`, `{"q":"go","x":1}`, `{}`} {
-		if c, res := do(bad); res.Success || res.Error.Code != CodeValidation || c.cached || runs != 1 {
+		if c, res := do(bad); res.Success || res.Error.Code != models.CodeValidation || c.cached || runs != 1 {
 			t.Errorf("%s: %+v cached %v runs %d; want VALIDATION_ERROR", bad, res, c.cached, runs)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"toolbelt/models"
 	"toolbelt/services/tooldef"
 )
 
@@ -32,7 +33,7 @@ func (inv *Invoker) httpRunner(ctx context.Context, c *call) (any, error) {
 		return nil, err
 	}
 	if msg := inv.net.CheckURL(target); msg != "" {
-		return nil, &toolError{code: CodeURLNotAllowed, msg: msg, suggestion: "This tool's address is not allowed here; tell an administrator."}
+		return nil, &toolError{code: models.CodeURLNotAllowed, msg: msg, suggestion: "This tool's address is not allowed here; tell an administrator."}
 	}
 	var body io.Reader
 	switch {
@@ -48,7 +49,7 @@ func (inv *Invoker) httpRunner(ctx context.Context, c *call) (any, error) {
 	}
 	req, err := http.NewRequestWithContext(ctx, r.Method, target, body)
 	if err != nil {
-		return nil, &toolError{code: CodeExecutionFailed, msg: err.Error(), suggestion: "Check the arguments."}
+		return nil, &toolError{code: models.CodeExecutionFailed, msg: err.Error(), suggestion: "Check the arguments."}
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
@@ -101,7 +102,7 @@ func fillQuery(tmpl string, args map[string]any) (string, error) {
 				for _, e := range v {
 					s, err := scalarString(e)
 					if err != nil {
-						return "", &toolError{code: CodeValidation, msg: fmt.Sprintf("argument %q: each element %v", m[1], err), suggestion: "Pass an array of strings, numbers or booleans."}
+						return "", &toolError{code: models.CodeValidation, msg: fmt.Sprintf("argument %q: each element %v", m[1], err), suggestion: "Pass an array of strings, numbers or booleans."}
 					}
 					parts = append(parts, key+"="+url.QueryEscape(s))
 				}
@@ -138,7 +139,7 @@ func fillTemplate(tmpl string, args map[string]any, escape func(string) string) 
 		}
 		s, err := scalarString(args[name])
 		if err != nil {
-			bad = &toolError{code: CodeValidation, msg: fmt.Sprintf("argument %q: %v", name, err), suggestion: "Pass a string, number or boolean."}
+			bad = &toolError{code: models.CodeValidation, msg: fmt.Sprintf("argument %q: %v", name, err), suggestion: "Pass a string, number or boolean."}
 		}
 		return escape(s)
 	})
@@ -162,7 +163,7 @@ func (inv *Invoker) expandHeader(tmpl string, args map[string]any) (string, erro
 		if env, ok := strings.CutPrefix(name, "env."); ok {
 			v := inv.secrets[env]
 			if v == "" {
-				bad = &toolError{code: CodeExecutionFailed,
+				bad = &toolError{code: models.CodeExecutionFailed,
 					msg:        fmt.Sprintf("the tool's header needs the secret %s, which is not configured on this server", env),
 					suggestion: "Do not retry; tell an administrator to set it and list it in TOOLBELT_SECRETS."}
 			}
@@ -170,7 +171,7 @@ func (inv *Invoker) expandHeader(tmpl string, args map[string]any) (string, erro
 		}
 		s, err := scalarString(args[name])
 		if err != nil || strings.ContainsAny(s, "\r\n") {
-			bad = &toolError{code: CodeValidation, msg: fmt.Sprintf("argument %q cannot fill a header", name), suggestion: "Pass a single-line string."}
+			bad = &toolError{code: models.CodeValidation, msg: fmt.Sprintf("argument %q cannot fill a header", name), suggestion: "Pass a single-line string."}
 		}
 		return s
 	})
@@ -187,7 +188,7 @@ func (inv *Invoker) WithSearch(endpoint string) *Invoker {
 // returns titles, URLs and snippets.
 func (inv *Invoker) webSearch(ctx context.Context, c *call) (any, error) {
 	if inv.searchURL == "" {
-		return nil, &toolError{code: CodeUpstream, msg: "web_search has no search endpoint configured",
+		return nil, &toolError{code: models.CodeUpstream, msg: "web_search has no search endpoint configured",
 			suggestion: "Do not retry; an administrator must set TOOLBELT_SEARXNG_URL (or --searxng-url) to a SearXNG instance with the JSON format enabled."}
 	}
 	query, _ := c.args["query"].(string)
@@ -203,12 +204,12 @@ func (inv *Invoker) webSearch(ctx context.Context, c *call) (any, error) {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		return nil, &toolError{code: CodeUpstream, msg: fmt.Sprintf("the search endpoint did not answer: %v", err), retryable: true, suggestion: "Try again later."}
+		return nil, &toolError{code: models.CodeUpstream, msg: fmt.Sprintf("the search endpoint did not answer: %v", err), retryable: true, suggestion: "Try again later."}
 	}
 	defer resp.Body.Close()
 	c.log.InfoContext(ctx, "search answered", "status", resp.StatusCode)
 	if resp.StatusCode != http.StatusOK {
-		return nil, &toolError{code: CodeUpstream, msg: fmt.Sprintf("the search endpoint answered %s", resp.Status),
+		return nil, &toolError{code: models.CodeUpstream, msg: fmt.Sprintf("the search endpoint answered %s", resp.Status),
 			retryable: resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests, suggestion: "Try again later, or rephrase the query."}
 	}
 	var answer struct {
@@ -219,7 +220,7 @@ func (inv *Invoker) webSearch(ctx context.Context, c *call) (any, error) {
 		} `json:"results"`
 	}
 	if err := json.NewDecoder(io.LimitReader(resp.Body, MaxHTTPResponseBytes)).Decode(&answer); err != nil {
-		return nil, &toolError{code: CodeUpstream, msg: "the search endpoint did not answer SearXNG JSON", suggestion: "Tell an administrator: the endpoint must have the json format enabled."}
+		return nil, &toolError{code: models.CodeUpstream, msg: "the search endpoint did not answer SearXNG JSON", suggestion: "Tell an administrator: the endpoint must have the json format enabled."}
 	}
 	type hit struct {
 		Title   string `json:"title"`

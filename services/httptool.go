@@ -9,11 +9,9 @@ import (
 	"strings"
 	"toolbelt/services/netpolicy"
 	"unicode/utf8"
-)
 
-// CodeURLNotAllowed is the security guard's answer to a URL it will not
-// fetch.
-const CodeURLNotAllowed = "URL_NOT_ALLOWED"
+	"toolbelt/models"
+)
 
 // Limits of http_request.
 const MaxHTTPResponseBytes = 1 << 20
@@ -32,7 +30,7 @@ func (inv *Invoker) httpRequest(ctx context.Context, c *call) (any, error) {
 	}
 	req, err := http.NewRequestWithContext(ctx, method, rawURL, rd)
 	if err != nil {
-		return nil, &toolError{code: CodeValidation, msg: err.Error(), suggestion: "Send an absolute http or https URL."}
+		return nil, &toolError{code: models.CodeValidation, msg: err.Error(), suggestion: "Send an absolute http or https URL."}
 	}
 	if hs, ok := c.args["headers"].(map[string]any); ok {
 		for k, v := range hs {
@@ -53,11 +51,11 @@ func (inv *Invoker) doHTTP(ctx context.Context, c *call, req *http.Request) (any
 	if err != nil {
 		switch {
 		case errors.Is(err, netpolicy.ErrAddressRefused):
-			return nil, &toolError{code: CodeURLNotAllowed, msg: "the URL leads to an internal address", suggestion: "Only public addresses can be fetched."}
+			return nil, &toolError{code: models.CodeURLNotAllowed, msg: "the URL leads to an internal address", suggestion: "Only public addresses can be fetched."}
 		case ctx.Err() != nil:
 			return nil, ctx.Err()
 		}
-		return nil, &toolError{code: CodeUpstream, msg: fmt.Sprintf("request failed: %v", err), retryable: true, suggestion: "The site did not answer; try again later."}
+		return nil, &toolError{code: models.CodeUpstream, msg: fmt.Sprintf("request failed: %v", err), retryable: true, suggestion: "The site did not answer; try again later."}
 	}
 	defer resp.Body.Close()
 	// The host and status only: a URL's path and query may carry secrets.
@@ -71,7 +69,7 @@ func (inv *Invoker) doHTTP(ctx context.Context, c *call, req *http.Request) (any
 		buf = buf[:MaxHTTPResponseBytes]
 	}
 	if resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests {
-		return nil, &toolError{code: CodeUpstream, msg: fmt.Sprintf("%s answered %s", req.URL.Host, resp.Status), retryable: true,
+		return nil, &toolError{code: models.CodeUpstream, msg: fmt.Sprintf("%s answered %s", req.URL.Host, resp.Status), retryable: true,
 			suggestion: "The site is failing or limiting requests; wait and try again."}
 	}
 	out := map[string]any{"status": resp.StatusCode, "headers": flatHeaders(resp.Header), "truncated": truncated}
@@ -83,9 +81,6 @@ func (inv *Invoker) doHTTP(ctx context.Context, c *call, req *http.Request) (any
 	}
 	return out, nil
 }
-
-// CodeUpstream is a failure of the service a tool called.
-const CodeUpstream = "UPSTREAM_ERROR"
 
 func flatHeaders(h http.Header) map[string]string {
 	out := map[string]string{}

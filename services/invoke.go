@@ -35,20 +35,6 @@ import (
 	"toolbelt/services/tooldef"
 )
 
-// Error codes of a ToolResult (DESIGN.md).
-const (
-	CodeToolNotFound         = "TOOL_NOT_FOUND"
-	CodeValidation           = "VALIDATION_ERROR"
-	CodePermissionDenied     = "PERMISSION_DENIED"
-	CodeConfirmationRequired = "CONFIRMATION_REQUIRED"
-	CodeConfirmationDenied   = "CONFIRMATION_DENIED"
-	CodePathNotAllowed       = "PATH_NOT_ALLOWED"
-	CodeTimeout              = "TIMEOUT"
-	CodeCancelled            = "CANCELLED"
-	CodeExecutionFailed      = "EXECUTION_FAILED"
-	CodeInternal             = "INTERNAL"
-)
-
 // CallRequest is what an agent sends to run a tool.
 type CallRequest struct {
 	Tool      string          `json:"tool" example:"file_read"`
@@ -91,7 +77,7 @@ func (r ToolResult) JSON() []byte {
 	}
 	raw, err := json.Marshal(r)
 	if err != nil { // only a malformed Data could fail; say so
-		raw, _ = json.Marshal(ToolResult{CallID: r.CallID, Status: models.StatusFailed, Error: &ToolError{Code: CodeInternal, Message: "the result could not be encoded: " + err.Error()}, Metadata: r.Metadata})
+		raw, _ = json.Marshal(ToolResult{CallID: r.CallID, Status: models.StatusFailed, Error: &ToolError{Code: models.CodeInternal, Message: "the result could not be encoded: " + err.Error()}, Metadata: r.Metadata})
 	}
 	return raw
 }
@@ -472,11 +458,11 @@ func (inv *Invoker) guarded(ctx context.Context, c *call) (res ToolResult) {
 	defer func() {
 		if p := recover(); p != nil {
 			inv.log.ErrorContext(ctx, "tool call panicked", "call_id", c.id, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
-			res = failure(CodeInternal, "internal error while running the tool", false, "Try again later; if it persists, report the call id to an administrator.")
+			res = failure(models.CodeInternal, "internal error while running the tool", false, "Try again later; if it persists, report the call id to an administrator.")
 		}
 	}()
 	if !ValidSessionID(c.req.SessionID) {
-		return refusal(CodeValidation, SessionIDRule, "Send a session_id such as \"run-42\".")
+		return refusal(models.CodeValidation, SessionIDRule, "Send a session_id such as \"run-42\".")
 	}
 	return inv.run(ctx, c)
 }
@@ -508,16 +494,16 @@ func (inv *Invoker) resolve(next Step) Step {
 			if c.req.Version != "" && tooldef.NamePattern.MatchString(name) {
 				msg = fmt.Sprintf("tool %q has no version %q (or does not exist)", name, c.req.Version)
 			}
-			hint := "Call POST /api/v1/tools/select with your task to find the right tool."
+			hint := "Call " + models.DirectionsOf(ctx).SearchTools() + " with your task to find the right tool."
 			if len(sug) > 0 {
 				hint = "Use one of these tools instead: " + strings.Join(sug, ", ") + "."
 			}
-			return refusal(CodeToolNotFound, msg, hint)
+			return refusal(models.CodeToolNotFound, msg, hint)
 		case errors.Is(err, errUndecodable):
-			return failure(CodeInternal, "internal error", false, "Report the call id to an administrator.")
+			return failure(models.CodeInternal, "internal error", false, "Report the call id to an administrator.")
 		case err != nil:
 			inv.log.ErrorContext(ctx, "resolve tool", "err", err, "call_id", c.id)
-			return failure(CodeInternal, "internal error", true, "Try again.")
+			return failure(models.CodeInternal, "internal error", true, "Try again.")
 		}
 		c.def, c.version = rt.def, rt.versionID
 		return next(ctx, c)
@@ -593,11 +579,11 @@ func (inv *Invoker) validate(next Step) Step {
 			dec := json.NewDecoder(bytes.NewReader(c.def.Parameters))
 			dec.UseNumber()
 			if err := dec.Decode(&doc); err != nil {
-				return failure(CodeInternal, "the tool's schema does not load", false, "Report this tool to an administrator.")
+				return failure(models.CodeInternal, "the tool's schema does not load", false, "Report this tool to an administrator.")
 			}
 			s, err := tooldef.CompileSchema(doc)
 			if err != nil {
-				return failure(CodeInternal, "the tool's schema does not compile", false, "Report this tool to an administrator.")
+				return failure(models.CodeInternal, "the tool's schema does not compile", false, "Report this tool to an administrator.")
 			}
 			inv.schemas.Add(c.version, s)
 			schema = s
@@ -609,14 +595,14 @@ func (inv *Invoker) validate(next Step) Step {
 		args, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
 		obj, isObj := args.(map[string]any)
 		if err != nil || !isObj {
-			return ToolResult{Status: models.StatusRefused, Error: &ToolError{Code: CodeValidation, Message: "arguments must be a JSON object",
+			return ToolResult{Status: models.StatusRefused, Error: &ToolError{Code: models.CodeValidation, Message: "arguments must be a JSON object",
 				Suggestion: "Send arguments as a JSON object matching this schema: " + string(c.def.Parameters)}}
 		}
 		// References to earlier results of the session are filled in
 		// first, and the filled arguments are what is validated and run.
 		if bytes.Contains(raw, []byte(`"`+refKey+`"`)) {
 			if obj, err = inv.contextRefs(ctx, c, obj); err != nil {
-				return refusal(CodeValidation, err.Error(),
+				return refusal(models.CodeValidation, err.Error(),
 					`Refer to a succeeded call of this session you may read: {"$ref": "call:<call id>#/data/<field>"}.`)
 			}
 			args = obj
@@ -647,7 +633,7 @@ func (inv *Invoker) validate(next Step) Step {
 			for _, p := range ps {
 				fields = append(fields, p.Pointer+" "+p.Message)
 			}
-			return ToolResult{Status: models.StatusRefused, Error: &ToolError{Code: CodeValidation,
+			return ToolResult{Status: models.StatusRefused, Error: &ToolError{Code: models.CodeValidation,
 				Message:    fmt.Sprintf("the arguments do not match the schema of %s: %s", c.def.Name, strings.Join(fields, "; ")),
 				Problems:   ps,
 				Suggestion: fmt.Sprintf("Fix the fields listed and call %s again. Its parameters schema is: %s", c.def.Name, string(c.def.Parameters))}}
@@ -665,20 +651,20 @@ func (inv *Invoker) authorize(next Step) Step {
 		if c.caller == nil || c.caller.Role == access.RoleAdmin {
 			return next(ctx, c)
 		}
-		denied := refusal(CodePermissionDenied,
+		denied := refusal(models.CodePermissionDenied,
 			fmt.Sprintf("you may not call %s (%s, %s)", c.def.Name, c.def.Category, c.def.Security.Level),
-			"Do not retry this tool; ask the user or an administrator to grant it, or choose a tool you may use (POST /api/v1/tools/select).")
+			"Do not retry this tool; ask the user or an administrator to grant it, or choose a tool you may use ("+models.DirectionsOf(ctx).SearchTools()+").")
 		if c.caller.Role != access.RoleAgent {
 			return denied
 		}
 		byCategory, err := inv.authz.MayUse(c.caller.ID, "", c.def.Category)
 		if err != nil {
-			return failure(CodeInternal, "internal error", true, "Try again.")
+			return failure(models.CodeInternal, "internal error", true, "Try again.")
 		}
 		byName := false
 		if c.def.Security.Level == tooldef.LevelSafe && !byCategory {
 			if byName, err = inv.authz.MayUse(c.caller.ID, c.def.Name, "\x00"); err != nil {
-				return failure(CodeInternal, "internal error", true, "Try again.")
+				return failure(models.CodeInternal, "internal error", true, "Try again.")
 			}
 		}
 		if !byCategory && !byName {
@@ -710,10 +696,10 @@ func (inv *Invoker) approve(next Step) Step {
 		if c.approval != "" {
 			a, err := inv.store.ApprovalByID(ctx, c.approval)
 			if err != nil || a.VersionID != c.version || a.ArgsHash != hash || a.PrincipalID != principalID(c.caller) {
-				return refusal(CodeConfirmationRequired, "the approval does not match this call", "Call the tool again to ask for a new approval.")
+				return refusal(models.CodeConfirmationRequired, "the approval does not match this call", "Call the tool again to ask for a new approval.")
 			}
 			if ok, err := inv.store.UseApproval(ctx, a.ID); err != nil || !ok {
-				return refusal(CodeConfirmationRequired, "the approval was already used or is not approved", "Call the tool again to ask for a new approval.")
+				return refusal(models.CodeConfirmationRequired, "the approval was already used or is not approved", "Call the tool again to ask for a new approval.")
 			}
 			c.approvedRun = true
 			return next(ctx, c)
@@ -734,10 +720,10 @@ func (inv *Invoker) park(ctx context.Context, c *call, hash string) ToolResult {
 		Status: models.ApprovalPending, ExpiresAt: now.Add(ApprovalTTL),
 	}
 	res := ToolResult{CallID: c.id, Status: models.StatusAwaitingApproval, Error: &ToolError{
-		Code:       CodeConfirmationRequired,
+		Code:       models.CodeConfirmationRequired,
 		Message:    fmt.Sprintf("%s needs a reviewer's approval for this call", c.def.Name),
 		Retryable:  true,
-		Suggestion: fmt.Sprintf("Tell the user the call waits for approval (it expires at %s). Poll GET /api/v1/calls/%s for the result.", a.ExpiresAt.Format(time.RFC3339), c.id),
+		Suggestion: fmt.Sprintf("Tell the user the call waits for approval (it expires at %s). %s for the result.", a.ExpiresAt.Format(time.RFC3339), models.DirectionsOf(ctx).PollCall(c.id)),
 	}, Metadata: CallMetadata{ToolVersion: c.def.Version}}
 	res.Data, _ = json.Marshal(map[string]string{"approval_id": a.ID})
 	rec, _ := inv.callRecord(c, res)
@@ -745,7 +731,7 @@ func (inv *Invoker) park(ctx context.Context, c *call, hash string) ToolResult {
 	rec.Arguments, rec.Prepared = a.Arguments, true
 	if err := inv.store.CreateApproval(ctx, a, rec); err != nil {
 		inv.log.ErrorContext(ctx, "park call for approval", "err", err, "call_id", c.id)
-		return failure(CodeInternal, "internal error", true, "Try again.")
+		return failure(models.CodeInternal, "internal error", true, "Try again.")
 	}
 	c.waiting = true
 	inv.log.InfoContext(ctx, "call awaits approval", "call_id", c.id, "approval_id", a.ID, "tool", c.def.Name)
@@ -775,7 +761,7 @@ func (inv *Invoker) secure(next Step) Step {
 		dir, err := inv.workDirOf(key)
 		if err != nil {
 			inv.log.ErrorContext(ctx, "make work directory", "err", err, "call_id", c.id)
-			return failure(CodeInternal, "internal error", true, "Try again.")
+			return failure(models.CodeInternal, "internal error", true, "Try again.")
 		}
 		if uid, gid, ok := inv.sandbox.Owner(); ok {
 			c.owner = &[2]int{uid, gid}
@@ -783,13 +769,13 @@ func (inv *Invoker) secure(next Step) Step {
 		c.workDir, c.workID, c.quota, c.usage = dir.path, dir.id, inv.quota.disk, dir.usage
 		if cmd, ok := c.args["command"].(string); ok && c.def.Category == "shell" {
 			if msg := checkCommand(cmd, c.def.Security.ShellOperators); msg != "" {
-				return refusal(CodeCommandRejected, msg,
+				return refusal(models.CodeCommandRejected, msg,
 					"Send one plain command with its arguments; run the steps as separate calls instead of chaining, piping or redirecting.")
 			}
 		}
 		if u, ok := c.args["url"].(string); ok {
 			if msg := inv.net.CheckURL(u); msg != "" {
-				return refusal(CodeURLNotAllowed, msg, "Use a public http or https URL; internal addresses are never fetched.")
+				return refusal(models.CodeURLNotAllowed, msg, "Use a public http or https URL; internal addresses are never fetched.")
 			}
 		}
 		if c.def.Category != "filesystem" && !isFileBuiltin(c.def) {
@@ -797,7 +783,7 @@ func (inv *Invoker) secure(next Step) Step {
 		}
 		if p, ok := c.args["path"].(string); ok {
 			if msg := checkPath(p, c.def.Security.AllowedPaths); msg != "" {
-				return refusal(CodePathNotAllowed, msg,
+				return refusal(models.CodePathNotAllowed, msg,
 					"Use a path relative to the session work directory, inside "+strings.Join(allowedOrDot(c.def.Security.AllowedPaths), ", ")+", without \"..\".")
 			}
 		}
@@ -999,26 +985,26 @@ func (inv *Invoker) attempt(ctx context.Context, c *call) ToolResult {
 	case c.def.Runner.Kind == tooldef.RunnerHTTP:
 		data, err = inv.httpRunner(ctx, c)
 	default:
-		return failure(CodeExecutionFailed,
+		return failure(models.CodeExecutionFailed,
 			fmt.Sprintf("runner %s %s cannot run on this server yet", c.def.Runner.Kind, c.def.Runner.Builtin), false,
 			"Choose another tool; this one is not available here.")
 	}
 	if ctx.Err() != nil {
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return failure(CodeTimeout, fmt.Sprintf("%s did not finish within %d ms", c.def.Name, c.def.Execution.Timeout), true, "Retry with a smaller input, or later.")
+			return failure(models.CodeTimeout, fmt.Sprintf("%s did not finish within %d ms", c.def.Name, c.def.Execution.Timeout), true, "Retry with a smaller input, or later.")
 		}
-		return failure(CodeCancelled, "the call was cancelled", false, "")
+		return failure(models.CodeCancelled, "the call was cancelled", false, "")
 	}
 	if err != nil {
 		var te *toolError
 		if errors.As(err, &te) {
 			return failure(te.code, inv.redactor.Redact(te.msg), te.retryable, te.suggestion)
 		}
-		return failure(CodeExecutionFailed, inv.redactor.Redact(err.Error()), false, "Check the arguments and try again.")
+		return failure(models.CodeExecutionFailed, inv.redactor.Redact(err.Error()), false, "Check the arguments and try again.")
 	}
 	raw, err := json.Marshal(data)
 	if err != nil {
-		return failure(CodeInternal, "internal error", false, "")
+		return failure(models.CodeInternal, "internal error", false, "")
 	}
 	// Output is redacted here, before the cache, the history or the caller
 	// can see it.
@@ -1151,7 +1137,7 @@ func (inv *Invoker) CallRecord(ctx context.Context, caller *models.Principal, id
 		return nil, err
 	}
 	if caller != nil && caller.Role == access.RoleAgent && rec.PrincipalID != caller.ID {
-		return nil, fmt.Errorf("%w: call %q", models.ErrNotFound, id)
+		return nil, models.ErrNotFound.Errorf("call %q", id)
 	}
 	return rec, nil
 }
@@ -1159,10 +1145,10 @@ func (inv *Invoker) CallRecord(ctx context.Context, caller *models.Principal, id
 // History returns one page of calls; an agent sees only its own.
 func (inv *Invoker) History(ctx context.Context, caller *models.Principal, f models.CallFilter) ([]models.Call, int64, error) {
 	if f.Limit < 1 || f.Limit > 1000 {
-		return nil, 0, fmt.Errorf("%w: limit must be between 1 and 1000", models.ErrInvalid)
+		return nil, 0, models.ErrInvalid.Errorf("limit must be between 1 and 1000")
 	}
 	if f.Offset < 0 {
-		return nil, 0, fmt.Errorf("%w: offset must not be negative", models.ErrInvalid)
+		return nil, 0, models.ErrInvalid.Errorf("offset must not be negative")
 	}
 	if caller != nil && caller.Role == access.RoleAgent {
 		f.PrincipalID = caller.ID

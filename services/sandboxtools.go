@@ -9,14 +9,9 @@ import (
 	"strings"
 	"time"
 
+	"toolbelt/models"
 	"toolbelt/services/sandbox"
 	"toolbelt/services/tooldef"
-)
-
-// Codes of sandboxed tools.
-const (
-	CodeSandboxUnavailable = "SANDBOX_UNAVAILABLE"
-	CodeSandboxLimit       = "SANDBOX_LIMIT"
 )
 
 // WithSandbox sets the sandbox that tools with security.sandbox (and
@@ -62,7 +57,7 @@ func (inv *Invoker) sandboxed(ctx context.Context, c *call, argv []string, stdin
 	dir, err := inv.openWorkDir(c)
 	if err != nil {
 		inv.log.ErrorContext(ctx, "open work directory", "err", err, "call_id", c.id)
-		return nil, &toolError{code: CodeInternal, msg: "internal error", retryable: true, suggestion: "Try again."}
+		return nil, &toolError{code: models.CodeInternal, msg: "internal error", retryable: true, suggestion: "Try again."}
 	}
 	defer dir.Close()
 	defer c.usage.stale() // the command may have changed anything in it
@@ -89,7 +84,7 @@ func (inv *Invoker) sandboxed(ctx context.Context, c *call, argv []string, stdin
 			return nil, ctx.Err()
 		}
 		inv.metrics.SandboxKill(string(res.Limit))
-		return nil, &toolError{code: CodeTimeout, retryable: true,
+		return nil, &toolError{code: models.CodeTimeout, retryable: true,
 			msg:        fmt.Sprintf("the command did not finish within its timeout_seconds and was killed after %d ms", res.Duration.Milliseconds()),
 			suggestion: "Do less work per call, split the task, or ask for a longer timeout_seconds."}
 	}
@@ -105,7 +100,7 @@ func (inv *Invoker) sandboxed(ctx context.Context, c *call, argv []string, stdin
 	if t := tail(res.Stderr, 500); t != "" {
 		msg += ": " + t
 	}
-	return nil, &toolError{code: CodeSandboxLimit, msg: msg, suggestion: advice[res.Limit]}
+	return nil, &toolError{code: models.CodeSandboxLimit, msg: msg, suggestion: advice[res.Limit]}
 }
 
 // sandboxMissing is SANDBOX_UNAVAILABLE when there is no sandbox to run
@@ -118,7 +113,7 @@ func (inv *Invoker) sandboxMissing(c *call) error {
 	if inv.sandbox != nil {
 		reason = inv.sandbox.Status().Reason
 	}
-	return &toolError{code: CodeSandboxUnavailable,
+	return &toolError{code: models.CodeSandboxUnavailable,
 		msg:        fmt.Sprintf("%s needs the sandbox, which is not available on this server (%s)", c.def.Name, reason),
 		suggestion: "Do not retry; choose a tool that needs no sandbox, or ask an administrator to install bubblewrap."}
 }
@@ -156,7 +151,7 @@ func (inv *Invoker) codeExecute(ctx context.Context, c *call) (any, error) {
 	case "javascript":
 		argv = []string{"node", "-e", code}
 	default:
-		return nil, &toolError{code: CodeValidation, msg: fmt.Sprintf("language %v is not supported", c.args["language"]), suggestion: "Use python or javascript."}
+		return nil, &toolError{code: models.CodeValidation, msg: fmt.Sprintf("language %v is not supported", c.args["language"]), suggestion: "Use python or javascript."}
 	}
 	return inv.sandboxed(ctx, c, argv, []byte(stdin))
 }
@@ -187,7 +182,7 @@ func expandArgv(tmpl []string, args map[string]any) ([]string, error) {
 		}
 		s, err := scalarString(v)
 		if err != nil {
-			return nil, &toolError{code: CodeValidation, msg: fmt.Sprintf("argument %q: %v", m[1], err), suggestion: "Pass a string, number or boolean."}
+			return nil, &toolError{code: models.CodeValidation, msg: fmt.Sprintf("argument %q: %v", m[1], err), suggestion: "Pass a string, number or boolean."}
 		}
 		out = append(out, s)
 	}

@@ -11,10 +11,6 @@ import (
 // substitute or expand in a POSIX shell.
 const shellOperatorChars = ";|&`$<>()\n\r"
 
-// CodeCommandRejected is the security guard's answer to a shell command it
-// will not run.
-const CodeCommandRejected = "COMMAND_REJECTED"
-
 // checkCommand parses a command line as POSIX shell (mvdan.cc/sh) and
 // returns why it may not run, or "" when it may. Unless the tool allows
 // shell operators, a command must be one simple command whose words are

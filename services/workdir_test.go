@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"toolbelt/models"
 	"toolbelt/services/sandbox"
 )
 
@@ -99,7 +100,7 @@ func TestFileWriteQuotaKeepsCount(t *testing.T) {
 		}
 		if err := write(p, 16<<10, i%5 == 0); err != nil {
 			var te *toolError
-			if !errors.As(err, &te) || te.code != CodeSandboxLimit || !strings.Contains(te.msg, "disk quota") {
+			if !errors.As(err, &te) || te.code != models.CodeSandboxLimit || !strings.Contains(te.msg, "disk quota") {
 				t.Fatalf("write %d: %v", i, err)
 			}
 			refused++

@@ -16,12 +16,12 @@ import (
 	"time"
 
 	"toolbelt/handlers"
+	"toolbelt/handlers/mcpserver"
 	"toolbelt/models"
 	"toolbelt/services"
 	"toolbelt/services/access"
 	"toolbelt/services/catalog"
 	"toolbelt/services/embed"
-	"toolbelt/handlers/mcpserver"
 	"toolbelt/services/netpolicy"
 	"toolbelt/services/ops"
 	"toolbelt/services/redact"

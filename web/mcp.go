@@ -10,8 +10,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"toolbelt/handlers"
-	"toolbelt/models"
 	"toolbelt/handlers/mcpserver"
+	"toolbelt/models"
 )
 
 // MCPPath serves the Model Context Protocol (streamable HTTP) to every role;

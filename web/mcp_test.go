@@ -259,7 +259,8 @@ func TestMCPAgent(t *testing.T) {
 			t.Fatalf("outside the work directory: %v %q", res.IsError, text)
 		}
 		denied := mcpCall(t, cs, "shell_exec", map[string]any{"command": "id"})
-		if !denied.IsError || !strings.HasPrefix(mcpText(t, denied), "PERMISSION_DENIED: ") {
+		if !denied.IsError || !strings.HasPrefix(mcpText(t, denied), "PERMISSION_DENIED: ") ||
+			!strings.Contains(mcpText(t, denied), "(search_tools)") || strings.Contains(mcpText(t, denied), "/api/v1") {
 			t.Errorf("outside the grants: %q", mcpText(t, denied))
 		}
 		invalid := mcpCall(t, cs, "file_read", map[string]any{})
@@ -278,7 +279,8 @@ func TestMCPAgent(t *testing.T) {
 		callID, _ := res.Meta["toolbelt/call_id"].(string)
 		approvalID, _ := res.Meta["toolbelt/approval_id"].(string)
 		if !res.IsError || !strings.HasPrefix(text, "CONFIRMATION_REQUIRED: ") || callID == "" || approvalID == "" ||
-			!strings.Contains(text, callID) || !strings.Contains(text, "reviewer") || !strings.Contains(text, "call_result") {
+			!strings.Contains(text, callID) || !strings.Contains(text, "reviewer") ||
+			!strings.Contains(text, `Check later with call_result {"call_id": "`+callID+`"} for the result.`) || strings.Contains(text, "/api/v1") {
 			t.Fatalf("dangerous call: %v %q %v", res.IsError, text, res.Meta)
 		}
 		if wait := mcpCall(t, cs, "call_result", map[string]any{"call_id": callID}); !wait.IsError || !strings.Contains(mcpText(t, wait), "waiting") {

@@ -145,7 +145,7 @@ func consoleAuth(d Deps) gin.HandlerFunc {
 			return
 		}
 		if !allowed {
-			d.Handler.Fail(c, fmt.Errorf("%w: the %s role may not open this page", models.ErrForbidden, s.Principal.Role))
+			d.Handler.Fail(c, models.ErrForbidden.Errorf("the %s role may not open this page", s.Principal.Role))
 			return
 		}
 		c.Next()

@@ -19,9 +19,9 @@ import (
 
 	"toolbelt/docs"
 	"toolbelt/handlers"
+	"toolbelt/handlers/mcpserver"
 	"toolbelt/models"
 	"toolbelt/services/access"
-	"toolbelt/handlers/mcpserver"
 	"toolbelt/services/ops"
 	"toolbelt/static"
 )
@@ -178,7 +178,7 @@ func authenticate(d Deps) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		token, ok := bearerToken(c.GetHeader("Authorization"))
 		if !ok {
-			d.Handler.Fail(c, fmt.Errorf("%w: send your API key as \"Authorization: Bearer <key>\"", models.ErrUnauthorized))
+			d.Handler.Fail(c, models.ErrUnauthorized.Errorf("send your API key as \"Authorization: Bearer <key>\""))
 			return
 		}
 		// The peer's address, not X-Forwarded-For, which a guesser could
@@ -194,7 +194,7 @@ func authenticate(d Deps) gin.HandlerFunc {
 			return
 		}
 		if !allowed {
-			d.Handler.Fail(c, fmt.Errorf("%w: role %s may not %s %s", models.ErrForbidden, p.Role, c.Request.Method, c.FullPath()))
+			d.Handler.Fail(c, models.ErrForbidden.Errorf("role %s may not %s %s", p.Role, c.Request.Method, c.FullPath()))
 			return
 		}
 		handlers.SetPrincipal(c, p)

@@ -135,8 +135,8 @@ func (s *Server) tools(next mcp.MethodHandler) mcp.MethodHandler {
 			}
 			session, err := callSession(req, r.Session, r.Params.Meta)
 			if err != nil {
-				return errorResult(services.CodeValidation + ": " + sentence(err.Error()) +
-					" The " + sentence(services.SessionIDRule) + " Send none to use this MCP session's."), nil
+				return refused(models.CodeValidation, sentence(err.Error())+
+					" The "+sentence(services.SessionIDRule)+" Send none to use this MCP session's."), nil
 			}
 			return s.call(ctx, p, session, r.Params)
 		}
@@ -260,10 +260,11 @@ func (s *Server) call(ctx context.Context, p *models.Principal, session string, 
 	if len(strings.TrimSpace(string(args))) == 0 || string(args) == "null" {
 		args = nil
 	}
+	ctx = models.WithDirections(ctx, directions{})
 	res, err := s.invoker.CallAcknowledged(ctx, p, services.CallRequest{Tool: params.Name, Arguments: args, SessionID: session})
 	if err != nil {
 		s.log.ErrorContext(ctx, "mcp call not recorded", "call_id", res.CallID, "err", err)
-		return errorResult("INTERNAL: the call could not be recorded. Try again."), nil
+		return refused(models.CodeInternal, "the call could not be recorded. Try again."), nil
 	}
 	return Result(res), nil
 }
@@ -287,7 +288,7 @@ func Result(res services.ToolResult) *mcp.CallToolResult {
 	var b strings.Builder
 	e := res.Error
 	if e == nil {
-		e = &services.ToolError{Code: services.CodeInternal, Message: "the call ended " + res.Status + " without an error"}
+		e = &services.ToolError{Code: models.CodeInternal, Message: "the call ended " + res.Status + " without an error"}
 	}
 	b.WriteString(e.Code + ": " + sentence(e.Message))
 	for _, pr := range e.Problems {
@@ -302,16 +303,13 @@ func Result(res services.ToolResult) *mcp.CallToolResult {
 	} else {
 		b.WriteString(" ")
 	}
-	poll := fmt.Sprintf("check later with %s {\"call_id\": %q}", CallResultName, res.CallID)
 	if res.Status == models.StatusAwaitingApproval {
 		fmt.Fprintf(&b, "The call %s waits for a human reviewer to approve it and has not run; "+
 			"calling the tool again would ask for another approval. ", res.CallID)
 	}
-	if e.Suggestion != "" {
-		b.WriteString(sentence(forMCP(e.Suggestion, res.CallID, poll)))
-	}
-	if res.Status == models.StatusAwaitingApproval && !strings.Contains(b.String(), CallResultName) {
-		b.WriteString(" Tell the user, then " + poll + ".")
+	b.WriteString(sentence(e.Suggestion))
+	if res.Status == models.StatusAwaitingApproval && e.Suggestion == "" {
+		b.WriteString(" Tell the user, then check later with " + callResultCall(res.CallID) + ".")
 	}
 	if e.RetryAfter > 0 {
 		fmt.Fprintf(&b, " Retry after %d s.", e.RetryAfter)
@@ -327,17 +325,21 @@ func Result(res services.ToolResult) *mcp.CallToolResult {
 	return out
 }
 
-// forMCP rewrites the REST directions an invoker suggestion gives into the
-// tools an MCP client has: search_tools to choose a tool, call_result to
-// poll a call.
-func forMCP(suggestion, callID, poll string) string {
-	r := strings.NewReplacer(
-		"Poll GET /api/v1/calls/"+callID, strings.ToUpper(poll[:1])+poll[1:],
-		"GET /api/v1/calls/"+callID, CallResultName+" {\"call_id\": \""+callID+"\"}",
-		"POST /api/v1/tools/select", SearchToolsName,
-	)
-	return r.Replace(suggestion)
+// directions name this server's tools in the invoker's suggestions:
+// search_tools to choose a tool, call_result to fetch a call's result.
+type directions struct{}
+
+func (directions) SearchTools() string { return SearchToolsName }
+
+func (directions) PollCall(callID string) string { return "Check later with " + callResultCall(callID) }
+
+// callResultCall is the call_result call that reads callID's result.
+func callResultCall(callID string) string {
+	return fmt.Sprintf("%s {\"call_id\": %q}", CallResultName, callID)
 }
+
+// refused is an isError result saying code and what happened.
+func refused(code, text string) *mcp.CallToolResult { return errorResult(code + ": " + text) }
 
 func errorResult(text string) *mcp.CallToolResult {
 	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: text}}}
@@ -370,14 +372,14 @@ type Found struct {
 func (s *Server) searchTools(ctx context.Context, p *models.Principal, session string, raw json.RawMessage) *mcp.CallToolResult {
 	var args searchArgs
 	if err := strictDecode(raw, &args); err != nil {
-		return errorResult("VALIDATION_ERROR: " + sentence(err.Error()) + " Send {\"query\": \"<your task>\", \"limit\": 12}.")
+		return refused(models.CodeValidation, sentence(err.Error())+" Send {\"query\": \"<your task>\", \"limit\": 12}.")
 	}
 	sel, err := s.selector.Select(ctx, p, selection.SelectRequest{Query: args.Query, Limit: args.Limit, SessionID: session, Format: formats.FormatMCP})
 	if err != nil {
 		var ve *models.ValidationError
 		if errors.As(err, &ve) {
 			var b strings.Builder
-			b.WriteString("VALIDATION_ERROR: invalid " + ve.What + ".")
+			b.WriteString(models.CodeValidation + ": invalid " + ve.What + ".")
 			for _, pr := range ve.Problems {
 				fmt.Fprintf(&b, "\n- %s: %s", pr.Pointer, pr.Message)
 			}
@@ -385,7 +387,7 @@ func (s *Server) searchTools(ctx context.Context, p *models.Principal, session s
 			return errorResult(b.String())
 		}
 		s.log.ErrorContext(ctx, "mcp search_tools", "err", err)
-		return errorResult("INTERNAL: the search failed. Try again.")
+		return refused(models.CodeInternal, "the search failed. Try again.")
 	}
 	if err := s.selector.Committed(ctx, sel); err != nil {
 		s.log.ErrorContext(ctx, "selection answered but not recorded", "selection_id", sel.SelectionID, "err", err)
@@ -446,15 +448,15 @@ type callResultArgs struct {
 func (s *Server) callResult(ctx context.Context, p *models.Principal, raw json.RawMessage) *mcp.CallToolResult {
 	var args callResultArgs
 	if err := strictDecode(raw, &args); err != nil || args.CallID == "" {
-		return errorResult("VALIDATION_ERROR: send {\"call_id\": \"<the id a call answered with>\"}.")
+		return refused(models.CodeValidation, "send {\"call_id\": \"<the id a call answered with>\"}.")
 	}
 	rec, err := s.invoker.CallRecord(ctx, p, args.CallID)
-	if errors.Is(err, models.ErrNotFound) {
-		return errorResult(fmt.Sprintf("NOT_FOUND: there is no call %q of yours. Check the id the call answered with.", args.CallID))
+	if models.CodeOf(err) == models.CodeNotFound {
+		return refused(models.CodeNotFound, fmt.Sprintf("there is no call %q of yours. Check the id the call answered with.", args.CallID))
 	}
 	if err != nil {
 		s.log.ErrorContext(ctx, "mcp call_result", "call_id", args.CallID, "err", err)
-		return errorResult("INTERNAL: the call could not be read. Try again.")
+		return refused(models.CodeInternal, "the call could not be read. Try again.")
 	}
 	var res services.ToolResult
 	if err := json.Unmarshal([]byte(rec.Result), &res); err != nil || res.CallID == "" {
@@ -462,7 +464,7 @@ func (s *Server) callResult(ctx context.Context, p *models.Principal, raw json.R
 	}
 	switch res.Status {
 	case models.StatusAwaitingApproval:
-		out := errorResult(fmt.Sprintf("CONFIRMATION_REQUIRED: the call %s is still waiting for a human reviewer. Check again later.", rec.ID))
+		out := refused(models.CodeConfirmationRequired, fmt.Sprintf("the call %s is still waiting for a human reviewer. Check again later.", rec.ID))
 		out.Meta = mcp.Meta{"toolbelt/call_id": rec.ID, "toolbelt/status": res.Status}
 		return out
 	case models.StatusQueued, models.StatusRunning:

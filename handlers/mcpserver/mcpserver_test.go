@@ -1,6 +1,7 @@
 package mcpserver
 
 import (
+	"context"
 	"encoding/json"
 	"regexp"
 	"strings"
@@ -53,12 +54,6 @@ func TestResult(t *testing.T) {
 			text:    []string{"VALIDATION_ERROR: the arguments do not match.", "\n- (arguments): missing property 'path'", "\n- /max_bytes: must be >= 1", "\nFix the fields listed."},
 		},
 		{
-			name: "REST directions become MCP tools",
-			res: services.ToolResult{CallID: "c6", Status: models.StatusRefused, Error: &services.ToolError{
-				Code: "PERMISSION_DENIED", Message: "you may not call x", Suggestion: "Choose a tool you may use (POST /api/v1/tools/select)."}},
-			isError: true, text: []string{"PERMISSION_DENIED: you may not call x.", "(search_tools)"},
-		},
-		{
 			name: "rate limited",
 			res: services.ToolResult{CallID: "c7", Status: models.StatusRefused, Error: &services.ToolError{
 				Code: "RATE_LIMIT_EXCEEDED", Message: "too many calls", RetryAfter: 7}},
@@ -68,11 +63,18 @@ func TestResult(t *testing.T) {
 			name: "awaiting approval",
 			res: services.ToolResult{CallID: "c8", Status: models.StatusAwaitingApproval, Data: json.RawMessage(`{"approval_id":"a8"}`),
 				Error: &services.ToolError{Code: "CONFIRMATION_REQUIRED", Message: "x needs a reviewer's approval for this call", Retryable: true,
-					Suggestion: "Tell the user the call waits for approval (it expires at T). Poll GET /api/v1/calls/c8 for the result."}},
+					Suggestion: "Tell the user the call waits for approval (it expires at T). Check later with call_result {\"call_id\": \"c8\"} for the result."}},
 			isError: true,
 			text: []string{"CONFIRMATION_REQUIRED: x needs a reviewer's approval for this call.", "The call c8 waits for a human reviewer",
 				"expires at T", `Check later with call_result {"call_id": "c8"}`},
 			meta: map[string]string{"toolbelt/approval_id": "a8", "toolbelt/status": "awaiting_approval"},
+		},
+		{
+			name: "awaiting approval without a suggestion",
+			res: services.ToolResult{CallID: "c6", Status: models.StatusAwaitingApproval,
+				Error: &services.ToolError{Code: "CONFIRMATION_REQUIRED", Message: "x needs a reviewer's approval for this call", Retryable: true}},
+			isError: true,
+			text:    []string{"The call c6 waits for a human reviewer", `Tell the user, then check later with call_result {"call_id": "c6"}.`},
 		},
 		{
 			name:    "failed without an error",
@@ -107,6 +109,18 @@ func TestResult(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestDirections: the invoker's suggestions to an MCP client name this
+// server's tools, so no REST endpoint reaches the model.
+func TestDirections(t *testing.T) {
+	d := models.DirectionsOf(models.WithDirections(context.Background(), directions{}))
+	if got := d.SearchTools(); got != SearchToolsName {
+		t.Errorf("SearchTools() = %q", got)
+	}
+	if got, want := d.PollCall("c8"), `Check later with call_result {"call_id": "c8"}`; got != want {
+		t.Errorf("PollCall() = %q, want %q", got, want)
 	}
 }
 

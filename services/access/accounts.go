@@ -169,7 +169,7 @@ func (a *Accounts) IssueKey(ctx context.Context, principalID uint, by *models.Pr
 func (a *Accounts) RevokeKey(ctx context.Context, id uint, by *models.Principal) error {
 	key, err := a.store.RevokeAPIKey(ctx, id, func(owner *models.Principal, adminKeys int64) error {
 		if owner.Role == RoleAdmin && adminKeys <= 1 {
-			return fmt.Errorf("%w: key %d is the last active admin key; issue another admin key first", models.ErrConflict, id)
+			return models.ErrConflict.Errorf("key %d is the last active admin key; issue another admin key first", id)
 		}
 		return nil
 	})
@@ -196,7 +196,7 @@ func (a *Accounts) Authenticate(ctx context.Context, client, secret string) (*mo
 
 func (a *Accounts) authenticate(ctx context.Context, secret string) (*models.Principal, error) {
 	if !strings.HasPrefix(secret, KeyPrefix) && len(secret) < MinAdminKeyLen {
-		return nil, fmt.Errorf("%w: invalid api key", models.ErrUnauthorized)
+		return nil, models.ErrUnauthorized.Errorf("invalid api key")
 	}
 	hash := hashKey(secret)
 	if e, ok := a.known.Get(hash); ok {
@@ -206,7 +206,7 @@ func (a *Accounts) authenticate(ctx context.Context, secret string) (*models.Pri
 	}
 	key, p, err := a.store.KeyByHash(ctx, hash)
 	if errors.Is(err, models.ErrNotFound) {
-		return nil, fmt.Errorf("%w: invalid api key", models.ErrUnauthorized)
+		return nil, models.ErrUnauthorized.Errorf("invalid api key")
 	}
 	if err != nil {
 		return nil, err
@@ -239,7 +239,7 @@ func (a *Accounts) touch(ctx context.Context, id uint) {
 // yet. An operator's own key is never returned, so it is never printed.
 func (a *Accounts) Bootstrap(ctx context.Context, adminKey string) (string, error) {
 	if adminKey != "" && len(adminKey) < MinAdminKeyLen {
-		return "", fmt.Errorf("%w: TOOLBELT_ADMIN_KEY must be at least %d characters", models.ErrInvalid, MinAdminKeyLen)
+		return "", models.ErrInvalid.Errorf("TOOLBELT_ADMIN_KEY must be at least %d characters", MinAdminKeyLen)
 	}
 	n, err := a.store.CountPrincipals(ctx)
 	if err != nil {

@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"time"
 
 	"toolbelt/models"
@@ -29,7 +28,7 @@ type ConsoleSession struct {
 // models.ErrUnauthorized, with no hint of which; wrong keys count against
 // the client's guesses as in Authenticate (a right key is always let in).
 func (a *Accounts) SignIn(ctx context.Context, client, secret string) (*ConsoleSession, error) {
-	bad := fmt.Errorf("%w: that API key is not valid", models.ErrUnauthorized)
+	bad := models.ErrUnauthorized.Errorf("that API key is not valid")
 	if len(secret) < len(KeyPrefix)+8 {
 		return nil, a.guesses.refuse(ctx, client, bad)
 	}
@@ -56,11 +55,11 @@ func (a *Accounts) SignIn(ctx context.Context, client, secret string) (*ConsoleS
 // models.ErrUnauthorized.
 func (a *Accounts) ConsoleSession(ctx context.Context, token string) (*ConsoleSession, error) {
 	if token == "" {
-		return nil, fmt.Errorf("%w: not signed in", models.ErrUnauthorized)
+		return nil, models.ErrUnauthorized.Errorf("not signed in")
 	}
 	cs, p, err := a.store.ConsoleSessionByHash(ctx, hashKey(token), time.Now().UTC())
 	if errors.Is(err, models.ErrNotFound) {
-		return nil, fmt.Errorf("%w: the session ended; sign in again", models.ErrUnauthorized)
+		return nil, models.ErrUnauthorized.Errorf("the session ended; sign in again")
 	}
 	if err != nil {
 		return nil, err

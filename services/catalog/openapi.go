@@ -253,8 +253,7 @@ func (im *OpenAPIImporter) Import(ctx context.Context, req OpenAPIImportRequest,
 	case len(refused) > 0:
 		return nil, &models.ValidationError{What: "OpenAPI import: no tool was registered", Problems: refused}
 	case len(taken) > 0:
-		return nil, fmt.Errorf("%w: tools %s are already registered; no tool was imported (choose a prefix, send \"update\": true to publish new versions of the changed ones, or publish with PUT /api/v1/tools/{name})",
-			models.ErrConflict, strings.Join(taken, ", "))
+		return nil, models.ErrConflict.Errorf("tools %s are already registered; no tool was imported (choose a prefix, send \"update\": true to publish new versions of the changed ones, or publish with PUT /api/v1/tools/{name})", strings.Join(taken, ", "))
 	case len(defs)+len(updates)+len(res.Unchanged) == 0:
 		return nil, &models.ValidationError{What: "OpenAPI import", Problems: []models.Problem{{
 			Pointer: where, Message: "none of its operations can become a tool (see the notes of a dry run)"}}}

@@ -431,7 +431,7 @@ func (r *Registry) List(ctx context.Context, opts ListOptions) (*ToolPage, error
 		bad = append(bad, "offset must not be negative")
 	}
 	if len(bad) > 0 {
-		return nil, fmt.Errorf("%w: %s", models.ErrInvalid, strings.Join(bad, "; "))
+		return nil, models.ErrInvalid.Errorf("%s", strings.Join(bad, "; "))
 	}
 	filter := models.ToolFilter{
 		Category: opts.Category, Tag: opts.Tag, Level: opts.Level, Query: opts.Query,
@@ -507,7 +507,7 @@ func splitTags(s string) []string {
 
 func checkFormat(format string) error {
 	if !slices.Contains(formats.Formats, format) {
-		return fmt.Errorf("%w: %q is not a format; use one of %s", models.ErrInvalid, format, strings.Join(formats.Formats, ", "))
+		return models.ErrInvalid.Errorf("%q is not a format; use one of %s", format, strings.Join(formats.Formats, ", "))
 	}
 	return nil
 }

@@ -74,7 +74,7 @@ func RenderAll(def tooldef.Definition) (map[string]json.RawMessage, error) {
 }
 
 func UnknownFormat(format string) error {
-	return fmt.Errorf("%w: unknown format %q (want one of %s)", models.ErrInvalid, format, strings.Join(Formats, ", "))
+	return models.ErrInvalid.Errorf("unknown format %q (want one of %s)", format, strings.Join(Formats, ", "))
 }
 
 // The tool shapes of each API. Struct fields keep the order the APIs
@@ -169,7 +169,7 @@ func checkName(name, format string) error {
 		rule = mcpNameRule
 	}
 	if !rule.MatchString(name) {
-		return fmt.Errorf("%w: tool name %q does not fit the %s name rule %s", models.ErrInvalid, name, format, rule)
+		return models.ErrInvalid.Errorf("tool name %q does not fit the %s name rule %s", name, format, rule)
 	}
 	return nil
 }
@@ -185,21 +185,21 @@ func parseParameters(def tooldef.Definition) (map[string]any, error) {
 	dec.UseNumber()
 	var v any
 	if err := dec.Decode(&v); err != nil {
-		return nil, fmt.Errorf("%w: parameters of tool %q: %v", models.ErrInvalid, def.Name, err)
+		return nil, models.ErrInvalid.Errorf("parameters of tool %q: %v", def.Name, err)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("%w: parameters of tool %q: trailing data after the schema", models.ErrInvalid, def.Name)
+		return nil, models.ErrInvalid.Errorf("parameters of tool %q: trailing data after the schema", def.Name)
 	}
 	schema, ok := v.(map[string]any)
 	if !ok {
-		return nil, fmt.Errorf("%w: parameters of tool %q must be a JSON object", models.ErrInvalid, def.Name)
+		return nil, models.ErrInvalid.Errorf("parameters of tool %q must be a JSON object", def.Name)
 	}
 	switch t := schema["type"]; t {
 	case nil:
 		schema["type"] = "object"
 	case "object":
 	default:
-		return nil, fmt.Errorf("%w: parameters of tool %q must have type \"object\", not %s", models.ErrInvalid, def.Name, jsonText(t))
+		return nil, models.ErrInvalid.Errorf("parameters of tool %q must have type \"object\", not %s", def.Name, jsonText(t))
 	}
 	return schema, nil
 }
@@ -248,8 +248,7 @@ func mcpAnnotationsFor(def tooldef.Definition) (mcpAnnotations, error) {
 	case tooldef.LevelDangerous:
 		a.DestructiveHint = true
 	default:
-		return a, fmt.Errorf("%w: tool %q has unknown security level %q (want one of %s)",
-			models.ErrInvalid, def.Name, def.Security.Level, strings.Join(tooldef.Levels, ", "))
+		return a, models.ErrInvalid.Errorf("tool %q has unknown security level %q (want one of %s)", def.Name, def.Security.Level, strings.Join(tooldef.Levels, ", "))
 	}
 	switch def.Category {
 	case "browser", "search", "api":

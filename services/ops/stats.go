@@ -3,7 +3,6 @@ package ops
 import (
 	"cmp"
 	"context"
-	"fmt"
 	"math"
 	"math/bits"
 	"slices"
@@ -220,10 +219,10 @@ func (s *Stats) Summary(ctx context.Context, q StatsQuery) (*Summary, error) {
 		q.Top = DefaultTopTools
 	}
 	if q.Hours < 1 || q.Hours > MaxStatsHours {
-		return nil, fmt.Errorf("%w: hours must be between 1 and %d", models.ErrInvalid, MaxStatsHours)
+		return nil, models.ErrInvalid.Errorf("hours must be between 1 and %d", MaxStatsHours)
 	}
 	if q.Top < 1 || q.Top > 100 {
-		return nil, fmt.Errorf("%w: top must be between 1 and 100", models.ErrInvalid)
+		return nil, models.ErrInvalid.Errorf("top must be between 1 and 100")
 	}
 	if s.flush != nil {
 		s.flush()

@@ -621,7 +621,7 @@ func (s *Selector) Callable(ctx context.Context, caller *models.Principal, forma
 		return nil, "", formats.UnknownFormat(format)
 	}
 	if limit < 1 {
-		return nil, "", fmt.Errorf("%w: page size %d", models.ErrInvalid, limit)
+		return nil, "", models.ErrInvalid.Errorf("page size %d", limit)
 	}
 	if caller != nil && caller.Role == access.RoleReviewer {
 		return []json.RawMessage{}, "", nil
@@ -1064,7 +1064,7 @@ func (s *Selector) Feedback(ctx context.Context, caller *models.Principal, selec
 		return nil, err
 	}
 	if caller != nil && caller.Role == access.RoleAgent && sel.PrincipalID != caller.ID {
-		return nil, fmt.Errorf("%w: selection %s was made by another principal", models.ErrForbidden, selectionID)
+		return nil, models.ErrForbidden.Errorf("selection %s was made by another principal", selectionID)
 	}
 	if err := s.ensureFresh(ctx); err != nil {
 		return nil, err

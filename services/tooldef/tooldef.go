@@ -121,7 +121,7 @@ func Decode(raw string) (Definition, error) {
 // so a path character or a look-alike letter gets a precise answer.
 func CheckName(name string) error {
 	if !NamePattern.MatchString(name) {
-		return fmt.Errorf("%w: %q is not a tool name (snake_case ASCII, at most 64 characters)", models.ErrInvalid, name)
+		return models.ErrInvalid.Errorf("%q is not a tool name (snake_case ASCII, at most 64 characters)", name)
 	}
 	return nil
 }
