@@ -42,6 +42,7 @@ import (
 	"toolbelt/services/netpolicy"
 	"toolbelt/services/ops"
 	"toolbelt/services/redact"
+	"toolbelt/services/runners"
 	"toolbelt/services/sandbox"
 	"toolbelt/services/selection"
 	"toolbelt/web"
@@ -140,7 +141,7 @@ func parseConfig(args []string) (Config, error) {
 	if err != nil || grace < 0 {
 		return cfg, fmt.Errorf("TOOLBELT_SHUTDOWN_TIMEOUT must be a duration such as 20s")
 	}
-	quota, err := strconv.Atoi(env("TOOLBELT_SESSION_QUOTA_MB", strconv.Itoa(services.DefaultSessionQuota>>20)))
+	quota, err := strconv.Atoi(env("TOOLBELT_SESSION_QUOTA_MB", strconv.Itoa(runners.DefaultSessionQuota>>20)))
 	if err != nil || quota < 1 {
 		return cfg, fmt.Errorf("TOOLBELT_SESSION_QUOTA_MB must be a positive number of MiB")
 	}
@@ -314,7 +315,7 @@ func serve(args []string) error {
 		return fmt.Errorf("TOOLBELT_HTTP_ALLOW_PRIVATE: %w", err)
 	}
 	invoker = services.NewInvoker(store, selector, authz, redactor, netPolicy, cfg.DataDir, nil, log).
-		WithSandbox(box).WithSessionQuota(services.NewQuota(int64(cfg.SessionQuotaMB) << 20)).WithBrowser(chromium).WithSearch(cfg.SearXNG).WithSecrets(cfg.Secrets).WithMetrics(metrics)
+		WithSandbox(box).WithSessionQuota(runners.NewQuota(int64(cfg.SessionQuotaMB) << 20)).WithBrowser(chromium).WithSearch(cfg.SearXNG).WithSecrets(cfg.Secrets).WithMetrics(metrics)
 	invoker.ReportPendingApprovals(metrics)
 	h := &handlers.Handler{
 		Registry: registry, Selector: selector, Accounts: accounts,

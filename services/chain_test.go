@@ -10,6 +10,8 @@ import (
 	"toolbelt/models"
 	"toolbelt/services/catalog"
 	"toolbelt/services/embed"
+	"toolbelt/services/netpolicy"
+	"toolbelt/services/runners"
 	"toolbelt/services/tooldef"
 )
 
@@ -146,7 +148,7 @@ func TestValidateGuard(t *testing.T) {
 // TestSecureGuard runs the security checks alone: paths, shell commands and
 // URLs.
 func TestSecureGuard(t *testing.T) {
-	inv := &Invoker{dataDir: t.TempDir()}
+	inv := &Invoker{runners: runners.New(t.TempDir(), netpolicy.Policy{}, quiet)}
 	step := inv.secure(passed)
 	fileTool := tooldef.Definition{Name: "file_read", Category: "filesystem", Runner: tooldef.Runner{Kind: tooldef.RunnerBuiltin, Builtin: "file_read"}}
 	reports := fileTool
@@ -188,8 +190,8 @@ func TestSecureGuard(t *testing.T) {
 				if !res.Success {
 					t.Fatalf("refused: %+v", res.Error)
 				}
-				if !strings.HasSuffix(c.workDir, "/sessions/p0/s1") {
-					t.Errorf("work directory %s", c.workDir)
+				if !strings.HasSuffix(c.dir.Path, "/sessions/p0/s1") {
+					t.Errorf("work directory %s", c.dir.Path)
 				}
 				return
 			}

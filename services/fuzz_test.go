@@ -10,10 +10,11 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
+
 	"toolbelt/services/catalog"
 	"toolbelt/services/redact"
 	"toolbelt/services/tooldef"
-	"unicode/utf8"
 
 	"toolbelt/models"
 )

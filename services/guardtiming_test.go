@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 	"time"
+
 	"toolbelt/services/ops"
 )
 
@@ -11,8 +12,7 @@ import (
 // execution are not in it, nor is a guard's time lost when the one before
 // it is untimed.
 func TestGuardTimingsExcludeLaterSteps(t *testing.T) {
-	inv := &Invoker{}
-	inv.WithMetrics(ops.NewMetrics())
+	inv := &Invoker{metrics: ops.NewMetrics()}
 	pass := func(next Step) Step { return next }
 	slow := func(next Step) Step {
 		return func(ctx context.Context, c *call) ToolResult {

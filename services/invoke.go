@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"path/filepath"
 	"runtime/debug"
 	"slices"
@@ -30,6 +29,7 @@ import (
 	"toolbelt/services/netpolicy"
 	"toolbelt/services/ops"
 	"toolbelt/services/redact"
+	"toolbelt/services/runners"
 	"toolbelt/services/sandbox"
 	"toolbelt/services/selection"
 	"toolbelt/services/tooldef"
@@ -168,17 +168,15 @@ type CallMetadata struct {
 
 // call is one call moving through the guard chain.
 type call struct {
-	id       string
-	req      CallRequest
-	caller   *models.Principal
-	def      tooldef.Definition
-	version  uint // version id
-	schema   *jsonschema.Schema
-	args     map[string]any
-	workDir  string
-	workID   dirID     // the work directory's identity, checked at every open
-	quota    int64     // bytes the work directory may hold
-	usage    *dirUsage // what it holds, as file_write knows it
+	id      string
+	req     CallRequest
+	caller  *models.Principal
+	def     tooldef.Definition
+	version uint // version id
+	schema  *jsonschema.Schema
+	args    map[string]any
+	// dir is the session's work directory, made by the secure guard.
+	dir      runners.WorkDir
 	started  time.Time
 	attempts int
 	cached   bool
@@ -219,9 +217,6 @@ type call struct {
 	tracked, stopped bool
 	// log is the tool's logger, carrying the call id.
 	log *slog.Logger
-	// owner is the uid and gid files written for the session get, when
-	// sandboxed commands run as another user.
-	owner *[2]int
 }
 
 // Step handles a call and returns its result; Guard wraps a step with one
@@ -244,40 +239,31 @@ func compose(guards ...Guard) func(Step) Step {
 // Invoker is the invoke and execute stages: every call passes the guard
 // chain in DESIGN.md's order, then runs, and is recorded.
 type Invoker struct {
-	store      *models.Store
-	selector   *selection.Selector
-	authz      *access.Authz
-	log        *slog.Logger
-	dataDir    string
-	schemas    *expirable.LRU[uint, *jsonschema.Schema]
-	results    *expirable.LRU[string, *cachedResult]
-	limits     *rateLimits
-	queues     *queues
-	sleep      func(context.Context, time.Duration) error
-	redactor   *redact.Redactor
-	net        netpolicy.Policy
-	httpClient *http.Client
-	bg         *background
-	calls      *callRecorder
-	tools      sync.Map     // name → *resolvedTool, the current versions
-	running    sync.Map     // call id → context.CancelFunc of a call in flight
-	inFlight   atomic.Int64 // calls being handled (Call) or run in the background
+	store    *models.Store
+	selector *selection.Selector
+	authz    *access.Authz
+	log      *slog.Logger
+	dataDir  string
+	schemas  *expirable.LRU[uint, *jsonschema.Schema]
+	results  *expirable.LRU[string, *cachedResult]
+	limits   *rateLimits
+	queues   *queues
+	sleep    func(context.Context, time.Duration) error
+	redactor *redact.Redactor
+	net      netpolicy.Policy
+	bg       *background
+	calls    *callRecorder
+	tools    sync.Map     // name → *resolvedTool, the current versions
+	running  sync.Map     // call id → context.CancelFunc of a call in flight
+	inFlight atomic.Int64 // calls being handled (Call) or run in the background
 	// interrupting is set when Shutdown's deadline passed: calls
 	// cancelled from then on are recorded as interrupted.
 	interrupting atomic.Bool
 	events       *broker
 	metrics      *ops.Metrics
-	dirs         sync.Map // sessionKey → its work directory, once made
-	quota        Quota    // of each session's work directory
 	run          Step
-	// Optional mechanisms of the built-in tools.
-	sandbox   *sandbox.Sandbox
-	browser   *browser.Browser
-	searchURL string
-	secrets   map[string]string
-	// searchClient talks to the configured search endpoint, which an
-	// administrator chose, so it may be on the private network.
-	searchClient *http.Client
+	// runners execute what passed the chain.
+	runners *runners.Table
 }
 
 // NewInvoker returns the invoker; session work directories live under
@@ -293,13 +279,12 @@ func (inv *Invoker) WithSleep(sleep func(context.Context, time.Duration) error) 
 func NewInvoker(store *models.Store, selector *selection.Selector, authz *access.Authz, redactor *redact.Redactor, netPolicy netpolicy.Policy, dataDir string, queueLimits map[string]int, log *slog.Logger) *Invoker {
 	inv := &Invoker{
 		store: store, selector: selector, authz: authz, redactor: redactor, log: log, dataDir: dataDir,
-		net: netPolicy, httpClient: netPolicy.Client(), searchClient: &http.Client{Timeout: 30 * time.Second},
+		net: netPolicy, runners: runners.New(dataDir, netPolicy, log),
 		schemas: newSchemaCache(),
 		results: newResultsCache(),
 		limits:  newRateLimits(),
 		queues:  newQueues(queueLimits, 0),
 		sleep:   sleepCtx,
-		quota:   NewQuota(DefaultSessionQuota),
 		bg:      newBackground(),
 		events:  newBroker(),
 		calls: newCallRecorder(store, func(c *models.Call) { c.Arguments = string(redactor.RedactJSON([]byte(c.Arguments))) },
@@ -321,6 +306,44 @@ func (inv *Invoker) Flush() { inv.calls.sync() }
 // WithMetrics makes the invoker report to m.
 func (inv *Invoker) WithMetrics(m *ops.Metrics) *Invoker {
 	inv.metrics = m
+	inv.runners.WithMetrics(m)
+	return inv
+}
+
+// WithSandbox sets the sandbox that tools with security.sandbox (and
+// command runners) run in; without one they refuse with
+// SANDBOX_UNAVAILABLE, never running unsandboxed.
+func (inv *Invoker) WithSandbox(s *sandbox.Sandbox) *Invoker {
+	inv.runners.WithSandbox(s)
+	return inv
+}
+
+// Sandbox is the sandbox in use (nil when none was set).
+func (inv *Invoker) Sandbox() *sandbox.Sandbox { return inv.runners.Sandbox() }
+
+// WithSessionQuota sets the disk quota of every session's work directory
+// (runners.DefaultSessionQuota otherwise).
+func (inv *Invoker) WithSessionQuota(q runners.Quota) *Invoker {
+	inv.runners.WithSessionQuota(q)
+	return inv
+}
+
+// WithBrowser sets the Chromium that browser_navigate drives.
+func (inv *Invoker) WithBrowser(b *browser.Browser) *Invoker {
+	inv.runners.WithBrowser(b)
+	return inv
+}
+
+// WithSearch sets the SearXNG-compatible endpoint web_search queries.
+func (inv *Invoker) WithSearch(endpoint string) *Invoker {
+	inv.runners.WithSearch(endpoint)
+	return inv
+}
+
+// WithSecrets sets the values, by variable name, that http runners may
+// reference in headers as {{env.NAME}}.
+func (inv *Invoker) WithSecrets(secrets map[string]string) *Invoker {
+	inv.runners.WithSecrets(secrets)
 	return inv
 }
 
@@ -444,7 +467,7 @@ func (inv *Invoker) finish(ctx context.Context, c *call, res ToolResult) ToolRes
 
 // precheck runs the guards that need no approval and change nothing.
 func (inv *Invoker) precheck(ctx context.Context, c *call) ToolResult {
-	if !ValidSessionID(c.req.SessionID) {
+	if !runners.ValidSessionID(c.req.SessionID) {
 		return inv.guarded(ctx, c)
 	}
 	return compose(inv.resolve, inv.validate, inv.authorize)(func(context.Context, *call) ToolResult {
@@ -461,8 +484,8 @@ func (inv *Invoker) guarded(ctx context.Context, c *call) (res ToolResult) {
 			res = failure(models.CodeInternal, "internal error while running the tool", false, "Try again later; if it persists, report the call id to an administrator.")
 		}
 	}()
-	if !ValidSessionID(c.req.SessionID) {
-		return refusal(models.CodeValidation, SessionIDRule, "Send a session_id such as \"run-42\".")
+	if !runners.ValidSessionID(c.req.SessionID) {
+		return refusal(models.CodeValidation, runners.SessionIDRule, "Send a session_id such as \"run-42\".")
 	}
 	return inv.run(ctx, c)
 }
@@ -757,16 +780,12 @@ func (inv *Invoker) secure(next Step) Step {
 	return func(ctx context.Context, c *call) ToolResult {
 		// Work directories belong to a principal and a session: two agents
 		// using the same session id never share files.
-		key := sessionKey{principalID(c.caller), c.req.SessionID}
-		dir, err := inv.workDirOf(key)
+		dir, err := inv.runners.WorkDir(principalID(c.caller), c.req.SessionID)
 		if err != nil {
 			inv.log.ErrorContext(ctx, "make work directory", "err", err, "call_id", c.id)
 			return failure(models.CodeInternal, "internal error", true, "Try again.")
 		}
-		if uid, gid, ok := inv.sandbox.Owner(); ok {
-			c.owner = &[2]int{uid, gid}
-		}
-		c.workDir, c.workID, c.quota, c.usage = dir.path, dir.id, inv.quota.disk, dir.usage
+		c.dir = dir
 		if cmd, ok := c.args["command"].(string); ok && c.def.Category == "shell" {
 			if msg := checkCommand(cmd, c.def.Security.ShellOperators); msg != "" {
 				return refusal(models.CodeCommandRejected, msg,
@@ -789,12 +808,6 @@ func (inv *Invoker) secure(next Step) Step {
 		}
 		return next(ctx, c)
 	}
-}
-
-// sessionKey names a session's work directory: sessions/p<principal>/<session>.
-type sessionKey struct {
-	principal uint
-	session   string
 }
 
 // isFileBuiltin reports whether the tool runs one of the file built-ins,
@@ -954,41 +967,7 @@ func (inv *Invoker) attempt(ctx context.Context, c *call) ToolResult {
 	if c.def.Runner.Kind == tooldef.RunnerComposite {
 		return inv.composite(ctx, c)
 	}
-	var data any
-	var err error
-	if c.def.Security.Sandbox || c.def.Runner.Kind == tooldef.RunnerCommand {
-		// Never run unsandboxed what asked for the sandbox.
-		err = inv.sandboxMissing(c)
-	}
-	switch {
-	case err != nil:
-	case c.def.Runner.Kind == tooldef.RunnerBuiltin && c.def.Runner.Builtin == "file_read":
-		data, err = fileOp(ctx, func() (any, error) { return fileRead(c) })
-	case c.def.Runner.Kind == tooldef.RunnerBuiltin && c.def.Runner.Builtin == "file_write":
-		data, err = fileOp(ctx, func() (any, error) { return fileWrite(c) })
-	case c.def.Runner.Kind == tooldef.RunnerBuiltin && c.def.Runner.Builtin == "file_list":
-		data, err = fileOp(ctx, func() (any, error) { return fileList(ctx, c) })
-	case c.def.Runner.Kind == tooldef.RunnerBuiltin && c.def.Runner.Builtin == "echo":
-		data = c.args
-	case c.def.Runner.Kind == tooldef.RunnerBuiltin && c.def.Runner.Builtin == "http_request":
-		data, err = inv.httpRequest(ctx, c)
-	case c.def.Runner.Kind == tooldef.RunnerBuiltin && c.def.Runner.Builtin == "shell_exec":
-		data, err = inv.shellExec(ctx, c)
-	case c.def.Runner.Kind == tooldef.RunnerBuiltin && c.def.Runner.Builtin == "code_execute":
-		data, err = inv.codeExecute(ctx, c)
-	case c.def.Runner.Kind == tooldef.RunnerBuiltin && c.def.Runner.Builtin == "web_search":
-		data, err = inv.webSearch(ctx, c)
-	case c.def.Runner.Kind == tooldef.RunnerBuiltin && c.def.Runner.Builtin == "browser_navigate":
-		data, err = inv.browserNavigate(ctx, c)
-	case c.def.Runner.Kind == tooldef.RunnerCommand:
-		data, err = inv.commandRunner(ctx, c)
-	case c.def.Runner.Kind == tooldef.RunnerHTTP:
-		data, err = inv.httpRunner(ctx, c)
-	default:
-		return failure(models.CodeExecutionFailed,
-			fmt.Sprintf("runner %s %s cannot run on this server yet", c.def.Runner.Kind, c.def.Runner.Builtin), false,
-			"Choose another tool; this one is not available here.")
-	}
+	data, err := inv.runners.Run(ctx, &runners.Call{ID: c.id, Def: c.def, Args: c.args, Dir: c.dir, Log: c.log})
 	if ctx.Err() != nil {
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			return failure(models.CodeTimeout, fmt.Sprintf("%s did not finish within %d ms", c.def.Name, c.def.Execution.Timeout), true, "Retry with a smaller input, or later.")
@@ -996,9 +975,9 @@ func (inv *Invoker) attempt(ctx context.Context, c *call) ToolResult {
 		return failure(models.CodeCancelled, "the call was cancelled", false, "")
 	}
 	if err != nil {
-		var te *toolError
+		var te *runners.Error
 		if errors.As(err, &te) {
-			return failure(te.code, inv.redactor.Redact(te.msg), te.retryable, te.suggestion)
+			return failure(te.Code, inv.redactor.Redact(te.Message), te.Retryable, te.Suggestion)
 		}
 		return failure(models.CodeExecutionFailed, inv.redactor.Redact(err.Error()), false, "Check the arguments and try again.")
 	}
@@ -1010,14 +989,6 @@ func (inv *Invoker) attempt(ctx context.Context, c *call) ToolResult {
 	// can see it.
 	return ToolResult{Status: models.StatusSucceeded, Success: true, Data: inv.redactor.RedactJSON(raw)}
 }
-
-// toolError is a failure a tool explains itself.
-type toolError struct {
-	code, msg, suggestion string
-	retryable             bool
-}
-
-func (e *toolError) Error() string { return e.msg }
 
 // MaxResultRecord caps the result kept in history.
 const MaxResultRecord = 64 << 10

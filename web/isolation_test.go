@@ -12,8 +12,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"toolbelt/services"
+	"toolbelt/services/runners"
 )
 
 // hostEntry is what the host sees of one path: enough to tell that
@@ -349,7 +348,7 @@ func TestSessionDiskQuota(t *testing.T) {
 	app := newTestApp(t)
 	needSandbox(t, app)
 	const quota = 8 << 20
-	app.invoker.WithSessionQuota(services.NewQuota(quota))
+	app.invoker.WithSessionQuota(runners.NewQuota(quota))
 	run := func(code string) map[string]any {
 		t.Helper()
 		_, res := app.call(t, "admin", map[string]any{"tool": "code_execute", "session_id": "q", "arguments": map[string]any{"language": "python", "code": code}})

@@ -1,4 +1,4 @@
-package services
+package runners
 
 import (
 	"context"
@@ -32,13 +32,13 @@ const maxListEntries = 1000
 func pathError(p string, err error) error {
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return &toolError{code: models.CodeExecutionFailed, msg: fmt.Sprintf("%s does not exist", p), suggestion: "List the directory with file_list to see which files exist."}
+		return &Error{Code: models.CodeExecutionFailed, Message: fmt.Sprintf("%s does not exist", p), Suggestion: "List the directory with file_list to see which files exist."}
 	case strings.Contains(err.Error(), "escapes from parent"), strings.Contains(err.Error(), "path escapes"):
-		return &toolError{code: models.CodePathNotAllowed, msg: fmt.Sprintf("%s leads outside the work directory", p), suggestion: "Use a path inside the session work directory."}
+		return &Error{Code: models.CodePathNotAllowed, Message: fmt.Sprintf("%s leads outside the work directory", p), Suggestion: "Use a path inside the session work directory."}
 	case errors.Is(err, fs.ErrPermission):
-		return &toolError{code: models.CodePathNotAllowed, msg: fmt.Sprintf("%s may not be accessed", p), suggestion: "Use another file."}
+		return &Error{Code: models.CodePathNotAllowed, Message: fmt.Sprintf("%s may not be accessed", p), Suggestion: "Use another file."}
 	}
-	return &toolError{code: models.CodeExecutionFailed, msg: fmt.Sprintf("%s: %v", p, err), suggestion: "Check the path and try again."}
+	return &Error{Code: models.CodeExecutionFailed, Message: fmt.Sprintf("%s: %v", p, err), Suggestion: "Check the path and try again."}
 }
 
 // dirUsage is what a session's work directory holds, as file_write
@@ -73,19 +73,19 @@ func blocks(info os.FileInfo) int64 {
 
 // withinQuota refuses a write of n bytes to p that would take the work
 // directory past the session's disk quota (SANDBOX_LIMIT, as when a
-// sandboxed program fills it). It is called with c.usage locked and
+// sandboxed program fills it). It is called with c.Dir.usage locked and
 // returns the space p takes now, for account.
-func withinQuota(c *call, root *os.Root, p string, n int64, appending bool) (int64, error) {
-	if c.quota <= 0 || c.usage == nil {
+func withinQuota(c *Call, root *os.Root, p string, n int64, appending bool) (int64, error) {
+	if c.Dir.Quota <= 0 || c.Dir.usage == nil {
 		return 0, nil
 	}
-	u := c.usage
+	u := c.Dir.usage
 	if !u.known {
-		used, err := sandbox.DirUsage(c.workDir)
+		used, err := sandbox.DirUsage(c.Dir.Path)
 		if errors.Is(err, sandbox.ErrTooManyEntries) {
-			return 0, &toolError{code: models.CodeSandboxLimit,
-				msg:        fmt.Sprintf("the work directory %s, more than a session may, so the disk quota cannot be checked", strings.Replace(err.Error(), "more than", "holds more than", 1)),
-				suggestion: "Use another session_id; an administrator can remove this session's files."}
+			return 0, &Error{Code: models.CodeSandboxLimit,
+				Message:    fmt.Sprintf("the work directory %s, more than a session may, so the disk quota cannot be checked", strings.Replace(err.Error(), "more than", "holds more than", 1)),
+				Suggestion: "Use another session_id; an administrator can remove this session's files."}
 		} else if err != nil {
 			return 0, err
 		}
@@ -99,19 +99,19 @@ func withinQuota(c *call, root *os.Root, p string, n int64, appending bool) (int
 			add -= before // the file is replaced: its blocks are freed (a sparse file's size is not)
 		}
 	}
-	if u.bytes+add <= c.quota {
+	if u.bytes+add <= c.Dir.Quota {
 		return before, nil
 	}
-	return 0, &toolError{code: models.CodeSandboxLimit,
-		msg: fmt.Sprintf("writing %d bytes to %s would pass the session's disk quota of %d MiB (the work directory holds %.1f MiB)",
-			n, p, c.quota>>20, float64(u.bytes)/(1<<20)),
-		suggestion: "Delete files you no longer need from the work directory, or write less."}
+	return 0, &Error{Code: models.CodeSandboxLimit,
+		Message: fmt.Sprintf("writing %d bytes to %s would pass the session's disk quota of %d MiB (the work directory holds %.1f MiB)",
+			n, p, c.Dir.Quota>>20, float64(u.bytes)/(1<<20)),
+		Suggestion: "Delete files you no longer need from the work directory, or write less."}
 }
 
 // account adds what a write changed to the known usage: the file's space
 // now against before; made directories are measured again next time.
-func account(c *call, root *os.Root, p string, before int64, madeDirs bool) {
-	u := c.usage
+func account(c *Call, root *os.Root, p string, before int64, madeDirs bool) {
+	u := c.Dir.usage
 	if u == nil || !u.known {
 		return
 	}
@@ -126,8 +126,8 @@ func account(c *call, root *os.Root, p string, before int64, madeDirs bool) {
 // pathArg is the call's path argument with '\' read as the separator it
 // is meant as (the guards read it so too), once for every use: creating
 // directories, opening, chowning and the quota see the same path.
-func pathArg(c *call) string {
-	p, _ := c.args["path"].(string)
+func pathArg(c *Call) string {
+	p, _ := c.Args["path"].(string)
 	return strings.ReplaceAll(p, `\`, "/")
 }
 
@@ -165,8 +165,8 @@ func openError(root *os.Root, p string, err error) error {
 }
 
 func specialFile(p, what string) error {
-	return &toolError{code: models.CodePathNotAllowed, msg: fmt.Sprintf("%s is %s: the file tools read and write regular files only", p, what),
-		suggestion: "Use a regular file."}
+	return &Error{Code: models.CodePathNotAllowed, Message: fmt.Sprintf("%s is %s: the file tools read and write regular files only", p, what),
+		Suggestion: "Use a regular file."}
 }
 
 // fileOp runs a file tool's work and returns when it ends or the call's
@@ -203,7 +203,7 @@ func intArg(args map[string]any, name string, def int) int {
 	return def
 }
 
-func fileRead(c *call) (any, error) {
+func fileRead(c *Call) (any, error) {
 	p := pathArg(c)
 	root, err := openRoot(c)
 	if err != nil {
@@ -222,12 +222,12 @@ func fileRead(c *call) (any, error) {
 		return nil, pathError(p, err)
 	}
 	if info.IsDir() {
-		return nil, &toolError{code: models.CodeExecutionFailed, msg: p + " is a directory", suggestion: "Use file_list for directories."}
+		return nil, &Error{Code: models.CodeExecutionFailed, Message: p + " is a directory", Suggestion: "Use file_list for directories."}
 	}
 	if err := regularFile(p, info); err != nil {
 		return nil, err
 	}
-	limit := intArg(c.args, "max_bytes", DefaultReadBytes)
+	limit := intArg(c.Args, "max_bytes", DefaultReadBytes)
 	buf, err := io.ReadAll(io.LimitReader(f, int64(limit)))
 	if err != nil {
 		return nil, pathError(p, err)
@@ -239,29 +239,29 @@ func fileRead(c *call) (any, error) {
 			trimmed = trimmed[:len(trimmed)-1]
 		}
 		if !utf8.Valid(trimmed) {
-			return nil, &toolError{code: models.CodeExecutionFailed, msg: p + " is not UTF-8 text", suggestion: "file_read reads text files only."}
+			return nil, &Error{Code: models.CodeExecutionFailed, Message: p + " is not UTF-8 text", Suggestion: "file_read reads text files only."}
 		}
 		buf = trimmed
 	}
 	return map[string]any{"path": p, "content": string(buf), "size": info.Size(), "truncated": int64(len(buf)) < info.Size()}, nil
 }
 
-func fileWrite(c *call) (any, error) {
+func fileWrite(c *Call) (any, error) {
 	p := pathArg(c)
-	content, _ := c.args["content"].(string)
-	appendMode, _ := c.args["append"].(bool)
+	content, _ := c.Args["content"].(string)
+	appendMode, _ := c.Args["append"].(bool)
 	root, err := openRoot(c)
 	if err != nil {
 		return nil, err
 	}
 	defer root.Close()
-	if c.usage != nil {
-		c.usage.mu.Lock()
-		defer c.usage.mu.Unlock()
+	if c.Dir.usage != nil {
+		c.Dir.usage.mu.Lock()
+		defer c.Dir.usage.mu.Unlock()
 	}
 	if depth := strings.Count(path.Clean(p), "/"); depth >= maxPathDepth {
-		return nil, &toolError{code: models.CodeValidation, msg: fmt.Sprintf("%s is %d directories deep; at most %d are allowed", p, depth, maxPathDepth-1),
-			suggestion: "Use a shallower path."}
+		return nil, &Error{Code: models.CodeValidation, Message: fmt.Sprintf("%s is %d directories deep; at most %d are allowed", p, depth, maxPathDepth-1),
+			Suggestion: "Use a shallower path."}
 	}
 	before, err := withinQuota(c, root, p, int64(len(content)), appendMode)
 	if err != nil {
@@ -291,7 +291,7 @@ func fileWrite(c *call) (any, error) {
 			return nil, pathError(p, err)
 		}
 		if info.IsDir() {
-			return nil, &toolError{code: models.CodeExecutionFailed, msg: p + " is a directory", suggestion: "Write to a file path inside it."}
+			return nil, &Error{Code: models.CodeExecutionFailed, Message: p + " is a directory", Suggestion: "Write to a file path inside it."}
 		}
 		return nil, regularFile(p, info)
 	}
@@ -303,30 +303,30 @@ func fileWrite(c *call) (any, error) {
 	if cerr != nil {
 		return nil, pathError(p, cerr)
 	}
-	if c.owner != nil {
+	if c.Dir.Owner != nil {
 		// Sandboxed commands run as another uid: what the session writes
 		// is theirs to read and change too.
 		clean := path.Clean(p)
 		for d := path.Dir(clean); d != "."; d = path.Dir(d) {
-			_ = root.Lchown(d, c.owner[0], c.owner[1])
+			_ = root.Lchown(d, c.Dir.Owner[0], c.Dir.Owner[1])
 		}
-		if err := root.Lchown(clean, c.owner[0], c.owner[1]); err != nil {
+		if err := root.Lchown(clean, c.Dir.Owner[0], c.Dir.Owner[1]); err != nil {
 			return nil, pathError(p, err)
 		}
 	}
 	return map[string]any{"path": p, "bytes_written": n, "appended": appendMode}, nil
 }
 
-func fileList(ctx context.Context, c *call) (any, error) {
+func fileList(ctx context.Context, c *Call) (any, error) {
 	dir := pathArg(c)
 	if dir == "" {
 		dir = "."
 	}
-	recursive, _ := c.args["recursive"].(bool)
-	pattern, _ := c.args["pattern"].(string)
+	recursive, _ := c.Args["recursive"].(bool)
+	pattern, _ := c.Args["pattern"].(string)
 	if pattern != "" {
 		if _, err := path.Match(pattern, ""); err != nil {
-			return nil, &toolError{code: models.CodeValidation, msg: fmt.Sprintf("pattern %q is not a valid glob", pattern), suggestion: "Use a glob such as *.go."}
+			return nil, &Error{Code: models.CodeValidation, Message: fmt.Sprintf("pattern %q is not a valid glob", pattern), Suggestion: "Use a glob such as *.go."}
 		}
 	}
 	root, err := openRoot(c)

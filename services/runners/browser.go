@@ -1,4 +1,4 @@
-package services
+package runners
 
 import (
 	"context"
@@ -12,24 +12,18 @@ import (
 	"toolbelt/services/browser"
 )
 
-// WithBrowser sets the Chromium that browser_navigate drives.
-func (inv *Invoker) WithBrowser(b *browser.Browser) *Invoker {
-	inv.browser = b
-	return inv
-}
-
 // browserNavigate opens a URL in headless Chromium. Every request the page
 // makes passes the same network policy as http_request, host names
 // resolved; a screenshot goes to screenshots/<call id>.png in the work
 // directory.
-func (inv *Invoker) browserNavigate(ctx context.Context, c *call) (any, error) {
-	if inv.browser == nil {
-		return nil, &toolError{code: models.CodeExecutionFailed, msg: "Chromium is not installed on this server",
-			suggestion: "Do not retry; use http_request to fetch the page instead."}
+func (t *Table) browserNavigate(ctx context.Context, c *Call) (any, error) {
+	if t.browser == nil {
+		return nil, &Error{Code: models.CodeExecutionFailed, Message: "Chromium is not installed on this server",
+			Suggestion: "Do not retry; use http_request to fetch the page instead."}
 	}
-	target, _ := c.args["url"].(string)
-	shot, _ := c.args["screenshot"].(bool)
-	opt := browser.Options{URL: target, Allow: func(u *url.URL) error { return inv.net.CheckResolved(ctx, u) }, Control: inv.net.DialControl}
+	target, _ := c.Args["url"].(string)
+	shot, _ := c.Args["screenshot"].(bool)
+	opt := browser.Options{URL: target, Allow: func(u *url.URL) error { return t.net.CheckResolved(ctx, u) }, Control: t.net.DialControl}
 	if shot {
 		// Chromium writes into a directory of the server's own; the PNG is
 		// then copied in through the work directory's os.Root, so a link
@@ -41,7 +35,7 @@ func (inv *Invoker) browserNavigate(ctx context.Context, c *call) (any, error) {
 		defer os.RemoveAll(tmp)
 		opt.Screenshot, opt.ScreenshotPath = true, filepath.Join(tmp, "shot.png")
 	}
-	page, err := inv.browser.Navigate(ctx, opt)
+	page, err := t.browser.Navigate(ctx, opt)
 	if err != nil {
 		var be *browser.Error
 		switch {
@@ -50,13 +44,13 @@ func (inv *Invoker) browserNavigate(ctx context.Context, c *call) (any, error) {
 		case !errors.As(err, &be):
 			return nil, err
 		case be.Kind == browser.KindBlocked:
-			return nil, &toolError{code: models.CodeURLNotAllowed, msg: be.Msg, suggestion: "Use a public http or https URL; internal addresses are never opened."}
+			return nil, &Error{Code: models.CodeURLNotAllowed, Message: be.Msg, Suggestion: "Use a public http or https URL; internal addresses are never opened."}
 		case be.Kind == browser.KindInvalid:
-			return nil, &toolError{code: models.CodeValidation, msg: be.Msg, suggestion: "Send an absolute http or https URL."}
+			return nil, &Error{Code: models.CodeValidation, Message: be.Msg, Suggestion: "Send an absolute http or https URL."}
 		case be.Kind == browser.KindNavigation:
-			return nil, &toolError{code: models.CodeUpstream, msg: be.Msg, retryable: true, suggestion: "The site did not answer; check the URL or try later."}
+			return nil, &Error{Code: models.CodeUpstream, Message: be.Msg, Retryable: true, Suggestion: "The site did not answer; check the URL or try later."}
 		}
-		return nil, &toolError{code: models.CodeExecutionFailed, msg: be.Msg, retryable: be.Kind == browser.KindUnavailable, suggestion: "Try again later, or use http_request."}
+		return nil, &Error{Code: models.CodeExecutionFailed, Message: be.Msg, Retryable: be.Kind == browser.KindUnavailable, Suggestion: "Try again later, or use http_request."}
 	}
 	links := make([]map[string]string, len(page.Links))
 	for i, l := range page.Links {
@@ -65,7 +59,7 @@ func (inv *Invoker) browserNavigate(ctx context.Context, c *call) (any, error) {
 	out := map[string]any{"url": page.URL, "status": page.Status, "title": page.Title, "text": page.Text,
 		"text_truncated": page.TextTruncated, "links": links}
 	if page.Screenshot != "" {
-		rel := "screenshots/" + c.id + ".png"
+		rel := "screenshots/" + c.ID + ".png"
 		if err := saveScreenshot(c, page.Screenshot, rel); err != nil {
 			return nil, pathError(rel, err)
 		}
@@ -77,7 +71,7 @@ func (inv *Invoker) browserNavigate(ctx context.Context, c *call) (any, error) {
 // saveScreenshot copies the PNG at src to rel in the work directory,
 // through its os.Root: no link is followed out of it, the file is new
 // (O_EXCL), and it and screenshots/ belong to the sandbox's uid.
-func saveScreenshot(c *call, src, rel string) error {
+func saveScreenshot(c *Call, src, rel string) error {
 	png, err := os.ReadFile(src)
 	if err != nil {
 		return err
@@ -87,7 +81,7 @@ func saveScreenshot(c *call, src, rel string) error {
 		return err
 	}
 	defer root.Close()
-	defer c.usage.stale()
+	defer c.Dir.usage.stale()
 	if err := root.Mkdir("screenshots", 0o750); err != nil && !errors.Is(err, os.ErrExist) {
 		return err
 	}
@@ -105,9 +99,9 @@ func saveScreenshot(c *call, src, rel string) error {
 	if werr != nil {
 		return werr
 	}
-	if c.owner != nil {
-		_ = root.Lchown("screenshots", c.owner[0], c.owner[1])
-		return root.Lchown(rel, c.owner[0], c.owner[1])
+	if c.Dir.Owner != nil {
+		_ = root.Lchown("screenshots", c.Dir.Owner[0], c.Dir.Owner[1])
+		return root.Lchown(rel, c.Dir.Owner[0], c.Dir.Owner[1])
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package services
+package runners
 
 import (
 	"context"
@@ -8,64 +8,56 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
 	"toolbelt/models"
 	"toolbelt/services/tooldef"
 )
-
-// WithSecrets sets the values, by variable name, that http runners may
-// reference in headers as {{env.NAME}}: the configured secrets, read from
-// the environment once at start, whose values the redactor already
-// removes from every output.
-func (inv *Invoker) WithSecrets(secrets map[string]string) *Invoker {
-	inv.secrets = secrets
-	return inv
-}
 
 // httpRunner runs a registered http tool: placeholders in the URL fill
 // its path and query (escaped), header values may name a configured
 // secret as {{env.NAME}}, and body placeholders become the JSON of the
 // argument; with no body template, POST, PUT and PATCH send the arguments
 // as JSON.
-func (inv *Invoker) httpRunner(ctx context.Context, c *call) (any, error) {
-	r := c.def.Runner
-	target, err := expandURL(r.URL, c.args)
+func (t *Table) httpRunner(ctx context.Context, c *Call) (any, error) {
+	r := c.Def.Runner
+	target, err := expandURL(r.URL, c.Args)
 	if err != nil {
 		return nil, err
 	}
-	if msg := inv.net.CheckURL(target); msg != "" {
-		return nil, &toolError{code: models.CodeURLNotAllowed, msg: msg, suggestion: "This tool's address is not allowed here; tell an administrator."}
+	if msg := t.net.CheckURL(target); msg != "" {
+		return nil, &Error{Code: models.CodeURLNotAllowed, Message: msg, Suggestion: "This tool's address is not allowed here; tell an administrator."}
 	}
 	var body io.Reader
 	switch {
-	case r.Body != "" && absentPlaceholder(r.Body, c.args):
+	case r.Body != "" && absentPlaceholder(r.Body, c.Args):
 		// The template is just an optional argument the caller left out
 		// (an OpenAPI operation's optional request body): send no body
 		// rather than "null".
 	case r.Body != "":
-		body = strings.NewReader(expandBody(r.Body, c.args))
+		body = strings.NewReader(expandBody(r.Body, c.Args))
 	case r.Method == http.MethodPost || r.Method == http.MethodPut || r.Method == http.MethodPatch:
-		raw, _ := json.Marshal(c.args)
+		raw, _ := json.Marshal(c.Args)
 		body = strings.NewReader(string(raw))
 	}
 	req, err := http.NewRequestWithContext(ctx, r.Method, target, body)
 	if err != nil {
-		return nil, &toolError{code: models.CodeExecutionFailed, msg: err.Error(), suggestion: "Check the arguments."}
+		return nil, &Error{Code: models.CodeExecutionFailed, Message: err.Error(), Suggestion: "Check the arguments."}
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	for name, tmpl := range r.Headers {
-		if absentPlaceholder(tmpl, c.args) {
+		if absentPlaceholder(tmpl, c.Args) {
 			continue // an optional header argument left out: no header
 		}
-		v, err := inv.expandHeader(tmpl, c.args)
+		v, err := t.expandHeader(tmpl, c.Args)
 		if err != nil {
 			return nil, err
 		}
 		req.Header.Set(name, v)
 	}
-	req.Header.Set("User-Agent", "Toolbelt/1 (+"+c.def.Name+")")
-	return inv.doHTTP(ctx, c, req)
+	req.Header.Set("User-Agent", "Toolbelt/1 (+"+c.Def.Name+")")
+	return t.doHTTP(ctx, c, req)
 }
 
 // expandURL fills URL placeholders: escaped as a path segment before the
@@ -102,7 +94,7 @@ func fillQuery(tmpl string, args map[string]any) (string, error) {
 				for _, e := range v {
 					s, err := scalarString(e)
 					if err != nil {
-						return "", &toolError{code: models.CodeValidation, msg: fmt.Sprintf("argument %q: each element %v", m[1], err), suggestion: "Pass an array of strings, numbers or booleans."}
+						return "", &Error{Code: models.CodeValidation, Message: fmt.Sprintf("argument %q: each element %v", m[1], err), Suggestion: "Pass an array of strings, numbers or booleans."}
 					}
 					parts = append(parts, key+"="+url.QueryEscape(s))
 				}
@@ -139,7 +131,7 @@ func fillTemplate(tmpl string, args map[string]any, escape func(string) string) 
 		}
 		s, err := scalarString(args[name])
 		if err != nil {
-			bad = &toolError{code: models.CodeValidation, msg: fmt.Sprintf("argument %q: %v", name, err), suggestion: "Pass a string, number or boolean."}
+			bad = &Error{Code: models.CodeValidation, Message: fmt.Sprintf("argument %q: %v", name, err), Suggestion: "Pass a string, number or boolean."}
 		}
 		return escape(s)
 	})
@@ -156,61 +148,55 @@ func expandBody(tmpl string, args map[string]any) string {
 
 // expandHeader fills a header value: {{env.NAME}} with a configured
 // secret, {{name}} with an argument (no line breaks).
-func (inv *Invoker) expandHeader(tmpl string, args map[string]any) (string, error) {
+func (t *Table) expandHeader(tmpl string, args map[string]any) (string, error) {
 	var bad error
 	out := tooldef.Placeholder.ReplaceAllStringFunc(tmpl, func(m string) string {
 		name := tooldef.Placeholder.FindStringSubmatch(m)[1]
 		if env, ok := strings.CutPrefix(name, "env."); ok {
-			v := inv.secrets[env]
+			v := t.secrets[env]
 			if v == "" {
-				bad = &toolError{code: models.CodeExecutionFailed,
-					msg:        fmt.Sprintf("the tool's header needs the secret %s, which is not configured on this server", env),
-					suggestion: "Do not retry; tell an administrator to set it and list it in TOOLBELT_SECRETS."}
+				bad = &Error{Code: models.CodeExecutionFailed,
+					Message:    fmt.Sprintf("the tool's header needs the secret %s, which is not configured on this server", env),
+					Suggestion: "Do not retry; tell an administrator to set it and list it in TOOLBELT_SECRETS."}
 			}
 			return v
 		}
 		s, err := scalarString(args[name])
 		if err != nil || strings.ContainsAny(s, "\r\n") {
-			bad = &toolError{code: models.CodeValidation, msg: fmt.Sprintf("argument %q cannot fill a header", name), suggestion: "Pass a single-line string."}
+			bad = &Error{Code: models.CodeValidation, Message: fmt.Sprintf("argument %q cannot fill a header", name), Suggestion: "Pass a single-line string."}
 		}
 		return s
 	})
 	return out, bad
 }
 
-// WithSearch sets the SearXNG-compatible endpoint web_search queries.
-func (inv *Invoker) WithSearch(endpoint string) *Invoker {
-	inv.searchURL = strings.TrimRight(endpoint, "/")
-	return inv
-}
-
 // webSearch asks the SearXNG endpoint (GET /search?format=json) and
 // returns titles, URLs and snippets.
-func (inv *Invoker) webSearch(ctx context.Context, c *call) (any, error) {
-	if inv.searchURL == "" {
-		return nil, &toolError{code: models.CodeUpstream, msg: "web_search has no search endpoint configured",
-			suggestion: "Do not retry; an administrator must set TOOLBELT_SEARXNG_URL (or --searxng-url) to a SearXNG instance with the JSON format enabled."}
+func (t *Table) webSearch(ctx context.Context, c *Call) (any, error) {
+	if t.searchURL == "" {
+		return nil, &Error{Code: models.CodeUpstream, Message: "web_search has no search endpoint configured",
+			Suggestion: "Do not retry; an administrator must set TOOLBELT_SEARXNG_URL (or --searxng-url) to a SearXNG instance with the JSON format enabled."}
 	}
-	query, _ := c.args["query"].(string)
-	limit := intArg(c.args, "max_results", 10)
-	u := inv.searchURL + "/search?" + url.Values{"q": {query}, "format": {"json"}}.Encode()
+	query, _ := c.Args["query"].(string)
+	limit := intArg(c.Args, "max_results", 10)
+	u := t.searchURL + "/search?" + url.Values{"q": {query}, "format": {"json"}}.Encode()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return nil, err
 	}
 	req.Header.Set("Accept", "application/json")
-	resp, err := inv.searchClient.Do(req)
+	resp, err := t.searchClient.Do(req)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		return nil, &toolError{code: models.CodeUpstream, msg: fmt.Sprintf("the search endpoint did not answer: %v", err), retryable: true, suggestion: "Try again later."}
+		return nil, &Error{Code: models.CodeUpstream, Message: fmt.Sprintf("the search endpoint did not answer: %v", err), Retryable: true, Suggestion: "Try again later."}
 	}
 	defer resp.Body.Close()
-	c.log.InfoContext(ctx, "search answered", "status", resp.StatusCode)
+	c.Log.InfoContext(ctx, "search answered", "status", resp.StatusCode)
 	if resp.StatusCode != http.StatusOK {
-		return nil, &toolError{code: models.CodeUpstream, msg: fmt.Sprintf("the search endpoint answered %s", resp.Status),
-			retryable: resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests, suggestion: "Try again later, or rephrase the query."}
+		return nil, &Error{Code: models.CodeUpstream, Message: fmt.Sprintf("the search endpoint answered %s", resp.Status),
+			Retryable: resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests, Suggestion: "Try again later, or rephrase the query."}
 	}
 	var answer struct {
 		Results []struct {
@@ -220,7 +206,7 @@ func (inv *Invoker) webSearch(ctx context.Context, c *call) (any, error) {
 		} `json:"results"`
 	}
 	if err := json.NewDecoder(io.LimitReader(resp.Body, MaxHTTPResponseBytes)).Decode(&answer); err != nil {
-		return nil, &toolError{code: models.CodeUpstream, msg: "the search endpoint did not answer SearXNG JSON", suggestion: "Tell an administrator: the endpoint must have the json format enabled."}
+		return nil, &Error{Code: models.CodeUpstream, Message: "the search endpoint did not answer SearXNG JSON", Suggestion: "Tell an administrator: the endpoint must have the json format enabled."}
 	}
 	type hit struct {
 		Title   string `json:"title"`

@@ -1,4 +1,4 @@
-package services
+package runners
 
 import (
 	"errors"
@@ -41,11 +41,25 @@ func idOf(info os.FileInfo) (dirID, bool) {
 	return dirID{uint64(st.Dev), st.Ino}, true
 }
 
-// workDir is a session's directory, made: its path and identity.
-type workDir struct {
-	path  string
+// WorkDir is a session's work directory, made: where it is, its identity
+// (checked at every open, so a directory swapped for a link is refused),
+// its quota and what it holds.
+type WorkDir struct {
+	Path string
+	// Quota is the bytes it may hold; 0: unbounded.
+	Quota int64
+	// Owner is the uid and gid files written for the session get, when
+	// sandboxed commands run as another user; nil otherwise.
+	Owner *[2]int
 	id    dirID
 	usage *dirUsage // what it holds, for file_write's quota check
+	key   sessionKey
+}
+
+// sessionKey names a session's work directory: sessions/p<principal>/<session>.
+type sessionKey struct {
+	principal uint
+	session   string
 }
 
 // errPlanted is a work directory that is no longer the directory the
@@ -55,35 +69,42 @@ var errPlanted = errors.New("not the directory the server made")
 // prepareWorkDir makes (or opens) a session's work directory with the
 // sandbox's PrepareDir, which follows no link at any step, and returns it
 // open; the caller closes it.
-func (inv *Invoker) prepareWorkDir(key sessionKey) (*os.File, error) {
-	return inv.sandbox.PrepareDir(filepath.Join(inv.dataDir, "sessions"), fmt.Sprintf("p%d", key.principal), key.session)
+func (t *Table) prepareWorkDir(key sessionKey) (*os.File, error) {
+	return t.sandbox.PrepareDir(filepath.Join(t.dataDir, "sessions"), fmt.Sprintf("p%d", key.principal), key.session)
 }
 
-// workDirOf makes the session's work directory once and remembers its
-// path and identity.
-func (inv *Invoker) workDirOf(key sessionKey) (workDir, error) {
-	if made, ok := inv.dirs.Load(key); ok {
-		return made.(workDir), nil
+// WorkDir makes the work directory of a principal's session once and
+// remembers its path and identity. Work directories belong to a principal
+// and a session: two agents using the same session id never share files.
+func (t *Table) WorkDir(principal uint, session string) (WorkDir, error) {
+	key := sessionKey{principal, session}
+	made, ok := t.dirs.Load(key)
+	if !ok {
+		f, err := t.prepareWorkDir(key)
+		if err != nil {
+			return WorkDir{}, err
+		}
+		defer f.Close()
+		info, err := f.Stat()
+		if err != nil {
+			return WorkDir{}, err
+		}
+		id, _ := idOf(info)
+		made, _ = t.dirs.LoadOrStore(key, WorkDir{Path: f.Name(), id: id, usage: &dirUsage{}, key: key})
 	}
-	f, err := inv.prepareWorkDir(key)
-	if err != nil {
-		return workDir{}, err
+	dir := made.(WorkDir)
+	dir.Quota = t.quota.disk
+	if uid, gid, ok := t.sandbox.Owner(); ok {
+		dir.Owner = &[2]int{uid, gid}
 	}
-	defer f.Close()
-	info, err := f.Stat()
-	if err != nil {
-		return workDir{}, err
-	}
-	id, _ := idOf(info)
-	made, _ := inv.dirs.LoadOrStore(key, workDir{path: f.Name(), id: id, usage: &dirUsage{}})
-	return made.(workDir), nil
+	return dir, nil
 }
 
 // openWorkDir opens the call's work directory again, following no link,
 // for a sandboxed command to be mounted from; it must be the directory
 // made for the session.
-func (inv *Invoker) openWorkDir(c *call) (*os.File, error) {
-	f, err := inv.prepareWorkDir(sessionKey{principalID(c.caller), c.req.SessionID})
+func (t *Table) openWorkDir(c *Call) (*os.File, error) {
+	f, err := t.prepareWorkDir(c.Dir.key)
 	if err != nil {
 		return nil, err
 	}
@@ -96,21 +117,21 @@ func (inv *Invoker) openWorkDir(c *call) (*os.File, error) {
 
 // sameDir checks that what stat describes is the directory made for the
 // call's session.
-func sameDir(c *call, stat func() (os.FileInfo, error)) error {
+func sameDir(c *Call, stat func() (os.FileInfo, error)) error {
 	info, err := stat()
 	if err != nil {
 		return err
 	}
-	if id, ok := idOf(info); !ok || id != c.workID {
-		return fmt.Errorf("work directory %s was replaced: %w", c.workDir, errPlanted)
+	if id, ok := idOf(info); !ok || id != c.Dir.id {
+		return fmt.Errorf("work directory %s was replaced: %w", c.Dir.Path, errPlanted)
 	}
 	return nil
 }
 
 // openRoot opens the call's work directory as an os.Root and checks it is
 // still the directory made for the session.
-func openRoot(c *call) (*os.Root, error) {
-	root, err := os.OpenRoot(c.workDir)
+func openRoot(c *Call) (*os.Root, error) {
+	root, err := os.OpenRoot(c.Dir.Path)
 	if err != nil {
 		return nil, err
 	}

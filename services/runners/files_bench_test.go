@@ -1,4 +1,4 @@
-package services
+package runners
 
 import (
 	"fmt"
@@ -12,20 +12,18 @@ import (
 // 10,000 files.
 func BenchmarkFileWriteQuota(b *testing.B) {
 	for _, files := range []int{10, 1000, 10000} {
-		inv := &Invoker{dataDir: b.TempDir()}
-		dir, err := inv.workDirOf(sessionKey{1, "bench"})
+		dir, err := (&Table{dataDir: b.TempDir()}).WorkDir(1, "bench")
 		if err != nil {
 			b.Fatal(err)
 		}
 		for i := range files {
-			if err := os.WriteFile(filepath.Join(dir.path, fmt.Sprintf("f%05d", i)), []byte("x"), 0o600); err != nil {
+			if err := os.WriteFile(filepath.Join(dir.Path, fmt.Sprintf("f%05d", i)), []byte("x"), 0o600); err != nil {
 				b.Fatal(err)
 			}
 		}
 		for _, quota := range []int64{0, DefaultSessionQuota} {
 			b.Run(fmt.Sprintf("files=%d/quota=%v", files, quota > 0), func(b *testing.B) {
-				c := &call{workDir: dir.path, workID: dir.id, quota: quota, usage: dir.usage,
-					args: map[string]any{"path": "out.txt", "content": "hello"}}
+				c := &Call{Dir: withDir(dir, quota, nil), Args: map[string]any{"path": "out.txt", "content": "hello"}}
 				for b.Loop() {
 					if _, err := fileWrite(c); err != nil {
 						b.Fatal(err)

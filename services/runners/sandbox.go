@@ -1,4 +1,4 @@
-package services
+package runners
 
 import (
 	"context"
@@ -14,14 +14,6 @@ import (
 	"toolbelt/services/tooldef"
 )
 
-// WithSandbox sets the sandbox that tools with security.sandbox (and
-// command runners) run in; without one they refuse with
-// SANDBOX_UNAVAILABLE, never running unsandboxed.
-func (inv *Invoker) WithSandbox(s *sandbox.Sandbox) *Invoker {
-	inv.sandbox = s
-	return inv
-}
-
 // Quota bounds what a session's work directory may hold: disk in all,
 // file for one file a sandboxed program writes.
 type Quota struct{ disk, file int64 }
@@ -35,42 +27,32 @@ const DefaultSessionQuota = 1 << 30
 // sandbox's watch kills them.
 func NewQuota(disk int64) Quota { return Quota{disk: disk, file: max(disk/4, 1)} }
 
-// WithSessionQuota sets the disk quota of every session's work directory
-// (DefaultSessionQuota otherwise).
-func (inv *Invoker) WithSessionQuota(q Quota) *Invoker {
-	inv.quota = q
-	return inv
-}
-
-// Sandbox is the sandbox in use (nil when none was set).
-func (inv *Invoker) Sandbox() *sandbox.Sandbox { return inv.sandbox }
-
 // sandboxed runs argv in the call's work directory and turns the outcome
 // into the data of a result: exit code, stdout and stderr. A limit hit is
 // SANDBOX_LIMIT naming it.
-func (inv *Invoker) sandboxed(ctx context.Context, c *call, argv []string, stdin []byte) (any, error) {
-	if err := inv.sandboxMissing(c); err != nil {
+func (t *Table) sandboxed(ctx context.Context, c *Call, argv []string, stdin []byte) (any, error) {
+	if err := t.sandboxMissing(c); err != nil {
 		return nil, err
 	}
 	// The command's only writable place is the session's directory,
 	// mounted from a descriptor opened without following a link.
-	dir, err := inv.openWorkDir(c)
+	dir, err := t.openWorkDir(c)
 	if err != nil {
-		inv.log.ErrorContext(ctx, "open work directory", "err", err, "call_id", c.id)
-		return nil, &toolError{code: models.CodeInternal, msg: "internal error", retryable: true, suggestion: "Try again."}
+		t.log.ErrorContext(ctx, "open work directory", "err", err, "call_id", c.ID)
+		return nil, &Error{Code: models.CodeInternal, Message: "internal error", Retryable: true, Suggestion: "Try again."}
 	}
 	defer dir.Close()
-	defer c.usage.stale() // the command may have changed anything in it
-	spec := sandbox.Spec{Argv: argv, Dir: c.workDir, DirFD: dir, Stdin: stdin, Network: c.def.Security.Network,
-		Limits: sandbox.Limits{Disk: inv.quota.disk, FileSize: inv.quota.file}}
-	res, err := inv.sandbox.Run(ctx, spec)
+	defer c.Dir.usage.stale() // the command may have changed anything in it
+	spec := sandbox.Spec{Argv: argv, Dir: c.Dir.Path, DirFD: dir, Stdin: stdin, Network: c.Def.Security.Network,
+		Limits: sandbox.Limits{Disk: t.quota.disk, FileSize: t.quota.file}}
+	res, err := t.sandbox.Run(ctx, spec)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
 		return nil, fmt.Errorf("the sandbox could not run the command: %w", err)
 	}
-	c.log.InfoContext(ctx, "sandboxed command ended", "exit_code", res.ExitCode, "limit", string(res.Limit), "ms", res.Duration.Milliseconds())
+	c.Log.InfoContext(ctx, "sandboxed command ended", "exit_code", res.ExitCode, "limit", string(res.Limit), "ms", res.Duration.Milliseconds())
 	out := map[string]any{"exit_code": res.ExitCode, "stdout": string(res.Stdout), "stderr": string(res.Stderr)}
 	if res.Limit == "" {
 		return out, nil
@@ -83,10 +65,10 @@ func (inv *Invoker) sandboxed(ctx context.Context, c *call, argv []string, stdin
 		if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			return nil, ctx.Err()
 		}
-		inv.metrics.SandboxKill(string(res.Limit))
-		return nil, &toolError{code: models.CodeTimeout, retryable: true,
-			msg:        fmt.Sprintf("the command did not finish within its timeout_seconds and was killed after %d ms", res.Duration.Milliseconds()),
-			suggestion: "Do less work per call, split the task, or ask for a longer timeout_seconds."}
+		t.metrics.SandboxKill(string(res.Limit))
+		return nil, &Error{Code: models.CodeTimeout, Retryable: true,
+			Message:    fmt.Sprintf("the command did not finish within its timeout_seconds and was killed after %d ms", res.Duration.Milliseconds()),
+			Suggestion: "Do less work per call, split the task, or ask for a longer timeout_seconds."}
 	}
 	advice := map[sandbox.Limit]string{
 		sandbox.LimitMemory:    "Use less memory: process the data in smaller pieces.",
@@ -95,27 +77,27 @@ func (inv *Invoker) sandboxed(ctx context.Context, c *call, argv []string, stdin
 		sandbox.LimitDisk:      "Delete files you no longer need from the work directory, or write less: the session's disk quota is full.",
 		sandbox.LimitFileSize:  "Write smaller files: one file may not pass the sandbox's file size limit.",
 	}
-	inv.metrics.SandboxKill(string(res.Limit))
+	t.metrics.SandboxKill(string(res.Limit))
 	msg := fmt.Sprintf("the command hit the sandbox's %s limit (exit code %d)", res.Limit, res.ExitCode)
 	if t := tail(res.Stderr, 500); t != "" {
 		msg += ": " + t
 	}
-	return nil, &toolError{code: models.CodeSandboxLimit, msg: msg, suggestion: advice[res.Limit]}
+	return nil, &Error{Code: models.CodeSandboxLimit, Message: msg, Suggestion: advice[res.Limit]}
 }
 
 // sandboxMissing is SANDBOX_UNAVAILABLE when there is no sandbox to run
 // c's command in, nil otherwise.
-func (inv *Invoker) sandboxMissing(c *call) error {
-	if inv.sandbox.Available() {
+func (t *Table) sandboxMissing(c *Call) error {
+	if t.sandbox.Available() {
 		return nil
 	}
 	reason := "no sandbox is configured"
-	if inv.sandbox != nil {
-		reason = inv.sandbox.Status().Reason
+	if t.sandbox != nil {
+		reason = t.sandbox.Status().Reason
 	}
-	return &toolError{code: models.CodeSandboxUnavailable,
-		msg:        fmt.Sprintf("%s needs the sandbox, which is not available on this server (%s)", c.def.Name, reason),
-		suggestion: "Do not retry; choose a tool that needs no sandbox, or ask an administrator to install bubblewrap."}
+	return &Error{Code: models.CodeSandboxUnavailable,
+		Message:    fmt.Sprintf("%s needs the sandbox, which is not available on this server (%s)", c.Def.Name, reason),
+		Suggestion: "Do not retry; choose a tool that needs no sandbox, or ask an administrator to install bubblewrap."}
 }
 
 // tail is the end of a command's stderr, for an error message.
@@ -130,42 +112,42 @@ func tail(b []byte, n int) string {
 // shellExec runs one command line with sh in the sandbox; the secure guard
 // has already refused chaining, pipes, substitution and redirection unless
 // the tool allows them.
-func (inv *Invoker) shellExec(ctx context.Context, c *call) (any, error) {
-	cmd, _ := c.args["command"].(string)
-	if secs := intArg(c.args, "timeout_seconds", 0); secs > 0 {
+func (t *Table) shellExec(ctx context.Context, c *Call) (any, error) {
+	cmd, _ := c.Args["command"].(string)
+	if secs := intArg(c.Args, "timeout_seconds", 0); secs > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, time.Duration(secs)*time.Second)
 		defer cancel()
 	}
-	return inv.sandboxed(ctx, c, []string{"sh", "-c", cmd}, nil)
+	return t.sandboxed(ctx, c, []string{"sh", "-c", cmd}, nil)
 }
 
 // codeExecute runs a Python or JavaScript program in the sandbox.
-func (inv *Invoker) codeExecute(ctx context.Context, c *call) (any, error) {
-	code, _ := c.args["code"].(string)
-	stdin, _ := c.args["stdin"].(string)
+func (t *Table) codeExecute(ctx context.Context, c *Call) (any, error) {
+	code, _ := c.Args["code"].(string)
+	stdin, _ := c.Args["stdin"].(string)
 	var argv []string
-	switch c.args["language"] {
+	switch c.Args["language"] {
 	case "python":
 		argv = []string{"python3", "-I", "-c", code}
 	case "javascript":
 		argv = []string{"node", "-e", code}
 	default:
-		return nil, &toolError{code: models.CodeValidation, msg: fmt.Sprintf("language %v is not supported", c.args["language"]), suggestion: "Use python or javascript."}
+		return nil, &Error{Code: models.CodeValidation, Message: fmt.Sprintf("language %v is not supported", c.Args["language"]), Suggestion: "Use python or javascript."}
 	}
-	return inv.sandboxed(ctx, c, argv, []byte(stdin))
+	return t.sandboxed(ctx, c, argv, []byte(stdin))
 }
 
 // commandRunner runs a registered command tool: each argv element that is
 // a {{placeholder}} becomes exactly one argument, the argument's value
 // (never split or interpreted by a shell); an element whose optional
 // argument is absent is left out.
-func (inv *Invoker) commandRunner(ctx context.Context, c *call) (any, error) {
-	argv, err := expandArgv(c.def.Runner.Argv, c.args)
+func (t *Table) commandRunner(ctx context.Context, c *Call) (any, error) {
+	argv, err := expandArgv(c.Def.Runner.Argv, c.Args)
 	if err != nil {
 		return nil, err
 	}
-	return inv.sandboxed(ctx, c, argv, nil)
+	return t.sandboxed(ctx, c, argv, nil)
 }
 
 func expandArgv(tmpl []string, args map[string]any) ([]string, error) {
@@ -182,7 +164,7 @@ func expandArgv(tmpl []string, args map[string]any) ([]string, error) {
 		}
 		s, err := scalarString(v)
 		if err != nil {
-			return nil, &toolError{code: models.CodeValidation, msg: fmt.Sprintf("argument %q: %v", m[1], err), suggestion: "Pass a string, number or boolean."}
+			return nil, &Error{Code: models.CodeValidation, Message: fmt.Sprintf("argument %q: %v", m[1], err), Suggestion: "Pass a string, number or boolean."}
 		}
 		out = append(out, s)
 	}
