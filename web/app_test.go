@@ -1,11 +1,10 @@
-package web
+package web_test
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -15,22 +14,17 @@ import (
 	"testing"
 	"time"
 
-	"toolbelt/handlers"
-	"toolbelt/handlers/mcpserver"
+	"toolbelt/app"
 	"toolbelt/models"
 	"toolbelt/services"
 	"toolbelt/services/access"
-	"toolbelt/services/catalog"
-	"toolbelt/services/embed"
 	"toolbelt/services/netpolicy"
 	"toolbelt/services/ops"
-	"toolbelt/services/redact"
-	"toolbelt/services/sandbox"
 	"toolbelt/services/selection"
 )
 
-// testApp is the whole service over a fresh SQLite file, wired as main
-// wires it, with one key per role.
+// testApp is the whole service over a fresh SQLite file, built by package
+// app as main builds it, with one key per role.
 type testApp struct {
 	t        *testing.T
 	handler  http.Handler
@@ -75,91 +69,56 @@ func newTestAppWithHost(t testing.TB, host hostCaps) *testApp {
 	return newTestAppWith(t, host, netpolicy.Policy{})
 }
 
+// testSecret is the configured secret the tests expect redacted.
+const testSecret = "test-configured-secret"
+
 func newTestAppWith(t testing.TB, host hostCaps, netPolicy netpolicy.Policy) *testApp {
 	t.Helper()
 	ctx := context.Background()
 	dir := t.TempDir()
-	dbPath := filepath.Join(dir, "toolbelt.db")
-	store, err := models.Open(ctx, dbPath)
+	// The sandbox uid must reach the work directories: the data directory
+	// as the app makes it, and the one above it (t.TempDir makes its
+	// directories private).
+	if err := os.Chmod(filepath.Dir(dir), 0o711); err != nil {
+		t.Fatal(err)
+	}
+	// Debug level: tests check that not even debug lines carry secrets.
+	cfg, err := app.ParseConfig([]string{"--addr", "127.0.0.1:0", "--data-dir", dir, "--tools-dir", "", "--log-level", "debug"},
+		func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = store.Close() })
+	cfg.NetPolicy, cfg.Secrets = netPolicy, map[string]string{"TB_TEST_SECRET": testSecret}
 	// Tests read the server's JSON log lines; benchmarks throw them away.
 	logs := &logBuffer{}
 	var logTo io.Writer = logs
 	if _, bench := t.(*testing.B); bench {
 		logTo = io.Discard
 	}
-	// Debug level: tests check that not even debug lines carry secrets.
-	log := slog.New(slog.NewJSONHandler(logTo, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	authz, err := access.NewAuthz(ctx, store, RolePolicies())
+	a, err := app.New(ctx, cfg, app.Options{Stdout: io.Discard, LogOutput: logTo, Host: &host,
+		Sleep: func(context.Context, time.Duration) error { return nil }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	accounts := access.NewAccounts(store, authz, log)
-	registry := catalog.NewRegistry(store, log)
-	metrics := ops.NewMetrics()
-	selector := selection.NewSelector(store, authz, embed.NewBuiltin(), host, 0, log).WithMetrics(metrics)
-	t.Cleanup(selector.Close)
-	var invoker *services.Invoker
-	registry.OnChange(func(context.Context) {
-		selector.MarkDirty()
-		if invoker != nil {
-			invoker.CatalogChanged()
-		}
-	})
-	adminKey, err := accounts.Bootstrap(ctx, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := registry.SeedBuiltins(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := selector.Refresh(ctx); err != nil {
-		t.Fatal(err)
-	}
-	// The sandbox uid must reach the work directories: the data directory
-	// as main makes it, and the one above it (t.TempDir makes its
-	// directories private).
-	if err := os.Chmod(filepath.Dir(dir), 0o711); err != nil {
-		t.Fatal(err)
-	}
-	if err := sandbox.ShareWithSandbox(dir); err != nil {
-		t.Fatal(err)
-	}
-	box := sandbox.Probe(ctx, sandbox.Auto, filepath.Join(dir, "sessions"), log)
-	invoker = services.NewInvoker(store, selector, authz, testRedactor(t), netPolicy, dir, nil, log).
-		WithSleep(func(context.Context, time.Duration) error { return nil }).
-		WithSandbox(box).WithMetrics(metrics)
-	invoker.ReportPendingApprovals(metrics)
-	t.Cleanup(func() { invoker.Close(context.Background()) })
-	h := &handlers.Handler{Registry: registry, Selector: selector, Accounts: accounts,
-		Invoker: invoker, Health: ops.NewHealth(store, selector, ""), Log: log,
-		Links:   handlers.Links{Swagger: "/swagger/index.html", Healthz: "/healthz", Readyz: "/readyz"},
-		OpenAPI: catalog.NewOpenAPIImporter(registry, netPolicy, log),
-		Stats:   ops.NewStats(store, invoker.Flush), Alerts: ops.NewAlerts(store, ops.DefaultAlertConfig, metrics, log)}
-	alerts := h.Alerts
-	app := &testApp{
-		invoker: invoker, selector: selector, alerts: alerts,
-		handler: New(Deps{Handler: h, Accounts: accounts, Authz: authz, Log: log, Metrics: metrics,
-			MCP: mcpserver.New(selector, invoker, "test", log)}),
-		store: store, dbPath: dbPath, logs: logs,
-		keys: map[string]string{"admin": adminKey, "none": ""},
+	t.Cleanup(func() { _ = a.Close() })
+	ta := &testApp{
+		invoker: a.Invoker, selector: a.Selector, alerts: a.Alerts, handler: a.Handler,
+		store: a.Store, dbPath: filepath.Join(dir, "toolbelt.db"), logs: logs,
+		keys: map[string]string{"admin": a.AdminKey, "none": ""},
 		ids:  map[string]uint{"admin": 1},
 	}
 	if tt, ok := t.(*testing.T); ok {
-		app.t = tt
+		ta.t = tt
 	}
 	for _, role := range []string{"reviewer", "agent"} {
-		p, err := accounts.CreatePrincipal(ctx, access.NewPrincipal{Name: "test-" + role, Role: role}, nil)
+		p, err := a.Accounts.CreatePrincipal(ctx, access.NewPrincipal{Name: "test-" + role, Role: role}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		app.keys[role] = p.Key
-		app.ids[role] = p.ID
+		ta.keys[role] = p.Key
+		ta.ids[role] = p.ID
 	}
-	return app
+	return ta
 }
 
 // response is a recorded answer with its decoded JSON body.
@@ -248,15 +207,6 @@ func problemPointers(t testing.TB, r response) []string {
 }
 
 func newRecorder() *httptest.ResponseRecorder { return httptest.NewRecorder() }
-
-func testRedactor(t testing.TB) *redact.Redactor {
-	t.Helper()
-	r, err := redact.New([]string{"test-configured-secret"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
-}
 
 func mustJSON(v any) []byte {
 	raw, _ := json.Marshal(v)

@@ -1,4 +1,4 @@
-package web
+package web_test
 
 import (
 	"context"
@@ -77,7 +77,9 @@ func BenchmarkRegister(b *testing.B) {
 }
 
 // registerBenchTools fills the app's catalog up to benchTools tools (the
-// built-in ones included) and indexes them for selection.
+// built-in ones included) and indexes them for selection, once. Its
+// registry lacks the app's change hook, which would rebuild the index in
+// the background all through the filling.
 func registerBenchTools(b *testing.B, app *testApp) {
 	b.Helper()
 	ctx := context.Background()

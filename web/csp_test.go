@@ -1,4 +1,4 @@
-package web
+package web_test
 
 import (
 	"crypto/sha256"
@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/PuerkitoBio/goquery"
+
+	"toolbelt/web"
 )
 
 // Every console route (the page table, sign-in and sign-out, an unknown
@@ -32,18 +34,18 @@ func TestConsoleCSPHeaderOnEveryPage(t *testing.T) {
 	params := strings.NewReplacer(":name", "file_read", ":id", "1")
 	type probe struct{ method, path string }
 	probes := []probe{
-		{http.MethodGet, ConsolePrefix + "/login"},
-		{http.MethodPost, ConsolePrefix + "/login"},
-		{http.MethodPost, ConsolePrefix + "/logout"}, // no CSRF token: refused
-		{http.MethodGet, ConsolePrefix + "/no-such-page"},
+		{http.MethodGet, web.ConsolePrefix + "/login"},
+		{http.MethodPost, web.ConsolePrefix + "/login"},
+		{http.MethodPost, web.ConsolePrefix + "/logout"}, // no CSRF token: refused
+		{http.MethodGet, web.ConsolePrefix + "/no-such-page"},
 	}
-	for _, p := range pages {
+	for _, p := range web.Pages {
 		// POSTs go without the CSRF token: the refusal must carry the
 		// headers too, and nothing changes.
-		probes = append(probes, probe{p.method, ConsolePrefix + params.Replace(p.path)})
+		probes = append(probes, probe{p.Method, web.ConsolePrefix + params.Replace(p.Path)})
 	}
 	want := map[string]string{
-		"Content-Security-Policy": ConsoleCSP,
+		"Content-Security-Policy": web.ConsoleCSP,
 		"X-Frame-Options":         "DENY",
 		"X-Content-Type-Options":  "nosniff",
 		"Referrer-Policy":         "no-referrer",
@@ -68,7 +70,7 @@ func TestConsoleCSPHeaderOnEveryPage(t *testing.T) {
 		}
 	}
 
-	for path, policy := range map[string]string{"/": ConsoleCSP, "/swagger/index.html": SwaggerCSP, "/static/console.js": ConsoleCSP} {
+	for path, policy := range map[string]string{"/": web.ConsoleCSP, "/swagger/index.html": web.SwaggerCSP, "/static/console.js": web.ConsoleCSP} {
 		rec := httptest.NewRecorder()
 		app.handler.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
 		if rec.Code != 200 || rec.Header().Get("Content-Security-Policy") != policy {
@@ -114,8 +116,8 @@ func TestSwaggerCSPHash(t *testing.T) {
 		t.Fatalf("the Swagger UI page has %d inline style attributes, want 1: %v", len(styles), styles)
 	}
 	sum := sha256.Sum256([]byte(styles[0][1]))
-	if got := base64.StdEncoding.EncodeToString(sum[:]); got != swaggerSpriteStyleHash {
-		t.Errorf("hash of %q is %s, the policy allows %s", styles[0][1], got, swaggerSpriteStyleHash)
+	if got := base64.StdEncoding.EncodeToString(sum[:]); got != web.SwaggerSpriteStyleHash {
+		t.Errorf("hash of %q is %s, the policy allows %s", styles[0][1], got, web.SwaggerSpriteStyleHash)
 	}
 	if regexp.MustCompile(`<script>|<script [^>]*>[^<\s]|<style|\son[a-z]+=`).MatchString(body) {
 		t.Errorf("the Swagger UI page has inline script or style:\n%s", body)

@@ -1,4 +1,4 @@
-package web
+package web_test
 
 import (
 	"context"
@@ -13,6 +13,8 @@ import (
 
 	cdppage "github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
+
+	"toolbelt/web"
 )
 
 // cspWatch is the browser's account of Content-Security-Policy violations:
@@ -164,7 +166,7 @@ func TestE2ECSPWatchSeesViolations(t *testing.T) {
 	e := newE2E(t, app)
 	w := e.watchCSP()
 	bad := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-		rw.Header().Set("Content-Security-Policy", ConsoleCSP)
+		rw.Header().Set("Content-Security-Policy", web.ConsoleCSP)
 		rw.Header().Set("Content-Type", "text/html; charset=utf-8")
 		fmt.Fprint(rw, `<!DOCTYPE html><html><head><style>p{color:red}</style></head>`+
 			`<body><p style="color:blue" onclick="alert(1)">inline</p><script>document.title = "ran"</script></body></html>`)

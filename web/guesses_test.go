@@ -1,4 +1,4 @@
-package web
+package web_test
 
 import (
 	"net/http"
@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
 	"toolbelt/services/access"
 )
 

@@ -1,4 +1,4 @@
-package web
+package web_test
 
 import (
 	"encoding/json"
@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
 	"toolbelt/services/runners"
 )
 

@@ -1,4 +1,4 @@
-package web
+package web_test
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"toolbelt/handlers/mcpserver"
+	"toolbelt/web"
 )
 
 // bearer adds an API key to every request of the MCP client.
@@ -46,7 +47,7 @@ func mcpConnectWith(t *testing.T, srv *httptest.Server, auth bearer) (*mcp.Clien
 	defer cancel()
 	client := mcp.NewClient(&mcp.Implementation{Name: "toolbelt-test", Version: "1.0.0"}, nil)
 	transport := &mcp.StreamableClientTransport{
-		Endpoint:   srv.URL + MCPPath,
+		Endpoint:   srv.URL + web.MCPPath,
 		HTTPClient: &http.Client{Transport: auth},
 		MaxRetries: -1,
 	}
@@ -101,7 +102,7 @@ func TestMCPAuth(t *testing.T) {
 
 	body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`
 	for _, key := range []string{"", "tb_not-a-real-key"} {
-		req, _ := http.NewRequest("POST", srv.URL+MCPPath, strings.NewReader(body))
+		req, _ := http.NewRequest("POST", srv.URL+web.MCPPath, strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Accept", "application/json, text/event-stream")
 		if key != "" {
@@ -133,7 +134,7 @@ func TestMCPSessionBoundToPrincipal(t *testing.T) {
 	srv := httptest.NewServer(app.handler)
 	t.Cleanup(srv.Close)
 	post := func(key, session, body string) *http.Response {
-		req, _ := http.NewRequest("POST", srv.URL+MCPPath, strings.NewReader(body))
+		req, _ := http.NewRequest("POST", srv.URL+web.MCPPath, strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Accept", "application/json, text/event-stream")
 		req.Header.Set("Authorization", "Bearer "+key)
@@ -390,7 +391,7 @@ func TestMCPBehindProxy(t *testing.T) {
 	srv := httptest.NewServer(app.handler)
 	t.Cleanup(srv.Close)
 	body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`
-	req, _ := http.NewRequest("POST", srv.URL+MCPPath, strings.NewReader(body))
+	req, _ := http.NewRequest("POST", srv.URL+web.MCPPath, strings.NewReader(body))
 	req.Host = "toolbelt.example.com"
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")

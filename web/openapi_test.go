@@ -1,4 +1,4 @@
-package web
+package web_test
 
 import (
 	"encoding/json"
@@ -12,6 +12,7 @@ import (
 	"github.com/go-openapi/validate"
 
 	"toolbelt/docs"
+	"toolbelt/web"
 )
 
 // TestOpenAPISpec validates the generated document with a real Swagger 2.0
@@ -32,24 +33,24 @@ func TestOpenAPISpec(t *testing.T) {
 	}
 	sw := doc.Spec()
 	param := regexp.MustCompile(`:([a-z]+)`)
-	for _, rt := range routes {
-		path := param.ReplaceAllString(rt.path, "{$1}")
+	for _, rt := range web.Routes {
+		path := param.ReplaceAllString(rt.Path, "{$1}")
 		item, ok := sw.Paths.Paths[path]
 		if !ok {
-			t.Errorf("route %s %s is not documented", rt.method, path)
+			t.Errorf("route %s %s is not documented", rt.Method, path)
 			continue
 		}
-		op := map[string]*spec.Operation{"GET": item.Get, "POST": item.Post, "PUT": item.Put, "DELETE": item.Delete}[rt.method]
+		op := map[string]*spec.Operation{"GET": item.Get, "POST": item.Post, "PUT": item.Put, "DELETE": item.Delete}[rt.Method]
 		if op == nil {
-			t.Errorf("route %s %s is not documented", rt.method, path)
+			t.Errorf("route %s %s is not documented", rt.Method, path)
 			continue
 		}
 		b, _ := json.Marshal(op)
 		if !strings.Contains(string(b), `"BearerAuth"`) {
-			t.Errorf("route %s %s does not declare BearerAuth", rt.method, path)
+			t.Errorf("route %s %s does not declare BearerAuth", rt.Method, path)
 		}
 		if !strings.Contains(string(b), `"401"`) {
-			t.Errorf("route %s %s does not document 401", rt.method, path)
+			t.Errorf("route %s %s does not document 401", rt.Method, path)
 		}
 	}
 }

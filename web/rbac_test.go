@@ -1,4 +1,4 @@
-package web
+package web_test
 
 import (
 	"fmt"
@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"toolbelt/web"
 )
 
 // TestRBACMatrix calls every endpoint as every role and checks the exact
@@ -106,9 +108,9 @@ func TestRBACMatrix(t *testing.T) {
 	for _, tc := range cases {
 		covered[tc.method+" "+tc.route] = true
 	}
-	for _, rt := range routes {
-		if !covered[rt.method+" "+rt.path] {
-			t.Errorf("route %s %s has no row in the RBAC matrix", rt.method, rt.path)
+	for _, rt := range web.Routes {
+		if !covered[rt.Method+" "+rt.Path] {
+			t.Errorf("route %s %s has no row in the RBAC matrix", rt.Method, rt.Path)
 		}
 	}
 }
@@ -202,9 +204,9 @@ func TestConsoleRBACMatrix(t *testing.T) {
 			}
 		})
 	}
-	for _, p := range pages {
-		if !covered[p.method+" "+p.path] {
-			t.Errorf("page %s %s has no row in the console RBAC matrix", p.method, p.path)
+	for _, p := range web.Pages {
+		if !covered[p.Method+" "+p.Path] {
+			t.Errorf("page %s %s has no row in the console RBAC matrix", p.Method, p.Path)
 		}
 	}
 }

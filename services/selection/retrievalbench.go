@@ -5,21 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"math"
 	"os"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
 	"time"
 
-	"toolbelt/models"
-	"toolbelt/services/access"
 	"toolbelt/services/catalog"
-	"toolbelt/services/embed"
-	"toolbelt/services/ops"
 	"toolbelt/services/tooldef"
 )
 
@@ -39,11 +32,13 @@ type BenchQuery struct {
 
 // BenchOptions configures a retrieval benchmark run.
 type BenchOptions struct {
-	Tools    string // JSON lines of BenchTool
-	Queries  string // JSON lines of BenchQuery, measured
-	History  string // optional JSON lines of BenchQuery, replayed as past usage first
-	Embedder embed.Embedder
-	Log      *slog.Logger
+	Tools   string // JSON lines of BenchTool
+	Queries string // JSON lines of BenchQuery, measured
+	History string // optional JSON lines of BenchQuery, replayed as past usage first
+	// Registry and Selector are the server's own, over an empty store
+	// (the app assembles them).
+	Registry *catalog.Registry
+	Selector *Selector
 }
 
 // BenchReport is what a run measured.
@@ -61,11 +56,10 @@ type BenchReport struct {
 	Unregister []string `json:"unregistered,omitempty"`
 }
 
-// RunRetrievalBench registers the tools through the registry into a
-// temporary database, optionally replays history as selections followed by
-// feedback (what an agent's calls teach), then measures the selection of
-// every query: recall at 5, 10 and 15, NDCG at 10 and latency. It runs the
-// server's own registry and selector.
+// RunRetrievalBench registers the tools through the registry, optionally
+// replays history as selections followed by feedback (what an agent's
+// calls teach), then measures the selection of every query: recall at 5,
+// 10 and 15, NDCG at 10 and latency.
 func RunRetrievalBench(ctx context.Context, opts BenchOptions) (*BenchReport, error) {
 	tools, err := readJSONLines[BenchTool](opts.Tools)
 	if err != nil {
@@ -81,28 +75,8 @@ func RunRetrievalBench(ctx context.Context, opts BenchOptions) (*BenchReport, er
 			return nil, err
 		}
 	}
-	dir, err := os.MkdirTemp("", "toolbelt-bench-")
-	if err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(dir)
-	store, err := models.Open(ctx, filepath.Join(dir, "bench.db"))
-	if err != nil {
-		return nil, err
-	}
-	defer store.Close()
-	log := opts.Log
-	if log == nil {
-		log = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	authz, err := access.NewAuthz(ctx, store, nil)
-	if err != nil {
-		return nil, err
-	}
-	reg := catalog.NewRegistry(store, log)
-	sel := NewSelector(store, authz, opts.Embedder, ops.HostCaps{Chromium: true, Python: true, Node: true, Sandbox: true}, 0, log)
-	defer sel.Close()
-	rep := &BenchReport{Embedder: opts.Embedder.Model()}
+	reg, sel := opts.Registry, opts.Selector
+	rep := &BenchReport{Embedder: sel.emb.Model()}
 	for _, t := range tools {
 		if _, err := reg.Register(ctx, benchDefinition(t), nil); err != nil {
 			rep.Unregister = append(rep.Unregister, fmt.Sprintf("%s: %v", t.Name, err))

@@ -94,7 +94,16 @@ type Selector struct {
 	learnOnce sync.Once
 	lessons   chan [2]string
 	learnWG   sync.WaitGroup
-	dirty     atomic.Bool // the catalog changed since the last refresh
+	// jobs are the selector's own goroutines (the learning worker, a
+	// background re-embed, a deferred refresh): Close cancels ctx and
+	// waits for them, so none outlives the store. closed (under jobsMu)
+	// refuses new ones.
+	ctx    context.Context
+	cancel context.CancelFunc
+	jobsMu sync.Mutex
+	closed bool
+	jobs   sync.WaitGroup
+	dirty  atomic.Bool // the catalog changed since the last refresh
 	// refreshing is set while Refresh builds a new index.
 	refreshing atomic.Bool
 	timer      atomic.Bool // a deferred refresh is scheduled
@@ -141,6 +150,7 @@ func NewSelector(store *models.Store, authz *access.Authz, emb embed.Embedder, h
 	}
 	s := &Selector{store: store, authz: authz, emb: emb, tok: embed.NewTokenizer(), host: host, log: log, keep: keep, docs: map[uint]*docInfo{},
 		recorder: newSelectionRecorder(store, log)}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.idx.Store(&index{byName: map[string]int{}, lex: newBM25(nil)})
 	s.learned.Store(newLearnedIndex(emb.Model(), s.tok, nil))
 	return s
@@ -154,9 +164,11 @@ func (s *Selector) MarkDirty() {
 	if s.timer.CompareAndSwap(false, true) {
 		time.AfterFunc(100*time.Millisecond, func() {
 			s.timer.Store(false)
-			if err := s.ensureFresh(context.Background()); err != nil {
-				s.log.Error("refresh the selection index", "err", err)
-			}
+			s.goJob(func() {
+				if err := s.ensureFresh(s.ctx); err != nil && s.ctx.Err() == nil {
+					s.log.Error("refresh the selection index", "err", err)
+				}
+			})
 		})
 	}
 }
@@ -179,11 +191,33 @@ func (s *Selector) ensureFresh(ctx context.Context) error {
 	return nil
 }
 
-// Close writes the selection records still queued; call it before the
-// database closes.
+// Close learns the lessons queued, stops the selector's goroutines and
+// waits for them, and writes the selection records still queued; call it
+// before the database closes. It is safe to call twice.
 func (s *Selector) Close() {
+	s.jobsMu.Lock()
+	s.closed = true
+	s.jobsMu.Unlock()
 	s.learnWG.Wait()
+	s.cancel()
+	s.jobs.Wait()
 	s.recorder.close()
+}
+
+// goJob runs f on a goroutine Close waits for; false once the selector
+// is closed.
+func (s *Selector) goJob(f func()) bool {
+	s.jobsMu.Lock()
+	defer s.jobsMu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.jobs.Add(1)
+	go func() {
+		defer s.jobs.Done()
+		f()
+	}()
+	return true
 }
 
 // Host returns what this host can run.
@@ -285,8 +319,8 @@ func (s *Selector) refreshLocked(ctx context.Context) error {
 	_, local := s.emb.(*embed.Builtin)
 	switch {
 	case job.size() > inlineEmbedLimit && !local:
-		if s.embedding.CompareAndSwap(false, true) {
-			go s.backgroundEmbed()
+		if s.embedding.CompareAndSwap(false, true) && !s.goJob(s.backgroundEmbed) {
+			s.embedding.Store(false)
 		}
 	case job.size() > 0:
 		docs, queries, err := s.embedJobTexts(ctx, job)
@@ -433,7 +467,7 @@ func (s *Selector) applyJob(ctx context.Context, j embedJob, docs, queries [][]f
 // logging progress, and refreshes the index when done.
 func (s *Selector) backgroundEmbed() {
 	defer s.embedding.Store(false)
-	ctx := context.Background()
+	ctx := s.ctx // Close stops it
 	s.mu.Lock()
 	tools, err := s.store.ActiveTools(ctx)
 	var learned []models.LearnedQuery
@@ -1119,20 +1153,37 @@ func (s *Selector) LearnFromCallLater(sessionID, tool string) {
 	}
 	s.learnOnce.Do(func() {
 		s.lessons = make(chan [2]string, 1024)
-		go func() {
-			for l := range s.lessons {
-				if err := s.LearnFromCall(context.Background(), l[0], l[1]); err != nil {
-					s.log.Warn("learn from call", "err", err, "session", l[0], "tool", l[1])
-				}
-				s.learnWG.Done()
-			}
-		}()
+		s.goJob(s.learnLessons)
 	})
+	// A lesson counts once queued; none is taken after Close began, which
+	// waits for those queued before the worker stops.
+	s.jobsMu.Lock()
+	if s.closed {
+		s.jobsMu.Unlock()
+		return
+	}
 	s.learnWG.Add(1)
+	s.jobsMu.Unlock()
 	select {
 	case s.lessons <- [2]string{sessionID, tool}:
 	default:
 		s.learnWG.Done()
+	}
+}
+
+// learnLessons is the learning worker: it learns queued lessons until
+// Close.
+func (s *Selector) learnLessons() {
+	for {
+		select {
+		case l := <-s.lessons:
+			if err := s.LearnFromCall(context.Background(), l[0], l[1]); err != nil {
+				s.log.Warn("learn from call", "err", err, "session", l[0], "tool", l[1])
+			}
+			s.learnWG.Done()
+		case <-s.ctx.Done():
+			return
+		}
 	}
 }
 

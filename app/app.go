@@ -1,0 +1,376 @@
+// Package app is the one assembly of the service: from a Config it builds
+// the store, the embedder, the sandbox, the services over them and the
+// HTTP handler, and runs the server with its background jobs. Main, the
+// tests and the benchmarks all build the service here, and the App owns
+// every goroutine it starts: Run returns only when they have all ended,
+// and closes the store last.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"toolbelt/handlers"
+	"toolbelt/handlers/mcpserver"
+	"toolbelt/models"
+	"toolbelt/services"
+	"toolbelt/services/access"
+	"toolbelt/services/browser"
+	"toolbelt/services/catalog"
+	"toolbelt/services/embed"
+	"toolbelt/services/ops"
+	"toolbelt/services/redact"
+	"toolbelt/services/runners"
+	"toolbelt/services/sandbox"
+	"toolbelt/services/selection"
+	"toolbelt/web"
+)
+
+// Version is the server version MCP clients are told; it follows the
+// OpenAPI document's.
+const Version = "1.0"
+
+// Options change how New builds the service where a test or a benchmark
+// needs it to; the zero value is what main runs.
+type Options struct {
+	// Stdout receives the start-up banner (os.Stdout when nil).
+	Stdout io.Writer
+	// LogOutput receives the log, in the level and format of the config
+	// (os.Stderr when nil).
+	LogOutput io.Writer
+	// Host, when set, is what the host claims to run, instead of what is
+	// detected (selection hides tools the host cannot run).
+	Host *ops.HostCaps
+	// Sleep, when set, replaces the wait between retries of a call.
+	Sleep func(context.Context, time.Duration) error
+}
+
+// App is the assembled service. Its fields are set by New and read-only
+// after.
+type App struct {
+	Config   Config
+	Log      *slog.Logger
+	Store    *models.Store
+	Authz    *access.Authz
+	Accounts *access.Accounts
+	Registry *catalog.Registry
+	Selector *selection.Selector
+	Invoker  *services.Invoker
+	Alerts   *ops.Alerts
+	Metrics  *ops.Metrics
+	// ToolFiles applies the tool files of Config.ToolsDir (nil without).
+	ToolFiles *catalog.ToolFiles
+	// Handler is the HTTP handler of the whole service (web.New).
+	Handler http.Handler
+	// AdminKey is the admin key this start created, shown once; empty
+	// when the database had one or the config brought it.
+	AdminKey string
+	// URL is where the server listens, as a person on this machine would
+	// open it.
+	URL string
+
+	chromium *browser.Browser
+	mcp      *mcpserver.Server
+	srv      *http.Server
+	ln       net.Listener
+
+	closeOnce sync.Once
+	closeErr  error
+	// storeClosing, when set, runs just before the store closes (tests).
+	storeClosing func()
+}
+
+// New builds the service of cfg and listens on cfg.Addr; Run serves. An
+// App that never runs must be closed.
+func New(ctx context.Context, cfg Config, opts Options) (_ *App, err error) {
+	logTo := opts.LogOutput
+	if logTo == nil {
+		logTo = os.Stderr
+	}
+	log, err := newLogger(cfg, logTo)
+	if err != nil {
+		return nil, err
+	}
+	stdout := opts.Stdout
+	if stdout == nil {
+		stdout = os.Stdout
+	}
+	a := &App{Config: cfg, Log: log}
+	defer func() {
+		if err != nil {
+			_ = a.Close()
+		}
+	}()
+
+	if a.Store, err = models.Open(ctx, filepath.Join(cfg.DataDir, "toolbelt.db")); err != nil {
+		return nil, err
+	}
+	if a.Authz, err = access.NewAuthz(ctx, a.Store, web.RolePolicies()); err != nil {
+		return nil, err
+	}
+	a.Accounts = access.NewAccounts(a.Store, a.Authz, log)
+	a.Registry = catalog.NewRegistry(a.Store, log)
+	emb, embedNote, err := chooseEmbedder(ctx, cfg.OllamaURL, cfg.EmbedModel)
+	if err != nil {
+		return nil, err
+	}
+	if embedNote != "" {
+		log.Warn(embedNote)
+	}
+	redactor, err := redact.New(secretValues(cfg))
+	if err != nil {
+		return nil, fmt.Errorf("load secret detection rules: %w", err)
+	}
+	var host ops.HostCaps
+	if opts.Host == nil {
+		host = ops.DetectHost()
+	}
+	// The data directory is the server's alone, but for the sandbox's
+	// group when the server is root: commands run as uid 65534 must
+	// traverse (never list) it to reach their work directories.
+	if err := sandbox.ShareWithSandbox(cfg.DataDir); err != nil {
+		return nil, err
+	}
+	box := sandbox.Probe(ctx, cfg.Sandbox, filepath.Join(cfg.DataDir, "sessions"), log)
+	host.Sandbox = box.Available()
+	if path, err := browser.Find(cfg.Chromium); err == nil {
+		a.chromium = browser.New(path, log)
+		host.Chromium = true // also when TOOLBELT_CHROMIUM names one off PATH
+	} else {
+		host.Chromium = false
+		log.Warn("browser_navigate unavailable", "reason", err.Error())
+	}
+	if opts.Host != nil {
+		host = *opts.Host
+	}
+	a.Metrics = ops.NewMetrics()
+	a.Selector = selection.NewSelector(a.Store, a.Authz, emb, host, cfg.KeepLearned, log).WithMetrics(a.Metrics)
+	a.Registry.OnChange(func(context.Context) {
+		a.Selector.MarkDirty()
+		if a.Invoker != nil {
+			a.Invoker.CatalogChanged()
+		}
+	})
+	if a.AdminKey, err = a.Accounts.Bootstrap(ctx, cfg.AdminKey); err != nil {
+		return nil, err
+	}
+	seeded, err := a.Registry.SeedBuiltins(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if len(seeded) > 0 {
+		log.Info("built-in tools seeded", "tools", seeded)
+	}
+	if cfg.ToolsDir != "" {
+		a.ToolFiles = catalog.NewToolFiles(cfg.ToolsDir, a.Registry, log)
+		if err := a.ToolFiles.Load(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if err := a.Selector.Refresh(ctx); err != nil {
+		return nil, err
+	}
+	log.Info("selection index ready", "embedder", a.Selector.Status(), "host", host)
+
+	a.Invoker = services.NewInvoker(a.Store, a.Selector, a.Authz, redactor, cfg.NetPolicy, cfg.DataDir, nil, log).
+		WithSandbox(box).WithSessionQuota(runners.NewQuota(int64(cfg.SessionQuotaMB) << 20)).WithBrowser(a.chromium).WithSearch(cfg.SearXNG).WithSecrets(cfg.Secrets).WithMetrics(a.Metrics)
+	if opts.Sleep != nil {
+		a.Invoker.WithSleep(opts.Sleep)
+	}
+	a.Invoker.ReportPendingApprovals(a.Metrics)
+	a.Alerts = ops.NewAlerts(a.Store, cfg.Alerts, a.Metrics, log)
+	h := &handlers.Handler{
+		Registry: a.Registry, Selector: a.Selector, Accounts: a.Accounts,
+		Invoker: a.Invoker, Health: ops.NewHealth(a.Store, a.Selector, embedNote).WithSandbox(box.Status()).WithToolFiles(a.ToolFiles), Log: log,
+		Links:  handlers.Links{Swagger: "/swagger/index.html", Healthz: "/healthz", Readyz: "/readyz"},
+		Stats:  ops.NewStats(a.Store, a.Invoker.Flush),
+		Alerts: a.Alerts,
+		// Documents fetched by URL follow the same SSRF policy as tool calls.
+		OpenAPI: catalog.NewOpenAPIImporter(a.Registry, cfg.NetPolicy, log),
+	}
+	a.mcp = mcpserver.New(a.Selector, a.Invoker, Version, log)
+	a.Handler = web.New(web.Deps{Handler: h, Accounts: a.Accounts, Authz: a.Authz, Log: log, Metrics: a.Metrics, MCP: a.mcp})
+	a.srv = newHTTPServer(cfg.Addr, a.Handler, serverTimeouts)
+	if a.ln, err = net.Listen("tcp", cfg.Addr); err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", cfg.Addr, err)
+	}
+	a.URL = baseURL(a.ln.Addr().String())
+	if err := a.Invoker.Recover(ctx); err != nil {
+		return nil, fmt.Errorf("recover calls: %w", err)
+	}
+
+	fmt.Fprintf(stdout, "\nToolbelt is running on %s (data in %s)\n", a.URL, cfg.DataDir)
+	switch {
+	case a.AdminKey != "":
+		fmt.Fprintf(stdout, "\n  Admin API key (shown once, store it now):\n    %s\n", a.AdminKey)
+	case cfg.AdminKey != "":
+		fmt.Fprintf(stdout, "\n  Admin API key: the one in TOOLBELT_ADMIN_KEY\n")
+	}
+	b := a.URL
+	fmt.Fprintf(stdout, "\n  Home        %s/\n  Console     %s/admin\n  Swagger UI  %s/swagger/index.html\n  API         %s/api/v1\n  Health      %s/healthz\n  Readiness   %s/readyz\n\n", b, b, b, b, b, b)
+	log.Info("listening", "addr", a.ln.Addr().String(), "data_dir", cfg.DataDir)
+	return a, nil
+}
+
+// Run serves HTTP and runs the background jobs until ctx ends or serving
+// fails. Then it shuts down: it stops accepting, lets the calls in flight
+// finish until Config.ShutdownTimeout and interrupts the rest, ends the
+// MCP streams, stops the background jobs and waits for every goroutine it
+// started, and closes the store last.
+func (a *App) Run(ctx context.Context) error {
+	defer a.Close()
+	// The jobs stop once the calls are answered, not when ctx ends: the
+	// calls draining may still need them.
+	jobs, stopJobs := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopJobs()
+	g, stopping := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		if err := a.srv.Serve(a.ln); !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+		return nil
+	})
+	g.Go(func() error {
+		<-stopping.Done()
+		defer stopJobs()
+		return a.shutdown()
+	})
+	g.Go(func() error {
+		a.Invoker.SweepApprovals(jobs, 30*time.Second)
+		return nil
+	})
+	g.Go(func() error {
+		a.Alerts.Run(jobs)
+		return nil
+	})
+	if a.ToolFiles != nil {
+		g.Go(func() error {
+			if err := a.ToolFiles.Watch(jobs); err != nil {
+				a.Log.Warn("tool files are not watched", "dir", a.Config.ToolsDir, "err", err)
+			}
+			return nil
+		})
+	}
+	g.Go(func() error {
+		a.pruneConsoleSessions(jobs)
+		return nil
+	})
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	a.Log.Info("stopped")
+	return nil
+}
+
+// shutdown stops accepting at once, lets calls in flight finish until the
+// deadline, then cancels them (recorded as interrupted) and lets their
+// answers go out before the connections close.
+func (a *App) shutdown() error {
+	a.Log.Info("shutting down", "deadline", a.Config.ShutdownTimeout.String())
+	drain, cancel := context.WithTimeout(context.Background(), a.Config.ShutdownTimeout)
+	defer cancel()
+	serverDone := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), a.Config.ShutdownTimeout+15*time.Second)
+		defer cancel()
+		serverDone <- a.srv.Shutdown(ctx)
+	}()
+	a.Invoker.Shutdown(drain)
+	// The calls are answered; MCP event streams would otherwise hold the
+	// shutdown until its deadline.
+	a.mcp.Close()
+	if err := <-serverDone; err != nil {
+		return fmt.Errorf("shut down: %w", err)
+	}
+	return nil
+}
+
+// pruneConsoleSessions deletes expired console sessions now, then hourly
+// (lookups ignore them meanwhile), until ctx ends.
+func (a *App) pruneConsoleSessions(ctx context.Context) {
+	t := time.NewTicker(time.Hour)
+	defer t.Stop()
+	for {
+		if err := a.Accounts.PruneConsoleSessions(ctx); err != nil {
+			a.Log.Warn("prune console sessions", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Close releases what New built, in order: the listener, the calls still
+// running (cancelled and recorded), the selector's goroutines, Chromium,
+// and the store last. Run closes the App; an App that never ran is closed
+// by whoever made it. It is safe to call twice.
+func (a *App) Close() error {
+	a.closeOnce.Do(func() {
+		if a.ln != nil {
+			_ = a.ln.Close() // Run's shutdown closed it already
+		}
+		if a.Invoker != nil {
+			a.Invoker.Close(context.Background())
+		}
+		if a.Selector != nil {
+			a.Selector.Close()
+		}
+		if a.chromium != nil {
+			a.chromium.Close()
+		}
+		if a.storeClosing != nil {
+			a.storeClosing()
+		}
+		if a.Store != nil {
+			a.closeErr = a.Store.Close()
+		}
+	})
+	return a.closeErr
+}
+
+func newLogger(cfg Config, w io.Writer) (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
+		return nil, fmt.Errorf("log level %q: use debug, info, warn or error", cfg.LogLevel)
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	switch cfg.LogFormat {
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("log format %q: use json or text", cfg.LogFormat)
+}
+
+// chooseEmbedder returns Ollama when a URL is configured and it answers,
+// and the built-in embedder otherwise, with a note saying why.
+func chooseEmbedder(ctx context.Context, url, model string) (embed.Embedder, string, error) {
+	if url == "" {
+		return embed.NewBuiltin(), "", nil
+	}
+	o, err := embed.NewOllama(embed.OllamaConfig{URL: url, Model: model})
+	if err != nil {
+		return nil, "", err
+	}
+	probeCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := o.Probe(probeCtx); err != nil {
+		b := embed.NewBuiltin()
+		return b, fmt.Sprintf("Ollama is not usable (%v); using the built-in embedder %s", err, b.Model()), nil
+	}
+	return o, "", nil
+}

@@ -1,0 +1,177 @@
+package app
+
+import (
+	"flag"
+	"fmt"
+	"maps"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"toolbelt/services/netpolicy"
+	"toolbelt/services/ops"
+	"toolbelt/services/runners"
+	"toolbelt/services/sandbox"
+	"toolbelt/services/selection"
+)
+
+// Config is every setting, read once at start from TOOLBELT_* variables
+// with flags overriding them. ParseConfig is the one place that reads the
+// environment: nothing New builds looks at it again.
+type Config struct {
+	Addr        string
+	DataDir     string
+	AdminKey    string
+	LogLevel    string
+	LogFormat   string
+	OllamaURL   string
+	EmbedModel  string
+	KeepLearned int
+	Sandbox     string
+	SearXNG     string
+	// ShutdownTimeout is how long calls in flight may finish after
+	// SIGTERM or SIGINT before they are cancelled as interrupted.
+	ShutdownTimeout time.Duration
+	// Alerts says when a tool's failure rate raises an alert.
+	Alerts ops.AlertConfig
+	// ToolsDir holds tool files (YAML or JSON), watched while serving.
+	ToolsDir string
+	// SessionQuotaMB is the disk quota of each session's work directory.
+	SessionQuotaMB int
+	// NetPolicy is what http tools, the browser and OpenAPI imports may
+	// reach (TOOLBELT_HTTP_ALLOW_HOSTS, TOOLBELT_HTTP_ALLOW_PRIVATE).
+	NetPolicy netpolicy.Policy
+	// Secrets are the values of the variables named in TOOLBELT_SECRETS,
+	// by name: http tools may reference them in headers as {{env.NAME}},
+	// and they are redacted verbatim from tool output and call records.
+	Secrets map[string]string
+	// Chromium is the browser browser_navigate drives (TOOLBELT_CHROMIUM);
+	// empty: the first one found on PATH.
+	Chromium string
+}
+
+// ParseConfig reads the serve command's configuration from args and the
+// environment, which lookup reads (os.LookupEnv in main). -h answers
+// flag.ErrHelp after printing the flags.
+func ParseConfig(args []string, lookup func(string) (string, bool)) (Config, error) {
+	env := func(name, def string) string {
+		if v, ok := lookup(name); ok && v != "" {
+			return v
+		}
+		return def
+	}
+	cfg := Config{AdminKey: env("TOOLBELT_ADMIN_KEY", ""), Chromium: env("TOOLBELT_CHROMIUM", "")}
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.StringVar(&cfg.Addr, "addr", env("TOOLBELT_ADDR", ":8080"), "listen address (TOOLBELT_ADDR)")
+	fs.StringVar(&cfg.DataDir, "data-dir", env("TOOLBELT_DATA_DIR", "./data"), "directory holding the SQLite database (TOOLBELT_DATA_DIR)")
+	fs.StringVar(&cfg.LogLevel, "log-level", env("TOOLBELT_LOG_LEVEL", "info"), "debug, info, warn or error (TOOLBELT_LOG_LEVEL)")
+	fs.StringVar(&cfg.LogFormat, "log-format", env("TOOLBELT_LOG_FORMAT", "json"), "json or text (TOOLBELT_LOG_FORMAT)")
+	fs.StringVar(&cfg.OllamaURL, "ollama-url", env("TOOLBELT_OLLAMA_URL", ""), "Ollama base URL for embeddings (TOOLBELT_OLLAMA_URL); the built-in embedder when empty or unreachable")
+	fs.StringVar(&cfg.EmbedModel, "embed-model", env("TOOLBELT_EMBED_MODEL", "nomic-embed-text"), "Ollama embedding model (TOOLBELT_EMBED_MODEL)")
+	fs.StringVar(&cfg.Sandbox, "sandbox", env("TOOLBELT_SANDBOX", sandbox.Auto), "auto, bubblewrap, native or none (TOOLBELT_SANDBOX): how commands of tools are isolated")
+	fs.StringVar(&cfg.ToolsDir, "tools-dir", env("TOOLBELT_TOOLS_DIR", "./tools.d"), "directory of tool files (YAML or JSON), applied at start and watched (TOOLBELT_TOOLS_DIR); empty: none")
+	fs.StringVar(&cfg.SearXNG, "searxng-url", env("TOOLBELT_SEARXNG_URL", ""), "SearXNG-compatible search endpoint for web_search (TOOLBELT_SEARXNG_URL)")
+	keep, err := strconv.Atoi(env("TOOLBELT_LEARNED_PER_TOOL", strconv.Itoa(selection.DefaultKeepLearned)))
+	if err != nil || keep < 1 {
+		return cfg, fmt.Errorf("TOOLBELT_LEARNED_PER_TOOL must be a positive integer")
+	}
+	fs.IntVar(&cfg.KeepLearned, "learned-per-tool", keep, "learned queries kept per tool, oldest dropped (TOOLBELT_LEARNED_PER_TOOL)")
+	grace, err := time.ParseDuration(env("TOOLBELT_SHUTDOWN_TIMEOUT", "20s"))
+	if err != nil || grace < 0 {
+		return cfg, fmt.Errorf("TOOLBELT_SHUTDOWN_TIMEOUT must be a duration such as 20s")
+	}
+	quota, err := strconv.Atoi(env("TOOLBELT_SESSION_QUOTA_MB", strconv.Itoa(runners.DefaultSessionQuota>>20)))
+	if err != nil || quota < 1 {
+		return cfg, fmt.Errorf("TOOLBELT_SESSION_QUOTA_MB must be a positive number of MiB")
+	}
+	fs.IntVar(&cfg.SessionQuotaMB, "session-quota-mb", quota, "disk quota of each session's work directory, in MiB (TOOLBELT_SESSION_QUOTA_MB)")
+	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", grace, "how long calls in flight may finish on SIGTERM before they are interrupted (TOOLBELT_SHUTDOWN_TIMEOUT)")
+	if err := fs.Parse(args); err != nil {
+		return cfg, err
+	}
+	if cfg.KeepLearned < 1 {
+		return cfg, fmt.Errorf("--learned-per-tool must be at least 1")
+	}
+	if cfg.SessionQuotaMB < 1 {
+		return cfg, fmt.Errorf("--session-quota-mb must be at least 1")
+	}
+	if !slices.Contains([]string{sandbox.Auto, sandbox.Bubblewrap, sandbox.Native, sandbox.None}, cfg.Sandbox) {
+		return cfg, fmt.Errorf("--sandbox %q: use auto, bubblewrap, native or none", cfg.Sandbox)
+	}
+	if cfg.SearXNG != "" {
+		if u, err := url.Parse(cfg.SearXNG); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return cfg, fmt.Errorf("--searxng-url %q: use an absolute http or https URL", cfg.SearXNG)
+		}
+	}
+	if fs.NArg() > 0 {
+		return cfg, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	if cfg.Alerts, err = alertConfig(env); err != nil {
+		return cfg, err
+	}
+	if cfg.NetPolicy, err = netpolicy.Parse(env("TOOLBELT_HTTP_ALLOW_HOSTS", ""), env("TOOLBELT_HTTP_ALLOW_PRIVATE", "")); err != nil {
+		return cfg, fmt.Errorf("TOOLBELT_HTTP_ALLOW_PRIVATE: %w", err)
+	}
+	cfg.Secrets = secrets(env)
+	return cfg, nil
+}
+
+// alertConfig reads the failure-rate alert settings from the environment.
+func alertConfig(env func(name, def string) string) (ops.AlertConfig, error) {
+	a := ops.DefaultAlertConfig
+	if v := env("TOOLBELT_ALERT_FAILURE_RATE", ""); v != "" {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || f <= 0 || f > 1 {
+			return a, fmt.Errorf("TOOLBELT_ALERT_FAILURE_RATE %q: use a share between 0 and 1, such as 0.5", v)
+		}
+		a.Threshold = f
+	}
+	if v := env("TOOLBELT_ALERT_WINDOW", ""); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < time.Minute {
+			return a, fmt.Errorf("TOOLBELT_ALERT_WINDOW %q: use a duration of at least 1m, such as 15m", v)
+		}
+		a.Window = d
+	}
+	if v := env("TOOLBELT_ALERT_MIN_CALLS", ""); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 1 {
+			return a, fmt.Errorf("TOOLBELT_ALERT_MIN_CALLS %q: use a whole number of at least 1", v)
+		}
+		a.MinCalls = n
+	}
+	if v := env("TOOLBELT_ALERT_WEBHOOK", ""); v != "" {
+		if u, err := url.Parse(v); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return a, fmt.Errorf("TOOLBELT_ALERT_WEBHOOK: use an absolute http or https URL")
+		}
+		a.Webhook = v
+	}
+	return a, nil
+}
+
+// secrets are the variables named in TOOLBELT_SECRETS (comma-separated
+// names, e.g. the variables http tools take headers from) and their values.
+func secrets(env func(name, def string) string) map[string]string {
+	var vals map[string]string // nil when none is configured
+	for _, name := range strings.Split(env("TOOLBELT_SECRETS", ""), ",") {
+		if name = strings.TrimSpace(name); name != "" {
+			if vals == nil {
+				vals = map[string]string{}
+			}
+			vals[name] = env(name, "")
+		}
+	}
+	return vals
+}
+
+// secretValues are the values redacted verbatim from tool output and call
+// records: the admin key and the configured secrets.
+func secretValues(cfg Config) []string {
+	vals := []string{cfg.AdminKey}
+	for _, name := range slices.Sorted(maps.Keys(cfg.Secrets)) {
+		vals = append(vals, cfg.Secrets[name])
+	}
+	return vals
+}

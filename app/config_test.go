@@ -1,0 +1,120 @@
+package app
+
+import (
+	"errors"
+	"flag"
+	"net/netip"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"toolbelt/services/netpolicy"
+	"toolbelt/services/ops"
+	"toolbelt/services/runners"
+	"toolbelt/services/selection"
+)
+
+// lookupIn reads an environment from a map.
+func lookupIn(env map[string]string) func(string) (string, bool) {
+	return func(name string) (string, bool) {
+		v, ok := env[name]
+		return v, ok
+	}
+}
+
+// TestParseConfig drives the configuration with flags and variables:
+// defaults, variables, flags over variables, and every refusal.
+func TestParseConfig(t *testing.T) {
+	defaults := Config{Addr: ":8080", DataDir: "./data", LogLevel: "info", LogFormat: "json", EmbedModel: "nomic-embed-text",
+		KeepLearned: selection.DefaultKeepLearned, Sandbox: "auto", ShutdownTimeout: 20 * time.Second,
+		Alerts: ops.DefaultAlertConfig, ToolsDir: "./tools.d", SessionQuotaMB: runners.DefaultSessionQuota >> 20}
+	with := func(edit func(*Config)) Config {
+		c := defaults
+		edit(&c)
+		return c
+	}
+	cases := []struct {
+		name    string
+		args    []string
+		env     map[string]string
+		want    Config
+		wantErr string
+	}{
+		{name: "defaults", want: defaults},
+		{name: "empty variables are unset", env: map[string]string{"TOOLBELT_ADDR": "", "TOOLBELT_SHUTDOWN_TIMEOUT": ""}, want: defaults},
+		{name: "variables", env: map[string]string{
+			"TOOLBELT_ADDR": "127.0.0.1:9", "TOOLBELT_DATA_DIR": "/srv/tb", "TOOLBELT_ADMIN_KEY": "k", "TOOLBELT_LOG_LEVEL": "debug",
+			"TOOLBELT_LOG_FORMAT": "text", "TOOLBELT_OLLAMA_URL": "http://ollama:11434", "TOOLBELT_EMBED_MODEL": "m",
+			"TOOLBELT_LEARNED_PER_TOOL": "7", "TOOLBELT_SANDBOX": "none", "TOOLBELT_SEARXNG_URL": "https://search.example",
+			"TOOLBELT_SHUTDOWN_TIMEOUT": "3s", "TOOLBELT_TOOLS_DIR": "", "TOOLBELT_SESSION_QUOTA_MB": "64",
+			"TOOLBELT_ALERT_FAILURE_RATE": "0.25", "TOOLBELT_ALERT_WINDOW": "5m", "TOOLBELT_ALERT_MIN_CALLS": "3",
+			"TOOLBELT_ALERT_WEBHOOK":    "https://hooks.example/x",
+			"TOOLBELT_HTTP_ALLOW_HOSTS": "api.example, .corp", "TOOLBELT_HTTP_ALLOW_PRIVATE": "10.0.0.0/8",
+			"TOOLBELT_SECRETS": "TOKEN, MISSING,,", "TOKEN": "s3cret",
+		}, want: with(func(c *Config) {
+			c.Addr, c.DataDir, c.AdminKey, c.LogLevel, c.LogFormat = "127.0.0.1:9", "/srv/tb", "k", "debug", "text"
+			c.OllamaURL, c.EmbedModel, c.KeepLearned, c.Sandbox, c.SearXNG = "http://ollama:11434", "m", 7, "none", "https://search.example"
+			c.ShutdownTimeout, c.SessionQuotaMB = 3*time.Second, 64
+			c.Alerts = ops.AlertConfig{Threshold: 0.25, Window: 5 * time.Minute, MinCalls: 3, Webhook: "https://hooks.example/x", Every: ops.DefaultAlertConfig.Every}
+			c.NetPolicy = netpolicy.Policy{AllowHosts: []string{"api.example", ".corp"}, AllowPrivate: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}}
+			c.Secrets = map[string]string{"TOKEN": "s3cret", "MISSING": ""}
+		})},
+		{name: "flags over variables",
+			args: []string{"--addr", ":1", "--data-dir", "d", "--log-level", "warn", "--log-format", "text", "--ollama-url", "http://o",
+				"--embed-model", "e", "--learned-per-tool", "2", "--sandbox", "native", "--searxng-url", "http://s", "--shutdown-timeout", "1s",
+				"--tools-dir", "t", "--session-quota-mb", "5"},
+			env: map[string]string{"TOOLBELT_ADDR": ":2", "TOOLBELT_DATA_DIR": "x", "TOOLBELT_LEARNED_PER_TOOL": "9", "TOOLBELT_SHUTDOWN_TIMEOUT": "9s"},
+			want: with(func(c *Config) {
+				c.Addr, c.DataDir, c.LogLevel, c.LogFormat, c.OllamaURL, c.EmbedModel = ":1", "d", "warn", "text", "http://o", "e"
+				c.KeepLearned, c.Sandbox, c.SearXNG, c.ShutdownTimeout, c.ToolsDir, c.SessionQuotaMB = 2, "native", "http://s", time.Second, "t", 5
+			})},
+		{name: "bad TOOLBELT_LEARNED_PER_TOOL", env: map[string]string{"TOOLBELT_LEARNED_PER_TOOL": "0"}, wantErr: "TOOLBELT_LEARNED_PER_TOOL must be a positive integer"},
+		{name: "bad TOOLBELT_SHUTDOWN_TIMEOUT", env: map[string]string{"TOOLBELT_SHUTDOWN_TIMEOUT": "soon"}, wantErr: "TOOLBELT_SHUTDOWN_TIMEOUT must be a duration such as 20s"},
+		{name: "bad TOOLBELT_SESSION_QUOTA_MB", env: map[string]string{"TOOLBELT_SESSION_QUOTA_MB": "-1"}, wantErr: "TOOLBELT_SESSION_QUOTA_MB must be a positive number of MiB"},
+		{name: "bad --learned-per-tool", args: []string{"--learned-per-tool", "0"}, wantErr: "--learned-per-tool must be at least 1"},
+		{name: "bad --session-quota-mb", args: []string{"--session-quota-mb", "0"}, wantErr: "--session-quota-mb must be at least 1"},
+		{name: "bad --sandbox", args: []string{"--sandbox", "docker"}, wantErr: `--sandbox "docker": use auto, bubblewrap, native or none`},
+		{name: "bad --searxng-url", args: []string{"--searxng-url", "search.example"}, wantErr: `--searxng-url "search.example": use an absolute http or https URL`},
+		{name: "arguments", args: []string{"extra"}, wantErr: "unexpected arguments: extra"},
+		{name: "bad alert rate", env: map[string]string{"TOOLBELT_ALERT_FAILURE_RATE": "2"}, wantErr: `TOOLBELT_ALERT_FAILURE_RATE "2": use a share between 0 and 1, such as 0.5`},
+		{name: "bad alert window", env: map[string]string{"TOOLBELT_ALERT_WINDOW": "30s"}, wantErr: `TOOLBELT_ALERT_WINDOW "30s": use a duration of at least 1m, such as 15m`},
+		{name: "bad alert minimum", env: map[string]string{"TOOLBELT_ALERT_MIN_CALLS": "0"}, wantErr: `TOOLBELT_ALERT_MIN_CALLS "0": use a whole number of at least 1`},
+		{name: "bad alert webhook", env: map[string]string{"TOOLBELT_ALERT_WEBHOOK": "hooks"}, wantErr: "TOOLBELT_ALERT_WEBHOOK: use an absolute http or https URL"},
+		{name: "bad private range", env: map[string]string{"TOOLBELT_HTTP_ALLOW_PRIVATE": "ten"}, wantErr: "TOOLBELT_HTTP_ALLOW_PRIVATE: "},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ParseConfig(tc.args, lookupIn(tc.env))
+			if tc.wantErr != "" {
+				if err == nil || !strings.HasPrefix(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("config\n %+v\nwant\n %+v", got, tc.want)
+			}
+		})
+	}
+	if _, err := ParseConfig([]string{"-h"}, lookupIn(nil)); !errors.Is(err, flag.ErrHelp) {
+		t.Errorf("-h: %v", err)
+	}
+}
+
+// TestParseBenchConfig: the retrieval benchmark needs its two files and
+// takes the embedder from the environment unless flags say otherwise.
+func TestParseBenchConfig(t *testing.T) {
+	env := lookupIn(map[string]string{"TOOLBELT_OLLAMA_URL": "http://o", "TOOLBELT_EMBED_MODEL": "m"})
+	got, err := ParseBenchConfig([]string{"--tools", "t.jsonl", "--queries", "q.jsonl", "--json", "--embed-model", "f"}, env)
+	want := BenchConfig{Tools: "t.jsonl", Queries: "q.jsonl", JSON: true, OllamaURL: "http://o", EmbedModel: "f"}
+	if err != nil || got != want {
+		t.Errorf("%+v %v, want %+v", got, err, want)
+	}
+	if _, err := ParseBenchConfig([]string{"--tools", "t.jsonl"}, env); err == nil || err.Error() != "bench retrieval needs --tools and --queries" {
+		t.Errorf("without --queries: %v", err)
+	}
+}
