@@ -24,11 +24,11 @@ import (
 	"toolbelt/handlers"
 	"toolbelt/handlers/mcpserver"
 	"toolbelt/models"
-	"toolbelt/services"
 	"toolbelt/services/access"
 	"toolbelt/services/browser"
 	"toolbelt/services/catalog"
 	"toolbelt/services/embed"
+	"toolbelt/services/invoke"
 	"toolbelt/services/ops"
 	"toolbelt/services/redact"
 	"toolbelt/services/runners"
@@ -66,7 +66,7 @@ type App struct {
 	Accounts *access.Accounts
 	Registry *catalog.Registry
 	Selector *selection.Selector
-	Invoker  *services.Invoker
+	Invoker  *invoke.Invoker
 	Alerts   *ops.Alerts
 	Metrics  *ops.Metrics
 	// ToolFiles applies the tool files of Config.ToolsDir (nil without).
@@ -183,7 +183,7 @@ func New(ctx context.Context, cfg Config, opts Options) (_ *App, err error) {
 	}
 	log.Info("selection index ready", "embedder", a.Selector.Status(), "host", host)
 
-	a.Invoker = services.NewInvoker(a.Store, a.Selector, a.Authz, redactor, cfg.NetPolicy, cfg.DataDir, nil, log).
+	a.Invoker = invoke.NewInvoker(a.Store, a.Selector, a.Authz, redactor, cfg.NetPolicy, cfg.DataDir, nil, log).
 		WithSandbox(box).WithSessionQuota(runners.NewQuota(int64(cfg.SessionQuotaMB) << 20)).WithBrowser(a.chromium).WithSearch(cfg.SearXNG).WithSecrets(cfg.Secrets).WithMetrics(a.Metrics)
 	if opts.Sleep != nil {
 		a.Invoker.WithSleep(opts.Sleep)

@@ -335,7 +335,7 @@ const docTemplate = `{
                         "in": "body",
                         "required": true,
                         "schema": {
-                            "$ref": "#/definitions/services.CallRequest"
+                            "$ref": "#/definitions/invoke.CallRequest"
                         }
                     }
                 ],
@@ -343,13 +343,13 @@ const docTemplate = `{
                     "200": {
                         "description": "OK",
                         "schema": {
-                            "$ref": "#/definitions/services.ToolResult"
+                            "$ref": "#/definitions/invoke.ToolResult"
                         }
                     },
                     "202": {
                         "description": "waiting for approval, or async: poll the Location",
                         "schema": {
-                            "$ref": "#/definitions/services.ToolResult"
+                            "$ref": "#/definitions/invoke.ToolResult"
                         }
                     },
                     "400": {
@@ -367,25 +367,25 @@ const docTemplate = `{
                     "403": {
                         "description": "Forbidden",
                         "schema": {
-                            "$ref": "#/definitions/services.ToolResult"
+                            "$ref": "#/definitions/invoke.ToolResult"
                         }
                     },
                     "404": {
                         "description": "Not Found",
                         "schema": {
-                            "$ref": "#/definitions/services.ToolResult"
+                            "$ref": "#/definitions/invoke.ToolResult"
                         }
                     },
                     "422": {
                         "description": "Unprocessable Entity",
                         "schema": {
-                            "$ref": "#/definitions/services.ToolResult"
+                            "$ref": "#/definitions/invoke.ToolResult"
                         }
                     },
                     "429": {
                         "description": "rate limit or full queue, with Retry-After",
                         "schema": {
-                            "$ref": "#/definitions/services.ToolResult"
+                            "$ref": "#/definitions/invoke.ToolResult"
                         }
                     }
                 },
@@ -2727,6 +2727,102 @@ const docTemplate = `{
                 }
             }
         },
+        "invoke.CallMetadata": {
+            "type": "object",
+            "properties": {
+                "attempts": {
+                    "type": "integer"
+                },
+                "cached": {
+                    "type": "boolean"
+                },
+                "duration": {
+                    "type": "integer",
+                    "example": 12
+                },
+                "tool_version": {
+                    "type": "string",
+                    "example": "1.0.0"
+                }
+            }
+        },
+        "invoke.CallRequest": {
+            "type": "object",
+            "properties": {
+                "arguments": {
+                    "type": "object"
+                },
+                "async": {
+                    "description": "Async answers 202 at once; the result is polled at the call's URL.",
+                    "type": "boolean"
+                },
+                "session_id": {
+                    "type": "string",
+                    "example": "run-42"
+                },
+                "tool": {
+                    "type": "string",
+                    "example": "file_read"
+                },
+                "version": {
+                    "type": "string",
+                    "example": "1.0.0"
+                }
+            }
+        },
+        "invoke.ToolError": {
+            "type": "object",
+            "properties": {
+                "code": {
+                    "type": "string",
+                    "example": "VALIDATION_ERROR"
+                },
+                "message": {
+                    "type": "string"
+                },
+                "problems": {
+                    "type": "array",
+                    "items": {
+                        "$ref": "#/definitions/models.Problem"
+                    }
+                },
+                "retry_after": {
+                    "description": "RetryAfter is the wait in seconds a limit asks for (also sent as the\nRetry-After header).",
+                    "type": "integer"
+                },
+                "retryable": {
+                    "type": "boolean"
+                },
+                "suggestion": {
+                    "type": "string"
+                }
+            }
+        },
+        "invoke.ToolResult": {
+            "type": "object",
+            "properties": {
+                "call_id": {
+                    "type": "string",
+                    "example": "5d1e0c2a9b7f4e31"
+                },
+                "data": {
+                    "type": "object"
+                },
+                "error": {
+                    "$ref": "#/definitions/invoke.ToolError"
+                },
+                "metadata": {
+                    "$ref": "#/definitions/invoke.CallMetadata"
+                },
+                "status": {
+                    "type": "string",
+                    "example": "succeeded"
+                },
+                "success": {
+                    "type": "boolean"
+                }
+            }
+        },
         "models.Approval": {
             "type": "object",
             "properties": {
@@ -3137,102 +3233,6 @@ const docTemplate = `{
                 "selection": {
                     "type": "integer",
                     "example": 1450
-                }
-            }
-        },
-        "services.CallMetadata": {
-            "type": "object",
-            "properties": {
-                "attempts": {
-                    "type": "integer"
-                },
-                "cached": {
-                    "type": "boolean"
-                },
-                "duration": {
-                    "type": "integer",
-                    "example": 12
-                },
-                "tool_version": {
-                    "type": "string",
-                    "example": "1.0.0"
-                }
-            }
-        },
-        "services.CallRequest": {
-            "type": "object",
-            "properties": {
-                "arguments": {
-                    "type": "object"
-                },
-                "async": {
-                    "description": "Async answers 202 at once; the result is polled at the call's URL.",
-                    "type": "boolean"
-                },
-                "session_id": {
-                    "type": "string",
-                    "example": "run-42"
-                },
-                "tool": {
-                    "type": "string",
-                    "example": "file_read"
-                },
-                "version": {
-                    "type": "string",
-                    "example": "1.0.0"
-                }
-            }
-        },
-        "services.ToolError": {
-            "type": "object",
-            "properties": {
-                "code": {
-                    "type": "string",
-                    "example": "VALIDATION_ERROR"
-                },
-                "message": {
-                    "type": "string"
-                },
-                "problems": {
-                    "type": "array",
-                    "items": {
-                        "$ref": "#/definitions/models.Problem"
-                    }
-                },
-                "retry_after": {
-                    "description": "RetryAfter is the wait in seconds a limit asks for (also sent as the\nRetry-After header).",
-                    "type": "integer"
-                },
-                "retryable": {
-                    "type": "boolean"
-                },
-                "suggestion": {
-                    "type": "string"
-                }
-            }
-        },
-        "services.ToolResult": {
-            "type": "object",
-            "properties": {
-                "call_id": {
-                    "type": "string",
-                    "example": "5d1e0c2a9b7f4e31"
-                },
-                "data": {
-                    "type": "object"
-                },
-                "error": {
-                    "$ref": "#/definitions/services.ToolError"
-                },
-                "metadata": {
-                    "$ref": "#/definitions/services.CallMetadata"
-                },
-                "status": {
-                    "type": "string",
-                    "example": "succeeded"
-                },
-                "success": {
-                    "type": "boolean"
                 }
             }
         },

@@ -10,7 +10,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"toolbelt/models"
-	"toolbelt/services"
+	"toolbelt/services/invoke"
 )
 
 // CallRecord is one call of the history with its result.
@@ -31,7 +31,7 @@ type CallList struct {
 // reviewer or a worker, the status of its code (httpStatus) when a guard
 // refused it, and 200 when the tool ran, even if it failed: the agent
 // feeds the result to its LLM.
-func statusOf(res services.ToolResult) int {
+func statusOf(res invoke.ToolResult) int {
 	if res.Status == models.StatusAwaitingApproval || res.Status == models.StatusQueued {
 		return http.StatusAccepted
 	}
@@ -48,19 +48,19 @@ func statusOf(res services.ToolResult) int {
 //	@Tags			calls
 //	@Accept			json
 //	@Produce		json
-//	@Param			request	body		services.CallRequest	true	"Tool, arguments and session"
-//	@Success		200		{object}	services.ToolResult
-//	@Success		202		{object}	services.ToolResult	"waiting for approval, or async: poll the Location"
+//	@Param			request	body		invoke.CallRequest	true	"Tool, arguments and session"
+//	@Success		200		{object}	invoke.ToolResult
+//	@Success		202		{object}	invoke.ToolResult	"waiting for approval, or async: poll the Location"
 //	@Failure		400		{object}	ErrorBody
 //	@Failure		401		{object}	ErrorBody
-//	@Failure		403		{object}	services.ToolResult
-//	@Failure		404		{object}	services.ToolResult
-//	@Failure		422		{object}	services.ToolResult
-//	@Failure		429		{object}	services.ToolResult	"rate limit or full queue, with Retry-After"
+//	@Failure		403		{object}	invoke.ToolResult
+//	@Failure		404		{object}	invoke.ToolResult
+//	@Failure		422		{object}	invoke.ToolResult
+//	@Failure		429		{object}	invoke.ToolResult	"rate limit or full queue, with Retry-After"
 //	@Security		BearerAuth
 //	@Router			/calls [post]
 func (h *Handler) CallTool(c *gin.Context) error {
-	var req services.CallRequest
+	var req invoke.CallRequest
 	if err := bindJSON(c, &req); err != nil {
 		return err
 	}

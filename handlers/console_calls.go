@@ -13,8 +13,8 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"toolbelt/models"
-	"toolbelt/services"
 	"toolbelt/services/access"
+	"toolbelt/services/invoke"
 	"toolbelt/views"
 )
 
@@ -158,7 +158,7 @@ func (h *Handler) CallPage(c *gin.Context) error {
 		TotalMs: rec.TotalMs, CreatedAt: rec.CreatedAt, FinishedAt: rec.FinishedAt, Attempts: rec.Attempts,
 		Cached: rec.Cached, Arguments: rec.Arguments,
 		Waiting: rec.Status == models.StatusAwaitingApproval && me != nil && me.Role != access.RoleAgent}
-	var res services.ToolResult
+	var res invoke.ToolResult
 	if rec.Result != "" && json.Unmarshal([]byte(rec.Result), &res) == nil {
 		if len(res.Data) > 0 && string(res.Data) != "null" {
 			d.Data = string(res.Data)

@@ -14,7 +14,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"toolbelt/models"
-	"toolbelt/services"
+	"toolbelt/services/invoke"
 	"toolbelt/views"
 )
 
@@ -42,7 +42,7 @@ func (h *Handler) TryToolForm(c *gin.Context) error {
 		d.Try.Error = "No call was made: fix the fields marked below."
 		return h.Render(c, statusFor(models.CodeValidation), views.ToolPage(page, *d))
 	}
-	res, err := h.Invoker.CallAcknowledged(c.Request.Context(), CurrentPrincipal(c), services.CallRequest{
+	res, err := h.Invoker.CallAcknowledged(c.Request.Context(), CurrentPrincipal(c), invoke.CallRequest{
 		Tool: d.Name, Version: d.Version, Arguments: args, SessionID: d.Try.SessionID,
 	})
 	if err != nil {
@@ -239,7 +239,7 @@ var tryMissingProps = regexp.MustCompile(`missing propert(?:y|ies) (.+)`)
 
 // markTryProblems puts the problems of a refused call beside the fields
 // they concern.
-func markTryProblems(t *views.TryForm, e *services.ToolError) {
+func markTryProblems(t *views.TryForm, e *invoke.ToolError) {
 	byName := map[string]*views.TryField{}
 	for i := range t.Fields {
 		byName[t.Fields[i].Name] = &t.Fields[i]
@@ -266,7 +266,7 @@ func markTryProblems(t *views.TryForm, e *services.ToolError) {
 }
 
 // tryResult is a ToolResult as the page shows it.
-func tryResult(res services.ToolResult) *views.TryResult {
+func tryResult(res invoke.ToolResult) *views.TryResult {
 	r := &views.TryResult{CallID: res.CallID, Status: res.Status, Success: res.Success,
 		Duration: res.Metadata.Duration, Attempts: res.Metadata.Attempts, Cached: res.Metadata.Cached, Version: res.Metadata.ToolVersion}
 	if len(res.Data) > 0 && !bytes.Equal(res.Data, []byte("null")) {

@@ -20,9 +20,9 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"toolbelt/models"
-	"toolbelt/services"
 	"toolbelt/services/access"
 	"toolbelt/services/catalog"
+	"toolbelt/services/invoke"
 	"toolbelt/services/ops"
 	"toolbelt/services/selection"
 )
@@ -35,7 +35,7 @@ const MaxBodyBytes = 1 << 20
 type Handler struct {
 	Registry *catalog.Registry
 	Selector *selection.Selector
-	Invoker  *services.Invoker
+	Invoker  *invoke.Invoker
 	Accounts *access.Accounts
 	Health   *ops.Health
 	Stats    *ops.Stats

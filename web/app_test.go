@@ -16,8 +16,8 @@ import (
 
 	"toolbelt/app"
 	"toolbelt/models"
-	"toolbelt/services"
 	"toolbelt/services/access"
+	"toolbelt/services/invoke"
 	"toolbelt/services/netpolicy"
 	"toolbelt/services/ops"
 	"toolbelt/services/selection"
@@ -29,7 +29,7 @@ type testApp struct {
 	t        *testing.T
 	handler  http.Handler
 	store    *models.Store
-	invoker  *services.Invoker
+	invoker  *invoke.Invoker
 	selector *selection.Selector
 	alerts   *ops.Alerts
 	dbPath   string

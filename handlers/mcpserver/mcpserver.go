@@ -29,8 +29,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"toolbelt/models"
-	"toolbelt/services"
 	"toolbelt/services/formats"
+	"toolbelt/services/invoke"
 	"toolbelt/services/runners"
 	"toolbelt/services/selection"
 	"toolbelt/services/tooldef"
@@ -69,14 +69,14 @@ func TokenInfo(p *models.Principal) *auth.TokenInfo {
 // invoker.
 type Server struct {
 	selector *selection.Selector
-	invoker  *services.Invoker
+	invoker  *invoke.Invoker
 	log      *slog.Logger
 	mcp      *mcp.Server
 	builtins []*mcp.Tool
 }
 
 // New returns the MCP server of Toolbelt. version is reported to clients.
-func New(selector *selection.Selector, invoker *services.Invoker, version string, log *slog.Logger) *Server {
+func New(selector *selection.Selector, invoker *invoke.Invoker, version string, log *slog.Logger) *Server {
 	s := &Server{selector: selector, invoker: invoker, log: log, builtins: builtinTools()}
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: "toolbelt", Title: "Toolbelt", Version: version}, &mcp.ServerOptions{
 		Instructions: "Toolbelt runs tools for you. Call " + SearchToolsName + " with your task to find the tools that fit it " +
@@ -262,7 +262,7 @@ func (s *Server) call(ctx context.Context, p *models.Principal, session string, 
 		args = nil
 	}
 	ctx = models.WithDirections(ctx, directions{})
-	res, err := s.invoker.CallAcknowledged(ctx, p, services.CallRequest{Tool: params.Name, Arguments: args, SessionID: session})
+	res, err := s.invoker.CallAcknowledged(ctx, p, invoke.CallRequest{Tool: params.Name, Arguments: args, SessionID: session})
 	if err != nil {
 		s.log.ErrorContext(ctx, "mcp call not recorded", "call_id", res.CallID, "err", err)
 		return refused(models.CodeInternal, "the call could not be recorded. Try again."), nil
@@ -272,7 +272,7 @@ func (s *Server) call(ctx context.Context, p *models.Principal, session string, 
 
 // Result turns a ToolResult into what the model reads: the data on
 // success, otherwise an isError result saying what happened and what to do.
-func Result(res services.ToolResult) *mcp.CallToolResult {
+func Result(res invoke.ToolResult) *mcp.CallToolResult {
 	meta := mcp.Meta{"toolbelt/call_id": res.CallID, "toolbelt/status": res.Status}
 	if res.Success {
 		data := res.Data
@@ -289,7 +289,7 @@ func Result(res services.ToolResult) *mcp.CallToolResult {
 	var b strings.Builder
 	e := res.Error
 	if e == nil {
-		e = &services.ToolError{Code: models.CodeInternal, Message: "the call ended " + res.Status + " without an error"}
+		e = &invoke.ToolError{Code: models.CodeInternal, Message: "the call ended " + res.Status + " without an error"}
 	}
 	b.WriteString(e.Code + ": " + sentence(e.Message))
 	for _, pr := range e.Problems {
@@ -459,9 +459,9 @@ func (s *Server) callResult(ctx context.Context, p *models.Principal, raw json.R
 		s.log.ErrorContext(ctx, "mcp call_result", "call_id", args.CallID, "err", err)
 		return refused(models.CodeInternal, "the call could not be read. Try again.")
 	}
-	var res services.ToolResult
+	var res invoke.ToolResult
 	if err := json.Unmarshal([]byte(rec.Result), &res); err != nil || res.CallID == "" {
-		res = services.ToolResult{CallID: rec.ID, Status: rec.Status}
+		res = invoke.ToolResult{CallID: rec.ID, Status: rec.Status}
 	}
 	switch res.Status {
 	case models.StatusAwaitingApproval:

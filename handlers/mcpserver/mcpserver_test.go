@@ -10,14 +10,14 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"toolbelt/models"
-	"toolbelt/services"
+	"toolbelt/services/invoke"
 )
 
 // TestResult maps each kind of ToolResult to what the model reads.
 func TestResult(t *testing.T) {
 	cases := []struct {
 		name       string
-		res        services.ToolResult
+		res        invoke.ToolResult
 		isError    bool
 		text       []string // substrings of the text, in order
 		structured bool
@@ -25,29 +25,29 @@ func TestResult(t *testing.T) {
 	}{
 		{
 			name: "success object",
-			res:  services.ToolResult{CallID: "c1", Status: models.StatusSucceeded, Success: true, Data: json.RawMessage(`{"content":"hi"}`)},
+			res:  invoke.ToolResult{CallID: "c1", Status: models.StatusSucceeded, Success: true, Data: json.RawMessage(`{"content":"hi"}`)},
 			text: []string{`{"content":"hi"}`}, structured: true,
 			meta: map[string]string{"toolbelt/call_id": "c1", "toolbelt/status": "succeeded"},
 		},
 		{
 			name: "success array is text only",
-			res:  services.ToolResult{CallID: "c2", Status: models.StatusSucceeded, Success: true, Data: json.RawMessage(`[1,2]`)},
+			res:  invoke.ToolResult{CallID: "c2", Status: models.StatusSucceeded, Success: true, Data: json.RawMessage(`[1,2]`)},
 			text: []string{`[1,2]`},
 		},
 		{
 			name: "success without data",
-			res:  services.ToolResult{CallID: "c3", Status: models.StatusSucceeded, Success: true},
+			res:  invoke.ToolResult{CallID: "c3", Status: models.StatusSucceeded, Success: true},
 			text: []string{`null`},
 		},
 		{
 			name: "refused with a suggestion",
-			res: services.ToolResult{CallID: "c4", Status: models.StatusRefused, Error: &services.ToolError{
+			res: invoke.ToolResult{CallID: "c4", Status: models.StatusRefused, Error: &invoke.ToolError{
 				Code: "PATH_NOT_ALLOWED", Message: `path "/etc" is absolute`, Suggestion: "Use a relative path."}},
 			isError: true, text: []string{`PATH_NOT_ALLOWED: path "/etc" is absolute. Use a relative path.`},
 		},
 		{
 			name: "validation problems, one a line",
-			res: services.ToolResult{CallID: "c5", Status: models.StatusRefused, Error: &services.ToolError{
+			res: invoke.ToolResult{CallID: "c5", Status: models.StatusRefused, Error: &invoke.ToolError{
 				Code: "VALIDATION_ERROR", Message: "the arguments do not match", Suggestion: "Fix the fields listed.",
 				Problems: []models.Problem{{Pointer: "", Message: "missing property 'path'"}, {Pointer: "/max_bytes", Message: "must be >= 1"}}}},
 			isError: true,
@@ -55,14 +55,14 @@ func TestResult(t *testing.T) {
 		},
 		{
 			name: "rate limited",
-			res: services.ToolResult{CallID: "c7", Status: models.StatusRefused, Error: &services.ToolError{
+			res: invoke.ToolResult{CallID: "c7", Status: models.StatusRefused, Error: &invoke.ToolError{
 				Code: "RATE_LIMIT_EXCEEDED", Message: "too many calls", RetryAfter: 7}},
 			isError: true, text: []string{"RATE_LIMIT_EXCEEDED: too many calls.", "Retry after 7 s."},
 		},
 		{
 			name: "awaiting approval",
-			res: services.ToolResult{CallID: "c8", Status: models.StatusAwaitingApproval, Data: json.RawMessage(`{"approval_id":"a8"}`),
-				Error: &services.ToolError{Code: "CONFIRMATION_REQUIRED", Message: "x needs a reviewer's approval for this call", Retryable: true,
+			res: invoke.ToolResult{CallID: "c8", Status: models.StatusAwaitingApproval, Data: json.RawMessage(`{"approval_id":"a8"}`),
+				Error: &invoke.ToolError{Code: "CONFIRMATION_REQUIRED", Message: "x needs a reviewer's approval for this call", Retryable: true,
 					Suggestion: "Tell the user the call waits for approval (it expires at T). Check later with call_result {\"call_id\": \"c8\"} for the result."}},
 			isError: true,
 			text: []string{"CONFIRMATION_REQUIRED: x needs a reviewer's approval for this call.", "The call c8 waits for a human reviewer",
@@ -71,14 +71,14 @@ func TestResult(t *testing.T) {
 		},
 		{
 			name: "awaiting approval without a suggestion",
-			res: services.ToolResult{CallID: "c6", Status: models.StatusAwaitingApproval,
-				Error: &services.ToolError{Code: "CONFIRMATION_REQUIRED", Message: "x needs a reviewer's approval for this call", Retryable: true}},
+			res: invoke.ToolResult{CallID: "c6", Status: models.StatusAwaitingApproval,
+				Error: &invoke.ToolError{Code: "CONFIRMATION_REQUIRED", Message: "x needs a reviewer's approval for this call", Retryable: true}},
 			isError: true,
 			text:    []string{"The call c6 waits for a human reviewer", `Tell the user, then check later with call_result {"call_id": "c6"}.`},
 		},
 		{
 			name:    "failed without an error",
-			res:     services.ToolResult{CallID: "c9", Status: models.StatusInterrupted},
+			res:     invoke.ToolResult{CallID: "c9", Status: models.StatusInterrupted},
 			isError: true, text: []string{"INTERNAL: the call ended interrupted without an error."},
 		},
 	}

@@ -38,7 +38,7 @@ const (
 	MaxSelectLimit     = 40
 	MaxQueryLen        = 2000
 	// DenseTop is how many tools the dense ranking contributes before
-	// fusion, as DESIGN.md's stage 2 says.
+	// fusion (docs/selection.md).
 	DenseTop = 20
 	// DefaultKeepLearned caps the learned queries per tool; the oldest go.
 	DefaultKeepLearned = 500

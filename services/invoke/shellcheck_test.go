@@ -1,4 +1,4 @@
-package services
+package invoke
 
 import (
 	"bufio"
@@ -50,7 +50,7 @@ func TestCheckCommand(t *testing.T) {
 // URL-decoded, after a harmless command: every entry that brings a shell
 // metacharacter is refused.
 func TestCheckCommandCorpus(t *testing.T) {
-	f, err := os.Open(filepath.Join("..", "testdata", "corpora", "command-injection.txt"))
+	f, err := os.Open(filepath.Join("..", "..", "testdata", "corpora", "command-injection.txt"))
 	if err != nil {
 		t.Fatalf("corpus: %v", err)
 	}

@@ -1,4 +1,4 @@
-package services
+package invoke
 
 import (
 	"context"
@@ -307,7 +307,7 @@ func TestValidateSkipsCachedArguments(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	inv := &Invoker{schemas: newSchemaCache(), results: newResultsCache(), redactor: red}
+	inv := &Invoker{schemas: newSchemaCache(), validated: newValidatedMemo(), results: newResultsCache(), redactor: red}
 	runs := 0
 	step := compose(inv.validate, inv.cache)(func(context.Context, *call) ToolResult {
 		runs++

@@ -1,4 +1,4 @@
-package services
+package invoke
 
 import (
 	"bytes"
@@ -49,7 +49,7 @@ func FuzzValidateArguments(f *testing.F) {
 			def = d
 		}
 	}
-	inv := &Invoker{schemas: newSchemaCache(), results: newResultsCache()}
+	inv := &Invoker{schemas: newSchemaCache(), validated: newValidatedMemo(), results: newResultsCache()}
 	step := inv.validate(func(_ context.Context, c *call) ToolResult {
 		return ToolResult{Status: models.StatusSucceeded, Success: true}
 	})

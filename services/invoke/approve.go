@@ -1,0 +1,83 @@
+package invoke
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"toolbelt/models"
+	"toolbelt/services/tooldef"
+)
+
+// approve holds dangerous and confirm-required calls for a human: the
+// first time, the call is parked and an approval created (202); once a
+// reviewer approves, the call runs again through the whole chain and
+// consumes the approval here, if it still matches the tool version, the
+// principal and the arguments.
+func (inv *Invoker) approve(next Step) Step {
+	return func(ctx context.Context, c *call) ToolResult {
+		if c.preApproved {
+			// A step of an approved composite: the approval covers it, and
+			// the steps below it if it is a composite too.
+			c.approvedRun = true
+			return next(ctx, c)
+		}
+		needs := c.def.Security.Level == tooldef.LevelDangerous || c.def.Security.RequireConfirm ||
+			(c.def.Runner.Kind == tooldef.RunnerComposite && inv.stepsNeedApproval(ctx, c.def, c.depth+1))
+		if !needs {
+			return next(ctx, c)
+		}
+		hash := argsHash(c.args)
+		if c.approval != "" {
+			a, err := inv.store.ApprovalByID(ctx, c.approval)
+			if err != nil || a.VersionID != c.version || a.ArgsHash != hash || a.PrincipalID != principalID(c.caller) {
+				return refusal(models.CodeConfirmationRequired, "the approval does not match this call", "Call the tool again to ask for a new approval.")
+			}
+			if ok, err := inv.store.UseApproval(ctx, a.ID); err != nil || !ok {
+				return refusal(models.CodeConfirmationRequired, "the approval was already used or is not approved", "Call the tool again to ask for a new approval.")
+			}
+			c.approvedRun = true
+			return next(ctx, c)
+		}
+		return inv.park(ctx, c, hash)
+	}
+}
+
+// ApprovalTTL is how long a reviewer has to decide.
+const ApprovalTTL = 15 * time.Minute
+
+// park stores the call as awaiting approval, with a pending approval.
+func (inv *Invoker) park(ctx context.Context, c *call, hash string) ToolResult {
+	now := time.Now().UTC()
+	a := &models.Approval{
+		ID: models.NewID(), CallID: c.id, Tool: c.def.Name, Version: c.def.Version, VersionID: c.version,
+		PrincipalID: principalID(c.caller), ArgsHash: hash, Arguments: string(inv.redactor.RedactJSON(c.req.Arguments)),
+		Status: models.ApprovalPending, ExpiresAt: now.Add(ApprovalTTL),
+	}
+	res := ToolResult{CallID: c.id, Status: models.StatusAwaitingApproval, Error: &ToolError{
+		Code:       models.CodeConfirmationRequired,
+		Message:    fmt.Sprintf("%s needs a reviewer's approval for this call", c.def.Name),
+		Retryable:  true,
+		Suggestion: fmt.Sprintf("Tell the user the call waits for approval (it expires at %s). %s for the result.", a.ExpiresAt.Format(time.RFC3339), models.DirectionsOf(ctx).PollCall(c.id)),
+	}, Metadata: CallMetadata{ToolVersion: c.def.Version}}
+	res.Data, _ = json.Marshal(map[string]string{"approval_id": a.ID})
+	rec, _ := inv.callRecord(c, res)
+	rec.Request = inv.requestJSON(c)
+	rec.Arguments, rec.Prepared = a.Arguments, true
+	if err := inv.store.CreateApproval(ctx, a, rec); err != nil {
+		inv.log.ErrorContext(ctx, "park call for approval", "err", err, "call_id", c.id)
+		return failure(models.CodeInternal, "internal error", true, "Try again.")
+	}
+	c.waiting = true
+	inv.log.InfoContext(ctx, "call awaits approval", "call_id", c.id, "approval_id", a.ID, "tool", c.def.Name)
+	return res
+}
+
+func argsHash(args map[string]any) string {
+	canon, _ := json.Marshal(args)
+	sum := sha256.Sum256(canon)
+	return hex.EncodeToString(sum[:])
+}

@@ -1,0 +1,176 @@
+package invoke
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"toolbelt/models"
+	"toolbelt/services/runners"
+	"toolbelt/services/tooldef"
+)
+
+// call is one call moving through the guard chain.
+type call struct {
+	id      string
+	req     CallRequest
+	caller  *models.Principal
+	def     tooldef.Definition
+	version uint // version id
+	schema  *jsonschema.Schema
+	args    map[string]any
+	// dir is the session's work directory, made by the secure guard.
+	dir      runners.WorkDir
+	started  time.Time
+	attempts int
+	cached   bool
+	// approval is the id of the approval this run may consume (a call
+	// resumed after a reviewer approved it).
+	approval string
+	// waiting is set when the call was parked for approval.
+	waiting bool
+	// emit streams a tool's progress to the call's event subscribers.
+	emit func(event string, data any)
+	// created is when the call was first received (a resumed call keeps
+	// it); runMs is the time spent executing.
+	created time.Time
+	runMs   int64
+	// queueMs is the time spent waiting for a slot in the category queue.
+	queueMs int64
+	// redactedArgs, when set, are the arguments already redacted for the
+	// history (a cache hit reuses the first hit's).
+	redactedArgs string
+	// parent is the composite call this call is a step of; preApproved
+	// says that composite was approved by a reviewer, which covers its
+	// steps; approvedRun is set on a call that consumed an approval or is
+	// covered by one (its own steps are then covered too).
+	parent      string
+	preApproved bool
+	approvedRun bool
+	depth       int
+	// span is, per guard of the chain, the time spent in it and the steps
+	// after it; the ninth, the execution's (for the guard timings).
+	span [maxTimedGuards + 1]time.Duration
+	// cacheKey is the results cache's key, once made (cacheable tools).
+	cacheKey string
+	// tracked marks a call made cancellable before the chain (a
+	// background call); stopped, a call whose context was cancelled while
+	// it ran.
+	tracked, stopped bool
+	// log is the tool's logger, carrying the call id.
+	log *slog.Logger
+}
+
+// Step handles a call and returns its result; Guard wraps a step with one
+// check that may end the call early.
+type (
+	Step  func(ctx context.Context, c *call) ToolResult
+	Guard func(next Step) Step
+)
+
+// chain is the guard chain, in order: every call passes it before it
+// runs, and any guard may end the call with its own result. One file a
+// guard, named as here. Each guard is timed on its own, except
+// cancellable, which only makes the call cancellable by id.
+func (inv *Invoker) chain() func(Step) Step {
+	return inv.timedChain(
+		namedGuard{"resolve", inv.resolve},     // the tool and version (resolve.go)
+		namedGuard{"validate", inv.validate},   // the arguments against the schema (validate.go)
+		namedGuard{"authorize", inv.authorize}, // the caller's role and grants (authorize.go)
+		namedGuard{"approve", inv.approve},     // a reviewer's approval when the tool needs one (approve.go)
+		namedGuard{"secure", inv.secure},       // paths, commands, URLs; the session's work directory (secure.go)
+		namedGuard{"cache", inv.cache},         // an earlier identical result (cache.go)
+		namedGuard{"", inv.cancellable},        // cancellable by id from here on (cancellable.go)
+		namedGuard{"limit", inv.limit},         // the tool's rate limit (limit.go)
+		namedGuard{"queue", inv.queue},         // a slot of the category's queue (queue.go)
+	) // then execute (execute.go): runners, timeout, retries
+}
+
+// namedGuard is a guard of the chain and the name its timing carries
+// ("" for a guard that is not timed).
+type namedGuard struct {
+	name  string
+	guard Guard
+}
+
+// timedChain composes the guards, the first outermost, timing each named
+// one under its name; the indexes of their timings follow the order.
+func (inv *Invoker) timedChain(guards ...namedGuard) func(Step) Step {
+	timed := 0
+	for _, g := range guards {
+		if g.name != "" {
+			timed++
+		}
+	}
+	if timed > maxTimedGuards {
+		panic(fmt.Sprintf("the chain has %d timed guards; call.span holds %d", timed, maxTimedGuards))
+	}
+	composed := make([]Guard, 0, len(guards))
+	i := 0
+	for _, g := range guards {
+		if g.name == "" {
+			composed = append(composed, g.guard)
+			continue
+		}
+		composed = append(composed, inv.timed(i, i == timed-1, g.name, g.guard))
+		i++
+	}
+	return compose(composed...)
+}
+
+// compose wraps final in guards, the first outermost.
+func compose(guards ...Guard) func(Step) Step {
+	return func(final Step) Step {
+		for i := len(guards) - 1; i >= 0; i-- {
+			final = guards[i](final)
+		}
+		return final
+	}
+}
+
+// timed measures the time a guard spends itself: the time of its step
+// minus the time of the steps it calls. Each timed guard reads the clock
+// on entry and on exit and adds its time to c.span[i], which the guard
+// before it subtracts (the untimed steps between two guards count as the
+// first one's); the last guard's next step, the execution, is timed
+// apart. Two clock reads a guard.
+func (inv *Invoker) timed(i int, last bool, name string, g Guard) Guard {
+	return func(next Step) Step {
+		inner := next
+		if last {
+			inner = func(ctx context.Context, c *call) ToolResult {
+				if inv.metrics == nil {
+					return next(ctx, c)
+				}
+				start := time.Now()
+				res := next(ctx, c)
+				c.span[i+1] += time.Since(start)
+				return res
+			}
+		}
+		step := g(inner)
+		var once sync.Once
+		var observe func(time.Duration)
+		return func(ctx context.Context, c *call) ToolResult {
+			if inv.metrics == nil {
+				return step(ctx, c)
+			}
+			start := time.Now()
+			c.span[i+1] = 0
+			res := step(ctx, c)
+			d := time.Since(start)
+			c.span[i] += d
+			once.Do(func() { observe = inv.metrics.GuardTimer(name) })
+			observe(d - c.span[i+1])
+			return res
+		}
+	}
+}
+
+// maxTimedGuards bounds the timed guards of the chain (the size of
+// call.span, an array so that timing a call allocates nothing).
+const maxTimedGuards = 15

@@ -1,0 +1,212 @@
+// Package invoke is the invoke stage: the Invoker takes a call from any
+// transport (REST, MCP, the console), passes it through the guard chain
+// (chain.go lists it; one file a guard), hands what passes to the runners,
+// and records every call. It also runs calls in the background (async and
+// approved ones), keeps the call journal, streams call events, and runs
+// composite tools step by step through the same chain.
+package invoke
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/golang-lru/v2/expirable"
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"toolbelt/models"
+	"toolbelt/services/access"
+	"toolbelt/services/browser"
+	"toolbelt/services/netpolicy"
+	"toolbelt/services/ops"
+	"toolbelt/services/redact"
+	"toolbelt/services/runners"
+	"toolbelt/services/sandbox"
+	"toolbelt/services/selection"
+)
+
+// Invoker is the invoke and execute stages: every call passes the guard
+// chain (chain.go), then runs, and is recorded.
+type Invoker struct {
+	store     *models.Store
+	selector  *selection.Selector
+	authz     *access.Authz
+	log       *slog.Logger
+	dataDir   string
+	schemas   *expirable.LRU[uint, *jsonschema.Schema]
+	validated *expirable.LRU[string, struct{}] // validate's memo of arguments that passed
+	results   *expirable.LRU[string, *cachedResult]
+	limits    *rateLimits
+	queues    *queues
+	sleep     func(context.Context, time.Duration) error
+	redactor  *redact.Redactor
+	net       netpolicy.Policy
+	bg        *background
+	calls     *callRecorder
+	tools     sync.Map     // name → *resolvedTool, the current versions
+	running   sync.Map     // call id → context.CancelFunc of a call in flight
+	inFlight  atomic.Int64 // calls being handled (Call) or run in the background
+	// interrupting is set when Shutdown's deadline passed: calls
+	// cancelled from then on are recorded as interrupted.
+	interrupting atomic.Bool
+	events       *broker
+	metrics      *ops.Metrics
+	run          Step
+	// runners execute what passed the chain.
+	runners *runners.Table
+}
+
+// NewInvoker returns the invoker; session work directories live under
+// dataDir/sessions.
+// WithSleep replaces the wait between retries (tests pass a fake clock so
+// they never sleep).
+func (inv *Invoker) WithSleep(sleep func(context.Context, time.Duration) error) *Invoker {
+	inv.sleep = sleep
+	return inv
+}
+
+// queueLimits overrides DefaultQueueLimits per category.
+func NewInvoker(store *models.Store, selector *selection.Selector, authz *access.Authz, redactor *redact.Redactor, netPolicy netpolicy.Policy, dataDir string, queueLimits map[string]int, log *slog.Logger) *Invoker {
+	inv := &Invoker{
+		store: store, selector: selector, authz: authz, redactor: redactor, log: log, dataDir: dataDir,
+		net: netPolicy, runners: runners.New(dataDir, netPolicy, log),
+		schemas: newSchemaCache(), validated: newValidatedMemo(),
+		results: newResultsCache(),
+		limits:  newRateLimits(),
+		queues:  newQueues(queueLimits, 0),
+		sleep:   sleepCtx,
+		bg:      newBackground(),
+		events:  newBroker(),
+		calls: newCallRecorder(store, func(c *models.Call) { c.Arguments = string(redactor.RedactJSON([]byte(c.Arguments))) },
+			openCallJournal(dataDir, log), log),
+	}
+	inv.run = inv.chain()(inv.execute)
+	return inv
+}
+
+// Flush waits until every call record queued so far is written.
+func (inv *Invoker) Flush() { inv.calls.sync() }
+
+// WithMetrics makes the invoker report to m.
+func (inv *Invoker) WithMetrics(m *ops.Metrics) *Invoker {
+	inv.metrics = m
+	inv.runners.WithMetrics(m)
+	return inv
+}
+
+// WithSandbox sets the sandbox that tools with security.sandbox (and
+// command runners) run in; without one they refuse with
+// SANDBOX_UNAVAILABLE, never running unsandboxed.
+func (inv *Invoker) WithSandbox(s *sandbox.Sandbox) *Invoker {
+	inv.runners.WithSandbox(s)
+	return inv
+}
+
+// Sandbox is the sandbox in use (nil when none was set).
+func (inv *Invoker) Sandbox() *sandbox.Sandbox { return inv.runners.Sandbox() }
+
+// WithSessionQuota sets the disk quota of every session's work directory
+// (runners.DefaultSessionQuota otherwise).
+func (inv *Invoker) WithSessionQuota(q runners.Quota) *Invoker {
+	inv.runners.WithSessionQuota(q)
+	return inv
+}
+
+// WithBrowser sets the Chromium that browser_navigate drives.
+func (inv *Invoker) WithBrowser(b *browser.Browser) *Invoker {
+	inv.runners.WithBrowser(b)
+	return inv
+}
+
+// WithSearch sets the SearXNG-compatible endpoint web_search queries.
+func (inv *Invoker) WithSearch(endpoint string) *Invoker {
+	inv.runners.WithSearch(endpoint)
+	return inv
+}
+
+// WithSecrets sets the values, by variable name, that http runners may
+// reference in headers as {{env.NAME}}.
+func (inv *Invoker) WithSecrets(secrets map[string]string) *Invoker {
+	inv.runners.WithSecrets(secrets)
+	return inv
+}
+
+// Call runs one tool call through the chain and records it.
+func (inv *Invoker) Call(ctx context.Context, caller *models.Principal, req CallRequest) ToolResult {
+	// In flight until recorded: Shutdown waits for it (one atomic add; the
+	// call becomes cancellable only if it runs, in cancellable).
+	inv.inFlight.Add(1)
+	defer inv.inFlight.Add(-1)
+	c := &call{id: models.NewID(), req: req, caller: caller, started: time.Now()}
+	if req.SessionID == "" && caller != nil {
+		c.req.SessionID = fmt.Sprintf("principal-%d", caller.ID)
+	}
+	if req.Async {
+		return inv.enqueue(ctx, c)
+	}
+	return inv.finish(ctx, c, inv.guarded(ctx, c))
+}
+
+// finish completes a result's metadata, records the call, and teaches the
+// selection index from a success.
+func (inv *Invoker) finish(ctx context.Context, c *call, res ToolResult) ToolResult {
+	if (ctx.Err() != nil || c.stopped) && inv.interrupting.Load() && !res.Success {
+		res = interrupted()
+	}
+	res.CallID = c.id
+	res.Metadata.Duration = time.Since(c.started).Milliseconds()
+	res.Metadata.Cached = c.cached
+	res.Metadata.Attempts = c.attempts
+	if c.def.Version != "" {
+		res.Metadata.ToolVersion = c.def.Version
+	}
+	tool := c.def.Name
+	if tool == "" {
+		tool = "unknown" // never a name an agent made up: labels stay bounded
+	}
+	inv.metrics.Call(tool, res.Status, time.Since(c.started))
+	if c.waiting {
+		return res // parked for approval: recorded with its approval
+	}
+	res.encoded, res.record, res.committed = inv.record(ctx, c, res)
+	if res.Success && !c.cached && inv.selector != nil {
+		inv.selector.LearnFromCallLater(c.req.SessionID, c.def.Name)
+	}
+	return res
+}
+
+// precheck runs the guards that need no approval and change nothing.
+func (inv *Invoker) precheck(ctx context.Context, c *call) ToolResult {
+	if !runners.ValidSessionID(c.req.SessionID) {
+		return inv.guarded(ctx, c)
+	}
+	return compose(inv.resolve, inv.validate, inv.authorize)(func(context.Context, *call) ToolResult {
+		return ToolResult{Status: models.StatusQueued}
+	})(ctx, c)
+}
+
+// guarded runs the chain, turning a panic anywhere into INTERNAL for this
+// call only.
+func (inv *Invoker) guarded(ctx context.Context, c *call) (res ToolResult) {
+	defer func() {
+		if p := recover(); p != nil {
+			inv.log.ErrorContext(ctx, "tool call panicked", "call_id", c.id, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			res = failure(models.CodeInternal, "internal error while running the tool", false, "Try again later; if it persists, report the call id to an administrator.")
+		}
+	}()
+	if !runners.ValidSessionID(c.req.SessionID) {
+		return refusal(models.CodeValidation, runners.SessionIDRule, "Send a session_id such as \"run-42\".")
+	}
+	return inv.run(ctx, c)
+}
+
+func principalID(p *models.Principal) uint {
+	if p == nil {
+		return 0
+	}
+	return p.ID
+}

@@ -1,0 +1,52 @@
+package invoke
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/ulule/limiter/v3"
+	"github.com/ulule/limiter/v3/drivers/store/memory"
+
+	"toolbelt/models"
+)
+
+// rateLimits counts calls per tool and principal in memory (ulule/limiter;
+// its Redis store is the path for several servers).
+type rateLimits struct {
+	store limiter.Store
+}
+
+func newRateLimits() *rateLimits { return &rateLimits{store: memory.NewStore()} }
+
+// limit refuses a call beyond the tool's security.rateLimit for this
+// principal, saying when to retry.
+func (inv *Invoker) limit(next Step) Step {
+	return func(ctx context.Context, c *call) ToolResult {
+		rl := c.def.Security.RateLimit
+		if rl == nil {
+			return next(ctx, c)
+		}
+		var pid uint
+		if c.caller != nil {
+			pid = c.caller.ID
+		}
+		// The rate is part of the key, so a new version's limit starts fresh.
+		key := fmt.Sprintf("%s|%d|%d|%d", c.def.Name, pid, rl.MaxCalls, rl.WindowMs)
+		lc, err := inv.limits.store.Get(ctx, key, limiter.Rate{Period: time.Duration(rl.WindowMs) * time.Millisecond, Limit: int64(rl.MaxCalls)})
+		if err != nil {
+			return failure(models.CodeInternal, "internal error", true, "Try again.")
+		}
+		if lc.Reached {
+			inv.metrics.Limited(c.def.Name)
+			wait := max(1, int(time.Until(time.Unix(lc.Reset, 0)).Seconds()+0.999))
+			res := refusal(models.CodeRateLimit,
+				fmt.Sprintf("%s allows %d calls per %s and you have made them", c.def.Name, rl.MaxCalls, time.Duration(rl.WindowMs)*time.Millisecond),
+				fmt.Sprintf("Wait %d s before calling %s again, or do something else meanwhile.", wait, c.def.Name))
+			res.Error.Retryable = true
+			res.Error.RetryAfter = wait
+			return res
+		}
+		return next(ctx, c)
+	}
+}

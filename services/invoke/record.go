@@ -1,0 +1,150 @@
+package invoke
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"toolbelt/models"
+	"toolbelt/services/access"
+)
+
+// MaxResultRecord caps the result kept in history.
+const MaxResultRecord = 64 << 10
+
+// record stores the call in history with its arguments redacted and its
+// (already redacted) result.
+//
+// It returns the result's JSON when the record holds all of it, the
+// record, and the channel that receives the result of its write.
+func (inv *Invoker) record(ctx context.Context, c *call, res ToolResult) ([]byte, *models.Call, <-chan error) {
+	rec, encoded := inv.callRecord(c, res)
+	if res.Status == models.StatusQueued || res.Status == models.StatusRunning {
+		rec.Request = inv.requestJSON(c)
+		rec.FinishedAt = nil
+	}
+	committed := inv.calls.save(ctx, rec)
+	inv.events.publish(c.id, "status", statusEvent{res.Status})
+	if models.Terminal(res.Status) {
+		inv.events.publish(c.id, "result", res)
+	}
+	return encoded, rec, committed
+}
+
+// statusEvent is the data of a status event.
+type statusEvent struct {
+	Status string `json:"status"`
+}
+
+// CallAcknowledged runs a call for someone who is answered with it (the
+// API, MCP, the console) and returns once its record survives a crash
+// (journaled, or else committed to the database), so every call answered
+// is kept; the call itself never waits for that. A call that ran is
+// answered even if its record could not be made durable (that is
+// logged); one accepted for later (queued, awaiting approval) is not: the
+// error says so.
+func (inv *Invoker) CallAcknowledged(ctx context.Context, caller *models.Principal, req CallRequest) (ToolResult, error) {
+	res := inv.Call(ctx, caller, req)
+	return res, inv.acknowledge(ctx, res)
+}
+
+// acknowledge returns once the record of res survives a crash; its error
+// is for a call accepted for later only (see CallAcknowledged).
+func (inv *Invoker) acknowledge(ctx context.Context, res ToolResult) error {
+	if res.committed == nil {
+		return nil
+	}
+	if err := inv.calls.durable(ctx, res.record, res.committed); err != nil {
+		if res.Status == models.StatusAwaitingApproval || res.Status == models.StatusQueued {
+			return fmt.Errorf("record call %s: %w", res.CallID, err)
+		}
+		inv.log.ErrorContext(ctx, "call answered but not recorded", "call_id", res.CallID, "err", err)
+	}
+	return nil
+}
+
+// callRecord is the history row of a call and its result; a result over
+// MaxResultRecord keeps its status and error but not its data.
+func (inv *Invoker) callRecord(c *call, res ToolResult) (*models.Call, []byte) {
+	// The decoded arguments re-encoded (canonical, no escapes) when the
+	// call got that far; the bytes as sent otherwise.
+	args := c.req.Arguments
+	switch {
+	case c.redactedArgs != "":
+		args = json.RawMessage(c.redactedArgs)
+	case c.args != nil:
+		args, _ = json.Marshal(c.args)
+	case len(bytes.TrimSpace(args)) == 0:
+		args = json.RawMessage(`{}`)
+	}
+	// The recorder redacts the arguments before the record is read or
+	// stored, off the call path.
+	argsJSON := []byte(args)
+	if len(argsJSON) > MaxResultRecord {
+		argsJSON = []byte(`{"truncated":true}`)
+	}
+	res.encoded = nil // encode this result, not an earlier one
+	resJSON := res.JSON()
+	encoded := resJSON
+	if len(resJSON) > MaxResultRecord {
+		summary := res
+		summary.Data = json.RawMessage(`{"truncated":true}`)
+		resJSON, encoded = summary.JSON(), nil
+	}
+	now := time.Now().UTC()
+	rec := &models.Call{
+		ID: c.id, SessionID: c.req.SessionID, Tool: c.req.Tool, Version: c.def.Version,
+		Arguments: string(argsJSON), Status: res.Status, Result: string(resJSON),
+		Attempts: c.attempts, Cached: c.cached, QueueMs: c.queueMs, RunMs: c.runMs, TotalMs: time.Since(c.started).Milliseconds(),
+		CreatedAt: c.started.UTC(), FinishedAt: &now, PrincipalID: principalID(c.caller), ParentID: c.parent,
+	}
+	if c.redactedArgs != "" {
+		rec.Prepared = true
+	}
+	if !c.created.IsZero() {
+		rec.CreatedAt = c.created
+		rec.TotalMs = time.Since(c.created).Milliseconds()
+	}
+	if res.Status == models.StatusAwaitingApproval {
+		rec.FinishedAt = nil
+	}
+	if res.Error != nil {
+		rec.ErrorCode = res.Error.Code
+	}
+	return rec, encoded
+}
+
+// requestJSON is the call as sent, kept while it waits so it can run later.
+func (inv *Invoker) requestJSON(c *call) string {
+	raw, _ := json.Marshal(c.req)
+	return string(raw)
+}
+
+// CallRecord returns a call of the history; an agent sees only its own.
+func (inv *Invoker) CallRecord(ctx context.Context, caller *models.Principal, id string) (*models.Call, error) {
+	rec, err := inv.calls.byID(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if caller != nil && caller.Role == access.RoleAgent && rec.PrincipalID != caller.ID {
+		return nil, models.ErrNotFound.Errorf("call %q", id)
+	}
+	return rec, nil
+}
+
+// History returns one page of calls; an agent sees only its own.
+func (inv *Invoker) History(ctx context.Context, caller *models.Principal, f models.CallFilter) ([]models.Call, int64, error) {
+	if f.Limit < 1 || f.Limit > 1000 {
+		return nil, 0, models.ErrInvalid.Errorf("limit must be between 1 and 1000")
+	}
+	if f.Offset < 0 {
+		return nil, 0, models.ErrInvalid.Errorf("offset must not be negative")
+	}
+	if caller != nil && caller.Role == access.RoleAgent {
+		f.PrincipalID = caller.ID
+	}
+	inv.calls.sync()
+	return inv.store.Calls(ctx, f)
+}

@@ -1,0 +1,87 @@
+package invoke
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"toolbelt/models"
+	"toolbelt/services/tooldef"
+)
+
+// secure confines file paths to the session work directory and the tool's
+// allowedPaths before anything runs.
+func (inv *Invoker) secure(next Step) Step {
+	return func(ctx context.Context, c *call) ToolResult {
+		// Work directories belong to a principal and a session: two agents
+		// using the same session id never share files.
+		dir, err := inv.runners.WorkDir(principalID(c.caller), c.req.SessionID)
+		if err != nil {
+			inv.log.ErrorContext(ctx, "make work directory", "err", err, "call_id", c.id)
+			return failure(models.CodeInternal, "internal error", true, "Try again.")
+		}
+		c.dir = dir
+		if cmd, ok := c.args["command"].(string); ok && c.def.Category == "shell" {
+			if msg := checkCommand(cmd, c.def.Security.ShellOperators); msg != "" {
+				return refusal(models.CodeCommandRejected, msg,
+					"Send one plain command with its arguments; run the steps as separate calls instead of chaining, piping or redirecting.")
+			}
+		}
+		if u, ok := c.args["url"].(string); ok {
+			if msg := inv.net.CheckURL(u); msg != "" {
+				return refusal(models.CodeURLNotAllowed, msg, "Use a public http or https URL; internal addresses are never fetched.")
+			}
+		}
+		if c.def.Category != "filesystem" && !isFileBuiltin(c.def) {
+			return next(ctx, c)
+		}
+		if p, ok := c.args["path"].(string); ok {
+			if msg := checkPath(p, c.def.Security.AllowedPaths); msg != "" {
+				return refusal(models.CodePathNotAllowed, msg,
+					"Use a path relative to the session work directory, inside "+strings.Join(allowedOrDot(c.def.Security.AllowedPaths), ", ")+", without \"..\".")
+			}
+		}
+		return next(ctx, c)
+	}
+}
+
+// isFileBuiltin reports whether the tool runs one of the file built-ins,
+// whatever its category.
+func isFileBuiltin(def tooldef.Definition) bool {
+	return def.Runner.Kind == tooldef.RunnerBuiltin && strings.HasPrefix(def.Runner.Builtin, "file_")
+}
+
+func allowedOrDot(paths []string) []string {
+	if len(paths) == 0 {
+		return []string{"."}
+	}
+	return paths
+}
+
+// checkPath says why a path may not be used, or "" when it may: it must be
+// relative, free of NUL and "..", and inside one of the allowed roots.
+// os.Root enforces the same at run time, symlinks included.
+func checkPath(p string, allowed []string) string {
+	switch {
+	case p == "":
+		return "path is empty"
+	case strings.ContainsRune(p, 0):
+		return "path contains a NUL byte"
+	case filepath.IsAbs(p) || strings.HasPrefix(p, `\`) || (len(p) > 1 && p[1] == ':'):
+		return fmt.Sprintf("path %q is absolute", p)
+	}
+	parts := strings.Split(strings.ReplaceAll(p, `\`, "/"), "/")
+	if slices.Contains(parts, "..") {
+		return fmt.Sprintf("path %q leaves the work directory", p)
+	}
+	clean := filepath.Clean(strings.ReplaceAll(p, `\`, "/"))
+	for _, root := range allowedOrDot(allowed) {
+		root = filepath.Clean(root)
+		if root == "." || clean == root || strings.HasPrefix(clean, root+string(filepath.Separator)) {
+			return ""
+		}
+	}
+	return fmt.Sprintf("path %q is outside the tool's allowed paths", p)
+}

@@ -1,0 +1,108 @@
+package invoke
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/golang-lru/v2/expirable"
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"golang.org/x/text/language"
+	"golang.org/x/text/message"
+
+	"toolbelt/models"
+	"toolbelt/services/tooldef"
+)
+
+// validate checks the arguments against the version's compiled schema and
+// lists every field error with a suggestion the LLM can act on.
+func (inv *Invoker) validate(next Step) Step {
+	return func(ctx context.Context, c *call) ToolResult {
+		schema, ok := inv.schemas.Get(c.version)
+		if !ok {
+			var doc any
+			dec := json.NewDecoder(bytes.NewReader(c.def.Parameters))
+			dec.UseNumber()
+			if err := dec.Decode(&doc); err != nil {
+				return failure(models.CodeInternal, "the tool's schema does not load", false, "Report this tool to an administrator.")
+			}
+			s, err := tooldef.CompileSchema(doc)
+			if err != nil {
+				return failure(models.CodeInternal, "the tool's schema does not compile", false, "Report this tool to an administrator.")
+			}
+			inv.schemas.Add(c.version, s)
+			schema = s
+		}
+		raw := c.req.Arguments
+		if len(bytes.TrimSpace(raw)) == 0 {
+			raw = json.RawMessage(`{}`)
+		}
+		args, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+		obj, isObj := args.(map[string]any)
+		if err != nil || !isObj {
+			return ToolResult{Status: models.StatusRefused, Error: &ToolError{Code: models.CodeValidation, Message: "arguments must be a JSON object",
+				Suggestion: "Send arguments as a JSON object matching this schema: " + string(c.def.Parameters)}}
+		}
+		// References to earlier results of the session are filled in
+		// first, and the filled arguments are what is validated and run.
+		if bytes.Contains(raw, []byte(`"`+refKey+`"`)) {
+			if obj, err = inv.contextRefs(ctx, c, obj); err != nil {
+				return refusal(models.CodeValidation, err.Error(),
+					`Refer to a succeeded call of this session you may read: {"$ref": "call:<call id>#/data/<field>"}.`)
+			}
+			args = obj
+		}
+		// Validation is a pure function of the version's schema and the
+		// arguments, so arguments of a cacheable tool that passed once
+		// are not validated again (it was a fifth of a cached call's
+		// chain); the memo is this guard's own.
+		if c.def.Execution.Cacheable {
+			if _, ok := inv.validated.Get(inv.cacheKey(c, obj)); ok {
+				c.args = obj
+				return next(ctx, c)
+			}
+		}
+		if err := schema.Validate(args); err != nil {
+			var ve *jsonschema.ValidationError
+			var ps []models.Problem
+			if errors.As(err, &ve) {
+				printer := message.NewPrinter(language.English)
+				for _, leaf := range tooldef.Leaves(ve) {
+					ptr := ""
+					for _, seg := range leaf.InstanceLocation {
+						ptr += "/" + tooldef.EscapePointer(seg)
+					}
+					ps = append(ps, models.Problem{Pointer: ptr, Message: leaf.ErrorKind.LocalizedString(printer)})
+				}
+			}
+			fields := make([]string, 0, len(ps))
+			for _, p := range ps {
+				fields = append(fields, p.Pointer+" "+p.Message)
+			}
+			return ToolResult{Status: models.StatusRefused, Error: &ToolError{Code: models.CodeValidation,
+				Message:    fmt.Sprintf("the arguments do not match the schema of %s: %s", c.def.Name, strings.Join(fields, "; ")),
+				Problems:   ps,
+				Suggestion: fmt.Sprintf("Fix the fields listed and call %s again. Its parameters schema is: %s", c.def.Name, string(c.def.Parameters))}}
+		}
+		c.args = obj
+		if c.def.Execution.Cacheable {
+			inv.validated.Add(inv.cacheKey(c, obj), struct{}{})
+		}
+		return next(ctx, c)
+	}
+}
+
+// newValidatedMemo remembers, by cache key, the arguments of cacheable
+// tools that passed their version's schema.
+func newValidatedMemo() *expirable.LRU[string, struct{}] {
+	return expirable.NewLRU[string, struct{}](8192, nil, time.Hour)
+}
+
+// newSchemaCache keeps compiled parameter schemas by version id.
+func newSchemaCache() *expirable.LRU[uint, *jsonschema.Schema] {
+	return expirable.NewLRU[uint, *jsonschema.Schema](4096, nil, time.Hour)
+}
