@@ -67,8 +67,11 @@ type App struct {
 	Registry *catalog.Registry
 	Selector *selection.Selector
 	Invoker  *invoke.Invoker
-	Alerts   *ops.Alerts
-	Metrics  *ops.Metrics
+	// Runners execute what passes the invoker's chain, on the sandbox,
+	// Chromium and the egress policy.
+	Runners *runners.Table
+	Alerts  *ops.Alerts
+	Metrics *ops.Metrics
 	// ToolFiles applies the tool files of Config.ToolsDir (nil without).
 	ToolFiles *catalog.ToolFiles
 	// Handler is the HTTP handler of the whole service (web.New).
@@ -183,8 +186,10 @@ func New(ctx context.Context, cfg Config, opts Options) (_ *App, err error) {
 	}
 	log.Info("selection index ready", "embedder", a.Selector.Status(), "host", host)
 
-	a.Invoker = invoke.NewInvoker(a.Store, a.Selector, a.Authz, redactor, cfg.NetPolicy, cfg.DataDir, nil, log).
-		WithSandbox(box).WithSessionQuota(runners.NewQuota(int64(cfg.SessionQuotaMB) << 20)).WithBrowser(a.chromium).WithSearch(cfg.SearXNG).WithSecrets(cfg.Secrets).WithMetrics(a.Metrics)
+	a.Runners = runners.New(cfg.DataDir, cfg.NetPolicy, log).WithSandbox(box).
+		WithSessionQuota(runners.NewQuota(int64(cfg.SessionQuotaMB) << 20)).WithBrowser(a.chromium).
+		WithSearch(cfg.SearXNG).WithSecrets(cfg.Secrets).WithMetrics(a.Metrics)
+	a.Invoker = invoke.NewInvoker(a.Store, a.Selector, a.Authz, redactor, a.Runners, cfg.DataDir, nil, log).WithMetrics(a.Metrics)
 	if opts.Sleep != nil {
 		a.Invoker.WithSleep(opts.Sleep)
 	}

@@ -2,7 +2,6 @@ package models
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -74,9 +73,6 @@ func (s *Store) Approvals(ctx context.Context, status string, limit int) ([]Appr
 	return out, nil
 }
 
-// ErrNotPending is a decision on an approval that is no longer pending.
-var ErrNotPending = errors.New("approval is not pending")
-
 // DecideApproval records a decision on a pending, unexpired approval.
 // check sees the approval inside the transaction (a reviewer may not decide
 // their own call).
@@ -94,7 +90,7 @@ func (s *Store) DecideApproval(ctx context.Context, id, status, reason string, b
 		}
 		now := time.Now().UTC()
 		if now.After(a.ExpiresAt) {
-			tx.Model(&a).Update("status", ApprovalExpired)
+			// Left pending: the expiry sweep ends the parked call with it.
 			return ErrConflict.Errorf("approval %s expired at %s", id, a.ExpiresAt.Format(time.RFC3339))
 		}
 		a.Status, a.Reason, a.DecidedBy, a.DecidedAt = status, reason, &by, &now

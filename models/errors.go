@@ -106,7 +106,7 @@ func (k *Kind) Code() string { return k.code }
 
 // Errorf returns an error of this kind saying what went wrong:
 // ErrNotFound.Errorf("tool %q", name) reads `not found: tool "x"`, as
-// ErrNotFound.Errorf("tool %q", name) would, but keeps the
+// fmt.Errorf("%w: tool %q", ErrNotFound, name) would, but keeps the
 // detail apart from the kind for a person reading it (Detail). A %w in
 // format wraps as in fmt.Errorf.
 func (k *Kind) Errorf(format string, args ...any) error {

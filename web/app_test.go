@@ -20,6 +20,7 @@ import (
 	"toolbelt/services/invoke"
 	"toolbelt/services/netpolicy"
 	"toolbelt/services/ops"
+	"toolbelt/services/runners"
 	"toolbelt/services/selection"
 )
 
@@ -30,6 +31,7 @@ type testApp struct {
 	handler  http.Handler
 	store    *models.Store
 	invoker  *invoke.Invoker
+	runners  *runners.Table
 	selector *selection.Selector
 	alerts   *ops.Alerts
 	dbPath   string
@@ -102,7 +104,7 @@ func newTestAppWith(t testing.TB, host hostCaps, netPolicy netpolicy.Policy) *te
 	}
 	t.Cleanup(func() { _ = a.Close() })
 	ta := &testApp{
-		invoker: a.Invoker, selector: a.Selector, alerts: a.Alerts, handler: a.Handler,
+		invoker: a.Invoker, runners: a.Runners, selector: a.Selector, alerts: a.Alerts, handler: a.Handler,
 		store: a.Store, dbPath: filepath.Join(dir, "toolbelt.db"), logs: logs,
 		keys: map[string]string{"admin": a.AdminKey, "none": ""},
 		ids:  map[string]uint{"admin": 1},

@@ -298,8 +298,8 @@ func cpuTime() time.Duration {
 // sandbox, one call at a time over real HTTP, and reports the median.
 func BenchmarkSandboxedEchoHTTP(b *testing.B) {
 	app := newTestApp(b)
-	if !app.invoker.Sandbox().Available() {
-		b.Skip("no sandbox: " + app.invoker.Sandbox().Status().Reason)
+	if !app.runners.Sandbox().Available() {
+		b.Skip("no sandbox: " + app.runners.Sandbox().Status().Reason)
 	}
 	def := sayTool()
 	if r := app.do(b, "admin", "POST", "/api/v1/tools", def); r.Status != 201 {

@@ -37,7 +37,7 @@ func TestBrowserNavigate(t *testing.T) {
 
 	app := newTestAppWith(t, hostCaps{Chromium: true, Python: true, Node: true, Sandbox: true},
 		netpolicy.Policy{AllowPrivate: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}})
-	app.invoker.WithBrowser(chromium)
+	app.runners.WithBrowser(chromium)
 	code, res := app.call(t, "admin", map[string]any{"tool": "browser_navigate", "session_id": "web",
 		"arguments": map[string]any{"url": page.URL + "/notes", "screenshot": true}})
 	d := data(res)
@@ -55,7 +55,7 @@ func TestBrowserNavigate(t *testing.T) {
 
 	// The default policy never opens internal addresses.
 	strict := newTestApp(t)
-	strict.invoker.WithBrowser(chromium)
+	strict.runners.WithBrowser(chromium)
 	code, res = strict.call(t, "admin", map[string]any{"tool": "browser_navigate", "arguments": map[string]any{"url": page.URL}})
 	if errCode(res) != "URL_NOT_ALLOWED" {
 		t.Errorf("internal address: %d %v", code, res)

@@ -224,7 +224,7 @@ func TestSessionIsolationAttack(t *testing.T) {
 	// belong to the server and can only be traversed by others; sessions
 	// belong to the sandbox's uid (or the server) and are private.
 	self := uint32(os.Geteuid())
-	uid, _, drop := app.invoker.Sandbox().Owner()
+	uid, _, drop := app.runners.Sandbox().Owner()
 	entries, _ := os.ReadDir(sessions)
 	for _, e := range entries {
 		p := filepath.Join(sessions, e.Name())
@@ -349,7 +349,7 @@ func TestSessionDiskQuota(t *testing.T) {
 	app := newTestApp(t)
 	needSandbox(t, app)
 	const quota = 8 << 20
-	app.invoker.WithSessionQuota(runners.NewQuota(quota))
+	app.runners.WithSessionQuota(runners.NewQuota(quota))
 	run := func(code string) map[string]any {
 		t.Helper()
 		_, res := app.call(t, "admin", map[string]any{"tool": "code_execute", "session_id": "q", "arguments": map[string]any{"language": "python", "code": code}})

@@ -18,7 +18,7 @@ import (
 // elsewhere when the app has no sandbox.
 func needSandbox(t *testing.T, app *testApp) {
 	t.Helper()
-	if st := app.invoker.Sandbox().Status(); !app.invoker.Sandbox().Available() {
+	if st := app.runners.Sandbox().Status(); !app.runners.Sandbox().Available() {
 		if os.Getenv("CI") == "true" {
 			t.Fatalf("no sandbox in CI: %s", st.Reason)
 		}
@@ -122,7 +122,7 @@ func TestSandboxLimitsOverHTTP(t *testing.T) {
 // one.
 func TestSandboxUnavailable(t *testing.T) {
 	app := newTestAppWithHost(t, hostCaps{Chromium: true, Python: true, Node: true, Sandbox: true})
-	app.invoker.WithSandbox(nil)
+	app.runners.WithSandbox(nil)
 	_, res := app.call(t, "admin", map[string]any{"tool": "code_execute", "arguments": map[string]any{"language": "python", "code": "print(1)"}})
 	if errCode(res) != "SANDBOX_UNAVAILABLE" || res["success"] != false {
 		t.Fatalf("%v", res)
@@ -139,7 +139,7 @@ func TestWebSearch(t *testing.T) {
 	}))
 	defer srv.Close()
 	app := newTestApp(t)
-	app.invoker.WithSearch(srv.URL + "/")
+	app.runners.WithSearch(srv.URL + "/")
 	code, res := app.call(t, "admin", map[string]any{"tool": "web_search", "arguments": map[string]any{"query": "go lang", "max_results": 2}})
 	results, _ := data(res)["results"].([]any)
 	if code != 200 || len(results) != 2 || results[0].(map[string]any)["url"] != "https://go.dev/" || results[1].(map[string]any)["snippet"] != "A tour" {
@@ -166,7 +166,7 @@ func TestHTTPRunner(t *testing.T) {
 	defer srv.Close()
 	app := newTestAppWith(t, hostCaps{Chromium: true, Python: true, Node: true, Sandbox: true},
 		netpolicy.Policy{AllowPrivate: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}})
-	app.invoker.WithSecrets(map[string]string{"TB_TEST_TOKEN": "test-configured-secret"})
+	app.runners.WithSecrets(map[string]string{"TB_TEST_TOKEN": "test-configured-secret"})
 	def := toolDef("create_item", func(m map[string]any) {
 		m["category"] = "api"
 		m["parameters"] = map[string]any{"type": "object", "properties": map[string]any{
@@ -190,7 +190,7 @@ func TestHTTPRunner(t *testing.T) {
 	// A secret that is not configured is never read from the environment.
 	// The call fails before any request leaves.
 	t.Setenv("TB_TEST_TOKEN", "test-configured-secret")
-	app.invoker.WithSecrets(nil)
+	app.runners.WithSecrets(nil)
 	before := requests.Load()
 	if _, res := app.call(t, "admin", map[string]any{"tool": "create_item", "arguments": map[string]any{"id": "a"}}); errCode(res) != "EXECUTION_FAILED" || requests.Load() != before {
 		t.Errorf("unconfigured secret: %v (%d requests sent)", res, requests.Load()-before)

@@ -31,7 +31,6 @@ import (
 	"toolbelt/models"
 	"toolbelt/services/formats"
 	"toolbelt/services/invoke"
-	"toolbelt/services/runners"
 	"toolbelt/services/selection"
 	"toolbelt/services/tooldef"
 )
@@ -137,7 +136,7 @@ func (s *Server) tools(next mcp.MethodHandler) mcp.MethodHandler {
 			session, err := callSession(req, r.Session, r.Params.Meta)
 			if err != nil {
 				return refused(models.CodeValidation, sentence(err.Error())+
-					" The "+sentence(runners.SessionIDRule)+" Send none to use this MCP session's."), nil
+					" The "+sentence(invoke.SessionIDRule)+" Send none to use this MCP session's."), nil
 			}
 			return s.call(ctx, p, session, r.Params)
 		}
@@ -182,7 +181,7 @@ func callSession(req mcp.Request, ss *mcp.ServerSession, meta mcp.Meta) (string,
 	if from == "" {
 		return sessionID(ss), nil
 	}
-	if !runners.ValidSessionID(chosen) {
+	if !invoke.ValidSessionID(chosen) {
 		return "", fmt.Errorf("%s: %q is not a session id", from, chosen)
 	}
 	return chosen, nil
@@ -199,7 +198,7 @@ func sessionID(ss *mcp.ServerSession) string {
 }
 
 // sessionName turns an MCP session id into a call session id, which must
-// be runners.ValidSessionID ("mcp-" first, so never a dot).
+// be invoke.ValidSessionID ("mcp-" first, so never a dot).
 func sessionName(mcpID string) string {
 	id := unsafeSessionChars.ReplaceAllString(mcpID, "")
 	if id == "" {

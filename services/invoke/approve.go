@@ -17,7 +17,7 @@ import (
 // reviewer approves, the call runs again through the whole chain and
 // consumes the approval here, if it still matches the tool version, the
 // principal and the arguments.
-func (inv *Invoker) approve(next Step) Step {
+func (inv *Invoker) approve(next step) step {
 	return func(ctx context.Context, c *call) ToolResult {
 		if c.preApproved {
 			// A step of an approved composite: the approval covers it, and

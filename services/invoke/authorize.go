@@ -12,7 +12,7 @@ import (
 // authorize applies the security levels: admins may call anything,
 // reviewers nothing; an agent may call a safe tool granted by name or
 // category, a moderate or dangerous one only through its category.
-func (inv *Invoker) authorize(next Step) Step {
+func (inv *Invoker) authorize(next step) step {
 	return func(ctx context.Context, c *call) ToolResult {
 		if c.caller == nil || c.caller.Role == access.RoleAdmin {
 			return next(ctx, c)

@@ -16,7 +16,7 @@ import (
 // cache answers a cacheable call from an earlier identical one (same tool
 // version, same canonical arguments; for file tools, the same session
 // work directory) within the tool's TTL.
-func (inv *Invoker) cache(next Step) Step {
+func (inv *Invoker) cache(next step) step {
 	return func(ctx context.Context, c *call) ToolResult {
 		if !c.def.Execution.Cacheable {
 			return next(ctx, c)

@@ -7,7 +7,7 @@ import "context"
 // cache in the chain: a call refused or answered from the cache is over in
 // microseconds and never pays for it. Background calls are tracked for
 // their whole run by resume.
-func (inv *Invoker) cancellable(next Step) Step {
+func (inv *Invoker) cancellable(next step) step {
 	return func(ctx context.Context, c *call) ToolResult {
 		if c.tracked {
 			return next(ctx, c)

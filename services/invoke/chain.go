@@ -52,8 +52,9 @@ type call struct {
 	preApproved bool
 	approvedRun bool
 	depth       int
-	// span is, per guard of the chain, the time spent in it and the steps
-	// after it; the ninth, the execution's (for the guard timings).
+	// span is, per timed guard of the chain, the time spent in it and the
+	// steps after it; the one after the last guard's, the execution's (for
+	// the guard timings).
 	span [maxTimedGuards + 1]time.Duration
 	// cacheKey is the results cache's key, once made (cacheable tools).
 	cacheKey string
@@ -65,18 +66,18 @@ type call struct {
 	log *slog.Logger
 }
 
-// Step handles a call and returns its result; Guard wraps a step with one
+// step handles a call and returns its result; guard wraps a step with one
 // check that may end the call early.
 type (
-	Step  func(ctx context.Context, c *call) ToolResult
-	Guard func(next Step) Step
+	step  func(ctx context.Context, c *call) ToolResult
+	guard func(next step) step
 )
 
 // chain is the guard chain, in order: every call passes it before it
 // runs, and any guard may end the call with its own result. One file a
 // guard, named as here. Each guard is timed on its own, except
 // cancellable, which only makes the call cancellable by id.
-func (inv *Invoker) chain() func(Step) Step {
+func (inv *Invoker) chain() func(step) step {
 	return inv.timedChain(
 		namedGuard{"resolve", inv.resolve},     // the tool and version (resolve.go)
 		namedGuard{"validate", inv.validate},   // the arguments against the schema (validate.go)
@@ -93,13 +94,13 @@ func (inv *Invoker) chain() func(Step) Step {
 // namedGuard is a guard of the chain and the name its timing carries
 // ("" for a guard that is not timed).
 type namedGuard struct {
-	name  string
-	guard Guard
+	name string
+	wrap guard
 }
 
 // timedChain composes the guards, the first outermost, timing each named
 // one under its name; the indexes of their timings follow the order.
-func (inv *Invoker) timedChain(guards ...namedGuard) func(Step) Step {
+func (inv *Invoker) timedChain(guards ...namedGuard) func(step) step {
 	timed := 0
 	for _, g := range guards {
 		if g.name != "" {
@@ -109,22 +110,22 @@ func (inv *Invoker) timedChain(guards ...namedGuard) func(Step) Step {
 	if timed > maxTimedGuards {
 		panic(fmt.Sprintf("the chain has %d timed guards; call.span holds %d", timed, maxTimedGuards))
 	}
-	composed := make([]Guard, 0, len(guards))
+	composed := make([]guard, 0, len(guards))
 	i := 0
 	for _, g := range guards {
 		if g.name == "" {
-			composed = append(composed, g.guard)
+			composed = append(composed, g.wrap)
 			continue
 		}
-		composed = append(composed, inv.timed(i, i == timed-1, g.name, g.guard))
+		composed = append(composed, inv.timed(i, i == timed-1, g.name, g.wrap))
 		i++
 	}
 	return compose(composed...)
 }
 
 // compose wraps final in guards, the first outermost.
-func compose(guards ...Guard) func(Step) Step {
-	return func(final Step) Step {
+func compose(guards ...guard) func(step) step {
+	return func(final step) step {
 		for i := len(guards) - 1; i >= 0; i-- {
 			final = guards[i](final)
 		}
@@ -138,8 +139,8 @@ func compose(guards ...Guard) func(Step) Step {
 // before it subtracts (the untimed steps between two guards count as the
 // first one's); the last guard's next step, the execution, is timed
 // apart. Two clock reads a guard.
-func (inv *Invoker) timed(i int, last bool, name string, g Guard) Guard {
-	return func(next Step) Step {
+func (inv *Invoker) timed(i int, last bool, name string, g guard) guard {
+	return func(next step) step {
 		inner := next
 		if last {
 			inner = func(ctx context.Context, c *call) ToolResult {

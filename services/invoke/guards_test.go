@@ -16,6 +16,7 @@ import (
 	"toolbelt/services/embed"
 	"toolbelt/services/netpolicy"
 	"toolbelt/services/redact"
+	"toolbelt/services/runners"
 	"toolbelt/services/tooldef"
 )
 
@@ -155,7 +156,7 @@ func TestPanicBecomesInternal(t *testing.T) {
 		t.Fatal(err)
 	}
 	sel := newFixtureSelector(t, store, authz, embed.NewBuiltin(), 0)
-	inv := NewInvoker(store, sel, authz, red, netpolicy.Policy{}, t.TempDir(), nil, quiet)
+	inv := NewInvoker(store, sel, authz, red, runners.New(t.TempDir(), netpolicy.Policy{}, quiet), t.TempDir(), nil, quiet)
 	t.Cleanup(func() { inv.Close(ctx) })
 	normal := inv.run
 	inv.run = func(context.Context, *call) ToolResult { panic("tool exploded") }

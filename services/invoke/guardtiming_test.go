@@ -13,8 +13,8 @@ import (
 // it is untimed.
 func TestGuardTimingsExcludeLaterSteps(t *testing.T) {
 	inv := &Invoker{metrics: ops.NewMetrics()}
-	pass := func(next Step) Step { return next }
-	slow := func(next Step) Step {
+	pass := func(next step) step { return next }
+	slow := func(next step) step {
 		return func(ctx context.Context, c *call) ToolResult {
 			time.Sleep(20 * time.Millisecond)
 			return next(ctx, c)
@@ -24,7 +24,7 @@ func TestGuardTimingsExcludeLaterSteps(t *testing.T) {
 	names := []string{"resolve", "validate", "authorize", "approve", "secure", "cache", "", "limit", "queue"}
 	guards := make([]namedGuard, len(names))
 	for i, name := range names {
-		g := Guard(pass)
+		g := guard(pass)
 		if name == "approve" {
 			g = slow
 		}

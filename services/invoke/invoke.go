@@ -20,23 +20,20 @@ import (
 
 	"toolbelt/models"
 	"toolbelt/services/access"
-	"toolbelt/services/browser"
 	"toolbelt/services/netpolicy"
 	"toolbelt/services/ops"
 	"toolbelt/services/redact"
 	"toolbelt/services/runners"
-	"toolbelt/services/sandbox"
 	"toolbelt/services/selection"
 )
 
-// Invoker is the invoke and execute stages: every call passes the guard
-// chain (chain.go), then runs, and is recorded.
+// Invoker is the invoke stage: every call passes the guard chain
+// (chain.go), what passes runs on the runners, and every call is recorded.
 type Invoker struct {
 	store     *models.Store
 	selector  *selection.Selector
 	authz     *access.Authz
 	log       *slog.Logger
-	dataDir   string
 	schemas   *expirable.LRU[uint, *jsonschema.Schema]
 	validated *expirable.LRU[string, struct{}] // validate's memo of arguments that passed
 	results   *expirable.LRU[string, *cachedResult]
@@ -55,13 +52,11 @@ type Invoker struct {
 	interrupting atomic.Bool
 	events       *broker
 	metrics      *ops.Metrics
-	run          Step
+	run          step
 	// runners execute what passed the chain.
 	runners *runners.Table
 }
 
-// NewInvoker returns the invoker; session work directories live under
-// dataDir/sessions.
 // WithSleep replaces the wait between retries (tests pass a fake clock so
 // they never sleep).
 func (inv *Invoker) WithSleep(sleep func(context.Context, time.Duration) error) *Invoker {
@@ -69,11 +64,13 @@ func (inv *Invoker) WithSleep(sleep func(context.Context, time.Duration) error) 
 	return inv
 }
 
-// queueLimits overrides DefaultQueueLimits per category.
-func NewInvoker(store *models.Store, selector *selection.Selector, authz *access.Authz, redactor *redact.Redactor, netPolicy netpolicy.Policy, dataDir string, queueLimits map[string]int, log *slog.Logger) *Invoker {
+// NewInvoker returns the invoker: calls that pass its chain run on exec's
+// runners, the call journal lives under dataDir, and queueLimits
+// overrides DefaultQueueLimits per category.
+func NewInvoker(store *models.Store, selector *selection.Selector, authz *access.Authz, redactor *redact.Redactor, exec *runners.Table, dataDir string, queueLimits map[string]int, log *slog.Logger) *Invoker {
 	inv := &Invoker{
-		store: store, selector: selector, authz: authz, redactor: redactor, log: log, dataDir: dataDir,
-		net: netPolicy, runners: runners.New(dataDir, netPolicy, log),
+		store: store, selector: selector, authz: authz, redactor: redactor, log: log,
+		net: exec.NetPolicy(), runners: exec,
 		schemas: newSchemaCache(), validated: newValidatedMemo(),
 		results: newResultsCache(),
 		limits:  newRateLimits(),
@@ -94,44 +91,6 @@ func (inv *Invoker) Flush() { inv.calls.sync() }
 // WithMetrics makes the invoker report to m.
 func (inv *Invoker) WithMetrics(m *ops.Metrics) *Invoker {
 	inv.metrics = m
-	inv.runners.WithMetrics(m)
-	return inv
-}
-
-// WithSandbox sets the sandbox that tools with security.sandbox (and
-// command runners) run in; without one they refuse with
-// SANDBOX_UNAVAILABLE, never running unsandboxed.
-func (inv *Invoker) WithSandbox(s *sandbox.Sandbox) *Invoker {
-	inv.runners.WithSandbox(s)
-	return inv
-}
-
-// Sandbox is the sandbox in use (nil when none was set).
-func (inv *Invoker) Sandbox() *sandbox.Sandbox { return inv.runners.Sandbox() }
-
-// WithSessionQuota sets the disk quota of every session's work directory
-// (runners.DefaultSessionQuota otherwise).
-func (inv *Invoker) WithSessionQuota(q runners.Quota) *Invoker {
-	inv.runners.WithSessionQuota(q)
-	return inv
-}
-
-// WithBrowser sets the Chromium that browser_navigate drives.
-func (inv *Invoker) WithBrowser(b *browser.Browser) *Invoker {
-	inv.runners.WithBrowser(b)
-	return inv
-}
-
-// WithSearch sets the SearXNG-compatible endpoint web_search queries.
-func (inv *Invoker) WithSearch(endpoint string) *Invoker {
-	inv.runners.WithSearch(endpoint)
-	return inv
-}
-
-// WithSecrets sets the values, by variable name, that http runners may
-// reference in headers as {{env.NAME}}.
-func (inv *Invoker) WithSecrets(secrets map[string]string) *Invoker {
-	inv.runners.WithSecrets(secrets)
 	return inv
 }
 
@@ -181,7 +140,7 @@ func (inv *Invoker) finish(ctx context.Context, c *call, res ToolResult) ToolRes
 
 // precheck runs the guards that need no approval and change nothing.
 func (inv *Invoker) precheck(ctx context.Context, c *call) ToolResult {
-	if !runners.ValidSessionID(c.req.SessionID) {
+	if !ValidSessionID(c.req.SessionID) {
 		return inv.guarded(ctx, c)
 	}
 	return compose(inv.resolve, inv.validate, inv.authorize)(func(context.Context, *call) ToolResult {
@@ -198,8 +157,8 @@ func (inv *Invoker) guarded(ctx context.Context, c *call) (res ToolResult) {
 			res = failure(models.CodeInternal, "internal error while running the tool", false, "Try again later; if it persists, report the call id to an administrator.")
 		}
 	}()
-	if !runners.ValidSessionID(c.req.SessionID) {
-		return refusal(models.CodeValidation, runners.SessionIDRule, "Send a session_id such as \"run-42\".")
+	if !ValidSessionID(c.req.SessionID) {
+		return refusal(models.CodeValidation, SessionIDRule, "Send a session_id such as \"run-42\".")
 	}
 	return inv.run(ctx, c)
 }

@@ -15,6 +15,7 @@ import (
 	"toolbelt/services/embed"
 	"toolbelt/services/netpolicy"
 	"toolbelt/services/redact"
+	"toolbelt/services/runners"
 	"toolbelt/services/selection"
 	"toolbelt/services/tooldef"
 )
@@ -43,7 +44,7 @@ func BenchmarkCallChain(b *testing.B) {
 		b.Fatal(err)
 	}
 	sel := selection.NewSelector(store, authz, embed.NewBuiltin(), allHost(), 0, quiet)
-	inv := NewInvoker(store, sel, authz, red, netpolicy.Policy{}, b.TempDir(), nil, quiet)
+	inv := NewInvoker(store, sel, authz, red, runners.New(b.TempDir(), netpolicy.Policy{}, quiet), b.TempDir(), nil, quiet)
 	b.Cleanup(func() { inv.Close(ctx); sel.Close() })
 	agent := &models.Principal{ID: 9, Role: access.RoleAgent}
 	if err := authz.SetGrants(9, access.Grants{Tools: []string{"noop"}}); err != nil {

@@ -21,7 +21,7 @@ func newRateLimits() *rateLimits { return &rateLimits{store: memory.NewStore()} 
 
 // limit refuses a call beyond the tool's security.rateLimit for this
 // principal, saying when to retry.
-func (inv *Invoker) limit(next Step) Step {
+func (inv *Invoker) limit(next step) step {
 	return func(ctx context.Context, c *call) ToolResult {
 		rl := c.def.Security.RateLimit
 		if rl == nil {

@@ -64,7 +64,7 @@ func (q *queues) of(category string) *categoryQueue {
 // queue runs at most the category's limit of calls at once; past the
 // waiting bound a call is refused with QUEUE_FULL, and a call cancelled
 // while it waits leaves the queue.
-func (inv *Invoker) queue(next Step) Step {
+func (inv *Invoker) queue(next step) step {
 	return func(ctx context.Context, c *call) ToolResult {
 		cq := inv.queues.of(c.def.Category)
 		if !cq.sem.TryAcquire(1) {

@@ -12,7 +12,7 @@ import (
 
 // resolve finds the tool (the requested version, or the current one). An
 // unknown name gets the closest real tools as a suggestion.
-func (inv *Invoker) resolve(next Step) Step {
+func (inv *Invoker) resolve(next step) step {
 	return func(ctx context.Context, c *call) ToolResult {
 		name := c.req.Tool
 		var rt *resolvedTool

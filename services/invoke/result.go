@@ -3,6 +3,7 @@ package invoke
 import (
 	"bytes"
 	"encoding/json"
+	"regexp"
 	"strconv"
 
 	"toolbelt/models"
@@ -146,3 +147,13 @@ func refusal(code, msg, suggestion string) ToolResult {
 func failure(code, msg string, retryable bool, suggestion string) ToolResult {
 	return ToolResult{Status: models.StatusFailed, Error: &ToolError{Code: code, Message: msg, Retryable: retryable, Suggestion: suggestion}}
 }
+
+// SessionIDRule is what a session id may be: one path element that
+// cannot name a parent, itself or a hidden entry.
+const SessionIDRule = "session_id must be 1 to 128 letters, digits, '.', '_' or '-', not starting with '.' (it names one directory: \".\", \"..\" and hidden names are refused)"
+
+// sessionPattern is SessionIDRule.
+var sessionPattern = regexp.MustCompile(`^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$`)
+
+// ValidSessionID reports whether id may name a call session.
+func ValidSessionID(id string) bool { return sessionPattern.MatchString(id) }

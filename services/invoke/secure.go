@@ -11,9 +11,11 @@ import (
 	"toolbelt/services/tooldef"
 )
 
-// secure confines file paths to the session work directory and the tool's
-// allowedPaths before anything runs.
-func (inv *Invoker) secure(next Step) Step {
+// secure makes the session's work directory and, before anything runs,
+// confines file paths to it and to the tool's allowedPaths, refuses shell
+// commands that chain, pipe or redirect (unless the tool allows it), and
+// URLs the egress policy would not fetch.
+func (inv *Invoker) secure(next step) step {
 	return func(ctx context.Context, c *call) ToolResult {
 		// Work directories belong to a principal and a session: two agents
 		// using the same session id never share files.

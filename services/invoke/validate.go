@@ -20,7 +20,7 @@ import (
 
 // validate checks the arguments against the version's compiled schema and
 // lists every field error with a suggestion the LLM can act on.
-func (inv *Invoker) validate(next Step) Step {
+func (inv *Invoker) validate(next step) step {
 	return func(ctx context.Context, c *call) ToolResult {
 		schema, ok := inv.schemas.Get(c.version)
 		if !ok {

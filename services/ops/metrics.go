@@ -135,7 +135,6 @@ func (m *Metrics) httpSeries(route, method string, status int) series {
 	return s
 }
 
-// guard records the time guard i of the chain spent itself.
 // GuardTimer returns what records the time one guard of the chain spent
 // on a call (its own, without the steps after it); a no-op without metrics.
 func (m *Metrics) GuardTimer(name string) func(time.Duration) {

@@ -133,26 +133,47 @@ func files(op RunnerFunc) Runner {
 // WithSandbox sets the sandbox that tools with security.sandbox (and
 // command runners) run in; without one they refuse with
 // SANDBOX_UNAVAILABLE, never running unsandboxed.
-func (t *Table) WithSandbox(s *sandbox.Sandbox) { t.sandbox = s }
+func (t *Table) WithSandbox(s *sandbox.Sandbox) *Table {
+	t.sandbox = s
+	return t
+}
+
+// NetPolicy is where the runners' outbound requests may go.
+func (t *Table) NetPolicy() netpolicy.Policy { return t.net }
 
 // Sandbox is the sandbox in use (nil when none was set).
 func (t *Table) Sandbox() *sandbox.Sandbox { return t.sandbox }
 
 // WithSessionQuota sets the disk quota of every session's work directory
 // (DefaultSessionQuota otherwise).
-func (t *Table) WithSessionQuota(q Quota) { t.quota = q }
+func (t *Table) WithSessionQuota(q Quota) *Table {
+	t.quota = q
+	return t
+}
 
 // WithBrowser sets the Chromium that browser_navigate drives.
-func (t *Table) WithBrowser(b *browser.Browser) { t.browser = b }
+func (t *Table) WithBrowser(b *browser.Browser) *Table {
+	t.browser = b
+	return t
+}
 
 // WithSearch sets the SearXNG-compatible endpoint web_search queries.
-func (t *Table) WithSearch(endpoint string) { t.searchURL = strings.TrimRight(endpoint, "/") }
+func (t *Table) WithSearch(endpoint string) *Table {
+	t.searchURL = strings.TrimRight(endpoint, "/")
+	return t
+}
 
 // WithSecrets sets the values, by variable name, that http runners may
 // reference in headers as {{env.NAME}}: the configured secrets, read once
 // at start, whose values the redactor already removes from every output.
-func (t *Table) WithSecrets(secrets map[string]string) { t.secrets = secrets }
+func (t *Table) WithSecrets(secrets map[string]string) *Table {
+	t.secrets = secrets
+	return t
+}
 
 // WithMetrics makes the sandboxed runners report the limits that killed
 // a command to m.
-func (t *Table) WithMetrics(m *ops.Metrics) { t.metrics = m }
+func (t *Table) WithMetrics(m *ops.Metrics) *Table {
+	t.metrics = m
+	return t
+}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"syscall"
 )
 
@@ -18,16 +17,6 @@ import (
 // outside its own session directory. The sandbox mounts that directory
 // from its descriptor as its only writable place; the file tools open it
 // as an os.Root, checked to be the same directory.
-
-// SessionIDRule is what a session id may be: one path element that
-// cannot name a parent, itself or a hidden entry.
-const SessionIDRule = "session_id must be 1 to 128 letters, digits, '.', '_' or '-', not starting with '.' (it names one directory: \".\", \"..\" and hidden names are refused)"
-
-// sessionPattern is SessionIDRule.
-var sessionPattern = regexp.MustCompile(`^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$`)
-
-// ValidSessionID reports whether id may name a call session.
-func ValidSessionID(id string) bool { return sessionPattern.MatchString(id) }
 
 // dirID identifies a directory (device and inode), so a work directory
 // opened again by path can be checked to be the one made.
@@ -141,3 +130,16 @@ func openRoot(c *Call) (*os.Root, error) {
 	}
 	return root, nil
 }
+
+// Quota bounds what a session's work directory may hold: disk in all,
+// file for one file a sandboxed program writes.
+type Quota struct{ disk, file int64 }
+
+// DefaultSessionQuota is a session's disk quota unless configured.
+const DefaultSessionQuota = 1 << 30
+
+// NewQuota is a session quota of disk bytes, each file written by a
+// sandboxed program at most a quarter of it: a few processes each making
+// one large write at once cannot overshoot the quota by much before the
+// sandbox's watch kills them.
+func NewQuota(disk int64) Quota { return Quota{disk: disk, file: max(disk/4, 1)} }

@@ -1,8 +1,10 @@
-package catalog
+package tooldef_test
 
 import (
 	"encoding/json"
 	"testing"
+
+	"toolbelt/services/catalog"
 	"toolbelt/services/formats"
 	"toolbelt/services/tooldef"
 )
@@ -10,7 +12,7 @@ import (
 // FuzzValidateDefinition: no definition, however broken, panics the
 // validator, and what it accepts renders in every format.
 func FuzzValidateDefinition(f *testing.F) {
-	defs, _ := BuiltinDefinitions()
+	defs, _ := catalog.BuiltinDefinitions()
 	for _, d := range defs {
 		raw, _ := json.Marshal(d)
 		f.Add(raw)

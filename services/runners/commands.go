@@ -14,19 +14,6 @@ import (
 	"toolbelt/services/tooldef"
 )
 
-// Quota bounds what a session's work directory may hold: disk in all,
-// file for one file a sandboxed program writes.
-type Quota struct{ disk, file int64 }
-
-// DefaultSessionQuota is a session's disk quota unless configured.
-const DefaultSessionQuota = 1 << 30
-
-// NewQuota is a session quota of disk bytes, each file written by a
-// sandboxed program at most a quarter of it: a few processes each making
-// one large write at once cannot overshoot the quota by much before the
-// sandbox's watch kills them.
-func NewQuota(disk int64) Quota { return Quota{disk: disk, file: max(disk/4, 1)} }
-
 // sandboxed runs argv in the call's work directory and turns the outcome
 // into the data of a result: exit code, stdout and stderr. A limit hit is
 // SANDBOX_LIMIT naming it.
