@@ -77,7 +77,7 @@ func Bench(ctx context.Context, cfg BenchConfig, w io.Writer) error {
 	}
 	sel := selection.NewSelector(store, authz, emb, ops.HostCaps{Chromium: true, Python: true, Node: true, Sandbox: true}, 0, log)
 	defer sel.Close()
-	rep, err := selection.RunRetrievalBench(ctx, selection.BenchOptions{Tools: cfg.Tools, Queries: cfg.Queries, History: cfg.History,
+	rep, err := runRetrievalBench(ctx, BenchOptions{Tools: cfg.Tools, Queries: cfg.Queries, History: cfg.History,
 		Registry: catalog.NewRegistry(store, log), Selector: sel})
 	if err != nil {
 		return err

@@ -223,6 +223,9 @@ func (s *Selector) goJob(f func()) bool {
 // Host returns what this host can run.
 func (s *Selector) Host() ops.HostCaps { return s.host }
 
+// EmbedModel names the embedder's model the index is built with.
+func (s *Selector) EmbedModel() string { return s.emb.Model() }
+
 // Status describes the embedder and any background re-embedding, for
 // /readyz and the logs.
 func (s *Selector) Status() string {

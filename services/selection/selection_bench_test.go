@@ -109,7 +109,7 @@ func BenchmarkRegisterIndexed(b *testing.B) {
 	reg.OnChange(func(context.Context) { s.MarkDirty() })
 	i := 0
 	for b.Loop() {
-		def := benchDefinition(BenchTool{Name: fmt.Sprintf("tool_%06d", i), Description: fmt.Sprintf("Handle request kind %d and report.", i)})
+		def := testTool(fmt.Sprintf("tool_%06d", i), fmt.Sprintf("Handle request kind %d and report.", i))
 		if _, err := reg.Register(ctx, def, nil); err != nil {
 			b.Fatal(err)
 		}

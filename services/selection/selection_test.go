@@ -48,7 +48,7 @@ func seedCatalog(t testing.TB, reg *catalog.Registry, n int) {
 		t.Fatal(err)
 	}
 	for i := range n {
-		def := benchDefinition(BenchTool{Name: fmt.Sprintf("extra_tool_%03d", i), Description: fmt.Sprintf("Look up record set number %d and report its entries.", i)})
+		def := testTool(fmt.Sprintf("extra_tool_%03d", i), fmt.Sprintf("Look up record set number %d and report its entries.", i))
 		if _, err := reg.Register(ctx, def, nil); err != nil {
 			t.Fatal(err)
 		}

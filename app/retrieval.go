@@ -1,4 +1,4 @@
-package selection
+package app
 
 import (
 	"bufio"
@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"toolbelt/services/catalog"
+	"toolbelt/services/selection"
 	"toolbelt/services/tooldef"
 )
 
@@ -38,7 +39,7 @@ type BenchOptions struct {
 	// Registry and Selector are the server's own, over an empty store
 	// (the app assembles them).
 	Registry *catalog.Registry
-	Selector *Selector
+	Selector *selection.Selector
 }
 
 // BenchReport is what a run measured.
@@ -56,11 +57,11 @@ type BenchReport struct {
 	Unregister []string `json:"unregistered,omitempty"`
 }
 
-// RunRetrievalBench registers the tools through the registry, optionally
+// runRetrievalBench registers the tools through the registry, optionally
 // replays history as selections followed by feedback (what an agent's
 // calls teach), then measures the selection of every query: recall at 5,
 // 10 and 15, NDCG at 10 and latency.
-func RunRetrievalBench(ctx context.Context, opts BenchOptions) (*BenchReport, error) {
+func runRetrievalBench(ctx context.Context, opts BenchOptions) (*BenchReport, error) {
 	tools, err := readJSONLines[BenchTool](opts.Tools)
 	if err != nil {
 		return nil, err
@@ -76,7 +77,7 @@ func RunRetrievalBench(ctx context.Context, opts BenchOptions) (*BenchReport, er
 		}
 	}
 	reg, sel := opts.Registry, opts.Selector
-	rep := &BenchReport{Embedder: sel.emb.Model()}
+	rep := &BenchReport{Embedder: sel.EmbedModel()}
 	for _, t := range tools {
 		if _, err := reg.Register(ctx, benchDefinition(t), nil); err != nil {
 			rep.Unregister = append(rep.Unregister, fmt.Sprintf("%s: %v", t.Name, err))
@@ -88,7 +89,7 @@ func RunRetrievalBench(ctx context.Context, opts BenchOptions) (*BenchReport, er
 		return nil, err
 	}
 	for i, q := range history {
-		res, err := sel.Select(ctx, nil, SelectRequest{Query: q.Query, SessionID: fmt.Sprintf("history-%d", i), Limit: 1})
+		res, err := sel.Select(ctx, nil, selection.SelectRequest{Query: q.Query, SessionID: fmt.Sprintf("history-%d", i), Limit: 1})
 		if err != nil {
 			return nil, fmt.Errorf("replay %q: %w", q.Query, err)
 		}
@@ -100,7 +101,7 @@ func RunRetrievalBench(ctx context.Context, opts BenchOptions) (*BenchReport, er
 	var lat []float64
 	for _, q := range queries {
 		start := time.Now()
-		res, err := sel.Select(ctx, nil, SelectRequest{Query: q.Query, Limit: 15})
+		res, err := sel.Select(ctx, nil, selection.SelectRequest{Query: q.Query, Limit: 15})
 		lat = append(lat, float64(time.Since(start).Microseconds())/1000)
 		if err != nil {
 			return nil, fmt.Errorf("select %q: %w", q.Query, err)
@@ -203,4 +204,10 @@ func percentile(sorted []float64, p float64) float64 {
 	}
 	i := int(math.Ceil(p*float64(len(sorted)))) - 1
 	return sorted[max(0, min(i, len(sorted)-1))]
+}
+
+// round rounds x to digits decimal places.
+func round(x float64, digits int) float64 {
+	p := math.Pow(10, float64(digits))
+	return math.Round(x*p) / p
 }
