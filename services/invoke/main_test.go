@@ -46,3 +46,9 @@ func newFixtureSelector(t *testing.T, store *models.Store, authz *access.Authz, 
 	}
 	return s
 }
+
+// passed is the step after a guard under test: it marks that the call got
+// through.
+func passed(context.Context, *call) ToolResult {
+	return ToolResult{Status: models.StatusSucceeded, Success: true}
+}

@@ -1,0 +1,67 @@
+package invoke
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"toolbelt/models"
+	"toolbelt/services/redact"
+	"toolbelt/services/tooldef"
+)
+
+// TestCacheGuard runs the cache guard alone: hits for equal canonical
+// arguments, misses for others, for failures, and after the TTL.
+func TestCacheGuard(t *testing.T) {
+	red, err := redact.New([]string{"hunter2-secret-value"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv := &Invoker{results: newResultsCache(), redactor: red}
+	runs := 0
+	step := inv.cache(func(_ context.Context, c *call) ToolResult {
+		runs++
+		if c.args["fail"] == true {
+			return failure(models.CodeExecutionFailed, "no", false, "")
+		}
+		return ToolResult{Status: models.StatusSucceeded, Success: true}
+	})
+	def := tooldef.Definition{Name: "t", Category: "search", Execution: tooldef.Execution{Cacheable: true, CacheTTL: 60_000}}
+	mk := func(args map[string]any) *call { return &call{def: def, version: 1, args: args} }
+	cases := []struct {
+		name   string
+		c      *call
+		cached bool
+		runs   int
+	}{
+		{"first call runs", mk(map[string]any{"q": "go", "n": 1}), false, 1},
+		{"same arguments, other key order", mk(map[string]any{"n": 1, "q": "go"}), true, 1},
+		{"other arguments run", mk(map[string]any{"q": "rust", "n": 1}), false, 2},
+		{"failures are not cached", mk(map[string]any{"fail": true}), false, 3},
+		{"a failure runs again", mk(map[string]any{"fail": true}), false, 4},
+		{"another version runs", &call{def: def, version: 2, args: map[string]any{"q": "go", "n": 1}}, false, 5},
+	}
+	for _, tc := range cases {
+		step(context.Background(), tc.c)
+		if tc.c.cached != tc.cached || runs != tc.runs {
+			t.Errorf("%s: cached %v runs %d; want %v %d", tc.name, tc.c.cached, runs, tc.cached, tc.runs)
+		}
+	}
+	// A hit's history record reuses the arguments redacted once.
+	secret := map[string]any{"q": "hunter2-secret-value"}
+	step(context.Background(), mk(secret))
+	hit := mk(map[string]any{"q": "hunter2-secret-value"})
+	step(context.Background(), hit)
+	if !hit.cached || strings.Contains(hit.redactedArgs, "hunter2") || !strings.Contains(hit.redactedArgs, "REDACTED") {
+		t.Errorf("cache hit: cached %v, redacted arguments %q", hit.cached, hit.redactedArgs)
+	}
+	short := tooldef.Definition{Name: "t", Category: "search", Execution: tooldef.Execution{Cacheable: true, CacheTTL: 1}}
+	step(context.Background(), &call{def: short, version: 3, args: map[string]any{}})
+	time.Sleep(20 * time.Millisecond)
+	c := &call{def: short, version: 3, args: map[string]any{}}
+	step(context.Background(), c)
+	if c.cached {
+		t.Error("an expired entry was served")
+	}
+}

@@ -1,0 +1,82 @@
+package invoke
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"toolbelt/models"
+	"toolbelt/services/tooldef"
+)
+
+// TestQueueGuard runs calls through the queue guard alone with a step that
+// blocks: the limit holds, the waiting list is bounded, and a call
+// cancelled while waiting leaves.
+func TestQueueGuard(t *testing.T) {
+	inv := &Invoker{queues: newQueues(map[string]int{"shell": 2}, 1)}
+	release := make(chan struct{})
+	var running, peak atomic.Int64
+	step := inv.queue(func(ctx context.Context, c *call) ToolResult {
+		n := running.Add(1)
+		for {
+			p := peak.Load()
+			if n <= p || peak.CompareAndSwap(p, n) {
+				break
+			}
+		}
+		<-release
+		running.Add(-1)
+		return ToolResult{Status: models.StatusSucceeded, Success: true}
+	})
+	shell := func() *call { return &call{def: tooldef.Definition{Category: "shell"}} }
+	var wg sync.WaitGroup
+	results := make([]ToolResult, 4)
+	for i := range 2 {
+		wg.Go(func() { results[i] = step(context.Background(), shell()) })
+	}
+	waitFor(t, func() bool { return running.Load() == 2 })
+	// The third waits; the fourth finds the waiting list full.
+	ctx, cancel := context.WithCancel(context.Background())
+	wg.Go(func() { results[2] = step(ctx, shell()) })
+	waitFor(t, func() bool { return inv.queues.of("shell").waiting.Load() == 1 })
+	if res := step(context.Background(), shell()); res.Error == nil || res.Error.Code != models.CodeQueueFull || res.Error.RetryAfter == 0 {
+		t.Fatalf("fourth call: %+v", res)
+	}
+	cancel()
+	waitFor(t, func() bool { return inv.queues.of("shell").waiting.Load() == 0 })
+	// A waiter that gets a slot runs, and its wait is measured.
+	waiter := shell()
+	wg.Go(func() { results[3] = step(context.Background(), waiter) })
+	waitFor(t, func() bool { return inv.queues.of("shell").waiting.Load() == 1 })
+	time.Sleep(30 * time.Millisecond)
+	close(release)
+	wg.Wait()
+	if !results[3].Success || waiter.queueMs < 30 {
+		t.Errorf("waiter: %+v after %d ms in the queue (held at least 30 ms)", results[3], waiter.queueMs)
+	}
+	if results[2].Error == nil || results[2].Error.Code != models.CodeCancelled {
+		t.Errorf("cancelled waiter: %+v", results[2])
+	}
+	if !results[0].Success || !results[1].Success || peak.Load() != 2 {
+		t.Errorf("runs %v %v, peak %d (limit 2)", results[0].Success, results[1].Success, peak.Load())
+	}
+	// Another category is not held up by a full one.
+	if cq := inv.queues.of("filesystem"); cq.limit != DefaultQueueLimits["filesystem"] {
+		t.Errorf("filesystem limit %d", cq.limit)
+	}
+}
+
+// waitFor polls cond until it holds (a bounded wait for goroutines to
+// reach a state, not a timing assertion).
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not reached")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
