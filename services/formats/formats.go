@@ -238,14 +238,17 @@ func jsonText(v any) string {
 
 // mcpAnnotationsFor derives the MCP behaviour hints from the security level,
 // category and network setting, so a client can warn before a destructive
-// call or one that reaches outside the host.
+// call or one that reaches outside the host. A hint says false only when
+// that is known: only a safe tool is known not to destroy.
 func mcpAnnotationsFor(def tooldef.Definition) (mcpAnnotations, error) {
 	a := mcpAnnotations{Title: mcpTitle(def.Name)}
 	switch def.Security.Level {
 	case tooldef.LevelSafe:
 		a.ReadOnlyHint, a.IdempotentHint = true, true
-	case tooldef.LevelModerate:
-	case tooldef.LevelDangerous:
+	case tooldef.LevelModerate, tooldef.LevelDangerous:
+		// A moderate tool may write, send or delete (file_write,
+		// http_request's DELETE, code_execute): that its changes are
+		// only additive is not known, so it keeps MCP's default, true.
 		a.DestructiveHint = true
 	default:
 		return a, models.ErrInvalid.Errorf("tool %q has unknown security level %q (want one of %s)", def.Name, def.Security.Level, strings.Join(tooldef.Levels, ", "))

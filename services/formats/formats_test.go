@@ -245,7 +245,7 @@ func TestRenderGolden(t *testing.T) {
 				}
 				want, err := os.ReadFile(path)
 				if err != nil {
-					t.Fatalf("%v (run go test ./services -run TestRenderGolden -update)", err)
+					t.Fatalf("%v (run go test ./services/formats -run TestRenderGolden -update)", err)
 				}
 				if !bytes.Equal(pretty.Bytes(), want) {
 					t.Errorf("%s differs from the golden file:\ngot:\n%s\nwant:\n%s", path, pretty.Bytes(), want)
@@ -574,7 +574,7 @@ func checkMCP(tool map[string]any, def tooldef.Definition) []string {
 	}
 	want := map[string]any{
 		tooldef.LevelSafe:      map[string]any{"readOnlyHint": true, "destructiveHint": false, "idempotentHint": true},
-		tooldef.LevelModerate:  map[string]any{"readOnlyHint": false, "destructiveHint": false, "idempotentHint": false},
+		tooldef.LevelModerate:  map[string]any{"readOnlyHint": false, "destructiveHint": true, "idempotentHint": false},
 		tooldef.LevelDangerous: map[string]any{"readOnlyHint": false, "destructiveHint": true, "idempotentHint": false},
 	}[def.Security.Level].(map[string]any)
 	want["openWorldHint"] = slices.Contains([]string{"browser", "search", "api"}, def.Category) || def.Security.Network
@@ -741,12 +741,12 @@ func TestMCPAnnotations(t *testing.T) {
 		want                  mcpAnnotations
 	}{
 		{"file_read", tooldef.LevelSafe, "filesystem", false, mcpAnnotations{"File Read", true, false, true, false}},
-		{"file_write", tooldef.LevelModerate, "filesystem", false, mcpAnnotations{"File Write", false, false, false, false}},
+		{"file_write", tooldef.LevelModerate, "filesystem", false, mcpAnnotations{"File Write", false, true, false, false}},
 		{"shell_exec", tooldef.LevelDangerous, "shell", false, mcpAnnotations{"Shell Exec", false, true, false, false}},
 		{"shell_fetch", tooldef.LevelDangerous, "shell", true, mcpAnnotations{"Shell Fetch", false, true, false, true}},
-		{"browser_navigate", tooldef.LevelModerate, "browser", false, mcpAnnotations{"Browser Navigate", false, false, false, true}},
+		{"browser_navigate", tooldef.LevelModerate, "browser", false, mcpAnnotations{"Browser Navigate", false, true, false, true}},
 		{"web_search", tooldef.LevelSafe, "search", false, mcpAnnotations{"Web Search", true, false, true, true}},
-		{"http_request", tooldef.LevelModerate, "api", false, mcpAnnotations{"Http Request", false, false, false, true}},
+		{"http_request", tooldef.LevelModerate, "api", false, mcpAnnotations{"Http Request", false, true, false, true}},
 		{"code_execute", tooldef.LevelDangerous, "code", false, mcpAnnotations{"Code Execute", false, true, false, false}},
 		{"get_v2_status", tooldef.LevelSafe, "api", false, mcpAnnotations{"Get V2 Status", true, false, true, true}},
 		{"x", tooldef.LevelSafe, "code", false, mcpAnnotations{"X", true, false, true, false}},
