@@ -3,7 +3,7 @@
 //	@title						Toolbelt API
 //	@version					1.0
 //	@description				Register tools once, select the few that fit a task, and run every call through validation, permissions, approvals and the sandbox. Authenticate with "Authorization: Bearer <api key>".
-//	@BasePath					/api/v1
+//	@BasePath					/
 //	@securityDefinitions.apikey	BearerAuth
 //	@in							header
 //	@name						Authorization

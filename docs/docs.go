@@ -15,7 +15,7 @@ const docTemplate = `{
     "host": "{{.Host}}",
     "basePath": "{{.BasePath}}",
     "paths": {
-        "/approvals": {
+        "/api/v1/approvals": {
             "get": {
                 "description": "Pending approvals by default (tool, redacted arguments, requester, expiry), newest first; status=all or a state for the others.",
                 "produces": [
@@ -25,6 +25,7 @@ const docTemplate = `{
                     "approvals"
                 ],
                 "summary": "Approval queue",
+                "operationId": "listApprovals",
                 "parameters": [
                     {
                         "enum": [
@@ -74,7 +75,7 @@ const docTemplate = `{
                 ]
             }
         },
-        "/approvals/{id}/approve": {
+        "/api/v1/approvals/{id}/approve": {
             "post": {
                 "description": "The call runs at once in the background (its result at GET /calls/{id}). A reviewer cannot approve their own call; an expired or decided approval answers 409.",
                 "consumes": [
@@ -87,6 +88,7 @@ const docTemplate = `{
                     "approvals"
                 ],
                 "summary": "Approve a call",
+                "operationId": "approve",
                 "parameters": [
                     {
                         "type": "string",
@@ -143,7 +145,7 @@ const docTemplate = `{
                 ]
             }
         },
-        "/approvals/{id}/deny": {
+        "/api/v1/approvals/{id}/deny": {
             "post": {
                 "description": "The call ends with CONFIRMATION_DENIED and the reason as its suggestion.",
                 "consumes": [
@@ -156,6 +158,7 @@ const docTemplate = `{
                     "approvals"
                 ],
                 "summary": "Deny a call",
+                "operationId": "deny",
                 "parameters": [
                     {
                         "type": "string",
@@ -219,7 +222,7 @@ const docTemplate = `{
                 ]
             }
         },
-        "/calls": {
+        "/api/v1/calls": {
             "get": {
                 "description": "Calls newest first, filtered and paginated. Agents see only their own calls.",
                 "produces": [
@@ -229,6 +232,7 @@ const docTemplate = `{
                     "calls"
                 ],
                 "summary": "Call history",
+                "operationId": "listCalls",
                 "parameters": [
                     {
                         "type": "string",
@@ -328,6 +332,7 @@ const docTemplate = `{
                     "calls"
                 ],
                 "summary": "Call a tool",
+                "operationId": "callTool",
                 "parameters": [
                     {
                         "description": "Tool, arguments and session",
@@ -396,7 +401,7 @@ const docTemplate = `{
                 ]
             }
         },
-        "/calls/{id}": {
+        "/api/v1/calls/{id}": {
             "get": {
                 "description": "One call with its result. Agents see only their own calls.",
                 "produces": [
@@ -406,6 +411,7 @@ const docTemplate = `{
                     "calls"
                 ],
                 "summary": "Get a call",
+                "operationId": "getCall",
                 "parameters": [
                     {
                         "type": "string",
@@ -453,6 +459,7 @@ const docTemplate = `{
                     "calls"
                 ],
                 "summary": "Cancel a call",
+                "operationId": "cancelCall",
                 "parameters": [
                     {
                         "type": "string",
@@ -498,7 +505,7 @@ const docTemplate = `{
                 ]
             }
         },
-        "/calls/{id}/events": {
+        "/api/v1/calls/{id}/events": {
             "get": {
                 "description": "Streams the call's status changes, progress its tool emits, and finally its result (\"result\" event), as text/event-stream. A call that already ended sends its result at once. Agents see only their own calls.",
                 "produces": [
@@ -508,6 +515,7 @@ const docTemplate = `{
                     "calls"
                 ],
                 "summary": "Call events (SSE)",
+                "operationId": "callEvents",
                 "parameters": [
                     {
                         "type": "string",
@@ -550,7 +558,7 @@ const docTemplate = `{
                 ]
             }
         },
-        "/categories": {
+        "/api/v1/categories": {
             "get": {
                 "description": "Every category with its number of active tools.",
                 "produces": [
@@ -560,6 +568,7 @@ const docTemplate = `{
                     "tools"
                 ],
                 "summary": "Category index",
+                "operationId": "categories",
                 "responses": {
                     "200": {
                         "description": "OK",
@@ -587,29 +596,7 @@ const docTemplate = `{
                 ]
             }
         },
-        "/healthz": {
-            "get": {
-                "produces": [
-                    "application/json"
-                ],
-                "tags": [
-                    "health"
-                ],
-                "summary": "Liveness",
-                "responses": {
-                    "200": {
-                        "description": "OK",
-                        "schema": {
-                            "type": "object",
-                            "additionalProperties": {
-                                "type": "string"
-                            }
-                        }
-                    }
-                }
-            }
-        },
-        "/import/openapi": {
+        "/api/v1/import/openapi": {
             "post": {
                 "description": "Reads an OpenAPI 3 or Swagger 2 document (JSON or YAML, in the body or fetched from url under the SSRF policy) and makes each operation an http tool: the name from operationId in snake_case (or method and path), category api, security level moderate (dangerous for DELETE), the path, query and header parameters and a JSON request body (as \"body\") in one JSON Schema, and a runner calling the document's first server or base_url. With dry_run the answer (200) lists every operation with its tool, its problems and notes, and nothing is stored. Otherwise every tool is registered in one transaction (201), or none: any invalid tool answers 422 with problems located by operation, and a name already registered answers 409 (only new names are imported; use prefix) — unless update is set: then each registered tool the document changes gets its next patch version, the others are listed as unchanged, in the same transaction (200 when nothing changed).",
                 "consumes": [
@@ -622,6 +609,7 @@ const docTemplate = `{
                     "tools"
                 ],
                 "summary": "Import tools from an OpenAPI document",
+                "operationId": "importOpenAPI",
                 "parameters": [
                     {
                         "description": "Document or URL, and options",
@@ -696,13 +684,14 @@ const docTemplate = `{
                 ]
             }
         },
-        "/keys/{id}": {
+        "/api/v1/keys/{id}": {
             "delete": {
                 "description": "The key stops working at once. The last active admin key cannot be revoked (409).",
                 "tags": [
                     "access"
                 ],
                 "summary": "Revoke an API key",
+                "operationId": "revokeKey",
                 "parameters": [
                     {
                         "type": "integer",
@@ -754,7 +743,7 @@ const docTemplate = `{
                 ]
             }
         },
-        "/me": {
+        "/api/v1/me": {
             "get": {
                 "description": "The principal the API key belongs to.",
                 "produces": [
@@ -764,6 +753,7 @@ const docTemplate = `{
                     "access"
                 ],
                 "summary": "Who am I",
+                "operationId": "whoAmI",
                 "responses": {
                     "200": {
                         "description": "OK",
@@ -785,7 +775,7 @@ const docTemplate = `{
                 ]
             }
         },
-        "/principals": {
+        "/api/v1/principals": {
             "get": {
                 "description": "Every principal with its keys (prefix, creation, last use, revocation; never the key itself).",
                 "produces": [
@@ -795,6 +785,7 @@ const docTemplate = `{
                     "access"
                 ],
                 "summary": "List principals",
+                "operationId": "listPrincipals",
                 "responses": {
                     "200": {
                         "description": "OK",
@@ -833,6 +824,7 @@ const docTemplate = `{
                     "access"
                 ],
                 "summary": "Create a principal",
+                "operationId": "createPrincipal",
                 "parameters": [
                     {
                         "description": "Name and role",
@@ -889,7 +881,7 @@ const docTemplate = `{
                 ]
             }
         },
-        "/principals/{id}/grants": {
+        "/api/v1/principals/{id}/grants": {
             "get": {
                 "produces": [
                     "application/json"
@@ -898,6 +890,7 @@ const docTemplate = `{
                     "access"
                 ],
                 "summary": "Get an agent's grants",
+                "operationId": "grants",
                 "parameters": [
                     {
                         "type": "integer",
@@ -957,6 +950,7 @@ const docTemplate = `{
                     "access"
                 ],
                 "summary": "Set an agent's grants",
+                "operationId": "setGrants",
                 "parameters": [
                     {
                         "type": "integer",
@@ -1020,7 +1014,7 @@ const docTemplate = `{
                 ]
             }
         },
-        "/principals/{id}/keys": {
+        "/api/v1/principals/{id}/keys": {
             "post": {
                 "description": "Adds a key to the principal. The key is in this answer only.",
                 "produces": [
@@ -1030,6 +1024,7 @@ const docTemplate = `{
                     "access"
                 ],
                 "summary": "Issue an API key",
+                "operationId": "issueKey",
                 "parameters": [
                     {
                         "type": "integer",
@@ -1078,32 +1073,7 @@ const docTemplate = `{
                 ]
             }
         },
-        "/readyz": {
-            "get": {
-                "produces": [
-                    "application/json"
-                ],
-                "tags": [
-                    "health"
-                ],
-                "summary": "Readiness",
-                "responses": {
-                    "200": {
-                        "description": "OK",
-                        "schema": {
-                            "$ref": "#/definitions/ops.Readiness"
-                        }
-                    },
-                    "503": {
-                        "description": "Service Unavailable",
-                        "schema": {
-                            "$ref": "#/definitions/ops.Readiness"
-                        }
-                    }
-                }
-            }
-        },
-        "/selections/{id}/feedback": {
+        "/api/v1/selections/{id}/feedback": {
             "post": {
                 "description": "The selection's query becomes retrieval text for each named tool (whether or not it was among those selected), so similar tasks find it. Agents may only give feedback on their own selections.",
                 "consumes": [
@@ -1116,6 +1086,7 @@ const docTemplate = `{
                     "selection"
                 ],
                 "summary": "Feedback on a selection",
+                "operationId": "selectionFeedback",
                 "parameters": [
                     {
                         "type": "string",
@@ -1179,7 +1150,7 @@ const docTemplate = `{
                 ]
             }
         },
-        "/stats": {
+        "/api/v1/stats": {
             "get": {
                 "description": "Over the last ` + "`" + `hours` + "`" + ` clock hours (the current one included): calls, success and cache hit rates, p50/p95 latency, failures by error code, calls per hour, and the same per tool; the busiest tools, tools whose failure rate rose in the last hour, pending approvals, and the failure-rate alerts firing now.",
                 "produces": [
@@ -1189,6 +1160,7 @@ const docTemplate = `{
                     "stats"
                 ],
                 "summary": "Usage statistics",
+                "operationId": "getStats",
                 "parameters": [
                     {
                         "type": "integer",
@@ -1238,7 +1210,7 @@ const docTemplate = `{
                 ]
             }
         },
-        "/tools": {
+        "/api/v1/tools": {
             "get": {
                 "description": "Lists active tools ordered by name, filtered and paginated. With format, each entry is the tool rendered for that LLM API, ready to put in its tools array.",
                 "produces": [
@@ -1248,6 +1220,7 @@ const docTemplate = `{
                     "tools"
                 ],
                 "summary": "List tools",
+                "operationId": "listTools",
                 "parameters": [
                     {
                         "enum": [
@@ -1362,6 +1335,7 @@ const docTemplate = `{
                     "tools"
                 ],
                 "summary": "Register a tool",
+                "operationId": "registerTool",
                 "parameters": [
                     {
                         "description": "Tool definition",
@@ -1430,7 +1404,7 @@ const docTemplate = `{
                 ]
             }
         },
-        "/tools/select": {
+        "/api/v1/tools/select": {
             "post": {
                 "description": "Ranks the catalog for the task (dense similarity fused with BM25 and what was learned from usage), keeps what the caller may use and this host can run, and returns the best tools in the requested LLM format with scores, reasons and a token estimate. The selection id can be sent back as feedback; a later call in the same session also teaches the index.",
                 "consumes": [
@@ -1443,6 +1417,7 @@ const docTemplate = `{
                     "selection"
                 ],
                 "summary": "Select tools for a task",
+                "operationId": "selectTools",
                 "parameters": [
                     {
                         "description": "Task and filters (limit default 12, at most 40; format default openai)",
@@ -1493,7 +1468,7 @@ const docTemplate = `{
                 ]
             }
         },
-        "/tools/{name}": {
+        "/api/v1/tools/{name}": {
             "get": {
                 "description": "The current version of an active tool, or with format its rendering for that LLM API. An unknown name answers 404 with suggestions: the closest real tools by name and by the session's last task.",
                 "produces": [
@@ -1503,6 +1478,7 @@ const docTemplate = `{
                     "tools"
                 ],
                 "summary": "Get a tool",
+                "operationId": "getTool",
                 "parameters": [
                     {
                         "type": "string",
@@ -1581,6 +1557,7 @@ const docTemplate = `{
                     "tools"
                 ],
                 "summary": "Publish a new version",
+                "operationId": "publishTool",
                 "parameters": [
                     {
                         "type": "string",
@@ -1655,6 +1632,7 @@ const docTemplate = `{
                     "tools"
                 ],
                 "summary": "Retire a tool",
+                "operationId": "retireTool",
                 "parameters": [
                     {
                         "type": "string",
@@ -1700,7 +1678,7 @@ const docTemplate = `{
                 ]
             }
         },
-        "/tools/{name}/queries": {
+        "/api/v1/tools/{name}/queries": {
             "get": {
                 "description": "The task texts that led to this tool being used, newest first; they are part of its retrieval text.",
                 "produces": [
@@ -1710,6 +1688,7 @@ const docTemplate = `{
                     "selection"
                 ],
                 "summary": "Learned queries of a tool",
+                "operationId": "learnedQueries",
                 "parameters": [
                     {
                         "type": "string",
@@ -1758,13 +1737,14 @@ const docTemplate = `{
                 ]
             }
         },
-        "/tools/{name}/queries/{id}": {
+        "/api/v1/tools/{name}/queries/{id}": {
             "delete": {
                 "description": "The query stops being retrieval text for the tool at once.",
                 "tags": [
                     "selection"
                 ],
                 "summary": "Remove a learned query",
+                "operationId": "forgetQuery",
                 "parameters": [
                     {
                         "type": "string",
@@ -1817,7 +1797,7 @@ const docTemplate = `{
                 ]
             }
         },
-        "/tools/{name}/rollback": {
+        "/api/v1/tools/{name}/rollback": {
             "post": {
                 "description": "Makes an existing version current again (and restores a retired tool). No version is created or changed.",
                 "consumes": [
@@ -1830,6 +1810,7 @@ const docTemplate = `{
                     "tools"
                 ],
                 "summary": "Roll back",
+                "operationId": "rollbackTool",
                 "parameters": [
                     {
                         "type": "string",
@@ -1893,7 +1874,7 @@ const docTemplate = `{
                 ]
             }
         },
-        "/tools/{name}/versions": {
+        "/api/v1/tools/{name}/versions": {
             "get": {
                 "description": "Every version of the tool, oldest first, marking the current one. Retired tools keep their history.",
                 "produces": [
@@ -1903,6 +1884,7 @@ const docTemplate = `{
                     "tools"
                 ],
                 "summary": "List versions",
+                "operationId": "toolVersions",
                 "parameters": [
                     {
                         "type": "string",
@@ -1951,7 +1933,7 @@ const docTemplate = `{
                 ]
             }
         },
-        "/tools/{name}/versions/{version}": {
+        "/api/v1/tools/{name}/versions/{version}": {
             "get": {
                 "produces": [
                     "application/json"
@@ -1960,6 +1942,7 @@ const docTemplate = `{
                     "tools"
                 ],
                 "summary": "Get one version",
+                "operationId": "toolVersion",
                 "parameters": [
                     {
                         "type": "string",
@@ -2013,6 +1996,55 @@ const docTemplate = `{
                         "BearerAuth": []
                     }
                 ]
+            }
+        },
+        "/healthz": {
+            "get": {
+                "produces": [
+                    "application/json"
+                ],
+                "tags": [
+                    "health"
+                ],
+                "summary": "Liveness",
+                "operationId": "healthz",
+                "responses": {
+                    "200": {
+                        "description": "OK",
+                        "schema": {
+                            "type": "object",
+                            "additionalProperties": {
+                                "type": "string"
+                            }
+                        }
+                    }
+                }
+            }
+        },
+        "/readyz": {
+            "get": {
+                "produces": [
+                    "application/json"
+                ],
+                "tags": [
+                    "health"
+                ],
+                "summary": "Readiness",
+                "operationId": "readyz",
+                "responses": {
+                    "200": {
+                        "description": "OK",
+                        "schema": {
+                            "$ref": "#/definitions/ops.Readiness"
+                        }
+                    },
+                    "503": {
+                        "description": "Service Unavailable",
+                        "schema": {
+                            "$ref": "#/definitions/ops.Readiness"
+                        }
+                    }
+                }
             }
         }
     },
@@ -3435,7 +3467,7 @@ const docTemplate = `{
 var SwaggerInfo = &swag.Spec{
 	Version:          "1.0",
 	Host:             "",
-	BasePath:         "/api/v1",
+	BasePath:         "/",
 	Schemes:          []string{},
 	Title:            "Toolbelt API",
 	Description:      "Register tools once, select the few that fit a task, and run every call through validation, permissions, approvals and the sandbox. Authenticate with \"Authorization: Bearer <api key>\".",

@@ -44,6 +44,7 @@ func statusOf(res invoke.ToolResult) int {
 // CallTool runs a tool call through the guard chain.
 //
 //	@Summary		Call a tool
+//	@ID			callTool
 //	@Description	Runs the call through the guards (resolve, validate, authorize, approve, secure, cache, rate limit, category queue) and the tool, retrying retryable failures with backoff. A dangerous or confirm-required call waits for a reviewer, and an async call runs in the background: both answer 202 with a Location to poll. A call that ran answers 200 with its ToolResult even when the tool failed; a call a guard refused answers 4xx with the same body (404 unknown tool with suggestions, 422 invalid arguments, 403 permission, approval or path).
 //	@Tags			calls
 //	@Accept			json
@@ -58,7 +59,7 @@ func statusOf(res invoke.ToolResult) int {
 //	@Failure		422		{object}	invoke.ToolResult
 //	@Failure		429		{object}	invoke.ToolResult	"rate limit or full queue, with Retry-After"
 //	@Security		BearerAuth
-//	@Router			/calls [post]
+//	@Router			/api/v1/calls [post]
 func (h *Handler) CallTool(c *gin.Context) error {
 	var req invoke.CallRequest
 	if err := bindJSON(c, &req); err != nil {
@@ -81,6 +82,7 @@ func (h *Handler) CallTool(c *gin.Context) error {
 // GetCall returns one call of the history.
 //
 //	@Summary		Get a call
+//	@ID			getCall
 //	@Description	One call with its result. Agents see only their own calls.
 //	@Tags			calls
 //	@Produce		json
@@ -90,7 +92,7 @@ func (h *Handler) CallTool(c *gin.Context) error {
 //	@Failure		403	{object}	ErrorBody
 //	@Failure		404	{object}	ErrorBody
 //	@Security		BearerAuth
-//	@Router			/calls/{id} [get]
+//	@Router			/api/v1/calls/{id} [get]
 func (h *Handler) GetCall(c *gin.Context) error {
 	rec, err := h.Invoker.CallRecord(c.Request.Context(), CurrentPrincipal(c), c.Param("id"))
 	if err != nil {
@@ -103,6 +105,7 @@ func (h *Handler) GetCall(c *gin.Context) error {
 // ListCalls returns the call history.
 //
 //	@Summary		Call history
+//	@ID			listCalls
 //	@Description	Calls newest first, filtered and paginated. Agents see only their own calls.
 //	@Tags			calls
 //	@Produce		json
@@ -119,7 +122,7 @@ func (h *Handler) GetCall(c *gin.Context) error {
 //	@Failure		401			{object}	ErrorBody
 //	@Failure		403			{object}	ErrorBody
 //	@Security		BearerAuth
-//	@Router			/calls [get]
+//	@Router			/api/v1/calls [get]
 func (h *Handler) ListCalls(c *gin.Context) error {
 	if err := onlyQuery(c, "tool", "status", "principal", "session_id", "since", "until", "limit", "offset"); err != nil {
 		return err
@@ -173,6 +176,7 @@ type ApprovalList struct {
 // ListApprovals lists approvals.
 //
 //	@Summary		Approval queue
+//	@ID			listApprovals
 //	@Description	Pending approvals by default (tool, redacted arguments, requester, expiry), newest first; status=all or a state for the others.
 //	@Tags			approvals
 //	@Produce		json
@@ -182,7 +186,7 @@ type ApprovalList struct {
 //	@Failure		401		{object}	ErrorBody
 //	@Failure		403		{object}	ErrorBody
 //	@Security		BearerAuth
-//	@Router			/approvals [get]
+//	@Router			/api/v1/approvals [get]
 func (h *Handler) ListApprovals(c *gin.Context) error {
 	if err := onlyQuery(c, "status"); err != nil {
 		return err
@@ -201,6 +205,7 @@ func (h *Handler) ListApprovals(c *gin.Context) error {
 // Approve approves a pending call, which then runs.
 //
 //	@Summary		Approve a call
+//	@ID			approve
 //	@Description	The call runs at once in the background (its result at GET /calls/{id}). A reviewer cannot approve their own call; an expired or decided approval answers 409.
 //	@Tags			approvals
 //	@Accept			json
@@ -213,12 +218,13 @@ func (h *Handler) ListApprovals(c *gin.Context) error {
 //	@Failure		404		{object}	ErrorBody
 //	@Failure		409		{object}	ErrorBody
 //	@Security		BearerAuth
-//	@Router			/approvals/{id}/approve [post]
+//	@Router			/api/v1/approvals/{id}/approve [post]
 func (h *Handler) Approve(c *gin.Context) error { return h.decide(c, true) }
 
 // Deny denies a pending call with a reason for the agent.
 //
 //	@Summary		Deny a call
+//	@ID			deny
 //	@Description	The call ends with CONFIRMATION_DENIED and the reason as its suggestion.
 //	@Tags			approvals
 //	@Accept			json
@@ -232,7 +238,7 @@ func (h *Handler) Approve(c *gin.Context) error { return h.decide(c, true) }
 //	@Failure		409		{object}	ErrorBody
 //	@Failure		422		{object}	ErrorBody
 //	@Security		BearerAuth
-//	@Router			/approvals/{id}/deny [post]
+//	@Router			/api/v1/approvals/{id}/deny [post]
 func (h *Handler) Deny(c *gin.Context) error { return h.decide(c, false) }
 
 func (h *Handler) decide(c *gin.Context, approve bool) error {
@@ -253,6 +259,7 @@ func (h *Handler) decide(c *gin.Context, approve bool) error {
 // CancelCall cancels a call.
 //
 //	@Summary		Cancel a call
+//	@ID			cancelCall
 //	@Description	A queued or running call is cancelled (it ends CANCELLED); a call awaiting approval ends at once. Agents cancel only their own calls; a finished call answers 409.
 //	@Tags			calls
 //	@Param			id	path	string	true	"Call id"
@@ -262,7 +269,7 @@ func (h *Handler) decide(c *gin.Context, approve bool) error {
 //	@Failure		404	{object}	ErrorBody
 //	@Failure		409	{object}	ErrorBody
 //	@Security		BearerAuth
-//	@Router			/calls/{id} [delete]
+//	@Router			/api/v1/calls/{id} [delete]
 func (h *Handler) CancelCall(c *gin.Context) error {
 	if err := h.Invoker.Cancel(c.Request.Context(), CurrentPrincipal(c), c.Param("id")); err != nil {
 		return err
@@ -275,6 +282,7 @@ func (h *Handler) CancelCall(c *gin.Context) error {
 // CallEvents streams a call's events as Server-Sent Events.
 //
 //	@Summary		Call events (SSE)
+//	@ID			callEvents
 //	@Description	Streams the call's status changes, progress its tool emits, and finally its result ("result" event), as text/event-stream. A call that already ended sends its result at once. Agents see only their own calls.
 //	@Tags			calls
 //	@Produce		text/event-stream
@@ -284,7 +292,7 @@ func (h *Handler) CancelCall(c *gin.Context) error {
 //	@Failure		403	{object}	ErrorBody
 //	@Failure		404	{object}	ErrorBody
 //	@Security		BearerAuth
-//	@Router			/calls/{id}/events [get]
+//	@Router			/api/v1/calls/{id}/events [get]
 func (h *Handler) CallEvents(c *gin.Context) error {
 	rec, events, stop, err := h.Invoker.Events(c.Request.Context(), CurrentPrincipal(c), c.Param("id"))
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 // Healthz says the process is up.
 //
 //	@Summary	Liveness
+//	@ID			healthz
 //	@Tags		health
 //	@Produce	json
 //	@Success	200	{object}	map[string]string
@@ -24,6 +25,7 @@ func (h *Handler) Healthz(c *gin.Context) {
 // it uses.
 //
 //	@Summary	Readiness
+//	@ID			readyz
 //	@Tags		health
 //	@Produce	json
 //	@Success	200	{object}	ops.Readiness

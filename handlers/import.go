@@ -38,6 +38,7 @@ type OpenAPIImportRequest struct {
 // ImportOpenAPI turns the operations of an OpenAPI document into http tools.
 //
 //	@Summary		Import tools from an OpenAPI document
+//	@ID			importOpenAPI
 //	@Description	Reads an OpenAPI 3 or Swagger 2 document (JSON or YAML, in the body or fetched from url under the SSRF policy) and makes each operation an http tool: the name from operationId in snake_case (or method and path), category api, security level moderate (dangerous for DELETE), the path, query and header parameters and a JSON request body (as "body") in one JSON Schema, and a runner calling the document's first server or base_url. With dry_run the answer (200) lists every operation with its tool, its problems and notes, and nothing is stored. Otherwise every tool is registered in one transaction (201), or none: any invalid tool answers 422 with problems located by operation, and a name already registered answers 409 (only new names are imported; use prefix) — unless update is set: then each registered tool the document changes gets its next patch version, the others are listed as unchanged, in the same transaction (200 when nothing changed).
 //	@Tags			tools
 //	@Accept			json
@@ -53,7 +54,7 @@ type OpenAPIImportRequest struct {
 //	@Failure		415		{object}	ErrorBody
 //	@Failure		422		{object}	ErrorBody	"not an OpenAPI document, both or neither of document and url, or tools the registry refuses"
 //	@Security		BearerAuth
-//	@Router			/import/openapi [post]
+//	@Router			/api/v1/import/openapi [post]
 func (h *Handler) ImportOpenAPI(c *gin.Context) error {
 	var req OpenAPIImportRequest
 	if err := bindJSON(c, &req); err != nil {

@@ -22,6 +22,7 @@ type Me struct {
 // CreatePrincipal creates an account with a first API key.
 //
 //	@Summary		Create a principal
+//	@ID			createPrincipal
 //	@Description	Creates an admin, reviewer or agent with a first API key. The key is in this answer only; Toolbelt stores its hash.
 //	@Tags			access
 //	@Accept			json
@@ -34,7 +35,7 @@ type Me struct {
 //	@Failure		409			{object}	ErrorBody	"name taken"
 //	@Failure		422			{object}	ErrorBody
 //	@Security		BearerAuth
-//	@Router			/principals [post]
+//	@Router			/api/v1/principals [post]
 func (h *Handler) CreatePrincipal(c *gin.Context) error {
 	var in access.NewPrincipal
 	if err := bindJSON(c, &in); err != nil {
@@ -52,6 +53,7 @@ func (h *Handler) CreatePrincipal(c *gin.Context) error {
 // ListPrincipals lists accounts and their keys.
 //
 //	@Summary		List principals
+//	@ID			listPrincipals
 //	@Description	Every principal with its keys (prefix, creation, last use, revocation; never the key itself).
 //	@Tags			access
 //	@Produce		json
@@ -59,7 +61,7 @@ func (h *Handler) CreatePrincipal(c *gin.Context) error {
 //	@Failure		401	{object}	ErrorBody
 //	@Failure		403	{object}	ErrorBody
 //	@Security		BearerAuth
-//	@Router			/principals [get]
+//	@Router			/api/v1/principals [get]
 func (h *Handler) ListPrincipals(c *gin.Context) error {
 	ps, err := h.Accounts.Principals(c.Request.Context())
 	if err != nil {
@@ -72,6 +74,7 @@ func (h *Handler) ListPrincipals(c *gin.Context) error {
 // IssueKey adds an API key to a principal.
 //
 //	@Summary		Issue an API key
+//	@ID			issueKey
 //	@Description	Adds a key to the principal. The key is in this answer only.
 //	@Tags			access
 //	@Produce		json
@@ -82,7 +85,7 @@ func (h *Handler) ListPrincipals(c *gin.Context) error {
 //	@Failure		403	{object}	ErrorBody
 //	@Failure		404	{object}	ErrorBody
 //	@Security		BearerAuth
-//	@Router			/principals/{id}/keys [post]
+//	@Router			/api/v1/principals/{id}/keys [post]
 func (h *Handler) IssueKey(c *gin.Context) error {
 	id, err := idParam(c, "id")
 	if err != nil {
@@ -100,6 +103,7 @@ func (h *Handler) IssueKey(c *gin.Context) error {
 // RevokeKey revokes an API key.
 //
 //	@Summary		Revoke an API key
+//	@ID			revokeKey
 //	@Description	The key stops working at once. The last active admin key cannot be revoked (409).
 //	@Tags			access
 //	@Param			id	path	int	true	"Key id"
@@ -110,7 +114,7 @@ func (h *Handler) IssueKey(c *gin.Context) error {
 //	@Failure		404	{object}	ErrorBody
 //	@Failure		409	{object}	ErrorBody	"last admin key"
 //	@Security		BearerAuth
-//	@Router			/keys/{id} [delete]
+//	@Router			/api/v1/keys/{id} [delete]
 func (h *Handler) RevokeKey(c *gin.Context) error {
 	id, err := idParam(c, "id")
 	if err != nil {
@@ -126,6 +130,7 @@ func (h *Handler) RevokeKey(c *gin.Context) error {
 // SetGrants replaces what an agent may use.
 //
 //	@Summary		Set an agent's grants
+//	@ID			setGrants
 //	@Description	Replaces the categories and tools the agent may use, stored as Casbin policies (in the same database) for selection and calls to enforce.
 //	@Tags			access
 //	@Accept			json
@@ -139,7 +144,7 @@ func (h *Handler) RevokeKey(c *gin.Context) error {
 //	@Failure		404		{object}	ErrorBody
 //	@Failure		422		{object}	ErrorBody
 //	@Security		BearerAuth
-//	@Router			/principals/{id}/grants [put]
+//	@Router			/api/v1/principals/{id}/grants [put]
 func (h *Handler) SetGrants(c *gin.Context) error {
 	id, err := idParam(c, "id")
 	if err != nil {
@@ -160,6 +165,7 @@ func (h *Handler) SetGrants(c *gin.Context) error {
 // Grants returns what an agent may use.
 //
 //	@Summary		Get an agent's grants
+//	@ID			grants
 //	@Tags			access
 //	@Produce		json
 //	@Param			id	path		int	true	"Principal id"
@@ -169,7 +175,7 @@ func (h *Handler) SetGrants(c *gin.Context) error {
 //	@Failure		403	{object}	ErrorBody
 //	@Failure		404	{object}	ErrorBody
 //	@Security		BearerAuth
-//	@Router			/principals/{id}/grants [get]
+//	@Router			/api/v1/principals/{id}/grants [get]
 func (h *Handler) Grants(c *gin.Context) error {
 	id, err := idParam(c, "id")
 	if err != nil {
@@ -186,13 +192,14 @@ func (h *Handler) Grants(c *gin.Context) error {
 // WhoAmI describes the caller.
 //
 //	@Summary		Who am I
+//	@ID			whoAmI
 //	@Description	The principal the API key belongs to.
 //	@Tags			access
 //	@Produce		json
 //	@Success		200	{object}	Me
 //	@Failure		401	{object}	ErrorBody
 //	@Security		BearerAuth
-//	@Router			/me [get]
+//	@Router			/api/v1/me [get]
 func (h *Handler) WhoAmI(c *gin.Context) error {
 	p := CurrentPrincipal(c)
 	c.JSON(http.StatusOK, Me{ID: p.ID, Name: p.Name, Role: p.Role})

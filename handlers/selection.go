@@ -30,6 +30,7 @@ type LearnedQueryList struct {
 // SelectTools answers which tools fit a task.
 //
 //	@Summary		Select tools for a task
+//	@ID			selectTools
 //	@Description	Ranks the catalog for the task (dense similarity fused with BM25 and what was learned from usage), keeps what the caller may use and this host can run, and returns the best tools in the requested LLM format with scores, reasons and a token estimate. The selection id can be sent back as feedback; a later call in the same session also teaches the index.
 //	@Tags			selection
 //	@Accept			json
@@ -41,7 +42,7 @@ type LearnedQueryList struct {
 //	@Failure		403		{object}	ErrorBody
 //	@Failure		422		{object}	ErrorBody
 //	@Security		BearerAuth
-//	@Router			/tools/select [post]
+//	@Router			/api/v1/tools/select [post]
 func (h *Handler) SelectTools(c *gin.Context) error {
 	var req selection.SelectRequest
 	if err := bindJSON(c, &req); err != nil {
@@ -62,6 +63,7 @@ func (h *Handler) SelectTools(c *gin.Context) error {
 // SelectionFeedback teaches the index which tools a selected task used.
 //
 //	@Summary		Feedback on a selection
+//	@ID			selectionFeedback
 //	@Description	The selection's query becomes retrieval text for each named tool (whether or not it was among those selected), so similar tasks find it. Agents may only give feedback on their own selections.
 //	@Tags			selection
 //	@Accept			json
@@ -75,7 +77,7 @@ func (h *Handler) SelectTools(c *gin.Context) error {
 //	@Failure		404		{object}	ErrorBody
 //	@Failure		422		{object}	ErrorBody
 //	@Security		BearerAuth
-//	@Router			/selections/{id}/feedback [post]
+//	@Router			/api/v1/selections/{id}/feedback [post]
 func (h *Handler) SelectionFeedback(c *gin.Context) error {
 	var req FeedbackRequest
 	if err := bindJSON(c, &req); err != nil {
@@ -95,6 +97,7 @@ func (h *Handler) SelectionFeedback(c *gin.Context) error {
 // LearnedQueries lists what a tool was learned from.
 //
 //	@Summary		Learned queries of a tool
+//	@ID			learnedQueries
 //	@Description	The task texts that led to this tool being used, newest first; they are part of its retrieval text.
 //	@Tags			selection
 //	@Produce		json
@@ -105,7 +108,7 @@ func (h *Handler) SelectionFeedback(c *gin.Context) error {
 //	@Failure		403		{object}	ErrorBody
 //	@Failure		404		{object}	ErrorBody
 //	@Security		BearerAuth
-//	@Router			/tools/{name}/queries [get]
+//	@Router			/api/v1/tools/{name}/queries [get]
 func (h *Handler) LearnedQueries(c *gin.Context) error {
 	qs, err := h.Selector.LearnedQueries(c.Request.Context(), c.Param("name"))
 	if err != nil {
@@ -121,6 +124,7 @@ func (h *Handler) LearnedQueries(c *gin.Context) error {
 // ForgetQuery removes a learned query.
 //
 //	@Summary		Remove a learned query
+//	@ID			forgetQuery
 //	@Description	The query stops being retrieval text for the tool at once.
 //	@Tags			selection
 //	@Param			name	path	string	true	"Tool name"
@@ -131,7 +135,7 @@ func (h *Handler) LearnedQueries(c *gin.Context) error {
 //	@Failure		403	{object}	ErrorBody
 //	@Failure		404	{object}	ErrorBody
 //	@Security		BearerAuth
-//	@Router			/tools/{name}/queries/{id} [delete]
+//	@Router			/api/v1/tools/{name}/queries/{id} [delete]
 func (h *Handler) ForgetQuery(c *gin.Context) error {
 	id, err := idParam(c, "id")
 	if err != nil {

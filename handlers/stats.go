@@ -19,6 +19,7 @@ type StatsResponse struct {
 // GetStats reports usage.
 //
 //	@Summary		Usage statistics
+//	@ID			getStats
 //	@Description	Over the last `hours` clock hours (the current one included): calls, success and cache hit rates, p50/p95 latency, failures by error code, calls per hour, and the same per tool; the busiest tools, tools whose failure rate rose in the last hour, pending approvals, and the failure-rate alerts firing now.
 //	@Tags			stats
 //	@Produce		json
@@ -29,7 +30,7 @@ type StatsResponse struct {
 //	@Failure		401		{object}	ErrorBody
 //	@Failure		403		{object}	ErrorBody
 //	@Security		BearerAuth
-//	@Router			/stats [get]
+//	@Router			/api/v1/stats [get]
 func (h *Handler) GetStats(c *gin.Context) error {
 	if err := onlyQuery(c, "hours", "top"); err != nil {
 		return err

@@ -81,6 +81,7 @@ type VersionList struct {
 // RegisterTool registers a new tool.
 //
 //	@Summary		Register a tool
+//	@ID			registerTool
 //	@Description	Validates the definition (JSON Schema 2020-12 parameters with a root object, snake_case unique name, semver, bounds, runner fields) and stores it as version one. A bad definition answers 422 listing every problem with its JSON pointer; nothing is stored.
 //	@Tags			tools
 //	@Accept			json
@@ -95,7 +96,7 @@ type VersionList struct {
 //	@Failure		415			{object}	ErrorBody
 //	@Failure		422			{object}	ErrorBody	"every problem of the definition"
 //	@Security		BearerAuth
-//	@Router			/tools [post]
+//	@Router			/api/v1/tools [post]
 func (h *Handler) RegisterTool(c *gin.Context) error {
 	var def tooldef.Definition
 	if err := bindJSON(c, &def); err != nil {
@@ -113,6 +114,7 @@ func (h *Handler) RegisterTool(c *gin.Context) error {
 // ListTools lists the catalog.
 //
 //	@Summary		List tools
+//	@ID			listTools
 //	@Description	Lists active tools ordered by name, filtered and paginated. With format, each entry is the tool rendered for that LLM API, ready to put in its tools array.
 //	@Tags			tools
 //	@Produce		json
@@ -129,7 +131,7 @@ func (h *Handler) RegisterTool(c *gin.Context) error {
 //	@Failure		400				{object}	ErrorBody	"unknown or out-of-range query parameter"
 //	@Failure		403				{object}	ErrorBody
 //	@Security		BearerAuth
-//	@Router			/tools [get]
+//	@Router			/api/v1/tools [get]
 func (h *Handler) ListTools(c *gin.Context) error {
 	if err := onlyQuery(c, "category", "tag", "level", "q", "format", "include_retired", "limit", "offset"); err != nil {
 		return err
@@ -174,6 +176,7 @@ func (h *Handler) ListTools(c *gin.Context) error {
 // GetTool returns a tool's current version.
 //
 //	@Summary		Get a tool
+//	@ID			getTool
 //	@Description	The current version of an active tool, or with format its rendering for that LLM API. An unknown name answers 404 with suggestions: the closest real tools by name and by the session's last task.
 //	@Tags			tools
 //	@Produce		json
@@ -186,7 +189,7 @@ func (h *Handler) ListTools(c *gin.Context) error {
 //	@Failure		403		{object}	ErrorBody
 //	@Failure		404		{object}	ErrorBody
 //	@Security		BearerAuth
-//	@Router			/tools/{name} [get]
+//	@Router			/api/v1/tools/{name} [get]
 func (h *Handler) GetTool(c *gin.Context) error {
 	if err := onlyQuery(c, "format", "session_id"); err != nil {
 		return err
@@ -210,6 +213,7 @@ func (h *Handler) GetTool(c *gin.Context) error {
 // PublishTool publishes a new version of a tool.
 //
 //	@Summary		Publish a new version
+//	@ID			publishTool
 //	@Description	Stores the definition as the new current version. Its version must be greater (semver) than every earlier one; earlier versions stay immutable and readable. Publishing restores a retired tool.
 //	@Tags			tools
 //	@Accept			json
@@ -224,7 +228,7 @@ func (h *Handler) GetTool(c *gin.Context) error {
 //	@Failure		409			{object}	ErrorBody	"the same version was published concurrently"
 //	@Failure		422			{object}	ErrorBody	"invalid definition, or a version not greater than every published one"
 //	@Security		BearerAuth
-//	@Router			/tools/{name} [put]
+//	@Router			/api/v1/tools/{name} [put]
 func (h *Handler) PublishTool(c *gin.Context) error {
 	name := c.Param("name")
 	if !tooldef.NamePattern.MatchString(name) {
@@ -245,6 +249,7 @@ func (h *Handler) PublishTool(c *gin.Context) error {
 // ToolVersions lists a tool's versions.
 //
 //	@Summary		List versions
+//	@ID			toolVersions
 //	@Description	Every version of the tool, oldest first, marking the current one. Retired tools keep their history.
 //	@Tags			tools
 //	@Produce		json
@@ -255,7 +260,7 @@ func (h *Handler) PublishTool(c *gin.Context) error {
 //	@Failure		403		{object}	ErrorBody
 //	@Failure		404		{object}	ErrorBody
 //	@Security		BearerAuth
-//	@Router			/tools/{name}/versions [get]
+//	@Router			/api/v1/tools/{name}/versions [get]
 func (h *Handler) ToolVersions(c *gin.Context) error {
 	vers, err := h.Registry.Versions(c.Request.Context(), c.Param("name"))
 	if err != nil {
@@ -268,6 +273,7 @@ func (h *Handler) ToolVersions(c *gin.Context) error {
 // ToolVersion returns one version of a tool.
 //
 //	@Summary		Get one version
+//	@ID			toolVersion
 //	@Tags			tools
 //	@Produce		json
 //	@Param			name	path		string	true	"Tool name"
@@ -278,7 +284,7 @@ func (h *Handler) ToolVersions(c *gin.Context) error {
 //	@Failure		403		{object}	ErrorBody
 //	@Failure		404		{object}	ErrorBody
 //	@Security		BearerAuth
-//	@Router			/tools/{name}/versions/{version} [get]
+//	@Router			/api/v1/tools/{name}/versions/{version} [get]
 func (h *Handler) ToolVersion(c *gin.Context) error {
 	tool, err := h.Registry.Version(c.Request.Context(), c.Param("name"), c.Param("version"))
 	if err != nil {
@@ -291,6 +297,7 @@ func (h *Handler) ToolVersion(c *gin.Context) error {
 // RollbackTool makes an earlier version current.
 //
 //	@Summary		Roll back
+//	@ID			rollbackTool
 //	@Description	Makes an existing version current again (and restores a retired tool). No version is created or changed.
 //	@Tags			tools
 //	@Accept			json
@@ -304,7 +311,7 @@ func (h *Handler) ToolVersion(c *gin.Context) error {
 //	@Failure		404		{object}	ErrorBody
 //	@Failure		422		{object}	ErrorBody
 //	@Security		BearerAuth
-//	@Router			/tools/{name}/rollback [post]
+//	@Router			/api/v1/tools/{name}/rollback [post]
 func (h *Handler) RollbackTool(c *gin.Context) error {
 	var req RollbackRequest
 	if err := bindJSON(c, &req); err != nil {
@@ -321,6 +328,7 @@ func (h *Handler) RollbackTool(c *gin.Context) error {
 // RetireTool retires a tool.
 //
 //	@Summary		Retire a tool
+//	@ID			retireTool
 //	@Description	Takes the tool out of the catalog and of selection. Its versions stay readable; publishing a new version or rolling back restores it.
 //	@Tags			tools
 //	@Param			name	path	string	true	"Tool name"
@@ -330,7 +338,7 @@ func (h *Handler) RollbackTool(c *gin.Context) error {
 //	@Failure		403	{object}	ErrorBody
 //	@Failure		404	{object}	ErrorBody
 //	@Security		BearerAuth
-//	@Router			/tools/{name} [delete]
+//	@Router			/api/v1/tools/{name} [delete]
 func (h *Handler) RetireTool(c *gin.Context) error {
 	if err := h.Registry.Retire(c.Request.Context(), c.Param("name"), CurrentPrincipal(c)); err != nil {
 		return err
@@ -342,6 +350,7 @@ func (h *Handler) RetireTool(c *gin.Context) error {
 // Categories lists categories with their tool counts.
 //
 //	@Summary		Category index
+//	@ID			categories
 //	@Description	Every category with its number of active tools.
 //	@Tags			tools
 //	@Produce		json
@@ -349,7 +358,7 @@ func (h *Handler) RetireTool(c *gin.Context) error {
 //	@Failure		401	{object}	ErrorBody
 //	@Failure		403	{object}	ErrorBody
 //	@Security		BearerAuth
-//	@Router			/categories [get]
+//	@Router			/api/v1/categories [get]
 func (h *Handler) Categories(c *gin.Context) error {
 	cats, err := h.Registry.Categories(c.Request.Context())
 	if err != nil {

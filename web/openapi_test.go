@@ -32,9 +32,35 @@ func TestOpenAPISpec(t *testing.T) {
 		t.Fatalf("spec is invalid: %v", err)
 	}
 	sw := doc.Spec()
+	// A documented URL is the base path joined with the operation's path,
+	// as every client builds it: each must be a route the server serves.
+	base := strings.TrimSuffix(sw.BasePath, "/")
 	param := regexp.MustCompile(`:([a-z]+)`)
+	served := map[string]bool{"GET /healthz": true, "GET /readyz": true}
 	for _, rt := range web.Routes {
-		path := param.ReplaceAllString(rt.Path, "{$1}")
+		served[rt.Method+" /api/v1"+param.ReplaceAllString(rt.Path, "{$1}")] = true
+	}
+	ids := map[string]string{}
+	for path, item := range sw.Paths.Paths {
+		for method, op := range map[string]*spec.Operation{"GET": item.Get, "POST": item.Post, "PUT": item.Put, "DELETE": item.Delete, "PATCH": item.Patch} {
+			if op == nil {
+				continue
+			}
+			at := method + " " + base + path
+			if !served[at] {
+				t.Errorf("documented %s is not served", at)
+			}
+			// Client generators name their methods by operationId.
+			if op.ID == "" {
+				t.Errorf("%s has no operationId", at)
+			} else if other, dup := ids[op.ID]; dup {
+				t.Errorf("operationId %q of %s is also %s's", op.ID, at, other)
+			}
+			ids[op.ID] = at
+		}
+	}
+	for _, rt := range web.Routes {
+		path := strings.TrimPrefix("/api/v1"+param.ReplaceAllString(rt.Path, "{$1}"), base)
 		item, ok := sw.Paths.Paths[path]
 		if !ok {
 			t.Errorf("route %s %s is not documented", rt.Method, path)
