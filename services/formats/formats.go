@@ -103,9 +103,11 @@ type (
 		InputSchema map[string]any `json:"input_schema"`
 	}
 	geminiFunction struct {
-		Name        string         `json:"name"`
-		Description string         `json:"description,omitempty"`
-		Parameters  map[string]any `json:"parameters"`
+		Name        string `json:"name"`
+		Description string `json:"description,omitempty"`
+		// Parameters is left out for a tool without parameters: Gemini
+		// refuses an OBJECT with no properties.
+		Parameters map[string]any `json:"parameters,omitempty"`
 	}
 	mcpTool struct {
 		Name        string         `json:"name"`
@@ -143,7 +145,14 @@ func render(def tooldef.Definition, schema map[string]any, format string) (json.
 	case FormatAnthropic:
 		tool = anthropicTool{Name: def.Name, Description: desc, InputSchema: withoutDialect(schema)}
 	case FormatGemini:
-		tool = geminiFunction{Name: def.Name, Description: desc, Parameters: geminiParameters(schema)}
+		params := geminiParameters(schema)
+		if props, _ := params["properties"].(map[string]any); len(props) == 0 {
+			if note, _ := params["description"].(string); note != "" {
+				desc = strings.TrimSpace(desc + " " + note)
+			}
+			params = nil
+		}
+		tool = geminiFunction{Name: def.Name, Description: desc, Parameters: params}
 	case FormatMCP:
 		ann, err := mcpAnnotationsFor(def)
 		if err != nil {

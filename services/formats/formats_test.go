@@ -482,9 +482,17 @@ func checkGemini(tool map[string]any) []string {
 	if name, _ := tool["name"].(string); !geminiName.MatchString(name) {
 		problems = append(problems, fmt.Sprintf("name %q breaks %s", name, geminiName))
 	}
-	params, _ := tool["parameters"].(map[string]any)
+	raw, present := tool["parameters"]
+	if !present {
+		return problems // a tool without parameters
+	}
+	params, _ := raw.(map[string]any)
 	if params["type"] != "object" {
 		problems = append(problems, "parameters.type is not \"object\"")
+	}
+	// Gemini: "properties: should be non-empty for OBJECT type".
+	if props, _ := params["properties"].(map[string]any); len(props) == 0 {
+		problems = append(problems, "parameters is an object without properties")
 	}
 	return append(problems, geminiViolations(params, "parameters")...)
 }
@@ -875,8 +883,10 @@ func TestGeminiTransforms(t *testing.T) {
 		{name: "dropped keywords", x: `{"type":"string","$comment":"c","readOnly":true,"deprecated":true,"contentEncoding":"base64","title":"T"}`,
 			want: `{"type":"string","title":"T"}`},
 		{name: "default kept", x: `{"type":"integer","default":5,"description":"Count"}`, want: `{"type":"integer","default":5,"description":"Count"}`},
+		// A root without properties is left out: Gemini refuses an OBJECT
+		// with none.
 		{name: "root is only required when defined", wantIn: `{"type":"object","properties":{},"required":["ghost"],"additionalProperties":false}`,
-			want: `{"type":"object"}`},
+			want: `null`},
 		{name: "root ref", wantIn: `{"$ref":"#/$defs/in","$defs":{"in":{"type":"object","properties":{"q":{"type":"string"}},"required":["q"]}}}`,
 			want: `{"type":"object","properties":{"q":{"type":"string"}},"required":["q"]}`},
 		{name: "root recursion", wantIn: `{"type":"object","properties":{"self":{"$ref":"#"}}}`,
@@ -904,8 +914,10 @@ func TestGeminiTransforms(t *testing.T) {
 			if err := dec.Decode(&fn); err != nil {
 				t.Fatal(err)
 			}
-			for _, p := range geminiViolations(fn.Parameters, "parameters") {
-				t.Error(p)
+			if fn.Parameters != nil {
+				for _, p := range geminiViolations(fn.Parameters, "parameters") {
+					t.Error(p)
+				}
 			}
 			got := any(fn.Parameters)
 			if tt.wantIn == "" {
