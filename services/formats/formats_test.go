@@ -390,6 +390,7 @@ func checkStrictClaim(params any, strict, wantStrict bool) []string {
 	if schema["type"] != "object" {
 		problems = append(problems, "parameters type is not \"object\"")
 	}
+	problems = append(problems, rootCombinatorsIn("parameters", schema)...)
 	for _, k := range []string{"$schema", "$id"} {
 		if _, ok := schema[k]; ok {
 			problems = append(problems, "parameters keep "+k)
@@ -469,6 +470,7 @@ func checkAnthropic(tool map[string]any) []string {
 	if schema["type"] != "object" {
 		problems = append(problems, "input_schema.type is not \"object\"")
 	}
+	problems = append(problems, rootCombinatorsIn("input_schema", schema)...)
 	for _, k := range []string{"$schema", "$id"} {
 		if _, ok := schema[k]; ok {
 			problems = append(problems, "input_schema keeps "+k)
@@ -1085,5 +1087,59 @@ func TestRuleCheckers(t *testing.T) {
 		if len(geminiViolations(bad(raw), "s")) == 0 {
 			t.Errorf("geminiViolations missed a problem in %s", raw)
 		}
+	}
+}
+
+// rootCombinatorsIn lists the combinators OpenAI and Anthropic refuse at
+// the top level of a tool's schema (both answer 400).
+func rootCombinatorsIn(at string, schema map[string]any) []string {
+	var out []string
+	for _, k := range []string{"oneOf", "anyOf", "allOf", "not", "enum"} {
+		if _, ok := schema[k]; ok {
+			out = append(out, at+" has "+k+" at the top level")
+		}
+	}
+	return out
+}
+
+// TestPlainRoot: root combinators, which OpenAI and Anthropic refuse, become
+// a plain object whose description states the constraint; the fields of
+// the alternatives join the root's.
+func TestPlainRoot(t *testing.T) {
+	cases := []struct{ name, in, want string }{
+		{"no combinator unchanged", `{"type":"object","properties":{"a":{"type":"string"}}}`,
+			`{"type":"object","properties":{"a":{"type":"string"}}}`},
+		{"anyOf of required", `{"type":"object","properties":{"a":{"type":"string"},"b":{"type":"string"}},"anyOf":[{"required":["a"]},{"required":["b"]}]}`,
+			`{"type":"object","properties":{"a":{"type":"string"},"b":{"type":"string"}},"description":"The input must have at least one of: a; or b."}`},
+		{"oneOf with fields", `{"oneOf":[{"type":"object","properties":{"id":{"type":"integer"}},"required":["id"]},{"properties":{"slug":{"type":"string"}},"required":["slug"],"description":"By slug."}]}`,
+			`{"type":"object","properties":{"id":{"type":"integer"},"slug":{"type":"string"}},"description":"The input must have exactly one of: id; or slug (By slug)."}`},
+		{"required by every branch stays required", `{"oneOf":[{"properties":{"k":{"type":"string"},"a":{}},"required":["k","a"]},{"properties":{"k":{"type":"string"},"b":{}},"required":["k","b"]}]}`,
+			`{"type":"object","properties":{"k":{"type":"string"},"a":{},"b":{}},"required":["k"],"description":"The input must have exactly one of: k and a; or k and b."}`},
+		{"allOf merges", `{"type":"object","description":"Both.","allOf":[{"properties":{"a":{"type":"string"}},"required":["a"]},{"properties":{"b":{"type":"integer"}}}]}`,
+			`{"type":"object","description":"Both.","properties":{"a":{"type":"string"},"b":{"type":"integer"}},"required":["a"]}`},
+		{"allOf of a reference is stated", `{"type":"object","allOf":[{"$ref":"#/$defs/x"}],"$defs":{"x":{"type":"object"}}}`,
+			`{"type":"object","$defs":{"x":{"type":"object"}},"description":"The input must also match: {\"$ref\":\"#/$defs/x\"}."}`},
+		{"not is stated", `{"type":"object","properties":{"a":{}},"not":{"required":["a"]}}`,
+			`{"type":"object","properties":{"a":{}},"description":"The input must not match: {\"required\":[\"a\"]}."}`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var in map[string]any
+			if err := json.Unmarshal([]byte(tc.in), &in); err != nil {
+				t.Fatal(err)
+			}
+			before, _ := json.Marshal(in)
+			out := plainRoot(in)
+			if after, _ := json.Marshal(in); string(after) != string(before) {
+				t.Errorf("the input was modified: %s", after)
+			}
+			if p := rootCombinatorsIn("parameters", out); len(p) > 0 {
+				t.Errorf("still refused: %v", p)
+			}
+			got, _ := marshalCompact(out)
+			if g, w := canonicalJSON(t, string(got)), canonicalJSON(t, tc.want); g != w {
+				t.Errorf("got  %s\nwant %s", g, w)
+			}
+		})
 	}
 }
