@@ -168,6 +168,11 @@ func New(ctx context.Context, cfg Config, opts Options) (_ *App, err error) {
 	if a.AdminKey, err = a.Accounts.Bootstrap(ctx, cfg.AdminKey); err != nil {
 		return nil, err
 	}
+	// Renderings stored by an earlier revision of the renderer are made
+	// again, before anything lists them.
+	if _, err := a.Registry.RenderAgain(ctx); err != nil {
+		return nil, fmt.Errorf("render tools again: %w", err)
+	}
 	seeded, err := a.Registry.SeedBuiltins(ctx)
 	if err != nil {
 		return nil, err

@@ -282,6 +282,47 @@ func (r *Registry) prepare(ctx context.Context, def *tooldef.Definition, by *mod
 	return ver, summaryOf(def), nil
 }
 
+// renderingsKey is the setting holding the formats revision the stored
+// renderings were made with.
+const renderingsKey = "formats_revision"
+
+// RenderAgain renders every stored version again when the stored
+// renderings were made by another revision of the renderer (see
+// formats.Revision), so an upgrade never serves a rendering the current
+// code would not make. It returns how many versions it rendered; 0 when
+// the renderings are current.
+func (r *Registry) RenderAgain(ctx context.Context) (int, error) {
+	made, err := r.store.Setting(ctx, renderingsKey)
+	if err != nil || made == formats.Revision {
+		return 0, err
+	}
+	exports := map[uint][]models.ToolExport{}
+	err = r.store.EachVersionDefinition(ctx, func(id uint, raw string) error {
+		def, err := tooldef.Decode(raw)
+		if err != nil {
+			return fmt.Errorf("version %d: %w", id, err)
+		}
+		bodies, err := formats.RenderAll(def)
+		if err != nil {
+			return fmt.Errorf("render version %d (%s %s): %w", id, def.Name, def.Version, err)
+		}
+		for _, f := range formats.Formats {
+			exports[id] = append(exports[id], models.ToolExport{Format: f, Body: string(bodies[f])})
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	if err := r.store.ReplaceExports(ctx, exports, renderingsKey, formats.Revision); err != nil {
+		return 0, err
+	}
+	if len(exports) > 0 {
+		r.log.InfoContext(ctx, "tool renderings made again", "versions", len(exports), "from_revision", made, "revision", formats.Revision)
+	}
+	return len(exports), nil
+}
+
 func summaryOf(def *tooldef.Definition) models.ToolSummary {
 	return models.ToolSummary{
 		Version:     def.Version,

@@ -30,6 +30,14 @@ const (
 )
 
 // Formats lists the LLM formats a tool can be exported in.
+// Revision names this renderer's output. Renderings are stored when a
+// version is registered; bump it whenever a change alters what any format
+// renders, and every stored version is rendered again at the next start.
+//
+// 2: MCP's destructiveHint for moderate tools, Gemini without parameters
+// for a tool that has none, plain roots for openai and anthropic.
+const Revision = "2"
+
 var Formats = []string{FormatOpenAI, FormatOpenAIResponses, FormatAnthropic, FormatGemini, FormatMCP}
 
 // Name rules of the APIs: OpenAI and Anthropic take 1-64 letters, digits,
