@@ -473,12 +473,18 @@ var strictTypes = map[string]bool{
 	"object": true, "array": true, "string": true, "number": true, "integer": true, "boolean": true, "null": true,
 }
 
-// Size limits of strict mode.
+// Size limits of strict mode, as OpenAI's Structured Outputs guide states
+// them ("Supported schemas"). Each has a test at both sides of its bound
+// (TestStrictLimits).
 const (
-	strictMaxProperties = 5000
-	strictMaxDepth      = 10
-	strictMaxEnumValues = 1000
-	strictMaxChars      = 120000
+	strictMaxProperties = 5000   // object properties in the whole schema
+	strictMaxDepth      = 10     // levels of nesting
+	strictMaxEnumValues = 1000   // enum values across all enum properties
+	strictMaxChars      = 120000 // property and definition names, enum and const values
+	// A single string enum of more than strictLargeEnum values may hold
+	// at most strictLargeEnumChars characters in all.
+	strictLargeEnum      = 250
+	strictLargeEnumChars = 15000
 )
 
 // qualifiesStrict reports whether OpenAI accepts schema with strict: true.
@@ -577,8 +583,15 @@ func (w *strictWalker) check(v any, depth int) bool {
 			return false
 		}
 		w.enumValues += len(list)
+		strChars := 0
 		for _, v := range list {
 			w.chars += len(jsonText(v))
+			if str, ok := v.(string); ok {
+				strChars += len(str)
+			}
+		}
+		if len(list) > strictLargeEnum && strChars > strictLargeEnumChars {
+			return false
 		}
 	}
 	if c, ok := s["const"]; ok {

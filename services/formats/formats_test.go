@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -1139,6 +1140,78 @@ func TestPlainRoot(t *testing.T) {
 			got, _ := marshalCompact(out)
 			if g, w := canonicalJSON(t, string(got)), canonicalJSON(t, tc.want); g != w {
 				t.Errorf("got  %s\nwant %s", g, w)
+			}
+		})
+	}
+}
+
+// TestStrictLimits: each size limit of OpenAI's strict mode, just within
+// and just past its bound.
+func TestStrictLimits(t *testing.T) {
+	closed := func(props map[string]any) map[string]any {
+		names := slices.Sorted(maps.Keys(props))
+		req := make([]any, len(names))
+		for i, n := range names {
+			req[i] = n
+		}
+		return map[string]any{"type": "object", "properties": props, "required": req, "additionalProperties": false}
+	}
+	manyProps := func(n int) map[string]any {
+		props := map[string]any{}
+		for i := range n {
+			props[fmt.Sprintf("p%04d", i)] = map[string]any{"type": "string"}
+		}
+		return closed(props)
+	}
+	enumOf := func(n, size int) map[string]any {
+		values := make([]any, n)
+		for i := range values {
+			v := fmt.Sprintf("%0*d", size, i)
+			values[i] = v
+		}
+		return closed(map[string]any{"e": map[string]any{"type": "string", "enum": values}})
+	}
+	deep := func(n int) map[string]any {
+		var s map[string]any
+		if err := json.Unmarshal([]byte(deepObject(n)), &s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	longNames := func(total int) map[string]any {
+		props := map[string]any{}
+		for i := 0; total > 0; i++ {
+			n := min(total, 1000)
+			if rest := total - n; rest > 0 && rest < 4 {
+				n -= 4 // the last name keeps room for its number
+			}
+			name := fmt.Sprintf("%0*d", n, i)
+			props[name] = map[string]any{"type": "boolean"}
+			total -= n
+		}
+		return closed(props)
+	}
+	cases := []struct {
+		limit  string
+		schema map[string]any
+		want   bool
+	}{
+		{"5000 properties", manyProps(strictMaxProperties), true},
+		{"5001 properties", manyProps(strictMaxProperties + 1), false},
+		{"10 levels", deep(strictMaxDepth), true},
+		{"11 levels", deep(strictMaxDepth + 1), false},
+		{"1000 enum values", enumOf(strictMaxEnumValues, 4), true},
+		{"1001 enum values", enumOf(strictMaxEnumValues+1, 4), false},
+		{"120000 characters of names", longNames(strictMaxChars - 1), true},
+		{"120001 characters of names", longNames(strictMaxChars + 1), false},
+		{"250 long enum values (18,000 characters)", enumOf(strictLargeEnum, 72), true},
+		{"251 enum values of 15,000 characters", enumOf(strictLargeEnum+1, strictLargeEnumChars/(strictLargeEnum+1)), true},
+		{"300 enum values of 18,000 characters", enumOf(300, 60), false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.limit, func(t *testing.T) {
+			if got := qualifiesStrict(tc.schema); got != tc.want {
+				t.Errorf("qualifiesStrict = %v, want %v", got, tc.want)
 			}
 		})
 	}
