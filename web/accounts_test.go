@@ -200,7 +200,7 @@ func TestHealthAndPages(t *testing.T) {
 		t.Errorf("static: %d", r.Status)
 	}
 	r = app.do(t, "none", "GET", "/swagger/doc.json", nil)
-	if r.Status != 200 || !bytes.Contains(r.Body, []byte(`"/tools/{name}/rollback"`)) {
+	if r.Status != 200 || !bytes.Contains(r.Body, []byte(`"/api/v1/tools/{name}/rollback"`)) {
 		t.Errorf("swagger doc: %d %.200s", r.Status, r.Body)
 	}
 	if r := app.do(t, "none", "GET", "/swagger/index.html", nil); r.Status != 200 || !bytes.Contains(r.Body, []byte("swagger-ui")) {

@@ -80,6 +80,8 @@ func TestRegisterValidation(t *testing.T) {
 		{"http literal secret", toolDef("t1", set("runner", map[string]any{"kind": "http", "url": "https://api.example.com/v1", "headers": map[string]any{"Authorization": "Bearer sk-live-123"}})), []string{"/runner/headers/Authorization"}},
 		{"composite calling a missing tool", toolDef("t1", set("runner", map[string]any{"kind": "composite", "steps": []any{map[string]any{"tool": "file_read"}, map[string]any{"tool": "no_such_tool"}}})), []string{"/runner/steps/1/tool"}},
 		{"several problems at once", toolDef("Bad", set("version", "x"), set("category", "nope")), []string{"/name", "/version", "/category"}},
+		{"property names a provider refuses", toolDef("t1", set("parameters.required", []any{}), set("parameters.properties", map[string]any{"emoji_ü": map[string]any{"type": "string"}, "max-results": map[string]any{"type": "integer"}, "text": map[string]any{"type": "string"}})),
+			[]string{"/parameters/properties/emoji_ü", "/parameters/properties/max-results"}},
 		{"required and type problems together", toolDef("t1", set("parameters.required", []any{"lang"}), set("parameters.properties", map[string]any{"text": map[string]any{"type": "strng"}})), []string{"/parameters/required/0", "/parameters/properties/text/type"}},
 	}
 	for _, tc := range cases {

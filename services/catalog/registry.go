@@ -304,7 +304,11 @@ func (r *Registry) RenderAgain(ctx context.Context) (int, error) {
 		}
 		bodies, err := formats.RenderAll(def)
 		if err != nil {
-			return fmt.Errorf("render version %d (%s %s): %w", id, def.Name, def.Version, err)
+			// A version stored before a rule it breaks (a property name a
+			// provider refuses) keeps its renderings: the server starts.
+			r.log.WarnContext(ctx, "tool version not rendered again; its stored renderings stay",
+				"tool", def.Name, "version", def.Version, "err", err)
+			return nil
 		}
 		for _, f := range formats.Formats {
 			exports[id] = append(exports[id], models.ToolExport{Format: f, Body: string(bodies[f])})

@@ -70,6 +70,9 @@ func RenderAll(def tooldef.Definition) (map[string]json.RawMessage, error) {
 	if err != nil {
 		return nil, err
 	}
+	if ps := propertyNameProblems(schema, "/parameters"); len(ps) > 0 {
+		return nil, &models.ValidationError{What: "tool definition", Problems: ps}
+	}
 	out := make(map[string]json.RawMessage, len(Formats))
 	for _, format := range Formats {
 		raw, err := render(def, schema, format)
@@ -79,6 +82,58 @@ func RenderAll(def tooldef.Definition) (map[string]json.RawMessage, error) {
 		out[format] = raw
 	}
 	return out, nil
+}
+
+// propertyNameRules are the providers' rules for the names of properties
+// in a tool's schema: a name outside one makes that API refuse the whole
+// request, so such a definition is refused at registration instead.
+var propertyNameRules = []struct {
+	format, rule string
+	re           *regexp.Regexp
+}{
+	{FormatAnthropic, `letters, digits, "_", "." and "-", 1 to 64 of them`, regexp.MustCompile(`^[a-zA-Z0-9_.-]{1,64}$`)},
+	{FormatGemini, `letters, digits and "_"`, regexp.MustCompile(`^[a-zA-Z0-9_]+$`)},
+}
+
+// propertyNameProblems lists, at its pointer, every property name of the
+// schema some format's rule refuses, saying which formats and why.
+func propertyNameProblems(node any, ptr string) []models.Problem {
+	var out []models.Problem
+	switch n := node.(type) {
+	case []any:
+		for i, v := range n {
+			out = append(out, propertyNameProblems(v, fmt.Sprintf("%s/%d", ptr, i))...)
+		}
+	case map[string]any:
+		for _, k := range slices.Sorted(maps.Keys(n)) {
+			switch k {
+			case "enum", "const", "default", "examples", "example", "required":
+				continue // data, not schemas
+			case "properties":
+				props, ok := n[k].(map[string]any)
+				if !ok {
+					continue
+				}
+				for _, name := range slices.Sorted(maps.Keys(props)) {
+					at := ptr + "/properties/" + tooldef.EscapePointer(name)
+					var refused []string
+					for _, r := range propertyNameRules {
+						if !r.re.MatchString(name) {
+							refused = append(refused, fmt.Sprintf("%s (%s)", r.format, r.rule))
+						}
+					}
+					if len(refused) > 0 {
+						out = append(out, models.Problem{Pointer: at, Message: fmt.Sprintf(
+							"property name %q is refused by %s; rename it", name, strings.Join(refused, " and "))})
+					}
+					out = append(out, propertyNameProblems(props[name], at)...)
+				}
+				continue
+			}
+			out = append(out, propertyNameProblems(n[k], ptr+"/"+tooldef.EscapePointer(k))...)
+		}
+	}
+	return out
 }
 
 func UnknownFormat(format string) error {

@@ -1216,3 +1216,51 @@ func TestStrictLimits(t *testing.T) {
 		})
 	}
 }
+
+// TestPropertyNames: a property name some provider refuses is a problem
+// at its pointer, naming the formats; names every provider takes pass, and
+// enum values or required lists are data, not names.
+func TestPropertyNames(t *testing.T) {
+	cases := []struct {
+		name, schema string
+		want         []string // pointers of the problems
+	}{
+		{"snake_case passes", `{"type":"object","properties":{"path":{"type":"string"},"max_bytes_2":{"type":"integer"}}}`, nil},
+		{"non-ASCII letter", `{"type":"object","properties":{"emoji_ü":{"type":"string"}}}`, []string{"/parameters/properties/emoji_ü"}},
+		{"hyphen: Gemini only", `{"type":"object","properties":{"max-results":{"type":"integer"}}}`, []string{"/parameters/properties/max-results"}},
+		{"space", `{"type":"object","properties":{"two words":{}}}`, []string{"/parameters/properties/two words"}},
+		{"too long for Anthropic", `{"type":"object","properties":{"` + strings.Repeat("a", 65) + `":{}}}`, []string{"/parameters/properties/" + strings.Repeat("a", 65)}},
+		{"nested in items and $defs", `{"type":"object","properties":{"rows":{"type":"array","items":{"type":"object","properties":{"a/b":{}}}},"ref":{"$ref":"#/$defs/d"}},"$defs":{"d":{"type":"object","properties":{"é":{}}}}}`,
+			[]string{"/parameters/$defs/d/properties/é", "/parameters/properties/rows/items/properties/a~1b"}},
+		{"data is not names", `{"type":"object","properties":{"kind":{"type":"string","enum":["a-b","ü"],"default":"a-b"}},"required":["kind"]}`, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := RenderAll(tooldef.Definition{Name: "t", Description: "d", Security: tooldef.Security{Level: tooldef.LevelSafe},
+				Parameters: json.RawMessage(tc.schema)})
+			var ve *models.ValidationError
+			if tc.want == nil {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			if !errors.As(err, &ve) {
+				t.Fatalf("want a validation error, got %v", err)
+			}
+			var got []string
+			for _, p := range ve.Problems {
+				got = append(got, p.Pointer)
+				if !strings.Contains(p.Message, "gemini") && !strings.Contains(p.Message, "anthropic") {
+					t.Errorf("%s: %q names no format", p.Pointer, p.Message)
+				}
+				if tc.name == "hyphen: Gemini only" && strings.Contains(p.Message, "anthropic") {
+					t.Errorf("%q: Anthropic takes a hyphen", p.Message)
+				}
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("problems at %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
