@@ -310,3 +310,31 @@ func TestCallIsolation(t *testing.T) {
 		}
 	}
 }
+
+// TestStrictNullsAreAbsent: a model in OpenAI's strict mode sends null for
+// every optional field it leaves out (the openai rendering makes them
+// nullable); the call runs as if they were absent, while a null for a
+// required field is still refused.
+func TestStrictNullsAreAbsent(t *testing.T) {
+	app := newTestApp(t)
+	export := app.do(t, "admin", "GET", "/api/v1/tools/file_read?format=openai", nil).JSON(t)
+	fn, _ := export["function"].(map[string]any)
+	if fn["strict"] != true {
+		t.Fatalf("file_read is not exported strict: %v", export)
+	}
+	code, res := app.call(t, "admin", map[string]any{"tool": "file_write", "session_id": "nulls",
+		"arguments": map[string]any{"path": "a.txt", "content": "hi", "append": nil}})
+	if code != 200 || res["success"] != true {
+		t.Fatalf("file_write with append null: %d %v", code, res)
+	}
+	code, res = app.call(t, "admin", map[string]any{"tool": "file_read", "session_id": "nulls",
+		"arguments": map[string]any{"path": "a.txt", "max_bytes": nil}})
+	if data, _ := res["data"].(map[string]any); code != 200 || res["success"] != true || data["content"] != "hi" {
+		t.Fatalf("file_read with max_bytes null: %d %v", code, res)
+	}
+	code, res = app.call(t, "admin", map[string]any{"tool": "file_read", "session_id": "nulls",
+		"arguments": map[string]any{"path": nil}})
+	if e, _ := res["error"].(map[string]any); code != 422 || e["code"] != "VALIDATION_ERROR" {
+		t.Fatalf("file_read with path null: %d %v", code, res)
+	}
+}

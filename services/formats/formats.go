@@ -36,7 +36,9 @@ const (
 //
 // 2: MCP's destructiveHint for moderate tools, Gemini without parameters
 // for a tool that has none, plain roots for openai and anthropic.
-const Revision = "2"
+// 3: OpenAI's strict form (optional fields nullable, unsupported
+// constraints stated in the description).
+const Revision = "3"
 
 var Formats = []string{FormatOpenAI, FormatOpenAIResponses, FormatAnthropic, FormatGemini, FormatMCP}
 
@@ -196,14 +198,14 @@ func render(def tooldef.Definition, schema map[string]any, format string) (json.
 	var tool any
 	switch format {
 	case FormatOpenAI:
-		params := plainRoot(withoutDialect(schema))
+		params, strict := openAIParameters(schema)
 		tool = openAITool{Type: "function", Function: openAIFunction{
-			Name: def.Name, Description: desc, Parameters: params, Strict: qualifiesStrict(params),
+			Name: def.Name, Description: desc, Parameters: params, Strict: strict,
 		}}
 	case FormatOpenAIResponses:
-		params := plainRoot(withoutDialect(schema))
+		params, strict := openAIParameters(schema)
 		tool = responsesTool{
-			Type: "function", Name: def.Name, Description: desc, Parameters: params, Strict: qualifiesStrict(params),
+			Type: "function", Name: def.Name, Description: desc, Parameters: params, Strict: strict,
 		}
 	case FormatAnthropic:
 		tool = anthropicTool{Name: def.Name, Description: desc, InputSchema: plainRoot(withoutDialect(schema))}
@@ -282,6 +284,137 @@ func withoutDialect(schema map[string]any) map[string]any {
 	out := maps.Clone(schema)
 	delete(out, "$schema")
 	delete(out, "$id")
+	return out
+}
+
+// openAIParameters is the parameters schema for OpenAI, and whether it is
+// strict: the strict form when OpenAI's strict mode accepts it, else the
+// schema as written (with a plain root).
+func openAIParameters(schema map[string]any) (map[string]any, bool) {
+	params := plainRoot(withoutDialect(schema))
+	if sf, _ := strictForm(params).(map[string]any); qualifiesStrict(sf) {
+		return sf, true
+	}
+	return params, false
+}
+
+// strictForm is the schema as OpenAI documents for strict mode: every
+// object with properties lists them all in required and is closed
+// (additionalProperties: false), an optional property made nullable, so
+// the model sends null for what it leaves out (a call treats such a null as
+// absent: see invoke's validate). Objects without properties, or open on
+// purpose, are left as they are (and keep the schema from strict). It
+// never modifies schema; $defs are left as written.
+func strictForm(v any) any {
+	s, ok := v.(map[string]any)
+	if !ok {
+		return v
+	}
+	out := maps.Clone(s)
+	addNotes(out, dropForStrict(out)...)
+	if items, ok := out["items"]; ok {
+		out["items"] = strictForm(items)
+	}
+	if branches, ok := out["anyOf"].([]any); ok {
+		list := make([]any, len(branches))
+		for i, b := range branches {
+			list[i] = strictForm(b)
+		}
+		out["anyOf"] = list
+	}
+	props, ok := out["properties"].(map[string]any)
+	if !ok || len(props) == 0 {
+		return out
+	}
+	if ap, has := out["additionalProperties"]; has && ap != false {
+		return out
+	}
+	required := stringList(out["required"])
+	names := slices.Sorted(maps.Keys(props))
+	closed := make(map[string]any, len(props))
+	for _, name := range names {
+		p := strictForm(props[name])
+		if !slices.Contains(required, name) {
+			p = nullable(p)
+		}
+		closed[name] = p
+	}
+	out["properties"] = closed
+	out["required"] = toAnyList(names)
+	out["additionalProperties"] = false
+	return out
+}
+
+// strictDroppable are constraints strict mode does not take that OpenAI
+// documents may be left out: each is dropped from the strict rendering and
+// stated in the description instead (the server still enforces it, since
+// calls are validated against the schema as registered).
+var strictDroppable = []struct {
+	key  string
+	note func(v any) string
+}{
+	{"minLength", func(v any) string { return fmt.Sprintf("At least %s characters.", jsonText(v)) }},
+	{"maxLength", func(v any) string { return fmt.Sprintf("At most %s characters.", jsonText(v)) }},
+	{"default", func(v any) string { return fmt.Sprintf("Default: %s.", jsonText(v)) }},
+	{"examples", func(v any) string {
+		if list, ok := v.([]any); ok && len(list) > 0 {
+			return fmt.Sprintf("Example: %s.", jsonText(list[0]))
+		}
+		return ""
+	}},
+	{"minProperties", func(v any) string { return fmt.Sprintf("At least %s fields.", jsonText(v)) }},
+	{"maxProperties", func(v any) string { return fmt.Sprintf("At most %s fields.", jsonText(v)) }},
+	{"uniqueItems", func(v any) string {
+		if v == true {
+			return "Items must be unique."
+		}
+		return ""
+	}},
+}
+
+// dropForStrict removes from s, in place, the constraints strict mode
+// does not take but that may be stated instead, and returns the notes.
+func dropForStrict(s map[string]any) []string {
+	var notes []string
+	if f, ok := s["format"].(string); ok && !strictFormats[f] {
+		delete(s, "format")
+		notes = append(notes, fmt.Sprintf("Format: %s.", f))
+	}
+	for _, d := range strictDroppable {
+		v, ok := s[d.key]
+		if !ok {
+			continue
+		}
+		delete(s, d.key)
+		if n := d.note(v); n != "" {
+			notes = append(notes, n)
+		}
+	}
+	return notes
+}
+
+// nullable is a property schema that also accepts null.
+func nullable(v any) any {
+	s, ok := v.(map[string]any)
+	if !ok || tooldef.AcceptsNull(s) {
+		return v
+	}
+	out := maps.Clone(s)
+	switch t := s["type"].(type) {
+	case string:
+		out["type"] = []any{t, "null"}
+	case []any:
+		out["type"] = append(slices.Clone(t), "null")
+	default: // a $ref, an anyOf or an untyped schema
+		return map[string]any{"anyOf": []any{s, map[string]any{"type": "null"}}}
+	}
+	if e, ok := s["enum"].([]any); ok {
+		out["enum"] = append(slices.Clone(e), nil)
+	}
+	if c, ok := s["const"]; ok {
+		delete(out, "const")
+		out["enum"] = []any{c, nil}
+	}
 	return out
 }
 

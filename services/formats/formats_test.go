@@ -72,7 +72,8 @@ func renderCases() []renderCase {
 				"required": ["query"],
 				"additionalProperties": false
 			}`),
-			sample: `{"query": "go generics", "limit": 3}`,
+			wantStrict: true, // optional fields become nullable; the default is stated
+			sample:     `{"query": "go generics", "limit": 3}`,
 		},
 		{
 			name: "deploy_service",
@@ -189,7 +190,10 @@ func renderCases() []renderCase {
 				"anyOf": [{"required": ["name"]}, {"required": ["content"]}],
 				"additionalProperties": false
 			}`),
-			sample: `{"content": "TODO"}`,
+			// Strict: the root's alternatives are stated in the description
+			// and both fields nullable; the server still checks one is set.
+			wantStrict: true,
+			sample:     `{"content": "TODO"}`,
 		},
 		{
 			name:   "clock_now",
@@ -622,10 +626,15 @@ func TestRenderSchemasCompile(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				sch := mustCompile(t, at(tool.(map[string]any)))
+				rendered := at(tool.(map[string]any))
+				sch := mustCompile(t, rendered)
 				args, err := jsonschema.UnmarshalJSON(strings.NewReader(tc.sample))
 				if err != nil {
 					t.Fatal(err)
+				}
+				// A model in strict mode sends null for what it leaves out.
+				if strict, _ := tool.(map[string]any)["strict"].(bool); strict || tool.(map[string]any)["function"] != nil && tool.(map[string]any)["function"].(map[string]any)["strict"] == true {
+					fillNulls(args, rendered)
 				}
 				if err := sch.Validate(args); err != nil {
 					t.Errorf("sample arguments rejected: %v", err)
@@ -634,6 +643,8 @@ func TestRenderSchemasCompile(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
+				// The server drops those nulls before validating (invoke).
+				tooldef.PlanNulls(original).Apply(args)
 				if err := mustCompile(t, original).Validate(args); err != nil {
 					t.Errorf("sample arguments rejected by the original schema: %v", err)
 				}
@@ -1262,5 +1273,25 @@ func TestPropertyNames(t *testing.T) {
 				t.Errorf("problems at %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// fillNulls sets, in place, every required property the arguments lack to
+// null, as a model in OpenAI's strict mode does for the optional fields it
+// leaves out (strict renderings list every property as required).
+func fillNulls(args, schema any) {
+	a, ok := args.(map[string]any)
+	s, _ := schema.(map[string]any)
+	if !ok || s == nil {
+		return
+	}
+	props, _ := s["properties"].(map[string]any)
+	for _, r := range stringList(s["required"]) {
+		if _, has := a[r]; !has {
+			a[r] = nil
+		}
+	}
+	for name, v := range a {
+		fillNulls(v, props[name])
 	}
 }

@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/golang-lru/v2/expirable"
-	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"toolbelt/models"
 	"toolbelt/services/access"
@@ -34,7 +33,7 @@ type Invoker struct {
 	selector  *selection.Selector
 	authz     *access.Authz
 	log       *slog.Logger
-	schemas   *expirable.LRU[uint, *jsonschema.Schema]
+	schemas   *expirable.LRU[uint, *compiledParams]
 	validated *expirable.LRU[string, struct{}] // validate's memo of arguments that passed
 	results   *expirable.LRU[string, *cachedResult]
 	limits    *rateLimits

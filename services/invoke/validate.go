@@ -22,7 +22,7 @@ import (
 // lists every field error with a suggestion the LLM can act on.
 func (inv *Invoker) validate(next step) step {
 	return func(ctx context.Context, c *call) ToolResult {
-		schema, ok := inv.schemas.Get(c.version)
+		params, ok := inv.schemas.Get(c.version)
 		if !ok {
 			var doc any
 			dec := json.NewDecoder(bytes.NewReader(c.def.Parameters))
@@ -34,9 +34,10 @@ func (inv *Invoker) validate(next step) step {
 			if err != nil {
 				return failure(models.CodeInternal, "the tool's schema does not compile", false, "Report this tool to an administrator.")
 			}
-			inv.schemas.Add(c.version, s)
-			schema = s
+			params = &compiledParams{schema: s, nulls: tooldef.PlanNulls(doc)}
+			inv.schemas.Add(c.version, params)
 		}
+		schema := params.schema
 		raw := c.req.Arguments
 		if len(bytes.TrimSpace(raw)) == 0 {
 			raw = json.RawMessage(`{}`)
@@ -56,6 +57,9 @@ func (inv *Invoker) validate(next step) step {
 			}
 			args = obj
 		}
+		// A null for an optional field that does not take null is the
+		// field left out, as an LLM in OpenAI's strict mode sends it.
+		params.nulls.Apply(obj)
 		// Validation is a pure function of the version's schema and the
 		// arguments, so arguments of a cacheable tool that passed once
 		// are not validated again (it was a fifth of a cached call's
@@ -102,7 +106,14 @@ func newValidatedMemo() *expirable.LRU[string, struct{}] {
 	return expirable.NewLRU[string, struct{}](8192, nil, time.Hour)
 }
 
+// compiledParams is a version's parameters schema, compiled, and the
+// plan of the nulls that stand for absent fields.
+type compiledParams struct {
+	schema *jsonschema.Schema
+	nulls  *tooldef.NullPlan
+}
+
 // newSchemaCache keeps compiled parameter schemas by version id.
-func newSchemaCache() *expirable.LRU[uint, *jsonschema.Schema] {
-	return expirable.NewLRU[uint, *jsonschema.Schema](4096, nil, time.Hour)
+func newSchemaCache() *expirable.LRU[uint, *compiledParams] {
+	return expirable.NewLRU[uint, *compiledParams](4096, nil, time.Hour)
 }

@@ -101,7 +101,7 @@ func TestValidateSkipsCachedArguments(t *testing.T) {
 	}
 	// The compiled schema is gone: a hit must not need it.
 	inv.schemas.Purge()
-	inv.schemas.Add(1, nil)
+	inv.schemas.Add(1, &compiledParams{}) // no compiled schema
 	if c, res := do(` { "q" : "go" } `); !res.Success || !c.cached || runs != 1 || c.args["q"] != "go" {
 		t.Fatalf("hit: %+v cached %v runs %d args %v", res, c.cached, runs, c.args)
 	}

@@ -559,3 +559,114 @@ func Pointer(doc any, ptr string) (any, error) {
 	}
 	return cur, nil
 }
+
+// AcceptsNull reports whether a property schema states that null is one
+// of its values (a "null" type, a null in its enum or const, or a null
+// branch of its anyOf or oneOf).
+func AcceptsNull(s map[string]any) bool {
+	switch t := s["type"].(type) {
+	case string:
+		if t == "null" {
+			return true
+		}
+	case []any:
+		if slices.Contains(t, any("null")) {
+			return true
+		}
+	}
+	if e, ok := s["enum"].([]any); ok && slices.Contains(e, nil) {
+		return true
+	}
+	if c, ok := s["const"]; ok && c == nil {
+		return true
+	}
+	for _, k := range []string{"anyOf", "oneOf"} {
+		if branches, ok := s[k].([]any); ok {
+			for _, b := range branches {
+				if bm, ok := b.(map[string]any); ok && AcceptsNull(bm) {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// NullPlan says which nulls of a call's arguments stand for an absent
+// field: those of optional properties whose schema does not accept null.
+// An LLM in OpenAI's strict mode sends null for every optional field it
+// leaves out (formats renders them nullable), so such a null is dropped
+// before validation and execution. Nil when the schema has none.
+type NullPlan struct {
+	drop  map[string]bool      // optional properties that do not accept null
+	props map[string]*NullPlan // plans of properties that hold objects
+	items *NullPlan            // plan of an array's items
+}
+
+// PlanNulls makes the plan of a parameters schema (decoded JSON). It
+// follows properties and items, not $refs or combinators: strict
+// renderings leave those as written.
+func PlanNulls(v any) *NullPlan {
+	s, ok := v.(map[string]any)
+	if !ok {
+		return nil
+	}
+	p := &NullPlan{}
+	if items := PlanNulls(s["items"]); items != nil {
+		p.items = items
+	}
+	props, _ := s["properties"].(map[string]any)
+	required := map[string]bool{}
+	if list, ok := s["required"].([]any); ok {
+		for _, r := range list {
+			if name, ok := r.(string); ok {
+				required[name] = true
+			}
+		}
+	}
+	for name, sub := range props {
+		sm, ok := sub.(map[string]any)
+		if !ok {
+			continue
+		}
+		if !required[name] && !AcceptsNull(sm) {
+			if p.drop == nil {
+				p.drop = map[string]bool{}
+			}
+			p.drop[name] = true
+		}
+		if child := PlanNulls(sm); child != nil {
+			if p.props == nil {
+				p.props = map[string]*NullPlan{}
+			}
+			p.props[name] = child
+		}
+	}
+	if p.drop == nil && p.props == nil && p.items == nil {
+		return nil
+	}
+	return p
+}
+
+// Apply drops, in place, the nulls of args that stand for absent fields.
+func (p *NullPlan) Apply(args any) {
+	if p == nil {
+		return
+	}
+	switch a := args.(type) {
+	case map[string]any:
+		for name, v := range a {
+			if v == nil && p.drop[name] {
+				delete(a, name)
+				continue
+			}
+			if child := p.props[name]; child != nil {
+				child.Apply(v)
+			}
+		}
+	case []any:
+		for _, v := range a {
+			p.items.Apply(v)
+		}
+	}
+}
