@@ -228,7 +228,7 @@ func New(ctx context.Context, cfg Config, opts Options) (_ *App, err error) {
 		fmt.Fprintf(stdout, "\n  Admin API key: the one in TOOLBELT_ADMIN_KEY\n")
 	}
 	b := a.URL
-	fmt.Fprintf(stdout, "\n  Home        %s/\n  Console     %s/admin\n  Swagger UI  %s/swagger/index.html\n  API         %s/api/v1\n  Health      %s/healthz\n  Readiness   %s/readyz\n\n", b, b, b, b, b, b)
+	fmt.Fprintf(stdout, "\n  Home        %s/\n  Console     %s/admin\n  Swagger UI  %s/swagger/index.html\n  OpenAPI 3   %s/openapi.json\n  API         %s/api/v1\n  Health      %s/healthz\n  Readiness   %s/readyz\n\n", b, b, b, b, b, b, b)
 	log.Info("listening", "addr", a.ln.Addr().String(), "data_dir", cfg.DataDir)
 	return a, nil
 }

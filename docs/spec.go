@@ -1,6 +1,13 @@
 package docs
 
-import _ "embed"
+import (
+	_ "embed"
+	"encoding/json"
+	"fmt"
+
+	"github.com/getkin/kin-openapi/openapi2"
+	"github.com/getkin/kin-openapi/openapi2conv"
+)
 
 // JSON is the generated OpenAPI (Swagger 2.0) document, served at
 // /swagger/doc.json. docs.go renders the same document through a template
@@ -9,3 +16,18 @@ import _ "embed"
 //
 //go:embed swagger.json
 var JSON []byte
+
+// OpenAPI3 converts the generated document to OpenAPI 3.0 (kin-openapi),
+// for the client generators that want it; the server serves the result
+// at /openapi.json.
+func OpenAPI3() ([]byte, error) {
+	var v2 openapi2.T
+	if err := json.Unmarshal(JSON, &v2); err != nil {
+		return nil, fmt.Errorf("read the generated OpenAPI document: %w", err)
+	}
+	v3, err := openapi2conv.ToV3(&v2)
+	if err != nil {
+		return nil, fmt.Errorf("convert the OpenAPI document to version 3: %w", err)
+	}
+	return json.Marshal(v3)
+}

@@ -30,6 +30,9 @@ const swaggerSpriteStyleHash = "ezdv1bOGcoOD7FKudKN0Y2Mb763O6qVtM8LT2mtanIU="
 // SwaggerPrefix is where Swagger UI is served.
 const SwaggerPrefix = "/swagger"
 
+// OpenAPI3Path serves the API document in OpenAPI 3.0.
+const OpenAPI3Path = "/openapi.json"
+
 // cspHeader returns the Content-Security-Policy header value of a request
 // path (a shared slice: securityHeaders sets it on every response without
 // allocating).

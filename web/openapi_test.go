@@ -1,11 +1,15 @@
 package web_test
 
 import (
+	"context"
 	"encoding/json"
+	"maps"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/go-openapi/loads"
 	"github.com/go-openapi/spec"
 	"github.com/go-openapi/strfmt"
@@ -78,5 +82,50 @@ func TestOpenAPISpec(t *testing.T) {
 		if !strings.Contains(string(b), `"401"`) {
 			t.Errorf("route %s %s does not document 401", rt.Method, path)
 		}
+	}
+}
+
+// TestOpenAPI3: /openapi.json is the same API in OpenAPI 3.0, converted
+// from the generated document with kin-openapi: a valid document with the
+// same operations (by path, method and operationId) and the same schemas.
+func TestOpenAPI3(t *testing.T) {
+	app := newTestApp(t)
+	r := app.do(t, "none", "GET", web.OpenAPI3Path, nil)
+	if r.Status != 200 {
+		t.Fatalf("%s: %d", web.OpenAPI3Path, r.Status)
+	}
+	v3, err := openapi3.NewLoader().LoadFromData(r.Body)
+	if err != nil {
+		t.Fatalf("load: %v", err)
+	}
+	if err := v3.Validate(context.Background(), openapi3.DisableExamplesValidation()); err != nil {
+		t.Fatalf("invalid OpenAPI 3 document: %v", err)
+	}
+	v2, err := loads.Analyzed(json.RawMessage(docs.JSON), "2.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, got := map[string]string{}, map[string]string{}
+	for path, item := range v2.Spec().Paths.Paths {
+		for method, op := range map[string]*spec.Operation{"GET": item.Get, "POST": item.Post, "PUT": item.Put, "DELETE": item.Delete, "PATCH": item.Patch} {
+			if op != nil {
+				want[method+" "+path] = op.ID
+			}
+		}
+	}
+	for path, item := range v3.Paths.Map() {
+		for method, op := range item.Operations() {
+			got[method+" "+path] = op.OperationID
+		}
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("operations differ:\n v3 %v\n v2 %v", got, want)
+	}
+	var defs []string
+	for name := range v2.Spec().Definitions {
+		defs = append(defs, name)
+	}
+	if schemas := slices.Sorted(maps.Keys(v3.Components.Schemas)); !slices.Equal(schemas, slices.Sorted(slices.Values(defs))) {
+		t.Errorf("schemas differ:\n v3 %v\n v2 %v", schemas, slices.Sorted(slices.Values(defs)))
 	}
 }
