@@ -30,24 +30,29 @@ func (s *Store) Setting(ctx context.Context, key string) (string, error) {
 }
 
 // EachVersionDefinition calls fn with every stored tool version (of current,
-// earlier and retired tools alike), its id and its definition's JSON.
+// earlier and retired tools alike), its id and its definition's JSON, in id
+// order, reading them a page at a time so a large catalog is never held in
+// memory whole.
 func (s *Store) EachVersionDefinition(ctx context.Context, fn func(id uint, definition string) error) error {
 	var rows []ToolVersion
-	if err := s.db.WithContext(ctx).Select("id", "definition").Order("id").Find(&rows).Error; err != nil {
+	err := s.db.WithContext(ctx).Select("id", "definition").Order("id").
+		FindInBatches(&rows, 500, func(_ *gorm.DB, _ int) error {
+			for _, v := range rows {
+				if err := fn(v.ID, v.Definition); err != nil {
+					return err
+				}
+			}
+			return nil
+		}).Error
+	if err != nil {
 		return fmt.Errorf("list tool versions: %w", err)
-	}
-	for _, v := range rows {
-		if err := fn(v.ID, v.Definition); err != nil {
-			return err
-		}
 	}
 	return nil
 }
 
-// ReplaceExports stores new renderings of versions (by version id) and
-// the setting key = value in one transaction: either every rendering and
-// the setting change, or none does.
-func (s *Store) ReplaceExports(ctx context.Context, exports map[uint][]ToolExport, key, value string) error {
+// ReplaceExports stores new renderings of versions (by version id), each
+// version's all at once in one transaction.
+func (s *Store) ReplaceExports(ctx context.Context, exports map[uint][]ToolExport) error {
 	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		for id, list := range exports {
 			if err := tx.Where("version_id = ?", id).Delete(&ToolExport{}).Error; err != nil {
@@ -62,11 +67,16 @@ func (s *Store) ReplaceExports(ctx context.Context, exports map[uint][]ToolExpor
 				}
 			}
 		}
-		err := tx.Clauses(clause.OnConflict{Columns: []clause.Column{{Name: "key"}}, DoUpdates: clause.AssignmentColumns([]string{"value"})}).
-			Create(&Setting{Key: key, Value: value}).Error
-		if err != nil {
-			return fmt.Errorf("store setting %s: %w", key, err)
-		}
 		return nil
 	})
+}
+
+// SetSetting stores value under key.
+func (s *Store) SetSetting(ctx context.Context, key, value string) error {
+	err := s.db.WithContext(ctx).Clauses(clause.OnConflict{Columns: []clause.Column{{Name: "key"}}, DoUpdates: clause.AssignmentColumns([]string{"value"})}).
+		Create(&Setting{Key: key, Value: value}).Error
+	if err != nil {
+		return fmt.Errorf("store setting %s: %w", key, err)
+	}
+	return nil
 }

@@ -290,13 +290,23 @@ const renderingsKey = "formats_revision"
 // renderings were made by another revision of the renderer (see
 // formats.Revision), so an upgrade never serves a rendering the current
 // code would not make. It returns how many versions it rendered; 0 when
-// the renderings are current.
+// the renderings are current. Versions are rendered and written a page at
+// a time, and the revision is stored only once all are: a start that stops
+// halfway renders them all again next time.
 func (r *Registry) RenderAgain(ctx context.Context) (int, error) {
 	made, err := r.store.Setting(ctx, renderingsKey)
 	if err != nil || made == formats.Revision {
 		return 0, err
 	}
+	const page = 500
+	rendered := 0
 	exports := map[uint][]models.ToolExport{}
+	write := func() error {
+		err := r.store.ReplaceExports(ctx, exports)
+		rendered += len(exports)
+		clear(exports)
+		return err
+	}
 	err = r.store.EachVersionDefinition(ctx, func(id uint, raw string) error {
 		def, err := tooldef.Decode(raw)
 		if err != nil {
@@ -313,18 +323,24 @@ func (r *Registry) RenderAgain(ctx context.Context) (int, error) {
 		for _, f := range formats.Formats {
 			exports[id] = append(exports[id], models.ToolExport{Format: f, Body: string(bodies[f])})
 		}
+		if len(exports) == page {
+			return write()
+		}
 		return nil
 	})
+	if err == nil {
+		err = write()
+	}
+	if err == nil {
+		err = r.store.SetSetting(ctx, renderingsKey, formats.Revision)
+	}
 	if err != nil {
 		return 0, err
 	}
-	if err := r.store.ReplaceExports(ctx, exports, renderingsKey, formats.Revision); err != nil {
-		return 0, err
+	if rendered > 0 {
+		r.log.InfoContext(ctx, "tool renderings made again", "versions", rendered, "from_revision", made, "revision", formats.Revision)
 	}
-	if len(exports) > 0 {
-		r.log.InfoContext(ctx, "tool renderings made again", "versions", len(exports), "from_revision", made, "revision", formats.Revision)
-	}
-	return len(exports), nil
+	return rendered, nil
 }
 
 func summaryOf(def *tooldef.Definition) models.ToolSummary {

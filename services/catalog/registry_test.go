@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"toolbelt/models"
@@ -45,7 +46,10 @@ func TestRenderAgain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := store.ReplaceExports(ctx, stale, renderingsKey, "1"); err != nil {
+	if err := store.ReplaceExports(ctx, stale); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.SetSetting(ctx, renderingsKey, "1"); err != nil {
 		t.Fatal(err)
 	}
 	if n, err := reg.RenderAgain(ctx); err != nil || n != versions || n < 9 {
@@ -70,5 +74,30 @@ func TestRenderAgain(t *testing.T) {
 	}
 	if n, err := reg.RenderAgain(ctx); err != nil || n != 0 {
 		t.Fatalf("a second start rendered %d versions again (%v)", n, err)
+	}
+}
+
+// TestRenderAgainPages: a catalog larger than a page is rendered again
+// whole, page by page.
+func TestRenderAgainPages(t *testing.T) {
+	ctx := context.Background()
+	store, _ := modelstest.Store(t)
+	reg := NewRegistry(store, quiet)
+	for i := range 1001 {
+		def := tooldef.Definition{Name: fmt.Sprintf("tool_%04d", i), Version: "1.0.0", Description: "Look a record up.", Category: "api",
+			Security: tooldef.Security{Level: tooldef.LevelSafe},
+			Runner:   tooldef.Runner{Kind: tooldef.RunnerHTTP, Method: "GET", URL: "https://tools.invalid/x"}}
+		if _, err := reg.Register(ctx, def, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := store.SetSetting(ctx, renderingsKey, "1"); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := reg.RenderAgain(ctx); err != nil || n != 1001 {
+		t.Fatalf("rendered %d of 1001 versions again (%v)", n, err)
+	}
+	if made, _ := store.Setting(ctx, renderingsKey); made != formats.Revision {
+		t.Errorf("revision stored %q, want %q", made, formats.Revision)
 	}
 }
