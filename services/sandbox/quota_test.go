@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,9 +15,16 @@ import (
 // race detector: at most 1.2 MiB at load 5 to 14; with six busy loops
 // added, up to 9.5 MiB, when a garbage collection stalled the watch's
 // thread for 76 ms; with the whole test suite running beside it, up to
-// 32 MiB (a 64 MiB write finished before the first measure). Twice the
-// quota, so that the test proves the run was stopped, not how fast.
-const diskSlack = 64 << 20
+// 32 MiB (a 64 MiB write finished before the first measure), and once in
+// CI 76 MiB (eight writing processes). The scripts write diskWrites,
+// sixteen times the quota, so that a run held to the quota and the slack
+// was stopped before it wrote a third of it: the test proves the run was
+// stopped, not how fast.
+const (
+	diskQuota  = 32 << 20
+	diskSlack  = 128 << 20
+	diskWrites = 16 * diskQuota
+)
 
 func TestFileSizeLimit(t *testing.T) {
 	for name, s := range backends(t) {
@@ -51,15 +59,15 @@ func TestFileSizeLimit(t *testing.T) {
 // after the fact), so it is logged, not asserted tightly: a quiet 2-core
 // host measured at most 1.8 MiB.
 func TestDiskQuota(t *testing.T) {
-	const quota = 32 << 20
+	const quota = diskQuota
 	scripts := map[string]string{
-		"one file": "head -c 134217728 /dev/zero > big",
-		"many files": `import os
-for i in range(2048):
-	with open('f%d' % i, 'wb') as f:
+		"one file": fmt.Sprintf("head -c %d /dev/zero > big", diskWrites),
+		"many files": fmt.Sprintf(`import os
+for i in range(%d):
+	with open('f%%d' %% i, 'wb') as f:
 		f.write(b'x' * (64 << 10))
-`,
-		"many processes": "for i in 1 2 3 4 5 6 7 8; do (for j in $(seq 256); do head -c 65536 /dev/zero > p$i-$j; done) & done; wait",
+`, diskWrites/(64<<10)),
+		"many processes": fmt.Sprintf("for i in 1 2 3 4 5 6 7 8; do (for j in $(seq %d); do head -c 65536 /dev/zero > p$i-$j; done) & done; wait", diskWrites/8/(64<<10)),
 	}
 	for name, s := range backends(t) {
 		for what, script := range scripts {
@@ -76,7 +84,7 @@ for i in range(2048):
 				}
 				t.Logf("usage after the run %d bytes, %+d over the quota; limit %q, exit %d", used, used-quota, res.Limit, res.ExitCode)
 				if res.Limit != LimitDisk {
-					t.Errorf("writing 128 MiB under a 32 MiB quota: limit %q, exit %d, stderr %q", res.Limit, res.ExitCode, res.Stderr)
+					t.Errorf("writing %d MiB under a %d MiB quota: limit %q, exit %d, stderr %q", diskWrites>>20, quota>>20, res.Limit, res.ExitCode, res.Stderr)
 				}
 				if used > quota+diskSlack {
 					t.Errorf("the directory holds %d bytes, more than the quota %d and the slack %d", used, quota, diskSlack)
