@@ -6,7 +6,7 @@ export CGO_ENABLED := 1
 # handlers.bindJSON); leaving it out saves 9 MB of binary.
 export GOFLAGS := -tags=nomsgpack
 
-.PHONY: all build run test load check generate bench fmt vet clean
+.PHONY: all build run test node-deps load check generate bench fmt vet clean
 
 all: build
 
@@ -19,8 +19,16 @@ run: build
 	./$(BIN) serve
 
 ## test: run every test, with the race detector
-test:
+test: node-deps
 	$(GO) test -race -count=1 ./...
+
+## node-deps: install the npm validators and clients the tests drive (testdata/node), from its lock file
+node-deps:
+	@if ! command -v npm >/dev/null; then \
+		echo "npm not found: the tests that need testdata/node's packages are skipped (on CI they fail)"; \
+	elif [ ! testdata/node/node_modules/.package-lock.json -nt testdata/node/package-lock.json ]; then \
+		npm ci --prefix testdata/node --no-audit --no-fund --loglevel=error; \
+	fi
 
 ## load: a minute of steady traffic against the real binary; prints req/s, p50/p95/p99, memory
 load:

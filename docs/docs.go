@@ -2018,7 +2018,8 @@ const docTemplate = `{
                             }
                         }
                     }
-                }
+                },
+                "security": []
             }
         },
         "/readyz": {
@@ -2044,7 +2045,8 @@ const docTemplate = `{
                             "$ref": "#/definitions/ops.Readiness"
                         }
                     }
-                }
+                },
+                "security": []
             }
         }
     },

@@ -13,6 +13,7 @@ import (
 //
 //	@Summary	Liveness
 //	@ID			healthz
+//	@Security
 //	@Tags		health
 //	@Produce	json
 //	@Success	200	{object}	map[string]string
@@ -26,6 +27,7 @@ func (h *Handler) Healthz(c *gin.Context) {
 //
 //	@Summary	Readiness
 //	@ID			readyz
+//	@Security
 //	@Tags		health
 //	@Produce	json
 //	@Success	200	{object}	ops.Readiness

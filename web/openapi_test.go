@@ -1,9 +1,12 @@
 package web_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"maps"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -16,6 +19,7 @@ import (
 	"github.com/go-openapi/validate"
 
 	"toolbelt/docs"
+	"toolbelt/internal/nodetest"
 	"toolbelt/web"
 )
 
@@ -127,5 +131,46 @@ func TestOpenAPI3(t *testing.T) {
 	}
 	if schemas := slices.Sorted(maps.Keys(v3.Components.Schemas)); !slices.Equal(schemas, slices.Sorted(slices.Values(defs))) {
 		t.Errorf("schemas differ:\n v3 %v\n v2 %v", schemas, slices.Sorted(slices.Values(defs)))
+	}
+}
+
+// TestOpenAPILint lints both served documents with Redocly's recommended
+// rules, as an API's consumers and their tooling do: no errors. (What it
+// still warns of: no license in info, and no 4XX response on /healthz and
+// /readyz, which have none.)
+func TestOpenAPILint(t *testing.T) {
+	app := newTestApp(t)
+	dir := t.TempDir()
+	for _, path := range []string{"/swagger/doc.json", web.OpenAPI3Path} {
+		r := app.do(t, "none", "GET", path, nil)
+		if r.Status != 200 {
+			t.Fatalf("%s: %d", path, r.Status)
+		}
+		file := filepath.Join(dir, strings.TrimPrefix(strings.ReplaceAll(path, "/", "-"), "-"))
+		if err := os.WriteFile(file, r.Body, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out, _ := nodetest.Exec(t, nil, "redocly", "lint", "--extends", "recommended", "--format", "json", file)
+		var report struct {
+			Totals struct {
+				Errors, Warnings int
+			}
+			Problems []struct {
+				RuleID, Severity, Message string
+				Location                  []struct{ Pointer string }
+			}
+		}
+		if err := json.Unmarshal(out[:bytes.LastIndexByte(out, '}')+1], &report); err != nil {
+			t.Fatalf("%s: redocly printed no report: %v\n%s", path, err, out)
+		}
+		for _, p := range report.Problems {
+			if p.Severity == "error" {
+				t.Errorf("%s: %s at %v: %s", path, p.RuleID, p.Location, p.Message)
+			}
+		}
+		t.Logf("%s: %d errors, %d warnings", path, report.Totals.Errors, report.Totals.Warnings)
+		if report.Totals.Errors != 0 {
+			t.Errorf("%s: redocly counts %d errors", path, report.Totals.Errors)
+		}
 	}
 }
