@@ -1280,8 +1280,14 @@ func TestPropertyNames(t *testing.T) {
 // null, as a model in OpenAI's strict mode does for the optional fields it
 // leaves out (strict renderings list every property as required).
 func fillNulls(args, schema any) {
-	a, ok := args.(map[string]any)
 	s, _ := schema.(map[string]any)
+	if list, ok := args.([]any); ok && s != nil {
+		for _, v := range list {
+			fillNulls(v, s["items"])
+		}
+		return
+	}
+	a, ok := args.(map[string]any)
 	if !ok || s == nil {
 		return
 	}
