@@ -2,6 +2,7 @@ package web_test
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"net/url"
 	"os"
@@ -336,5 +337,51 @@ func TestStrictNullsAreAbsent(t *testing.T) {
 		"arguments": map[string]any{"path": nil}})
 	if e, _ := res["error"].(map[string]any); code != 422 || e["code"] != "VALIDATION_ERROR" {
 		t.Fatalf("file_read with path null: %d %v", code, res)
+	}
+}
+
+// TestGeminiJSONTextObjects: Gemini refuses an OBJECT without properties,
+// so its rendering asks for a free-form object as JSON text; a call that
+// sends it so runs with the object itself (the echo tool returns what it
+// was given), while a string that is not a JSON object is still refused.
+func TestGeminiJSONTextObjects(t *testing.T) {
+	app := newTestApp(t)
+	def := toolDef("echo_meta", func(m map[string]any) {
+		m["parameters"] = map[string]any{
+			"type": "object",
+			"properties": map[string]any{
+				"name": map[string]any{"type": "string"},
+				"meta": map[string]any{"type": "object", "additionalProperties": map[string]any{"type": "integer"}},
+				"rows": map[string]any{"type": "array", "items": map[string]any{"type": "object"}},
+			},
+			"required":             []any{"name"},
+			"additionalProperties": false,
+		}
+		m["security"] = map[string]any{"level": "safe"}
+		m["runner"] = map[string]any{"kind": "builtin", "builtin": "echo"}
+	})
+	if r := app.do(t, "admin", "POST", "/api/v1/tools", def); r.Status != 201 {
+		t.Fatalf("register: %d %s", r.Status, r.Body)
+	}
+	export := app.do(t, "admin", "GET", "/api/v1/tools/echo_meta?format=gemini", nil).JSON(t)
+	props, _ := export["parameters"].(map[string]any)["properties"].(map[string]any)
+	meta, _ := props["meta"].(map[string]any)
+	if meta["type"] != "string" || !strings.Contains(fmt.Sprint(meta["description"]), "JSON text") {
+		t.Fatalf("the gemini rendering of a free-form object: %v", meta)
+	}
+	code, res := app.call(t, "admin", map[string]any{"tool": "echo_meta",
+		"arguments": map[string]any{"name": "n", "meta": `{"a": 1, "b": 2}`, "rows": []any{`{"k": "v"}`, map[string]any{"k": 3}}}})
+	data, _ := res["data"].(map[string]any)
+	if code != 200 || res["success"] != true {
+		t.Fatalf("a call with JSON text: %d %v", code, res)
+	}
+	if got, _ := json.Marshal(data); string(got) != `{"meta":{"a":1,"b":2},"name":"n","rows":[{"k":"v"},{"k":3}]}` {
+		t.Errorf("the tool was given %s", got)
+	}
+	for _, bad := range []any{`{"a": "x"}`, `not json`, `[1]`} {
+		code, res = app.call(t, "admin", map[string]any{"tool": "echo_meta", "arguments": map[string]any{"name": "n", "meta": bad}})
+		if e, _ := res["error"].(map[string]any); code != 422 || e["code"] != "VALIDATION_ERROR" {
+			t.Errorf("meta %q: %d %v", bad, code, res)
+		}
 	}
 }

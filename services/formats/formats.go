@@ -38,7 +38,7 @@ const (
 // for a tool that has none, plain roots for openai and anthropic.
 // 3: OpenAI's strict form (optional fields nullable, unsupported
 // constraints stated in the description).
-const Revision = "3"
+const Revision = "4"
 
 var Formats = []string{FormatOpenAI, FormatOpenAIResponses, FormatAnthropic, FormatGemini, FormatMCP}
 
@@ -906,7 +906,53 @@ func geminiParameters(schema map[string]any) map[string]any {
 	out := c.convert(schema, 0)
 	out["type"] = "object" // the root is validated to be an object
 	delete(out, "nullable")
+	jsonTextObjects(out, true)
 	return out
+}
+
+// geminiJSONTextNote tells the model how a free-form object is written.
+const geminiJSONTextNote = `A JSON object, written as a string of JSON text (for example "{\"key\": \"value\"}").`
+
+// jsonTextObjects rewrites, in place, every OBJECT without properties
+// in s but the root (a free-form object, a recursive or too-large placeholder) as a
+// string holding the object as JSON text: Gemini refuses an OBJECT with
+// no properties ("properties: should be non-empty for OBJECT type"). A
+// call turns such a string back into the object where the tool's schema
+// takes an object and no string (tooldef.ArgsPlan), so the tool sees what
+// its schema describes.
+func jsonTextObjects(s map[string]any, root bool) {
+	if props, ok := s["properties"].(map[string]any); ok {
+		for _, p := range props {
+			jsonTextObjects(p.(map[string]any), false)
+		}
+	}
+	if items, ok := s["items"].(map[string]any); ok {
+		jsonTextObjects(items, false)
+	}
+	if list, ok := s["anyOf"].([]any); ok {
+		for _, b := range list {
+			jsonTextObjects(b.(map[string]any), root)
+		}
+	}
+	// The root stays an object: a tool's arguments are one, and one
+	// without properties is rendered with no parameters at all.
+	if root || s["type"] != "object" || s["properties"] != nil {
+		return
+	}
+	var notes []string
+	for _, k := range []string{"minProperties", "maxProperties"} {
+		if n, ok := s[k]; ok {
+			notes = append(notes, fmt.Sprintf("%s: %v.", k, n))
+		}
+	}
+	if d, ok := s["default"]; ok {
+		notes = append(notes, "Default: "+jsonText(d)+".")
+	}
+	for _, k := range []string{"minProperties", "maxProperties", "default", "example"} {
+		delete(s, k)
+	}
+	s["type"] = "string"
+	addNotes(s, append([]string{geminiJSONTextNote}, notes...)...)
 }
 
 type geminiConverter struct {
@@ -1230,8 +1276,11 @@ func (c *geminiConverter) typed(s map[string]any, t string, nullable bool, depth
 	case "object":
 		c.properties(s, out, depth)
 		copyKeys(s, out, "minProperties", "maxProperties")
+		if depth > 0 { // a tool's arguments are closed as a rule: no note
+			notes = append(notes, additionalNote(s["additionalProperties"], out["properties"] != nil))
+		}
 	}
-	addNotes(out, notes...)
+	addNotes(out, slices.DeleteFunc(notes, func(n string) bool { return n == "" })...)
 	return out
 }
 
@@ -1338,12 +1387,31 @@ func exclusiveBound(s, out map[string]any, t, key, inclusive string) []string {
 	return []string{"Must be less than " + string(n) + "."}
 }
 
+// additionalNote states the additionalProperties constraint Gemini has
+// no keyword for: ap is its value, named whether the object has
+// properties of its own.
+func additionalNote(ap any, named bool) string {
+	switch {
+	case ap == nil || ap == true:
+		return ""
+	case ap == false && named:
+		return "No other properties."
+	case ap == false:
+		return "Must be empty."
+	case named:
+		return "Other properties: " + jsonText(ap) + "."
+	default:
+		return "Each value: " + jsonText(ap) + "."
+	}
+}
+
 // geminiAny is the schema for any value. Gemini needs a type or anyOf on
-// every schema, so it lists the JSON types (arrays of any value excepted,
-// which would need items of their own).
+// every schema, so it lists the scalar JSON types: an array would need
+// items of its own and an object properties, and an object written as
+// JSON text would reach the tool as the string it also accepts.
 func geminiAny(nullable bool) map[string]any {
 	var branches []map[string]any
-	for _, t := range []string{"string", "number", "boolean", "object"} {
+	for _, t := range []string{"string", "number", "boolean"} {
 		branches = append(branches, map[string]any{"type": t})
 	}
 	return unionOf(branches, nullable)

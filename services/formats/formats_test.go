@@ -551,6 +551,10 @@ func geminiViolations(v any, at string) []string {
 	if p, ok := s["properties"]; ok && len(props) == 0 {
 		out = append(out, fmt.Sprintf("%s.properties is empty or malformed: %v", at, p))
 	}
+	// "properties: should be non-empty for OBJECT type"
+	if t == "object" && len(props) == 0 {
+		out = append(out, at+" is an OBJECT without properties")
+	}
 	for _, key := range []string{"required", "propertyOrdering"} {
 		list, _ := s[key].([]any)
 		for _, name := range list {
@@ -644,7 +648,7 @@ func TestRenderSchemasCompile(t *testing.T) {
 					t.Fatal(err)
 				}
 				// The server drops those nulls before validating (invoke).
-				tooldef.PlanNulls(original).Apply(args)
+				tooldef.PlanArgs(original).Apply(args)
 				if err := mustCompile(t, original).Validate(args); err != nil {
 					t.Errorf("sample arguments rejected by the original schema: %v", err)
 				}
@@ -811,6 +815,9 @@ func canonicalJSON(t *testing.T, raw string) string {
 
 // TestGeminiTransforms checks each JSON Schema construct Gemini cannot take
 // as it is: the property x of the root becomes want.
+// jsonTextNote is geminiJSONTextNote as it stands inside a JSON string.
+var jsonTextNote = strings.Trim(jsonText(geminiJSONTextNote), `"`)
+
 func TestGeminiTransforms(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -836,7 +843,7 @@ func TestGeminiTransforms(t *testing.T) {
 		{name: "const boolean typed", x: `{"type":"boolean","const":true}`,
 			want: `{"type":"boolean","description":"Must be true."}`},
 		{name: "const null", x: `{"const":null}`,
-			want: `{"anyOf":[{"type":"string","nullable":true},{"type":"number","nullable":true},{"type":"boolean","nullable":true},{"type":"object","nullable":true}]}`},
+			want: `{"anyOf":[{"type":"string","nullable":true},{"type":"number","nullable":true},{"type":"boolean","nullable":true}]}`},
 		{name: "integer enum", x: `{"type":"integer","enum":[1,2,3]}`,
 			want: `{"type":"integer","description":"Allowed values: 1, 2, 3."}`},
 		{name: "untyped number enum", x: `{"enum":[1,2.5]}`,
@@ -849,7 +856,7 @@ func TestGeminiTransforms(t *testing.T) {
 			want: `{"anyOf":[{"type":"string"},{"type":"integer"}],"description":"Either"}`},
 		{name: "anyOf with null collapses", x: `{"anyOf":[{"$ref":"#/$defs/point"},{"type":"null"}],"description":"Where"}`,
 			defs: `{"point":{"type":"object","properties":{"x":{"type":"number"}},"required":["x"],"additionalProperties":false}}`,
-			want: `{"type":"object","nullable":true,"properties":{"x":{"type":"number"}},"required":["x"],"description":"Where"}`},
+			want: `{"type":"object","nullable":true,"properties":{"x":{"type":"number"}},"required":["x"],"description":"Where. No other properties."}`},
 		{name: "anyOf keeps branch notes", x: `{"anyOf":[{"type":"integer","enum":[1,2]},{"type":"null"}],"description":"Level"}`,
 			want: `{"type":"integer","nullable":true,"description":"Level. Allowed values: 1, 2."}`},
 		{name: "ref with sibling", x: `{"$ref":"#/definitions/id","description":"Owner id"}`,
@@ -857,10 +864,10 @@ func TestGeminiTransforms(t *testing.T) {
 			want: `{"type":"string","description":"Owner id","pattern":"^u"}`,
 		},
 		{name: "unresolvable ref", x: `{"$ref":"https://example.com/other.json"}`,
-			want: `{"anyOf":[{"type":"string"},{"type":"number"},{"type":"boolean"},{"type":"object"}],"description":"Follows the schema https://example.com/other.json."}`},
+			want: `{"anyOf":[{"type":"string"},{"type":"number"},{"type":"boolean"}],"description":"Follows the schema https://example.com/other.json."}`},
 		{name: "recursive ref", x: `{"$ref":"#/$defs/list"}`,
 			defs: `{"list":{"type":"object","properties":{"head":{"type":"integer"},"tail":{"$ref":"#/$defs/list"}},"required":["head"]}}`,
-			want: `{"type":"object","properties":{"head":{"type":"integer"},"tail":{"type":"object","description":"Recursive: has the same structure as list."}},"required":["head"]}`},
+			want: `{"type":"object","properties":{"head":{"type":"integer"},"tail":{"type":"string","description":"Recursive: has the same structure as list. ` + jsonTextNote + `"}},"required":["head"]}`},
 		{name: "allOf objects merge", x: `{"allOf":[{"$ref":"#/$defs/base"},{"properties":{"b":{"type":"integer"}},"required":["b","a"]}],"description":"Both"}`,
 			defs: `{"base":{"type":"object","properties":{"a":{"type":"string"}}}}`,
 			want: `{"type":"object","properties":{"a":{"type":"string"},"b":{"type":"integer"}},"required":["b","a"],"description":"Both"}`},
@@ -879,15 +886,24 @@ func TestGeminiTransforms(t *testing.T) {
 		{name: "examples", x: `{"type":"string","examples":["x","y"]}`, want: `{"type":"string","example":"x"}`},
 		{name: "formats", x: `{"type":"object","properties":{"a":{"type":"string","format":"date-time"},"b":{"type":"string","format":"uri"},"c":{"type":"integer","format":"int64"}}}`,
 			want: `{"type":"object","properties":{"a":{"type":"string","format":"date-time"},"b":{"type":"string","description":"Format: uri."},"c":{"type":"integer","format":"int64"}}}`},
-		{name: "map object", x: `{"type":"object","additionalProperties":{"type":"string"}}`, want: `{"type":"object"}`},
+		// Gemini refuses an OBJECT without properties: a free-form object is
+		// asked for as JSON text, with its constraint in words.
+		{name: "map object", x: `{"type":"object","additionalProperties":{"type":"string"},"maxProperties":9}`,
+			want: `{"type":"string","description":"Each value: {\"type\":\"string\"}. ` + jsonTextNote + ` maxProperties: 9."}`},
+		{name: "free-form object", x: `{"type":"object","description":"Extra fields","default":{"a":1}}`,
+			want: `{"type":"string","description":"Extra fields. ` + jsonTextNote + ` Default: {\"a\":1}."}`},
+		{name: "closed empty object", x: `{"type":"object","additionalProperties":false}`,
+			want: `{"type":"string","description":"Must be empty. ` + jsonTextNote + `"}`},
+		{name: "named properties and others", x: `{"type":"object","properties":{"a":{"type":"string"}},"additionalProperties":{"type":"integer"}}`,
+			want: `{"type":"object","properties":{"a":{"type":"string"}},"description":"Other properties: {\"type\":\"integer\"}."}`},
 		{name: "array without items", x: `{"type":"array","maxItems":3}`,
-			want: `{"type":"array","maxItems":3,"items":{"anyOf":[{"type":"string"},{"type":"number"},{"type":"boolean"},{"type":"object"}]}}`},
+			want: `{"type":"array","maxItems":3,"items":{"anyOf":[{"type":"string"},{"type":"number"},{"type":"boolean"}]}}`},
 		{name: "tuple", x: `{"type":"array","prefixItems":[{"type":"number"},{"type":"string"}],"items":false}`,
 			want: `{"type":"array","maxItems":2,"items":{"anyOf":[{"type":"number"},{"type":"string"}]}}`},
 		{name: "unique and multiple", x: `{"type":"array","uniqueItems":true,"items":{"type":"number","multipleOf":0.5}}`,
 			want: `{"type":"array","description":"Items must be unique.","items":{"type":"number","description":"Must be a multiple of 0.5."}}`},
 		{name: "any value", x: `{"description":"Anything"}`,
-			want: `{"anyOf":[{"type":"string"},{"type":"number"},{"type":"boolean"},{"type":"object"}],"description":"Anything"}`},
+			want: `{"anyOf":[{"type":"string"},{"type":"number"},{"type":"boolean"}],"description":"Anything"}`},
 		{name: "inferred object", x: `{"properties":{"a":{"type":"string"},"gone":false},"required":["a","gone","missing"],"propertyOrdering":["gone","a"]}`,
 			want: `{"type":"object","properties":{"a":{"type":"string"}},"required":["a"],"propertyOrdering":["a"]}`},
 		{name: "oneOf required only", x: `{"type":"object","properties":{"a":{"type":"string"},"b":{"type":"string"}},"oneOf":[{"required":["a"]},{"required":["b"]}]}`,
@@ -904,7 +920,7 @@ func TestGeminiTransforms(t *testing.T) {
 		{name: "root ref", wantIn: `{"$ref":"#/$defs/in","$defs":{"in":{"type":"object","properties":{"q":{"type":"string"}},"required":["q"]}}}`,
 			want: `{"type":"object","properties":{"q":{"type":"string"}},"required":["q"]}`},
 		{name: "root recursion", wantIn: `{"type":"object","properties":{"self":{"$ref":"#"}}}`,
-			want: `{"type":"object","properties":{"self":{"type":"object","description":"Recursive: has the same structure as the whole input."}}}`},
+			want: `{"type":"object","properties":{"self":{"type":"string","description":"Recursive: has the same structure as the whole input. ` + jsonTextNote + `"}}}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -34,7 +34,7 @@ func (inv *Invoker) validate(next step) step {
 			if err != nil {
 				return failure(models.CodeInternal, "the tool's schema does not compile", false, "Report this tool to an administrator.")
 			}
-			params = &compiledParams{schema: s, nulls: tooldef.PlanNulls(doc)}
+			params = &compiledParams{schema: s, plan: tooldef.PlanArgs(doc)}
 			inv.schemas.Add(c.version, params)
 		}
 		schema := params.schema
@@ -58,8 +58,10 @@ func (inv *Invoker) validate(next step) step {
 			args = obj
 		}
 		// A null for an optional field that does not take null is the
-		// field left out, as an LLM in OpenAI's strict mode sends it.
-		params.nulls.Apply(obj)
+		// field left out, as an LLM in OpenAI's strict mode sends it; a
+		// free-form object may come as JSON text, as Gemini is asked to
+		// write it.
+		params.plan.Apply(obj)
 		// Validation is a pure function of the version's schema and the
 		// arguments, so arguments of a cacheable tool that passed once
 		// are not validated again (it was a fifth of a cached call's
@@ -107,10 +109,11 @@ func newValidatedMemo() *expirable.LRU[string, struct{}] {
 }
 
 // compiledParams is a version's parameters schema, compiled, and the
-// plan of the nulls that stand for absent fields.
+// plan that turns arguments as the renderings ask models to write them
+// into what the schema describes.
 type compiledParams struct {
 	schema *jsonschema.Schema
-	nulls  *tooldef.NullPlan
+	plan   *tooldef.ArgsPlan
 }
 
 // newSchemaCache keeps compiled parameter schemas by version id.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strconv"
@@ -592,29 +593,89 @@ func AcceptsNull(s map[string]any) bool {
 	return false
 }
 
-// NullPlan says which nulls of a call's arguments stand for an absent
-// field: those of optional properties whose schema does not accept null.
-// An LLM in OpenAI's strict mode sends null for every optional field it
-// leaves out (formats renders them nullable), so such a null is dropped
-// before validation and execution. Nil when the schema has none.
-type NullPlan struct {
+// ArgsPlan says how a call's arguments, as a model writes them from one of
+// the renderings, become the arguments the tool's schema describes. Two
+// things are undone:
+//   - a null for an optional property whose schema does not accept null is
+//     the property left out: an LLM in OpenAI's strict mode sends null for
+//     every optional field it leaves out (formats renders them nullable);
+//   - a string holding a JSON object where the schema takes an object and
+//     no string is that object: Gemini refuses an OBJECT without
+//     properties, so formats renders a free-form object as JSON text.
+//
+// The plan follows properties, items and local $refs (a recursive schema
+// gives a plan with a cycle), not combinators, which the strict renderings
+// leave as written. Nil when nothing applies.
+type ArgsPlan struct {
 	drop  map[string]bool      // optional properties that do not accept null
-	props map[string]*NullPlan // plans of properties that hold objects
-	items *NullPlan            // plan of an array's items
+	props map[string]*ArgsPlan // plans of properties
+	items *ArgsPlan            // plan of an array's items
+	text  bool                 // a string here holding a JSON object is decoded
 }
 
-// PlanNulls makes the plan of a parameters schema (decoded JSON). It
-// follows properties and items, not $refs or combinators: strict
-// renderings leave those as written.
-func PlanNulls(v any) *NullPlan {
+// PlanArgs makes the plan of a parameters schema (decoded JSON).
+func PlanArgs(v any) *ArgsPlan {
+	root, _ := v.(map[string]any)
+	pl := planner{root: root, refs: map[string]*ArgsPlan{}}
+	// The renderings that refuse combinators at the root merge the
+	// properties of its branches into it (formats' plainRoot), each
+	// optional unless the root requires it: the plan takes them too.
+	if root != nil {
+		merged := maps.Clone(root)
+		props := map[string]any{}
+		for _, k := range []string{"allOf", "anyOf", "oneOf"} {
+			branches, _ := root[k].([]any)
+			for _, b := range branches {
+				bm, _ := b.(map[string]any)
+				if bp, ok := bm["properties"].(map[string]any); ok {
+					maps.Copy(props, bp)
+				}
+			}
+		}
+		if own, ok := root["properties"].(map[string]any); ok {
+			maps.Copy(props, own)
+		}
+		merged["properties"] = props
+		v = merged
+	}
+	p := pl.plan(v)
+	if p == nil {
+		return nil
+	}
+	p.text = false // the arguments are an object, never text
+	if p.drop == nil && p.props == nil && p.items == nil {
+		return nil
+	}
+	return p
+}
+
+type planner struct {
+	root map[string]any
+	refs map[string]*ArgsPlan // plans of the $refs met, made or being made
+}
+
+func (pl *planner) plan(v any) *ArgsPlan {
 	s, ok := v.(map[string]any)
 	if !ok {
 		return nil
 	}
-	p := &NullPlan{}
-	if items := PlanNulls(s["items"]); items != nil {
-		p.items = items
+	if ref, ok := s["$ref"].(string); ok && strings.HasPrefix(ref, "#") {
+		if p, seen := pl.refs[ref]; seen {
+			return p // made, or being made: a cycle
+		}
+		target, err := Pointer(pl.root, strings.TrimPrefix(ref, "#"))
+		if err != nil {
+			return nil
+		}
+		p := &ArgsPlan{}
+		pl.refs[ref] = p
+		if made := pl.plan(target); made != nil {
+			*p = *made
+		}
+		return p
 	}
+	p := &ArgsPlan{text: takesObjectNotString(s)}
+	p.items = pl.plan(s["items"])
 	props, _ := s["properties"].(map[string]any)
 	required := map[string]bool{}
 	if list, ok := s["required"].([]any); ok {
@@ -635,21 +696,44 @@ func PlanNulls(v any) *NullPlan {
 			}
 			p.drop[name] = true
 		}
-		if child := PlanNulls(sm); child != nil {
+		if child := pl.plan(sm); child != nil {
 			if p.props == nil {
-				p.props = map[string]*NullPlan{}
+				p.props = map[string]*ArgsPlan{}
 			}
 			p.props[name] = child
 		}
 	}
-	if p.drop == nil && p.props == nil && p.items == nil {
+	if p.drop == nil && p.props == nil && p.items == nil && !p.text {
 		return nil
 	}
 	return p
 }
 
-// Apply drops, in place, the nulls of args that stand for absent fields.
-func (p *NullPlan) Apply(args any) {
+// takesObjectNotString: the schema's type says object (and perhaps null),
+// never string.
+func takesObjectNotString(s map[string]any) bool {
+	switch t := s["type"].(type) {
+	case string:
+		return t == "object"
+	case []any:
+		object := false
+		for _, x := range t {
+			switch x {
+			case "object":
+				object = true
+			case "null":
+			default:
+				return false
+			}
+		}
+		return object
+	}
+	return false
+}
+
+// Apply undoes, in place, what the renderings ask a model to write
+// differently (see ArgsPlan).
+func (p *ArgsPlan) Apply(args any) {
 	if p == nil {
 		return
 	}
@@ -661,12 +745,28 @@ func (p *NullPlan) Apply(args any) {
 				continue
 			}
 			if child := p.props[name]; child != nil {
-				child.Apply(v)
+				a[name] = child.value(v)
 			}
 		}
 	case []any:
-		for _, v := range a {
-			p.items.Apply(v)
+		if p.items != nil {
+			for i, v := range a {
+				a[i] = p.items.value(v)
+			}
 		}
 	}
+}
+
+// value is v with the plan applied: a JSON text decoded where an object
+// is expected.
+func (p *ArgsPlan) value(v any) any {
+	if str, ok := v.(string); ok && p.text {
+		if obj, err := jsonschema.UnmarshalJSON(strings.NewReader(str)); err == nil {
+			if m, ok := obj.(map[string]any); ok {
+				v = m
+			}
+		}
+	}
+	p.Apply(v)
+	return v
 }

@@ -8,7 +8,7 @@ import (
 // TestPlanNulls: a null for an optional field that does not take null is
 // the field left out, at any depth; a null a field takes, or one for a
 // required field, stays for validation to judge.
-func TestPlanNulls(t *testing.T) {
+func TestPlanArgs(t *testing.T) {
 	schema := `{"type":"object","required":["q"],"properties":{
 		"q":{"type":"string"},
 		"limit":{"type":"integer"},
@@ -31,7 +31,7 @@ func TestPlanNulls(t *testing.T) {
 	if err := json.Unmarshal([]byte(schema), &doc); err != nil {
 		t.Fatal(err)
 	}
-	plan := PlanNulls(doc)
+	plan := PlanArgs(doc)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			var args any
@@ -47,9 +47,75 @@ func TestPlanNulls(t *testing.T) {
 			}
 		})
 	}
+	// A root whose properties are in combinator branches: the strict
+	// renderings merge them into the root, each optional.
+	var union any
+	_ = json.Unmarshal([]byte(`{"type":"object","anyOf":[{"properties":{"path":{"type":"string"}},"required":["path"]},
+		{"properties":{"url":{"type":"string"}},"required":["url"]}]}`), &union)
+	var args any
+	_ = json.Unmarshal([]byte(`{"path":"a","url":null}`), &args)
+	PlanArgs(union).Apply(args)
+	if got, _ := json.Marshal(args); string(got) != `{"path":"a"}` {
+		t.Errorf("root branches: got %s", got)
+	}
 	var empty any
+	if PlanArgs(map[string]any{"type": "object"}) != nil {
+		t.Error("a free-form root has a plan: the arguments are never text")
+	}
 	_ = json.Unmarshal([]byte(`{"type":"object","properties":{"a":{"type":"string"}},"required":["a"]}`), &empty)
-	if PlanNulls(empty) != nil {
+	if PlanArgs(empty) != nil {
 		t.Error("a schema without optional fields has a plan")
+	}
+}
+
+// TestPlanArgsJSONText: a string holding a JSON object where the schema
+// takes an object and no string (a free-form object, which the Gemini
+// rendering asks for as JSON text) is that object, at any depth and
+// through local $refs, recursive ones too; anything else stays as sent,
+// for validation to judge.
+func TestPlanArgsJSONText(t *testing.T) {
+	schema := `{"type":"object","properties":{
+		"meta":{"type":"object"},
+		"headers":{"type":"object","additionalProperties":{"type":"string"}},
+		"maybe":{"type":["object","null"]},
+		"either":{"type":["object","string"]},
+		"note":{"type":"string"},
+		"rows":{"type":"array","items":{"type":"object"}},
+		"tree":{"$ref":"#/$defs/node"}
+	},"$defs":{"node":{"type":"object","properties":{"name":{"type":"string"},"child":{"$ref":"#/$defs/node"}}}}}`
+	cases := []struct{ name, args, want string }{
+		{"free-form object", `{"meta":"{\"a\":1}"}`, `{"meta":{"a":1}}`},
+		{"map of strings", `{"headers":"{\"Accept\":\"text/plain\"}"}`, `{"headers":{"Accept":"text/plain"}}`},
+		{"an object stays", `{"meta":{"a":1}}`, `{"meta":{"a":1}}`},
+		{"nullable object", `{"maybe":"{}"}`, `{"maybe":{}}`},
+		{"a schema that takes strings keeps them", `{"either":"{\"a\":1}","note":"{\"a\":1}"}`, `{"either":"{\"a\":1}","note":"{\"a\":1}"}`},
+		{"array items", `{"rows":["{\"k\":\"v\"}",{"k":2}]}`, `{"rows":[{"k":"v"},{"k":2}]}`},
+		{"recursive ref", `{"tree":{"name":"a","child":"{\"name\":\"b\",\"child\":{\"name\":\"c\"}}"}}`,
+			`{"tree":{"name":"a","child":{"name":"b","child":{"name":"c"}}}}`},
+		{"not JSON stays", `{"meta":"a=1"}`, `{"meta":"a=1"}`},
+		{"JSON but not an object stays", `{"meta":"[1,2]"}`, `{"meta":"[1,2]"}`},
+		{"trailing garbage stays", `{"meta":"{} x"}`, `{"meta":"{} x"}`},
+	}
+	var doc any
+	if err := json.Unmarshal([]byte(schema), &doc); err != nil {
+		t.Fatal(err)
+	}
+	plan := PlanArgs(doc)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var args any
+			if err := json.Unmarshal([]byte(tc.args), &args); err != nil {
+				t.Fatal(err)
+			}
+			plan.Apply(args)
+			got, _ := json.Marshal(args)
+			var want any
+			if err := json.Unmarshal([]byte(tc.want), &want); err != nil {
+				t.Fatal(err)
+			}
+			if w, _ := json.Marshal(want); string(got) != string(w) {
+				t.Errorf("got %s, want %s", got, w)
+			}
+		})
 	}
 }
