@@ -26,10 +26,11 @@ test:
 load:
 	$(GO) test -run TestLoad -count=1 -v .
 
-## generate: regenerate the templ components and the OpenAPI document
+## generate: regenerate the templ components and the OpenAPI document (2.0, and 3.0 from it)
 generate:
 	$(GO) tool templ generate -path views
 	$(GO) tool swag init -g main.go -o docs --outputTypes go,json,yaml --parseInternal --quiet
+	$(GO) run ./docs/openapi3 docs/openapi3.json
 
 ## check: fail on unformatted code, vet findings or stale generated files
 check: generate
