@@ -34,18 +34,20 @@ node-deps:
 load:
 	$(GO) test -run TestLoad -count=1 -v .
 
-## generate: regenerate the templ components and the OpenAPI document
+## generate: regenerate the templ components, the OpenAPI document (2.0 and 3.0) and the Go client
 generate:
 	$(GO) tool templ generate -path views
 	$(GO) tool swag init -g main.go -o docs --outputTypes go,json,yaml --parseInternal --quiet
+	$(GO) run ./docs/openapi3 docs/openapi3.json
+	$(GO) tool oapi-codegen -config client/oapi-codegen.yaml docs/openapi3.json
 
 ## check: fail on unformatted code, vet findings or stale generated files
 check: generate
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' | grep -v '_templ.go$$')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
-	@if [ -n "$$(git status --porcelain -- docs views)" ]; then \
-		echo "generated files are stale; run 'make generate' and commit:"; git status --porcelain -- docs views; exit 1; fi
+	@if [ -n "$$(git status --porcelain -- docs views client)" ]; then \
+		echo "generated files are stale; run 'make generate' and commit:"; git status --porcelain -- docs views client; exit 1; fi
 
 ## bench: run the benchmarks (registration, listing, export)
 bench:

@@ -2326,6 +2326,42 @@ const docTemplate = `{
                 }
             }
         },
+        "catalog.ToolSummary": {
+            "type": "object",
+            "properties": {
+                "category": {
+                    "type": "string",
+                    "example": "filesystem"
+                },
+                "description": {
+                    "type": "string"
+                },
+                "name": {
+                    "type": "string",
+                    "example": "file_read"
+                },
+                "retired": {
+                    "type": "boolean"
+                },
+                "security_level": {
+                    "type": "string",
+                    "example": "safe"
+                },
+                "tags": {
+                    "type": "array",
+                    "items": {
+                        "type": "string"
+                    }
+                },
+                "updated_at": {
+                    "type": "string"
+                },
+                "version": {
+                    "type": "string",
+                    "example": "1.0.0"
+                }
+            }
+        },
         "catalog.ToolVersion": {
             "type": "object",
             "properties": {
@@ -2448,7 +2484,7 @@ const docTemplate = `{
                     "type": "integer"
                 },
                 "result": {
-                    "type": "object"
+                    "$ref": "#/definitions/invoke.ToolResult"
                 },
                 "run_ms": {
                     "type": "integer"
@@ -2735,9 +2771,10 @@ const docTemplate = `{
                     "example": 0
                 },
                 "tools": {
+                    "description": "Tools are summaries; with format, the renderings for that LLM API instead.",
                     "type": "array",
                     "items": {
-                        "type": "object"
+                        "$ref": "#/definitions/catalog.ToolSummary"
                     }
                 },
                 "total": {

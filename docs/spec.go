@@ -17,9 +17,16 @@ import (
 //go:embed swagger.json
 var JSON []byte
 
+// OpenAPI3JSON is openapi3.json, what OpenAPI3 makes of JSON, written by
+// "make generate" (docs/openapi3) so the generated Go client (client/) and
+// /openapi.json are one document, and its changes show in review.
+//
+//go:embed openapi3.json
+var OpenAPI3JSON []byte
+
 // OpenAPI3 converts the generated document to OpenAPI 3.0 (kin-openapi),
-// for the client generators that want it; the server serves the result
-// at /openapi.json.
+// for the client generators that want it. It is indented, with a final
+// newline, as openapi3.json is committed.
 func OpenAPI3() ([]byte, error) {
 	var v2 openapi2.T
 	if err := json.Unmarshal(JSON, &v2); err != nil {
@@ -29,5 +36,9 @@ func OpenAPI3() ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("convert the OpenAPI document to version 3: %w", err)
 	}
-	return json.Marshal(v3)
+	out, err := json.MarshalIndent(v3, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("write the OpenAPI 3 document: %w", err)
+	}
+	return append(out, '\n'), nil
 }

@@ -16,7 +16,21 @@ import (
 // CallRecord is one call of the history with its result.
 type CallRecord struct {
 	models.Call
-	Result json.RawMessage `json:"result" swaggertype:"object"`
+	Result StoredResult `json:"result"`
+}
+
+// StoredResult is the ToolResult a call ended with, as the history stored
+// it, written out without being decoded again; null while the call runs.
+// The API document describes it as the invoke.ToolResult it is (.swaggo
+// tells swag), so clients read a polled call's result typed.
+type StoredResult json.RawMessage
+
+// MarshalJSON writes the stored result as it is.
+func (r StoredResult) MarshalJSON() ([]byte, error) {
+	if len(r) == 0 {
+		return []byte("null"), nil
+	}
+	return r, nil
 }
 
 // CallList is one page of the call history.
@@ -98,7 +112,7 @@ func (h *Handler) GetCall(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	c.JSON(http.StatusOK, CallRecord{Call: *rec, Result: json.RawMessage(rec.Result)})
+	c.JSON(http.StatusOK, CallRecord{Call: *rec, Result: StoredResult(rec.Result)})
 	return nil
 }
 
@@ -157,7 +171,7 @@ func (h *Handler) ListCalls(c *gin.Context) error {
 	}
 	out := CallList{Calls: make([]CallRecord, len(calls)), Total: total, Limit: f.Limit, Offset: f.Offset}
 	for i, rec := range calls {
-		out.Calls[i] = CallRecord{Call: rec, Result: json.RawMessage(rec.Result)}
+		out.Calls[i] = CallRecord{Call: rec, Result: StoredResult(rec.Result)}
 	}
 	c.JSON(http.StatusOK, out)
 	return nil

@@ -17,14 +17,16 @@ import (
 // ToolList is one page of the catalog. Without format, tools holds
 // summaries; with format, each entry is exactly what that LLM API accepts
 // as one tool (an OpenAI tool object, an Anthropic tool, a Gemini function
-// declaration, an MCP tool).
+// declaration, an MCP tool), written by writeExports, so the document
+// describes the summaries.
 type ToolList struct {
-	Tools      []any  `json:"tools" swaggertype:"array,object"`
-	Format     string `json:"format,omitempty" example:"openai"`
-	Total      int64  `json:"total" example:"8"`
-	Limit      int    `json:"limit" example:"100"`
-	Offset     int    `json:"offset" example:"0"`
-	NextOffset *int   `json:"next_offset,omitempty" example:"100"`
+	// Tools are summaries; with format, the renderings for that LLM API instead.
+	Tools      []catalog.ToolSummary `json:"tools"`
+	Format     string                `json:"format,omitempty" example:"openai"`
+	Total      int64                 `json:"total" example:"8"`
+	Limit      int                   `json:"limit" example:"100"`
+	Offset     int                   `json:"offset" example:"0"`
+	NextOffset *int                  `json:"next_offset,omitempty" example:"100"`
 }
 
 // pageInfo is ToolList without its tools.
@@ -165,11 +167,7 @@ func (h *Handler) ListTools(c *gin.Context) error {
 	if page.Format != "" {
 		return writeExports(c, page.Exports, pageInfo{Format: page.Format, Total: page.Total, Limit: page.Limit, Offset: page.Offset, NextOffset: next})
 	}
-	tools := make([]any, len(page.Tools))
-	for i := range page.Tools {
-		tools[i] = page.Tools[i]
-	}
-	c.JSON(http.StatusOK, ToolList{Tools: tools, Total: page.Total, Limit: page.Limit, Offset: page.Offset, NextOffset: next})
+	c.JSON(http.StatusOK, ToolList{Tools: page.Tools, Total: page.Total, Limit: page.Limit, Offset: page.Offset, NextOffset: next})
 	return nil
 }
 
