@@ -26,6 +26,12 @@ var mcpMethods = []string{http.MethodPost, http.MethodGet, http.MethodDelete}
 // sessions do not pile up in memory.
 const MCPSessionTimeout = 30 * time.Minute
 
+// StatelessProtocolVersion is the first MCP version without sessions
+// (SEP-2575): a request that names it, or a later one, in its
+// MCP-Protocol-Version header is served by the go-sdk's stateless
+// transport, which alone speaks it; the rest by the session transport.
+const StatelessProtocolVersion = "2026-07-28"
+
 // principalCtxKey carries the authenticated principal from Gin to the MCP
 // transport in the request's context.
 type principalCtxKey struct{}
@@ -33,19 +39,31 @@ type principalCtxKey struct{}
 // mountMCP serves /mcp behind the same authentication and Casbin check as
 // the API. The SDK's bearer middleware then turns the principal into the
 // session's token info, which binds each MCP session to its principal and
-// lets every message act as the principal that sent it.
+// lets every message act as the principal that sent it. Both transports
+// serve the one protocol server, so a client gets the same answers at
+// every version it negotiates.
 func mountMCP(r *gin.Engine, d Deps) {
 	srv := d.MCP
-	streamable := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv.MCP() },
-		&mcp.StreamableHTTPOptions{
-			SessionTimeout: MCPSessionTimeout, Logger: d.Log,
-			// The SDK refuses a request that reached a loopback address
-			// under another Host name (DNS rebinding), which is every
-			// request through a reverse proxy on this host. Rebinding
-			// matters for servers that trust whoever can reach them; every
-			// request here carries an API key a rebinding page cannot know.
-			DisableLocalhostProtection: true,
-		})
+	opts := mcp.StreamableHTTPOptions{
+		SessionTimeout: MCPSessionTimeout, Logger: d.Log,
+		// The SDK refuses a request that reached a loopback address
+		// under another Host name (DNS rebinding), which is every
+		// request through a reverse proxy on this host. Rebinding
+		// matters for servers that trust whoever can reach them; every
+		// request here carries an API key a rebinding page cannot know.
+		DisableLocalhostProtection: true,
+	}
+	sessions := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv.MCP() }, &opts)
+	statelessOpts := opts
+	statelessOpts.Stateless = true
+	stateless := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv.MCP() }, &statelessOpts)
+	streamable := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("MCP-Protocol-Version") >= StatelessProtocolVersion {
+			stateless.ServeHTTP(w, r)
+			return
+		}
+		sessions.ServeHTTP(w, r)
+	})
 	verified := auth.RequireBearerToken(func(ctx context.Context, _ string, _ *http.Request) (*auth.TokenInfo, error) {
 		p, _ := ctx.Value(principalCtxKey{}).(*models.Principal)
 		if p == nil {

@@ -3,7 +3,6 @@ package web_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -43,6 +42,22 @@ func mcpConnect(t *testing.T, app *testApp, srv *httptest.Server, role string) (
 
 func mcpConnectWith(t *testing.T, srv *httptest.Server, auth bearer) (*mcp.ClientSession, error) {
 	t.Helper()
+	return mcpDial(t, srv, auth, nil)
+}
+
+// sessionsVersion is the newest MCP version with sessions (the SDK's
+// client otherwise speaks the stateless web.StatelessProtocolVersion).
+const sessionsVersion = "2025-11-25"
+
+// mcpConnectSession opens an MCP session as role at sessionsVersion, for
+// tests of what a session holds (its work directory).
+func mcpConnectSession(t *testing.T, app *testApp, srv *httptest.Server, role string) (*mcp.ClientSession, error) {
+	t.Helper()
+	return mcpDial(t, srv, bearer{key: app.keys[role], next: http.DefaultTransport}, &mcp.ClientSessionOptions{ProtocolVersion: sessionsVersion})
+}
+
+func mcpDial(t *testing.T, srv *httptest.Server, auth bearer, opts *mcp.ClientSessionOptions) (*mcp.ClientSession, error) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	client := mcp.NewClient(&mcp.Implementation{Name: "toolbelt-test", Version: "1.0.0"}, nil)
@@ -51,7 +66,7 @@ func mcpConnectWith(t *testing.T, srv *httptest.Server, auth bearer) (*mcp.Clien
 		HTTPClient: &http.Client{Transport: auth},
 		MaxRetries: -1,
 	}
-	cs, err := client.Connect(ctx, transport, nil)
+	cs, err := client.Connect(ctx, transport, opts)
 	if err == nil {
 		t.Cleanup(func() { _ = cs.Close() })
 	}
@@ -167,7 +182,7 @@ func TestMCPAgent(t *testing.T) {
 	dangerousWrite(t, app) // also grants the agent the filesystem category
 	srv := httptest.NewServer(app.handler)
 	t.Cleanup(srv.Close)
-	cs, err := mcpConnect(t, app, srv, "agent")
+	cs, err := mcpConnectSession(t, app, srv, "agent")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -351,16 +366,7 @@ func mapsKeys[V any](m map[string]V) func(func(string) bool) {
 func TestMCPPagination(t *testing.T) {
 	app := newTestApp(t)
 	const extra = 520
-	for i := range extra {
-		def := toolDef(fmt.Sprintf("count_words_%03d", i), func(m map[string]any) {
-			m["runner"] = map[string]any{"kind": "http", "method": "GET", "url": "https://example.com/count"}
-			m["security"] = map[string]any{"level": "safe", "network": true}
-			m["category"] = "api"
-		})
-		if r := app.do(t, "admin", "POST", "/api/v1/tools", def); r.Status != 201 {
-			t.Fatalf("register: %d %s", r.Status, r.Body)
-		}
-	}
+	registerCountTools(t, app, extra, "api")
 	srv := httptest.NewServer(app.handler)
 	t.Cleanup(srv.Close)
 	cs, err := mcpConnect(t, app, srv, "admin")

@@ -22,6 +22,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -72,11 +73,19 @@ type Server struct {
 	log      *slog.Logger
 	mcp      *mcp.Server
 	builtins []*mcp.Tool
+	// following counts the calls held open for progress (see follow);
+	// closing, closed by Close, ends their wait.
+	following     sync.WaitGroup
+	closing       chan struct{}
+	closeOnce     sync.Once
+	followFor     time.Duration
+	progressEvery time.Duration
 }
 
 // New returns the MCP server of Toolbelt. version is reported to clients.
 func New(selector *selection.Selector, invoker *invoke.Invoker, version string, log *slog.Logger) *Server {
-	s := &Server{selector: selector, invoker: invoker, log: log, builtins: builtinTools()}
+	s := &Server{selector: selector, invoker: invoker, log: log, builtins: builtinTools(),
+		closing: make(chan struct{}), followFor: FollowFor, progressEvery: ProgressEvery}
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: "toolbelt", Title: "Toolbelt", Version: version}, &mcp.ServerOptions{
 		Instructions: "Toolbelt runs tools for you. Call " + SearchToolsName + " with your task to find the tools that fit it " +
 			"(the list can be long). Some calls wait for a human reviewer's approval: their result says so, " +
@@ -94,8 +103,11 @@ func (s *Server) MCP() *mcp.Server { return s.mcp }
 // Close ends every open session. A client's event stream (the GET of the
 // streamable transport) otherwise stays open, and a graceful HTTP shutdown
 // would wait for it until its deadline; call Close once the calls in
-// flight have been answered.
+// flight have been answered. Calls held open for progress are answered
+// first, with where they stand.
 func (s *Server) Close() {
+	s.closeOnce.Do(func() { close(s.closing) })
+	s.following.Wait()
 	for ss := range s.mcp.Sessions() {
 		_ = ss.Close()
 	}
@@ -138,7 +150,7 @@ func (s *Server) tools(next mcp.MethodHandler) mcp.MethodHandler {
 				return refused(models.CodeValidation, sentence(err.Error())+
 					" The "+sentence(invoke.SessionIDRule)+" Send none to use this MCP session's."), nil
 			}
-			return s.call(ctx, p, session, r.Params)
+			return s.call(ctx, p, session, r.Session, r.Params)
 		}
 		return next(ctx, method, req)
 	}
@@ -249,7 +261,7 @@ func (s *Server) list(ctx context.Context, p *models.Principal, cursor string) (
 }
 
 // call runs one tools/call.
-func (s *Server) call(ctx context.Context, p *models.Principal, session string, params *mcp.CallToolParamsRaw) (*mcp.CallToolResult, error) {
+func (s *Server) call(ctx context.Context, p *models.Principal, session string, ss *mcp.ServerSession, params *mcp.CallToolParamsRaw) (*mcp.CallToolResult, error) {
 	switch params.Name {
 	case SearchToolsName:
 		return s.searchTools(ctx, p, session, params.Arguments), nil
@@ -265,6 +277,9 @@ func (s *Server) call(ctx context.Context, p *models.Principal, session string, 
 	if err != nil {
 		s.log.ErrorContext(ctx, "mcp call not recorded", "call_id", res.CallID, "err", err)
 		return refused(models.CodeInternal, "the call could not be recorded. Try again."), nil
+	}
+	if token := params.GetProgressToken(); token != nil && ss != nil && !models.Terminal(res.Status) {
+		res = s.follow(ctx, p, ss, token, res)
 	}
 	return Result(res), nil
 }
@@ -314,11 +329,8 @@ func Result(res invoke.ToolResult) *mcp.CallToolResult {
 	if e.RetryAfter > 0 {
 		fmt.Fprintf(&b, " Retry after %d s.", e.RetryAfter)
 	}
-	var parked struct {
-		ApprovalID string `json:"approval_id"`
-	}
-	if json.Unmarshal(res.Data, &parked) == nil && parked.ApprovalID != "" {
-		meta["toolbelt/approval_id"] = parked.ApprovalID
+	if id := approvalID(res); id != "" {
+		meta["toolbelt/approval_id"] = id
 	}
 	out := errorResult(b.String())
 	out.Meta = meta
