@@ -2,7 +2,7 @@
 //
 //	@title						Toolbelt API
 //	@version					1.0
-//	@description				Register tools once, select the few that fit a task, and run every call through validation, permissions, approvals and the sandbox. Authenticate with "Authorization: Bearer <api key>".
+//	@description				Register tools once, select the few that fit a task, and run every call through validation, permissions, approvals and the sandbox. Authenticate with "Authorization: Bearer <api key>". The same API as OpenAPI 3.0, for client generators: [/openapi.json](/openapi.json).
 //	@BasePath					/
 //	@securityDefinitions.apikey	BearerAuth
 //	@in							header

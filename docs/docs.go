@@ -3509,7 +3509,7 @@ var SwaggerInfo = &swag.Spec{
 	BasePath:         "/",
 	Schemes:          []string{},
 	Title:            "Toolbelt API",
-	Description:      "Register tools once, select the few that fit a task, and run every call through validation, permissions, approvals and the sandbox. Authenticate with \"Authorization: Bearer <api key>\".",
+	Description:      "Register tools once, select the few that fit a task, and run every call through validation, permissions, approvals and the sandbox. Authenticate with \"Authorization: Bearer <api key>\". The same API as OpenAPI 3.0, for client generators: [/openapi.json](/openapi.json).",
 	InfoInstanceName: "swagger",
 	SwaggerTemplate:  docTemplate,
 	LeftDelim:        "{{",

@@ -40,6 +40,10 @@ func TestOpenAPISpec(t *testing.T) {
 		t.Fatalf("spec is invalid: %v", err)
 	}
 	sw := doc.Spec()
+	// Swagger UI shows the description: it links the OpenAPI 3 form.
+	if !strings.Contains(sw.Info.Description, "("+web.OpenAPI3Path+")") {
+		t.Errorf("the description does not link %s: %q", web.OpenAPI3Path, sw.Info.Description)
+	}
 	// A documented URL is the base path joined with the operation's path,
 	// as every client builds it: each must be a route the server serves.
 	base := strings.TrimSuffix(sw.BasePath, "/")
