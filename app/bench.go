@@ -92,7 +92,10 @@ func Bench(ctx context.Context, cfg BenchConfig, w io.Writer) error {
 	if len(rep.Unregister) > 0 {
 		fmt.Fprintf(w, ", %d refused:\n  %s", len(rep.Unregister), strings.Join(rep.Unregister, "\n  "))
 	}
-	fmt.Fprintf(w, "\nreplayed   %d history queries\nqueries    %d\nRecall@5   %.2f\nRecall@10  %.2f\nRecall@15  %.2f\nNDCG@10    %.2f\nlatency    p50 %.3f ms, p99 %.3f ms\n",
-		rep.Replayed, rep.Queries, rep.Recall5, rep.Recall10, rep.Recall15, rep.NDCG10, rep.P50Ms, rep.P99Ms)
+	fmt.Fprintf(w, "\nreplayed   %d history queries\nqueries    %d (%d refused, each a miss)\nRecall@5   %.2f\nRecall@10  %.2f\nRecall@15  %.2f\nNDCG@10    %.2f\nlatency    p50 %.3f ms, p99 %.3f ms\n",
+		rep.Replayed, rep.Queries, rep.Failed, rep.Recall5, rep.Recall10, rep.Recall15, rep.NDCG10, rep.P50Ms, rep.P99Ms)
+	for _, f := range rep.Failures {
+		fmt.Fprintf(w, "refused    %s\n", f)
+	}
 	return nil
 }

@@ -55,6 +55,10 @@ type BenchReport struct {
 	Replayed   int      `json:"replayed,omitempty"`
 	Embedder   string   `json:"embedder"`
 	Unregister []string `json:"unregistered,omitempty"`
+	// Failed counts the queries the selector refused, each a miss;
+	// Failures are the first of them.
+	Failed   int      `json:"failed"`
+	Failures []string `json:"failures,omitempty"`
 }
 
 // runRetrievalBench registers the tools through the registry, optionally
@@ -103,8 +107,15 @@ func runRetrievalBench(ctx context.Context, opts BenchOptions) (*BenchReport, er
 		start := time.Now()
 		res, err := sel.Select(ctx, nil, selection.SelectRequest{Query: q.Query, Limit: 15})
 		lat = append(lat, float64(time.Since(start).Microseconds())/1000)
+		rep.Queries++
 		if err != nil {
-			return nil, fmt.Errorf("select %q: %w", q.Query, err)
+			// A query the selector refuses is a miss, not the end of
+			// the run: it is counted and the first few are reported.
+			rep.Failed++
+			if len(rep.Failures) < 10 {
+				rep.Failures = append(rep.Failures, fmt.Sprintf("%.80q: %v", q.Query, err))
+			}
+			continue
 		}
 		names := make([]string, len(res.Tools))
 		for i, t := range res.Tools {
@@ -114,7 +125,6 @@ func runRetrievalBench(ctx context.Context, opts BenchOptions) (*BenchReport, er
 		rep.Recall10 += recallAt(names, q.Gold, 10)
 		rep.Recall15 += recallAt(names, q.Gold, 15)
 		rep.NDCG10 += ndcgAt(names, q.Gold, 10)
-		rep.Queries++
 	}
 	if rep.Queries > 0 {
 		n := float64(rep.Queries)

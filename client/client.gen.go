@@ -55,6 +55,33 @@ func (e OpsAlertStatus) Valid() bool {
 	}
 }
 
+// Defines values for SelectionMessageRole.
+const (
+	SelectionMessageRoleAssistant SelectionMessageRole = "assistant"
+	SelectionMessageRoleDeveloper SelectionMessageRole = "developer"
+	SelectionMessageRoleSystem    SelectionMessageRole = "system"
+	SelectionMessageRoleTool      SelectionMessageRole = "tool"
+	SelectionMessageRoleUser      SelectionMessageRole = "user"
+)
+
+// Valid indicates whether the value is a known member of the SelectionMessageRole enum.
+func (e SelectionMessageRole) Valid() bool {
+	switch e {
+	case SelectionMessageRoleAssistant:
+		return true
+	case SelectionMessageRoleDeveloper:
+		return true
+	case SelectionMessageRoleSystem:
+		return true
+	case SelectionMessageRoleTool:
+		return true
+	case SelectionMessageRoleUser:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for SelectionSelectRequestFormat.
 const (
 	SelectionSelectRequestFormatAnthropic       SelectionSelectRequestFormat = "anthropic"
@@ -963,6 +990,18 @@ type OpsToolStats struct {
 	Tool *string `json:"tool,omitempty"`
 }
 
+// SelectionMessage defines model for selection.Message.
+type SelectionMessage struct {
+	// Content Example: List the CSV files in ./data
+	Content *string `json:"content,omitempty"`
+
+	// Role Example: user
+	Role *SelectionMessageRole `json:"role,omitempty"`
+}
+
+// SelectionMessageRole Example: user
+type SelectionMessageRole string
+
 // SelectionReasons defines model for selection.Reasons.
 type SelectionReasons struct {
 	// DenseRank Example: 3
@@ -989,9 +1028,14 @@ type SelectionSelectRequest struct {
 	Format *SelectionSelectRequestFormat `json:"format,omitempty"`
 
 	// Limit Example: 12
-	Limit *int `json:"limit,omitempty"`
+	Limit    *int                `json:"limit,omitempty"`
+	Messages *[]SelectionMessage `json:"messages,omitempty"`
 
-	// Query Example: summarise the CSV files in this folder
+	// Query Query is the task, as long as the agent has it (a system prompt
+	// followed by the request, say); Messages the conversation, in the
+	// LLM APIs' chat format. One of them is needed.
+	//
+	// Example: summarise the CSV files in this folder
 	Query *string `json:"query,omitempty"`
 
 	// SessionId Example: run-42
@@ -1003,12 +1047,19 @@ type SelectionSelectRequestFormat string
 
 // SelectionSelectResult defines model for selection.SelectResult.
 type SelectionSelectResult struct {
+	// ContextChars Example: 0
+	ContextChars *int `json:"context_chars,omitempty"`
+
 	// Embedder Example: builtin/hash-v1-256
 	Embedder *string `json:"embedder,omitempty"`
 
 	// Format Example: openai
 	Format *string `json:"format,omitempty"`
-	Query  *string `json:"query,omitempty"`
+
+	// Query Query is the focus ranked at full weight: the query, or the last
+	// user message, cut to its last paragraphs (FocusChars); ContextChars
+	// how much of the rest was weighed as context.
+	Query *string `json:"query,omitempty"`
 
 	// SelectionId Example: 9f2c4e1a7b3d5f60
 	SelectionId *string                 `json:"selection_id,omitempty"`

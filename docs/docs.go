@@ -3161,6 +3161,26 @@ const docTemplate = `{
                 }
             }
         },
+        "selection.Message": {
+            "type": "object",
+            "properties": {
+                "content": {
+                    "type": "string",
+                    "example": "List the CSV files in ./data"
+                },
+                "role": {
+                    "type": "string",
+                    "enum": [
+                        "system",
+                        "developer",
+                        "user",
+                        "assistant",
+                        "tool"
+                    ],
+                    "example": "user"
+                }
+            }
+        },
         "selection.Reasons": {
             "type": "object",
             "properties": {
@@ -3224,7 +3244,14 @@ const docTemplate = `{
                     "type": "integer",
                     "example": 12
                 },
+                "messages": {
+                    "type": "array",
+                    "items": {
+                        "$ref": "#/definitions/selection.Message"
+                    }
+                },
                 "query": {
+                    "description": "Query is the task, as long as the agent has it (a system prompt\nfollowed by the request, say); Messages the conversation, in the\nLLM APIs' chat format. One of them is needed.",
                     "type": "string",
                     "example": "summarise the CSV files in this folder"
                 },
@@ -3237,6 +3264,10 @@ const docTemplate = `{
         "selection.SelectResult": {
             "type": "object",
             "properties": {
+                "context_chars": {
+                    "type": "integer",
+                    "example": 0
+                },
                 "embedder": {
                     "type": "string",
                     "example": "builtin/hash-v1-256"
@@ -3246,6 +3277,7 @@ const docTemplate = `{
                     "example": "openai"
                 },
                 "query": {
+                    "description": "Query is the focus ranked at full weight: the query, or the last\nuser message, cut to its last paragraphs (FocusChars); ContextChars\nhow much of the rest was weighed as context.",
                     "type": "string"
                 },
                 "selection_id": {

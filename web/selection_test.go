@@ -71,7 +71,6 @@ func TestSelectRanksAndExplains(t *testing.T) {
 		ptr  string
 	}{
 		{map[string]any{"query": "  "}, "/query"},
-		{map[string]any{"query": strings.Repeat("x ", 1001)}, "/query"},
 		{map[string]any{"query": "x", "limit": 41}, "/limit"},
 		{map[string]any{"query": "x", "format": "xml"}, "/format"},
 		{map[string]any{"query": "x", "categories": []string{"database"}}, "/categories/0"},
@@ -234,5 +233,50 @@ func TestUnknownToolSuggestions(t *testing.T) {
 	// And a retired tool is never selected.
 	if got := selectedNames(t, app.do(t, "admin", "POST", "/api/v1/tools/select", map[string]any{"query": "list the files in a folder"})); slices.Contains(got, "file_list") {
 		t.Errorf("retired tool selected: %v", got)
+	}
+}
+
+// TestSelectLongTasks: agents send what they have. A 4,737-character
+// system prompt followed by the request, or a conversation as messages,
+// is ranked on the latest request with the rest as context; a task far
+// longer is still answered (only the body limit bounds it), and bad
+// messages get a problem at their pointer.
+func TestSelectLongTasks(t *testing.T) {
+	app := newTestApp(t)
+	// A prompt that talks of every other kind of tool.
+	prompt := strings.Repeat("You are an operations agent. You can run shell commands, browse web pages, search the web and send HTTP requests for the user. ", 38)[:4737]
+	r := app.do(t, "admin", "POST", "/api/v1/tools/select", map[string]any{"query": prompt + "\n\nRead the file config.yaml and show me its contents.", "limit": 3})
+	body := r.JSON(t)
+	if got := selectedNames(t, r); r.Status != 200 || len(got) == 0 || got[0] != "file_read" {
+		t.Fatalf("a system prompt then a request: %d %v", r.Status, got)
+	}
+	if body["query"] != "Read the file config.yaml and show me its contents." || body["context_chars"].(float64) < 1000 {
+		t.Errorf("focus %q, context %v characters", body["query"], body["context_chars"])
+	}
+
+	msgs := []any{
+		map[string]any{"role": "system", "content": prompt},
+		map[string]any{"role": "user", "content": "search the web for the Go release notes"},
+		map[string]any{"role": "assistant", "content": []any{map[string]any{"type": "text", "text": "Here is a summary of the release notes."}}},
+		map[string]any{"role": "user", "content": "write that summary to the file notes.txt"},
+	}
+	r = app.do(t, "admin", "POST", "/api/v1/tools/select", map[string]any{"messages": msgs, "limit": 3})
+	if got := selectedNames(t, r); r.Status != 200 || len(got) == 0 || got[0] != "file_write" {
+		t.Fatalf("a conversation: %d %v", r.Status, got)
+	}
+	if q := r.JSON(t)["query"]; q != "write that summary to the file notes.txt" {
+		t.Errorf("the focus of a conversation is %q", q)
+	}
+
+	huge := strings.Repeat("background text about nothing in particular. ", 4500) + "\n\nlist the files in the work directory"
+	r = app.do(t, "admin", "POST", "/api/v1/tools/select", map[string]any{"query": huge, "limit": 3})
+	if got := selectedNames(t, r); r.Status != 200 || len(got) == 0 || got[0] != "file_list" {
+		t.Fatalf("a %d-character task: %d %v", len(huge), r.Status, got)
+	}
+
+	r = app.do(t, "admin", "POST", "/api/v1/tools/select", map[string]any{"messages": []any{
+		map[string]any{"role": "robot", "content": "hi"}, map[string]any{"role": "user", "content": 7}}})
+	if got := problemPointers(t, r); r.Status != 422 || strings.Join(got, " ") != "/messages/0/role /messages/1/content" {
+		t.Errorf("bad messages: %d %v", r.Status, got)
 	}
 }

@@ -511,9 +511,9 @@ func builtinTools() []*mcp.Tool {
 			Description: "Find the tools that fit a task, best first, with a score and why each fits. " +
 				"Input: query (the task in a sentence), limit (1-40, default 12). Output: tools with name, score, reason, description.",
 			InputSchema: json.RawMessage(fmt.Sprintf(`{"type":"object","properties":{`+
-				`"query":{"type":"string","minLength":1,"maxLength":%d,"description":"The task the tools are for, e.g. read the config file"},`+
+				`"query":{"type":"string","minLength":1,"description":"The task the tools are for, e.g. read the config file; as long as you have it (the end is read first)"},`+
 				`"limit":{"type":"integer","minimum":1,"maximum":%d,"description":"How many tools at most (default %d)"}},`+
-				`"required":["query"],"additionalProperties":false}`, selection.MaxQueryLen, selection.MaxSelectLimit, selection.DefaultSelectLimit)),
+				`"required":["query"],"additionalProperties":false}`, selection.MaxSelectLimit, selection.DefaultSelectLimit)),
 			Annotations: &mcp.ToolAnnotations{Title: "Search Tools", ReadOnlyHint: true, IdempotentHint: true, DestructiveHint: &no, OpenWorldHint: &no},
 		},
 		{

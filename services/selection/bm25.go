@@ -54,11 +54,21 @@ func (ix *bm25) idf(term string) float32 {
 // score adds each document's BM25 score for the query terms into out
 // (len(out) == number of documents). Repeated query terms count once.
 func (ix *bm25) score(query []string, out []float32) {
-	if ix.avgLen == 0 {
+	ix.scoreWeighted(query, nil, 1, out)
+}
+
+// scoreWeighted adds weight × each document's BM25 score for the terms
+// not in skip (the focus, which counted in full) into out: the context
+// of a task.
+func (ix *bm25) scoreWeighted(terms, skip []string, weight float32, out []float32) {
+	if len(terms) == 0 || ix.avgLen == 0 {
 		return
 	}
-	seen := map[string]bool{}
-	for _, t := range query {
+	seen := make(map[string]bool, len(skip))
+	for _, t := range skip {
+		seen[t] = true
+	}
+	for _, t := range terms {
 		if seen[t] {
 			continue
 		}
@@ -67,7 +77,7 @@ func (ix *bm25) score(query []string, out []float32) {
 		if len(ps) == 0 {
 			continue
 		}
-		idf := ix.idf(t)
+		idf := weight * ix.idf(t)
 		for _, p := range ps {
 			norm := bm25K1 * (1 - bm25B + bm25B*ix.lengths[p.doc]/ix.avgLen)
 			out[p.doc] += idf * p.tf * (bm25K1 + 1) / (p.tf + norm)

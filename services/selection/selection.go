@@ -36,7 +36,6 @@ import (
 const (
 	DefaultSelectLimit = 12
 	MaxSelectLimit     = 40
-	MaxQueryLen        = 2000
 	// DenseTop is how many tools the dense ranking contributes before
 	// fusion (docs/selection.md).
 	DenseTop = 20
@@ -550,12 +549,18 @@ func decodeVector(b []byte) []float32 {
 
 // SelectRequest asks which tools fit a task.
 type SelectRequest struct {
-	Query             string   `json:"query" example:"summarise the CSV files in this folder"`
-	SessionID         string   `json:"session_id,omitempty" example:"run-42"`
-	Limit             int      `json:"limit,omitempty" example:"12"`
-	Categories        []string `json:"categories,omitempty"`
-	ExcludeCategories []string `json:"exclude_categories,omitempty"`
-	Format            string   `json:"format,omitempty" example:"openai" enums:"openai,openai_responses,anthropic,gemini,mcp"`
+	// Query is the task, as long as the agent has it (a system prompt
+	// followed by the request, say); Messages the conversation, in the
+	// LLM APIs' chat format. One of them is needed.
+	Query             string    `json:"query" example:"summarise the CSV files in this folder"`
+	Messages          []Message `json:"messages,omitempty"`
+	SessionID         string    `json:"session_id,omitempty" example:"run-42"`
+	Limit             int       `json:"limit,omitempty" example:"12"`
+	Categories        []string  `json:"categories,omitempty"`
+	ExcludeCategories []string  `json:"exclude_categories,omitempty"`
+	Format            string    `json:"format,omitempty" example:"openai" enums:"openai,openai_responses,anthropic,gemini,mcp"`
+	// task is Query and Messages as ranked (checkRequest composes it).
+	task task
 }
 
 // Selected is one chosen tool with why it was chosen.
@@ -588,12 +593,16 @@ type TokenEstimate struct {
 
 // SelectResult answers a selection.
 type SelectResult struct {
-	SelectionID string        `json:"selection_id" example:"9f2c4e1a7b3d5f60"`
-	Query       string        `json:"query"`
-	Format      string        `json:"format" example:"openai"`
-	Embedder    string        `json:"embedder" example:"builtin/hash-v1-256"`
-	Tools       []Selected    `json:"tools"`
-	Tokens      TokenEstimate `json:"tokens"`
+	SelectionID string `json:"selection_id" example:"9f2c4e1a7b3d5f60"`
+	// Query is the focus ranked at full weight: the query, or the last
+	// user message, cut to its last paragraphs (FocusChars); ContextChars
+	// how much of the rest was weighed as context.
+	Query        string        `json:"query"`
+	ContextChars int           `json:"context_chars" example:"0"`
+	Format       string        `json:"format" example:"openai"`
+	Embedder     string        `json:"embedder" example:"builtin/hash-v1-256"`
+	Tools        []Selected    `json:"tools"`
+	Tokens       TokenEstimate `json:"tokens"`
 	// committed receives the result of the selection record's write.
 	committed <-chan error
 }
@@ -724,8 +733,8 @@ func (s *Selector) Select(ctx context.Context, caller *models.Principal, req Sel
 		return vis.allows(e) && e.doc.needs.metBy(s.host) &&
 			(len(include) == 0 || include[e.category]) && (len(exclude) == 0 || !exclude[e.category])
 	}
-	ranked := s.rank(ctx, ix, req.Query, allowed, req.Limit)
-	res := &SelectResult{Query: req.Query, Format: req.Format, Embedder: s.emb.Model(), Tools: []Selected{}}
+	ranked := s.rank(ctx, ix, req.task, allowed, req.Limit)
+	res := &SelectResult{Query: req.task.focus, ContextChars: utf8.RuneCountInString(req.task.context), Format: req.Format, Embedder: s.emb.Model(), Tools: []Selected{}}
 	ids := make([]uint, len(ranked))
 	for i, r := range ranked {
 		ids[i] = ix.entries[r.entry].versionID
@@ -752,7 +761,7 @@ func (s *Selector) Select(ctx context.Context, caller *models.Principal, req Sel
 	if res.Tokens.Catalog > 0 {
 		res.Tokens.Saved = round(1-float64(res.Tokens.Selection)/float64(res.Tokens.Catalog), 3)
 	}
-	sel := &models.Selection{ID: models.NewID(), SessionID: req.SessionID, Query: req.Query, Tools: "," + strings.Join(names, ",") + ","}
+	sel := &models.Selection{ID: models.NewID(), SessionID: req.SessionID, Query: req.task.focus, Tools: "," + strings.Join(names, ",") + ","}
 	if caller != nil {
 		sel.PrincipalID = caller.ID
 	}
@@ -764,12 +773,9 @@ func (s *Selector) Select(ctx context.Context, caller *models.Principal, req Sel
 func (s *Selector) checkRequest(req *SelectRequest) error {
 	var ps models.Problems
 	req.Query = strings.TrimSpace(req.Query)
-	switch n := utf8.RuneCountInString(req.Query); {
-	case n == 0:
-		ps.Add("/query", "is required: describe the task the tools are for")
-	case n > MaxQueryLen:
-		ps.Add("/query", "is %d characters long; at most %d are allowed", n, MaxQueryLen)
-	}
+	t, tps := taskOf(req.Query, req.Messages)
+	ps = append(ps, tps...)
+	req.task = t
 	if req.Limit == 0 {
 		req.Limit = DefaultSelectLimit
 	}
@@ -847,13 +853,20 @@ func (s *Selector) denseWeight() float64 {
 // tool, and the similarity to their centroid). Each signal is scaled to its
 // best tool (the learned ones by at least learnedFloor) and the weighted
 // sum ranks the tools.
-func (s *Selector) rank(ctx context.Context, ix *index, query string, allowed func(*entry) bool, limit int) []ranked {
+func (s *Selector) rank(ctx context.Context, ix *index, t task, allowed func(*entry) bool, limit int) []ranked {
 	n := len(ix.entries)
 	if n == 0 {
 		return nil
 	}
-	terms := s.tok.Terms(query)
-	qvec := s.embedQuery(ctx, query)
+	terms := s.tok.Terms(t.focus)
+	qvec := s.embedQuery(ctx, t.focus)
+	var contextTerms []string
+	if t.context != "" {
+		contextTerms = s.tok.Terms(t.context)
+		if qvec != nil {
+			qvec = mixVectors(qvec, s.embedQuery(ctx, t.context), contextWeight)
+		}
+	}
 	sc := getScratch(n)
 	defer scratchPool.Put(sc)
 	ok, dense, lex, learnLex, learnDense, fused := sc.ok, sc.dense, sc.lex, sc.learnLex, sc.learnDense, sc.fused
@@ -864,6 +877,7 @@ func (s *Selector) rank(ctx context.Context, ix *index, query string, allowed fu
 		denseScores(ix.entries, ok, qvec, dense)
 	}
 	ix.lex.score(terms, lex)
+	ix.lex.scoreWeighted(contextTerms, terms, contextWeight, lex)
 	ls := s.learned.Load().score(terms, qvec)
 	for tool, sc := range ls.lexical {
 		if i, found := ix.byName[tool]; found {
@@ -887,7 +901,7 @@ func (s *Selector) rank(ctx context.Context, ix *index, query string, allowed fu
 		out[k] = ranked{entry: i, score: fused[i], reasons: Reasons{
 			DenseSimilarity: round(float64(dense[i]), 4), DenseRank: rankOf(dense, ok, i),
 			LexicalScore: round(float64(lex[i]), 3), LexicalRank: rankOf(lex, ok, i),
-			MatchedTerms:   matchedWords(s.tok, query, e.doc.terms),
+			MatchedTerms:   matchedWords(s.tok, t.focus, e.doc.terms),
 			LearnedQueries: s.learned.Load().matching(e.name, terms, 3),
 		}}
 	}
@@ -1257,13 +1271,13 @@ func (s *Selector) Suggest(ctx context.Context, caller *models.Principal, sessio
 	score := map[int]float64{}
 	if sessionID != "" {
 		if sel, err := s.recorder.lastOf(ctx, sessionID); err == nil {
-			for r, hit := range s.rank(ctx, ix, sel.Query, allowed, 40) {
+			for r, hit := range s.rank(ctx, ix, task{focus: sel.Query}, allowed, 40) {
 				score[hit.entry] += 1.0 / float64(10+r)
 			}
 		}
 	}
 	// The invented name is a small query too: "read_file" finds file_read.
-	for r, hit := range s.rank(ctx, ix, strings.Join(embed.Words(name), " "), allowed, 40) {
+	for r, hit := range s.rank(ctx, ix, task{focus: strings.Join(embed.Words(name), " ")}, allowed, 40) {
 		score[hit.entry] += 0.5 / float64(10+r)
 	}
 	for i, e := range ix.entries {
