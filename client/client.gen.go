@@ -724,6 +724,9 @@ type HandlersStatsResponse struct {
 	// Example: 2
 	PendingApprovals *int `json:"pending_approvals,omitempty"`
 
+	// Retrieval Retrieval is how well selection served the calls of the window.
+	Retrieval *OpsRetrieval `json:"retrieval,omitempty"`
+
 	// Rising Rising lists tools whose failure rate rose in the last hour.
 	Rising *[]OpsRisingTool `json:"rising,omitempty"`
 	Since  *string          `json:"since,omitempty"`
@@ -932,6 +935,31 @@ type OpsReadiness struct {
 	Uptime *string `json:"uptime,omitempty"`
 }
 
+// OpsRetrieval defines model for ops.Retrieval.
+type OpsRetrieval struct {
+	// MeanRank Example: 1.8
+	MeanRank *float32 `json:"mean_rank,omitempty"`
+
+	// Measured Example: 420
+	Measured *int `json:"measured,omitempty"`
+
+	// NotOffered Example: 25
+	NotOffered *int `json:"not_offered,omitempty"`
+
+	// OfferedRate Example: 0.93
+	OfferedRate *float32 `json:"offered_rate,omitempty"`
+
+	// Tools Tools has the figures of each tool called after a selection (not
+	// the unknown names), most measured first.
+	Tools *[]OpsToolRetrieval `json:"tools,omitempty"`
+
+	// Top1Rate Example: 0.61
+	Top1Rate *float32 `json:"top1_rate,omitempty"`
+
+	// UnknownTools Example: 4
+	UnknownTools *int `json:"unknown_tools,omitempty"`
+}
+
 // OpsRisingTool defines model for ops.RisingTool.
 type OpsRisingTool struct {
 	// PriorCalls Example: 400
@@ -956,6 +984,24 @@ type OpsRisingTool struct {
 	RecentRate *float32 `json:"recent_rate,omitempty"`
 
 	// Tool Example: web_search
+	Tool *string `json:"tool,omitempty"`
+}
+
+// OpsToolRetrieval defines model for ops.ToolRetrieval.
+type OpsToolRetrieval struct {
+	// MeanRank Example: 1.2
+	MeanRank *float32 `json:"mean_rank,omitempty"`
+
+	// Measured Example: 120
+	Measured *int `json:"measured,omitempty"`
+
+	// NotOffered Example: 4
+	NotOffered *int `json:"not_offered,omitempty"`
+
+	// OfferedRate Example: 0.97
+	OfferedRate *float32 `json:"offered_rate,omitempty"`
+
+	// Tool Example: file_read
 	Tool *string `json:"tool,omitempty"`
 }
 

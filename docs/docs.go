@@ -2713,6 +2713,14 @@ const docTemplate = `{
                     "type": "integer",
                     "example": 2
                 },
+                "retrieval": {
+                    "description": "Retrieval is how well selection served the calls of the window.",
+                    "allOf": [
+                        {
+                            "$ref": "#/definitions/ops.Retrieval"
+                        }
+                    ]
+                },
                 "rising": {
                     "description": "Rising lists tools whose failure rate rose in the last hour.",
                     "type": "array",
@@ -3080,6 +3088,42 @@ const docTemplate = `{
                 }
             }
         },
+        "ops.Retrieval": {
+            "type": "object",
+            "properties": {
+                "mean_rank": {
+                    "type": "number",
+                    "example": 1.8
+                },
+                "measured": {
+                    "type": "integer",
+                    "example": 420
+                },
+                "not_offered": {
+                    "type": "integer",
+                    "example": 25
+                },
+                "offered_rate": {
+                    "type": "number",
+                    "example": 0.93
+                },
+                "tools": {
+                    "description": "Tools has the figures of each tool called after a selection (not\nthe unknown names), most measured first.",
+                    "type": "array",
+                    "items": {
+                        "$ref": "#/definitions/ops.ToolRetrieval"
+                    }
+                },
+                "top1_rate": {
+                    "type": "number",
+                    "example": 0.61
+                },
+                "unknown_tools": {
+                    "type": "integer",
+                    "example": 4
+                }
+            }
+        },
         "ops.RisingTool": {
             "type": "object",
             "properties": {
@@ -3111,6 +3155,31 @@ const docTemplate = `{
                 "tool": {
                     "type": "string",
                     "example": "web_search"
+                }
+            }
+        },
+        "ops.ToolRetrieval": {
+            "type": "object",
+            "properties": {
+                "mean_rank": {
+                    "type": "number",
+                    "example": 1.2
+                },
+                "measured": {
+                    "type": "integer",
+                    "example": 120
+                },
+                "not_offered": {
+                    "type": "integer",
+                    "example": 4
+                },
+                "offered_rate": {
+                    "type": "number",
+                    "example": 0.97
+                },
+                "tool": {
+                    "type": "string",
+                    "example": "file_read"
                 }
             }
         },

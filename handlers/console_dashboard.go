@@ -1,7 +1,9 @@
 package handlers
 
 import (
+	"cmp"
 	"net/http"
+	"slices"
 
 	"github.com/gin-gonic/gin"
 
@@ -69,6 +71,16 @@ func dashboardData(sum *ops.Summary) views.DashboardData {
 			row.TopFailure = t.Failures[0].Code
 		}
 		d.Top = append(d.Top, row)
+	}
+	rq := sum.Retrieval
+	d.Retrieval = views.DashRetrieval{Measured: rq.Measured, OfferedRate: rq.OfferedRate, MeanRank: rq.MeanRank,
+		Top1Rate: rq.Top1Rate, NotOffered: rq.NotOffered, UnknownTools: rq.UnknownTools}
+	missed := slices.Clone(rq.Tools)
+	slices.SortStableFunc(missed, func(a, b ops.ToolRetrieval) int { return cmp.Compare(b.NotOffered, a.NotOffered) })
+	for _, t := range missed[:min(5, len(missed))] {
+		if t.NotOffered > 0 {
+			d.Retrieval.Missed = append(d.Retrieval.Missed, views.DashMissed{Name: t.Tool, NotOffered: t.NotOffered, Measured: t.Measured})
+		}
 	}
 	for _, r := range sum.Rising {
 		d.Rising = append(d.Rising, views.DashRising{Name: r.Tool, RecentCalls: r.RecentCalls, RecentFailed: r.RecentFailed,

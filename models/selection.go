@@ -175,10 +175,11 @@ func (s *Store) SelectionByID(ctx context.Context, id string) (*Selection, error
 	return &sel, nil
 }
 
-// LastSelection returns the newest selection of a session.
-func (s *Store) LastSelection(ctx context.Context, sessionID string) (*Selection, error) {
+// LastSelection returns the newest selection of a session made no later
+// than before.
+func (s *Store) LastSelection(ctx context.Context, sessionID string, before time.Time) (*Selection, error) {
 	var sel Selection
-	err := s.db.WithContext(ctx).Where("session_id = ?", sessionID).Order("created_at DESC").First(&sel).Error
+	err := s.db.WithContext(ctx).Where("session_id = ? AND created_at <= ?", sessionID, before.UTC()).Order("created_at DESC").First(&sel).Error
 	if err != nil {
 		return nil, notFound(err, "selection of session %q", sessionID)
 	}

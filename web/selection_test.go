@@ -280,3 +280,67 @@ func TestSelectLongTasks(t *testing.T) {
 		t.Errorf("bad messages: %d %v", r.Status, got)
 	}
 }
+
+// TestRetrievalQuality: Toolbelt measures its own retrieval by what agents
+// call after a selection in the same session — the tool's rank there, a
+// tool it did not offer, a tool that does not exist — per tool and
+// overall, in /api/v1/stats and /metrics. Calls outside a selected
+// session are not measured.
+func TestRetrievalQuality(t *testing.T) {
+	app := newTestApp(t)
+	sel := app.do(t, "admin", "POST", "/api/v1/tools/select", map[string]any{"query": "read the contents of a text file", "session_id": "rq", "limit": 1})
+	if got := selectedNames(t, sel); len(got) != 1 || got[0] != "file_read" {
+		t.Fatalf("selection: %v", got)
+	}
+	for _, call := range []map[string]any{
+		{"tool": "file_write", "session_id": "rq", "arguments": map[string]any{"path": "a.txt", "content": "hi"}}, // not offered
+		{"tool": "file_read", "session_id": "rq", "arguments": map[string]any{"path": "a.txt"}},                   // offered first
+		{"tool": "file_reed", "session_id": "rq", "arguments": map[string]any{"path": "a.txt"}},                   // does not exist
+		{"tool": "file_read", "session_id": "other", "arguments": map[string]any{"path": "a.txt"}},                // no selection
+		{"tool": "file_list", "arguments": map[string]any{}},                                                      // no session
+	} {
+		app.call(t, "admin", call)
+	}
+	app.selector.WaitLearning()
+
+	stats := app.do(t, "admin", "GET", "/api/v1/stats", nil).JSON(t)
+	r, _ := stats["retrieval"].(map[string]any)
+	want := map[string]any{"measured": 3.0, "offered_rate": 0.3333, "mean_rank": 1.0, "top1_rate": 0.3333, "not_offered": 1.0, "unknown_tools": 1.0}
+	for k, v := range want {
+		if r[k] != v {
+			t.Errorf("retrieval.%s = %v, want %v (%v)", k, r[k], v, r)
+		}
+	}
+	tools := map[string]map[string]any{}
+	for _, x := range r["tools"].([]any) {
+		m := x.(map[string]any)
+		tools[m["tool"].(string)] = m
+	}
+	if fr := tools["file_read"]; fr["measured"] != 1.0 || fr["offered_rate"] != 1.0 || fr["mean_rank"] != 1.0 {
+		t.Errorf("file_read: %v", fr)
+	}
+	if fw := tools["file_write"]; fw["measured"] != 1.0 || fw["not_offered"] != 1.0 || fw["offered_rate"] != 0.0 {
+		t.Errorf("file_write: %v", fw)
+	}
+	if len(tools) != 2 {
+		t.Errorf("per tool: %v (an invented name is counted, never listed)", tools)
+	}
+
+	page := signedIn(t, app, "admin").get("/admin")
+	if page.TestID("retrieval-unknown").Text() != "1" || page.TestID("retrieval-missed").Text() != "1" ||
+		!strings.Contains(page.TestID("retrieval-missed-tools").Text(), "file_write (1 of 1)") {
+		t.Errorf("the dashboard's retrieval: %q", page.TestID("retrieval").Text())
+	}
+
+	metrics := string(app.do(t, "admin", "GET", "/metrics", nil).Body)
+	for _, line := range []string{
+		`toolbelt_retrieval_calls_total{outcome="offered",tool="file_read"} 1`,
+		`toolbelt_retrieval_calls_total{outcome="not_offered",tool="file_write"} 1`,
+		`toolbelt_retrieval_calls_total{outcome="unknown_tool",tool="unknown"} 1`,
+		`toolbelt_retrieval_offered_rank_count 1`,
+	} {
+		if !strings.Contains(metrics, line) {
+			t.Errorf("/metrics lacks %s", line)
+		}
+	}
+}

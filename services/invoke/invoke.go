@@ -131,8 +131,14 @@ func (inv *Invoker) finish(ctx context.Context, c *call, res ToolResult) ToolRes
 		return res // parked for approval: recorded with its approval
 	}
 	res.encoded, res.record, res.committed = inv.record(ctx, c, res)
-	if res.Success && !c.cached && inv.selector != nil {
-		inv.selector.LearnFromCallLater(c.req.SessionID, c.def.Name)
+	if inv.selector != nil {
+		// Every call after a selection measures it (was the tool offered,
+		// at which rank, does it exist?); a successful one teaches it.
+		name, known := c.def.Name, c.def.Name != ""
+		if !known {
+			name = c.req.Tool
+		}
+		inv.selector.ObserveCallLater(c.req.SessionID, name, res.CallID, known, res.Success && !c.cached)
 	}
 	return res
 }

@@ -31,6 +31,8 @@ type Metrics struct {
 	embedSeconds     prometheus.Histogram
 	embedErrors      prometheus.Counter
 	selectSeconds    prometheus.Histogram
+	retrieval        *prometheus.CounterVec
+	retrievalRank    prometheus.Histogram
 	httpRequests     *prometheus.CounterVec
 	httpSeconds      *prometheus.HistogramVec
 	// resolved holds the series of callLabels and httpLabels met so far
@@ -71,13 +73,17 @@ func NewMetrics() *Metrics {
 			Help: "Embedding requests that failed."}),
 		selectSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "toolbelt_selection_duration_seconds",
 			Help: "Time to select the tools for a task.", Buckets: latencyBuckets}),
+		retrieval: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "toolbelt_retrieval_calls_total",
+			Help: "Calls made after a selection in their session, by tool (unknown for a name that does not exist) and outcome: offered (the selection held the tool), not_offered, unknown_tool."}, []string{"tool", "outcome"}),
+		retrievalRank: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "toolbelt_retrieval_offered_rank",
+			Help: "The rank, in the session's preceding selection, of each called tool it offered.", Buckets: []float64{1, 2, 3, 5, 10, 15, 20, 40}}),
 		httpRequests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "toolbelt_http_requests_total",
 			Help: "HTTP requests by route pattern, method and status."}, []string{"route", "method", "status"}),
 		httpSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "toolbelt_http_request_duration_seconds",
 			Help: "HTTP request latency by route pattern.", Buckets: latencyBuckets}, []string{"route"}),
 	}
 	for _, c := range []prometheus.Collector{m.calls, m.callSeconds, m.guardSeconds, m.cache, m.rateLimited, m.queueDepth,
-		m.queueWait, m.approvalsDecided, m.sandboxKills, m.embedSeconds, m.embedErrors, m.selectSeconds, m.httpRequests, m.httpSeconds,
+		m.queueWait, m.approvalsDecided, m.sandboxKills, m.embedSeconds, m.embedErrors, m.selectSeconds, m.retrieval, m.retrievalRank, m.httpRequests, m.httpSeconds,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
 		f(c)
 	}
@@ -191,6 +197,32 @@ func (m *Metrics) Embedded(d time.Duration, err error) {
 		if err != nil {
 			m.embedErrors.Inc()
 		}
+	}
+}
+
+// Retrieval outcomes of a call after a selection (see RetrievalOutcome).
+const (
+	RetrievalOffered    = "offered"
+	RetrievalNotOffered = "not_offered"
+	RetrievalUnknown    = "unknown_tool"
+)
+
+// Retrieved records how a call related to its session's preceding
+// selection: rank is the called tool's place in it, 0 when not offered;
+// known is false for a tool that does not exist (counted as "unknown", so
+// invented names do not grow the series).
+func (m *Metrics) Retrieved(tool string, known bool, rank int) {
+	if m == nil {
+		return
+	}
+	switch {
+	case !known:
+		m.retrieval.WithLabelValues("unknown", RetrievalUnknown).Inc()
+	case rank == 0:
+		m.retrieval.WithLabelValues(tool, RetrievalNotOffered).Inc()
+	default:
+		m.retrieval.WithLabelValues(tool, RetrievalOffered).Inc()
+		m.retrievalRank.Observe(float64(rank))
 	}
 }
 

@@ -108,6 +108,62 @@ type Summary struct {
 	Rising []RisingTool `json:"rising"`
 	// PendingApprovals counts calls waiting for a reviewer now.
 	PendingApprovals int64 `json:"pending_approvals" example:"2"`
+	// Retrieval is how well selection served the calls of the window.
+	Retrieval Retrieval `json:"retrieval"`
+}
+
+// Retrieval measures selection by what agents did next: of the calls made
+// after a selection in their session (Measured), the share whose tool the
+// selection offered, their mean rank there and the share that took its
+// first tool; the calls of tools it did not offer, and of tools that do
+// not exist (an invented name). Calls in sessions without a selection are
+// not measured.
+type Retrieval struct {
+	Measured     int64   `json:"measured" example:"420"`
+	OfferedRate  float64 `json:"offered_rate" example:"0.93"`
+	MeanRank     float64 `json:"mean_rank" example:"1.8"`
+	Top1Rate     float64 `json:"top1_rate" example:"0.61"`
+	NotOffered   int64   `json:"not_offered" example:"25"`
+	UnknownTools int64   `json:"unknown_tools" example:"4"`
+	// Tools has the figures of each tool called after a selection (not
+	// the unknown names), most measured first.
+	Tools []ToolRetrieval `json:"tools"`
+}
+
+// ToolRetrieval is Retrieval for the calls of one tool.
+type ToolRetrieval struct {
+	Tool        string  `json:"tool" example:"file_read"`
+	Measured    int64   `json:"measured" example:"120"`
+	OfferedRate float64 `json:"offered_rate" example:"0.97"`
+	MeanRank    float64 `json:"mean_rank" example:"1.2"`
+	NotOffered  int64   `json:"not_offered" example:"4"`
+}
+
+// retrievalOf sums the outcome counts of a window.
+func retrievalOf(counts []models.RetrievalCount) Retrieval {
+	r := Retrieval{Tools: []ToolRetrieval{}}
+	var offered, rankSum, top1 int64
+	for _, c := range counts {
+		r.Measured += c.Measured
+		if !c.Known {
+			r.UnknownTools += c.Measured
+			continue
+		}
+		offered += c.Offered
+		rankSum += c.RankSum
+		top1 += c.Top1
+		r.NotOffered += c.Measured - c.Offered
+		t := ToolRetrieval{Tool: c.Tool, Measured: c.Measured, OfferedRate: ratio(c.Offered, c.Measured), NotOffered: c.Measured - c.Offered}
+		if c.Offered > 0 {
+			t.MeanRank = round(float64(c.RankSum)/float64(c.Offered), 2)
+		}
+		r.Tools = append(r.Tools, t)
+	}
+	r.OfferedRate, r.Top1Rate = ratio(offered, r.Measured), ratio(top1, r.Measured)
+	if offered > 0 {
+		r.MeanRank = round(float64(rankSum)/float64(offered), 2)
+	}
+	return r
 }
 
 // CodeCount is how many failed calls ended with one error code, and their
@@ -241,7 +297,13 @@ func (s *Stats) Summary(ctx context.Context, q StatsQuery) (*Summary, error) {
 	if err != nil {
 		return nil, err
 	}
-	return summarize(first, now, hours, recent, q.Top, pending), nil
+	counts, err := s.store.RetrievalCounts(ctx, first, now.Add(time.Nanosecond))
+	if err != nil {
+		return nil, err
+	}
+	sum := summarize(first, now, hours, recent, q.Top, pending)
+	sum.Retrieval = retrievalOf(counts)
+	return sum, nil
 }
 
 // readHours returns the figures of each clock hour from first, reusing

@@ -66,6 +66,13 @@ func (r *selectionRecorder) prune() {
 	} else if n > 0 {
 		r.log.Info("pruned selection records", "count", n, "older_than", SelectionRetention)
 	}
+	// What calls said of selections goes with them.
+	n, err = r.store.DeleteRetrievalOutcomesBefore(context.Background(), time.Now().Add(-SelectionRetention))
+	if err != nil {
+		r.log.Error("prune retrieval outcomes", "err", err)
+	} else if n > 0 {
+		r.log.Info("pruned retrieval outcomes", "count", n, "older_than", SelectionRetention)
+	}
 }
 
 // write stores a batch in one transaction.
@@ -100,15 +107,16 @@ func (r *selectionRecorder) byID(ctx context.Context, id string) (*models.Select
 	return r.store.SelectionByID(ctx, id)
 }
 
-// lastOf finds a session's newest selection, pending or written.
-func (r *selectionRecorder) lastOf(ctx context.Context, session string) (*models.Selection, error) {
+// lastOf finds a session's newest selection made no later than before,
+// pending or written.
+func (r *selectionRecorder) lastOf(ctx context.Context, session string, before time.Time) (*models.Selection, error) {
 	r.mu.Lock()
 	sel, ok := r.last[session]
 	r.mu.Unlock()
-	if ok {
+	if ok && !sel.CreatedAt.After(before) {
 		return sel, nil
 	}
-	return r.store.LastSelection(ctx, session)
+	return r.store.LastSelection(ctx, session, before)
 }
 
 // close writes what is queued and stops the writer.

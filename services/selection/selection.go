@@ -91,7 +91,7 @@ type Selector struct {
 	recorder *selectionRecorder
 
 	learnOnce sync.Once
-	lessons   chan [2]string
+	lessons   chan callSeen
 	learnWG   sync.WaitGroup
 	// jobs are the selector's own goroutines (the learning worker, a
 	// background re-embed, a deferred refresh): Close cancels ctx and
@@ -1147,29 +1147,29 @@ func (s *Selector) Feedback(ctx context.Context, caller *models.Principal, selec
 // LearnFromCall teaches the index that a session's latest selection led to
 // a call of tool. Calls outside a selected session teach nothing.
 func (s *Selector) LearnFromCall(ctx context.Context, sessionID, tool string) error {
-	if sessionID == "" {
-		return nil
-	}
-	sel, err := s.recorder.lastOf(ctx, sessionID)
-	if errors.Is(err, models.ErrNotFound) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	_, err = s.learn(ctx, sel, []string{tool}, "call")
-	return err
+	return s.observe(ctx, callSeen{session: sessionID, tool: tool, known: true, learn: true, at: time.Now().UTC()}, false)
 }
 
-// LearnFromCallLater queues LearnFromCall for a background worker, so a
-// call never waits for learning. Learning is best effort: when the queue
-// is full the lesson is dropped.
-func (s *Selector) LearnFromCallLater(sessionID, tool string) {
+// callSeen is a call as the selector measures and learns from it.
+type callSeen struct {
+	session, tool, callID string
+	known                 bool      // the tool exists
+	learn                 bool      // it succeeded, not from the cache: it teaches the index
+	at                    time.Time // when the call was made
+}
+
+// ObserveCallLater queues, for a background worker, what a call of tool
+// in a session says of the selection before it: the tool's rank there,
+// or that it was not offered or does not exist (RetrievalOutcome, the
+// toolbelt_retrieval_* metrics, the statistics), and, when learn (the call
+// succeeded), a lesson for the index. A call never waits for this; it is
+// best effort: when the queue is full it is dropped.
+func (s *Selector) ObserveCallLater(sessionID, tool, callID string, known, learn bool) {
 	if sessionID == "" {
 		return
 	}
 	s.learnOnce.Do(func() {
-		s.lessons = make(chan [2]string, 1024)
+		s.lessons = make(chan callSeen, 1024)
 		s.goJob(s.learnLessons)
 	})
 	// A lesson counts once queued; none is taken after Close began, which
@@ -1182,26 +1182,65 @@ func (s *Selector) LearnFromCallLater(sessionID, tool string) {
 	s.learnWG.Add(1)
 	s.jobsMu.Unlock()
 	select {
-	case s.lessons <- [2]string{sessionID, tool}:
+	case s.lessons <- callSeen{session: sessionID, tool: tool, callID: callID, known: known, learn: learn, at: time.Now().UTC()}:
 	default:
 		s.learnWG.Done()
 	}
 }
 
-// learnLessons is the learning worker: it learns queued lessons until
-// Close.
+// learnLessons is the learning worker: it measures and learns queued
+// calls until Close.
 func (s *Selector) learnLessons() {
 	for {
 		select {
 		case l := <-s.lessons:
-			if err := s.LearnFromCall(context.Background(), l[0], l[1]); err != nil {
-				s.log.Warn("learn from call", "err", err, "session", l[0], "tool", l[1])
+			if err := s.observe(context.Background(), l, true); err != nil {
+				s.log.Warn("observe call", "err", err, "session", l.session, "tool", l.tool)
 			}
 			s.learnWG.Done()
 		case <-s.ctx.Done():
 			return
 		}
 	}
+}
+
+// observe relates a call to the newest selection of its session made
+// before it: measured when measure, learned from when l.learn.
+func (s *Selector) observe(ctx context.Context, l callSeen, measure bool) error {
+	if l.session == "" {
+		return nil
+	}
+	sel, err := s.recorder.lastOf(ctx, l.session, l.at)
+	if errors.Is(err, models.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if measure {
+		rank := 0
+		for i, name := range strings.Split(strings.Trim(sel.Tools, ","), ",") {
+			if name == l.tool {
+				rank = i + 1
+				break
+			}
+		}
+		tool := l.tool
+		if utf8.RuneCountInString(tool) > 64 { // an invented name may be anything
+			tool = head(tool, 64)
+		}
+		o := &models.RetrievalOutcome{CallID: l.callID, SessionID: l.session, SelectionID: sel.ID, Tool: tool,
+			Rank: rank, Known: l.known, CreatedAt: l.at}
+		if err := s.store.CreateRetrievalOutcome(ctx, o); err != nil {
+			return err
+		}
+		s.metrics.Retrieved(l.tool, l.known, rank)
+	}
+	if !l.learn {
+		return nil
+	}
+	_, err = s.learn(ctx, sel, []string{l.tool}, "call")
+	return err
 }
 
 // WaitLearning waits until queued lessons are learned (tests, shutdown).
@@ -1270,7 +1309,7 @@ func (s *Selector) Suggest(ctx context.Context, caller *models.Principal, sessio
 	allowed := func(e *entry) bool { return vis.allows(e) && e.doc.needs.metBy(s.host) }
 	score := map[int]float64{}
 	if sessionID != "" {
-		if sel, err := s.recorder.lastOf(ctx, sessionID); err == nil {
+		if sel, err := s.recorder.lastOf(ctx, sessionID, time.Now().UTC()); err == nil {
 			for r, hit := range s.rank(ctx, ix, task{focus: sel.Query}, allowed, 40) {
 				score[hit.entry] += 1.0 / float64(10+r)
 			}
