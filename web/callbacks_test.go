@@ -163,7 +163,9 @@ func TestCallbacks(t *testing.T) {
 	if r.Status != 200 || !strings.HasPrefix(secret, "whsec_") || r.Header.Get("Cache-Control") != "no-store" {
 		t.Fatalf("callback secret: %d %s", r.Status, r.Body)
 	}
+	recv.mu.Lock()
 	recv.secret = secret
+	recv.mu.Unlock()
 	hook := recv.srv.URL + "/hook?token=abc"
 
 	accepted := func(body map[string]any) string {
@@ -368,10 +370,11 @@ func TestCallbackResumesAfterRestart(t *testing.T) {
 		return &testApp{handler: a.Handler, store: a.Store, keys: map[string]string{"admin": adminKey}}, stop
 	}
 	recv := newReceiver(t, 0)
-	recv.down = true
-
 	first, stop := start()
+	recv.mu.Lock()
+	recv.down = true
 	recv.secret = first.do(t, "admin", "GET", "/api/v1/me/callback-secret", nil).JSON(t)["secret"].(string)
+	recv.mu.Unlock()
 	r := first.do(t, "admin", "POST", "/api/v1/calls", map[string]any{"tool": "file_list", "async": true, "callback_url": recv.srv.URL + "/hook?token=abc"})
 	if r.Status != 202 {
 		t.Fatalf("call: %d %s", r.Status, r.Body)
