@@ -317,7 +317,7 @@ func (d *Deliverer) attempt(ctx context.Context, cb *models.Callback) (int, erro
 	case code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable:
 		if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s > 0 {
 			s = min(s, int(d.set.MaxWait/time.Second)+1)
-			return code, fmt.Errorf("answered %s, retry after %d s: %w", resp.Status, s, backoff.RetryAfter(s))
+			return code, fmt.Errorf("answered %s: %w", resp.Status, backoff.RetryAfter(s))
 		}
 		return code, fmt.Errorf("answered %s", resp.Status)
 	case code >= 300 && code < 400:
