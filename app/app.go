@@ -26,6 +26,7 @@ import (
 	"toolbelt/models"
 	"toolbelt/services/access"
 	"toolbelt/services/browser"
+	"toolbelt/services/callbacks"
 	"toolbelt/services/catalog"
 	"toolbelt/services/embed"
 	"toolbelt/services/invoke"
@@ -72,6 +73,8 @@ type App struct {
 	Runners *runners.Table
 	Alerts  *ops.Alerts
 	Metrics *ops.Metrics
+	// Callbacks deliver the results of calls that name a callback_url.
+	Callbacks *callbacks.Deliverer
 	// ToolFiles applies the tool files of Config.ToolsDir (nil without).
 	ToolFiles *catalog.ToolFiles
 	// Handler is the HTTP handler of the whole service (web.New).
@@ -194,7 +197,14 @@ func New(ctx context.Context, cfg Config, opts Options) (_ *App, err error) {
 	a.Runners = runners.New(cfg.DataDir, cfg.NetPolicy, log).WithSandbox(box).
 		WithSessionQuota(runners.NewQuota(int64(cfg.SessionQuotaMB) << 20)).WithBrowser(a.chromium).
 		WithSearch(cfg.SearXNG).WithSecrets(cfg.Secrets).WithMetrics(a.Metrics)
-	a.Invoker = invoke.NewInvoker(a.Store, a.Selector, a.Authz, redactor, a.Runners, cfg.DataDir, nil, log).WithMetrics(a.Metrics)
+	callbackKey, err := callbacks.LoadKey(cfg.CallbackKey, cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	// Results go where http_request may go, checked the same way.
+	a.Callbacks = callbacks.New(a.Store, callbacks.NewSecrets(a.Store, callbackKey), cfg.NetPolicy, cfg.Callbacks, log)
+	a.Invoker = invoke.NewInvoker(a.Store, a.Selector, a.Authz, redactor, a.Runners, cfg.DataDir, nil, log).
+		WithMetrics(a.Metrics).WithCallbacks(a.Callbacks)
 	if opts.Sleep != nil {
 		a.Invoker.WithSleep(opts.Sleep)
 	}
@@ -202,7 +212,7 @@ func New(ctx context.Context, cfg Config, opts Options) (_ *App, err error) {
 	a.Alerts = ops.NewAlerts(a.Store, cfg.Alerts, a.Metrics, log)
 	h := &handlers.Handler{
 		Registry: a.Registry, Selector: a.Selector, Accounts: a.Accounts,
-		Invoker: a.Invoker, Health: ops.NewHealth(a.Store, a.Selector, embedNote).WithSandbox(box.Status()).WithToolFiles(a.ToolFiles), Log: log,
+		Invoker: a.Invoker, CallbackSecrets: a.Callbacks.Secrets(), Health: ops.NewHealth(a.Store, a.Selector, embedNote).WithSandbox(box.Status()).WithToolFiles(a.ToolFiles), Log: log,
 		Links:  handlers.Links{Swagger: "/swagger/index.html", Healthz: "/healthz", Readyz: "/readyz"},
 		Stats:  ops.NewStats(a.Store, a.Invoker.Flush),
 		Alerts: a.Alerts,
@@ -262,6 +272,10 @@ func (a *App) Run(ctx context.Context) error {
 	})
 	g.Go(func() error {
 		a.Alerts.Run(jobs)
+		return nil
+	})
+	g.Go(func() error {
+		a.Callbacks.Run(jobs)
 		return nil
 	})
 	if a.ToolFiles != nil {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"toolbelt/services/callbacks"
 	"toolbelt/services/netpolicy"
 	"toolbelt/services/ops"
 	"toolbelt/services/runners"
@@ -50,6 +51,12 @@ type Config struct {
 	// Chromium is the browser browser_navigate drives (TOOLBELT_CHROMIUM);
 	// empty: the first one found on PATH.
 	Chromium string
+	// CallbackKey is the key the callback signing secrets are derived
+	// from (TOOLBELT_CALLBACK_KEY, at least 32 bytes); empty: the one in
+	// the data directory's callback.key, made at the first start.
+	CallbackKey string
+	// Callbacks bound the delivery of call results to callback URLs.
+	Callbacks callbacks.Settings
 }
 
 // ParseConfig reads the serve command's configuration from args and the
@@ -62,7 +69,8 @@ func ParseConfig(args []string, lookup func(string) (string, bool)) (Config, err
 		}
 		return def
 	}
-	cfg := Config{AdminKey: env("TOOLBELT_ADMIN_KEY", ""), Chromium: env("TOOLBELT_CHROMIUM", "")}
+	cfg := Config{AdminKey: env("TOOLBELT_ADMIN_KEY", ""), Chromium: env("TOOLBELT_CHROMIUM", ""),
+		CallbackKey: env("TOOLBELT_CALLBACK_KEY", ""), Callbacks: callbacks.Defaults()}
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.StringVar(&cfg.Addr, "addr", env("TOOLBELT_ADDR", ":8080"), "listen address (TOOLBELT_ADDR)")
 	fs.StringVar(&cfg.DataDir, "data-dir", env("TOOLBELT_DATA_DIR", "./data"), "directory holding the SQLite database (TOOLBELT_DATA_DIR)")
@@ -113,6 +121,9 @@ func ParseConfig(args []string, lookup func(string) (string, bool)) (Config, err
 	}
 	if cfg.NetPolicy, err = netpolicy.Parse(env("TOOLBELT_HTTP_ALLOW_HOSTS", ""), env("TOOLBELT_HTTP_ALLOW_PRIVATE", "")); err != nil {
 		return cfg, fmt.Errorf("TOOLBELT_HTTP_ALLOW_PRIVATE: %w", err)
+	}
+	if cfg.CallbackKey != "" && len(cfg.CallbackKey) < 32 {
+		return cfg, fmt.Errorf("TOOLBELT_CALLBACK_KEY must be at least 32 bytes (such as the output of: openssl rand -hex 32)")
 	}
 	cfg.Secrets = secrets(env)
 	return cfg, nil
@@ -167,9 +178,9 @@ func secrets(env func(name, def string) string) map[string]string {
 }
 
 // secretValues are the values redacted verbatim from tool output and call
-// records: the admin key and the configured secrets.
+// records: the admin key, the callback key and the configured secrets.
 func secretValues(cfg Config) []string {
-	vals := []string{cfg.AdminKey}
+	vals := []string{cfg.AdminKey, cfg.CallbackKey}
 	for _, name := range slices.Sorted(maps.Keys(cfg.Secrets)) {
 		vals = append(vals, cfg.Secrets[name])
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"toolbelt/services/callbacks"
 	"toolbelt/services/netpolicy"
 	"toolbelt/services/ops"
 	"toolbelt/services/runners"
@@ -28,7 +29,8 @@ func lookupIn(env map[string]string) func(string) (string, bool) {
 func TestParseConfig(t *testing.T) {
 	defaults := Config{Addr: ":8080", DataDir: "./data", LogLevel: "info", LogFormat: "json", EmbedModel: "nomic-embed-text",
 		KeepLearned: selection.DefaultKeepLearned, Sandbox: "auto", ShutdownTimeout: 20 * time.Second,
-		Alerts: ops.DefaultAlertConfig, ToolsDir: "./tools.d", SessionQuotaMB: runners.DefaultSessionQuota >> 20}
+		Alerts: ops.DefaultAlertConfig, ToolsDir: "./tools.d", SessionQuotaMB: runners.DefaultSessionQuota >> 20,
+		Callbacks: callbacks.Defaults()}
 	with := func(edit func(*Config)) Config {
 		c := defaults
 		edit(&c)
@@ -52,7 +54,9 @@ func TestParseConfig(t *testing.T) {
 			"TOOLBELT_ALERT_WEBHOOK":    "https://hooks.example/x",
 			"TOOLBELT_HTTP_ALLOW_HOSTS": "api.example, .corp", "TOOLBELT_HTTP_ALLOW_PRIVATE": "10.0.0.0/8",
 			"TOOLBELT_SECRETS": "TOKEN, MISSING,,", "TOKEN": "s3cret",
+			"TOOLBELT_CALLBACK_KEY": "0123456789abcdef0123456789abcdef",
 		}, want: with(func(c *Config) {
+			c.CallbackKey = "0123456789abcdef0123456789abcdef"
 			c.Addr, c.DataDir, c.AdminKey, c.LogLevel, c.LogFormat = "127.0.0.1:9", "/srv/tb", "k", "debug", "text"
 			c.OllamaURL, c.EmbedModel, c.KeepLearned, c.Sandbox, c.SearXNG = "http://ollama:11434", "m", 7, "none", "https://search.example"
 			c.ShutdownTimeout, c.SessionQuotaMB = 3*time.Second, 64
@@ -77,6 +81,7 @@ func TestParseConfig(t *testing.T) {
 		{name: "bad --sandbox", args: []string{"--sandbox", "docker"}, wantErr: `--sandbox "docker": use auto, bubblewrap, native or none`},
 		{name: "bad --searxng-url", args: []string{"--searxng-url", "search.example"}, wantErr: `--searxng-url "search.example": use an absolute http or https URL`},
 		{name: "arguments", args: []string{"extra"}, wantErr: "unexpected arguments: extra"},
+		{name: "short callback key", env: map[string]string{"TOOLBELT_CALLBACK_KEY": "short"}, wantErr: "TOOLBELT_CALLBACK_KEY must be at least 32 bytes"},
 		{name: "bad alert rate", env: map[string]string{"TOOLBELT_ALERT_FAILURE_RATE": "2"}, wantErr: `TOOLBELT_ALERT_FAILURE_RATE "2": use a share between 0 and 1, such as 0.5`},
 		{name: "bad alert window", env: map[string]string{"TOOLBELT_ALERT_WINDOW": "30s"}, wantErr: `TOOLBELT_ALERT_WINDOW "30s": use a duration of at least 1m, such as 15m`},
 		{name: "bad alert minimum", env: map[string]string{"TOOLBELT_ALERT_MIN_CALLS": "0"}, wantErr: `TOOLBELT_ALERT_MIN_CALLS "0": use a whole number of at least 1`},

@@ -419,6 +419,18 @@ type AccessPrincipal struct {
 	Role *string `json:"role,omitempty"`
 }
 
+// CallbacksSecret defines model for callbacks.Secret.
+type CallbacksSecret struct {
+	// Generation Example: 0
+	Generation *int `json:"generation,omitempty"`
+
+	// PrincipalId Example: 3
+	PrincipalId *int `json:"principal_id,omitempty"`
+
+	// Secret Example: whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw
+	Secret *string `json:"secret,omitempty"`
+}
+
 // CatalogCategoryCount defines model for catalog.CategoryCount.
 type CatalogCategoryCount struct {
 	// Category Example: filesystem
@@ -563,13 +575,17 @@ type HandlersCallList struct {
 
 // HandlersCallRecord defines model for handlers.CallRecord.
 type HandlersCallRecord struct {
-	Arguments  *string `json:"arguments,omitempty"`
-	Attempts   *int    `json:"attempts,omitempty"`
-	Cached     *bool   `json:"cached,omitempty"`
-	CreatedAt  *string `json:"created_at,omitempty"`
-	ErrorCode  *string `json:"error_code,omitempty"`
-	FinishedAt *string `json:"finished_at,omitempty"`
-	Id         *string `json:"id,omitempty"`
+	Arguments *string `json:"arguments,omitempty"`
+	Attempts  *int    `json:"attempts,omitempty"`
+	Cached    *bool   `json:"cached,omitempty"`
+
+	// Callback Callback is the delivery of the result to the call's callback_url
+	// (absent when it named none, or was answered at once).
+	Callback   *ModelsCallback `json:"callback,omitempty"`
+	CreatedAt  *string         `json:"created_at,omitempty"`
+	ErrorCode  *string         `json:"error_code,omitempty"`
+	FinishedAt *string         `json:"finished_at,omitempty"`
+	Id         *string         `json:"id,omitempty"`
 
 	// ParentId ParentID is the composite call this call was a step of.
 	ParentId    *string `json:"parent_id,omitempty"`
@@ -794,6 +810,14 @@ type InvokeCallRequest struct {
 	// Async Async answers 202 at once; the result is polled at the call's URL.
 	Async *bool `json:"async,omitempty"`
 
+	// CallbackUrl CallbackURL, on a call answered 202 (async, or waiting for
+	// approval), receives its ToolResult by a signed POST when it ends
+	// (docs/calls.md#completion-callbacks). It must be an absolute http(s)
+	// URL that http_request could reach.
+	//
+	// Example: https://agents.example.com/hooks/toolbelt
+	CallbackUrl *string `json:"callback_url,omitempty"`
+
 	// SessionId Example: run-42
 	SessionId *string `json:"session_id,omitempty"`
 
@@ -848,6 +872,40 @@ type ModelsApproval struct {
 	Status      *string `json:"status,omitempty"`
 	Tool        *string `json:"tool,omitempty"`
 	Version     *string `json:"version,omitempty"`
+}
+
+// ModelsCallback defines model for models.Callback.
+type ModelsCallback struct {
+	// Attempts Attempts counts the POSTs made so far.
+	//
+	// Example: 3
+	Attempts    *int    `json:"attempts,omitempty"`
+	CreatedAt   *string `json:"created_at,omitempty"`
+	DeliveredAt *string `json:"delivered_at,omitempty"`
+
+	// EndedAt EndedAt is when the call ended and the delivery became due.
+	EndedAt *string `json:"ended_at,omitempty"`
+
+	// LastError LastError says why the last attempt failed; empty after a success.
+	//
+	// Example: answered 500 Internal Server Error
+	LastError *string `json:"last_error,omitempty"`
+
+	// LastStatus LastStatus is the HTTP status the last attempt got; 0 when it got
+	// none (a network error, a refused address).
+	//
+	// Example: 204
+	LastStatus    *int    `json:"last_status,omitempty"`
+	NextAttemptAt *string `json:"next_attempt_at,omitempty"`
+
+	// State State is waiting, pending, delivered or failed.
+	//
+	// Example: delivered
+	State     *string `json:"state,omitempty"`
+	UpdatedAt *string `json:"updated_at,omitempty"`
+
+	// Url Example: https://agents.example.com/hooks/toolbelt
+	Url *string `json:"url,omitempty"`
 }
 
 // ModelsLearnedQuery defines model for models.LearnedQuery.
@@ -1490,7 +1548,7 @@ type ClientInterface interface {
 
 	// CallToolWithBody Call a tool
 	//
-	// Runs the call through the guards (resolve, validate, authorize, approve, secure, cache, rate limit, category queue) and the tool, retrying retryable failures with backoff. A dangerous or confirm-required call waits for a reviewer, and an async call runs in the background: both answer 202 with a Location to poll. A call that ran answers 200 with its ToolResult even when the tool failed; a call a guard refused answers 4xx with the same body (404 unknown tool with suggestions, 422 invalid arguments, 403 permission, approval or path).
+	// Runs the call through the guards (resolve, validate, authorize, approve, secure, cache, rate limit, category queue) and the tool, retrying retryable failures with backoff. A dangerous or confirm-required call waits for a reviewer, and an async call runs in the background: both answer 202 with a Location to poll, and with a callback_url their ToolResult is POSTed there, signed, when they end. A callback_url that is not an absolute http(s) URL the egress policy allows answers 400 before anything is stored. A call that ran answers 200 with its ToolResult even when the tool failed; a call a guard refused answers 4xx with the same body (404 unknown tool with suggestions, 422 invalid arguments, 403 permission, approval or path).
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1499,7 +1557,7 @@ type ClientInterface interface {
 
 	// CallTool Call a tool
 	//
-	// Runs the call through the guards (resolve, validate, authorize, approve, secure, cache, rate limit, category queue) and the tool, retrying retryable failures with backoff. A dangerous or confirm-required call waits for a reviewer, and an async call runs in the background: both answer 202 with a Location to poll. A call that ran answers 200 with its ToolResult even when the tool failed; a call a guard refused answers 4xx with the same body (404 unknown tool with suggestions, 422 invalid arguments, 403 permission, approval or path).
+	// Runs the call through the guards (resolve, validate, authorize, approve, secure, cache, rate limit, category queue) and the tool, retrying retryable failures with backoff. A dangerous or confirm-required call waits for a reviewer, and an async call runs in the background: both answer 202 with a Location to poll, and with a callback_url their ToolResult is POSTed there, signed, when they end. A callback_url that is not an absolute http(s) URL the egress policy allows answers 400 before anything is stored. A call that ran answers 200 with its ToolResult even when the tool failed; a call a guard refused answers 4xx with the same body (404 unknown tool with suggestions, 422 invalid arguments, 403 permission, approval or path).
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1515,7 +1573,7 @@ type ClientInterface interface {
 
 	// GetCall Get a call
 	//
-	// One call with its result. Agents see only their own calls.
+	// One call with its result, and the delivery of that result to its callback_url when it named one (state, attempts, last status and error, next attempt, delivery time). Agents see only their own calls.
 	//
 	// Corresponds with GET /api/v1/calls/{id} (the `GetCall` operationId).
 	GetCall(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1566,6 +1624,20 @@ type ClientInterface interface {
 	// Corresponds with GET /api/v1/me (the `WhoAmI` operationId).
 	WhoAmI(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// CallbackSecret My callback signing secret
+	//
+	// The secret that signs the results POSTed to the caller's callback URLs (Standard Webhooks: webhook-id, webhook-timestamp, webhook-signature v1 = base64 HMAC-SHA256 over id.timestamp.body, keyed by the base64-decoded part after whsec_). It is derived from the server's key and never stored; the answer is not cached.
+	//
+	// Corresponds with GET /api/v1/me/callback-secret (the `CallbackSecret` operationId).
+	CallbackSecret(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RotateCallbackSecret Rotate my callback signing secret
+	//
+	// Moves the caller's secret to its next generation and returns it: every delivery attempted from now on, those being retried included, is signed with the new secret only.
+	//
+	// Corresponds with POST /api/v1/me/callback-secret/rotate (the `RotateCallbackSecret` operationId).
+	RotateCallbackSecret(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListPrincipals List principals
 	//
 	// Every principal with its keys (prefix, creation, last use, revocation; never the key itself).
@@ -1590,6 +1662,13 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /api/v1/principals (the `CreatePrincipal` operationId).
 	CreatePrincipal(ctx context.Context, body CreatePrincipalJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RotatePrincipalCallbackSecret Rotate a principal's callback signing secret
+	//
+	// Moves the principal's secret to its next generation (for a secret that leaked) and returns it, to hand to whoever receives that principal's callbacks.
+	//
+	// Corresponds with POST /api/v1/principals/{id}/callback-secret/rotate (the `RotatePrincipalCallbackSecret` operationId).
+	RotatePrincipalCallbackSecret(ctx context.Context, id int, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// Grants Get an agent's grants
 	//
@@ -1888,7 +1967,7 @@ func (c *Client) ListCalls(ctx context.Context, params *ListCallsParams, reqEdit
 
 // CallToolWithBody Call a tool
 //
-// Runs the call through the guards (resolve, validate, authorize, approve, secure, cache, rate limit, category queue) and the tool, retrying retryable failures with backoff. A dangerous or confirm-required call waits for a reviewer, and an async call runs in the background: both answer 202 with a Location to poll. A call that ran answers 200 with its ToolResult even when the tool failed; a call a guard refused answers 4xx with the same body (404 unknown tool with suggestions, 422 invalid arguments, 403 permission, approval or path).
+// Runs the call through the guards (resolve, validate, authorize, approve, secure, cache, rate limit, category queue) and the tool, retrying retryable failures with backoff. A dangerous or confirm-required call waits for a reviewer, and an async call runs in the background: both answer 202 with a Location to poll, and with a callback_url their ToolResult is POSTed there, signed, when they end. A callback_url that is not an absolute http(s) URL the egress policy allows answers 400 before anything is stored. A call that ran answers 200 with its ToolResult even when the tool failed; a call a guard refused answers 4xx with the same body (404 unknown tool with suggestions, 422 invalid arguments, 403 permission, approval or path).
 //
 // Takes any type of body and a specified content type.
 //
@@ -1907,7 +1986,7 @@ func (c *Client) CallToolWithBody(ctx context.Context, contentType string, body 
 
 // CallTool Call a tool
 //
-// Runs the call through the guards (resolve, validate, authorize, approve, secure, cache, rate limit, category queue) and the tool, retrying retryable failures with backoff. A dangerous or confirm-required call waits for a reviewer, and an async call runs in the background: both answer 202 with a Location to poll. A call that ran answers 200 with its ToolResult even when the tool failed; a call a guard refused answers 4xx with the same body (404 unknown tool with suggestions, 422 invalid arguments, 403 permission, approval or path).
+// Runs the call through the guards (resolve, validate, authorize, approve, secure, cache, rate limit, category queue) and the tool, retrying retryable failures with backoff. A dangerous or confirm-required call waits for a reviewer, and an async call runs in the background: both answer 202 with a Location to poll, and with a callback_url their ToolResult is POSTed there, signed, when they end. A callback_url that is not an absolute http(s) URL the egress policy allows answers 400 before anything is stored. A call that ran answers 200 with its ToolResult even when the tool failed; a call a guard refused answers 4xx with the same body (404 unknown tool with suggestions, 422 invalid arguments, 403 permission, approval or path).
 //
 // Takes a body of the `application/json` content type.
 //
@@ -1943,7 +2022,7 @@ func (c *Client) CancelCall(ctx context.Context, id string, reqEditors ...Reques
 
 // GetCall Get a call
 //
-// One call with its result. Agents see only their own calls.
+// One call with its result, and the delivery of that result to its callback_url when it named one (state, attempts, last status and error, next attempt, delivery time). Agents see only their own calls.
 //
 // Corresponds with GET /api/v1/calls/{id} (the `GetCall` operationId).
 func (c *Client) GetCall(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -2064,6 +2143,40 @@ func (c *Client) WhoAmI(ctx context.Context, reqEditors ...RequestEditorFn) (*ht
 	return c.Client.Do(req)
 }
 
+// CallbackSecret My callback signing secret
+//
+// The secret that signs the results POSTed to the caller's callback URLs (Standard Webhooks: webhook-id, webhook-timestamp, webhook-signature v1 = base64 HMAC-SHA256 over id.timestamp.body, keyed by the base64-decoded part after whsec_). It is derived from the server's key and never stored; the answer is not cached.
+//
+// Corresponds with GET /api/v1/me/callback-secret (the `CallbackSecret` operationId).
+func (c *Client) CallbackSecret(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCallbackSecretRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RotateCallbackSecret Rotate my callback signing secret
+//
+// Moves the caller's secret to its next generation and returns it: every delivery attempted from now on, those being retried included, is signed with the new secret only.
+//
+// Corresponds with POST /api/v1/me/callback-secret/rotate (the `RotateCallbackSecret` operationId).
+func (c *Client) RotateCallbackSecret(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRotateCallbackSecretRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // ListPrincipals List principals
 //
 // Every principal with its keys (prefix, creation, last use, revocation; never the key itself).
@@ -2109,6 +2222,23 @@ func (c *Client) CreatePrincipalWithBody(ctx context.Context, contentType string
 // Corresponds with POST /api/v1/principals (the `CreatePrincipal` operationId).
 func (c *Client) CreatePrincipal(ctx context.Context, body CreatePrincipalJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewCreatePrincipalRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RotatePrincipalCallbackSecret Rotate a principal's callback signing secret
+//
+// Moves the principal's secret to its next generation (for a secret that leaked) and returns it, to hand to whoever receives that principal's callbacks.
+//
+// Corresponds with POST /api/v1/principals/{id}/callback-secret/rotate (the `RotatePrincipalCallbackSecret` operationId).
+func (c *Client) RotatePrincipalCallbackSecret(ctx context.Context, id int, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRotatePrincipalCallbackSecretRequest(c.Server, id)
 	if err != nil {
 		return nil, err
 	}
@@ -3099,6 +3229,60 @@ func NewWhoAmIRequest(server string) (*http.Request, error) {
 	return req, nil
 }
 
+// NewCallbackSecretRequest constructs an http.Request for the CallbackSecret method
+func NewCallbackSecretRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/me/callback-secret")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewRotateCallbackSecretRequest constructs an http.Request for the RotateCallbackSecret method
+func NewRotateCallbackSecretRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/me/callback-secret/rotate")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewListPrincipalsRequest constructs an http.Request for the ListPrincipals method
 func NewListPrincipalsRequest(server string) (*http.Request, error) {
 	var err error
@@ -3162,6 +3346,40 @@ func NewCreatePrincipalRequestWithBody(server string, contentType string, body i
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewRotatePrincipalCallbackSecretRequest constructs an http.Request for the RotatePrincipalCallbackSecret method
+func NewRotatePrincipalCallbackSecretRequest(server string, id int) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/principals/%s/callback-secret/rotate", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
 
 	return req, nil
 }
@@ -4117,7 +4335,7 @@ type ClientWithResponsesInterface interface {
 
 	// CallToolWithBodyWithResponse Call a tool
 	//
-	// Runs the call through the guards (resolve, validate, authorize, approve, secure, cache, rate limit, category queue) and the tool, retrying retryable failures with backoff. A dangerous or confirm-required call waits for a reviewer, and an async call runs in the background: both answer 202 with a Location to poll. A call that ran answers 200 with its ToolResult even when the tool failed; a call a guard refused answers 4xx with the same body (404 unknown tool with suggestions, 422 invalid arguments, 403 permission, approval or path).
+	// Runs the call through the guards (resolve, validate, authorize, approve, secure, cache, rate limit, category queue) and the tool, retrying retryable failures with backoff. A dangerous or confirm-required call waits for a reviewer, and an async call runs in the background: both answer 202 with a Location to poll, and with a callback_url their ToolResult is POSTed there, signed, when they end. A callback_url that is not an absolute http(s) URL the egress policy allows answers 400 before anything is stored. A call that ran answers 200 with its ToolResult even when the tool failed; a call a guard refused answers 4xx with the same body (404 unknown tool with suggestions, 422 invalid arguments, 403 permission, approval or path).
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -4126,7 +4344,7 @@ type ClientWithResponsesInterface interface {
 
 	// CallToolWithResponse Call a tool
 	//
-	// Runs the call through the guards (resolve, validate, authorize, approve, secure, cache, rate limit, category queue) and the tool, retrying retryable failures with backoff. A dangerous or confirm-required call waits for a reviewer, and an async call runs in the background: both answer 202 with a Location to poll. A call that ran answers 200 with its ToolResult even when the tool failed; a call a guard refused answers 4xx with the same body (404 unknown tool with suggestions, 422 invalid arguments, 403 permission, approval or path).
+	// Runs the call through the guards (resolve, validate, authorize, approve, secure, cache, rate limit, category queue) and the tool, retrying retryable failures with backoff. A dangerous or confirm-required call waits for a reviewer, and an async call runs in the background: both answer 202 with a Location to poll, and with a callback_url their ToolResult is POSTed there, signed, when they end. A callback_url that is not an absolute http(s) URL the egress policy allows answers 400 before anything is stored. A call that ran answers 200 with its ToolResult even when the tool failed; a call a guard refused answers 4xx with the same body (404 unknown tool with suggestions, 422 invalid arguments, 403 permission, approval or path).
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -4144,7 +4362,7 @@ type ClientWithResponsesInterface interface {
 
 	// GetCallWithResponse Get a call
 	//
-	// One call with its result. Agents see only their own calls.
+	// One call with its result, and the delivery of that result to its callback_url when it named one (state, attempts, last status and error, next attempt, delivery time). Agents see only their own calls.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -4205,6 +4423,24 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /api/v1/me (the `WhoAmI` operationId).
 	WhoAmIWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*WhoAmIResponse, error)
 
+	// CallbackSecretWithResponse My callback signing secret
+	//
+	// The secret that signs the results POSTed to the caller's callback URLs (Standard Webhooks: webhook-id, webhook-timestamp, webhook-signature v1 = base64 HMAC-SHA256 over id.timestamp.body, keyed by the base64-decoded part after whsec_). It is derived from the server's key and never stored; the answer is not cached.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/me/callback-secret (the `CallbackSecret` operationId).
+	CallbackSecretWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*CallbackSecretResponse, error)
+
+	// RotateCallbackSecretWithResponse Rotate my callback signing secret
+	//
+	// Moves the caller's secret to its next generation and returns it: every delivery attempted from now on, those being retried included, is signed with the new secret only.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/me/callback-secret/rotate (the `RotateCallbackSecret` operationId).
+	RotateCallbackSecretWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*RotateCallbackSecretResponse, error)
+
 	// ListPrincipalsWithResponse List principals
 	//
 	// Every principal with its keys (prefix, creation, last use, revocation; never the key itself).
@@ -4231,6 +4467,15 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /api/v1/principals (the `CreatePrincipal` operationId).
 	CreatePrincipalWithResponse(ctx context.Context, body CreatePrincipalJSONRequestBody, reqEditors ...RequestEditorFn) (*CreatePrincipalResponse, error)
+
+	// RotatePrincipalCallbackSecretWithResponse Rotate a principal's callback signing secret
+	//
+	// Moves the principal's secret to its next generation (for a secret that leaked) and returns it, to hand to whoever receives that principal's callbacks.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/principals/{id}/callback-secret/rotate (the `RotatePrincipalCallbackSecret` operationId).
+	RotatePrincipalCallbackSecretWithResponse(ctx context.Context, id int, reqEditors ...RequestEditorFn) (*RotatePrincipalCallbackSecretResponse, error)
 
 	// GrantsWithResponse Get an agent's grants
 	//
@@ -5227,6 +5472,116 @@ func (r WhoAmIResponse) ContentType() string {
 	return ""
 }
 
+type CallbackSecretResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *CallbacksSecret
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *HandlersErrorBody
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *HandlersErrorBody
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r CallbackSecretResponse) GetJSON200() *CallbacksSecret {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r CallbackSecretResponse) GetJSON401() *HandlersErrorBody {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r CallbackSecretResponse) GetJSON403() *HandlersErrorBody {
+	return r.JSON403
+}
+
+// GetBody returns the raw response body bytes
+func (r CallbackSecretResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CallbackSecretResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CallbackSecretResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CallbackSecretResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type RotateCallbackSecretResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *CallbacksSecret
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *HandlersErrorBody
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *HandlersErrorBody
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r RotateCallbackSecretResponse) GetJSON200() *CallbacksSecret {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r RotateCallbackSecretResponse) GetJSON401() *HandlersErrorBody {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r RotateCallbackSecretResponse) GetJSON403() *HandlersErrorBody {
+	return r.JSON403
+}
+
+// GetBody returns the raw response body bytes
+func (r RotateCallbackSecretResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RotateCallbackSecretResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RotateCallbackSecretResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RotateCallbackSecretResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type ListPrincipalsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -5352,6 +5707,75 @@ func (r CreatePrincipalResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r CreatePrincipalResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type RotatePrincipalCallbackSecretResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *CallbacksSecret
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *HandlersErrorBody
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *HandlersErrorBody
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *HandlersErrorBody
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *HandlersErrorBody
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r RotatePrincipalCallbackSecretResponse) GetJSON200() *CallbacksSecret {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r RotatePrincipalCallbackSecretResponse) GetJSON400() *HandlersErrorBody {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r RotatePrincipalCallbackSecretResponse) GetJSON401() *HandlersErrorBody {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r RotatePrincipalCallbackSecretResponse) GetJSON403() *HandlersErrorBody {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r RotatePrincipalCallbackSecretResponse) GetJSON404() *HandlersErrorBody {
+	return r.JSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r RotatePrincipalCallbackSecretResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RotatePrincipalCallbackSecretResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RotatePrincipalCallbackSecretResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RotatePrincipalCallbackSecretResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -6671,7 +7095,7 @@ func (c *ClientWithResponses) ListCallsWithResponse(ctx context.Context, params 
 
 // CallToolWithBodyWithResponse Call a tool
 //
-// Runs the call through the guards (resolve, validate, authorize, approve, secure, cache, rate limit, category queue) and the tool, retrying retryable failures with backoff. A dangerous or confirm-required call waits for a reviewer, and an async call runs in the background: both answer 202 with a Location to poll. A call that ran answers 200 with its ToolResult even when the tool failed; a call a guard refused answers 4xx with the same body (404 unknown tool with suggestions, 422 invalid arguments, 403 permission, approval or path).
+// Runs the call through the guards (resolve, validate, authorize, approve, secure, cache, rate limit, category queue) and the tool, retrying retryable failures with backoff. A dangerous or confirm-required call waits for a reviewer, and an async call runs in the background: both answer 202 with a Location to poll, and with a callback_url their ToolResult is POSTed there, signed, when they end. A callback_url that is not an absolute http(s) URL the egress policy allows answers 400 before anything is stored. A call that ran answers 200 with its ToolResult even when the tool failed; a call a guard refused answers 4xx with the same body (404 unknown tool with suggestions, 422 invalid arguments, 403 permission, approval or path).
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -6686,7 +7110,7 @@ func (c *ClientWithResponses) CallToolWithBodyWithResponse(ctx context.Context, 
 
 // CallToolWithResponse Call a tool
 //
-// Runs the call through the guards (resolve, validate, authorize, approve, secure, cache, rate limit, category queue) and the tool, retrying retryable failures with backoff. A dangerous or confirm-required call waits for a reviewer, and an async call runs in the background: both answer 202 with a Location to poll. A call that ran answers 200 with its ToolResult even when the tool failed; a call a guard refused answers 4xx with the same body (404 unknown tool with suggestions, 422 invalid arguments, 403 permission, approval or path).
+// Runs the call through the guards (resolve, validate, authorize, approve, secure, cache, rate limit, category queue) and the tool, retrying retryable failures with backoff. A dangerous or confirm-required call waits for a reviewer, and an async call runs in the background: both answer 202 with a Location to poll, and with a callback_url their ToolResult is POSTed there, signed, when they end. A callback_url that is not an absolute http(s) URL the egress policy allows answers 400 before anything is stored. A call that ran answers 200 with its ToolResult even when the tool failed; a call a guard refused answers 4xx with the same body (404 unknown tool with suggestions, 422 invalid arguments, 403 permission, approval or path).
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -6716,7 +7140,7 @@ func (c *ClientWithResponses) CancelCallWithResponse(ctx context.Context, id str
 
 // GetCallWithResponse Get a call
 //
-// One call with its result. Agents see only their own calls.
+// One call with its result, and the delivery of that result to its callback_url when it named one (state, attempts, last status and error, next attempt, delivery time). Agents see only their own calls.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -6819,6 +7243,36 @@ func (c *ClientWithResponses) WhoAmIWithResponse(ctx context.Context, reqEditors
 	return ParseWhoAmIResponse(rsp)
 }
 
+// CallbackSecretWithResponse My callback signing secret
+//
+// The secret that signs the results POSTed to the caller's callback URLs (Standard Webhooks: webhook-id, webhook-timestamp, webhook-signature v1 = base64 HMAC-SHA256 over id.timestamp.body, keyed by the base64-decoded part after whsec_). It is derived from the server's key and never stored; the answer is not cached.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/me/callback-secret (the `CallbackSecret` operationId).
+func (c *ClientWithResponses) CallbackSecretWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*CallbackSecretResponse, error) {
+	rsp, err := c.CallbackSecret(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCallbackSecretResponse(rsp)
+}
+
+// RotateCallbackSecretWithResponse Rotate my callback signing secret
+//
+// Moves the caller's secret to its next generation and returns it: every delivery attempted from now on, those being retried included, is signed with the new secret only.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/me/callback-secret/rotate (the `RotateCallbackSecret` operationId).
+func (c *ClientWithResponses) RotateCallbackSecretWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*RotateCallbackSecretResponse, error) {
+	rsp, err := c.RotateCallbackSecret(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRotateCallbackSecretResponse(rsp)
+}
+
 // ListPrincipalsWithResponse List principals
 //
 // Every principal with its keys (prefix, creation, last use, revocation; never the key itself).
@@ -6862,6 +7316,21 @@ func (c *ClientWithResponses) CreatePrincipalWithResponse(ctx context.Context, b
 		return nil, err
 	}
 	return ParseCreatePrincipalResponse(rsp)
+}
+
+// RotatePrincipalCallbackSecretWithResponse Rotate a principal's callback signing secret
+//
+// Moves the principal's secret to its next generation (for a secret that leaked) and returns it, to hand to whoever receives that principal's callbacks.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/principals/{id}/callback-secret/rotate (the `RotatePrincipalCallbackSecret` operationId).
+func (c *ClientWithResponses) RotatePrincipalCallbackSecretWithResponse(ctx context.Context, id int, reqEditors ...RequestEditorFn) (*RotatePrincipalCallbackSecretResponse, error) {
+	rsp, err := c.RotatePrincipalCallbackSecret(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRotatePrincipalCallbackSecretResponse(rsp)
 }
 
 // GrantsWithResponse Get an agent's grants
@@ -7825,6 +8294,86 @@ func ParseWhoAmIResponse(rsp *http.Response) (*WhoAmIResponse, error) {
 	return response, nil
 }
 
+// ParseCallbackSecretResponse parses an HTTP response from a CallbackSecretWithResponse call
+func ParseCallbackSecretResponse(rsp *http.Response) (*CallbackSecretResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CallbackSecretResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest CallbacksSecret
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseRotateCallbackSecretResponse parses an HTTP response from a RotateCallbackSecretWithResponse call
+func ParseRotateCallbackSecretResponse(rsp *http.Response) (*RotateCallbackSecretResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RotateCallbackSecretResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest CallbacksSecret
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseListPrincipalsResponse parses an HTTP response from a ListPrincipalsWithResponse call
 func ParseListPrincipalsResponse(rsp *http.Response) (*ListPrincipalsResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -7920,6 +8469,60 @@ func ParseCreatePrincipalResponse(rsp *http.Response) (*CreatePrincipalResponse,
 			return nil, err
 		}
 		response.JSON422 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseRotatePrincipalCallbackSecretResponse parses an HTTP response from a RotatePrincipalCallbackSecretWithResponse call
+func ParseRotatePrincipalCallbackSecretResponse(rsp *http.Response) (*RotatePrincipalCallbackSecretResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RotatePrincipalCallbackSecretResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest CallbacksSecret
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
 
 	}
 

@@ -321,7 +321,7 @@ const docTemplate = `{
                 ]
             },
             "post": {
-                "description": "Runs the call through the guards (resolve, validate, authorize, approve, secure, cache, rate limit, category queue) and the tool, retrying retryable failures with backoff. A dangerous or confirm-required call waits for a reviewer, and an async call runs in the background: both answer 202 with a Location to poll. A call that ran answers 200 with its ToolResult even when the tool failed; a call a guard refused answers 4xx with the same body (404 unknown tool with suggestions, 422 invalid arguments, 403 permission, approval or path).",
+                "description": "Runs the call through the guards (resolve, validate, authorize, approve, secure, cache, rate limit, category queue) and the tool, retrying retryable failures with backoff. A dangerous or confirm-required call waits for a reviewer, and an async call runs in the background: both answer 202 with a Location to poll, and with a callback_url their ToolResult is POSTed there, signed, when they end. A callback_url that is not an absolute http(s) URL the egress policy allows answers 400 before anything is stored. A call that ran answers 200 with its ToolResult even when the tool failed; a call a guard refused answers 4xx with the same body (404 unknown tool with suggestions, 422 invalid arguments, 403 permission, approval or path).",
                 "consumes": [
                     "application/json"
                 ],
@@ -403,7 +403,7 @@ const docTemplate = `{
         },
         "/api/v1/calls/{id}": {
             "get": {
-                "description": "One call with its result. Agents see only their own calls.",
+                "description": "One call with its result, and the delivery of that result to its callback_url when it named one (state, attempts, last status and error, next attempt, delivery time). Agents see only their own calls.",
                 "produces": [
                     "application/json"
                 ],
@@ -775,6 +775,82 @@ const docTemplate = `{
                 ]
             }
         },
+        "/api/v1/me/callback-secret": {
+            "get": {
+                "description": "The secret that signs the results POSTed to the caller's callback URLs (Standard Webhooks: webhook-id, webhook-timestamp, webhook-signature v1 = base64 HMAC-SHA256 over id.timestamp.body, keyed by the base64-decoded part after whsec_). It is derived from the server's key and never stored; the answer is not cached.",
+                "produces": [
+                    "application/json"
+                ],
+                "tags": [
+                    "callbacks"
+                ],
+                "summary": "My callback signing secret",
+                "operationId": "callbackSecret",
+                "responses": {
+                    "200": {
+                        "description": "OK",
+                        "schema": {
+                            "$ref": "#/definitions/callbacks.Secret"
+                        }
+                    },
+                    "401": {
+                        "description": "Unauthorized",
+                        "schema": {
+                            "$ref": "#/definitions/handlers.ErrorBody"
+                        }
+                    },
+                    "403": {
+                        "description": "Forbidden",
+                        "schema": {
+                            "$ref": "#/definitions/handlers.ErrorBody"
+                        }
+                    }
+                },
+                "security": [
+                    {
+                        "BearerAuth": []
+                    }
+                ]
+            }
+        },
+        "/api/v1/me/callback-secret/rotate": {
+            "post": {
+                "description": "Moves the caller's secret to its next generation and returns it: every delivery attempted from now on, those being retried included, is signed with the new secret only.",
+                "produces": [
+                    "application/json"
+                ],
+                "tags": [
+                    "callbacks"
+                ],
+                "summary": "Rotate my callback signing secret",
+                "operationId": "rotateCallbackSecret",
+                "responses": {
+                    "200": {
+                        "description": "OK",
+                        "schema": {
+                            "$ref": "#/definitions/callbacks.Secret"
+                        }
+                    },
+                    "401": {
+                        "description": "Unauthorized",
+                        "schema": {
+                            "$ref": "#/definitions/handlers.ErrorBody"
+                        }
+                    },
+                    "403": {
+                        "description": "Forbidden",
+                        "schema": {
+                            "$ref": "#/definitions/handlers.ErrorBody"
+                        }
+                    }
+                },
+                "security": [
+                    {
+                        "BearerAuth": []
+                    }
+                ]
+            }
+        },
         "/api/v1/principals": {
             "get": {
                 "description": "Every principal with its keys (prefix, creation, last use, revocation; never the key itself).",
@@ -869,6 +945,65 @@ const docTemplate = `{
                     },
                     "422": {
                         "description": "Unprocessable Entity",
+                        "schema": {
+                            "$ref": "#/definitions/handlers.ErrorBody"
+                        }
+                    }
+                },
+                "security": [
+                    {
+                        "BearerAuth": []
+                    }
+                ]
+            }
+        },
+        "/api/v1/principals/{id}/callback-secret/rotate": {
+            "post": {
+                "description": "Moves the principal's secret to its next generation (for a secret that leaked) and returns it, to hand to whoever receives that principal's callbacks.",
+                "produces": [
+                    "application/json"
+                ],
+                "tags": [
+                    "callbacks"
+                ],
+                "summary": "Rotate a principal's callback signing secret",
+                "operationId": "rotatePrincipalCallbackSecret",
+                "parameters": [
+                    {
+                        "type": "integer",
+                        "description": "Principal id",
+                        "name": "id",
+                        "in": "path",
+                        "required": true
+                    }
+                ],
+                "responses": {
+                    "200": {
+                        "description": "OK",
+                        "schema": {
+                            "$ref": "#/definitions/callbacks.Secret"
+                        }
+                    },
+                    "400": {
+                        "description": "Bad Request",
+                        "schema": {
+                            "$ref": "#/definitions/handlers.ErrorBody"
+                        }
+                    },
+                    "401": {
+                        "description": "Unauthorized",
+                        "schema": {
+                            "$ref": "#/definitions/handlers.ErrorBody"
+                        }
+                    },
+                    "403": {
+                        "description": "Forbidden",
+                        "schema": {
+                            "$ref": "#/definitions/handlers.ErrorBody"
+                        }
+                    },
+                    "404": {
+                        "description": "Not Found",
                         "schema": {
                             "$ref": "#/definitions/handlers.ErrorBody"
                         }
@@ -2180,6 +2315,23 @@ const docTemplate = `{
                 }
             }
         },
+        "callbacks.Secret": {
+            "type": "object",
+            "properties": {
+                "generation": {
+                    "type": "integer",
+                    "example": 0
+                },
+                "principal_id": {
+                    "type": "integer",
+                    "example": 3
+                },
+                "secret": {
+                    "type": "string",
+                    "example": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+                }
+            }
+        },
         "catalog.CategoryCount": {
             "type": "object",
             "properties": {
@@ -2459,6 +2611,14 @@ const docTemplate = `{
                 },
                 "cached": {
                     "type": "boolean"
+                },
+                "callback": {
+                    "description": "Callback is the delivery of the result to the call's callback_url\n(absent when it named none, or was answered at once).",
+                    "allOf": [
+                        {
+                            "$ref": "#/definitions/models.Callback"
+                        }
+                    ]
                 },
                 "created_at": {
                     "type": "string"
@@ -2835,6 +2995,11 @@ const docTemplate = `{
                     "description": "Async answers 202 at once; the result is polled at the call's URL.",
                     "type": "boolean"
                 },
+                "callback_url": {
+                    "description": "CallbackURL, on a call answered 202 (async, or waiting for\napproval), receives its ToolResult by a signed POST when it ends\n(docs/calls.md#completion-callbacks). It must be an absolute http(s)\nURL that http_request could reach.",
+                    "type": "string",
+                    "example": "https://agents.example.com/hooks/toolbelt"
+                },
                 "session_id": {
                     "type": "string",
                     "example": "run-42"
@@ -2944,6 +3109,51 @@ const docTemplate = `{
                 },
                 "version": {
                     "type": "string"
+                }
+            }
+        },
+        "models.Callback": {
+            "type": "object",
+            "properties": {
+                "attempts": {
+                    "description": "Attempts counts the POSTs made so far.",
+                    "type": "integer",
+                    "example": 3
+                },
+                "created_at": {
+                    "type": "string"
+                },
+                "delivered_at": {
+                    "type": "string"
+                },
+                "ended_at": {
+                    "description": "EndedAt is when the call ended and the delivery became due.",
+                    "type": "string"
+                },
+                "last_error": {
+                    "description": "LastError says why the last attempt failed; empty after a success.",
+                    "type": "string",
+                    "example": "answered 500 Internal Server Error"
+                },
+                "last_status": {
+                    "description": "LastStatus is the HTTP status the last attempt got; 0 when it got\nnone (a network error, a refused address).",
+                    "type": "integer",
+                    "example": 204
+                },
+                "next_attempt_at": {
+                    "type": "string"
+                },
+                "state": {
+                    "description": "State is waiting, pending, delivered or failed.",
+                    "type": "string",
+                    "example": "delivered"
+                },
+                "updated_at": {
+                    "type": "string"
+                },
+                "url": {
+                    "type": "string",
+                    "example": "https://agents.example.com/hooks/toolbelt"
                 }
             }
         },

@@ -17,6 +17,9 @@ import (
 type CallRecord struct {
 	models.Call
 	Result StoredResult `json:"result"`
+	// Callback is the delivery of the result to the call's callback_url
+	// (absent when it named none, or was answered at once).
+	Callback *models.Callback `json:"callback,omitempty"`
 }
 
 // StoredResult is the ToolResult a call ended with, as the history stored
@@ -59,7 +62,7 @@ func statusOf(res invoke.ToolResult) int {
 //
 //	@Summary		Call a tool
 //	@ID			callTool
-//	@Description	Runs the call through the guards (resolve, validate, authorize, approve, secure, cache, rate limit, category queue) and the tool, retrying retryable failures with backoff. A dangerous or confirm-required call waits for a reviewer, and an async call runs in the background: both answer 202 with a Location to poll. A call that ran answers 200 with its ToolResult even when the tool failed; a call a guard refused answers 4xx with the same body (404 unknown tool with suggestions, 422 invalid arguments, 403 permission, approval or path).
+//	@Description	Runs the call through the guards (resolve, validate, authorize, approve, secure, cache, rate limit, category queue) and the tool, retrying retryable failures with backoff. A dangerous or confirm-required call waits for a reviewer, and an async call runs in the background: both answer 202 with a Location to poll, and with a callback_url their ToolResult is POSTed there, signed, when they end. A callback_url that is not an absolute http(s) URL the egress policy allows answers 400 before anything is stored. A call that ran answers 200 with its ToolResult even when the tool failed; a call a guard refused answers 4xx with the same body (404 unknown tool with suggestions, 422 invalid arguments, 403 permission, approval or path).
 //	@Tags			calls
 //	@Accept			json
 //	@Produce		json
@@ -97,7 +100,7 @@ func (h *Handler) CallTool(c *gin.Context) error {
 //
 //	@Summary		Get a call
 //	@ID			getCall
-//	@Description	One call with its result. Agents see only their own calls.
+//	@Description	One call with its result, and the delivery of that result to its callback_url when it named one (state, attempts, last status and error, next attempt, delivery time). Agents see only their own calls.
 //	@Tags			calls
 //	@Produce		json
 //	@Param			id	path		string	true	"Call id"
@@ -112,7 +115,11 @@ func (h *Handler) GetCall(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	c.JSON(http.StatusOK, CallRecord{Call: *rec, Result: StoredResult(rec.Result)})
+	out := []CallRecord{{Call: *rec, Result: StoredResult(rec.Result)}}
+	if err := h.withCallbacks(c, out); err != nil {
+		return err
+	}
+	c.JSON(http.StatusOK, out[0])
 	return nil
 }
 
@@ -172,6 +179,9 @@ func (h *Handler) ListCalls(c *gin.Context) error {
 	out := CallList{Calls: make([]CallRecord, len(calls)), Total: total, Limit: f.Limit, Offset: f.Offset}
 	for i, rec := range calls {
 		out.Calls[i] = CallRecord{Call: rec, Result: StoredResult(rec.Result)}
+	}
+	if err := h.withCallbacks(c, out.Calls); err != nil {
+		return err
 	}
 	c.JSON(http.StatusOK, out)
 	return nil

@@ -140,8 +140,9 @@ func (h *Handler) CallsPage(c *gin.Context) error {
 }
 
 // CallPage shows one call: status, tool and version, who and which
-// session, stage timings, attempts, cache, the redacted arguments, and the
-// result or the error with its suggestion.
+// session, stage timings, attempts, cache, the delivery to its callback
+// URL, the redacted arguments, and the result or the error with its
+// suggestion.
 func (h *Handler) CallPage(c *gin.Context) error {
 	ctx := c.Request.Context()
 	me := CurrentPrincipal(c)
@@ -158,6 +159,14 @@ func (h *Handler) CallPage(c *gin.Context) error {
 		TotalMs: rec.TotalMs, CreatedAt: rec.CreatedAt, FinishedAt: rec.FinishedAt, Attempts: rec.Attempts,
 		Cached: rec.Cached, Arguments: rec.Arguments,
 		Waiting: rec.Status == models.StatusAwaitingApproval && me != nil && me.Role != access.RoleAgent}
+	cbs, err := h.Invoker.Callbacks(ctx, rec.ID)
+	if err != nil {
+		return err
+	}
+	if cb := cbs[rec.ID]; cb != nil {
+		d.Callback = &views.CallCallback{URL: cb.URL, State: cb.State, Attempts: cb.Attempts, LastStatus: cb.LastStatus,
+			LastError: cb.LastError, NextAt: cb.NextAt, DeliveredAt: cb.DeliveredAt}
+	}
 	var res invoke.ToolResult
 	if rec.Result != "" && json.Unmarshal([]byte(rec.Result), &res) == nil {
 		if len(res.Data) > 0 && string(res.Data) != "null" {

@@ -21,6 +21,7 @@ import (
 
 	"toolbelt/models"
 	"toolbelt/services/access"
+	"toolbelt/services/callbacks"
 	"toolbelt/services/catalog"
 	"toolbelt/services/invoke"
 	"toolbelt/services/ops"
@@ -36,10 +37,12 @@ type Handler struct {
 	Registry *catalog.Registry
 	Selector *selection.Selector
 	Invoker  *invoke.Invoker
-	Accounts *access.Accounts
-	Health   *ops.Health
-	Stats    *ops.Stats
-	Alerts   *ops.Alerts
+	// CallbackSecrets sign the results POSTed to callback URLs.
+	CallbackSecrets *callbacks.Secrets
+	Accounts        *access.Accounts
+	Health          *ops.Health
+	Stats           *ops.Stats
+	Alerts          *ops.Alerts
 	// OpenAPI imports tools from OpenAPI documents.
 	OpenAPI *catalog.OpenAPIImporter
 	Log     *slog.Logger

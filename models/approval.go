@@ -37,11 +37,17 @@ type Approval struct {
 	CreatedAt   time.Time  `json:"created_at"`
 }
 
-// CreateApproval stores a pending approval and its waiting call at once.
-func (s *Store) CreateApproval(ctx context.Context, a *Approval, c *Call) error {
+// CreateApproval stores a pending approval and its waiting call at once,
+// with the call's callback delivery when it names one (cb not nil).
+func (s *Store) CreateApproval(ctx context.Context, a *Approval, c *Call, cb *Callback) error {
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		if err := tx.Save(c).Error; err != nil {
 			return err
+		}
+		if cb != nil {
+			if err := tx.Create(cb).Error; err != nil {
+				return err
+			}
 		}
 		return tx.Create(a).Error
 	})

@@ -97,7 +97,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 
 func (s *Store) migrate(ctx context.Context) error {
 	err := s.db.WithContext(ctx).AutoMigrate(&Tool{}, &ToolVersion{}, &ToolExport{}, &Principal{}, &APIKey{},
-		&ToolEmbedding{}, &LearnedQuery{}, &Selection{}, &Call{}, &Approval{}, &ConsoleSession{}, &ToolFileRecord{}, &CasbinRule{}, &Setting{}, &RetrievalOutcome{})
+		&ToolEmbedding{}, &LearnedQuery{}, &Selection{}, &Call{}, &Approval{}, &Callback{}, &ConsoleSession{}, &ToolFileRecord{}, &CasbinRule{}, &Setting{}, &RetrievalOutcome{})
 	if err != nil {
 		return fmt.Errorf("migrate database: %w", err)
 	}

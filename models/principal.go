@@ -17,6 +17,10 @@ type Principal struct {
 	Role      string    `gorm:"size:16;not null" json:"role"`
 	CreatedAt time.Time `json:"created_at"`
 	Keys      []APIKey  `gorm:"constraint:OnDelete:CASCADE" json:"keys,omitempty"`
+	// CallbackGeneration names the principal's current callback signing
+	// secret, derived from it and the server's key; rotating the secret
+	// moves it on. Nothing else of the secret is stored.
+	CallbackGeneration uint `gorm:"not null;default:0" json:"-"`
 }
 
 // APIKey is a credential of a principal. Only the SHA-256 of the key is

@@ -38,6 +38,7 @@ type testApp struct {
 	keys     map[string]string // role → key; "none" → ""
 	ids      map[string]uint   // role → principal id
 	logs     *logBuffer        // what the server logged
+	app      *app.App
 }
 
 // logBuffer collects log output safely across goroutines.
@@ -74,7 +75,9 @@ func newTestAppWithHost(t testing.TB, host hostCaps) *testApp {
 // testSecret is the configured secret the tests expect redacted.
 const testSecret = "test-configured-secret"
 
-func newTestAppWith(t testing.TB, host hostCaps, netPolicy netpolicy.Policy) *testApp {
+// newTestAppWith builds the app with netPolicy as its egress policy, its
+// config changed by edits.
+func newTestAppWith(t testing.TB, host hostCaps, netPolicy netpolicy.Policy, edits ...func(*app.Config)) *testApp {
 	t.Helper()
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -91,6 +94,9 @@ func newTestAppWith(t testing.TB, host hostCaps, netPolicy netpolicy.Policy) *te
 		t.Fatal(err)
 	}
 	cfg.NetPolicy, cfg.Secrets = netPolicy, map[string]string{"TB_TEST_SECRET": testSecret}
+	for _, edit := range edits {
+		edit(&cfg)
+	}
 	// Tests read the server's JSON log lines; benchmarks throw them away.
 	logs := &logBuffer{}
 	var logTo io.Writer = logs
@@ -105,7 +111,7 @@ func newTestAppWith(t testing.TB, host hostCaps, netPolicy netpolicy.Policy) *te
 	t.Cleanup(func() { _ = a.Close() })
 	ta := &testApp{
 		invoker: a.Invoker, runners: a.Runners, selector: a.Selector, alerts: a.Alerts, handler: a.Handler,
-		store: a.Store, dbPath: filepath.Join(dir, "toolbelt.db"), logs: logs,
+		store: a.Store, dbPath: filepath.Join(dir, "toolbelt.db"), logs: logs, app: a,
 		keys: map[string]string{"admin": a.AdminKey, "none": ""},
 		ids:  map[string]uint{"admin": 1},
 	}
@@ -121,6 +127,21 @@ func newTestAppWith(t testing.TB, host hostCaps, netPolicy netpolicy.Policy) *te
 		ta.ids[role] = p.ID
 	}
 	return ta
+}
+
+// serve runs the app's background jobs (Run, as main does: the callback
+// deliveries among them) until the test ends.
+func (a *testApp) serve(t testing.TB) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.app.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
 }
 
 // response is a recorded answer with its decoded JSON body.

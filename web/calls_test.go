@@ -148,7 +148,7 @@ func TestCallPathsFromCorpora(t *testing.T) {
 	// Nothing escaped into the data directory or above.
 	_ = filepath.WalkDir(filepath.Dir(app.dbPath), func(p string, d os.DirEntry, err error) error {
 		if err == nil && !d.IsDir() && !strings.Contains(p, string(filepath.Separator)+"sessions"+string(filepath.Separator)) &&
-			!strings.HasPrefix(filepath.Base(p), "toolbelt.db") && filepath.Base(p) != "secret.txt" &&
+			!strings.HasPrefix(filepath.Base(p), "toolbelt.db") && filepath.Base(p) != "secret.txt" && filepath.Base(p) != "callback.key" &&
 			!(filepath.Base(filepath.Dir(p)) == "journal" && strings.HasPrefix(filepath.Base(p), "calls-")) {
 			t.Errorf("unexpected file outside the sessions: %s", p)
 		}

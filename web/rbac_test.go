@@ -31,6 +31,9 @@ func TestRBACMatrix(t *testing.T) {
 		agent               int
 	}{
 		{"GET", "/me", "/api/v1/me", nil, 200, 200, 200},
+		{"GET", "/me/callback-secret", "/api/v1/me/callback-secret", nil, 200, forbidden, 200},
+		{"POST", "/me/callback-secret/rotate", "/api/v1/me/callback-secret/rotate", nil, 200, forbidden, 200},
+		{"POST", "/principals/:id/callback-secret/rotate", "/api/v1/principals/3/callback-secret/rotate", nil, 200, forbidden, forbidden},
 		{"GET", "/tools", "/api/v1/tools", nil, 200, 200, 200},
 		{"POST", "/tools", "/api/v1/tools", func(*testApp) any { return toolDef("word_count") }, 201, forbidden, forbidden},
 		{"GET", "/tools/:name", "/api/v1/tools/file_read", nil, 200, 200, 200},

@@ -51,6 +51,8 @@ var (
 // here and enforced by Casbin from the policies RolePolicies derives.
 var routes = []route{
 	{http.MethodGet, "/me", everyone, (*handlers.Handler).WhoAmI},
+	{http.MethodGet, "/me/callback-secret", callers, (*handlers.Handler).CallbackSecret},
+	{http.MethodPost, "/me/callback-secret/rotate", callers, (*handlers.Handler).RotateCallbackSecret},
 
 	{http.MethodGet, "/tools", everyone, (*handlers.Handler).ListTools},
 	{http.MethodPost, "/tools", admins, (*handlers.Handler).RegisterTool},
@@ -85,6 +87,7 @@ var routes = []route{
 	{http.MethodPost, "/principals/:id/keys", admins, (*handlers.Handler).IssueKey},
 	{http.MethodGet, "/principals/:id/grants", admins, (*handlers.Handler).Grants},
 	{http.MethodPut, "/principals/:id/grants", admins, (*handlers.Handler).SetGrants},
+	{http.MethodPost, "/principals/:id/callback-secret/rotate", admins, (*handlers.Handler).RotatePrincipalCallbackSecret},
 	{http.MethodDelete, "/keys/:id", admins, (*handlers.Handler).RevokeKey},
 }
 

@@ -67,7 +67,7 @@ func (inv *Invoker) park(ctx context.Context, c *call, hash string) ToolResult {
 	rec, _ := inv.callRecord(c, res)
 	rec.Request = inv.requestJSON(c)
 	rec.Arguments, rec.Prepared = a.Arguments, true
-	if err := inv.store.CreateApproval(ctx, a, rec); err != nil {
+	if err := inv.store.CreateApproval(ctx, a, rec, inv.newCallback(c)); err != nil {
 		inv.log.ErrorContext(ctx, "park call for approval", "err", err, "call_id", c.id)
 		return failure(models.CodeInternal, "internal error", true, "Try again.")
 	}

@@ -36,6 +36,15 @@ func (inv *Invoker) enqueue(ctx context.Context, c *call) ToolResult {
 	if res := inv.precheck(ctx, c); res.Error != nil {
 		return inv.finish(ctx, c, res)
 	}
+	// The delivery of the result is stored before the call is answered:
+	// acknowledged, it is kept (a delivery whose call a crash lost is
+	// dropped at the next start).
+	if cb := inv.newCallback(c); cb != nil {
+		if err := inv.store.CreateCallback(ctx, cb); err != nil {
+			inv.log.ErrorContext(ctx, "store callback", "err", err, "call_id", c.id)
+			return inv.finish(ctx, c, failure(models.CodeInternal, "internal error", true, "Try again."))
+		}
+	}
 	res := ToolResult{CallID: c.id, Status: models.StatusQueued}
 	_, res.record, res.committed = inv.record(ctx, c, res)
 	inv.runLater(c.id, "")
@@ -276,6 +285,7 @@ func (inv *Invoker) endCall(ctx context.Context, callID, code, msg, suggestion s
 	}
 	inv.events.publish(callID, "status", statusEvent{models.StatusFailed})
 	inv.events.publish(callID, "result", res)
+	inv.callEnded(ctx, callID, raw)
 	return nil
 }
 

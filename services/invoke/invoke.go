@@ -19,6 +19,7 @@ import (
 
 	"toolbelt/models"
 	"toolbelt/services/access"
+	"toolbelt/services/callbacks"
 	"toolbelt/services/netpolicy"
 	"toolbelt/services/ops"
 	"toolbelt/services/redact"
@@ -54,6 +55,9 @@ type Invoker struct {
 	run          step
 	// runners execute what passed the chain.
 	runners *runners.Table
+	// callbacks deliver the results of calls answered 202 that name a
+	// callback_url (nil: such calls are refused).
+	callbacks *callbacks.Deliverer
 }
 
 // WithSleep replaces the wait between retries (tests pass a fake clock so
@@ -131,6 +135,9 @@ func (inv *Invoker) finish(ctx context.Context, c *call, res ToolResult) ToolRes
 		return res // parked for approval: recorded with its approval
 	}
 	res.encoded, res.record, res.committed = inv.record(ctx, c, res)
+	if c.tracked && c.req.CallbackURL != "" && models.Terminal(res.Status) {
+		inv.callEnded(ctx, c.id, []byte(res.record.Result))
+	}
 	if inv.selector != nil {
 		// Every call after a selection measures it (was the tool offered,
 		// at which rank, does it exist?); a successful one teaches it.

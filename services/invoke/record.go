@@ -45,7 +45,13 @@ type statusEvent struct {
 // answered even if its record could not be made durable (that is
 // logged); one accepted for later (queued, awaiting approval) is not: the
 // error says so.
+//
+// A callback_url that may not receive the result is refused first, with
+// ErrInvalid.
 func (inv *Invoker) CallAcknowledged(ctx context.Context, caller *models.Principal, req CallRequest) (ToolResult, error) {
+	if err := inv.checkCallback(req); err != nil {
+		return ToolResult{}, err
+	}
 	res := inv.Call(ctx, caller, req)
 	return res, inv.acknowledge(ctx, res)
 }

@@ -17,6 +17,11 @@ type CallRequest struct {
 	Version   string          `json:"version,omitempty" example:"1.0.0"`
 	// Async answers 202 at once; the result is polled at the call's URL.
 	Async bool `json:"async,omitempty"`
+	// CallbackURL, on a call answered 202 (async, or waiting for
+	// approval), receives its ToolResult by a signed POST when it ends
+	// (docs/calls.md#completion-callbacks). It must be an absolute http(s)
+	// URL that http_request could reach.
+	CallbackURL string `json:"callback_url,omitempty" example:"https://agents.example.com/hooks/toolbelt"`
 }
 
 // ToolResult is the answer of every call (docs/calls.md): its failures are data

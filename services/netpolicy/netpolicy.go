@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -69,11 +70,37 @@ func (p Policy) CheckURL(raw string) string {
 	}
 	if ip, err := netip.ParseAddr(host); err == nil && !p.AddrAllowed(ip) {
 		return fmt.Sprintf("address %s is private, loopback or otherwise internal", ip)
+	} else if err != nil && numericHost(host) {
+		return fmt.Sprintf("host %s is an IPv4 address in another spelling (hex, octal or fewer parts); write it as a dotted quad", host)
 	}
 	if host == "localhost" || strings.HasSuffix(host, ".localhost") || strings.HasSuffix(host, ".internal") {
 		return fmt.Sprintf("host %s is internal", host)
 	}
 	return ""
+}
+
+// numericHost reports whether every label of host is a number in one of
+// the spellings inet_aton and WHATWG URL parsers take for an IPv4 address
+// (decimal, 0-led octal, 0x hex, as in 0x7f.1 or 2130706433): a resolver
+// may read such a host as an address that the dotted-quad check never saw.
+func numericHost(host string) bool {
+	labels := strings.Split(strings.TrimSuffix(host, "."), ".")
+	if len(labels) > 4 {
+		return false
+	}
+	for _, l := range labels {
+		digits, base := l, 10
+		if rest, ok := strings.CutPrefix(strings.ToLower(l), "0x"); ok {
+			digits, base = rest, 16
+		}
+		if digits == "" && base == 16 {
+			continue // "0x" alone is 0
+		}
+		if _, err := strconv.ParseUint(digits, base, 64); err != nil {
+			return false
+		}
+	}
+	return true
 }
 
 func (p Policy) hostAllowed(host string) bool {

@@ -29,6 +29,13 @@ func TestCheckURL(t *testing.T) {
 		{"http://10.0.0.1/", false},
 		{"http://192.168.1.1/", false},
 		{"http://0.0.0.0/", false},
+		{"http://0x7f.1/", false},             // 127.0.0.1 to inet_aton
+		{"http://2130706433/", false},         // 127.0.0.1 as one number
+		{"http://0177.0.0.1/", false},         // octal
+		{"http://0xa9fea9fe/", false},         // 169.254.169.254
+		{"http://169.254.43518/", false},      // 169.254.169.254 in three parts
+		{"http://1.2.3.4.example/", true},     // a name whose labels are not all numbers
+		{"http://[::ffff:a9fe:a9fe]/", false}, // IPv4-mapped metadata address
 		{"http://[fd00::1]/", false},
 		{"file:///etc/passwd", false},
 		{"gopher://example.com/", false},

@@ -1,0 +1,338 @@
+// Package callbacks delivers the results of calls that answered 202
+// (async, or waiting for approval) to the callback_url their caller named:
+// POSTed as the ToolResult, signed the Standard Webhooks way with the
+// caller's secret (sign.go), retried with exponential backoff, refused by
+// the egress policy of http_request, and recorded on the call. A delivery
+// is stored when its call is accepted, so it survives a restart and
+// resumes; it stops at its first 2xx.
+package callbacks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cenkalti/backoff/v5"
+
+	"toolbelt/models"
+	"toolbelt/services/netpolicy"
+)
+
+// Settings bound a delivery's retries.
+type Settings struct {
+	// FirstWait is the wait after the first failed attempt; each wait
+	// doubles (with 10% jitter either way) up to MaxWait.
+	FirstWait time.Duration
+	MaxWait   time.Duration
+	// MaxAttempts and MaxTime (from the call's end) bound the attempts.
+	MaxAttempts int
+	MaxTime     time.Duration
+	// Timeout is each attempt's, from connecting to reading the answer.
+	Timeout time.Duration
+	// Workers bounds the deliveries attempted at once.
+	Workers int
+	// Rescan is how often deliveries left open are looked for (a wake-up
+	// missed, a call ended through a path that does not announce it).
+	Rescan time.Duration
+}
+
+// Defaults are the settings of a server: 1 s, 2 s, 4 s … up to 10 min
+// between attempts, at most 12 attempts within 24 h, 10 s each.
+func Defaults() Settings {
+	return Settings{FirstWait: time.Second, MaxWait: 10 * time.Minute, MaxAttempts: 12, MaxTime: 24 * time.Hour,
+		Timeout: 10 * time.Second, Workers: 8, Rescan: 30 * time.Second}
+}
+
+// MaxURL is the longest callback URL accepted.
+const MaxURL = 2048
+
+// Deliverer posts the results of ended calls to their callback URLs. Run
+// does the work; Due tells it a call ended.
+type Deliverer struct {
+	store   *models.Store
+	secrets *Secrets
+	policy  netpolicy.Policy
+	client  *http.Client
+	set     Settings
+	log     *slog.Logger
+	wake    chan string
+	// started is when this run began: only deliveries stored before it
+	// can belong to calls a crash lost.
+	started time.Time
+
+	mu     sync.Mutex
+	active map[string]bool // call ids being delivered
+}
+
+// New returns a deliverer reaching only what policy allows, signing with
+// secrets.
+func New(store *models.Store, secrets *Secrets, policy netpolicy.Policy, set Settings, log *slog.Logger) *Deliverer {
+	client := policy.Client()
+	// A redirect is not followed: a receiver answers where it was asked
+	// (a 3xx is a failed attempt), so no redirect can take a signed result
+	// elsewhere, to a refused address least of all.
+	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &Deliverer{store: store, secrets: secrets, policy: policy, client: client, set: set, log: log,
+		wake: make(chan string, 256), active: map[string]bool{}, started: time.Now().UTC()}
+}
+
+// Secrets are the principals' signing secrets.
+func (d *Deliverer) Secrets() *Secrets { return d.secrets }
+
+// Check says why raw may not receive callbacks, or "" when it may: an
+// absolute http or https URL of at most MaxURL characters that the egress
+// policy allows (the dialer checks the address again at each attempt).
+func (d *Deliverer) Check(raw string) string {
+	if len(raw) > MaxURL {
+		return fmt.Sprintf("callback_url is longer than %d characters", MaxURL)
+	}
+	if u, err := url.Parse(raw); err != nil || !u.IsAbs() || u.Host == "" {
+		return "callback_url must be an absolute http or https URL"
+	}
+	if msg := d.policy.CheckURL(raw); msg != "" {
+		return "callback_url is refused: " + msg
+	}
+	return ""
+}
+
+// Due makes the delivery of an ended call due with its result (the
+// ToolResult's JSON) and wakes Run; a call without a waiting delivery is
+// left alone.
+func (d *Deliverer) Due(ctx context.Context, callID string, result []byte) {
+	ok, err := d.store.CallbackDue(ctx, callID, string(result), time.Now().UTC())
+	if err != nil {
+		// Left waiting: the next scan finds the call ended.
+		d.log.ErrorContext(ctx, "callback not made due", "call_id", callID, "err", err)
+		return
+	}
+	if ok {
+		select {
+		case d.wake <- callID:
+		default: // the next scan finds it
+		}
+	}
+}
+
+// Run delivers until ctx ends: first what a previous run left open, then
+// each delivery made due, and every Rescan what was missed. It returns
+// once the deliveries it started have stopped; one cut short stays
+// pending, to resume at the next start.
+func (d *Deliverer) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	slots := make(chan struct{}, max(d.set.Workers, 1))
+	start := func(cb models.Callback) {
+		d.mu.Lock()
+		busy := d.active[cb.CallID]
+		d.active[cb.CallID] = true
+		d.mu.Unlock()
+		if busy {
+			return
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { d.mu.Lock(); delete(d.active, cb.CallID); d.mu.Unlock() }()
+			select {
+			case slots <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			defer func() { <-slots }()
+			d.deliver(ctx, cb)
+		}()
+	}
+	d.scan(ctx, true, start)
+	t := time.NewTicker(max(d.set.Rescan, time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case id := <-d.wake:
+			cb, err := d.store.CallbackOf(ctx, id)
+			if err != nil {
+				d.log.Error("load callback", "call_id", id, "err", err)
+				continue
+			}
+			if cb.State == models.CallbackPending {
+				start(*cb)
+			}
+		case <-t.C:
+			d.scan(ctx, false, start)
+		}
+	}
+}
+
+// scan starts the pending deliveries, and makes due the waiting ones whose
+// call has ended (its end was recorded but not announced: a crash between
+// the two, a call ended at start). At start (first), a waiting delivery
+// of a previous run whose call is not recorded is dropped: its acceptance
+// was lost (a call of this run may still be on its way to the database).
+func (d *Deliverer) scan(ctx context.Context, first bool, start func(models.Callback)) {
+	open, err := d.store.OpenCallbacks(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			d.log.Error("list open callbacks", "err", err)
+		}
+		return
+	}
+	for _, cb := range open {
+		if cb.State == models.CallbackWaiting {
+			rec, err := d.store.CallByID(ctx, cb.CallID)
+			switch {
+			case errors.Is(err, models.ErrNotFound) && first && cb.CreatedAt.Before(d.started):
+				_ = d.store.DropCallback(ctx, cb.CallID)
+				continue
+			case err != nil || !models.Terminal(rec.Status):
+				continue
+			}
+			now := time.Now().UTC()
+			if ok, err := d.store.CallbackDue(ctx, cb.CallID, rec.Result, now); err != nil || !ok {
+				continue
+			}
+			cb.State, cb.Body, cb.EndedAt = models.CallbackPending, rec.Result, &now
+		}
+		start(cb)
+	}
+}
+
+// errGone is a receiver answering 410: it wants no more deliveries.
+var errGone = errors.New("the receiver answered 410 Gone")
+
+// deliver attempts a pending delivery until it succeeds, is refused for
+// good, or its attempts or time run out, recording each attempt. A
+// delivery resumed after a restart goes on from its recorded attempts and
+// next attempt's time.
+func (d *Deliverer) deliver(ctx context.Context, cb models.Callback) {
+	if cb.NextAt != nil {
+		if wait := time.Until(*cb.NextAt); wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return
+			}
+		}
+	}
+	tries := d.set.MaxAttempts - cb.Attempts
+	elapsed := time.Duration(0)
+	if cb.EndedAt != nil {
+		elapsed = time.Since(*cb.EndedAt)
+	}
+	if tries < 1 || elapsed >= d.set.MaxTime {
+		tries = 1 // a delivery found past its bounds (the server was down) gets one last attempt
+	}
+	wait := &backoff.ExponentialBackOff{InitialInterval: d.set.FirstWait, RandomizationFactor: 0.1, Multiplier: 2, MaxInterval: d.set.MaxWait}
+	_, err := backoff.Retry(ctx, func() (struct{}, error) {
+		status, err := d.attempt(ctx, &cb)
+		if ctx.Err() != nil {
+			return struct{}{}, backoff.Permanent(ctx.Err()) // cut short: not counted, resumed at the next start
+		}
+		cb.Attempts++
+		cb.LastStatus, cb.LastError = status, ""
+		if err != nil {
+			cb.LastError = err.Error()
+		}
+		if err == nil {
+			now := time.Now().UTC()
+			cb.State, cb.DeliveredAt = models.CallbackDelivered, &now
+		}
+		if err := d.store.SaveCallbackAttempt(ctx, &cb); err != nil {
+			return struct{}{}, backoff.Permanent(err)
+		}
+		return struct{}{}, err
+	}, backoff.WithBackOff(wait), backoff.WithMaxTries(uint(tries)), backoff.WithMaxElapsedTime(max(d.set.MaxTime-elapsed, time.Nanosecond)),
+		backoff.WithNotify(func(_ error, next time.Duration) {
+			at := time.Now().Add(next).UTC()
+			cb.NextAt = &at
+			if err := d.store.SaveCallbackAttempt(ctx, &cb); err != nil {
+				d.log.Error("record callback retry", "call_id", cb.CallID, "err", err)
+			}
+		}))
+	switch {
+	case err == nil:
+		d.log.Info("callback delivered", "call_id", cb.CallID, "attempts", cb.Attempts, "status", cb.LastStatus)
+	case ctx.Err() != nil:
+	case cb.State == models.CallbackPending:
+		cb.State = models.CallbackFailed
+		if err := d.store.SaveCallbackAttempt(ctx, &cb); err != nil {
+			d.log.Error("record failed callback", "call_id", cb.CallID, "err", err)
+		}
+		d.log.Warn("callback failed", "call_id", cb.CallID, "attempts", cb.Attempts, "last_status", cb.LastStatus, "last_error", cb.LastError)
+	}
+}
+
+// attempt POSTs the result once, signed, and returns the status the
+// receiver answered (0 for none) and why it is not a success; errors that
+// retrying cannot change are backoff.Permanent.
+func (d *Deliverer) attempt(ctx context.Context, cb *models.Callback) (int, error) {
+	secret, err := d.secrets.Of(ctx, cb.PrincipalID)
+	if err != nil {
+		return 0, backoff.Permanent(fmt.Errorf("signing secret: %w", err))
+	}
+	if msg := d.policy.CheckURL(cb.URL); msg != "" {
+		return 0, backoff.Permanent(errors.New(msg)) // the policy changed since the call was accepted
+	}
+	body := []byte(cb.Body)
+	ts := time.Now().Unix()
+	sig, err := Sign(secret.Secret, cb.CallID, ts, body)
+	if err != nil {
+		return 0, backoff.Permanent(err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, d.set.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, cb.URL, strings.NewReader(cb.Body))
+	if err != nil {
+		return 0, backoff.Permanent(fmt.Errorf("build request: %w", err))
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "Toolbelt-Callback/1")
+	req.Header.Set(HeaderID, cb.CallID)
+	req.Header.Set(HeaderTimestamp, strconv.FormatInt(ts, 10))
+	req.Header.Set(HeaderSignature, sig)
+	resp, err := d.client.Do(req)
+	if err != nil {
+		if errors.Is(err, netpolicy.ErrAddressRefused) {
+			return 0, backoff.Permanent(fmt.Errorf("the address is refused by the egress policy: %s", redactURL(err.Error(), cb.URL)))
+		}
+		return 0, errors.New(redactURL(err.Error(), cb.URL))
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	_ = resp.Body.Close()
+	switch code := resp.StatusCode; {
+	case code >= 200 && code < 300:
+		return code, nil
+	case code == http.StatusGone:
+		return code, backoff.Permanent(errGone)
+	case code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable:
+		if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s > 0 {
+			s = min(s, int(d.set.MaxWait/time.Second)+1)
+			return code, fmt.Errorf("answered %s: %w", resp.Status, backoff.RetryAfter(s))
+		}
+		return code, fmt.Errorf("answered %s", resp.Status)
+	case code >= 300 && code < 400:
+		return code, fmt.Errorf("answered %s: redirects are not followed", resp.Status)
+	default:
+		return code, fmt.Errorf("answered %s", resp.Status)
+	}
+}
+
+// redactURL keeps a URL's query (which may carry a receiver's token) out
+// of an error recorded on the call.
+func redactURL(msg, raw string) string {
+	if u, err := url.Parse(raw); err == nil && u.RawQuery != "" {
+		u.RawQuery = "…"
+		return strings.ReplaceAll(msg, raw, u.String())
+	}
+	return msg
+}
