@@ -4,11 +4,111 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/ollama/ollama/api"
 )
+
+// benchCode is the two-letter code of tool i: "aa", "ab", …
+func benchCode(i int) string { return string(rune('a'+i/26)) + string(rune('a'+i%26)) }
+
+// codeModel is an Ollama /api/embed that only a vector can search: a tool
+// text holding "zz<code>" and a query "… called <code>" share one axis,
+// while their words share nothing BM25 could match. Each batch of more
+// than one text waits delay, as a real model on a CPU does.
+func codeModel(t *testing.T, delay time.Duration) *httptest.Server {
+	t.Helper()
+	tool := regexp.MustCompile(`zz([a-z]{2})`)
+	query := regexp.MustCompile(`called ([a-z]{2})`)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req api.EmbedRequest
+		if r.URL.Path != "/api/embed" || json.NewDecoder(r.Body).Decode(&req) != nil {
+			http.Error(w, `{"error":"bad request"}`, http.StatusBadRequest)
+			return
+		}
+		var input []string
+		switch in := req.Input.(type) {
+		case string:
+			input = []string{in}
+		case []any:
+			for _, s := range in {
+				input = append(input, s.(string))
+			}
+		}
+		if len(input) > 1 {
+			time.Sleep(delay)
+		}
+		resp := api.EmbedResponse{Model: req.Model}
+		for _, text := range input {
+			v := make([]float32, 128)
+			v[127] = 0.01 // never a zero vector
+			m := tool.FindStringSubmatch(text)
+			if m == nil {
+				m = query.FindStringSubmatch(text)
+			}
+			if m != nil {
+				v[int(m[1][0]-'a')*26+int(m[1][1]-'a')] = 1
+			}
+			resp.Embeddings = append(resp.Embeddings, v)
+		}
+		_ = json.NewEncoder(w).Encode(resp)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// TestBenchWaitsForTheIndex runs `bench retrieval` against a model that
+// embeds the catalog (more tools than a refresh embeds inline) in the
+// background: the run waits for every vector before measuring, so queries
+// only the vectors can answer are all found, and it reports the embedding
+// time apart.
+func TestBenchWaitsForTheIndex(t *testing.T) {
+	const n = 100
+	dir := t.TempDir()
+	var tools, queries bytes.Buffer
+	for i := range n {
+		fmt.Fprintf(&tools, `{"name":"tool_%03d","description":"Handles zz%s records."}`+"\n", i, benchCode(i))
+		fmt.Fprintf(&queries, `{"query":"fetch the thing called %s","gold":["tool_%03d"]}`+"\n", benchCode(i), i)
+	}
+	toolsFile, queriesFile := filepath.Join(dir, "tools.jsonl"), filepath.Join(dir, "queries.jsonl")
+	if err := os.WriteFile(toolsFile, tools.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(queriesFile, queries.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	model := codeModel(t, 300*time.Millisecond)
+	var out bytes.Buffer
+	cfg := BenchConfig{Tools: toolsFile, Queries: queriesFile, JSON: true, OllamaURL: model.URL, EmbedModel: "code"}
+	if err := Bench(context.Background(), cfg, &out); err != nil {
+		t.Fatal(err)
+	}
+	var rep BenchReport
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("%v: %s", err, out.String())
+	}
+	if rep.Embedder != "ollama/code" || rep.Tools != n || rep.Queries != n || rep.Failed != 0 {
+		t.Fatalf("report: %s", out.String())
+	}
+	if rep.Recall5 != 100 {
+		t.Errorf("Recall@5 %v, want 100: queries ranked before the tools had vectors? %s", rep.Recall5, out.String())
+	}
+	// Two batches (64 and 36 texts), 300 ms each.
+	if rep.EmbedSeconds < 0.6 {
+		t.Errorf("embedding time %v s, want at least the two batches' 0.6 s", rep.EmbedSeconds)
+	}
+	if !strings.Contains(out.String(), `"embed_seconds"`) {
+		t.Errorf("the JSON report lacks embed_seconds: %s", out.String())
+	}
+}
 
 // TestRetrievalBenchCountsFailures: a query the selector refuses is a
 // miss and is reported; the run goes on and measures the others, long
@@ -44,7 +144,7 @@ func TestRetrievalBenchCountsFailures(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
 		t.Fatal(err)
 	}
-	if rep.Queries != 3 || rep.Failed != 1 || len(rep.Failures) != 1 || !strings.Contains(rep.Failures[0], "query") {
+	if rep.Queries != 3 || rep.Failed != 1 || !strings.Contains(rep.FailedExample, "query") {
 		t.Fatalf("report %+v", rep)
 	}
 	// Two of three found (the refused one is a miss).

@@ -1,5 +1,7 @@
-// Package nodetest runs, from Go tests, the validators and clients that
-// other projects publish on npm: the MCP TypeScript SDK, Ajv, Redocly.
+// Package nodetest runs, from Go tests, the validators, clients and models
+// that other projects publish on npm: the MCP TypeScript SDK, Ajv,
+// Redocly, and a real embedding model behind an Ollama-compatible server
+// (testdata/node/embed-server.mjs, started with StartServer).
 // They are test infrastructure, not the product: testdata/node holds
 // their package.json, the lock file that pins them and the scripts that
 // drive them; `make test` and .ci/run install them with `npm ci`.
@@ -9,12 +11,18 @@
 package nodetest
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"io"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -91,4 +99,121 @@ func Exec(t testing.TB, stdin []byte, script string, args ...string) ([]byte, er
 		return append(stdout.Bytes(), stderr.Bytes()...), err
 	}
 	return stdout.Bytes(), nil
+}
+
+// Server is a long-running node script started by StartServer.
+type Server struct {
+	// URL is where it listens, as its first line of output said.
+	URL string
+
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	stderr *syncBuffer
+	done   chan struct{}
+}
+
+// StartServer runs script (a file in testdata/node) with args as a server:
+// it waits until the script prints its first line of output, one JSON
+// object holding "url", and stops it when t ends. The script must exit
+// when its stdin closes, so a crashed test leaves no server behind.
+func StartServer(t testing.TB, script string, args ...string) *Server {
+	t.Helper()
+	dir := Dir(t)
+	cmd := exec.Command("node", append([]string{script}, args...)...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "NO_UPDATE_NOTIFIER=1")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{cmd: cmd, stdin: stdin, stderr: &syncBuffer{}, done: make(chan struct{})}
+	cmd.Stderr = s.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", script, err)
+	}
+	go func() {
+		_ = cmd.Wait()
+		close(s.done)
+	}()
+	t.Cleanup(s.Stop)
+
+	first := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		if sc.Scan() {
+			first <- sc.Text()
+		} else {
+			close(first)
+		}
+		_, _ = io.Copy(io.Discard, stdout) // keep the pipe drained
+	}()
+	select {
+	case line, ok := <-first:
+		var hello struct {
+			URL string `json:"url"`
+		}
+		if !ok || json.Unmarshal([]byte(line), &hello) != nil || hello.URL == "" {
+			s.Stop()
+			t.Fatalf("%s did not say where it listens (first line %q)\n%s", script, line, s.stderr)
+		}
+		s.URL = hello.URL
+	case <-time.After(2 * time.Minute):
+		s.Stop()
+		t.Fatalf("%s did not start within 2 minutes\n%s", script, s.stderr)
+	}
+	return s
+}
+
+// Stop ends the server (closing its stdin, then SIGTERM, then SIGKILL)
+// and waits for it. It is safe to call twice.
+func (s *Server) Stop() {
+	_ = s.stdin.Close()
+	select {
+	case <-s.done:
+		return
+	case <-time.After(2 * time.Second):
+	}
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-s.done:
+		return
+	case <-time.After(5 * time.Second):
+	}
+	_ = s.cmd.Process.Kill()
+	<-s.done
+}
+
+// Port is the port of URL, for starting a server again where it was.
+func (s *Server) Port() string {
+	u, err := url.Parse(s.URL)
+	if err != nil {
+		return ""
+	}
+	return u.Port()
+}
+
+// Stderr is what the server wrote to its standard error so far.
+func (s *Server) Stderr() string { return s.stderr.String() }
+
+// syncBuffer collects output safely across goroutines.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

@@ -106,3 +106,6 @@ func ngrams(w string) []string {
 	}
 	return out
 }
+
+// Dim is the vector dimension, BuiltinDim.
+func (*Builtin) Dim() int { return BuiltinDim }

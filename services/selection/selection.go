@@ -77,8 +77,15 @@ type Selector struct {
 	store *models.Store
 	authz *access.Authz
 	emb   embed.Embedder
-	tok   *embed.Tokenizer // the terms of tool texts, learned queries and queries
-	host  ops.HostCaps
+	// local: emb is the built-in embedder (fast, lexical), whatever wraps it.
+	local bool
+	// dims says the model's vector dimension (0 before it is known), so
+	// stored vectors of another dimension are embedded again.
+	dims interface{ Dim() int }
+	// queries caches query vectors by model and text.
+	queries *embed.QueryCache
+	tok     *embed.Tokenizer // the terms of tool texts, learned queries and queries
+	host    ops.HostCaps
 	// metrics receives selection latency.
 	metrics *ops.Metrics
 	log     *slog.Logger
@@ -109,6 +116,7 @@ type Selector struct {
 	loaded     bool        // learned queries read from the store
 
 	embedFailUntil atomic.Int64 // unix nanoseconds; query embedding backs off until then
+	embedFails     atomic.Int64 // query embedding failures in a row; 0 once the model answers
 	embedErr       atomic.Value // string: the last query embedding error
 
 	embedding atomic.Bool  // a background re-embed runs
@@ -148,7 +156,9 @@ func NewSelector(store *models.Store, authz *access.Authz, emb embed.Embedder, h
 		keep = DefaultKeepLearned
 	}
 	s := &Selector{store: store, authz: authz, emb: emb, tok: embed.NewTokenizer(), host: host, log: log, keep: keep, docs: map[uint]*docInfo{},
-		recorder: newSelectionRecorder(store, log)}
+		recorder: newSelectionRecorder(store, log), queries: embed.NewQueryCache(0)}
+	_, s.local = emb.(*embed.Builtin)
+	s.dims, _ = emb.(interface{ Dim() int })
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.idx.Store(&index{byName: map[string]int{}, lex: newBM25(nil)})
 	s.learned.Store(newLearnedIndex(emb.Model(), s.tok, nil))
@@ -239,10 +249,31 @@ func (s *Selector) Status() string {
 	return st
 }
 
-// EmbedFailing reports whether query embedding failed recently.
-func (s *Selector) EmbedFailing() bool {
-	until := s.embedFailUntil.Load()
-	return until != 0 && time.Now().UnixNano() < until
+// EmbedFailing reports whether the last query embedding failed: from then
+// until the model answers again, queries it has not embedded before rank
+// lexically.
+func (s *Selector) EmbedFailing() bool { return s.embedFails.Load() > 0 }
+
+// Embedded reports how many indexed tools have a vector under the current
+// model, of how many, and whether a background re-embed is under way.
+func (s *Selector) Embedded() (withVector, tools int, running bool) {
+	running = s.embedding.Load()
+	ix := s.idx.Load()
+	for _, e := range ix.entries {
+		if e.doc.vec != nil {
+			withVector++
+		}
+	}
+	return withVector, len(ix.entries), running
+}
+
+// dimOK reports whether a stored vector of n dimensions fits the model.
+func (s *Selector) dimOK(n int) bool {
+	if s.dims == nil {
+		return true
+	}
+	d := s.dims.Dim()
+	return d == 0 || n == d
 }
 
 // retrievalText is the text a tool is found by: its name with words split,
@@ -318,9 +349,8 @@ func (s *Selector) refreshLocked(ctx context.Context) error {
 		}
 	}
 	job := s.missing(tools, learned)
-	_, local := s.emb.(*embed.Builtin)
 	switch {
-	case job.size() > inlineEmbedLimit && !local:
+	case job.size() > inlineEmbedLimit && !s.local:
 		if s.embedding.CompareAndSwap(false, true) && !s.goJob(s.backgroundEmbed) {
 			s.embedding.Store(false)
 		}
@@ -376,7 +406,7 @@ func (s *Selector) loadDocs(ctx context.Context, ids []uint) error {
 		sum := sha256.Sum256([]byte(text))
 		d := &docInfo{text: text, hash: hex.EncodeToString(sum[:]), needs: needsOf(&def), sizes: sizes[id]}
 		d.terms = append(s.tok.Terms(text), s.tok.Terms(strings.Join(embed.Words(def.Name), " "))...)
-		if e, ok := vecs[id]; ok && e.TextHash == d.hash {
+		if e, ok := vecs[id]; ok && e.TextHash == d.hash && s.dimOK(len(e.Vector)/4) {
 			d.vec = decodeVector(e.Vector)
 		}
 		s.docs[id] = d
@@ -406,7 +436,7 @@ func (s *Selector) missing(tools []models.ActiveTool, learned []models.LearnedQu
 	}
 	model := s.emb.Model()
 	for _, q := range learned {
-		if q.Model != model {
+		if q.Model != model || !s.dimOK(len(q.Vector)/4) {
 			j.learned = append(j.learned, q)
 		}
 	}
@@ -839,7 +869,7 @@ const (
 )
 
 func (s *Selector) denseWeight() float64 {
-	if _, ok := s.emb.(*embed.Builtin); ok {
+	if s.local {
 		return builtinDenseWeight
 	}
 	return modelDenseWeight
@@ -910,15 +940,24 @@ func (s *Selector) rank(ctx context.Context, ix *index, t task, allowed func(*en
 
 // Query embedding must not stall a selection: it gets a short deadline,
 // and after a failure the embedder is left alone for a while (selection
-// ranks lexically meanwhile, and /readyz says why).
+// ranks lexically meanwhile, and /readyz says why). The pause doubles
+// with each failure in a row, from embedRetryMin to embedRetryMax, so an
+// embedder back from a blip is used again within seconds and one that is
+// down costs a failed request at most every embedRetryMax.
 const (
 	queryEmbedTimeout = 2 * time.Second
-	embedBackoff      = 30 * time.Second
+	embedRetryMin     = time.Second
+	embedRetryMax     = 30 * time.Second
 )
 
-// embedQuery returns the query's vector, or nil when the embedder fails or
-// is backing off.
+// embedQuery returns the query's vector, from the cache when this model
+// embedded the text before, or nil when the embedder fails or is backing
+// off.
 func (s *Selector) embedQuery(ctx context.Context, query string) []float32 {
+	model := s.emb.Model()
+	if v, ok := s.queries.Get(model, query); ok {
+		return v
+	}
 	if until := s.embedFailUntil.Load(); until != 0 && time.Now().UnixNano() < until {
 		return nil
 	}
@@ -929,12 +968,18 @@ func (s *Selector) embedQuery(ctx context.Context, query string) []float32 {
 		if err == nil {
 			err = fmt.Errorf("%d vectors for one query", len(vecs))
 		}
-		s.embedFailUntil.Store(time.Now().Add(embedBackoff).UnixNano())
+		n := s.embedFails.Add(1)
+		wait := min(embedRetryMin<<min(n-1, 5), embedRetryMax)
+		s.embedFailUntil.Store(time.Now().Add(wait).UnixNano())
 		s.embedErr.Store(err.Error())
-		s.log.WarnContext(ctx, "embed query failed; ranking lexically", "err", err, "retry_in", embedBackoff)
+		s.log.WarnContext(ctx, "embed query failed; ranking lexically", "err", err, "retry_in", wait)
 		return nil
 	}
+	if s.embedFails.Swap(0) > 0 {
+		s.log.InfoContext(ctx, "query embedding works again; dense ranking restored", "model", model)
+	}
 	s.embedFailUntil.Store(0)
+	s.queries.Add(model, query, vecs[0])
 	return vecs[0]
 }
 
@@ -1249,8 +1294,8 @@ func (s *Selector) WaitLearning() { s.learnWG.Wait() }
 func (s *Selector) learn(ctx context.Context, sel *models.Selection, tools []string, source string) ([]string, error) {
 	model := s.emb.Model()
 	var vec []byte
-	if vs, err := s.emb.Embed(ctx, embed.Query, []string{sel.Query}); err == nil && len(vs) == 1 {
-		vec = encodeVector(vs[0])
+	if v := s.embedQuery(ctx, sel.Query); v != nil {
+		vec = encodeVector(v) // usually cached: the selection embedded it
 	} else {
 		model = ""
 	}

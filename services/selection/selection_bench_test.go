@@ -19,6 +19,12 @@ import (
 // benchCatalog registers n varied tools through the registry.
 func benchCatalog(b *testing.B, n int) (*Selector, []string) {
 	b.Helper()
+	return benchCatalogWith(b, n, embed.NewBuiltin())
+}
+
+// benchCatalogWith is benchCatalog with a selector embedding with emb.
+func benchCatalogWith(b *testing.B, n int, emb embed.Embedder) (*Selector, []string) {
+	b.Helper()
 	ctx := context.Background()
 	store, _ := modelstest.Store(&testing.T{})
 	b.Cleanup(func() { _ = store.Close() })
@@ -44,7 +50,7 @@ func benchCatalog(b *testing.B, n int) (*Selector, []string) {
 			b.Fatal(err)
 		}
 	}
-	s := NewSelector(store, authz, embed.NewBuiltin(), allHost(), 0, quiet)
+	s := NewSelector(store, authz, emb, allHost(), 0, quiet)
 	if err := s.Refresh(ctx); err != nil {
 		b.Fatal(err)
 	}
