@@ -22,10 +22,12 @@ run: build
 test: node-deps
 	$(GO) test -race -count=1 ./...
 
-## test-postgres: run the suites that build stores (services, app, web) on
-## Postgres instead of SQLite; the store's own tests run on both in `make test`
+## test-postgres: run again on Postgres instead of SQLite the tests that build
+## stores (those using modelstest or package app: the services over the
+## store and the web suite); the store's own tests run on both in `make test`
 test-postgres: node-deps
-	TOOLBELT_TEST_DATABASE=postgres $(GO) test -race -count=1 ./services/... ./app/... ./web/...
+	TOOLBELT_TEST_DATABASE=postgres $(GO) test -race -count=1 $$($(GO) list -f '{{.ImportPath}} {{join .TestImports " "}} {{join .XTestImports " "}}' ./... | \
+		awk '$$1 != "toolbelt" && / toolbelt\/(models\/modelstest|app)( |$$)/ {print $$1}')
 
 ## node-deps: install the npm validators and clients the tests drive (testdata/node), from its lock file
 node-deps:
