@@ -6,7 +6,7 @@ export CGO_ENABLED := 1
 # handlers.bindJSON); leaving it out saves 9 MB of binary.
 export GOFLAGS := -tags=nomsgpack
 
-.PHONY: all build run test node-deps load check generate bench fmt vet clean
+.PHONY: all build run test test-postgres node-deps load check generate bench fmt vet clean
 
 all: build
 
@@ -21,6 +21,13 @@ run: build
 ## test: run every test, with the race detector
 test: node-deps
 	$(GO) test -race -count=1 ./...
+
+## test-postgres: run again on Postgres instead of SQLite the tests that build
+## stores (those using modelstest or package app: the services over the
+## store and the web suite); the store's own tests run on both in `make test`
+test-postgres: node-deps
+	TOOLBELT_TEST_DATABASE=postgres $(GO) test -race -count=1 $$($(GO) list -f '{{.ImportPath}} {{join .TestImports " "}} {{join .XTestImports " "}}' ./... | \
+		awk '$$1 != "toolbelt" && / toolbelt\/(models\/modelstest|app)( |$$)/ {print $$1}')
 
 ## node-deps: install the npm validators and clients the tests drive (testdata/node), from its lock file
 node-deps:

@@ -119,7 +119,7 @@ func New(ctx context.Context, cfg Config, opts Options) (_ *App, err error) {
 		}
 	}()
 
-	if a.Store, err = models.Open(ctx, filepath.Join(cfg.DataDir, "toolbelt.db")); err != nil {
+	if a.Store, err = openStore(ctx, cfg); err != nil {
 		return nil, err
 	}
 	if a.Authz, err = access.NewAuthz(ctx, a.Store, web.RolePolicies()); err != nil {
@@ -230,7 +230,7 @@ func New(ctx context.Context, cfg Config, opts Options) (_ *App, err error) {
 		return nil, fmt.Errorf("recover calls: %w", err)
 	}
 
-	fmt.Fprintf(stdout, "\nToolbelt is running on %s (data in %s)\n", a.URL, cfg.DataDir)
+	fmt.Fprintf(stdout, "\nToolbelt is running on %s (data in %s, database %s)\n", a.URL, cfg.DataDir, cfg.DatabaseName())
 	switch {
 	case a.AdminKey != "":
 		fmt.Fprintf(stdout, "\n  Admin API key (shown once, store it now):\n    %s\n", a.AdminKey)
@@ -241,6 +241,20 @@ func New(ctx context.Context, cfg Config, opts Options) (_ *App, err error) {
 	fmt.Fprintf(stdout, "\n  Home        %s/\n  Console     %s/admin\n  Swagger UI  %s/swagger/index.html\n  OpenAPI 3   %s/openapi.json\n  API         %s/api/v1\n  Health      %s/healthz\n  Readiness   %s/readyz\n\n", b, b, b, b, b, b, b)
 	log.Info("listening", "addr", a.ln.Addr().String(), "data_dir", cfg.DataDir)
 	return a, nil
+}
+
+// openStore opens the database cfg names: Postgres when a database URL
+// is set, else the SQLite file in the data directory. The data directory
+// is made either way: it holds the session work directories, the call
+// journal and the callback key.
+func openStore(ctx context.Context, cfg Config) (*models.Store, error) {
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("create data directory: %w", err)
+	}
+	if cfg.DatabaseURL != "" {
+		return models.OpenPostgres(ctx, cfg.DatabaseURL)
+	}
+	return models.Open(ctx, filepath.Join(cfg.DataDir, "toolbelt.db"))
 }
 
 // Run serves HTTP and runs the background jobs until ctx ends or serving

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"net/url"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -57,6 +58,10 @@ type Config struct {
 	CallbackKey string
 	// Callbacks bound the delivery of call results to callback URLs.
 	Callbacks callbacks.Settings
+	// DatabaseURL is the Postgres database everything is stored in
+	// (TOOLBELT_DATABASE_URL, postgres://…); empty: the SQLite file in the
+	// data directory. It holds a password: never logged, shown redacted.
+	DatabaseURL string
 }
 
 // ParseConfig reads the serve command's configuration from args and the
@@ -70,7 +75,7 @@ func ParseConfig(args []string, lookup func(string) (string, bool)) (Config, err
 		return def
 	}
 	cfg := Config{AdminKey: env("TOOLBELT_ADMIN_KEY", ""), Chromium: env("TOOLBELT_CHROMIUM", ""),
-		CallbackKey: env("TOOLBELT_CALLBACK_KEY", ""), Callbacks: callbacks.Defaults()}
+		CallbackKey: env("TOOLBELT_CALLBACK_KEY", ""), Callbacks: callbacks.Defaults(), DatabaseURL: env("TOOLBELT_DATABASE_URL", "")}
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.StringVar(&cfg.Addr, "addr", env("TOOLBELT_ADDR", ":8080"), "listen address (TOOLBELT_ADDR)")
 	fs.StringVar(&cfg.DataDir, "data-dir", env("TOOLBELT_DATA_DIR", "./data"), "directory holding the SQLite database (TOOLBELT_DATA_DIR)")
@@ -125,8 +130,41 @@ func ParseConfig(args []string, lookup func(string) (string, bool)) (Config, err
 	if cfg.CallbackKey != "" && len(cfg.CallbackKey) < 32 {
 		return cfg, fmt.Errorf("TOOLBELT_CALLBACK_KEY must be at least 32 bytes (such as the output of: openssl rand -hex 32)")
 	}
+	if cfg.DatabaseURL != "" {
+		// The message never repeats the URL: it holds a password.
+		if u, err := url.Parse(cfg.DatabaseURL); err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+			return cfg, fmt.Errorf("TOOLBELT_DATABASE_URL: use a Postgres URL such as postgres://toolbelt:PASSWORD@db.internal:5432/toolbelt")
+		}
+	}
 	cfg.Secrets = secrets(env)
 	return cfg, nil
+}
+
+// DatabaseName says where the data is kept, for the start banner: the
+// Postgres URL without its password and parameters (which may hold one
+// too), or the SQLite file.
+func (cfg Config) DatabaseName() string {
+	if cfg.DatabaseURL == "" {
+		return filepath.Join(cfg.DataDir, "toolbelt.db")
+	}
+	u, err := url.Parse(cfg.DatabaseURL)
+	if err != nil {
+		return "postgres"
+	}
+	u.RawQuery, u.Fragment = "", ""
+	return u.Redacted()
+}
+
+// databasePassword is the password of the database URL, "" without one.
+func databasePassword(databaseURL string) string {
+	u, err := url.Parse(databaseURL)
+	if err != nil {
+		return ""
+	}
+	if pw, ok := u.User.Password(); ok {
+		return pw
+	}
+	return u.Query().Get("password")
 }
 
 // alertConfig reads the failure-rate alert settings from the environment.
@@ -178,9 +216,10 @@ func secrets(env func(name, def string) string) map[string]string {
 }
 
 // secretValues are the values redacted verbatim from tool output and call
-// records: the admin key, the callback key and the configured secrets.
+// records: the admin key, the callback key, the database URL and its
+// password, and the configured secrets.
 func secretValues(cfg Config) []string {
-	vals := []string{cfg.AdminKey, cfg.CallbackKey}
+	vals := []string{cfg.AdminKey, cfg.CallbackKey, cfg.DatabaseURL, databasePassword(cfg.DatabaseURL)}
 	for _, name := range slices.Sorted(maps.Keys(cfg.Secrets)) {
 		vals = append(vals, cfg.Secrets[name])
 	}

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"net/netip"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -55,8 +56,10 @@ func TestParseConfig(t *testing.T) {
 			"TOOLBELT_HTTP_ALLOW_HOSTS": "api.example, .corp", "TOOLBELT_HTTP_ALLOW_PRIVATE": "10.0.0.0/8",
 			"TOOLBELT_SECRETS": "TOKEN, MISSING,,", "TOKEN": "s3cret",
 			"TOOLBELT_CALLBACK_KEY": "0123456789abcdef0123456789abcdef",
+			"TOOLBELT_DATABASE_URL": "postgres://tb:pw@db:5432/tb",
 		}, want: with(func(c *Config) {
 			c.CallbackKey = "0123456789abcdef0123456789abcdef"
+			c.DatabaseURL = "postgres://tb:pw@db:5432/tb"
 			c.Addr, c.DataDir, c.AdminKey, c.LogLevel, c.LogFormat = "127.0.0.1:9", "/srv/tb", "k", "debug", "text"
 			c.OllamaURL, c.EmbedModel, c.KeepLearned, c.Sandbox, c.SearXNG = "http://ollama:11434", "m", 7, "none", "https://search.example"
 			c.ShutdownTimeout, c.SessionQuotaMB = 3*time.Second, 64
@@ -86,6 +89,8 @@ func TestParseConfig(t *testing.T) {
 		{name: "bad alert window", env: map[string]string{"TOOLBELT_ALERT_WINDOW": "30s"}, wantErr: `TOOLBELT_ALERT_WINDOW "30s": use a duration of at least 1m, such as 15m`},
 		{name: "bad alert minimum", env: map[string]string{"TOOLBELT_ALERT_MIN_CALLS": "0"}, wantErr: `TOOLBELT_ALERT_MIN_CALLS "0": use a whole number of at least 1`},
 		{name: "bad alert webhook", env: map[string]string{"TOOLBELT_ALERT_WEBHOOK": "hooks"}, wantErr: "TOOLBELT_ALERT_WEBHOOK: use an absolute http or https URL"},
+		{name: "not a postgres URL", env: map[string]string{"TOOLBELT_DATABASE_URL": "mysql://tb:hunter2@db/tb"},
+			wantErr: "TOOLBELT_DATABASE_URL: use a Postgres URL such as postgres://toolbelt:PASSWORD@db.internal:5432/toolbelt"},
 		{name: "bad private range", env: map[string]string{"TOOLBELT_HTTP_ALLOW_PRIVATE": "ten"}, wantErr: "TOOLBELT_HTTP_ALLOW_PRIVATE: "},
 	}
 	for _, tc := range cases {
@@ -107,6 +112,24 @@ func TestParseConfig(t *testing.T) {
 	}
 	if _, err := ParseConfig([]string{"-h"}, lookupIn(nil)); !errors.Is(err, flag.ErrHelp) {
 		t.Errorf("-h: %v", err)
+	}
+}
+
+// TestDatabaseURLIsSecret: the database URL and its password are redacted
+// like the other secrets, and the banner names the database without them.
+func TestDatabaseURLIsSecret(t *testing.T) {
+	for _, tc := range []struct{ url, password, shown string }{
+		{"postgres://tb:hunter22@db.internal:5432/tb?sslmode=require", "hunter22", "postgres://tb:xxxxx@db.internal:5432/tb"},
+		{"postgresql://tb@db/tb?password=hunter22&sslmode=disable", "hunter22", "postgresql://tb@db/tb"},
+		{"", "", "data/toolbelt.db"},
+	} {
+		cfg := Config{DataDir: "data", DatabaseURL: tc.url}
+		if got := cfg.DatabaseName(); got != tc.shown {
+			t.Errorf("%s shown as %q, want %q", tc.url, got, tc.shown)
+		}
+		if vals := secretValues(cfg); !slices.Contains(vals, tc.url) || !slices.Contains(vals, tc.password) {
+			t.Errorf("%s: secret values %q lack the URL or its password", tc.url, vals)
+		}
 	}
 }
 

@@ -17,6 +17,10 @@ const (
 	ApprovalUsed     = "used"
 )
 
+// approvalsLock serializes deciding and expiring approvals (see
+// dialect.serialize): a decision and the expiry never both end one.
+const approvalsLock = "approvals"
+
 // Approval is a human's decision on one dangerous call, bound to the tool
 // version, the principal and the hash of the canonical arguments, single
 // use and expiring.
@@ -85,6 +89,9 @@ func (s *Store) Approvals(ctx context.Context, status string, limit int) ([]Appr
 func (s *Store) DecideApproval(ctx context.Context, id, status, reason string, by uint, check func(*Approval) error) (*Approval, error) {
 	var a Approval
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if err := s.dialect.serialize(tx, approvalsLock); err != nil {
+			return err
+		}
 		if err := tx.Where("id = ?", id).First(&a).Error; err != nil {
 			return notFound(err, "approval %q", id)
 		}
@@ -134,6 +141,9 @@ func (s *Store) ExpireApprovals(ctx context.Context, now time.Time) ([]Approval,
 	}
 	var out []Approval
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if err := s.dialect.serialize(tx, approvalsLock); err != nil {
+			return err
+		}
 		if err := tx.Where("status = ? AND expires_at < ?", ApprovalPending, now).Find(&out).Error; err != nil {
 			return err
 		}

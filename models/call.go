@@ -104,7 +104,7 @@ func (s *Store) execChunks(ctx context.Context, rows []*Call, replace bool) (int
 			}
 			args = args[:0]
 			for _, c := range rows[:size] {
-				args = c.appendValues(args, group.plain)
+				args = c.appendValues(args, group.plain, s.dialect)
 			}
 			res, err := tx.ExecContext(ctx, s.insertCallsSQL(callStatement{size, replace, group.plain}), args...)
 			if err != nil {
@@ -158,16 +158,13 @@ func (c *Call) plain() bool {
 }
 
 // appendValues appends the record's values in the order of callColumns,
-// without plainColumns for a plain row.
-//
-// Times go as the text go-sqlite3 would store for them, formatted here
-// (AppendTime is faster than the driver's generic formatter).
-func (c *Call) appendValues(args []any, plain bool) []any {
+// without plainColumns for a plain row, times as d binds them.
+func (c *Call) appendValues(args []any, plain bool, d dialect) []any {
 	var buf [64]byte
-	created := string(AppendTime(buf[:0], c.CreatedAt, SQLiteTimeLayout))
+	created := d.timeArg(buf[:], c.CreatedAt)
 	var finished any
 	if c.FinishedAt != nil {
-		finished = string(AppendTime(buf[:0], *c.FinishedAt, SQLiteTimeLayout))
+		finished = d.timeArg(buf[:], *c.FinishedAt)
 	}
 	if plain {
 		return append(args, c.ID, int64(c.PrincipalID), c.SessionID, c.Tool, c.Version, c.Arguments, c.Status,
@@ -218,7 +215,7 @@ func (s *Store) insertCallsSQL(k callStatement) string {
 			b.WriteString(col + "=excluded." + col)
 		}
 	}
-	q := b.String()
+	q := s.dialect.bind(b.String())
 	s.callStatements.Store(k, q)
 	return q
 }

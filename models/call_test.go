@@ -12,174 +12,153 @@ import (
 )
 
 func TestCallsInStateUsesOpenIndex(t *testing.T) {
-	ctx := context.Background()
-	store := testStore(t)
-	start := time.Now().UTC()
-	var rows []*Call
-	for i, status := range []string{"succeeded", "running", "failed", "queued", "running", "awaiting_approval"} {
-		rows = append(rows, &Call{ID: fmt.Sprintf("c%d", i), Tool: "t", Status: status, CreatedAt: start.Add(time.Duration(i) * time.Second)})
-	}
-	if err := store.SaveCalls(ctx, rows); err != nil {
-		t.Fatal(err)
-	}
-	got, err := store.CallsInState(ctx, "running")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(got) != 2 || got[0].ID != "c1" || got[1].ID != "c4" {
-		t.Fatalf("running calls = %+v, want c1 then c4", got)
-	}
-	// A finished call becomes running again (a retried upsert) and is found.
-	rows[0].Status = "running"
-	if err := store.SaveCalls(ctx, rows[:1]); err != nil {
-		t.Fatal(err)
-	}
-	if got, _ = store.CallsInState(ctx, "running"); len(got) != 3 || got[0].ID != "c0" {
-		t.Fatalf("after update: %+v", got)
-	}
-	var plan []struct {
-		Detail string
-	}
-	if err := store.db.Raw("EXPLAIN QUERY PLAN SELECT * FROM calls WHERE status = ? AND "+openCalls+" ORDER BY created_at", "running").Scan(&plan).Error; err != nil {
-		t.Fatal(err)
-	}
-	if len(plan) == 0 || !strings.Contains(plan[0].Detail, "idx_calls_open") {
-		t.Fatalf("the open-calls query does not use the partial index: %+v", plan)
-	}
-	var n int64
-	if err := store.db.Raw("SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = 'idx_calls_status'").Scan(&n).Error; err != nil {
-		t.Fatal(err)
-	}
-	if n != 0 {
-		t.Fatal("the full status index is still there")
-	}
+	eachStore(t, func(t *testing.T, store *Store) {
+		ctx := context.Background()
+		start := time.Now().UTC()
+		var rows []*Call
+		for i, status := range []string{"succeeded", "running", "failed", "queued", "running", "awaiting_approval"} {
+			rows = append(rows, &Call{ID: fmt.Sprintf("c%d", i), Tool: "t", Status: status, CreatedAt: start.Add(time.Duration(i) * time.Second)})
+		}
+		if err := store.SaveCalls(ctx, rows); err != nil {
+			t.Fatal(err)
+		}
+		got, err := store.CallsInState(ctx, "running")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 2 || got[0].ID != "c1" || got[1].ID != "c4" {
+			t.Fatalf("running calls = %+v, want c1 then c4", got)
+		}
+		// A finished call becomes running again (a retried upsert) and is found.
+		rows[0].Status = "running"
+		if err := store.SaveCalls(ctx, rows[:1]); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ = store.CallsInState(ctx, "running"); len(got) != 3 || got[0].ID != "c0" {
+			t.Fatalf("after update: %+v", got)
+		}
+		if plan := queryPlan(t, store, "SELECT * FROM calls WHERE status = ? AND "+openCalls+" ORDER BY created_at", "running"); !strings.Contains(plan, "idx_calls_open") {
+			t.Fatalf("the open-calls query does not use the partial index: %s", plan)
+		}
+		if hasIndex(t, store, "idx_calls_status") {
+			t.Fatal("the full status index is still there")
+		}
+	})
 }
 
 // The hand-written upsert must name every stored column of Call.
 func TestCallColumnsMatchSchema(t *testing.T) {
-	store := testStore(t)
-	stmt := &gorm.Statement{DB: store.db}
-	if err := stmt.Parse(&Call{}); err != nil {
-		t.Fatal(err)
-	}
-	if !slices.Equal(stmt.Schema.DBNames, callColumns) {
-		t.Fatalf("callColumns = %v\nschema      = %v", callColumns, stmt.Schema.DBNames)
-	}
-	now := time.Now().UTC()
-	in := &Call{ID: "x", PrincipalID: 7, SessionID: "s", Tool: "t", Version: "1", Arguments: "{}", Status: "succeeded", ErrorCode: "E",
-		Result: "{}", Request: "r", Attempts: 2, Cached: true, QueueMs: 3, RunMs: 4, TotalMs: 5, CreatedAt: now, FinishedAt: &now}
-	if err := store.SaveCalls(context.Background(), []*Call{in}); err != nil {
-		t.Fatal(err)
-	}
-	got, err := store.CallByID(context.Background(), "x")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !got.CreatedAt.Equal(now) || got.FinishedAt == nil || !got.FinishedAt.Equal(now) {
-		t.Fatalf("times: %v %v, want %v", got.CreatedAt, got.FinishedAt, now)
-	}
-	got.CreatedAt, got.FinishedAt, in.CreatedAt, in.FinishedAt = now, nil, now, nil
-	if *got != *in {
-		t.Fatalf("read back %+v\nwant         %+v", *got, *in)
-	}
+	eachStore(t, func(t *testing.T, store *Store) {
+		stmt := &gorm.Statement{DB: store.db}
+		if err := stmt.Parse(&Call{}); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(stmt.Schema.DBNames, callColumns) {
+			t.Fatalf("callColumns = %v\nschema      = %v", callColumns, stmt.Schema.DBNames)
+		}
+		now := time.Now().UTC()
+		in := &Call{ID: "x", PrincipalID: 7, SessionID: "s", Tool: "t", Version: "1", Arguments: "{}", Status: "succeeded", ErrorCode: "E",
+			Result: "{}", Request: "r", Attempts: 2, Cached: true, QueueMs: 3, RunMs: 4, TotalMs: 5, CreatedAt: now, FinishedAt: &now}
+		if err := store.SaveCalls(context.Background(), []*Call{in}); err != nil {
+			t.Fatal(err)
+		}
+		got, err := store.CallByID(context.Background(), "x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !sameTime(got.CreatedAt, now) || got.FinishedAt == nil || !sameTime(*got.FinishedAt, now) {
+			t.Fatalf("times: %v %v, want %v", got.CreatedAt, got.FinishedAt, now)
+		}
+		got.CreatedAt, got.FinishedAt, in.CreatedAt, in.FinishedAt = now, nil, now, nil
+		if *got != *in {
+			t.Fatalf("read back %+v\nwant         %+v", *got, *in)
+		}
+	})
 }
 
 // Each history filter reads its own index in time order.
 func TestHistoryQueriesUseIndexes(t *testing.T) {
-	store := testStore(t)
-	for where, index := range map[string]string{
-		"principal_id = 3":           "idx_calls_principal_time",
-		"session_id = 's'":           "idx_calls_session_time",
-		"tool = 'file_read'":         "idx_calls_tool_time",
-		"created_at >= '2026-01-01'": "idx_calls_stats",
-	} {
-		var plan []struct{ Detail string }
-		if err := store.db.Raw("EXPLAIN QUERY PLAN SELECT * FROM calls WHERE " + where + " ORDER BY created_at DESC, id DESC LIMIT 50").Scan(&plan).Error; err != nil {
-			t.Fatal(err)
+	eachStore(t, func(t *testing.T, store *Store) {
+		for where, index := range map[string]string{
+			"principal_id = 3":           "idx_calls_principal_time",
+			"session_id = 's'":           "idx_calls_session_time",
+			"tool = 'file_read'":         "idx_calls_tool_time",
+			"created_at >= '2026-01-01'": "idx_calls_stats",
+		} {
+			if plan := queryPlan(t, store, "SELECT * FROM calls WHERE "+where+" ORDER BY created_at DESC, id DESC LIMIT 50"); !strings.Contains(plan, index) {
+				t.Errorf("WHERE %s: plan %s, want %s", where, plan, index)
+			}
 		}
-		if len(plan) == 0 || !strings.Contains(plan[0].Detail, index) {
-			t.Errorf("WHERE %s: plan %+v, want %s", where, plan, index)
-		}
-	}
+	})
 }
 
 // A batch is written in chunks of the statement sizes: every row of a
 // batch that needs each size lands, duplicates keep their last state, and
 // inserting the absent ones leaves stored rows alone.
 func TestSaveCallsInChunks(t *testing.T) {
-	ctx := context.Background()
-	store := testStore(t)
-	start := time.Now().UTC()
-	mk := func(i int, status string) *Call {
-		return &Call{ID: fmt.Sprintf("c%04d", i), Tool: "t", Status: status, CreatedAt: start.Add(time.Duration(i) * time.Millisecond)}
-	}
-	// 256 + 64 + 3×16 + 3×4 + 3×1 rows, and one id twice.
-	const n = 256 + 64 + 48 + 12 + 3
-	var rows []*Call
-	for i := range n {
-		rows = append(rows, mk(i, "running"))
-		if i%5 == 0 { // not plain: these columns are bound, not constants
-			rows[i].ParentID, rows[i].ErrorCode, rows[i].Request, rows[i].QueueMs, rows[i].RunMs = "p", "E", "r", 2, int64(i)
+	eachStore(t, func(t *testing.T, store *Store) {
+		ctx := context.Background()
+		start := time.Now().UTC()
+		mk := func(i int, status string) *Call {
+			return &Call{ID: fmt.Sprintf("c%04d", i), Tool: "t", Status: status, CreatedAt: start.Add(time.Duration(i) * time.Millisecond)}
 		}
-	}
-	rows = append(rows, mk(7, "succeeded"))
-	// Plain again: the constants replace what the row held.
-	rows = append(rows, mk(10, "succeeded"))
-	if err := store.SaveCalls(ctx, rows); err != nil {
-		t.Fatal(err)
-	}
-	var count int64
-	store.db.Model(&Call{}).Count(&count)
-	if count != n {
-		t.Fatalf("stored %d rows, want %d", count, n)
-	}
-	if c, err := store.CallByID(ctx, "c0007"); err != nil || c.Status != "succeeded" {
-		t.Fatalf("duplicate id kept %+v (%v), want its last state", c, err)
-	}
-	if c, _ := store.CallByID(ctx, "c0015"); c.ParentID != "p" || c.ErrorCode != "E" || c.Request != "r" || c.QueueMs != 2 || c.RunMs != 15 {
-		t.Fatalf("a row that is not plain lost its values: %+v", c)
-	}
-	if c, _ := store.CallByID(ctx, "c0010"); c.Status != "succeeded" || c.ParentID != "" || c.ErrorCode != "" || c.RunMs != 0 {
-		t.Fatalf("a row saved plain kept old values: %+v", c)
-	}
-	// Saved again plain after it was stored with values: they are cleared.
-	again := mk(20, "succeeded")
-	if err := store.SaveCalls(ctx, []*Call{again}); err != nil {
-		t.Fatal(err)
-	}
-	if c, _ := store.CallByID(ctx, "c0020"); c.ParentID != "" || c.ErrorCode != "" || c.Request != "" || c.RunMs != 0 || c.QueueMs != 0 {
-		t.Fatalf("an upsert of a plain row kept old values: %+v", c)
-	}
-	// Replay: 10 stored rows (changed in memory) and 290 new ones, one of
-	// them journaled twice: its last state is the one inserted.
-	var replay []*Call
-	for i := n - 10; i < n+290; i++ {
-		replay = append(replay, mk(i, "failed"))
-	}
-	replay = append(replay, mk(n+5, "succeeded"))
-	inserted, err := store.InsertCallsIfAbsent(ctx, replay)
-	if err != nil || inserted != 290 {
-		t.Fatalf("inserted %d (%v), want 290", inserted, err)
-	}
-	if c, _ := store.CallByID(ctx, fmt.Sprintf("c%04d", n+5)); c.Status != "succeeded" {
-		t.Fatalf("a record journaled twice was restored as %s, not its last state", c.Status)
-	}
-	if c, _ := store.CallByID(ctx, fmt.Sprintf("c%04d", n-1)); c.Status != "running" {
-		t.Fatalf("a stored row was overwritten by the replay: %s", c.Status)
-	}
-	store.db.Model(&Call{}).Count(&count)
-	if count != n+290 {
-		t.Fatalf("stored %d rows after replay, want %d", count, n+290)
-	}
-}
-
-// testStore is a fresh database closed at the end of the test.
-func testStore(t *testing.T) *Store {
-	t.Helper()
-	store, err := Open(context.Background(), t.TempDir()+"/t.db")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = store.Close() })
-	return store
+		// 256 + 64 + 3×16 + 3×4 + 3×1 rows, and one id twice.
+		const n = 256 + 64 + 48 + 12 + 3
+		var rows []*Call
+		for i := range n {
+			rows = append(rows, mk(i, "running"))
+			if i%5 == 0 { // not plain: these columns are bound, not constants
+				rows[i].ParentID, rows[i].ErrorCode, rows[i].Request, rows[i].QueueMs, rows[i].RunMs = "p", "E", "r", 2, int64(i)
+			}
+		}
+		rows = append(rows, mk(7, "succeeded"))
+		// Plain again: the constants replace what the row held.
+		rows = append(rows, mk(10, "succeeded"))
+		if err := store.SaveCalls(ctx, rows); err != nil {
+			t.Fatal(err)
+		}
+		var count int64
+		store.db.Model(&Call{}).Count(&count)
+		if count != n {
+			t.Fatalf("stored %d rows, want %d", count, n)
+		}
+		if c, err := store.CallByID(ctx, "c0007"); err != nil || c.Status != "succeeded" {
+			t.Fatalf("duplicate id kept %+v (%v), want its last state", c, err)
+		}
+		if c, _ := store.CallByID(ctx, "c0015"); c.ParentID != "p" || c.ErrorCode != "E" || c.Request != "r" || c.QueueMs != 2 || c.RunMs != 15 {
+			t.Fatalf("a row that is not plain lost its values: %+v", c)
+		}
+		if c, _ := store.CallByID(ctx, "c0010"); c.Status != "succeeded" || c.ParentID != "" || c.ErrorCode != "" || c.RunMs != 0 {
+			t.Fatalf("a row saved plain kept old values: %+v", c)
+		}
+		// Saved again plain after it was stored with values: they are cleared.
+		again := mk(20, "succeeded")
+		if err := store.SaveCalls(ctx, []*Call{again}); err != nil {
+			t.Fatal(err)
+		}
+		if c, _ := store.CallByID(ctx, "c0020"); c.ParentID != "" || c.ErrorCode != "" || c.Request != "" || c.RunMs != 0 || c.QueueMs != 0 {
+			t.Fatalf("an upsert of a plain row kept old values: %+v", c)
+		}
+		// Replay: 10 stored rows (changed in memory) and 290 new ones, one of
+		// them journaled twice: its last state is the one inserted.
+		var replay []*Call
+		for i := n - 10; i < n+290; i++ {
+			replay = append(replay, mk(i, "failed"))
+		}
+		replay = append(replay, mk(n+5, "succeeded"))
+		inserted, err := store.InsertCallsIfAbsent(ctx, replay)
+		if err != nil || inserted != 290 {
+			t.Fatalf("inserted %d (%v), want 290", inserted, err)
+		}
+		if c, _ := store.CallByID(ctx, fmt.Sprintf("c%04d", n+5)); c.Status != "succeeded" {
+			t.Fatalf("a record journaled twice was restored as %s, not its last state", c.Status)
+		}
+		if c, _ := store.CallByID(ctx, fmt.Sprintf("c%04d", n-1)); c.Status != "running" {
+			t.Fatalf("a stored row was overwritten by the replay: %s", c.Status)
+		}
+		store.db.Model(&Call{}).Count(&count)
+		if count != n+290 {
+			t.Fatalf("stored %d rows after replay, want %d", count, n+290)
+		}
+	})
 }

@@ -154,6 +154,9 @@ func (s *Store) CallbackGeneration(ctx context.Context, principalID uint) (uint,
 func (s *Store) RotateCallbackSecret(ctx context.Context, principalID uint) (uint, error) {
 	var gen uint
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if err := s.dialect.serialize(tx, fmt.Sprintf("callback-secret:%d", principalID)); err != nil {
+			return err
+		}
 		var p Principal
 		if err := tx.First(&p, principalID).Error; err != nil {
 			return notFound(err, "principal %d", principalID)

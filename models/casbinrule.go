@@ -33,6 +33,10 @@ func (CasbinRule) TableName() string { return "casbin_rule" }
 // casbinIndexes keep each line once, under gorm-adapter's index name.
 var casbinIndexes = []string{"CREATE UNIQUE INDEX IF NOT EXISTS idx_casbin_rule ON casbin_rule (ptype,v0,v1,v2,v3,v4,v5)"}
 
+// casbinLock serializes the policy changes that read or replace lines
+// (see dialect.serialize).
+const casbinLock = "casbin"
+
 // casbinColumns are the value columns, in rule order.
 var casbinColumns = []string{"v0", "v1", "v2", "v3", "v4", "v5"}
 
@@ -63,7 +67,8 @@ func (r CasbinRule) match() map[string]any {
 // CasbinAdapter keeps Casbin's policies in the casbin_rule table: Casbin's
 // persist.Adapter with the batch and update methods its enforcer calls.
 type CasbinAdapter struct {
-	db *gorm.DB
+	db      *gorm.DB
+	dialect dialect
 }
 
 var (
@@ -74,7 +79,7 @@ var (
 // NewCasbinAdapter returns the adapter over s. Casbin's methods take no
 // context, so ctx bounds every query the adapter makes.
 func NewCasbinAdapter(ctx context.Context, s *Store) *CasbinAdapter {
-	return &CasbinAdapter{db: s.db.WithContext(ctx)}
+	return &CasbinAdapter{db: s.db.WithContext(ctx), dialect: s.dialect}
 }
 
 // LoadPolicy loads every line into m, in the order they were stored.
@@ -106,6 +111,9 @@ func (a *CasbinAdapter) SavePolicy(m model.Model) error {
 		}
 	}
 	err := a.db.Transaction(func(tx *gorm.DB) error {
+		if err := a.dialect.serialize(tx, casbinLock); err != nil {
+			return err
+		}
 		if err := tx.Where("1 = 1").Delete(&CasbinRule{}).Error; err != nil {
 			return err
 		}
@@ -255,6 +263,9 @@ func (a *CasbinAdapter) UpdateFilteredPolicies(_, ptype string, newRules [][]str
 	}
 	var old []CasbinRule
 	err = a.db.Transaction(func(tx *gorm.DB) error {
+		if err := a.dialect.serialize(tx, casbinLock); err != nil {
+			return err
+		}
 		if err := tx.Where(cond).Order("id").Find(&old).Error; err != nil {
 			return err
 		}

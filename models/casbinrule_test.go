@@ -29,14 +29,11 @@ e = some(where (p.eft == allow))
 m = (r.sub == p.sub || g(r.sub, p.sub)) && keyMatch(r.obj, p.obj) && (p.act == "*" || r.act == p.act)
 `
 
-// loadEnforcer loads the policies stored at path, as access.NewAuthz does.
-func loadEnforcer(t *testing.T, path string) (*casbin.SyncedEnforcer, *Store) {
+// loadEnforcer loads the policies stored in the database open opens, as
+// access.NewAuthz does.
+func loadEnforcer(t *testing.T, open func(t *testing.T) *Store) (*casbin.SyncedEnforcer, *Store) {
 	t.Helper()
-	store, err := Open(context.Background(), path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = store.Close() })
+	store := open(t)
 	m, err := model.NewModelFromString(testCasbinModel)
 	if err != nil {
 		t.Fatal(err)
@@ -150,23 +147,24 @@ func TestCasbinAdapterRoundTrip(t *testing.T) {
 		}, append(without("p,role:admin,/api/v1/*,*"), "p,principal:5,tool:x,use")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			path := filepath.Join(t.TempDir(), "toolbelt.db")
-			e, store := loadEnforcer(t, path)
-			if err := seed(e); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := tc.change(e); err != nil {
-				t.Fatal(err)
-			}
-			held := lines(t, e)
-			if err := store.Close(); err != nil {
-				t.Fatal(err)
-			}
-			loaded, _ := loadEnforcer(t, path)
-			want := slices.Sorted(slices.Values(tc.want))
-			if got := lines(t, loaded); !slices.Equal(got, want) || !slices.Equal(held, want) {
-				t.Errorf("loaded %q\nheld   %q\nwant   %q", got, held, want)
-			}
+			eachBackend(t, func(t *testing.T, open func(t *testing.T) *Store) {
+				e, store := loadEnforcer(t, open)
+				if err := seed(e); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := tc.change(e); err != nil {
+					t.Fatal(err)
+				}
+				held := lines(t, e)
+				if err := store.Close(); err != nil {
+					t.Fatal(err)
+				}
+				loaded, _ := loadEnforcer(t, open)
+				want := slices.Sorted(slices.Values(tc.want))
+				if got := lines(t, loaded); !slices.Equal(got, want) || !slices.Equal(held, want) {
+					t.Errorf("loaded %q\nheld   %q\nwant   %q", got, held, want)
+				}
+			})
 		})
 	}
 }
@@ -175,26 +173,27 @@ func TestCasbinAdapterRoundTrip(t *testing.T) {
 // for: a filter that would match every rule, and a rule longer than the
 // table's columns.
 func TestCasbinAdapterRefuses(t *testing.T) {
-	store := testStore(t)
-	a := NewCasbinAdapter(context.Background(), store)
-	if err := a.AddPolicy("p", "p", []string{"principal:1", "tool:a", "use"}); err != nil {
-		t.Fatal(err)
-	}
-	for name, err := range map[string]error{
-		"remove, no value":   a.RemoveFilteredPolicy("p", "p", 0, "", ""),
-		"remove, past v5":    a.RemoveFilteredPolicy("p", "p", 5, "a", "b"),
-		"update, no value":   func() error { _, err := a.UpdateFilteredPolicies("p", "p", nil, 1, ""); return err }(),
-		"add seven values":   a.AddPolicy("p", "p", []string{"1", "2", "3", "4", "5", "6", "7"}),
-		"update, odd counts": a.UpdatePolicies("p", "p", [][]string{{"a"}}, nil),
-	} {
-		if !errors.Is(err, ErrInvalid) {
-			t.Errorf("%s: %v, want ErrInvalid", name, err)
+	eachStore(t, func(t *testing.T, store *Store) {
+		a := NewCasbinAdapter(context.Background(), store)
+		if err := a.AddPolicy("p", "p", []string{"principal:1", "tool:a", "use"}); err != nil {
+			t.Fatal(err)
 		}
-	}
-	var n int64
-	if err := store.db.Model(&CasbinRule{}).Count(&n).Error; err != nil || n != 1 {
-		t.Errorf("%d rules stored (%v), want the one added", n, err)
-	}
+		for name, err := range map[string]error{
+			"remove, no value":   a.RemoveFilteredPolicy("p", "p", 0, "", ""),
+			"remove, past v5":    a.RemoveFilteredPolicy("p", "p", 5, "a", "b"),
+			"update, no value":   func() error { _, err := a.UpdateFilteredPolicies("p", "p", nil, 1, ""); return err }(),
+			"add seven values":   a.AddPolicy("p", "p", []string{"1", "2", "3", "4", "5", "6", "7"}),
+			"update, odd counts": a.UpdatePolicies("p", "p", [][]string{{"a"}}, nil),
+		} {
+			if !errors.Is(err, ErrInvalid) {
+				t.Errorf("%s: %v, want ErrInvalid", name, err)
+			}
+		}
+		var n int64
+		if err := store.db.Model(&CasbinRule{}).Count(&n).Error; err != nil || n != 1 {
+			t.Errorf("%d rules stored (%v), want the one added", n, err)
+		}
+	})
 }
 
 // gormAdapterSchema is the table and index casbin's gorm-adapter made in
@@ -236,7 +235,7 @@ func TestCasbinAdapterLoadsGormAdapterTables(t *testing.T) {
 		t.Fatalf("close the old database: %v", err)
 	}
 
-	e, store := loadEnforcer(t, path)
+	e, store := loadEnforcer(t, func(t *testing.T) *Store { return opened(t)(Open(context.Background(), path)) })
 	want := []string{"g,principal:3,role:agent", "p,principal:2,category:shell,use", "p,principal:2,tool:file_read,use",
 		"p,role:admin,/api/v1/*,*", "p,role:agent,/api/v1/tools,GET"}
 	if got := lines(t, e); !slices.Equal(got, want) {

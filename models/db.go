@@ -12,6 +12,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/stdlib"
+	"gorm.io/driver/postgres"
 	"gorm.io/driver/sqlite"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
@@ -20,7 +24,8 @@ import (
 // Store holds every query the application makes. Services receive it from
 // main; nothing else opens the database.
 type Store struct {
-	db *gorm.DB
+	db      *gorm.DB
+	dialect dialect
 	// callStatements caches the call history's statement texts by
 	// callStatement.
 	callStatements sync.Map
@@ -51,12 +56,11 @@ func private(path string) error {
 }
 
 // Open opens (creating if needed) the SQLite database at path and migrates
-// it.
+// it: the embedded default, one file under the data directory.
 //
-// This function is the one SQLite-specific place in the store: the DSN sets
-// WAL mode, a busy timeout, foreign keys and immediate write transactions
-// (so concurrent writers queue instead of failing on lock upgrades). Every
-// query elsewhere goes through gorm and stays portable to Postgres.
+// The DSN sets WAL mode, a busy timeout, foreign keys and immediate write
+// transactions (so concurrent writers queue instead of failing on lock
+// upgrades). Everything else that differs from Postgres is in dialect.
 func Open(ctx context.Context, path string) (*Store, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("create data directory: %w", err)
@@ -74,20 +78,66 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	// history's chunked upserts above all).
 	q.Set("_stmt_cache_size", "32")
 	dsn := "file:" + path + "?" + q.Encode()
-	db, err := gorm.Open(sqlite.Open(dsn), &gorm.Config{
+	db, err := gorm.Open(sqlite.Open(dsn), gormConfig())
+	if err != nil {
+		return nil, fmt.Errorf("open database %s: %w", path, err)
+	}
+	s, err := open(ctx, db, dialect{}, 8)
+	if err != nil {
+		return nil, fmt.Errorf("open database %s: %w", path, err)
+	}
+	return s, nil
+}
+
+// OpenPostgres connects to the Postgres database of databaseURL
+// (postgres://user:password@host:5432/dbname?sslmode=…, or any connection
+// string pgx takes) and migrates it, safely when several instances start
+// at once. Errors never carry the URL: it holds a password.
+func OpenPostgres(ctx context.Context, databaseURL string) (*Store, error) {
+	cfg, err := pgx.ParseConfig(databaseURL)
+	if err != nil {
+		return nil, errors.New("open postgres database: TOOLBELT_DATABASE_URL is not a valid connection URL")
+	}
+	// Times come back in UTC, as SQLite gives them.
+	utc := stdlib.OptionAfterConnect(func(_ context.Context, conn *pgx.Conn) error {
+		conn.TypeMap().RegisterType(&pgtype.Type{Name: "timestamptz", OID: pgtype.TimestamptzOID,
+			Codec: &pgtype.TimestamptzCodec{ScanLocation: time.UTC}})
+		return nil
+	})
+	sqlDB := stdlib.OpenDB(*cfg, utc)
+	db, err := gorm.Open(postgres.New(postgres.Config{Conn: sqlDB}), gormConfig())
+	if err != nil {
+		_ = sqlDB.Close()
+		return nil, fmt.Errorf("open postgres database %s: %w", cfg.Database, err)
+	}
+	s, err := open(ctx, db, dialect{postgres: true}, 16)
+	if err != nil {
+		return nil, fmt.Errorf("open postgres database %s: %w", cfg.Database, err)
+	}
+	return s, nil
+}
+
+func gormConfig() *gorm.Config {
+	return &gorm.Config{
 		TranslateError: true,
 		Logger:         logger.Default.LogMode(logger.Silent),
 		NowFunc:        func() time.Time { return time.Now().UTC() },
-	})
-	if err != nil {
-		return nil, fmt.Errorf("open database %s: %w", path, err)
 	}
+}
+
+// open makes the store over db, which it closes when it fails.
+func open(ctx context.Context, db *gorm.DB, d dialect, conns int) (*Store, error) {
 	sqlDB, err := db.DB()
 	if err != nil {
-		return nil, fmt.Errorf("open database %s: %w", path, err)
+		return nil, err
 	}
-	sqlDB.SetMaxOpenConns(8)
-	s := &Store{db: db}
+	sqlDB.SetMaxOpenConns(conns)
+	sqlDB.SetMaxIdleConns(conns)
+	s := &Store{db: db, dialect: d}
+	if err := sqlDB.PingContext(ctx); err != nil {
+		_ = sqlDB.Close()
+		return nil, err
+	}
 	if err := s.migrate(ctx); err != nil {
 		_ = sqlDB.Close()
 		return nil, err
@@ -95,16 +145,25 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	return s, nil
 }
 
+// Engine names the database engine, for readiness and the start banner.
+func (s *Store) Engine() string { return s.dialect.engine() }
+
 func (s *Store) migrate(ctx context.Context) error {
-	err := s.db.WithContext(ctx).AutoMigrate(&Tool{}, &ToolVersion{}, &ToolExport{}, &Principal{}, &APIKey{},
-		&ToolEmbedding{}, &LearnedQuery{}, &Selection{}, &Call{}, &Approval{}, &Callback{}, &ConsoleSession{}, &ToolFileRecord{}, &CasbinRule{}, &Setting{}, &RetrievalOutcome{})
+	err := s.dialect.lockedMigration(ctx, s.db, func(db *gorm.DB) error {
+		err := db.AutoMigrate(&Tool{}, &ToolVersion{}, &ToolExport{}, &Principal{}, &APIKey{},
+			&ToolEmbedding{}, &LearnedQuery{}, &Selection{}, &Call{}, &Approval{}, &Callback{}, &ConsoleSession{}, &ToolFileRecord{}, &CasbinRule{}, &Setting{}, &RetrievalOutcome{})
+		if err != nil {
+			return err
+		}
+		for _, ddl := range slices.Concat(callIndexes, casbinIndexes) {
+			if err := db.Exec(ddl).Error; err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 	if err != nil {
 		return fmt.Errorf("migrate database: %w", err)
-	}
-	for _, ddl := range slices.Concat(callIndexes, casbinIndexes) {
-		if err := s.db.WithContext(ctx).Exec(ddl).Error; err != nil {
-			return fmt.Errorf("migrate database: %w", err)
-		}
 	}
 	return nil
 }

@@ -126,6 +126,10 @@ func (s *Store) TouchAPIKey(ctx context.Context, id uint, at time.Time) error {
 func (s *Store) RevokeAPIKey(ctx context.Context, id uint, guard func(owner *Principal, activeAdminKeys int64) error) (*APIKey, error) {
 	var key APIKey
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		// Two revocations of the last two admin keys must not both pass.
+		if err := s.dialect.serialize(tx, "revoke-keys"); err != nil {
+			return err
+		}
 		if err := tx.Where("id = ? AND revoked_at IS NULL", id).First(&key).Error; err != nil {
 			return notFound(err, "active api key %d", id)
 		}

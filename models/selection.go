@@ -193,6 +193,9 @@ func (s *Store) AddLearnedQuery(ctx context.Context, q *LearnedQuery, keep int) 
 	added := false
 	var stale []uint
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if err := s.dialect.serialize(tx, "learned:"+q.ToolName); err != nil {
+			return err
+		}
 		var n int64
 		if err := tx.Model(&LearnedQuery{}).Where("tool_name = ? AND query = ?", q.ToolName, q.Query).Count(&n).Error; err != nil {
 			return err

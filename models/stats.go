@@ -33,7 +33,7 @@ func (s *Store) ScanCallStats(ctx context.Context, since, until time.Time, fn fu
 	if err != nil {
 		return fmt.Errorf("scan calls: %w", err)
 	}
-	rows, err := sqlDB.QueryContext(ctx, scanCallStatsSQL, since.UTC(), until.UTC())
+	rows, err := sqlDB.QueryContext(ctx, s.dialect.bind(scanCallStatsSQL), since.UTC(), until.UTC())
 	if err != nil {
 		return fmt.Errorf("scan calls: %w", err)
 	}
@@ -112,7 +112,7 @@ func (s *Store) CountCallsBetween(ctx context.Context, bounds []time.Time) ([]in
 	}
 	sqlDB, err := s.db.DB()
 	if err == nil {
-		err = sqlDB.QueryRowContext(ctx, b.String(), args...).Scan(ptrs...)
+		err = sqlDB.QueryRowContext(ctx, s.dialect.bind(b.String()), args...).Scan(ptrs...)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("count calls: %w", err)

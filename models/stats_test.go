@@ -8,80 +8,82 @@ import (
 )
 
 func TestCallStatsQueries(t *testing.T) {
-	ctx := context.Background()
-	store := testStore(t)
-	// Migrating again (a restart) keeps working.
-	if err := store.migrate(ctx); err != nil {
-		t.Fatalf("a second migration: %v", err)
-	}
-	hour := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
-	rows := []*Call{
-		{ID: "a", Tool: "file_read", Status: "succeeded", Cached: true, TotalMs: 7, CreatedAt: hour},
-		{ID: "b", Tool: "file_read", Status: "failed", ErrorCode: "TIMEOUT", TotalMs: 10_000, CreatedAt: hour.Add(59 * time.Minute)},
-		{ID: "c", Tool: "web_search", Status: "running", CreatedAt: hour.Add(time.Hour)},
-		{ID: "d", Tool: "web_search", Status: "refused", ErrorCode: "VALIDATION_ERROR", CreatedAt: hour.Add(90 * time.Minute)},
-	}
-	if err := store.SaveCalls(ctx, rows); err != nil {
-		t.Fatal(err)
-	}
-	var got []CallStat
-	if err := store.ScanCallStats(ctx, hour, hour.Add(time.Hour), func(c CallStat) { got = append(got, c) }); err != nil {
-		t.Fatal(err)
-	}
-	if len(got) != 2 {
-		t.Fatalf("scan of the first hour: %+v", got)
-	}
-	for _, c := range got {
-		want := CallStat{Tool: "file_read", Status: "succeeded", Cached: true, TotalMs: 7}
-		if c.Status == "failed" {
-			want = CallStat{Tool: "file_read", Status: "failed", ErrorCode: "TIMEOUT", TotalMs: 10_000}
+	eachStore(t, func(t *testing.T, store *Store) {
+		ctx := context.Background()
+		// Migrating again (a restart) keeps working.
+		if err := store.migrate(ctx); err != nil {
+			t.Fatalf("a second migration: %v", err)
 		}
-		if c != want {
-			t.Errorf("scanned %+v, want %+v", c, want)
+		hour := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
+		rows := []*Call{
+			{ID: "a", Tool: "file_read", Status: "succeeded", Cached: true, TotalMs: 7, CreatedAt: hour},
+			{ID: "b", Tool: "file_read", Status: "failed", ErrorCode: "TIMEOUT", TotalMs: 10_000, CreatedAt: hour.Add(59 * time.Minute)},
+			{ID: "c", Tool: "web_search", Status: "running", CreatedAt: hour.Add(time.Hour)},
+			{ID: "d", Tool: "web_search", Status: "refused", ErrorCode: "VALIDATION_ERROR", CreatedAt: hour.Add(90 * time.Minute)},
 		}
-	}
-	counts, err := store.CountCallsBetween(ctx, []time.Time{hour, hour.Add(time.Hour), hour.Add(2 * time.Hour)})
-	if err != nil || len(counts) != 2 || counts[0] != 2 || counts[1] != 2 {
-		t.Fatalf("counts %v %v", counts, err)
-	}
-	outcomes, err := store.ToolOutcomes(ctx, hour, hour.Add(2*time.Hour))
-	if err != nil || len(outcomes) != 2 {
-		t.Fatalf("outcomes %+v %v", outcomes, err)
-	}
-	for _, o := range outcomes {
-		if (o.Tool == "file_read" && (o.Finished != 2 || o.Failed != 1)) || (o.Tool == "web_search" && (o.Finished != 1 || o.Failed != 1)) {
-			t.Errorf("outcome %+v (a running call is not finished)", o)
-		}
-	}
-
-	// The scan and the counts read the covering index, not the table.
-	for _, q := range []string{scanCallStatsSQL, "SELECT COUNT(*) FROM calls WHERE created_at >= ? AND created_at < ?"} {
-		var plan []struct{ Detail string }
-		if err := store.db.Raw("EXPLAIN QUERY PLAN "+q, hour, hour).Scan(&plan).Error; err != nil {
+		if err := store.SaveCalls(ctx, rows); err != nil {
 			t.Fatal(err)
 		}
-		if len(plan) == 0 || !strings.Contains(plan[0].Detail, "COVERING INDEX") {
-			t.Errorf("%s\nplan %+v", q, plan)
+		var got []CallStat
+		if err := store.ScanCallStats(ctx, hour, hour.Add(time.Hour), func(c CallStat) { got = append(got, c) }); err != nil {
+			t.Fatal(err)
 		}
-	}
+		if len(got) != 2 {
+			t.Fatalf("scan of the first hour: %+v", got)
+		}
+		for _, c := range got {
+			want := CallStat{Tool: "file_read", Status: "succeeded", Cached: true, TotalMs: 7}
+			if c.Status == "failed" {
+				want = CallStat{Tool: "file_read", Status: "failed", ErrorCode: "TIMEOUT", TotalMs: 10_000}
+			}
+			if c != want {
+				t.Errorf("scanned %+v, want %+v", c, want)
+			}
+		}
+		counts, err := store.CountCallsBetween(ctx, []time.Time{hour, hour.Add(time.Hour), hour.Add(2 * time.Hour)})
+		if err != nil || len(counts) != 2 || counts[0] != 2 || counts[1] != 2 {
+			t.Fatalf("counts %v %v", counts, err)
+		}
+		outcomes, err := store.ToolOutcomes(ctx, hour, hour.Add(2*time.Hour))
+		if err != nil || len(outcomes) != 2 {
+			t.Fatalf("outcomes %+v %v", outcomes, err)
+		}
+		for _, o := range outcomes {
+			if (o.Tool == "file_read" && (o.Finished != 2 || o.Failed != 1)) || (o.Tool == "web_search" && (o.Finished != 1 || o.Failed != 1)) {
+				t.Errorf("outcome %+v (a running call is not finished)", o)
+			}
+		}
+
+		// The scan and the counts read the covering index, not the table.
+		for _, q := range []string{scanCallStatsSQL, "SELECT COUNT(*) FROM calls WHERE created_at >= ? AND created_at < ?"} {
+			covering := "COVERING INDEX idx_calls_stats"
+			if store.dialect.postgres {
+				covering = "Index Only Scan using idx_calls_stats"
+			}
+			if plan := queryPlan(t, store, q, hour, hour); !strings.Contains(plan, covering) {
+				t.Errorf("%s\nplan %s", q, plan)
+			}
+		}
+	})
 }
 
 func TestCountPendingApprovals(t *testing.T) {
-	ctx := context.Background()
-	store := testStore(t)
-	now := time.Now().UTC()
-	for i, a := range []Approval{
-		{ID: "waiting", Status: ApprovalPending, ExpiresAt: now.Add(time.Hour)},
-		{ID: "expired", Status: ApprovalPending, ExpiresAt: now.Add(-time.Minute)},
-		{ID: "decided", Status: ApprovalApproved, ExpiresAt: now.Add(time.Hour)},
-	} {
-		c := &Call{ID: "call" + a.ID, Tool: "t", Status: "awaiting_approval", CreatedAt: now.Add(time.Duration(i) * time.Second)}
-		a.CallID = c.ID
-		if err := store.CreateApproval(ctx, &a, c, nil); err != nil {
-			t.Fatal(err)
+	eachStore(t, func(t *testing.T, store *Store) {
+		ctx := context.Background()
+		now := time.Now().UTC()
+		for i, a := range []Approval{
+			{ID: "waiting", Status: ApprovalPending, ExpiresAt: now.Add(time.Hour)},
+			{ID: "expired", Status: ApprovalPending, ExpiresAt: now.Add(-time.Minute)},
+			{ID: "decided", Status: ApprovalApproved, ExpiresAt: now.Add(time.Hour)},
+		} {
+			c := &Call{ID: "call" + a.ID, Tool: "t", Status: "awaiting_approval", CreatedAt: now.Add(time.Duration(i) * time.Second)}
+			a.CallID = c.ID
+			if err := store.CreateApproval(ctx, &a, c, nil); err != nil {
+				t.Fatal(err)
+			}
 		}
-	}
-	if n, err := store.CountPendingApprovals(ctx, now); err != nil || n != 1 {
-		t.Fatalf("pending %d %v, want 1", n, err)
-	}
+		if n, err := store.CountPendingApprovals(ctx, now); err != nil || n != 1 {
+			t.Fatalf("pending %d %v, want 1", n, err)
+		}
+	})
 }

@@ -78,6 +78,11 @@ func joinTags(tags []string) string {
 	return "," + strings.Join(tags, ",") + ","
 }
 
+// catalogLock serializes the transactions that read a tool's versions and
+// then change it (see dialect.serialize): registering, publishing and
+// rolling back.
+const catalogLock = "catalog"
+
 // CreateTool stores a new tool with its first version, atomically. A taken
 // name (even a retired one) is ErrConflict.
 func (s *Store) CreateTool(ctx context.Context, name string, sum ToolSummary, v *ToolVersion) (*Tool, error) {
@@ -111,6 +116,9 @@ func (s *Store) CreateTools(ctx context.Context, batch []NewTool) ([]*Tool, erro
 func (s *Store) ImportTools(ctx context.Context, creates, publishes []NewTool, check func(name string, existing []string) error) (created, published []*Tool, err error) {
 	var failed string
 	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if err := s.dialect.serialize(tx, catalogLock); err != nil {
+			return err
+		}
 		for _, nt := range creates {
 			failed = nt.Name
 			tool, err := createTool(tx, nt)
@@ -167,6 +175,9 @@ func createTool(tx *gorm.DB, nt NewTool) (*Tool, error) {
 func (s *Store) PublishToolVersion(ctx context.Context, name string, sum ToolSummary, v *ToolVersion, check func(existing []string) error) (*Tool, error) {
 	var tool *Tool
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if err := s.dialect.serialize(tx, catalogLock); err != nil {
+			return err
+		}
 		var err error
 		tool, err = publishVersion(tx, name, sum, v, check)
 		return err
@@ -210,6 +221,9 @@ func (s *Store) SetCurrentVersion(ctx context.Context, name, version string, sum
 	var tool Tool
 	var ver ToolVersion
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if err := s.dialect.serialize(tx, catalogLock); err != nil {
+			return err
+		}
 		if err := tx.Where("name = ?", name).First(&tool).Error; err != nil {
 			return notFound(err, "tool %q", name)
 		}
@@ -355,7 +369,9 @@ func (s *Store) filterTools(ctx context.Context, f ToolFilter) *gorm.DB {
 		q = q.Where("tools.level = ?", f.Level)
 	}
 	if f.Tag != "" {
-		q = q.Where("tools.tags LIKE ? ESCAPE '\\'", "%,"+escapeLike(f.Tag)+",%")
+		// Tags are stored lower case; SQLite's LIKE ignores ASCII case and
+		// Postgres' does not, so the filter is lowered for both.
+		q = q.Where("tools.tags LIKE ? ESCAPE '\\'", "%,"+escapeLike(strings.ToLower(f.Tag))+",%")
 	}
 	if f.Query != "" {
 		like := "%" + escapeLike(strings.ToLower(f.Query)) + "%"

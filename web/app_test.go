@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"toolbelt/app"
+	"toolbelt/internal/dbtest"
 	"toolbelt/models"
 	"toolbelt/services/access"
 	"toolbelt/services/invoke"
@@ -24,8 +25,11 @@ import (
 	"toolbelt/services/selection"
 )
 
-// testApp is the whole service over a fresh SQLite file, built by package
-// app as main builds it, with one key per role.
+func TestMain(m *testing.M) { dbtest.Main(m) }
+
+// testApp is the whole service over a fresh SQLite file (or Postgres
+// database, see dbtest.Backend), built by package app as main builds it,
+// with one key per role.
 type testApp struct {
 	t        *testing.T
 	handler  http.Handler
@@ -34,7 +38,8 @@ type testApp struct {
 	runners  *runners.Table
 	selector *selection.Selector
 	alerts   *ops.Alerts
-	dbPath   string
+	dbPath   string            // the SQLite file; on Postgres, the data directory's toolbelt.db, absent
+	dbURL    string            // the Postgres database, "" on SQLite
 	keys     map[string]string // role → key; "none" → ""
 	ids      map[string]uint   // role → principal id
 	logs     *logBuffer        // what the server logged
@@ -94,6 +99,10 @@ func newTestAppWith(t testing.TB, host hostCaps, netPolicy netpolicy.Policy, edi
 		t.Fatal(err)
 	}
 	cfg.NetPolicy, cfg.Secrets = netPolicy, map[string]string{"TB_TEST_SECRET": testSecret}
+	// TOOLBELT_TEST_DATABASE=postgres runs the suite on Postgres.
+	if dbtest.Backend(t) == "postgres" {
+		cfg.DatabaseURL = dbtest.Postgres(t)
+	}
 	for _, edit := range edits {
 		edit(&cfg)
 	}
@@ -111,7 +120,7 @@ func newTestAppWith(t testing.TB, host hostCaps, netPolicy netpolicy.Policy, edi
 	t.Cleanup(func() { _ = a.Close() })
 	ta := &testApp{
 		invoker: a.Invoker, runners: a.Runners, selector: a.Selector, alerts: a.Alerts, handler: a.Handler,
-		store: a.Store, dbPath: filepath.Join(dir, "toolbelt.db"), logs: logs, app: a,
+		store: a.Store, dbPath: filepath.Join(dir, "toolbelt.db"), dbURL: cfg.DatabaseURL, logs: logs, app: a,
 		keys: map[string]string{"admin": a.AdminKey, "none": ""},
 		ids:  map[string]uint{"admin": 1},
 	}
@@ -127,6 +136,56 @@ func newTestAppWith(t testing.TB, host hostCaps, netPolicy netpolicy.Policy, edi
 		ta.ids[role] = p.ID
 	}
 	return ta
+}
+
+// openOther opens a second store on the app's database, another
+// connection reading what the app committed.
+func (a *testApp) openOther(t testing.TB) *models.Store {
+	t.Helper()
+	var other *models.Store
+	var err error
+	if a.dbURL != "" {
+		other, err = models.OpenPostgres(context.Background(), a.dbURL)
+	} else {
+		other, err = models.Open(context.Background(), a.dbPath)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = other.Close() })
+	return other
+}
+
+// stored is everything the database holds, for tests that look for
+// secrets in it: the SQLite file and its WAL as they are on disk, or every
+// row of every Postgres table as text.
+func (a *testApp) stored(t testing.TB) string {
+	t.Helper()
+	if a.dbURL == "" {
+		raw, err := os.ReadFile(a.dbPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wal, _ := os.ReadFile(a.dbPath + "-wal")
+		return string(raw) + string(wal)
+	}
+	db := a.store.DB()
+	var tables []string
+	if err := db.Raw("SELECT tablename FROM pg_tables WHERE schemaname = current_schema()").Scan(&tables).Error; err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, table := range tables {
+		var rows []string
+		if err := db.Raw(`SELECT t::text FROM "` + table + `" t`).Scan(&rows).Error; err != nil {
+			t.Fatal(err)
+		}
+		b.WriteString(strings.Join(rows, "\n"))
+	}
+	if b.Len() == 0 {
+		t.Fatal("the database holds nothing")
+	}
+	return b.String()
 }
 
 // serve runs the app's background jobs (Run, as main does: the callback

@@ -6,8 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-
-	"toolbelt/models"
 )
 
 // A call is answered only once its record survives a crash: in the journal
@@ -16,11 +14,7 @@ import (
 // them right after the answer.
 func TestAnswersWaitForCommit(t *testing.T) {
 	app := newTestApp(t)
-	other, err := models.Open(context.Background(), app.dbPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = other.Close() })
+	other := app.openOther(t)
 	ctx := context.Background()
 	for i := range 20 {
 		code, res := app.call(t, "admin", map[string]any{"tool": "file_list", "session_id": "d", "arguments": map[string]any{}})

@@ -253,11 +253,16 @@ func (a *Accounts) Bootstrap(ctx context.Context, adminKey string) (string, erro
 		if adminKey != "" {
 			secret, key = "", keyFromSecret(adminKey)
 		}
-		if err := a.store.CreatePrincipal(ctx, &models.Principal{Name: "admin", Role: RoleAdmin}, key); err != nil {
+		err = a.store.CreatePrincipal(ctx, &models.Principal{Name: "admin", Role: RoleAdmin}, key)
+		if err == nil {
+			a.log.InfoContext(ctx, "admin principal created", "key_prefix", key.Prefix)
+			return secret, nil
+		}
+		// Another instance over the same database made it first: this
+		// start is a later one.
+		if !errors.Is(err, models.ErrConflict) {
 			return "", err
 		}
-		a.log.InfoContext(ctx, "admin principal created", "key_prefix", key.Prefix)
-		return secret, nil
 	}
 	if adminKey == "" {
 		return "", nil

@@ -22,8 +22,8 @@ import (
 // has, skips a torn last line, and deletes the segments.
 func TestJournalReplay(t *testing.T) {
 	ctx := context.Background()
-	store, path := modelstest.Store(t)
-	dir, log := filepath.Dir(path), quiet
+	store, _ := modelstest.Store(t)
+	dir, log := t.TempDir(), quiet
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	rec := func(id, status string) *models.Call {
 		return &models.Call{ID: id, Tool: "file_read", Status: status, Arguments: `{"path":"a"}`, Result: `{"status":"` + status + `"}`,
@@ -101,8 +101,8 @@ func TestJournalReplay(t *testing.T) {
 // A journaled record's segment is deleted once the record is written.
 func TestJournalRetires(t *testing.T) {
 	ctx := context.Background()
-	store, path := modelstest.Store(t)
-	dir, log := filepath.Dir(path), quiet
+	store, _ := modelstest.Store(t)
+	dir, log := t.TempDir(), quiet
 	r := newCallRecorder(store, func(*models.Call) {}, openCallJournal(dir, log), log)
 	t.Cleanup(r.close)
 	c := &models.Call{ID: "x", Tool: "t", Status: "succeeded", CreatedAt: time.Now().UTC()}

@@ -71,7 +71,7 @@ func (h *Health) Check(ctx context.Context) Readiness {
 		r.Ready = false
 		r.Components["database"] = Component{Status: "down", Detail: err.Error()}
 	} else {
-		r.Components["database"] = Component{Status: "ok", Detail: "sqlite (WAL)"}
+		r.Components["database"] = Component{Status: "ok", Detail: h.store.Engine()}
 	}
 	if h.selector != nil {
 		emb := Component{Status: "ok", Detail: h.selector.Status()}

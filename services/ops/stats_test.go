@@ -19,9 +19,9 @@ var statsClock = time.Date(2026, 3, 10, 14, 30, 0, 0, time.UTC)
 // saveStatCalls stores calls created ago before the clock.
 func saveStatCalls(t testing.TB, store *models.Store, calls ...*models.Call) {
 	t.Helper()
-	for i, c := range calls {
+	for _, c := range calls {
 		if c.ID == "" {
-			c.ID = fmt.Sprintf("%s-%d-%d", c.Tool, c.CreatedAt.UnixNano(), i)
+			c.ID = models.NewID() // ids are 32 characters: Postgres holds them to it
 		}
 	}
 	if err := store.SaveCalls(context.Background(), calls); err != nil {
