@@ -45,7 +45,7 @@ func TestServeRelativeDataDir(t *testing.T) {
 	}()
 	select {
 	case banner := <-ready:
-		if !strings.Contains(banner, "(data in ./data)") {
+		if !strings.Contains(banner, "(data in ./data, database data/toolbelt.db)") {
 			t.Errorf("banner:\n%s", banner)
 		}
 	case <-time.After(60 * time.Second):
