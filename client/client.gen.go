@@ -991,6 +991,11 @@ type SelectionSelectRequest struct {
 	// Limit Example: 12
 	Limit *int `json:"limit,omitempty"`
 
+	// MinScore MinScore drops tools scoring less (0 to 1; default DefaultMinScore).
+	//
+	// Example: 0.1
+	MinScore *float32 `json:"min_score,omitempty"`
+
 	// Query Example: summarise the CSV files in this folder
 	Query *string `json:"query,omitempty"`
 
@@ -1008,7 +1013,15 @@ type SelectionSelectResult struct {
 
 	// Format Example: openai
 	Format *string `json:"format,omitempty"`
-	Query  *string `json:"query,omitempty"`
+
+	// Hint Example: no tool fits this task well (best score 0.04); describe the action and the object, or ask an admin to register a tool for it
+	Hint *string `json:"hint,omitempty"`
+
+	// NoGoodMatch NoGoodMatch is true when no tool scores GoodMatchScore or more:
+	// the tools returned (maybe none) fit the task poorly, and Hint says
+	// what to do.
+	NoGoodMatch *bool   `json:"no_good_match,omitempty"`
+	Query       *string `json:"query,omitempty"`
 
 	// SelectionId Example: 9f2c4e1a7b3d5f60
 	SelectionId *string                 `json:"selection_id,omitempty"`
@@ -1025,7 +1038,10 @@ type SelectionSelected struct {
 	Name    *string           `json:"name,omitempty"`
 	Reasons *SelectionReasons `json:"reasons,omitempty"`
 
-	// Score Example: 0.031
+	// Score Score is the tool's relevance, 0 to 1 on the same scale for every
+	// query (docs/selection.md#scores).
+	//
+	// Example: 0.72
 	Score *float32 `json:"score,omitempty"`
 
 	// SecurityLevel Example: safe

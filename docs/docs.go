@@ -3224,6 +3224,13 @@ const docTemplate = `{
                     "type": "integer",
                     "example": 12
                 },
+                "min_score": {
+                    "description": "MinScore drops tools scoring less (0 to 1; default DefaultMinScore).",
+                    "type": "number",
+                    "maximum": 1,
+                    "minimum": 0,
+                    "example": 0.1
+                },
                 "query": {
                     "type": "string",
                     "example": "summarise the CSV files in this folder"
@@ -3244,6 +3251,14 @@ const docTemplate = `{
                 "format": {
                     "type": "string",
                     "example": "openai"
+                },
+                "hint": {
+                    "type": "string",
+                    "example": "no tool fits this task well (best score 0.04); describe the action and the object, or ask an admin to register a tool for it"
+                },
+                "no_good_match": {
+                    "description": "NoGoodMatch is true when no tool scores GoodMatchScore or more:\nthe tools returned (maybe none) fit the task poorly, and Hint says\nwhat to do.",
+                    "type": "boolean"
                 },
                 "query": {
                     "type": "string"
@@ -3278,8 +3293,9 @@ const docTemplate = `{
                     "$ref": "#/definitions/selection.Reasons"
                 },
                 "score": {
+                    "description": "Score is the tool's relevance, 0 to 1 on the same scale for every\nquery (docs/selection.md#scores).",
                     "type": "number",
-                    "example": 0.031
+                    "example": 0.72
                 },
                 "security_level": {
                     "type": "string",

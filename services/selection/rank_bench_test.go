@@ -36,7 +36,7 @@ func memSelector(tb testing.TB, n int) *Selector {
 	}
 	for i, def := range defs {
 		id := uint(i + 1)
-		d := &docInfo{text: texts[i], needs: needsOf(&def), vec: vecs[i]}
+		d := &docInfo{text: texts[i], needs: needsOf(&def), vec: quantise(vecs[i])}
 		d.terms = append(s.tok.Terms(texts[i]), s.tok.Terms(strings.Join(embed.Words(def.Name), " "))...)
 		s.docs[id] = d
 		tools[i] = models.ActiveTool{Name: def.Name, Category: def.Category, Level: def.Security.Level, VersionID: id}
@@ -68,6 +68,46 @@ func BenchmarkRank(b *testing.B) {
 			b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
 			b.ReportMetric(float64(lat[min(len(lat)-1, len(lat)*99/100)].Microseconds())/1000, "p99-ms")
 			runtime.KeepAlive(s)
+		})
+	}
+}
+
+// recallVsExact is the share of the exact ranking's top limit tools that
+// the approximate dense pass also returns, over queries.
+func recallVsExact(s *Selector, queries []string, limit int) float64 {
+	ctx := context.Background()
+	ix := s.idx.Load()
+	exact := *ix
+	exact.keep = 0
+	all := func(*entry) bool { return true }
+	found, total := 0, 0
+	for _, q := range queries {
+		want := map[int]bool{}
+		for _, r := range s.rank(ctx, &exact, q, all, limit) {
+			want[r.entry] = true
+		}
+		for _, r := range s.rank(ctx, ix, q, all, limit) {
+			if want[r.entry] {
+				found++
+			}
+		}
+		total += len(want)
+	}
+	return float64(found) / float64(max(total, 1))
+}
+
+// BenchmarkRankRecall reports how much of the exact scan's selection the
+// approximate dense pass keeps, at 10,000 and 100,000 tools.
+func BenchmarkRankRecall(b *testing.B) {
+	for _, n := range []int{10_000, 100_000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			s := memSelector(b, n)
+			queries := SyntheticQueries(400, 3)
+			var r float64
+			for b.Loop() {
+				r = recallVsExact(s, queries, 15)
+			}
+			b.ReportMetric(100*r, "recall@15-%")
 		})
 	}
 }

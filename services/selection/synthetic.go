@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 
 	"toolbelt/services/tooldef"
 )
@@ -65,7 +66,7 @@ func SyntheticTools(n int, seed uint64) []tooldef.Definition {
 			Description: fmt.Sprintf("%s %s %s in %s. Filters by %s and %s, returns the matching %s entries with their %s and links.",
 				capitalise(verb), qual, plural(noun), sys, pick(synthQualifiers), other, noun, pick(synthNouns)),
 			Category: tooldef.Categories[r.IntN(len(tooldef.Categories))],
-			Tags:     []string{sys, noun},
+			Tags:     []string{tagOf(sys), tagOf(noun)},
 			Parameters: json.RawMessage(fmt.Sprintf(`{"type":"object","properties":{"query":{"type":"string","description":"Which %s to %s"},"limit":{"type":"integer","description":"At most this many %s"}},"required":["query"]}`,
 				plural(noun), verb, plural(other))),
 			Security: tooldef.Security{Level: level},
@@ -129,3 +130,6 @@ func synthName(sys, verb, noun string, i int) string {
 	}
 	return string(b)
 }
+
+// tagOf is a valid tag: lower case, spaces as "-".
+func tagOf(s string) string { return strings.ReplaceAll(strings.ToLower(s), " ", "-") }
