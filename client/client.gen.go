@@ -993,7 +993,7 @@ type SelectionSelectRequest struct {
 
 	// MinScore MinScore drops tools scoring less (0 to 1; default DefaultMinScore).
 	//
-	// Example: 0.1
+	// Example: 0.05
 	MinScore *float32 `json:"min_score,omitempty"`
 
 	// Query Example: summarise the CSV files in this folder

@@ -3229,7 +3229,7 @@ const docTemplate = `{
                     "type": "number",
                     "maximum": 1,
                     "minimum": 0,
-                    "example": 0.1
+                    "example": 0.05
                 },
                 "query": {
                     "type": "string",

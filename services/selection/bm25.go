@@ -104,22 +104,16 @@ func (ix *bm25) full(query []string) float32 {
 	return sum
 }
 
-// coverage is the share of the query's term weight (idf) that the
-// catalog or learning knows (known reports a term learning holds), a term
-// nobody knows weighing as the rarest: 1 for a query of known words, 0
-// for "xyzzy qwerty". It scales a selection's reported scores.
+// coverage is the share of the query's terms that the catalog or
+// learning knows (known reports a term learning holds): 1 for a query of
+// known words, 0 for "xyzzy qwerty", 1/3 for "xyzzy qwerty shell". It
+// scales a selection's reported scores.
 func (ix *bm25) coverage(query []string, known func(string) bool) float64 {
-	rare := math.Log(1 + (float64(len(ix.lengths))+0.5)/0.5)
 	var have, all float64
 	for _, t := range distinct(query) {
-		switch {
-		case len(ix.postings[t]) > 0:
-			w := float64(ix.idf(t))
-			have, all = have+w, all+w
-		case known(t):
-			have, all = have+rare, all+rare
-		default:
-			all += rare
+		all++
+		if len(ix.postings[t]) > 0 || known(t) {
+			have++
 		}
 	}
 	if all == 0 {

@@ -249,7 +249,7 @@ func rankOf(list []int32, scores []float32, i int32) int {
 // 1 − e^−evidence: in [0, 1), the same scale for every query and
 // order-preserving. A tool holding every query word once (evidence 1)
 // scores 0.63, one with a past task phrased the same (3 and more) 0.95 and
-// above, a faint sub-word likeness 0.05 or less.
+// above, a faint sub-word likeness 0.02 or less.
 func calibrated(evidence float64) float64 {
 	return 1 - math.Exp(-evidence)
 }

@@ -37,7 +37,7 @@ const (
 	// DefaultMinScore is the score below which a tool is not offered
 	// unless the request sets min_score: evidence this faint is a shared
 	// common word or a sub-word likeness (docs/selection.md).
-	DefaultMinScore = 0.1
+	DefaultMinScore = 0.05
 	// GoodMatchScore is the best score under which a selection says no
 	// tool fits well (no_good_match).
 	GoodMatchScore = 0.3
@@ -618,7 +618,7 @@ type SelectRequest struct {
 	ExcludeCategories []string `json:"exclude_categories,omitempty"`
 	Format            string   `json:"format,omitempty" example:"openai" enums:"openai,openai_responses,anthropic,gemini,mcp"`
 	// MinScore drops tools scoring less (0 to 1; default DefaultMinScore).
-	MinScore *float64 `json:"min_score,omitempty" example:"0.1" minimum:"0" maximum:"1"`
+	MinScore *float64 `json:"min_score,omitempty" example:"0.05" minimum:"0" maximum:"1"`
 }
 
 // Selected is one chosen tool with why it was chosen.
@@ -909,7 +909,7 @@ const (
 	// term weight, or a centroid at this cosine, counts in full; fainter
 	// ones count in proportion, so when few tools have learned anything a
 	// faint likeness to their queries stays faint.
-	learnedFull = 1.0
+	learnedFull = 0.5
 )
 
 func (s *Selector) denseWeight() float64 {
