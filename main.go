@@ -54,9 +54,10 @@ func usage(w io.Writer) {
 Commands:
   serve             run the server (the default)
   bench retrieval   measure tool selection on labelled queries
+  bench select      time selection over a synthetic catalog of N tools
   help              show this help
 
-Run "toolbelt serve -h" or "toolbelt bench retrieval -h" for the flags.`)
+Run "toolbelt serve -h", "toolbelt bench retrieval -h" or "toolbelt bench select -h" for the flags.`)
 }
 
 // serve runs the server until SIGTERM or SIGINT.
@@ -78,10 +79,21 @@ func serve(args []string) error {
 }
 
 // bench runs a benchmark: "bench retrieval --tools F --queries F
-// [--history F] [--json]".
+// [--history F] [--json]" or "bench select [--tools N] [--queries N]
+// [--json]".
 func bench(args []string) error {
+	if len(args) > 0 && args[0] == "select" {
+		cfg, err := app.ParseSelectBenchConfig(args[1:])
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		return app.BenchSelect(context.Background(), cfg, os.Stdout)
+	}
 	if len(args) == 0 || args[0] != "retrieval" {
-		return fmt.Errorf("usage: toolbelt bench retrieval --tools FILE --queries FILE [--history FILE] [--json]")
+		return fmt.Errorf("usage: toolbelt bench retrieval --tools FILE --queries FILE [--history FILE] [--json]\n       toolbelt bench select [--tools N] [--queries N] [--json]")
 	}
 	cfg, err := app.ParseBenchConfig(args[1:], os.LookupEnv)
 	if errors.Is(err, flag.ErrHelp) {

@@ -7,13 +7,18 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strings"
+	"time"
 
 	"toolbelt/models"
 	"toolbelt/services/access"
 	"toolbelt/services/catalog"
+	"toolbelt/services/embed"
 	"toolbelt/services/ops"
 	"toolbelt/services/selection"
 )
@@ -60,21 +65,12 @@ func Bench(ctx context.Context, cfg BenchConfig, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	dir, err := os.MkdirTemp("", "toolbelt-bench-")
+	store, authz, done, err := benchStore(ctx)
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
-	store, err := models.Open(ctx, filepath.Join(dir, "bench.db"))
-	if err != nil {
-		return err
-	}
-	defer store.Close()
+	defer done()
 	log := slog.New(slog.DiscardHandler)
-	authz, err := access.NewAuthz(ctx, store, nil)
-	if err != nil {
-		return err
-	}
 	sel := selection.NewSelector(store, authz, emb, ops.HostCaps{Chromium: true, Python: true, Node: true, Sandbox: true}, 0, log)
 	defer sel.Close()
 	rep, err := runRetrievalBench(ctx, BenchOptions{Tools: cfg.Tools, Queries: cfg.Queries, History: cfg.History,
@@ -100,4 +96,121 @@ func Bench(ctx context.Context, cfg BenchConfig, w io.Writer) error {
 	fmt.Fprintf(w, "\nRecall@5   %.2f\nRecall@10  %.2f\nRecall@15  %.2f\nNDCG@10    %.2f\nlatency    p50 %.3f ms, p99 %.3f ms\n",
 		rep.Recall5, rep.Recall10, rep.Recall15, rep.NDCG10, rep.P50Ms, rep.P99Ms)
 	return nil
+}
+
+// SelectBenchConfig is the setting of the selection benchmark ("toolbelt
+// bench select").
+type SelectBenchConfig struct {
+	Tools, Queries int
+	JSON           bool
+}
+
+// ParseSelectBenchConfig reads the selection benchmark's flags (args after
+// "select").
+func ParseSelectBenchConfig(args []string) (SelectBenchConfig, error) {
+	var cfg SelectBenchConfig
+	fs := flag.NewFlagSet("bench select", flag.ContinueOnError)
+	fs.IntVar(&cfg.Tools, "tools", 10_000, "synthetic tools to register")
+	fs.IntVar(&cfg.Queries, "queries", 3_000, "selections to time")
+	fs.BoolVar(&cfg.JSON, "json", false, "print one JSON object")
+	if err := fs.Parse(args); err != nil {
+		return cfg, err
+	}
+	if cfg.Tools < 1 || cfg.Queries < 1 {
+		return cfg, fmt.Errorf("bench select needs --tools and --queries of at least 1")
+	}
+	return cfg, nil
+}
+
+// SelectBenchReport is what a selection benchmark run measured.
+type SelectBenchReport struct {
+	Tools    int     `json:"tools"`
+	Queries  int     `json:"queries"`
+	P50Ms    float64 `json:"p50_ms"`
+	P99Ms    float64 `json:"p99_ms"`
+	ImportS  float64 `json:"import_s"`
+	BuildS   float64 `json:"build_s"`
+	IndexB   float64 `json:"index_bytes_per_tool"`
+	Embedder string  `json:"embedder"`
+}
+
+// BenchSelect registers a synthetic catalog of cfg.Tools tools through the
+// registry's bulk import (the OpenAPI import's path) into a temporary
+// database, builds the selector's index with the built-in embedder, and
+// times cfg.Queries selections; it prints latency, the index's build time
+// and its heap per tool.
+func BenchSelect(ctx context.Context, cfg SelectBenchConfig, w io.Writer) error {
+	store, authz, done, err := benchStore(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
+	log := slog.New(slog.DiscardHandler)
+	reg := catalog.NewRegistry(store, log)
+	defs := selection.SyntheticTools(cfg.Tools, 1)
+	start := time.Now()
+	for lo := 0; lo < len(defs); lo += 5000 {
+		if _, _, err := reg.ImportAll(ctx, defs[lo:min(lo+5000, len(defs))], nil, nil); err != nil {
+			return err
+		}
+	}
+	rep := SelectBenchReport{Tools: cfg.Tools, Queries: cfg.Queries, ImportS: time.Since(start).Seconds()}
+	emb := embed.NewBuiltin()
+	sel := selection.NewSelector(store, authz, emb, ops.HostCaps{Chromium: true, Python: true, Node: true, Sandbox: true}, 0, log)
+	defer sel.Close()
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	start = time.Now()
+	if err := sel.Refresh(ctx); err != nil {
+		return err
+	}
+	rep.BuildS = time.Since(start).Seconds()
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	rep.IndexB = math.Round((float64(after.HeapAlloc) - float64(before.HeapAlloc)) / float64(cfg.Tools))
+	rep.Embedder = emb.Model()
+	queries := selection.SyntheticQueries(cfg.Queries, 2)
+	lat := make([]time.Duration, 0, len(queries))
+	for i, q := range append(queries[:min(50, len(queries)):min(50, len(queries))], queries...) {
+		t := time.Now()
+		if _, err := sel.Select(ctx, nil, selection.SelectRequest{Query: q, SessionID: "bench"}); err != nil {
+			return err
+		}
+		if i >= min(50, len(queries)) { // the first 50 warm up
+			lat = append(lat, time.Since(t))
+		}
+	}
+	slices.Sort(lat)
+	ms := func(d time.Duration) float64 { return math.Round(float64(d.Microseconds())) / 1000 }
+	rep.P50Ms, rep.P99Ms = ms(lat[len(lat)/2]), ms(lat[min(len(lat)-1, len(lat)*99/100)])
+	runtime.KeepAlive(sel)
+	if cfg.JSON {
+		return json.NewEncoder(w).Encode(rep)
+	}
+	fmt.Fprintf(w, "embedder   %s\ntools      %d (imported in %.1f s)\nindex      built in %.2f s, %.0f bytes a tool\nqueries    %d\nlatency    p50 %.3f ms, p99 %.3f ms\n",
+		rep.Embedder, rep.Tools, rep.ImportS, rep.BuildS, rep.IndexB, rep.Queries, rep.P50Ms, rep.P99Ms)
+	return nil
+}
+
+// benchStore opens a store in a new temporary directory, and the access
+// rules over it; done closes the store and removes the directory.
+func benchStore(ctx context.Context) (store *models.Store, authz *access.Authz, done func(), err error) {
+	dir, err := os.MkdirTemp("", "toolbelt-bench-")
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if store, err = models.Open(ctx, filepath.Join(dir, "bench.db")); err != nil {
+		os.RemoveAll(dir)
+		return nil, nil, nil, err
+	}
+	done = func() {
+		_ = store.Close()
+		os.RemoveAll(dir)
+	}
+	if authz, err = access.NewAuthz(ctx, store, nil); err != nil {
+		done()
+		return nil, nil, nil, err
+	}
+	return store, authz, done, nil
 }

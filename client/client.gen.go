@@ -1135,6 +1135,11 @@ type SelectionSelectRequest struct {
 	Limit    *int                `json:"limit,omitempty"`
 	Messages *[]SelectionMessage `json:"messages,omitempty"`
 
+	// MinScore MinScore drops tools scoring less (0 to 1; default DefaultMinScore).
+	//
+	// Example: 0.05
+	MinScore *float32 `json:"min_score,omitempty"`
+
 	// Query Query is the task, as long as the agent has it (a system prompt
 	// followed by the request, say); Messages the conversation, in the
 	// LLM APIs' chat format. One of them is needed.
@@ -1160,6 +1165,14 @@ type SelectionSelectResult struct {
 	// Format Example: openai
 	Format *string `json:"format,omitempty"`
 
+	// Hint Example: no tool fits this task well (best score 0.04); describe the action and the object, or ask an admin to register a tool for it
+	Hint *string `json:"hint,omitempty"`
+
+	// NoGoodMatch NoGoodMatch is true when no tool scores GoodMatchScore or more:
+	// the tools returned (maybe none) fit the task poorly, and Hint says
+	// what to do.
+	NoGoodMatch *bool `json:"no_good_match,omitempty"`
+
 	// Query Query is the focus ranked at full weight: the query, or the last
 	// user message, cut to its last paragraphs (FocusChars); ContextChars
 	// how much of the rest was weighed as context.
@@ -1180,7 +1193,10 @@ type SelectionSelected struct {
 	Name    *string           `json:"name,omitempty"`
 	Reasons *SelectionReasons `json:"reasons,omitempty"`
 
-	// Score Example: 0.031
+	// Score Score is the tool's relevance, 0 to 1 on the same scale for every
+	// query (docs/selection.md#scores).
+	//
+	// Example: 0.72
 	Score *float32 `json:"score,omitempty"`
 
 	// SecurityLevel Example: safe

@@ -3529,6 +3529,13 @@ const docTemplate = `{
                         "$ref": "#/definitions/selection.Message"
                     }
                 },
+                "min_score": {
+                    "description": "MinScore drops tools scoring less (0 to 1; default DefaultMinScore).",
+                    "type": "number",
+                    "maximum": 1,
+                    "minimum": 0,
+                    "example": 0.05
+                },
                 "query": {
                     "description": "Query is the task, as long as the agent has it (a system prompt\nfollowed by the request, say); Messages the conversation, in the\nLLM APIs' chat format. One of them is needed.",
                     "type": "string",
@@ -3554,6 +3561,14 @@ const docTemplate = `{
                 "format": {
                     "type": "string",
                     "example": "openai"
+                },
+                "hint": {
+                    "type": "string",
+                    "example": "no tool fits this task well (best score 0.04); describe the action and the object, or ask an admin to register a tool for it"
+                },
+                "no_good_match": {
+                    "description": "NoGoodMatch is true when no tool scores GoodMatchScore or more:\nthe tools returned (maybe none) fit the task poorly, and Hint says\nwhat to do.",
+                    "type": "boolean"
                 },
                 "query": {
                     "description": "Query is the focus ranked at full weight: the query, or the last\nuser message, cut to its last paragraphs (FocusChars); ContextChars\nhow much of the rest was weighed as context.",
@@ -3589,8 +3604,9 @@ const docTemplate = `{
                     "$ref": "#/definitions/selection.Reasons"
                 },
                 "score": {
+                    "description": "Score is the tool's relevance, 0 to 1 on the same scale for every\nquery (docs/selection.md#scores).",
                     "type": "number",
-                    "example": 0.031
+                    "example": 0.72
                 },
                 "security_level": {
                     "type": "string",

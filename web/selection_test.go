@@ -88,7 +88,9 @@ func TestSelectRanksAndExplains(t *testing.T) {
 func TestSelectFilters(t *testing.T) {
 	app := newTestApp(t)
 	agent := fmt.Sprint(app.ids["agent"])
-	all := map[string]any{"query": "file web code shell browser http search run read write list", "limit": 40}
+	// A grab bag of words matches each tool faintly: min_score 0 keeps
+	// every tool with any evidence, so only the filters decide.
+	all := map[string]any{"query": "file web code shell browser http search run read write list", "limit": 40, "min_score": 0}
 	if got := selectedNames(t, app.do(t, "agent", "POST", "/api/v1/tools/select", all)); len(got) != 0 {
 		t.Errorf("an agent without grants was offered %v", got)
 	}
@@ -109,9 +111,9 @@ func TestSelectFilters(t *testing.T) {
 		{"tool grants", map[string]any{"tools": []string{"web_search", "http_request", "shell_exec"}}, all, []string{"web_search"}},
 		{"dangerous through its category", map[string]any{"categories": []string{"shell"}}, all, []string{"shell_exec"}},
 		{"requested categories", map[string]any{"categories": []string{"filesystem", "search", "code"}},
-			map[string]any{"query": all["query"], "limit": 40, "categories": []string{"search", "code"}}, []string{"code_execute", "web_search"}},
+			map[string]any{"query": all["query"], "limit": 40, "min_score": 0, "categories": []string{"search", "code"}}, []string{"code_execute", "web_search"}},
 		{"excluded categories", map[string]any{"categories": []string{"filesystem", "search"}},
-			map[string]any{"query": all["query"], "limit": 40, "exclude_categories": []string{"filesystem"}}, []string{"web_search"}},
+			map[string]any{"query": all["query"], "limit": 40, "min_score": 0, "exclude_categories": []string{"filesystem"}}, []string{"web_search"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

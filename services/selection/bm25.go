@@ -1,6 +1,9 @@
 package selection
 
-import "math"
+import (
+	"math"
+	"slices"
+)
 
 // bm25 is an inverted index scored with Okapi BM25 (k1 1.2, b 0.75), the
 // standard lexical ranking. Documents are numbered 0..n-1 by the caller.
@@ -13,6 +16,9 @@ type bm25 struct {
 type posting struct {
 	doc int32
 	tf  float32
+	// w is the document's BM25 term weight without the idf, computed
+	// once at build: tf (k1+1) / (tf + k1 (1 - b + b len/avglen)).
+	w float32
 }
 
 const (
@@ -38,6 +44,13 @@ func newBM25(docs [][]string) *bm25 {
 	if len(docs) > 0 {
 		ix.avgLen = total / float32(len(docs))
 	}
+	for _, ps := range ix.postings {
+		for k := range ps {
+			p := &ps[k]
+			norm := bm25K1 * (1 - bm25B + bm25B*ix.lengths[p.doc]/ix.avgLen)
+			p.w = p.tf * (bm25K1 + 1) / (p.tf + norm)
+		}
+	}
 	return ix
 }
 
@@ -52,17 +65,19 @@ func (ix *bm25) idf(term string) float32 {
 }
 
 // score adds each document's BM25 score for the query terms into out
-// (len(out) == number of documents). Repeated query terms count once.
-func (ix *bm25) score(query []string, out []float32) {
-	ix.scoreWeighted(query, nil, 1, out)
+// (len(out) == number of documents, zero where a document is not in hits)
+// and appends to hits the documents it scores first. Repeated query terms
+// count once.
+func (ix *bm25) score(query []string, out []float32, hits []int32) []int32 {
+	return ix.scoreWeighted(query, nil, 1, out, hits)
 }
 
-// scoreWeighted adds weight × each document's BM25 score for the terms
-// not in skip (the focus, which counted in full) into out: the context
-// of a task.
-func (ix *bm25) scoreWeighted(terms, skip []string, weight float32, out []float32) {
+// scoreWeighted is score with each term's weight multiplied by weight,
+// for the terms not in skip: the context of a task, whose focus (skip)
+// counted in full.
+func (ix *bm25) scoreWeighted(terms, skip []string, weight float32, out []float32, hits []int32) []int32 {
 	if len(terms) == 0 || ix.avgLen == 0 {
-		return
+		return hits
 	}
 	seen := make(map[string]bool, len(skip))
 	for _, t := range skip {
@@ -79,8 +94,50 @@ func (ix *bm25) scoreWeighted(terms, skip []string, weight float32, out []float3
 		}
 		idf := weight * ix.idf(t)
 		for _, p := range ps {
-			norm := bm25K1 * (1 - bm25B + bm25B*ix.lengths[p.doc]/ix.avgLen)
-			out[p.doc] += idf * p.tf * (bm25K1 + 1) / (p.tf + norm)
+			if out[p.doc] == 0 {
+				hits = append(hits, p.doc)
+			}
+			out[p.doc] += idf * p.w
 		}
 	}
+	return hits
+}
+
+// full is the BM25 score that counts as a full lexical match for a query:
+// the sum of its distinct terms' idf, so a tool holding every query term
+// the catalog knows once (at average length) scores about 1 of it.
+func (ix *bm25) full(query []string) float32 {
+	var sum float32
+	for _, t := range distinct(query) {
+		sum += ix.idf(t)
+	}
+	return sum
+}
+
+// coverage is the share of the query's terms that the catalog or
+// learning knows (known reports a term learning holds): 1 for a query of
+// known words, 0 for "xyzzy qwerty", 1/3 for "xyzzy qwerty shell". It
+// scales a selection's reported scores.
+func (ix *bm25) coverage(query []string, known func(string) bool) float64 {
+	var have, all float64
+	for _, t := range distinct(query) {
+		all++
+		if len(ix.postings[t]) > 0 || known(t) {
+			have++
+		}
+	}
+	if all == 0 {
+		return 0
+	}
+	return have / all
+}
+
+func distinct(terms []string) []string {
+	var out []string
+	for _, t := range terms {
+		if !slices.Contains(out, t) {
+			out = append(out, t)
+		}
+	}
+	return out
 }

@@ -214,6 +214,13 @@ func (li *learnedIndex) score(terms []string, qvec []float32) learnedScores {
 	return out
 }
 
+// knows reports whether a learned query holds term.
+func (li *learnedIndex) knows(term string) bool {
+	li.mu.RLock()
+	defer li.mu.RUnlock()
+	return len(li.postings[term]) > 0
+}
+
 // matching returns up to max learned queries of tool sharing terms with
 // the query, most shared first.
 func (li *learnedIndex) matching(tool string, terms []string, max int) []string {

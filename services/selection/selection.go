@@ -15,7 +15,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"runtime"
 	"slices"
 	"sort"
 	"strings"
@@ -35,7 +34,14 @@ import (
 // Selection bounds.
 const (
 	DefaultSelectLimit = 12
-	MaxSelectLimit     = 40
+	// DefaultMinScore is the score below which a tool is not offered
+	// unless the request sets min_score: evidence this faint is a shared
+	// common word or a sub-word likeness (docs/selection.md).
+	DefaultMinScore = 0.05
+	// GoodMatchScore is the best score under which a selection says no
+	// tool fits well (no_good_match).
+	GoodMatchScore = 0.3
+	MaxSelectLimit = 40
 	// DenseTop is how many tools the dense ranking contributes before
 	// fusion (docs/selection.md).
 	DenseTop = 20
@@ -131,7 +137,7 @@ type docInfo struct {
 	hash  string
 	terms []string
 	needs needs
-	vec   []float32
+	vec   qvec // none (nil codes) until embedded
 	sizes map[string]int
 }
 
@@ -147,6 +153,36 @@ type index struct {
 	entries []*entry
 	byName  map[string]int
 	lex     *bm25
+	// vecs holds every entry's binary code for the dense ranking's first
+	// pass; keep is how many candidates it keeps (0: all, exact).
+	vecs signBits
+	keep int
+	// tokens is, per category and format, the token estimate of the
+	// entries this host can run, so a selection's catalog estimate costs
+	// a sum per category instead of a pass over the catalog.
+	tokens map[string]map[string]int
+}
+
+// catalogTokens is the token estimate in format of the entries the
+// visibility allows and host can run.
+func (ix *index) catalogTokens(vis visibility, host ops.HostCaps, format string) int {
+	n := 0
+	for c, by := range ix.tokens {
+		if vis.all || vis.categories[c] {
+			n += by[format]
+		}
+	}
+	if vis.all {
+		return n
+	}
+	for name := range vis.tools {
+		if i, ok := ix.byName[name]; ok {
+			if e := ix.entries[i]; !vis.categories[e.category] && vis.allows(e) && e.doc.needs.metBy(host) {
+				n += e.doc.sizes[format] / 4
+			}
+		}
+	}
+	return n
 }
 
 // NewSelector returns a selector over the store using emb. keep caps the
@@ -260,7 +296,7 @@ func (s *Selector) Embedded() (withVector, tools int, running bool) {
 	running = s.embedding.Load()
 	ix := s.idx.Load()
 	for _, e := range ix.entries {
-		if e.doc.vec != nil {
+		if len(e.doc.vec.codes) > 0 {
 			withVector++
 		}
 	}
@@ -407,7 +443,7 @@ func (s *Selector) loadDocs(ctx context.Context, ids []uint) error {
 		d := &docInfo{text: text, hash: hex.EncodeToString(sum[:]), needs: needsOf(&def), sizes: sizes[id]}
 		d.terms = append(s.tok.Terms(text), s.tok.Terms(strings.Join(embed.Words(def.Name), " "))...)
 		if e, ok := vecs[id]; ok && e.TextHash == d.hash && s.dimOK(len(e.Vector)/4) {
-			d.vec = decodeVector(e.Vector)
+			d.vec = quantise(decodeVector(e.Vector))
 		}
 		s.docs[id] = d
 	}
@@ -429,7 +465,7 @@ func (s *Selector) missing(tools []models.ActiveTool, learned []models.LearnedQu
 	for _, t := range tools {
 		// A version registered since the last refresh has no docInfo yet;
 		// the next refresh picks it up.
-		if d := s.docs[t.VersionID]; d != nil && d.vec == nil {
+		if d := s.docs[t.VersionID]; d != nil && d.vec.codes == nil {
 			j.versionIDs = append(j.versionIDs, t.VersionID)
 			j.texts = append(j.texts, d.text)
 		}
@@ -482,7 +518,7 @@ func (s *Selector) applyJob(ctx context.Context, j embedJob, docs, queries [][]f
 			continue // retired or changed while embedding
 		}
 		d := *old
-		d.vec = v
+		d.vec = quantise(v)
 		s.docs[j.versionIDs[i]] = &d
 		rows = append(rows, models.ToolEmbedding{VersionID: j.versionIDs[i], Model: model, TextHash: d.hash, Vector: encodeVector(v)})
 	}
@@ -541,17 +577,42 @@ func (s *Selector) backgroundEmbed() {
 
 // build makes an index snapshot of the catalog; s.mu is held.
 func (s *Selector) build(tools []models.ActiveTool) *index {
-	ix := &index{byName: make(map[string]int, len(tools))}
+	ix := &index{byName: make(map[string]int, len(tools)), keep: DenseCandidates, tokens: map[string]map[string]int{}}
 	docs := make([][]string, len(tools))
+	vecs := make([]qvec, len(tools))
+	dims := map[int]int{}
 	live := make(map[uint]bool, len(tools))
 	for i, t := range tools {
 		d := s.docs[t.VersionID]
 		ix.entries = append(ix.entries, &entry{name: t.Name, category: t.Category, level: t.Level, versionID: t.VersionID, doc: d})
 		ix.byName[t.Name] = i
 		docs[i] = d.terms
+		vecs[i] = d.vec
+		if len(d.vec.codes) > 0 {
+			dims[len(d.vec.codes)]++
+		}
 		live[t.VersionID] = true
+		if d.needs.metBy(s.host) {
+			by := ix.tokens[t.Category]
+			if by == nil {
+				by = map[string]int{}
+				ix.tokens[t.Category] = by
+			}
+			for f, size := range d.sizes {
+				by[f] += size / 4
+			}
+		}
 	}
 	ix.lex = newBM25(docs)
+	// Vectors of another dimension (left from another model) cannot meet
+	// the query's; the most common dimension is the model's.
+	dim := 0
+	for d, c := range dims {
+		if c > dims[dim] || c == dims[dim] && d > dim {
+			dim = d
+		}
+	}
+	ix.vecs = newSignBits(vecs, dim)
 	// Versions no longer current are not needed.
 	for id := range s.docs {
 		if !live[id] {
@@ -589,18 +650,22 @@ type SelectRequest struct {
 	Categories        []string  `json:"categories,omitempty"`
 	ExcludeCategories []string  `json:"exclude_categories,omitempty"`
 	Format            string    `json:"format,omitempty" example:"openai" enums:"openai,openai_responses,anthropic,gemini,mcp"`
+	// MinScore drops tools scoring less (0 to 1; default DefaultMinScore).
+	MinScore *float64 `json:"min_score,omitempty" example:"0.05" minimum:"0" maximum:"1"`
 	// task is Query and Messages as ranked (checkRequest composes it).
 	task task
 }
 
 // Selected is one chosen tool with why it was chosen.
 type Selected struct {
-	Name          string          `json:"name" example:"file_list"`
-	Category      string          `json:"category" example:"filesystem"`
-	SecurityLevel string          `json:"security_level" example:"safe"`
-	Score         float64         `json:"score" example:"0.031"`
-	Reasons       Reasons         `json:"reasons"`
-	Tool          json.RawMessage `json:"tool" swaggertype:"object"`
+	Name          string `json:"name" example:"file_list"`
+	Category      string `json:"category" example:"filesystem"`
+	SecurityLevel string `json:"security_level" example:"safe"`
+	// Score is the tool's relevance, 0 to 1 on the same scale for every
+	// query (docs/selection.md#scores).
+	Score   float64         `json:"score" example:"0.72"`
+	Reasons Reasons         `json:"reasons"`
+	Tool    json.RawMessage `json:"tool" swaggertype:"object"`
 }
 
 // Reasons explains a tool's rank.
@@ -627,12 +692,17 @@ type SelectResult struct {
 	// Query is the focus ranked at full weight: the query, or the last
 	// user message, cut to its last paragraphs (FocusChars); ContextChars
 	// how much of the rest was weighed as context.
-	Query        string        `json:"query"`
-	ContextChars int           `json:"context_chars" example:"0"`
-	Format       string        `json:"format" example:"openai"`
-	Embedder     string        `json:"embedder" example:"builtin/hash-v1-256"`
-	Tools        []Selected    `json:"tools"`
-	Tokens       TokenEstimate `json:"tokens"`
+	Query        string     `json:"query"`
+	ContextChars int        `json:"context_chars" example:"0"`
+	Format       string     `json:"format" example:"openai"`
+	Embedder     string     `json:"embedder" example:"builtin/hash-v1-256"`
+	Tools        []Selected `json:"tools"`
+	// NoGoodMatch is true when no tool scores GoodMatchScore or more:
+	// the tools returned (maybe none) fit the task poorly, and Hint says
+	// what to do.
+	NoGoodMatch bool          `json:"no_good_match"`
+	Hint        string        `json:"hint,omitempty" example:"no tool fits this task well (best score 0.04); describe the action and the object, or ask an admin to register a tool for it"`
+	Tokens      TokenEstimate `json:"tokens"`
 	// committed receives the result of the selection record's write.
 	committed <-chan error
 }
@@ -764,7 +834,17 @@ func (s *Selector) Select(ctx context.Context, caller *models.Principal, req Sel
 			(len(include) == 0 || include[e.category]) && (len(exclude) == 0 || !exclude[e.category])
 	}
 	ranked := s.rank(ctx, ix, req.task, allowed, req.Limit)
-	res := &SelectResult{Query: req.task.focus, ContextChars: utf8.RuneCountInString(req.task.context), Format: req.Format, Embedder: s.emb.Model(), Tools: []Selected{}}
+	best := 0.0
+	if len(ranked) > 0 {
+		best = ranked[0].score
+	}
+	ranked = slices.DeleteFunc(ranked, func(r rankedTool) bool { return r.score < *req.MinScore })
+	res := &SelectResult{Query: req.task.focus, ContextChars: utf8.RuneCountInString(req.task.context), Format: req.Format,
+		Embedder: s.emb.Model(), Tools: []Selected{}}
+	if best < GoodMatchScore {
+		res.NoGoodMatch = true
+		res.Hint = fmt.Sprintf("no tool fits this task well (best score %.2f, a good match scores %.2f or more); describe the action and the object it acts on, or ask an admin to register a tool for it", best, GoodMatchScore)
+	}
 	ids := make([]uint, len(ranked))
 	for i, r := range ranked {
 		ids[i] = ix.entries[r.entry].versionID
@@ -783,11 +863,7 @@ func (s *Selector) Select(ctx context.Context, caller *models.Principal, req Sel
 		names = append(names, e.name)
 		res.Tokens.Selection += e.doc.sizes[req.Format] / 4
 	}
-	for _, e := range ix.entries {
-		if vis.allows(e) && e.doc.needs.metBy(s.host) {
-			res.Tokens.Catalog += e.doc.sizes[req.Format] / 4
-		}
-	}
+	res.Tokens.Catalog = ix.catalogTokens(vis, s.host, req.Format)
 	if res.Tokens.Catalog > 0 {
 		res.Tokens.Saved = round(1-float64(res.Tokens.Selection)/float64(res.Tokens.Catalog), 3)
 	}
@@ -831,23 +907,27 @@ func (s *Selector) checkRequest(req *SelectRequest) error {
 	if len(req.SessionID) > 128 {
 		ps.Add("/session_id", "is longer than 128 characters")
 	}
+	if req.MinScore == nil {
+		req.MinScore = new(float64(DefaultMinScore))
+	} else if m := *req.MinScore; !(m >= 0 && m <= 1) {
+		ps.Add("/min_score", "must be between 0 and 1 (scores are on that scale); the default is %g", DefaultMinScore)
+	}
 	if len(ps) > 0 {
 		return &models.ValidationError{What: "selection request", Problems: ps}
 	}
 	return nil
 }
 
-// ranked is one tool in a ranking.
-type ranked struct {
+// rankedTool is one tool in a ranking.
+type rankedTool struct {
 	entry   int
 	score   float64
 	reasons Reasons
 }
 
-// Fusion weights. Each signal is scaled so its best tool scores 1, then
-// weighted and summed. The learned signals are absolute (0 to 1) and are
-// divided by at least learnedFloor: when few tools have learned anything, a
-// faint likeness to their queries must stay faint.
+// Fusion weights. Each signal is scaled by the score that counts as full
+// evidence, the same for every query (capped at 1), then weighted and
+// summed; calibrated maps the sum to the reported score.
 const (
 	// lexicalWeight is BM25 over the tools' own text.
 	lexicalWeight = 1.0
@@ -862,10 +942,11 @@ const (
 	// embedder, which hashes words and n-grams: it mostly re-counts what
 	// BM25 counts, so it only breaks ties and adds sub-word matches.
 	builtinDenseWeight = 0.3
-	// learnedFloor: a learned query holding 30% of the query's term
-	// weight, or a centroid at cosine 0.3, counts in full; fainter ones
-	// count in proportion.
-	learnedFloor = 0.3
+	// learnedFull: a learned query holding this share of the query's
+	// term weight, or a centroid at this cosine, counts in full; fainter
+	// ones count in proportion, so when few tools have learned anything a
+	// faint likeness to their queries stays faint.
+	learnedFull = 0.5
 )
 
 func (s *Selector) denseWeight() float64 {
@@ -873,69 +954,6 @@ func (s *Selector) denseWeight() float64 {
 		return builtinDenseWeight
 	}
 	return modelDenseWeight
-}
-
-// rank scores every allowed entry and returns the best limit of them.
-//
-// Signals: cosine similarity of the query vector with each tool's vector
-// (its top DenseTop enter the fusion), BM25 over the tools' retrieval text,
-// and what was learned from usage (BM25 over learned queries, the best per
-// tool, and the similarity to their centroid). Each signal is scaled to its
-// best tool (the learned ones by at least learnedFloor) and the weighted
-// sum ranks the tools.
-func (s *Selector) rank(ctx context.Context, ix *index, t task, allowed func(*entry) bool, limit int) []ranked {
-	n := len(ix.entries)
-	if n == 0 {
-		return nil
-	}
-	terms := s.tok.Terms(t.focus)
-	qvec := s.embedQuery(ctx, t.focus)
-	var contextTerms []string
-	if t.context != "" {
-		contextTerms = s.tok.Terms(t.context)
-		if qvec != nil {
-			qvec = mixVectors(qvec, s.embedQuery(ctx, t.context), contextWeight)
-		}
-	}
-	sc := getScratch(n)
-	defer scratchPool.Put(sc)
-	ok, dense, lex, learnLex, learnDense, fused := sc.ok, sc.dense, sc.lex, sc.learnLex, sc.learnDense, sc.fused
-	for i, e := range ix.entries {
-		ok[i] = allowed(e)
-	}
-	if qvec != nil {
-		denseScores(ix.entries, ok, qvec, dense)
-	}
-	ix.lex.score(terms, lex)
-	ix.lex.scoreWeighted(contextTerms, terms, contextWeight, lex)
-	ls := s.learned.Load().score(terms, qvec)
-	for tool, sc := range ls.lexical {
-		if i, found := ix.byName[tool]; found {
-			learnLex[i] = sc
-		}
-	}
-	for tool, sc := range ls.dense {
-		if i, found := ix.byName[tool]; found {
-			learnDense[i] = sc
-		}
-	}
-	combineMax(fused, dense, ok, s.denseWeight(), DenseTop)
-	combineMax(fused, lex, ok, lexicalWeight, 0)
-	combineMaxFloor(fused, learnLex, ok, learnedLexicalWeight, 0, learnedFloor)
-	combineMaxFloor(fused, learnDense, ok, learnedDenseWeight, 0, learnedFloor)
-
-	order := topK(fused, ok, limit)
-	out := make([]ranked, len(order))
-	for k, i := range order {
-		e := ix.entries[i]
-		out[k] = ranked{entry: i, score: fused[i], reasons: Reasons{
-			DenseSimilarity: round(float64(dense[i]), 4), DenseRank: rankOf(dense, ok, i),
-			LexicalScore: round(float64(lex[i]), 3), LexicalRank: rankOf(lex, ok, i),
-			MatchedTerms:   matchedWords(s.tok, t.focus, e.doc.terms),
-			LearnedQueries: s.learned.Load().matching(e.name, terms, 3),
-		}}
-	}
-	return out
 }
 
 // Query embedding must not stall a selection: it gets a short deadline,
@@ -981,159 +999,6 @@ func (s *Selector) embedQuery(ctx context.Context, query string) []float32 {
 	s.embedFailUntil.Store(0)
 	s.queries.Add(model, query, vecs[0])
 	return vecs[0]
-}
-
-// scratch holds one ranking's per-tool buffers; pooled, since a ranking
-// of 10,000 tools would otherwise allocate a quarter megabyte each time.
-type scratch struct {
-	ok                               []bool
-	dense, lex, learnLex, learnDense []float32
-	fused                            []float64
-}
-
-var scratchPool sync.Pool
-
-func getScratch(n int) *scratch {
-	sc, _ := scratchPool.Get().(*scratch)
-	if sc == nil || cap(sc.ok) < n {
-		return &scratch{ok: make([]bool, n), dense: make([]float32, n), lex: make([]float32, n),
-			learnLex: make([]float32, n), learnDense: make([]float32, n), fused: make([]float64, n)}
-	}
-	sc.ok, sc.fused = sc.ok[:n], sc.fused[:n]
-	sc.dense, sc.lex, sc.learnLex, sc.learnDense = sc.dense[:n], sc.lex[:n], sc.learnLex[:n], sc.learnDense[:n]
-	clear(sc.ok)
-	clear(sc.fused)
-	clear(sc.dense)
-	clear(sc.lex)
-	clear(sc.learnLex)
-	clear(sc.learnDense)
-	return sc
-}
-
-// denseScores fills out with the similarity of qvec to each allowed
-// entry's vector, in parallel over the CPUs for a large catalog.
-func denseScores(entries []*entry, ok []bool, qvec, out []float32) {
-	work := func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			if v := entries[i].doc.vec; ok[i] && len(v) == len(qvec) {
-				out[i] = embed.Dot(qvec, v)
-			}
-		}
-	}
-	parts := min(runtime.GOMAXPROCS(0), len(entries)/2048)
-	if parts <= 1 {
-		work(0, len(entries))
-		return
-	}
-	var wg sync.WaitGroup
-	step := (len(entries) + parts - 1) / parts
-	for lo := 0; lo < len(entries); lo += step {
-		wg.Go(func() { work(lo, min(lo+step, len(entries))) })
-	}
-	wg.Wait()
-}
-
-// combineMax adds weight*score/best for the allowed entries with a positive
-// score, only the top best ones when top > 0.
-func combineMax(fused []float64, scores []float32, ok []bool, weight float64, top int) {
-	combineMaxFloor(fused, scores, ok, weight, top, 0)
-}
-
-// combineMaxFloor is combineMax dividing by at least floor, so a weak best
-// score is not inflated to 1.
-func combineMaxFloor(fused []float64, scores []float32, ok []bool, weight float64, top int, floor float32) {
-	var best float32
-	for i, s := range scores {
-		if ok[i] && s > best {
-			best = s
-		}
-	}
-	if best <= 0 {
-		return
-	}
-	best = max(best, floor)
-	cut := float32(0)
-	if top > 0 {
-		cut = kthLargest(scores, ok, top)
-	}
-	for i, s := range scores {
-		if ok[i] && s > 0 && s >= cut {
-			fused[i] += weight * float64(s/best)
-		}
-	}
-}
-
-// kthLargest returns the k-th largest positive allowed score (0 when there
-// are fewer), with a small min-heap: one pass, no sort of the catalog.
-func kthLargest(scores []float32, ok []bool, k int) float32 {
-	h := make([]float32, 0, k)
-	for i, s := range scores {
-		if !ok[i] || s <= 0 {
-			continue
-		}
-		if len(h) < k {
-			h = append(h, s)
-			for j := len(h) - 1; j > 0 && h[(j-1)/2] > h[j]; j = (j - 1) / 2 {
-				h[j], h[(j-1)/2] = h[(j-1)/2], h[j]
-			}
-			continue
-		}
-		if s <= h[0] {
-			continue
-		}
-		h[0] = s
-		for j := 0; ; {
-			l, r, m := 2*j+1, 2*j+2, j
-			if l < k && h[l] < h[m] {
-				m = l
-			}
-			if r < k && h[r] < h[m] {
-				m = r
-			}
-			if m == j {
-				break
-			}
-			h[j], h[m] = h[m], h[j]
-			j = m
-		}
-	}
-	if len(h) < k {
-		return 0
-	}
-	return h[0]
-}
-
-// topK returns the indexes of the k best positive allowed scores, best
-// first (ties by index, so rankings are stable).
-func topK(fused []float64, ok []bool, k int) []int {
-	var idx []int
-	for i, f := range fused {
-		if ok[i] && f > 0 {
-			idx = append(idx, i)
-		}
-	}
-	sort.Slice(idx, func(a, b int) bool {
-		if fused[idx[a]] != fused[idx[b]] {
-			return fused[idx[a]] > fused[idx[b]]
-		}
-		return idx[a] < idx[b]
-	})
-	return idx[:min(k, len(idx))]
-}
-
-// rankOf is the 1-based rank of entry i by score among allowed entries, or
-// 0 when it has no positive score.
-func rankOf(scores []float32, ok []bool, i int) int {
-	if scores[i] <= 0 {
-		return 0
-	}
-	r := 1
-	for j, s := range scores {
-		if ok[j] && s > scores[i] {
-			r++
-		}
-	}
-	return r
 }
 
 // matchedWords lists the query's words whose stems the tool's text holds.

@@ -91,8 +91,9 @@ func BenchmarkSelect10k(b *testing.B) {
 	runtime.ReadMemStats(&after)
 	ix := s.idx.Load()
 	vecBytes := 0
-	if len(ix.entries) > 0 && ix.entries[0].doc.vec != nil {
-		vecBytes = 4 * len(ix.entries[0].doc.vec)
+	if len(ix.entries) > 0 {
+		// The int8 codes and their scale, and the binary code.
+		vecBytes = len(ix.entries[0].doc.vec.codes) + 4 + 8*ix.vecs.words
 	}
 	perTool := (float64(after.HeapAlloc) - float64(before.HeapAlloc)) / float64(len(ix.entries))
 	b.ReportMetric(perTool, "heap-B/tool")

@@ -1,0 +1,226 @@
+package selection
+
+import (
+	"math"
+	"math/bits"
+	"runtime"
+	"slices"
+	"sync"
+)
+
+// DenseCandidates is how many tools the binary pass of the dense ranking
+// keeps for exact rescoring (docs/selection.md): in a catalog this size or
+// smaller every tool is rescored, so the dense ranking is exact.
+const DenseCandidates = 4096
+
+// qvec is a tool's vector quantised to int8 with one scale (x ≈ scale ×
+// code): a quarter of float32's memory, and its dot product with a query
+// within about 0.01 of the float one for unit vectors.
+type qvec struct {
+	codes []int8
+	scale float32
+}
+
+// quantise maps v to int8 codes, the largest component to ±127.
+func quantise(v []float32) qvec {
+	if len(v) == 0 {
+		return qvec{}
+	}
+	var m float32
+	for _, x := range v {
+		m = max(m, float32(math.Abs(float64(x))))
+	}
+	q := qvec{codes: make([]int8, len(v)), scale: m / 127}
+	if m == 0 {
+		return q
+	}
+	for i, x := range v {
+		q.codes[i] = int8(math.Round(float64(x / q.scale)))
+	}
+	return q
+}
+
+// dot is the dot product of the float query with the quantised vector.
+func (q qvec) dot(query []float32) float32 {
+	c := q.codes[:len(query)]
+	var s0, s1, s2, s3 float32
+	i := 0
+	for ; i+4 <= len(c); i += 4 {
+		x, y := query[i:i+4:i+4], c[i:i+4:i+4]
+		s0 += x[0] * float32(y[0])
+		s1 += x[1] * float32(y[1])
+		s2 += x[2] * float32(y[2])
+		s3 += x[3] * float32(y[3])
+	}
+	for ; i < len(c); i++ {
+		s0 += query[i] * float32(c[i])
+	}
+	return (s0 + s1 + s2 + s3) * q.scale
+}
+
+// signBits is the binary code of a vector: bit d set when component d is
+// positive. The index keeps every tool's code in one array, so the binary
+// pass reads 32 contiguous bytes a tool (256 dimensions) and no pointer.
+type signBits struct {
+	words int      // uint64s per tool
+	codes []uint64 // tool i's code is codes[i*words:(i+1)*words]
+	has   []bool   // tool i has a vector of the index's dimension
+	dim   int
+}
+
+// newSignBits packs the codes of vecs; those not of dimension dim get none.
+func newSignBits(vecs []qvec, dim int) signBits {
+	sb := signBits{words: (dim + 63) / 64, dim: dim, has: make([]bool, len(vecs))}
+	sb.codes = make([]uint64, len(vecs)*sb.words)
+	for i, v := range vecs {
+		if dim == 0 || len(v.codes) != dim {
+			continue
+		}
+		sb.has[i] = true
+		w := sb.codes[i*sb.words : (i+1)*sb.words]
+		for d, c := range v.codes {
+			if c > 0 {
+				w[d/64] |= 1 << (d % 64)
+			}
+		}
+	}
+	return sb
+}
+
+// queryPlanes are the query's sign bits and four masks of its dimensions
+// by magnitude (non-zero, and above the 25th, 50th and 75th percentile of
+// the non-zero magnitudes): a tool's binary score is the number of
+// agreeing signs counted in each mask, so large query components weigh up
+// to four times the small ones — a cheap estimate of the dot product.
+type queryPlanes struct {
+	sign  []uint64
+	masks [4][]uint64
+}
+
+func newQueryPlanes(q []float32, words int) queryPlanes {
+	p := queryPlanes{sign: make([]uint64, words)}
+	var mags []float32
+	for _, x := range q {
+		if x != 0 {
+			mags = append(mags, float32(math.Abs(float64(x))))
+		}
+	}
+	slices.Sort(mags)
+	var cut [4]float32
+	if len(mags) > 0 {
+		cut = [4]float32{0, mags[len(mags)/4], mags[len(mags)/2], mags[len(mags)*3/4]}
+	}
+	for k := range p.masks {
+		p.masks[k] = make([]uint64, words)
+	}
+	for d, x := range q {
+		if x > 0 {
+			p.sign[d/64] |= 1 << (d % 64)
+		}
+		a := float32(math.Abs(float64(x)))
+		for k := range p.masks {
+			if x != 0 && a >= cut[k] {
+				p.masks[k][d/64] |= 1 << (d % 64)
+			}
+		}
+	}
+	return p
+}
+
+// score is tool code w's binary score.
+func (p *queryPlanes) score(w []uint64) int {
+	n := 0
+	for j, x := range w {
+		agree := ^(x ^ p.sign[j])
+		n += bits.OnesCount64(agree&p.masks[0][j]) + bits.OnesCount64(agree&p.masks[1][j]) +
+			bits.OnesCount64(agree&p.masks[2][j]) + bits.OnesCount64(agree&p.masks[3][j])
+	}
+	return n
+}
+
+// denseCandidates returns the allowed tools with a vector that the dense
+// ranking rescores: all of them when there are at most keep (keep 0: no
+// limit), otherwise the keep best by binary score, found with a histogram
+// of the scores (they are small integers), so no sort of the catalog.
+func (sb *signBits) denseCandidates(q []float32, ok []bool, keep int, bin []uint16, out []int32) []int32 {
+	out = out[:0]
+	total := 0
+	for i, h := range sb.has {
+		if h && ok[i] {
+			total++
+		}
+	}
+	if keep <= 0 || total <= keep || len(q) != sb.dim {
+		for i, h := range sb.has {
+			if h && ok[i] && len(q) == sb.dim {
+				out = append(out, int32(i))
+			}
+		}
+		return out
+	}
+	p := newQueryPlanes(q, sb.words)
+	hist := make([]int, 4*sb.dim+1)
+	parts := inParallel(len(sb.has), func(part, lo, hi int, hists [][]int) {
+		h := hists[part]
+		for i := lo; i < hi; i++ {
+			if !sb.has[i] || !ok[i] {
+				continue
+			}
+			s := p.score(sb.codes[i*sb.words : (i+1)*sb.words])
+			bin[i] = uint16(s)
+			h[s]++
+		}
+	}, len(hist))
+	for _, h := range parts {
+		for s, c := range h {
+			hist[s] += c
+		}
+	}
+	// The cut: the highest score at which keep tools are reached; tools
+	// above it all go in, tools at it fill up in catalog order.
+	cut, above := len(hist)-1, 0
+	for ; cut > 0 && above+hist[cut] < keep; cut-- {
+		above += hist[cut]
+	}
+	room := keep - above
+	for i, h := range sb.has {
+		if !h || !ok[i] {
+			continue
+		}
+		switch s := int(bin[i]); {
+		case s > cut:
+			out = append(out, int32(i))
+		case s == cut && room > 0:
+			out = append(out, int32(i))
+			room--
+		}
+	}
+	return out
+}
+
+// parallelMin is the least work (tools) worth a goroutine of its own.
+const parallelMin = 16_384
+
+// inParallel runs f over [0, n) cut in up to GOMAXPROCS parts, at least
+// parallelMin each, giving each part its own zeroed []int of size local
+// (nil when 0); it returns those.
+func inParallel(n int, f func(part, lo, hi int, locals [][]int), local int) [][]int {
+	parts := max(1, min(runtime.GOMAXPROCS(0), n/parallelMin))
+	locals := make([][]int, parts)
+	for k := range locals {
+		if local > 0 {
+			locals[k] = make([]int, local)
+		}
+	}
+	if parts == 1 {
+		f(0, 0, n, locals)
+		return locals
+	}
+	var wg sync.WaitGroup
+	step := (n + parts - 1) / parts
+	for k := range parts {
+		wg.Go(func() { f(k, k*step, min((k+1)*step, n), locals) })
+	}
+	wg.Wait()
+	return locals
+}

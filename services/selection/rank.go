@@ -1,0 +1,272 @@
+package selection
+
+import (
+	"context"
+	"math"
+	"sync"
+)
+
+// rank scores the allowed entries and returns the best limit of them.
+//
+// Signals: cosine similarity of the query vector with the tools' vectors
+// (its top DenseTop enter the fusion), BM25 over the tools' retrieval text,
+// and what was learned from usage (BM25 over learned queries, the best per
+// tool, and the similarity to their centroid). Each signal is scaled by
+// what counts as full evidence for any query — cosine as it is, BM25 by
+// the sum of the query terms' idf, the learned ones by learnedFull — and
+// the weighted sum ranks the tools; calibrated turns it into the score.
+//
+// Nothing here passes over the whole catalog but two cheap loops (the
+// filter, and the dense ranking's binary pass over packed codes): the
+// dense similarity is computed for the DenseCandidates best binary scores,
+// BM25 walks the query terms' postings, and fusion, top-k and the reasons'
+// ranks run over the tools some signal found.
+func (s *Selector) rank(ctx context.Context, ix *index, t task, allowed func(*entry) bool, limit int) []rankedTool {
+	n := len(ix.entries)
+	if n == 0 {
+		return nil
+	}
+	terms := s.tok.Terms(t.focus)
+	qvec := s.embedQuery(ctx, t.focus)
+	// A task's context weighs contextWeight of its focus, in both signals
+	// (task.go).
+	var contextTerms []string
+	if t.context != "" {
+		contextTerms = s.tok.Terms(t.context)
+		if qvec != nil {
+			qvec = mixVectors(qvec, s.embedQuery(ctx, t.context), contextWeight)
+		}
+	}
+	sc := getScratch(n)
+	defer sc.release()
+	ok := sc.ok
+	for i, e := range ix.entries {
+		ok[i] = allowed(e)
+	}
+	if qvec != nil {
+		sc.cands = ix.vecs.denseCandidates(qvec, ok, ix.keep, sc.bin, sc.cands)
+		cands := sc.cands
+		inParallel(len(cands)*16, func(_, lo, hi int, _ [][]int) { // a dot costs about 16 binary scores
+			for _, i := range cands[lo/16 : min(hi/16, len(cands))] {
+				sc.dense[i] = ix.entries[i].doc.vec.dot(qvec)
+			}
+		}, 0)
+	}
+	sc.lexHits = ix.lex.score(terms, sc.lex, sc.lexHits)
+	sc.lexHits = ix.lex.scoreWeighted(contextTerms, terms, contextWeight, sc.lex, sc.lexHits)
+	sc.lexHits = keepAllowed(sc.lexHits, ok)
+	li := s.learned.Load()
+	ls := li.score(terms, qvec)
+	// Under the built-in embedder every signal counts words, so a query
+	// word nobody knows is no evidence at all and the score says so
+	// (coverage); a real model reads words the catalog does not hold
+	// ("fetch" for "retrieve"), and its cosine stands as it is.
+	cov := 1.0
+	if s.local {
+		cov = ix.lex.coverage(terms, li.knows)
+	}
+	for tool, v := range ls.lexical {
+		if i, found := ix.byName[tool]; found && ok[i] && v > 0 {
+			sc.learnLex[i] = v
+			sc.learnLexHits = append(sc.learnLexHits, int32(i))
+		}
+	}
+	for tool, v := range ls.dense {
+		if i, found := ix.byName[tool]; found && ok[i] && v > 0 {
+			sc.learnDense[i] = v
+			sc.learnDenseHits = append(sc.learnDenseHits, int32(i))
+		}
+	}
+	sc.combine(sc.cands, sc.dense, s.denseWeight(), DenseTop, 1) // cosine
+	sc.combine(sc.lexHits, sc.lex, lexicalWeight, 0, ix.lex.full(terms))
+	sc.combine(sc.learnLexHits, sc.learnLex, learnedLexicalWeight, 0, learnedFull)
+	sc.combine(sc.learnDenseHits, sc.learnDense, learnedDenseWeight, 0, learnedFull)
+
+	order := topK(sc.hits, sc.fused, limit)
+	out := make([]rankedTool, len(order))
+	for k, i := range order {
+		e := ix.entries[i]
+		sim := sc.dense[i]
+		if sim == 0 && qvec != nil && len(e.doc.vec.codes) == len(qvec) {
+			sim = e.doc.vec.dot(qvec) // not a dense candidate: its similarity still explains it
+		}
+		out[k] = rankedTool{entry: int(i), score: calibrated(sc.fused[i] * cov), reasons: Reasons{
+			DenseSimilarity: round(float64(sim), 4), DenseRank: rankOf(sc.cands, sc.dense, i),
+			LexicalScore: round(float64(sc.lex[i]), 3), LexicalRank: rankOf(sc.lexHits, sc.lex, i),
+			MatchedTerms:   matchedWords(s.tok, t.focus, e.doc.terms),
+			LearnedQueries: s.learned.Load().matching(e.name, terms, 3),
+		}}
+	}
+	return out
+}
+
+// scratch holds one ranking's per-tool buffers and the lists of tools
+// each signal found; pooled, since a ranking of 100,000 tools would
+// otherwise allocate megabytes each time. The per-tool arrays are zero
+// between rankings: release clears only what the lists name.
+type scratch struct {
+	ok                               []bool
+	dense, lex, learnLex, learnDense []float32
+	fused                            []float64
+	bin                              []uint16
+	// cands are the dense candidates, lexHits the tools BM25 scored,
+	// learn*Hits the tools learning scored, hits the tools fused.
+	cands, lexHits, learnLexHits, learnDenseHits, hits []int32
+}
+
+var scratchPool sync.Pool
+
+func getScratch(n int) *scratch {
+	sc, _ := scratchPool.Get().(*scratch)
+	if sc == nil || cap(sc.ok) < n {
+		return &scratch{ok: make([]bool, n), dense: make([]float32, n), lex: make([]float32, n),
+			learnLex: make([]float32, n), learnDense: make([]float32, n), fused: make([]float64, n), bin: make([]uint16, n)}
+	}
+	sc.ok, sc.fused, sc.bin = sc.ok[:n], sc.fused[:n], sc.bin[:n]
+	sc.dense, sc.lex, sc.learnLex, sc.learnDense = sc.dense[:n], sc.lex[:n], sc.learnLex[:n], sc.learnDense[:n]
+	return sc
+}
+
+// release zeroes what the ranking wrote and returns sc to the pool.
+func (sc *scratch) release() {
+	zero := func(list []int32, xs []float32) {
+		for _, i := range list {
+			xs[i] = 0
+		}
+	}
+	zero(sc.cands, sc.dense)
+	zero(sc.lexHits, sc.lex)
+	zero(sc.learnLexHits, sc.learnLex)
+	zero(sc.learnDenseHits, sc.learnDense)
+	for _, i := range sc.hits {
+		sc.fused[i] = 0
+	}
+	sc.cands, sc.lexHits, sc.learnLexHits, sc.learnDenseHits, sc.hits = sc.cands[:0], sc.lexHits[:0], sc.learnLexHits[:0], sc.learnDenseHits[:0], sc.hits[:0]
+	scratchPool.Put(sc)
+}
+
+// keepAllowed drops the tools the filter refuses from list, in place.
+func keepAllowed(list []int32, ok []bool) []int32 {
+	out := list[:0]
+	for _, i := range list {
+		if ok[i] {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// combine adds weight × min(score/full, 1) into fused for the listed
+// tools with a positive score, only the top best ones when top > 0; tools
+// fused for the first time join hits. full is the score that counts as
+// full evidence, the same for every query, so fused scores compare across
+// queries.
+func (sc *scratch) combine(list []int32, scores []float32, weight float64, top int, full float32) {
+	if full <= 0 {
+		return
+	}
+	cut := float32(0)
+	if top > 0 {
+		cut = kthLargest(list, scores, top)
+	}
+	for _, i := range list {
+		if s := scores[i]; s > 0 && s >= cut {
+			if sc.fused[i] == 0 {
+				sc.hits = append(sc.hits, i)
+			}
+			sc.fused[i] += weight * float64(min(s/full, 1))
+		}
+	}
+}
+
+// kthLargest returns the k-th largest positive score of the listed tools
+// (0 when there are fewer), with a small min-heap: one pass, no sort.
+func kthLargest(list []int32, scores []float32, k int) float32 {
+	h := make([]float32, 0, k)
+	for _, i := range list {
+		s := scores[i]
+		if s <= 0 {
+			continue
+		}
+		if len(h) < k {
+			h = append(h, s)
+			for j := len(h) - 1; j > 0 && h[(j-1)/2] > h[j]; j = (j - 1) / 2 {
+				h[j], h[(j-1)/2] = h[(j-1)/2], h[j]
+			}
+			continue
+		}
+		if s <= h[0] {
+			continue
+		}
+		h[0] = s
+		for j := 0; ; {
+			l, r, m := 2*j+1, 2*j+2, j
+			if l < k && h[l] < h[m] {
+				m = l
+			}
+			if r < k && h[r] < h[m] {
+				m = r
+			}
+			if m == j {
+				break
+			}
+			h[j], h[m] = h[m], h[j]
+			j = m
+		}
+	}
+	if len(h) < k {
+		return 0
+	}
+	return h[0]
+}
+
+// topK returns the k best positive fused scores among hits, best first
+// (ties by index, so rankings are stable): an insertion into a list of at
+// most k, so no sort of every tool found.
+func topK(hits []int32, fused []float64, k int) []int32 {
+	better := func(a, b int32) bool {
+		if fused[a] != fused[b] {
+			return fused[a] > fused[b]
+		}
+		return a < b
+	}
+	top := make([]int32, 0, k+1)
+	for _, i := range hits {
+		if fused[i] <= 0 || len(top) == k && !better(i, top[k-1]) {
+			continue
+		}
+		j := len(top)
+		top = append(top, i)
+		for ; j > 0 && better(i, top[j-1]); j-- {
+			top[j] = top[j-1]
+		}
+		top[j] = i
+		top = top[:min(len(top), k)]
+	}
+	return top
+}
+
+// rankOf is the 1-based rank of tool i by score among the listed tools,
+// or 0 when it has no positive score.
+func rankOf(list []int32, scores []float32, i int32) int {
+	if scores[i] <= 0 {
+		return 0
+	}
+	r := 1
+	for _, j := range list {
+		if scores[j] > scores[i] {
+			r++
+		}
+	}
+	return r
+}
+
+// calibrated maps the fused evidence (a weighted sum of signals in [0, 1],
+// times the query's coverage) to the score a selection reports,
+// 1 − e^−evidence: in [0, 1), the same scale for every query and
+// order-preserving. A tool holding every query word once (evidence 1)
+// scores 0.63, one with a past task phrased the same (3 and more) 0.95 and
+// above, a faint sub-word likeness 0.02 or less.
+func calibrated(evidence float64) float64 {
+	return 1 - math.Exp(-evidence)
+}
