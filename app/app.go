@@ -7,6 +7,7 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -28,6 +29,7 @@ import (
 	"toolbelt/services/browser"
 	"toolbelt/services/callbacks"
 	"toolbelt/services/catalog"
+	"toolbelt/services/cluster"
 	"toolbelt/services/embed"
 	"toolbelt/services/invoke"
 	"toolbelt/services/ops"
@@ -55,6 +57,9 @@ type Options struct {
 	Host *ops.HostCaps
 	// Sleep, when set, replaces the wait between retries of a call.
 	Sleep func(context.Context, time.Duration) error
+	// ApprovalSweep, when set, replaces how often the leader expires
+	// approvals (30 s).
+	ApprovalSweep time.Duration
 }
 
 // App is the assembled service. Its fields are set by New and read-only
@@ -77,6 +82,9 @@ type App struct {
 	Callbacks *callbacks.Deliverer
 	// ToolFiles applies the tool files of Config.ToolsDir (nil without).
 	ToolFiles *catalog.ToolFiles
+	// Cluster elects the instance that runs the background jobs that must
+	// run once among instances over one database.
+	Cluster *cluster.Elector
 	// Handler is the HTTP handler of the whole service (web.New).
 	Handler http.Handler
 	// AdminKey is the admin key this start created, shown once; empty
@@ -85,6 +93,8 @@ type App struct {
 	// URL is where the server listens, as a person on this machine would
 	// open it.
 	URL string
+
+	approvalSweep time.Duration
 
 	chromium *browser.Browser
 	mcp      *mcpserver.Server
@@ -112,7 +122,11 @@ func New(ctx context.Context, cfg Config, opts Options) (_ *App, err error) {
 	if stdout == nil {
 		stdout = os.Stdout
 	}
-	a := &App{Config: cfg, Log: log}
+	if cfg.Instance == "" {
+		cfg.Instance = cluster.DefaultInstance()
+	}
+	log = log.With("instance", cfg.Instance)
+	a := &App{Config: cfg, Log: log, approvalSweep: cmp.Or(opts.ApprovalSweep, 30*time.Second)}
 	defer func() {
 		if err != nil {
 			_ = a.Close()
@@ -160,7 +174,14 @@ func New(ctx context.Context, cfg Config, opts Options) (_ *App, err error) {
 	if opts.Host != nil {
 		host = *opts.Host
 	}
-	a.Metrics = ops.NewMetrics()
+	a.Metrics = ops.NewMetrics(cfg.Instance)
+	a.Cluster = cluster.New(a.Store, cfg.Instance, log)
+	a.Metrics.Gauge("toolbelt_leader", "1 while this instance leads: it runs the background jobs that run once in a cluster.", func() float64 {
+		if a.Cluster.Leading() {
+			return 1
+		}
+		return 0
+	})
 	a.Selector = selection.NewSelector(a.Store, a.Authz, emb, host, cfg.KeepLearned, log).WithMetrics(a.Metrics)
 	a.Registry.OnChange(func(context.Context) {
 		a.Selector.MarkDirty()
@@ -185,7 +206,9 @@ func New(ctx context.Context, cfg Config, opts Options) (_ *App, err error) {
 	}
 	if cfg.ToolsDir != "" {
 		a.ToolFiles = catalog.NewToolFiles(cfg.ToolsDir, a.Registry, log)
-		if err := a.ToolFiles.Load(ctx); err != nil {
+		// Instances starting at once apply the files one after the other:
+		// the second finds them applied and changes nothing.
+		if err := a.Store.Exclusive(ctx, "toolfiles", func() error { return a.ToolFiles.Load(ctx) }); err != nil {
 			return nil, err
 		}
 	}
@@ -212,7 +235,7 @@ func New(ctx context.Context, cfg Config, opts Options) (_ *App, err error) {
 	a.Alerts = ops.NewAlerts(a.Store, cfg.Alerts, a.Metrics, log)
 	h := &handlers.Handler{
 		Registry: a.Registry, Selector: a.Selector, Accounts: a.Accounts,
-		Invoker: a.Invoker, CallbackSecrets: a.Callbacks.Secrets(), Health: ops.NewHealth(a.Store, a.Selector, embedNote).WithSandbox(box.Status()).WithToolFiles(a.ToolFiles), Log: log,
+		Invoker: a.Invoker, CallbackSecrets: a.Callbacks.Secrets(), Health: ops.NewHealth(a.Store, a.Selector, embedNote).WithSandbox(box.Status()).WithToolFiles(a.ToolFiles).WithCluster(a.Cluster), Log: log,
 		Links:  handlers.Links{Swagger: "/swagger/index.html", Healthz: "/healthz", Readyz: "/readyz"},
 		Stats:  ops.NewStats(a.Store, a.Invoker.Flush),
 		Alerts: a.Alerts,
@@ -280,28 +303,23 @@ func (a *App) Run(ctx context.Context) error {
 		defer stopJobs()
 		return a.shutdown()
 	})
-	g.Go(func() error {
-		a.Invoker.SweepApprovals(jobs, 30*time.Second)
-		return nil
-	})
-	g.Go(func() error {
-		a.Alerts.Run(jobs)
-		return nil
-	})
-	g.Go(func() error {
-		a.Callbacks.Run(jobs)
-		return nil
-	})
+	// The background jobs run on the leader alone (every instance on
+	// SQLite's one): each would otherwise run once per instance.
+	leaderJobs := []cluster.Job{
+		func(ctx context.Context) { a.Invoker.SweepApprovals(ctx, a.approvalSweep) },
+		a.Alerts.Run,
+		a.Callbacks.Run,
+		a.pruneConsoleSessions,
+	}
 	if a.ToolFiles != nil {
-		g.Go(func() error {
-			if err := a.ToolFiles.Watch(jobs); err != nil {
+		leaderJobs = append(leaderJobs, func(ctx context.Context) {
+			if err := a.ToolFiles.Watch(ctx); err != nil {
 				a.Log.Warn("tool files are not watched", "dir", a.Config.ToolsDir, "err", err)
 			}
-			return nil
 		})
 	}
 	g.Go(func() error {
-		a.pruneConsoleSessions(jobs)
+		a.Cluster.Run(jobs, leaderJobs...)
 		return nil
 	})
 	if err := g.Wait(); err != nil {

@@ -135,7 +135,10 @@ func runWaits(held string) (waiting, past bool) {
 		switch {
 		case hasFrame(g, "toolbelt/app.(*App).Run("):
 			found, waiting = true, hasFrame(g, "golang.org/x/sync/errgroup.(*Group).Wait")
-		case hasFrame(g, "toolbelt/app.(*App).Run.func") && !hasFrame(g, held):
+		case hasFrame(g, "toolbelt/services/cluster.(*Elector).lead("):
+			// The elector waits for the leader's jobs as Run for its group.
+			only = only && hasFrame(g, "sync.(*WaitGroup).Wait")
+		case (hasFrame(g, "toolbelt/app.(*App).Run.func") || hasFrame(g, "toolbelt/services/cluster.(*Elector).lead.func")) && !hasFrame(g, held):
 			only = false
 		}
 	}

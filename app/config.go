@@ -40,6 +40,9 @@ type Config struct {
 	Alerts ops.AlertConfig
 	// ToolsDir holds tool files (YAML or JSON), watched while serving.
 	ToolsDir string
+	// Instance names this instance in /readyz, the metrics and the logs
+	// (TOOLBELT_INSTANCE); empty: hostname-pid.
+	Instance string
 	// SessionQuotaMB is the disk quota of each session's work directory.
 	SessionQuotaMB int
 	// NetPolicy is what http tools, the browser and OpenAPI imports may
@@ -86,6 +89,7 @@ func ParseConfig(args []string, lookup func(string) (string, bool)) (Config, err
 	fs.StringVar(&cfg.Sandbox, "sandbox", env("TOOLBELT_SANDBOX", sandbox.Auto), "auto, bubblewrap, native or none (TOOLBELT_SANDBOX): how commands of tools are isolated")
 	fs.StringVar(&cfg.ToolsDir, "tools-dir", env("TOOLBELT_TOOLS_DIR", "./tools.d"), "directory of tool files (YAML or JSON), applied at start and watched (TOOLBELT_TOOLS_DIR); empty: none")
 	fs.StringVar(&cfg.SearXNG, "searxng-url", env("TOOLBELT_SEARXNG_URL", ""), "SearXNG-compatible search endpoint for web_search (TOOLBELT_SEARXNG_URL)")
+	fs.StringVar(&cfg.Instance, "instance", env("TOOLBELT_INSTANCE", ""), "this instance's name in /readyz and the metrics (TOOLBELT_INSTANCE); hostname-pid when empty")
 	keep, err := strconv.Atoi(env("TOOLBELT_LEARNED_PER_TOOL", strconv.Itoa(selection.DefaultKeepLearned)))
 	if err != nil || keep < 1 {
 		return cfg, fmt.Errorf("TOOLBELT_LEARNED_PER_TOOL must be a positive integer")

@@ -987,7 +987,16 @@ type OpsHourCount struct {
 // OpsReadiness defines model for ops.Readiness.
 type OpsReadiness struct {
 	Components *map[string]OpsComponent `json:"components,omitempty"`
-	Ready      *bool                    `json:"ready,omitempty"`
+
+	// Instance Instance and Role say which instance answered, and whether it runs
+	// the leader-only background jobs (leader) or not (follower).
+	//
+	// Example: toolbelt-a
+	Instance *string `json:"instance,omitempty"`
+	Ready    *bool   `json:"ready,omitempty"`
+
+	// Role Example: leader
+	Role *string `json:"role,omitempty"`
 
 	// Uptime Example: 3m12s
 	Uptime *string `json:"uptime,omitempty"`

@@ -3289,8 +3289,17 @@ const docTemplate = `{
                         "$ref": "#/definitions/ops.Component"
                     }
                 },
+                "instance": {
+                    "description": "Instance and Role say which instance answered, and whether it runs\nthe leader-only background jobs (leader) or not (follower).",
+                    "type": "string",
+                    "example": "toolbelt-a"
+                },
                 "ready": {
                     "type": "boolean"
+                },
+                "role": {
+                    "type": "string",
+                    "example": "leader"
                 },
                 "uptime": {
                     "type": "string",

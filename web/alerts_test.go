@@ -33,7 +33,7 @@ func TestFailureRateAlert(t *testing.T) {
 	}))
 	defer hook.Close()
 	app := newTestApp(t)
-	metrics := ops.NewMetrics()
+	metrics := ops.NewMetrics("")
 	cfg := ops.AlertConfig{Window: 15 * time.Minute, Threshold: 0.5, MinCalls: 10, Webhook: hook.URL, Every: time.Hour}
 	alerts := ops.NewAlerts(app.store, cfg, metrics, discardLog())
 	ctx := context.Background()
@@ -68,7 +68,7 @@ func TestFailureRateAlert(t *testing.T) {
 	}
 
 	app = newTestApp(t)
-	metrics = ops.NewMetrics()
+	metrics = ops.NewMetrics("")
 	alerts = ops.NewAlerts(app.store, cfg, metrics, discardLog())
 	app.call(t, "admin", map[string]any{"tool": "file_write", "session_id": "al", "arguments": map[string]any{"path": "ok.txt", "content": "ok"}})
 	for range 12 {

@@ -12,7 +12,7 @@ import (
 // execution are not in it, nor is a guard's time lost when the one before
 // it is untimed.
 func TestGuardTimingsExcludeLaterSteps(t *testing.T) {
-	inv := &Invoker{metrics: ops.NewMetrics()}
+	inv := &Invoker{metrics: ops.NewMetrics("")}
 	pass := func(next step) step { return next }
 	slow := func(next step) step {
 		return func(ctx context.Context, c *call) ToolResult {

@@ -70,7 +70,7 @@ func NewAlerts(store *models.Store, cfg AlertConfig, m *Metrics, log *slog.Logge
 	a.gauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "toolbelt_tool_failure_alert",
 		Help: "1 while a tool's failure rate is past the alert threshold."}, []string{"tool"})
 	if m != nil {
-		m.Registry.MustRegister(a.gauge)
+		m.Register(a.gauge)
 	}
 	return a
 }

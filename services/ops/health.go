@@ -27,6 +27,33 @@ type Health struct {
 	start     time.Time
 	sandbox   *sandbox.Status
 	toolFiles *catalog.ToolFiles
+	cluster   ClusterStatus
+	checks    []namedCheck
+}
+
+// ClusterStatus is what readiness tells of the instance among others.
+type ClusterStatus interface {
+	Instance() string // its name
+	Role() string     // leader or follower
+}
+
+// namedCheck is a component probed by a function (Redis, say).
+type namedCheck struct {
+	name  string
+	check func(context.Context) Component
+}
+
+// WithCluster adds the instance's name and role to the report.
+func (h *Health) WithCluster(c ClusterStatus) *Health {
+	h.cluster = c
+	return h
+}
+
+// WithCheck adds component name, probed by check at each report; a
+// component down makes the service not ready.
+func (h *Health) WithCheck(name string, check func(context.Context) Component) *Health {
+	h.checks = append(h.checks, namedCheck{name, check})
+	return h
 }
 
 // WithToolFiles adds the watched tool files to the report: degraded while
@@ -57,7 +84,11 @@ type Component struct {
 
 // Readiness is the answer of /readyz.
 type Readiness struct {
-	Ready      bool                 `json:"ready"`
+	Ready bool `json:"ready"`
+	// Instance and Role say which instance answered, and whether it runs
+	// the leader-only background jobs (leader) or not (follower).
+	Instance   string               `json:"instance,omitempty" example:"toolbelt-a"`
+	Role       string               `json:"role,omitempty" example:"leader"`
 	Uptime     string               `json:"uptime" example:"3m12s"`
 	Components map[string]Component `json:"components"`
 }
@@ -72,6 +103,16 @@ func (h *Health) Check(ctx context.Context) Readiness {
 		r.Components["database"] = Component{Status: "down", Detail: err.Error()}
 	} else {
 		r.Components["database"] = Component{Status: "ok", Detail: h.store.Engine()}
+	}
+	if h.cluster != nil {
+		r.Instance, r.Role = h.cluster.Instance(), h.cluster.Role()
+	}
+	for _, c := range h.checks {
+		comp := c.check(ctx)
+		if comp.Status == "down" {
+			r.Ready = false
+		}
+		r.Components[c.name] = comp
 	}
 	if h.selector != nil {
 		emb := Component{Status: "ok", Detail: h.selector.Status()}

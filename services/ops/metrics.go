@@ -15,7 +15,10 @@ import (
 // (the web layer serves it at /metrics). Every method is safe on a nil
 // *Metrics, so components built without metrics (tests) need no checks.
 type Metrics struct {
+	// Registry gathers the series (for /metrics); they are registered
+	// through reg, which labels each with the instance.
 	Registry *prometheus.Registry
+	reg      prometheus.Registerer
 
 	calls            *prometheus.CounterVec
 	callSeconds      *prometheus.HistogramVec
@@ -44,11 +47,17 @@ type Metrics struct {
 var latencyBuckets = prometheus.ExponentialBuckets(0.0001, 3, 13)
 
 // NewMetrics registers every series, with the Go runtime and process
-// collectors.
-func NewMetrics() *Metrics {
-	reg := prometheus.NewRegistry()
+// collectors, each labelled instance="<instance>" (when instance is set)
+// so that the series of several instances stay apart wherever they are
+// gathered.
+func NewMetrics(instance string) *Metrics {
+	gather := prometheus.NewRegistry()
+	var reg prometheus.Registerer = gather
+	if instance != "" {
+		reg = prometheus.WrapRegistererWith(prometheus.Labels{"instance": instance}, gather)
+	}
 	f := func(c prometheus.Collector) { reg.MustRegister(c) }
-	m := &Metrics{Registry: reg,
+	m := &Metrics{Registry: gather, reg: reg,
 		calls: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "toolbelt_calls_total",
 			Help: "Tool calls by tool and final status."}, []string{"tool", "status"}),
 		callSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "toolbelt_call_duration_seconds",
@@ -94,7 +103,14 @@ func NewMetrics() *Metrics {
 // Gauge registers a gauge read at scrape time (such as pending approvals).
 func (m *Metrics) Gauge(name, help string, read func() float64) {
 	if m != nil {
-		m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, read))
+		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, read))
+	}
+}
+
+// Register adds c to the series served, labelled like the others.
+func (m *Metrics) Register(c prometheus.Collector) {
+	if m != nil {
+		m.reg.MustRegister(c)
 	}
 }
 

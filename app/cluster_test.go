@@ -1,0 +1,208 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+
+	"toolbelt/internal/dbtest"
+	"toolbelt/models"
+	"toolbelt/services/cluster"
+)
+
+// running is an instance serving in the background.
+type running struct {
+	*App
+	stop func() // ends Run and waits for it
+}
+
+// startInstances builds and runs one instance per name over databaseURL.
+func startInstances(t *testing.T, databaseURL string, names ...string) []*running {
+	t.Helper()
+	out := make([]*running, len(names))
+	for i, name := range names {
+		cfg := testConfig(t, t.TempDir(), "--instance", name)
+		cfg.DatabaseURL = databaseURL
+		a, err := New(context.Background(), cfg, Options{Stdout: io.Discard, LogOutput: io.Discard, ApprovalSweep: 20 * time.Millisecond})
+		if err != nil {
+			t.Fatalf("instance %s: %v", name, err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- a.Run(ctx) }()
+		stopped := false
+		r := &running{App: a, stop: func() {
+			if !stopped {
+				stopped = true
+				cancel()
+				if err := <-done; err != nil {
+					t.Errorf("instance %s: %v", name, err)
+				}
+			}
+		}}
+		t.Cleanup(r.stop)
+		out[i] = r
+	}
+	return out
+}
+
+// leaders are the instances that lead now.
+func leaders(apps []*running) []*running {
+	var out []*running
+	for _, a := range apps {
+		if a.Cluster.Leading() {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// waitForLeader polls until exactly one of apps leads, and returns it.
+func waitForLeader(t *testing.T, apps []*running, within time.Duration) *running {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		if ls := leaders(apps); len(ls) == 1 {
+			return ls[0]
+		} else if len(ls) > 1 {
+			t.Fatalf("%d instances lead at once", len(ls))
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no instance leads after %s", within)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// counterValue is the value of series name with label decision=value
+// among a's metrics, and whether every series of a carries its instance
+// label.
+func counterValue(t *testing.T, a *App, name, label, value string) float64 {
+	t.Helper()
+	families, err := a.Metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0.0
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			if labelOf(m, "instance") != a.Config.Instance {
+				t.Fatalf("%s of instance %s is labelled %v", f.GetName(), a.Config.Instance, m.GetLabel())
+			}
+			if f.GetName() == name && labelOf(m, label) == value {
+				total += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return total
+}
+
+func labelOf(m *dto.Metric, name string) string {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue()
+		}
+	}
+	return ""
+}
+
+// TestOneLeaderRunsTheJobs runs three instances over one Postgres
+// database: exactly one leads and says so in /readyz (the others follow),
+// every metric names its instance, an approval past its time expires once
+// with every instance running, and when the leader stops another leads
+// within seconds.
+func TestOneLeaderRunsTheJobs(t *testing.T) {
+	apps := startInstances(t, dbtest.Postgres(t), "a", "b", "c")
+	leader := waitForLeader(t, apps, 5*time.Second)
+	// Followers keep trying every second: still one leader after two rounds.
+	time.Sleep(2*cluster.Retry + 100*time.Millisecond)
+	if ls := leaders(apps); len(ls) != 1 || ls[0] != leader {
+		t.Fatalf("the leader changed or multiplied without cause")
+	}
+	for _, a := range apps {
+		var ready struct {
+			Instance, Role string
+			Components     map[string]struct{ Status, Detail string }
+		}
+		body := serveGet(t, a.App, "/readyz")
+		if err := json.Unmarshal(body, &ready); err != nil {
+			t.Fatal(err)
+		}
+		want := cluster.Follower
+		if a == leader {
+			want = cluster.Leader
+		}
+		if ready.Instance != a.Config.Instance || ready.Role != want || ready.Components["database"].Detail != "postgres" {
+			t.Errorf("instance %s's readiness: %s", a.Config.Instance, body)
+		}
+	}
+
+	// A call waiting for an approval already past its time.
+	ctx := context.Background()
+	past := time.Now().UTC().Add(-time.Minute)
+	call := &models.Call{ID: "call-expiring", Tool: "echo", Status: models.StatusAwaitingApproval, CreatedAt: past}
+	approval := &models.Approval{ID: "approval-expiring", CallID: call.ID, Tool: "echo", Status: models.ApprovalPending,
+		ExpiresAt: past, CreatedAt: past}
+	if err := leader.Store.CreateApproval(ctx, approval, call, nil); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		rec, err := apps[0].Store.CallByID(ctx, call.ID)
+		if err == nil && rec.Status == models.StatusFailed {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the approval did not expire: %+v, %v", rec, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond) // five more sweeps of every instance's
+	expired := 0.0
+	for _, a := range apps {
+		n := counterValue(t, a.App, "toolbelt_approvals_decided_total", "decision", models.ApprovalExpired)
+		if n > 0 && a != leader {
+			t.Errorf("follower %s expired an approval", a.Config.Instance)
+		}
+		expired += n
+	}
+	if expired != 1 {
+		t.Errorf("the approval was expired %v times, want once", expired)
+	}
+
+	// The leader stops: another takes over within seconds.
+	began := time.Now()
+	leader.stop()
+	var rest []*running
+	for _, a := range apps {
+		if a != leader {
+			rest = append(rest, a)
+		}
+	}
+	next := waitForLeader(t, rest, 5*time.Second)
+	t.Logf("instance %s leads %s after %s stopped", next.Config.Instance, time.Since(began).Round(time.Millisecond), leader.Config.Instance)
+}
+
+// TestTheOneSQLiteInstanceLeads: on SQLite there is one instance, and it
+// runs every job.
+func TestTheOneSQLiteInstanceLeads(t *testing.T) {
+	cfg := testConfig(t, t.TempDir(), "--instance", "solo")
+	a, err := New(context.Background(), cfg, Options{Stdout: io.Discard, LogOutput: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	r := &running{App: a}
+	waitForLeader(t, []*running{r}, 2*time.Second)
+	if body := string(serveGet(t, a, "/readyz")); !json.Valid([]byte(body)) || !strings.Contains(body, `"role":"leader"`) || !strings.Contains(body, `"instance":"solo"`) {
+		t.Errorf("readiness: %s", body)
+	}
+}
