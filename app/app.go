@@ -20,6 +20,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/errgroup"
 
 	"toolbelt/handlers"
@@ -80,6 +81,12 @@ type App struct {
 	Metrics *ops.Metrics
 	// Callbacks deliver the results of calls that name a callback_url.
 	Callbacks *callbacks.Deliverer
+	// Redis is the server instances share counters, cached results and
+	// change notices through (nil without Config.RedisURL).
+	Redis *redis.Client
+	// Notices carry change notices between instances: over Redis, or
+	// over Postgres LISTEN/NOTIFY without it (nil on SQLite).
+	Notices *cluster.Notices
 	// ToolFiles applies the tool files of Config.ToolsDir (nil without).
 	ToolFiles *catalog.ToolFiles
 	// Cluster elects the instance that runs the background jobs that must
@@ -136,10 +143,22 @@ func New(ctx context.Context, cfg Config, opts Options) (_ *App, err error) {
 	if a.Store, err = openStore(ctx, cfg); err != nil {
 		return nil, err
 	}
+	if err := a.openCluster(ctx, cfg); err != nil {
+		return nil, err
+	}
 	if a.Authz, err = access.NewAuthz(ctx, a.Store, web.RolePolicies()); err != nil {
 		return nil, err
 	}
-	a.Accounts = access.NewAccounts(a.Store, a.Authz, log)
+	guessStore, err := cluster.LimiterStore(a.Redis, "guesses")
+	if err != nil {
+		return nil, err
+	}
+	if err := a.Authz.WithWatcher(a.Notices.CasbinWatcher()); err != nil {
+		return nil, err
+	}
+	a.Accounts = access.NewAccounts(a.Store, a.Authz, log).WithGuessStore(guessStore)
+	a.Accounts.OnRevoke(func(ctx context.Context) { a.Notices.Send(ctx, cluster.Keys) })
+	a.Notices.On(cluster.Keys, a.Accounts.ForgetKeys)
 	a.Registry = catalog.NewRegistry(a.Store, log)
 	emb, embedNote, err := chooseEmbedder(ctx, cfg.OllamaURL, cfg.EmbedModel)
 	if err != nil {
@@ -183,12 +202,17 @@ func New(ctx context.Context, cfg Config, opts Options) (_ *App, err error) {
 		return 0
 	})
 	a.Selector = selection.NewSelector(a.Store, a.Authz, emb, host, cfg.KeepLearned, log).WithMetrics(a.Metrics)
-	a.Registry.OnChange(func(context.Context) {
+	catalogChanged := func() {
 		a.Selector.MarkDirty()
 		if a.Invoker != nil {
 			a.Invoker.CatalogChanged()
 		}
+	}
+	a.Registry.OnChange(func(ctx context.Context) {
+		catalogChanged()
+		a.Notices.Send(ctx, cluster.Catalog)
 	})
+	a.Notices.On(cluster.Catalog, catalogChanged)
 	if a.AdminKey, err = a.Accounts.Bootstrap(ctx, cfg.AdminKey); err != nil {
 		return nil, err
 	}
@@ -227,7 +251,12 @@ func New(ctx context.Context, cfg Config, opts Options) (_ *App, err error) {
 	// Results go where http_request may go, checked the same way.
 	a.Callbacks = callbacks.New(a.Store, callbacks.NewSecrets(a.Store, callbackKey), cfg.NetPolicy, cfg.Callbacks, log)
 	a.Invoker = invoke.NewInvoker(a.Store, a.Selector, a.Authz, redactor, a.Runners, cfg.DataDir, nil, log).
-		WithMetrics(a.Metrics).WithCallbacks(a.Callbacks)
+		WithMetrics(a.Metrics).WithCallbacks(a.Callbacks).WithSharedResults(a.Redis)
+	limitStore, err := cluster.LimiterStore(a.Redis, "limits")
+	if err != nil {
+		return nil, err
+	}
+	a.Invoker.WithRateLimitStore(limitStore)
 	if opts.Sleep != nil {
 		a.Invoker.WithSleep(opts.Sleep)
 	}
@@ -253,7 +282,7 @@ func New(ctx context.Context, cfg Config, opts Options) (_ *App, err error) {
 		return nil, fmt.Errorf("recover calls: %w", err)
 	}
 
-	fmt.Fprintf(stdout, "\nToolbelt is running on %s (data in %s, database %s)\n", a.URL, cfg.DataDir, cfg.DatabaseName())
+	fmt.Fprintf(stdout, "\nToolbelt is running on %s (data in %s, database %s, redis %s)\n", a.URL, cfg.DataDir, cfg.DatabaseName(), cfg.RedisName())
 	switch {
 	case a.AdminKey != "":
 		fmt.Fprintf(stdout, "\n  Admin API key (shown once, store it now):\n    %s\n", a.AdminKey)
@@ -278,6 +307,23 @@ func openStore(ctx context.Context, cfg Config) (*models.Store, error) {
 		return models.OpenPostgres(ctx, cfg.DatabaseURL)
 	}
 	return models.Open(ctx, filepath.Join(cfg.DataDir, "toolbelt.db"))
+}
+
+// openCluster connects to what the instances share: Redis when
+// configured, for counters, cached results and change notices; else, on
+// Postgres, change notices over LISTEN/NOTIFY. One instance on SQLite
+// shares nothing.
+func (a *App) openCluster(ctx context.Context, cfg Config) (err error) {
+	switch {
+	case cfg.RedisURL != "":
+		if a.Redis, err = cluster.OpenRedis(ctx, cfg.RedisURL); err != nil {
+			return err
+		}
+		a.Notices, err = cluster.RedisNotices(ctx, a.Redis, a.Log)
+	case cfg.DatabaseURL != "":
+		a.Notices, err = cluster.PostgresNotices(ctx, cfg.DatabaseURL, a.Log)
+	}
+	return err
 }
 
 // Run serves HTTP and runs the background jobs until ctx ends or serving
@@ -378,11 +424,16 @@ func (a *App) Close() error {
 		if a.ln != nil {
 			_ = a.ln.Close() // Run's shutdown closed it already
 		}
+		a.Notices.Close() // before what its handlers touch
+
 		if a.Invoker != nil {
 			a.Invoker.Close(context.Background())
 		}
 		if a.Selector != nil {
 			a.Selector.Close()
+		}
+		if a.Redis != nil {
+			_ = a.Redis.Close()
 		}
 		if a.chromium != nil {
 			a.chromium.Close()

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"toolbelt/services/callbacks"
 	"toolbelt/services/netpolicy"
 	"toolbelt/services/ops"
@@ -65,6 +67,13 @@ type Config struct {
 	// (TOOLBELT_DATABASE_URL, postgres://…); empty: the SQLite file in the
 	// data directory. It holds a password: never logged, shown redacted.
 	DatabaseURL string
+	// RedisURL is the Redis server several instances share what they must
+	// agree on in real time through (TOOLBELT_REDIS_URL, redis://,
+	// rediss:// or unix://): rate limits, the results cache, the key-guess
+	// limiter, change notices. Empty: without it, instances on Postgres
+	// send change notices over LISTEN/NOTIFY and count the rest each on
+	// its own. It may hold a password: never logged, shown redacted.
+	RedisURL string
 }
 
 // ParseConfig reads the serve command's configuration from args and the
@@ -78,7 +87,8 @@ func ParseConfig(args []string, lookup func(string) (string, bool)) (Config, err
 		return def
 	}
 	cfg := Config{AdminKey: env("TOOLBELT_ADMIN_KEY", ""), Chromium: env("TOOLBELT_CHROMIUM", ""),
-		CallbackKey: env("TOOLBELT_CALLBACK_KEY", ""), Callbacks: callbacks.Defaults(), DatabaseURL: env("TOOLBELT_DATABASE_URL", "")}
+		CallbackKey: env("TOOLBELT_CALLBACK_KEY", ""), Callbacks: callbacks.Defaults(), DatabaseURL: env("TOOLBELT_DATABASE_URL", ""),
+		RedisURL: env("TOOLBELT_REDIS_URL", "")}
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.StringVar(&cfg.Addr, "addr", env("TOOLBELT_ADDR", ":8080"), "listen address (TOOLBELT_ADDR)")
 	fs.StringVar(&cfg.DataDir, "data-dir", env("TOOLBELT_DATA_DIR", "./data"), "directory holding the SQLite database (TOOLBELT_DATA_DIR)")
@@ -140,6 +150,11 @@ func ParseConfig(args []string, lookup func(string) (string, bool)) (Config, err
 			return cfg, fmt.Errorf("TOOLBELT_DATABASE_URL: use a Postgres URL such as postgres://toolbelt:PASSWORD@db.internal:5432/toolbelt")
 		}
 	}
+	if cfg.RedisURL != "" {
+		if _, err := redis.ParseURL(cfg.RedisURL); err != nil {
+			return cfg, fmt.Errorf("TOOLBELT_REDIS_URL: use a Redis URL such as redis://:PASSWORD@cache.internal:6379/0")
+		}
+	}
 	cfg.Secrets = secrets(env)
 	return cfg, nil
 }
@@ -157,6 +172,31 @@ func (cfg Config) DatabaseName() string {
 	}
 	u.RawQuery, u.Fragment = "", ""
 	return u.Redacted()
+}
+
+// RedisName says which Redis is shared, for the start banner: the URL
+// without its password and parameters, or "none".
+func (cfg Config) RedisName() string {
+	if cfg.RedisURL == "" {
+		return "none"
+	}
+	u, err := url.Parse(cfg.RedisURL)
+	if err != nil {
+		return "redis"
+	}
+	u.RawQuery, u.Fragment = "", ""
+	return u.Redacted()
+}
+
+// redisPassword is the password of the Redis URL, "" without one.
+func redisPassword(redisURL string) string {
+	if redisURL == "" {
+		return ""
+	}
+	if opts, err := redis.ParseURL(redisURL); err == nil {
+		return opts.Password
+	}
+	return ""
 }
 
 // databasePassword is the password of the database URL, "" without one.
@@ -220,10 +260,11 @@ func secrets(env func(name, def string) string) map[string]string {
 }
 
 // secretValues are the values redacted verbatim from tool output and call
-// records: the admin key, the callback key, the database URL and its
-// password, and the configured secrets.
+// records: the admin key, the callback key, the database and Redis URLs
+// and their passwords, and the configured secrets.
 func secretValues(cfg Config) []string {
-	vals := []string{cfg.AdminKey, cfg.CallbackKey, cfg.DatabaseURL, databasePassword(cfg.DatabaseURL)}
+	vals := []string{cfg.AdminKey, cfg.CallbackKey, cfg.DatabaseURL, databasePassword(cfg.DatabaseURL),
+		cfg.RedisURL, redisPassword(cfg.RedisURL)}
 	for _, name := range slices.Sorted(maps.Keys(cfg.Secrets)) {
 		vals = append(vals, cfg.Secrets[name])
 	}

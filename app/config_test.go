@@ -57,7 +57,9 @@ func TestParseConfig(t *testing.T) {
 			"TOOLBELT_SECRETS": "TOKEN, MISSING,,", "TOKEN": "s3cret",
 			"TOOLBELT_CALLBACK_KEY": "0123456789abcdef0123456789abcdef",
 			"TOOLBELT_DATABASE_URL": "postgres://tb:pw@db:5432/tb",
+			"TOOLBELT_REDIS_URL":    "redis://:pw@cache:6379/0",
 		}, want: with(func(c *Config) {
+			c.RedisURL = "redis://:pw@cache:6379/0"
 			c.CallbackKey = "0123456789abcdef0123456789abcdef"
 			c.DatabaseURL = "postgres://tb:pw@db:5432/tb"
 			c.Addr, c.DataDir, c.AdminKey, c.LogLevel, c.LogFormat = "127.0.0.1:9", "/srv/tb", "k", "debug", "text"
@@ -91,6 +93,8 @@ func TestParseConfig(t *testing.T) {
 		{name: "bad alert webhook", env: map[string]string{"TOOLBELT_ALERT_WEBHOOK": "hooks"}, wantErr: "TOOLBELT_ALERT_WEBHOOK: use an absolute http or https URL"},
 		{name: "not a postgres URL", env: map[string]string{"TOOLBELT_DATABASE_URL": "mysql://tb:hunter2@db/tb"},
 			wantErr: "TOOLBELT_DATABASE_URL: use a Postgres URL such as postgres://toolbelt:PASSWORD@db.internal:5432/toolbelt"},
+		{name: "not a redis URL", env: map[string]string{"TOOLBELT_REDIS_URL": "memcache://:hunter2@cache"},
+			wantErr: "TOOLBELT_REDIS_URL: use a Redis URL such as redis://:PASSWORD@cache.internal:6379/0"},
 		{name: "bad private range", env: map[string]string{"TOOLBELT_HTTP_ALLOW_PRIVATE": "ten"}, wantErr: "TOOLBELT_HTTP_ALLOW_PRIVATE: "},
 	}
 	for _, tc := range cases {
@@ -125,6 +129,25 @@ func TestDatabaseURLIsSecret(t *testing.T) {
 	} {
 		cfg := Config{DataDir: "data", DatabaseURL: tc.url}
 		if got := cfg.DatabaseName(); got != tc.shown {
+			t.Errorf("%s shown as %q, want %q", tc.url, got, tc.shown)
+		}
+		if vals := secretValues(cfg); !slices.Contains(vals, tc.url) || !slices.Contains(vals, tc.password) {
+			t.Errorf("%s: secret values %q lack the URL or its password", tc.url, vals)
+		}
+	}
+}
+
+// TestRedisURLIsSecret: the Redis URL and its password are redacted like
+// the other secrets, and the banner names the server without them.
+func TestRedisURLIsSecret(t *testing.T) {
+	for _, tc := range []struct{ url, password, shown string }{
+		{"redis://:hunter22@cache.internal:6379/0", "hunter22", "redis://:xxxxx@cache.internal:6379/0"},
+		{"rediss://tb:hunter22@cache/1?dial_timeout=3s", "hunter22", "rediss://tb:xxxxx@cache/1"},
+		{"unix:///run/redis.sock?db=2", "", "unix:///run/redis.sock"},
+		{"", "", "none"},
+	} {
+		cfg := Config{DataDir: "data", RedisURL: tc.url}
+		if got := cfg.RedisName(); got != tc.shown {
 			t.Errorf("%s shown as %q, want %q", tc.url, got, tc.shown)
 		}
 		if vals := secretValues(cfg); !slices.Contains(vals, tc.url) || !slices.Contains(vals, tc.password) {

@@ -81,8 +81,24 @@ func newTestAppWithHost(t testing.TB, host hostCaps) *testApp {
 const testSecret = "test-configured-secret"
 
 // newTestAppWith builds the app with netPolicy as its egress policy, its
-// config changed by edits.
+// config changed by edits, and a principal per role.
 func newTestAppWith(t testing.TB, host hostCaps, netPolicy netpolicy.Policy, edits ...func(*app.Config)) *testApp {
+	t.Helper()
+	ta := startTestApp(t, host, netPolicy, edits...)
+	for _, role := range []string{"reviewer", "agent"} {
+		p, err := ta.app.Accounts.CreatePrincipal(context.Background(), access.NewPrincipal{Name: "test-" + role, Role: role}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ta.keys[role] = p.Key
+		ta.ids[role] = p.ID
+	}
+	return ta
+}
+
+// startTestApp builds the app as newTestAppWith does, with the principals
+// its database already holds (a first start: the admin alone).
+func startTestApp(t testing.TB, host hostCaps, netPolicy netpolicy.Policy, edits ...func(*app.Config)) *testApp {
 	t.Helper()
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -126,14 +142,6 @@ func newTestAppWith(t testing.TB, host hostCaps, netPolicy netpolicy.Policy, edi
 	}
 	if tt, ok := t.(*testing.T); ok {
 		ta.t = tt
-	}
-	for _, role := range []string{"reviewer", "agent"} {
-		p, err := a.Accounts.CreatePrincipal(ctx, access.NewPrincipal{Name: "test-" + role, Role: role}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ta.keys[role] = p.Key
-		ta.ids[role] = p.ID
 	}
 	return ta
 }

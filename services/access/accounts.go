@@ -47,7 +47,16 @@ type Accounts struct {
 	known *expirable.LRU[string, authEntry]
 	// guesses slows brute-forcing of keys, per client address.
 	guesses *guessLimiter
+	// revoked run after a key is revoked (other instances are told).
+	revoked []func(context.Context)
 }
+
+// OnRevoke registers fn to run after every key revocation.
+func (a *Accounts) OnRevoke(fn func(context.Context)) { a.revoked = append(a.revoked, fn) }
+
+// ForgetKeys drops the cached authentications, so a key revoked on
+// another instance is refused here at once.
+func (a *Accounts) ForgetKeys() { a.known.Purge() }
 
 type authEntry struct {
 	keyID     uint
@@ -177,6 +186,9 @@ func (a *Accounts) RevokeKey(ctx context.Context, id uint, by *models.Principal)
 		return err
 	}
 	a.known.Purge()
+	for _, fn := range a.revoked {
+		fn(ctx)
+	}
 	a.log.InfoContext(ctx, "api key revoked", "key_prefix", key.Prefix, "by", models.ActorName(by))
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/casbin/casbin/v2"
 	"github.com/casbin/casbin/v2/model"
+	"github.com/casbin/casbin/v2/persist"
 
 	"toolbelt/models"
 )
@@ -96,6 +97,24 @@ func NewAuthz(ctx context.Context, store *models.Store, rolePolicies map[string]
 		}
 	}
 	return a, nil
+}
+
+// WithWatcher makes the policy changes of other instances take effect
+// here: w tells them of every change this enforcer makes, and reloads the
+// policies (and drops the cached decisions) when one of them changes
+// something. Nil: this instance alone changes its policies.
+func (a *Authz) WithWatcher(w persist.Watcher) error {
+	if w == nil {
+		return nil
+	}
+	if err := a.e.SetWatcher(w); err != nil {
+		return err
+	}
+	// SetWatcher's own callback reloads without the enforcer's lock.
+	return w.SetUpdateCallback(func(string) {
+		defer a.decisions.Clear()
+		_ = a.e.LoadPolicy() // on failure the policies stay as they were
+	})
 }
 
 // replace swaps every policy of subject for rules in one transaction.

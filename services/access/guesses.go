@@ -26,6 +26,16 @@ type guessLimiter struct {
 	rate  limiter.Rate
 }
 
+// WithGuessStore counts wrong keys in store instead of this process's
+// memory: a Redis store shares the count between instances, so a guesser
+// spreading its keys over them is stopped after the same number.
+func (a *Accounts) WithGuessStore(store limiter.Store) *Accounts {
+	if store != nil {
+		a.guesses.store = store
+	}
+	return a
+}
+
 func newGuessLimiter(rate limiter.Rate) *guessLimiter {
 	return &guessLimiter{store: memory.NewStore(), rate: rate}
 }

@@ -3,11 +3,14 @@ package invoke
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"log/slog"
 	"strconv"
 	"sync"
 	"time"
 
 	"github.com/hashicorp/golang-lru/v2/expirable"
+	"github.com/redis/go-redis/v9"
 
 	"toolbelt/services/redact"
 	"toolbelt/services/tooldef"
@@ -24,6 +27,12 @@ func (inv *Invoker) cache(next step) step {
 		key := inv.cacheKey(c, c.args)
 		hit, ok := inv.results.Get(key)
 		ok = ok && time.Now().Before(hit.expires)
+		if !ok && inv.shared != nil {
+			hit, ok = inv.shared.get(ctx, key)
+			if ok {
+				inv.results.Add(key, hit)
+			}
+		}
 		inv.metrics.CacheLookup(ok)
 		if ok {
 			c.cached = true
@@ -35,7 +44,11 @@ func (inv *Invoker) cache(next step) step {
 			if data, ok := encodedData(res.Data); ok { // once, for every hit
 				res.Data, res.dataEncoded = data, true
 			}
-			inv.results.Add(key, &cachedResult{result: res, expires: time.Now().Add(time.Duration(c.def.Execution.CacheTTL) * time.Millisecond)})
+			ttl := time.Duration(c.def.Execution.CacheTTL) * time.Millisecond
+			inv.results.Add(key, &cachedResult{result: res, expires: time.Now().Add(ttl)})
+			if inv.shared != nil {
+				inv.shared.put(ctx, key, res, ttl)
+			}
 		}
 		return res
 	}
@@ -64,6 +77,60 @@ func (inv *Invoker) cacheKey(c *call, args map[string]any) string {
 // expiry from the tool's cacheTTL.
 func newResultsCache() *expirable.LRU[string, *cachedResult] {
 	return expirable.NewLRU[string, *cachedResult](8192, nil, tooldef.MaxCacheTTLMs*time.Millisecond)
+}
+
+// WithSharedResults keeps cacheable results in Redis too, under the same
+// keys, so a result computed on one instance is a hit on every other.
+// Each instance still holds the results it served in memory until their
+// TTL; keys name the tool version, so publishing, rolling back or retiring
+// a version makes every instance miss the results of the one it replaced.
+func (inv *Invoker) WithSharedResults(client *redis.Client) *Invoker {
+	if client != nil {
+		inv.shared = &sharedResults{client: client, log: inv.log}
+	}
+	return inv
+}
+
+// sharedResults is the results cache in Redis. A Redis that does not
+// answer makes a lookup miss and a result go unshared: the call is still
+// answered.
+type sharedResults struct {
+	client *redis.Client
+	log    *slog.Logger
+}
+
+const sharedResultPrefix = "toolbelt:result:"
+
+func (s *sharedResults) get(ctx context.Context, key string) (*cachedResult, bool) {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	pipe := s.client.Pipeline()
+	val := pipe.Get(ctx, sharedResultPrefix+key)
+	ttl := pipe.PTTL(ctx, sharedResultPrefix+key)
+	if _, err := pipe.Exec(ctx); err != nil {
+		if !errors.Is(err, redis.Nil) {
+			s.log.WarnContext(ctx, "read the shared results cache", "err", err)
+		}
+		return nil, false
+	}
+	var res ToolResult
+	if err := json.Unmarshal([]byte(val.Val()), &res); err != nil || ttl.Val() <= 0 {
+		return nil, false
+	}
+	res.dataEncoded = len(res.Data) > 0 // stored as encodedData made it
+	return &cachedResult{result: res, expires: time.Now().Add(ttl.Val())}, true
+}
+
+func (s *sharedResults) put(ctx context.Context, key string, res ToolResult, ttl time.Duration) {
+	raw, err := json.Marshal(res)
+	if err != nil || (len(res.Data) > 0 && !res.dataEncoded) {
+		return // Data that is not JSON stays on this instance
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	defer cancel()
+	if err := s.client.Set(ctx, sharedResultPrefix+key, raw, ttl).Err(); err != nil {
+		s.log.WarnContext(ctx, "write the shared results cache", "err", err)
+	}
 }
 
 // cachedResult is a successful result and when it stops being served.

@@ -37,6 +37,7 @@ type Invoker struct {
 	schemas   *expirable.LRU[uint, *compiledParams]
 	validated *expirable.LRU[string, struct{}] // validate's memo of arguments that passed
 	results   *expirable.LRU[string, *cachedResult]
+	shared    *sharedResults // the results cache in Redis (nil: none)
 	limits    *rateLimits
 	queues    *queues
 	sleep     func(context.Context, time.Duration) error

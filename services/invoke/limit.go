@@ -11,13 +11,23 @@ import (
 	"toolbelt/models"
 )
 
-// rateLimits counts calls per tool and principal in memory (ulule/limiter;
-// its Redis store is the path for several servers).
+// rateLimits counts calls per tool and principal (ulule/limiter): in
+// memory, or in the store WithRateLimitStore gives (Redis, shared by every
+// instance, so a limit is exact cluster-wide).
 type rateLimits struct {
 	store limiter.Store
 }
 
 func newRateLimits() *rateLimits { return &rateLimits{store: memory.NewStore()} }
+
+// WithRateLimitStore counts calls against security.rateLimit in store
+// instead of this process's memory (nil: memory).
+func (inv *Invoker) WithRateLimitStore(store limiter.Store) *Invoker {
+	if store != nil {
+		inv.limits.store = store
+	}
+	return inv
+}
 
 // limit refuses a call beyond the tool's security.rateLimit for this
 // principal, saying when to retry.

@@ -1,0 +1,221 @@
+package web_test
+
+import (
+	"fmt"
+	"net/http/httptest"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"toolbelt/app"
+	"toolbelt/internal/dbtest"
+	"toolbelt/services/access"
+	"toolbelt/services/netpolicy"
+)
+
+// clusterAdminKey is the admin key every instance of a test cluster is
+// configured with.
+var clusterAdminKey = "tb_" + strings.Repeat("c1", 32)
+
+// newCluster starts n instances over one new Postgres database and, with
+// redis, one Redis server, each with its own data directory and handler,
+// as n machines would run them. The first makes the principals; every
+// instance knows their keys.
+func newCluster(t *testing.T, n int, redis bool) []*testApp {
+	t.Helper()
+	dbURL := dbtest.Postgres(t)
+	var redisURL string
+	if redis {
+		redisURL = dbtest.Redis(t)
+	}
+	shared := func(c *app.Config) { c.DatabaseURL, c.RedisURL, c.AdminKey = dbURL, redisURL, clusterAdminKey }
+	host := hostCaps{Chromium: true, Python: true, Node: true, Sandbox: true}
+	apps := []*testApp{newTestAppWith(t, host, netpolicy.Policy{}, shared)}
+	apps[0].keys["admin"] = clusterAdminKey
+	for range n - 1 {
+		a := startTestApp(t, host, netpolicy.Policy{}, shared)
+		a.keys, a.ids = apps[0].keys, apps[0].ids
+		apps = append(apps, a)
+	}
+	return apps
+}
+
+// within polls check every 10 ms for up to a second, the time a change on
+// one instance may take to reach another, and fails t with what the last
+// check said.
+func within(t *testing.T, what string, check func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(time.Second)
+	for {
+		ok, got := check()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s not within 1 s: %s", what, got)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// echoTool is a command tool printing its text, changed by edits.
+func echoTool(name, version string, edits ...func(m map[string]any)) map[string]any {
+	return toolDef(name, append([]func(map[string]any){func(m map[string]any) {
+		m["version"] = version
+		m["description"] = "Repeat a line of text back. Input: text. Output: the same text."
+		m["examples"] = []any{"say the word back to me"}
+		m["runner"] = map[string]any{"kind": "command", "argv": []any{"echo", "{{text}}"}}
+	}}, edits...)...)
+}
+
+// With Redis, a tool's rate limit counts the calls of every instance: the
+// N+1th call in the window is refused whichever instance it reaches.
+func TestClusterRateLimitIsExact(t *testing.T) {
+	apps := newCluster(t, 3, true)
+	const maxCalls = 4
+	def := echoTool("limited_echo", "1.0.0", func(m map[string]any) {
+		m["security"].(map[string]any)["rateLimit"] = map[string]any{"maxCalls": maxCalls, "windowMs": 60000}
+	})
+	if r := apps[0].do(t, "admin", "POST", "/api/v1/tools", def); r.Status != 201 {
+		t.Fatal(string(r.Body))
+	}
+	for i := range maxCalls {
+		a := apps[i%len(apps)]
+		if code, res := a.call(t, "admin", map[string]any{"tool": "limited_echo", "arguments": map[string]any{"text": "hi"}}); code != 200 {
+			t.Fatalf("call %d on instance %d: %d %v", i+1, i%len(apps), code, res)
+		}
+	}
+	for i, a := range apps {
+		r := a.do(t, "admin", "POST", "/api/v1/calls", map[string]any{"tool": "limited_echo", "arguments": map[string]any{"text": "hi"}})
+		if res := r.JSON(t); r.Status != 429 || errCode(res) != "RATE_LIMIT_EXCEEDED" || r.Header.Get("Retry-After") == "" {
+			t.Fatalf("call past the limit on instance %d: %d %v", i, r.Status, res)
+		}
+	}
+}
+
+// With Redis, a cacheable result computed on one instance is a hit on
+// another; publishing a new version on either makes both miss.
+func TestClusterResultsCacheIsShared(t *testing.T) {
+	apps := newCluster(t, 2, true)
+	a, b := apps[0], apps[1]
+	cacheable := func(m map[string]any) {
+		m["execution"] = map[string]any{"timeout": 5000, "cacheable": true, "cacheTTL": 60000}
+	}
+	if r := a.do(t, "admin", "POST", "/api/v1/tools", echoTool("cached_echo", "1.0.0", cacheable)); r.Status != 201 {
+		t.Fatal(string(r.Body))
+	}
+	call := func(on *testApp) map[string]any {
+		t.Helper()
+		code, res := on.call(t, "admin", map[string]any{"tool": "cached_echo", "arguments": map[string]any{"text": "shared"}})
+		if code != 200 || res["success"] != true {
+			t.Fatalf("call: %d %v", code, res)
+		}
+		return res["metadata"].(map[string]any)
+	}
+	if md := call(a); md["cached"] != false {
+		t.Fatalf("first call cached: %v", md)
+	}
+	if md := call(b); md["cached"] != true {
+		t.Fatalf("the same call on another instance missed the cache: %v", md)
+	}
+	if r := a.do(t, "admin", "PUT", "/api/v1/tools/cached_echo", echoTool("cached_echo", "1.0.1", cacheable)); r.Status != 200 && r.Status != 201 {
+		t.Fatal(r.Status, string(r.Body))
+	}
+	within(t, "the new version on the other instance", func() (bool, string) {
+		md := call(b)
+		return md["tool_version"] == "1.0.1" && md["cached"] == false, fmt.Sprint(md)
+	})
+	if md := call(a); md["cached"] != true || md["tool_version"] != "1.0.1" {
+		t.Errorf("the new version's result, computed on B, missed on A: %v", md)
+	}
+}
+
+// The catalog is one: a tool registered, published, rolled back or
+// retired on one instance is listed and selected on the others within a
+// second, over Redis pub/sub or, without Redis, Postgres LISTEN/NOTIFY.
+func TestClusterCatalogPropagates(t *testing.T) {
+	for _, redis := range []bool{true, false} {
+		t.Run(map[bool]string{true: "redis", false: "postgres"}[redis], func(t *testing.T) {
+			apps := newCluster(t, 2, redis)
+			a, b := apps[0], apps[1]
+			// B builds its index now, so only a notice can make it see the tool.
+			selected := func(on *testApp) []string {
+				return selectedNames(t, on.do(t, "admin", "POST", "/api/v1/tools/select", map[string]any{"query": "repeat a line of text back to me", "limit": 3}))
+			}
+			if slices.Contains(selected(b), "parrot") {
+				t.Fatal("selected before it exists")
+			}
+			if r := a.do(t, "admin", "POST", "/api/v1/tools", echoTool("parrot", "1.0.0")); r.Status != 201 {
+				t.Fatal(string(r.Body))
+			}
+			within(t, "a tool registered on A selected on B", func() (bool, string) {
+				got := selected(b)
+				return slices.Contains(got, "parrot"), fmt.Sprint(got)
+			})
+			if r := b.do(t, "admin", "GET", "/api/v1/tools/parrot", nil); r.Status != 200 {
+				t.Errorf("a tool registered on A is not shown on B: %d", r.Status)
+			}
+			version := func(on *testApp) (bool, string) {
+				code, res := on.call(t, "admin", map[string]any{"tool": "parrot", "arguments": map[string]any{"text": "x"}})
+				md, _ := res["metadata"].(map[string]any)
+				return code == 200, fmt.Sprint(md["tool_version"])
+			}
+			if _, v := version(b); v != "1.0.0" {
+				t.Fatalf("B calls version %s", v)
+			}
+			if r := a.do(t, "admin", "PUT", "/api/v1/tools/parrot", echoTool("parrot", "1.1.0")); r.Status != 200 && r.Status != 201 {
+				t.Fatal(r.Status, string(r.Body))
+			}
+			within(t, "a version published on A called on B", func() (bool, string) {
+				_, v := version(b)
+				return v == "1.1.0", v
+			})
+			if r := a.do(t, "admin", "POST", "/api/v1/tools/parrot/rollback", map[string]any{"version": "1.0.0"}); r.Status != 200 {
+				t.Fatal(r.Status, string(r.Body))
+			}
+			within(t, "a rollback on A called on B", func() (bool, string) {
+				_, v := version(b)
+				return v == "1.0.0", v
+			})
+			if r := a.do(t, "admin", "DELETE", "/api/v1/tools/parrot", nil); r.Status != 200 && r.Status != 204 {
+				t.Fatal(r.Status, string(r.Body))
+			}
+			within(t, "a tool retired on A gone from selection on B", func() (bool, string) {
+				got := selected(b)
+				return !slices.Contains(got, "parrot"), fmt.Sprint(got)
+			})
+			if ok, _ := version(b); ok {
+				t.Error("a tool retired on A is still called on B")
+			}
+		})
+	}
+}
+
+// With Redis, wrong API keys count across instances: a guesser spreading
+// its guesses over them is refused 429 after access.KeyGuesses in all.
+func TestClusterKeyGuessesAreShared(t *testing.T) {
+	apps := newCluster(t, 3, true)
+	from := func(a *testApp, key string) int {
+		req := httptest.NewRequest("GET", "/api/v1/me", nil)
+		req.RemoteAddr = "203.0.113.7:40000"
+		req.Header.Set("Authorization", "Bearer "+key)
+		rec := httptest.NewRecorder()
+		a.handler.ServeHTTP(rec, req)
+		return rec.Code
+	}
+	for i := range access.KeyGuesses.Limit {
+		if code := from(apps[int(i)%len(apps)], "tb_guess"+strconv.Itoa(int(i))+strings.Repeat("0", 60)); code != 401 {
+			t.Fatalf("guess %d: %d, want 401", i, code)
+		}
+	}
+	for i, a := range apps {
+		if code := from(a, "tb_guess"+strings.Repeat("1", 63)); code != 429 {
+			t.Errorf("a guess past the limit on instance %d: %d, want 429", i, code)
+		}
+		if code := from(a, clusterAdminKey); code != 200 {
+			t.Errorf("the right key on instance %d: %d", i, code)
+		}
+	}
+}
