@@ -282,7 +282,11 @@ func New(ctx context.Context, cfg Config, opts Options) (_ *App, err error) {
 		return nil, fmt.Errorf("recover calls: %w", err)
 	}
 
-	fmt.Fprintf(stdout, "\nToolbelt is running on %s (data in %s, database %s, redis %s)\n", a.URL, cfg.DataDir, cfg.DatabaseName(), cfg.RedisName())
+	shared := ""
+	if cfg.RedisURL != "" { // one instance on its own shares nothing: the banner does not say "redis none"
+		shared = ", redis " + cfg.RedisName()
+	}
+	fmt.Fprintf(stdout, "\nToolbelt is running on %s (data in %s, database %s%s)\n", a.URL, cfg.DataDir, cfg.DatabaseName(), shared)
 	switch {
 	case a.AdminKey != "":
 		fmt.Fprintf(stdout, "\n  Admin API key (shown once, store it now):\n    %s\n", a.AdminKey)

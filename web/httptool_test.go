@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -53,10 +54,16 @@ func TestHTTPRequestTool(t *testing.T) {
 	// the answer.
 	id := res["call_id"].(string)
 	logs := app.logs.String()
-	if n := strings.Count(logs, `"msg":"tool attempt failed","call_id":"`+id+`"`); n != 2 {
+	n := 0
+	for _, line := range strings.Split(logs, "\n") {
+		if strings.Contains(line, `"msg":"tool attempt failed"`) && strings.Contains(line, `"call_id":"`+id+`"`) {
+			n++
+		}
+	}
+	if n != 2 {
 		t.Errorf("%d failed attempts logged with call id %s; want 2:\n%s", n, id, logs)
 	}
-	if !strings.Contains(logs, `"msg":"http answered","call_id":"`+id+`","tool":"http_request"`) {
+	if !regexp.MustCompile(`"msg":"http answered"(,"instance":"[^"]*")?,"call_id":"` + id + `","tool":"http_request"`).MatchString(logs) {
 		t.Errorf("the http call logged without its call id:\n%s", logs)
 	}
 	if _, res := call("/leak", nil); strings.Contains(res["data"].(map[string]any)["body"].(string), "AKIAZ7VRSQ4TJNWDEMPX") {

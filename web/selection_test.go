@@ -3,6 +3,7 @@ package web_test
 import (
 	"fmt"
 	"net/http"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -335,13 +336,14 @@ func TestRetrievalQuality(t *testing.T) {
 	}
 
 	metrics := string(app.do(t, "admin", "GET", "/metrics", nil).Body)
+	// Every series carries the instance label first.
 	for _, line := range []string{
-		`toolbelt_retrieval_calls_total{outcome="offered",tool="file_read"} 1`,
-		`toolbelt_retrieval_calls_total{outcome="not_offered",tool="file_write"} 1`,
-		`toolbelt_retrieval_calls_total{outcome="unknown_tool",tool="unknown"} 1`,
-		`toolbelt_retrieval_offered_rank_count 1`,
+		`toolbelt_retrieval_calls_total\{instance="[^"]*",outcome="offered",tool="file_read"\} 1`,
+		`toolbelt_retrieval_calls_total\{instance="[^"]*",outcome="not_offered",tool="file_write"\} 1`,
+		`toolbelt_retrieval_calls_total\{instance="[^"]*",outcome="unknown_tool",tool="unknown"\} 1`,
+		`toolbelt_retrieval_offered_rank_count\{instance="[^"]*"\} 1`,
 	} {
-		if !strings.Contains(metrics, line) {
+		if !regexp.MustCompile(`(?m)^` + line + `$`).MatchString(metrics) {
 			t.Errorf("/metrics lacks %s", line)
 		}
 	}

@@ -54,7 +54,7 @@ func (s *Selector) rank(ctx context.Context, ix *index, t task, allowed func(*en
 	}
 	sc.lexHits = ix.lex.score(terms, sc.lex, sc.lexHits)
 	sc.lexHits = ix.lex.scoreWeighted(contextTerms, terms, contextWeight, sc.lex, sc.lexHits)
-	sc.lexHits = keepAllowed(sc.lexHits, ok)
+	sc.lexHits = keepAllowed(sc.lexHits, ok, sc.lex)
 	li := s.learned.Load()
 	ls := li.score(terms, qvec)
 	// Under the built-in embedder every signal counts words, so a query
@@ -145,12 +145,17 @@ func (sc *scratch) release() {
 	scratchPool.Put(sc)
 }
 
-// keepAllowed drops the tools the filter refuses from list, in place.
-func keepAllowed(list []int32, ok []bool) []int32 {
+// keepAllowed drops the tools the filter refuses from list, in place, and
+// zeroes their scores: release clears only what the lists name, and a
+// score left behind would keep that tool out of the next ranking's list
+// (a caller allowed the tool would not see it matched).
+func keepAllowed(list []int32, ok []bool, scores []float32) []int32 {
 	out := list[:0]
 	for _, i := range list {
 		if ok[i] {
 			out = append(out, i)
+		} else {
+			scores[i] = 0
 		}
 	}
 	return out
