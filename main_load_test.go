@@ -456,12 +456,15 @@ func checkBody(kind string, body []byte) (cached bool, problem string) {
 		return res.Metadata.Cached, ""
 	case "select", "list_tools":
 		var res struct {
-			Tools []json.RawMessage `json:"tools"`
+			Tools       []json.RawMessage `json:"tools"`
+			NoGoodMatch bool              `json:"no_good_match"`
 		}
 		if err := json.Unmarshal(body, &res); err != nil {
 			return false, err.Error()
 		}
-		if len(res.Tools) == 0 {
+		// The agents see the filesystem tools only: for "run a python
+		// snippet" none may fit, and then the answer must say so.
+		if len(res.Tools) == 0 && !(kind == "select" && res.NoGoodMatch) {
 			return false, "no tools"
 		}
 	case "healthz":
