@@ -8,10 +8,21 @@ import (
 	"sync"
 )
 
-// DenseCandidates is how many tools the binary pass of the dense ranking
-// keeps for exact rescoring (docs/selection.md): in a catalog this size or
-// smaller every tool is rescored, so the dense ranking is exact.
+// DenseCandidates is the least number of tools the binary pass of the
+// dense ranking keeps for exact rescoring (docs/selection.md): in a
+// catalog this size or smaller every tool is rescored, so the dense
+// ranking is exact. Larger catalogs keep one tool in denseShare.
 const DenseCandidates = 4096
+
+// denseShare is the share of a large catalog the binary pass keeps, one
+// in 12: at 100,000 tools (8,333 candidates) the selection keeps 99.3% of
+// the exact scan's top 15, against 97.9% with a fixed 4,096
+// (BenchmarkRankRecall; docs/benchmarks.md).
+const denseShare = 12
+
+// denseKeep is how many candidates the binary pass keeps in a catalog of
+// n tools.
+func denseKeep(n int) int { return max(DenseCandidates, n/denseShare) }
 
 // qvec is a tool's vector quantised to int8 with one scale (x ≈ scale ×
 // code): a quarter of float32's memory, and its dot product with a query
@@ -58,33 +69,58 @@ func (q qvec) dot(query []float32) float32 {
 	return (s0 + s1 + s2 + s3) * q.scale
 }
 
-// signBits is the binary code of a vector: bit d set when component d is
-// positive. The index keeps every tool's code in one array, so the binary
-// pass reads 32 contiguous bytes a tool (256 dimensions) and no pointer.
-type signBits struct {
-	words int      // uint64s per tool
-	codes []uint64 // tool i's code is codes[i*words:(i+1)*words]
-	has   []bool   // tool i has a vector of the index's dimension
-	dim   int
+// denseIndex is the dense side of an index snapshot: every tool's binary
+// code (bit d set when component d is positive) and its int8 codes, each
+// kind in one array, so the binary pass reads 32 contiguous bytes a tool
+// (256 dimensions) and the rescoring 256 more, with no pointer to follow
+// per tool.
+type denseIndex struct {
+	words  int      // uint64s per tool
+	signs  []uint64 // tool i's binary code is signs[i*words:(i+1)*words]
+	codes  []int8   // tool i's int8 codes are codes[i*dim:(i+1)*dim]
+	scales []float32
+	has    []bool // tool i has a vector of the index's dimension
+	dim    int
 }
 
-// newSignBits packs the codes of vecs; those not of dimension dim get none.
-func newSignBits(vecs []qvec, dim int) signBits {
-	sb := signBits{words: (dim + 63) / 64, dim: dim, has: make([]bool, len(vecs))}
-	sb.codes = make([]uint64, len(vecs)*sb.words)
+// newDenseIndex packs vecs; those not of dimension dim get none.
+func newDenseIndex(vecs []qvec, dim int) denseIndex {
+	dx := denseIndex{words: (dim + 63) / 64, dim: dim, has: make([]bool, len(vecs)), scales: make([]float32, len(vecs))}
+	dx.signs = make([]uint64, len(vecs)*dx.words)
+	dx.codes = make([]int8, len(vecs)*dim)
 	for i, v := range vecs {
 		if dim == 0 || len(v.codes) != dim {
 			continue
 		}
-		sb.has[i] = true
-		w := sb.codes[i*sb.words : (i+1)*sb.words]
+		dx.has[i] = true
+		dx.scales[i] = v.scale
+		copy(dx.codes[i*dim:], v.codes)
+		w := dx.signs[i*dx.words : (i+1)*dx.words]
 		for d, c := range v.codes {
 			if c > 0 {
 				w[d/64] |= 1 << (d % 64)
 			}
 		}
 	}
-	return sb
+	return dx
+}
+
+// similarity is tool i's dot product with the query q (of the index's
+// dimension), equal to its qvec's.
+func (dx *denseIndex) similarity(i int32, q []float32) float32 {
+	at := int(i) * dx.dim
+	return qvec{codes: dx.codes[at : at+dx.dim : at+dx.dim], scale: dx.scales[i]}.dot(q)
+}
+
+// rescore sets scores[i] to the similarity of each listed tool, in
+// parallel when the list is long.
+func (dx *denseIndex) rescore(q []float32, list []int32, scores []float32) {
+	const cost = 16 // a dot costs about 16 binary scores
+	inParallel(len(list)*cost, func(_, lo, hi int, _ [][]int) {
+		for _, i := range list[lo/cost : min(hi/cost, len(list))] {
+			scores[i] = dx.similarity(i, q)
+		}
+	}, 0)
 }
 
 // queryPlanes are the query's sign bits and four masks of its dimensions
@@ -142,7 +178,7 @@ func (p *queryPlanes) score(w []uint64) int {
 // ranking rescores: all of them when there are at most keep (keep 0: no
 // limit), otherwise the keep best by binary score, found with a histogram
 // of the scores (they are small integers), so no sort of the catalog.
-func (sb *signBits) denseCandidates(q []float32, ok []bool, keep int, bin []uint16, out []int32) []int32 {
+func (sb *denseIndex) denseCandidates(q []float32, ok []bool, keep int, bin []uint16, out []int32) []int32 {
 	out = out[:0]
 	total := 0
 	for i, h := range sb.has {
@@ -166,7 +202,7 @@ func (sb *signBits) denseCandidates(q []float32, ok []bool, keep int, bin []uint
 			if !sb.has[i] || !ok[i] {
 				continue
 			}
-			s := p.score(sb.codes[i*sb.words : (i+1)*sb.words])
+			s := p.score(sb.signs[i*sb.words : (i+1)*sb.words])
 			bin[i] = uint16(s)
 			h[s]++
 		}

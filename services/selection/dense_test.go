@@ -62,7 +62,7 @@ func TestApproximateRecall(t *testing.T) {
 // candidate count is scanned exactly: every allowed tool with a vector.
 func TestDenseCandidatesSmall(t *testing.T) {
 	vecs := []qvec{quantise([]float32{1, 0}), {}, quantise([]float32{0, 1}), quantise([]float32{1, 1, 1})}
-	sb := newSignBits(vecs, 2)
+	sb := newDenseIndex(vecs, 2)
 	ok := []bool{true, true, false, true}
 	got := sb.denseCandidates([]float32{1, 0}, ok, 8, make([]uint16, 4), nil)
 	if len(got) != 1 || got[0] != 0 {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"math"
 	"sync"
+
+	"toolbelt/services/tooldef"
 )
 
 // rank scores the allowed entries and returns the best limit of them.
@@ -21,7 +23,7 @@ import (
 // dense similarity is computed for the DenseCandidates best binary scores,
 // BM25 walks the query terms' postings, and fusion, top-k and the reasons'
 // ranks run over the tools some signal found.
-func (s *Selector) rank(ctx context.Context, ix *index, t task, allowed func(*entry) bool, limit int) []rankedTool {
+func (s *Selector) rank(ctx context.Context, ix *index, t task, in scope, limit int) []rankedTool {
 	n := len(ix.entries)
 	if n == 0 {
 		return nil
@@ -40,17 +42,10 @@ func (s *Selector) rank(ctx context.Context, ix *index, t task, allowed func(*en
 	sc := getScratch(n)
 	defer sc.release()
 	ok := sc.ok
-	for i, e := range ix.entries {
-		ok[i] = allowed(e)
-	}
+	in.fill(ix, ok)
 	if qvec != nil {
 		sc.cands = ix.vecs.denseCandidates(qvec, ok, ix.keep, sc.bin, sc.cands)
-		cands := sc.cands
-		inParallel(len(cands)*16, func(_, lo, hi int, _ [][]int) { // a dot costs about 16 binary scores
-			for _, i := range cands[lo/16 : min(hi/16, len(cands))] {
-				sc.dense[i] = ix.entries[i].doc.vec.dot(qvec)
-			}
-		}, 0)
+		ix.vecs.rescore(qvec, sc.cands, sc.dense)
 	}
 	sc.lexHits = ix.lex.score(terms, sc.lex, sc.lexHits)
 	sc.lexHits = ix.lex.scoreWeighted(contextTerms, terms, contextWeight, sc.lex, sc.lexHits)
@@ -87,8 +82,8 @@ func (s *Selector) rank(ctx context.Context, ix *index, t task, allowed func(*en
 	for k, i := range order {
 		e := ix.entries[i]
 		sim := sc.dense[i]
-		if sim == 0 && qvec != nil && len(e.doc.vec.codes) == len(qvec) {
-			sim = e.doc.vec.dot(qvec) // not a dense candidate: its similarity still explains it
+		if sim == 0 && qvec != nil && ix.vecs.has[i] && len(qvec) == ix.vecs.dim {
+			sim = ix.vecs.similarity(i, qvec) // not a dense candidate: its similarity still explains it
 		}
 		out[k] = rankedTool{entry: int(i), score: calibrated(sc.fused[i] * cov), reasons: Reasons{
 			DenseSimilarity: round(float64(sim), 4), DenseRank: rankOf(sc.cands, sc.dense, i),
@@ -98,6 +93,56 @@ func (s *Selector) rank(ctx context.Context, ix *index, t task, allowed func(*en
 		}}
 	}
 	return out
+}
+
+// scope is which tools a ranking may return: those this host can run
+// that the caller's visibility allows, within the request's categories
+// (include: only these, when any; exclude: none of these).
+type scope struct {
+	vis              visibility
+	include, exclude map[string]bool
+}
+
+// fill sets ok[i] to whether entry i is in scope: by category for the
+// whole catalog, then by name for the safe tools an agent holds, so the
+// pass over the catalog reads two bytes an entry and no entry.
+func (in scope) fill(ix *index, ok []bool) {
+	within := func(category string) bool {
+		return (len(in.include) == 0 || in.include[category]) && !in.exclude[category]
+	}
+	unlisted := uint8(len(tooldef.Categories))
+	byCat := make([]bool, unlisted)
+	for id, c := range tooldef.Categories {
+		byCat[id] = (in.vis.all || in.vis.categories[c]) && within(c)
+	}
+	for i, c := range ix.cat {
+		if c == unlisted { // a category registration no longer accepts: read the entry
+			e := ix.entries[i]
+			ok[i] = e.runnable && in.vis.allows(e) && within(e.category)
+			continue
+		}
+		ok[i] = ix.runnable[i] && byCat[c]
+	}
+	if in.vis.all {
+		return
+	}
+	for name := range in.vis.tools {
+		if i, found := ix.byName[name]; found {
+			e := ix.entries[i]
+			ok[i] = ok[i] || e.runnable && e.level == tooldef.LevelSafe && within(e.category)
+		}
+	}
+}
+
+// categoryID is category's place in tooldef.Categories, or one past the
+// end for a category it does not list.
+func categoryID(category string) uint8 {
+	for id, c := range tooldef.Categories {
+		if c == category {
+			return uint8(id)
+		}
+	}
+	return uint8(len(tooldef.Categories))
 }
 
 // scratch holds one ranking's per-tool buffers and the lists of tools

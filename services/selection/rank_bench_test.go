@@ -54,7 +54,7 @@ func BenchmarkRank(b *testing.B) {
 			s := memSelector(b, n)
 			ix := s.idx.Load()
 			queries := SyntheticQueries(512, 2)
-			all := func(*entry) bool { return true }
+			all := scope{vis: visibility{all: true}}
 			ctx := context.Background()
 			var lat []time.Duration
 			i := 0
@@ -79,7 +79,7 @@ func recallVsExact(s *Selector, queries []string, limit int) float64 {
 	ix := s.idx.Load()
 	exact := *ix
 	exact.keep = 0
-	all := func(*entry) bool { return true }
+	all := scope{vis: visibility{all: true}}
 	found, total := 0, 0
 	for _, q := range queries {
 		want := map[int]bool{}

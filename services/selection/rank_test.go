@@ -2,7 +2,12 @@ package selection
 
 import (
 	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
 	"testing"
+
+	"toolbelt/services/tooldef"
 )
 
 // TestRankForgetsFilteredScores: a ranking for a caller who may not see a
@@ -14,7 +19,7 @@ func TestRankForgetsFilteredScores(t *testing.T) {
 	s := memSelector(t, 500)
 	ix := s.idx.Load()
 	ctx := context.Background()
-	all := func(*entry) bool { return true }
+	all := scope{vis: visibility{all: true}}
 	checked := 0
 	for _, q := range SyntheticQueries(20, 3) {
 		want := s.rank(ctx, ix, task{focus: q}, all, 5)
@@ -23,7 +28,7 @@ func TestRankForgetsFilteredScores(t *testing.T) {
 		}
 		checked++
 		top := want[0].entry
-		s.rank(ctx, ix, task{focus: q}, func(e *entry) bool { return e != ix.entries[top] }, 5)
+		s.rank(ctx, ix, task{focus: q}, scope{vis: visibility{all: true}, exclude: map[string]bool{ix.entries[top].category: true}}, 5)
 		got := s.rank(ctx, ix, task{focus: q}, all, 5)
 		if len(got) != len(want) || got[0].entry != top || got[0].score != want[0].score {
 			t.Fatalf("%q: after a filtered ranking the top is %v, was %v", q, got, want)
@@ -31,5 +36,51 @@ func TestRankForgetsFilteredScores(t *testing.T) {
 	}
 	if checked < 10 {
 		t.Fatalf("only %d of 20 queries found a tool: the test proves nothing", checked)
+	}
+}
+
+// TestScopeFill checks the ranking's scope against its definition, for
+// random catalogs and callers: a tool is in scope when this host can run
+// it, the caller's visibility allows it (a category granted, or a safe
+// tool granted by name: never a moderate or dangerous one by name) and
+// the request's categories take it. Grants naming tools that do not
+// exist, categories no tool has and tools of an unlisted category are
+// among the cases.
+func TestScopeFill(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	cats := append(slices.Clone(tooldef.Categories), "unlisted")
+	levels := []string{tooldef.LevelSafe, tooldef.LevelModerate, tooldef.LevelDangerous}
+	pick := func(from []string) map[string]bool {
+		m := map[string]bool{}
+		for _, x := range from {
+			if rng.IntN(3) == 0 {
+				m[x] = true
+			}
+		}
+		return m
+	}
+	for round := range 200 {
+		ix := &index{byName: map[string]int{}}
+		var names []string
+		for i := range 300 {
+			e := &entry{name: fmt.Sprintf("tool_%d", i), category: cats[rng.IntN(len(cats))], level: levels[rng.IntN(3)], runnable: rng.IntN(5) > 0}
+			ix.entries = append(ix.entries, e)
+			ix.byName[e.name] = i
+			ix.runnable = append(ix.runnable, e.runnable)
+			ix.cat = append(ix.cat, categoryID(e.category))
+			names = append(names, e.name)
+		}
+		in := scope{vis: visibility{all: round%5 == 0, categories: pick(cats), tools: pick(append(names, "no_such_tool"))}}
+		if round%2 == 1 {
+			in.include, in.exclude = pick(cats), pick(cats)
+		}
+		ok := make([]bool, len(ix.entries))
+		in.fill(ix, ok)
+		for i, e := range ix.entries {
+			want := e.runnable && in.vis.allows(e) && (len(in.include) == 0 || in.include[e.category]) && !in.exclude[e.category]
+			if ok[i] != want {
+				t.Fatalf("round %d: %+v in scope %v, want %v (scope %+v)", round, *e, ok[i], want, in)
+			}
+		}
 	}
 }

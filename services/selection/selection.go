@@ -146,6 +146,9 @@ type entry struct {
 	name, category, level string
 	versionID             uint
 	doc                   *docInfo
+	// runnable: this host can run it (its needs are met), settled at
+	// build.
+	runnable bool
 }
 
 // index is an immutable snapshot of the catalog for ranking.
@@ -153,9 +156,14 @@ type index struct {
 	entries []*entry
 	byName  map[string]int
 	lex     *bm25
-	// vecs holds every entry's binary code for the dense ranking's first
-	// pass; keep is how many candidates it keeps (0: all, exact).
-	vecs signBits
+	// runnable and cat are, per entry, whether this host can run it and
+	// its category's place in tooldef.Categories, so a ranking's scope
+	// (rank.go) is settled without reading the entries.
+	runnable []bool
+	cat      []uint8
+	// vecs holds every entry's codes for the dense ranking (dense.go);
+	// keep is how many candidates its binary pass keeps (0: all, exact).
+	vecs denseIndex
 	keep int
 	// tokens is, per category and format, the token estimate of the
 	// entries this host can run, so a selection's catalog estimate costs
@@ -577,14 +585,16 @@ func (s *Selector) backgroundEmbed() {
 
 // build makes an index snapshot of the catalog; s.mu is held.
 func (s *Selector) build(tools []models.ActiveTool) *index {
-	ix := &index{byName: make(map[string]int, len(tools)), keep: DenseCandidates, tokens: map[string]map[string]int{}}
+	ix := &index{byName: make(map[string]int, len(tools)), keep: denseKeep(len(tools)), tokens: map[string]map[string]int{}}
 	docs := make([][]string, len(tools))
 	vecs := make([]qvec, len(tools))
 	dims := map[int]int{}
 	live := make(map[uint]bool, len(tools))
 	for i, t := range tools {
 		d := s.docs[t.VersionID]
-		ix.entries = append(ix.entries, &entry{name: t.Name, category: t.Category, level: t.Level, versionID: t.VersionID, doc: d})
+		ix.runnable = append(ix.runnable, d.needs.metBy(s.host))
+		ix.cat = append(ix.cat, categoryID(t.Category))
+		ix.entries = append(ix.entries, &entry{name: t.Name, category: t.Category, level: t.Level, versionID: t.VersionID, doc: d, runnable: ix.runnable[i]})
 		ix.byName[t.Name] = i
 		docs[i] = d.terms
 		vecs[i] = d.vec
@@ -592,7 +602,7 @@ func (s *Selector) build(tools []models.ActiveTool) *index {
 			dims[len(d.vec.codes)]++
 		}
 		live[t.VersionID] = true
-		if d.needs.metBy(s.host) {
+		if ix.entries[i].runnable {
 			by := ix.tokens[t.Category]
 			if by == nil {
 				by = map[string]int{}
@@ -612,7 +622,7 @@ func (s *Selector) build(tools []models.ActiveTool) *index {
 			dim = d
 		}
 	}
-	ix.vecs = newSignBits(vecs, dim)
+	ix.vecs = newDenseIndex(vecs, dim)
 	// Versions no longer current are not needed.
 	for id := range s.docs {
 		if !live[id] {
@@ -785,7 +795,7 @@ func (s *Selector) Callable(ctx context.Context, caller *models.Principal, forma
 	start := sort.Search(len(ix.entries), func(i int) bool { return ix.entries[i].name > after })
 	var page []*entry
 	for _, e := range ix.entries[start:] {
-		if !vis.allows(e) || !e.doc.needs.metBy(s.host) {
+		if !vis.allows(e) || !e.runnable {
 			continue
 		}
 		if len(page) == limit {
@@ -829,11 +839,7 @@ func (s *Selector) Select(ctx context.Context, caller *models.Principal, req Sel
 	ix := s.idx.Load()
 	include := toSet(req.Categories)
 	exclude := toSet(req.ExcludeCategories)
-	allowed := func(e *entry) bool {
-		return vis.allows(e) && e.doc.needs.metBy(s.host) &&
-			(len(include) == 0 || include[e.category]) && (len(exclude) == 0 || !exclude[e.category])
-	}
-	ranked := s.rank(ctx, ix, req.task, allowed, req.Limit)
+	ranked := s.rank(ctx, ix, req.task, scope{vis: vis, include: include, exclude: exclude}, req.Limit)
 	best := 0.0
 	if len(ranked) > 0 {
 		best = ranked[0].score
@@ -1216,7 +1222,7 @@ func (s *Selector) Suggest(ctx context.Context, caller *models.Principal, sessio
 		return nil, err
 	}
 	ix := s.idx.Load()
-	allowed := func(e *entry) bool { return vis.allows(e) && e.doc.needs.metBy(s.host) }
+	allowed := scope{vis: vis}
 	score := map[int]float64{}
 	if sessionID != "" {
 		if sel, err := s.recorder.lastOf(ctx, sessionID, time.Now().UTC()); err == nil {
@@ -1230,7 +1236,7 @@ func (s *Selector) Suggest(ctx context.Context, caller *models.Principal, sessio
 		score[hit.entry] += 0.5 / float64(10+r)
 	}
 	for i, e := range ix.entries {
-		if !allowed(e) {
+		if !e.runnable || !vis.allows(e) {
 			continue
 		}
 		if sim := nameSimilarity(name, e.name); sim > 0.5 {
