@@ -1,8 +1,10 @@
 package selection
 
 import (
+	"cmp"
 	"context"
 	"math"
+	"slices"
 	"sync"
 
 	"toolbelt/services/tooldef"
@@ -78,6 +80,7 @@ func (s *Selector) rank(ctx context.Context, ix *index, t task, in scope, limit 
 	sc.combine(sc.learnDenseHits, sc.learnDense, learnedDenseWeight, 0, learnedFull)
 
 	order := topK(sc.hits, sc.fused, limit)
+	denseRanks, lexRanks := ranksOf(sc.cands, sc.dense, order), ranksOf(sc.lexHits, sc.lex, order)
 	out := make([]rankedTool, len(order))
 	for k, i := range order {
 		e := ix.entries[i]
@@ -86,8 +89,8 @@ func (s *Selector) rank(ctx context.Context, ix *index, t task, in scope, limit 
 			sim = ix.vecs.similarity(i, qvec) // not a dense candidate: its similarity still explains it
 		}
 		out[k] = rankedTool{entry: int(i), score: calibrated(sc.fused[i] * cov), reasons: Reasons{
-			DenseSimilarity: round(float64(sim), 4), DenseRank: rankOf(sc.cands, sc.dense, i),
-			LexicalScore: round(float64(sc.lex[i]), 3), LexicalRank: rankOf(sc.lexHits, sc.lex, i),
+			DenseSimilarity: round(float64(sim), 4), DenseRank: denseRanks[k],
+			LexicalScore: round(float64(sc.lex[i]), 3), LexicalRank: lexRanks[k],
 			MatchedTerms:   matchedWords(s.tok, t.focus, e.doc.terms),
 			LearnedQueries: s.learned.Load().matching(e.name, terms, 3),
 		}}
@@ -296,19 +299,38 @@ func topK(hits []int32, fused []float64, k int) []int32 {
 	return top
 }
 
-// rankOf is the 1-based rank of tool i by score among the listed tools,
-// or 0 when it has no positive score.
-func rankOf(list []int32, scores []float32, i int32) int {
-	if scores[i] <= 0 {
-		return 0
+// ranksOf is, for each of the tools of, its 1-based rank by score among
+// the listed tools, or 0 when it has no positive score: one pass over the
+// list, each score placed among of's by binary search (a pass per tool of
+// cost a quarter of a millisecond over 8,000 dense candidates).
+func ranksOf(list []int32, scores []float32, of []int32) []int {
+	// by holds of's positions, best score first; above[p] counts the
+	// listed scores above by[p]'s and below by[p-1]'s.
+	by := make([]int, len(of))
+	for p := range by {
+		by[p] = p
 	}
-	r := 1
+	slices.SortFunc(by, func(a, b int) int { return cmp.Compare(scores[of[b]], scores[of[a]]) })
+	above := make([]int, len(of)+1)
 	for _, j := range list {
-		if scores[j] > scores[i] {
-			r++
+		s := scores[j]
+		// The first position whose score is below s: every tool from there
+		// on has s above it.
+		p, _ := slices.BinarySearchFunc(by, s, func(q int, s float32) int { return cmp.Compare(s, scores[of[q]]) })
+		for p < len(by) && scores[of[by[p]]] == s {
+			p++
+		}
+		above[p]++
+	}
+	ranks := make([]int, len(of))
+	n := 0
+	for p, q := range by {
+		n += above[p]
+		if scores[of[q]] > 0 {
+			ranks[q] = n + 1
 		}
 	}
-	return r
+	return ranks
 }
 
 // calibrated maps the fused evidence (a weighted sum of signals in [0, 1],

@@ -84,3 +84,41 @@ func TestScopeFill(t *testing.T) {
 		}
 	}
 }
+
+// TestRanksOf checks the one-pass ranks against their definition (1 + the
+// listed tools scoring above, 0 without a positive score) on random
+// scores with many ties and non-positive ones.
+func TestRanksOf(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for round := range 500 {
+		n := 1 + rng.IntN(60)
+		scores := make([]float32, n)
+		for i := range scores {
+			scores[i] = float32(rng.IntN(7) - 2) // ties, zeros and negatives
+		}
+		var list, of []int32
+		for i := range int32(n) {
+			if rng.IntN(4) > 0 {
+				list = append(list, i)
+			}
+			if rng.IntN(3) == 0 {
+				of = append(of, i)
+			}
+		}
+		got := ranksOf(list, scores, of)
+		for k, i := range of {
+			want := 0
+			if scores[i] > 0 {
+				want = 1
+				for _, j := range list {
+					if scores[j] > scores[i] {
+						want++
+					}
+				}
+			}
+			if got[k] != want {
+				t.Fatalf("round %d: rank of %d (score %v) %d, want %d; scores %v list %v", round, i, scores[i], got[k], want, scores, list)
+			}
+		}
+	}
+}
