@@ -136,6 +136,11 @@ func (h *Handler) approvalsData(c *gin.Context, fail *decisionFailure, decided b
 		if fail != nil && fail.id == a.ID {
 			row.Reason, row.ReasonError, row.Error, placed = fail.reason, fail.reasonError, fail.message, true
 		}
+		if refused, err := h.Invoker.ApprovalCheck(ctx, &a); err != nil {
+			h.Log.WarnContext(ctx, "security checks of a pending call", "err", err, "approval_id", a.ID)
+		} else if refused != nil {
+			row.Refusal = &views.Refusal{Code: refused.Code, Message: refused.Message}
+		}
 		d.Pending = append(d.Pending, row)
 	}
 	if fail != nil && !placed {
@@ -155,6 +160,13 @@ func (h *Handler) approvalsData(c *gin.Context, fail *decisionFailure, decided b
 		}
 		if a.DecidedAt != nil {
 			row.When = *a.DecidedAt
+		}
+		if a.Status == models.ApprovalUsed {
+			// What the run came to: approved calls can still be refused by
+			// the checks after approval, or fail.
+			if rec, err := h.Invoker.CallRecord(ctx, me, a.CallID); err == nil {
+				row.Outcome, row.OutcomeCode = rec.Status, rec.ErrorCode
+			}
 		}
 		if len(d.Decided) == decidedShown {
 			d.DecidedCapped = true

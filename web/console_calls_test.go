@@ -2,9 +2,12 @@ package web_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -185,7 +188,7 @@ func TestConsoleDecisions(t *testing.T) {
 		t.Errorf("history shows the approved call as %q", status)
 	}
 	p = b.get("/admin/approvals")
-	if got := p.TestID("decided-" + okID).Find(`[data-testid="decided-status"]`).Text(); got != "approved · ran" {
+	if got := p.TestID("decided-" + okID).Find(`[data-testid="decided-status"]`).Text(); got != "approved · succeeded" {
 		t.Errorf("approved row status %q", got)
 	}
 	if p.TestID("pending-empty").Length() != 1 {
@@ -580,5 +583,49 @@ func BenchmarkConsoleCallsPage(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestConsoleApprovalOfARefusedCall: a dangerous call the security checks
+// will refuse (a chained shell command) carries that warning in the queue
+// before anyone approves it, a plain one does not; approved anyway, it is
+// refused without running (no attempt, the file the chain would write is
+// not there), and the decided list says so instead of "ran".
+func TestConsoleApprovalOfARefusedCall(t *testing.T) {
+	app := newTestApp(t)
+	marker := filepath.Join(t.TempDir(), "chained")
+	shell := func(command string) (callID, approvalID string) {
+		r := app.do(t, "admin", "POST", "/api/v1/calls", map[string]any{"tool": "shell_exec", "session_id": "console",
+			"arguments": map[string]any{"command": command}})
+		res := r.JSON(t)
+		if r.Status != http.StatusAccepted || res["status"] != "awaiting_approval" {
+			t.Fatalf("shell call: %d %v", r.Status, res)
+		}
+		return res["call_id"].(string), res["data"].(map[string]any)["approval_id"].(string)
+	}
+	badCall, badID := shell("ls && touch " + marker)
+	_, plainID := shell("ls")
+
+	b := signedIn(t, app, "reviewer")
+	p := b.get("/admin/approvals")
+	if w := p.TestID("refusal-" + badID).Text(); !strings.Contains(w, "COMMAND_REJECTED") || !strings.Contains(w, "runs nothing") {
+		t.Errorf("warning on the chained command %q", w)
+	}
+	if p.TestID("refusal-"+plainID).Length() != 0 {
+		t.Error("the plain command is flagged too")
+	}
+
+	if p = b.post("/admin/approvals/"+badID+"/approve", url.Values{"reason": {""}}); p.Status != 200 {
+		t.Fatalf("approve: %d", p.Status)
+	}
+	if rec := app.poll(t, "admin", badCall); rec["status"] != "refused" || rec["error_code"] != "COMMAND_REJECTED" || rec["attempts"] != float64(0) {
+		t.Fatalf("approved chained command: %v", rec)
+	}
+	if _, err := os.Stat(marker); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the chained command ran on the host: %v", err)
+	}
+	row := b.get("/admin/approvals").TestID("decided-" + badID).Find(`[data-testid="decided-status"]`)
+	if got := row.Text(); got != "approved · refused COMMAND_REJECTED" || !row.HasClass("refused") {
+		t.Errorf("decided row %q (class %q)", got, row.AttrOr("class", ""))
 	}
 }

@@ -92,3 +92,33 @@ func TestE2EApproveInConsole(t *testing.T) {
 		t.Fatalf("result %q", got)
 	}
 }
+
+// TestE2EApproveARefusedCall: a reviewer sees, in the card of a chained
+// shell command, that the security checks will refuse it; approving it
+// anyway, the decided list shows it refused, not "ran".
+func TestE2EApproveARefusedCall(t *testing.T) {
+	app := newTestApp(t)
+	r := app.do(t, "admin", "POST", "/api/v1/calls", map[string]any{"tool": "shell_exec", "session_id": "e2e",
+		"arguments": map[string]any{"command": "ls | wc -l"}})
+	res := r.JSON(t)
+	if r.Status != 202 {
+		t.Fatalf("shell call: %d %v", r.Status, res)
+	}
+	callID, approvalID := res["call_id"].(string), res["data"].(map[string]any)["approval_id"].(string)
+
+	e := newE2E(t, app)
+	e.signIn("reviewer")
+	e.run("open the queue", chromedp.Click(tid("nav-Approvals")), chromedp.WaitVisible(tid("refusal-"+approvalID)), loaded())
+	if got := e.text(tid("refusal-" + approvalID)); !strings.Contains(got, "will refuse this call once approved (COMMAND_REJECTED") {
+		t.Fatalf("warning %q", got)
+	}
+	e.run("approve anyway", chromedp.Click(tid("approve-"+approvalID)), chromedp.WaitVisible(tid("notice")), loaded())
+	if rec := app.poll(t, "admin", callID); rec["status"] != "refused" {
+		t.Fatalf("approved call: %v", rec)
+	}
+	status := chromedp.CSS(`[data-testid="decided-` + approvalID + `"] [data-testid="decided-status"]`)
+	e.run("reload the decisions", chromedp.Navigate(e.URL+"/admin/approvals"), chromedp.WaitVisible(status), loaded())
+	if got := e.text(status); got != "approved · refused COMMAND_REJECTED" {
+		t.Fatalf("decided status %q", got)
+	}
+}

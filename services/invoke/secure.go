@@ -25,28 +25,40 @@ func (inv *Invoker) secure(next step) step {
 			return failure(models.CodeInternal, "internal error", true, "Try again.")
 		}
 		c.dir = dir
-		if cmd, ok := c.args["command"].(string); ok && c.def.Category == "shell" {
-			if msg := checkCommand(cmd, c.def.Security.ShellOperators); msg != "" {
-				return refusal(models.CodeCommandRejected, msg,
-					"Send one plain command with its arguments; run the steps as separate calls instead of chaining, piping or redirecting.")
-			}
-		}
-		if u, ok := c.args["url"].(string); ok {
-			if msg := inv.net.CheckURL(u); msg != "" {
-				return refusal(models.CodeURLNotAllowed, msg, "Use a public http or https URL; internal addresses are never fetched.")
-			}
-		}
-		if c.def.Category != "filesystem" && !isFileBuiltin(c.def) {
-			return next(ctx, c)
-		}
-		if p, ok := c.args["path"].(string); ok {
-			if msg := checkPath(p, c.def.Security.AllowedPaths); msg != "" {
-				return refusal(models.CodePathNotAllowed, msg,
-					"Use a path relative to the session work directory, inside "+strings.Join(allowedOrDot(c.def.Security.AllowedPaths), ", ")+", without \"..\".")
-			}
+		if refused := inv.securityRefusal(c.def, c.args); refused != nil {
+			return ToolResult{Status: models.StatusRefused, Error: refused}
 		}
 		return next(ctx, c)
 	}
+}
+
+// securityRefusal is what the security checks answer a call of def with
+// args: a refusal, or nil when they pass. The secure guard runs them
+// before anything runs; a reviewer sees their verdict before approving
+// (ApprovalCheck).
+func (inv *Invoker) securityRefusal(def tooldef.Definition, args map[string]any) *ToolError {
+	refuse := func(code, msg, hint string) *ToolError { return refusal(code, msg, hint).Error }
+	if cmd, ok := args["command"].(string); ok && def.Category == "shell" {
+		if msg := checkCommand(cmd, def.Security.ShellOperators); msg != "" {
+			return refuse(models.CodeCommandRejected, msg,
+				"Send one plain command with its arguments; run the steps as separate calls instead of chaining, piping or redirecting.")
+		}
+	}
+	if u, ok := args["url"].(string); ok {
+		if msg := inv.net.CheckURL(u); msg != "" {
+			return refuse(models.CodeURLNotAllowed, msg, "Use a public http or https URL; internal addresses are never fetched.")
+		}
+	}
+	if def.Category != "filesystem" && !isFileBuiltin(def) {
+		return nil
+	}
+	if p, ok := args["path"].(string); ok {
+		if msg := checkPath(p, def.Security.AllowedPaths); msg != "" {
+			return refuse(models.CodePathNotAllowed, msg,
+				"Use a path relative to the session work directory, inside "+strings.Join(allowedOrDot(def.Security.AllowedPaths), ", ")+", without \"..\".")
+		}
+	}
+	return nil
 }
 
 // isFileBuiltin reports whether the tool runs one of the file built-ins,
