@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode"
 
@@ -179,7 +180,7 @@ func (h *Handler) SetGrantsPage(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	return Redirect(c, accessPage, fmt.Sprintf("Grants saved: %d categories, %d tools.", len(saved.Categories), len(saved.Tools)))
+	return Redirect(c, accessPage, "Grants saved: "+count(len(saved.Categories), "category", "categories")+", "+count(len(saved.Tools), "tool", "tools")+".")
 }
 
 // splitNames reads tool names separated by commas or white space.
@@ -215,4 +216,12 @@ func problemsByField(ve *models.ValidationError, fallback string) map[string]str
 		out[field] = msg
 	}
 	return out
+}
+
+// count is n with the noun in its number: "1 tool", "3 tools".
+func count(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return strconv.Itoa(n) + " " + many
 }

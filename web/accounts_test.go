@@ -127,12 +127,12 @@ func TestGrants(t *testing.T) {
 	app := newTestApp(t)
 	agent := itoa(app.ids["agent"])
 	r := app.do(t, "admin", "PUT", "/api/v1/principals/"+agent+"/grants",
-		map[string]any{"categories": []string{"search", "filesystem", "search"}, "tools": []string{"shell_exec"}})
+		map[string]any{"categories": []string{"search", "filesystem", "search"}, "tools": []string{"web_search"}})
 	if r.Status != 200 {
 		t.Fatalf("set grants: %d %s", r.Status, r.Body)
 	}
 	got := app.do(t, "admin", "GET", "/api/v1/principals/"+agent+"/grants", nil).JSON(t)
-	if !slices.Equal(toStrings(got["categories"]), []string{"filesystem", "search"}) || !slices.Equal(toStrings(got["tools"]), []string{"shell_exec"}) {
+	if !slices.Equal(toStrings(got["categories"]), []string{"filesystem", "search"}) || !slices.Equal(toStrings(got["tools"]), []string{"web_search"}) {
 		t.Errorf("grants %v", got)
 	}
 	// Replacing is whole: the old grants go.
@@ -148,6 +148,11 @@ func TestGrants(t *testing.T) {
 	}{
 		{"unknown category", agent, map[string]any{"categories": []string{"database"}}, 422},
 		{"bad tool name", agent, map[string]any{"tools": []string{"Rm -rf"}}, 422},
+		// A grant by name covers safe tools only: these would be saved
+		// and do nothing (a moderate or dangerous tool needs its category).
+		{"no such tool", agent, map[string]any{"tools": []string{"web_search", "no_such_tool"}}, 422},
+		{"dangerous tool by name", agent, map[string]any{"tools": []string{"shell_exec"}}, 422},
+		{"moderate tool by name", agent, map[string]any{"tools": []string{"file_write"}}, 422},
 		{"not an agent", itoa(app.ids["reviewer"]), map[string]any{"categories": []string{"code"}}, 422},
 		{"missing principal", "999", map[string]any{"categories": []string{"code"}}, 404},
 	} {

@@ -306,6 +306,16 @@ func TestConsoleAccessGrants(t *testing.T) {
 	if got := app.do(t, "admin", "GET", "/api/v1/principals/"+agent+"/grants", nil).JSON(t); len(got["categories"].([]any)) != 0 {
 		t.Fatalf("invalid grants were stored: %v", got)
 	}
+	// Tools granted by name must exist and be safe, as through the API:
+	// each problem is beside the field, and nothing is stored.
+	p = b.post("/admin/access/principals/"+agent+"/grants", url.Values{"category": {"filesystem"}, "tools": {"web_search no_such_tool file_write"}})
+	errTools := p.TestID("principal-test-agent").Find(`[data-testid="error-tools"]`).Text()
+	if p.Status != 422 || !strings.Contains(errTools, `"no_such_tool" is not a registered tool`) || !strings.Contains(errTools, `"file_write" is moderate`) || strings.Contains(errTools, "web_search") {
+		t.Fatalf("grants of a missing and a moderate tool: %d %q", p.Status, errTools)
+	}
+	if got := app.do(t, "admin", "GET", "/api/v1/principals/"+agent+"/grants", nil).JSON(t); len(got["categories"].([]any)) != 0 || len(got["tools"].([]any)) != 0 {
+		t.Fatalf("invalid grants were stored: %v", got)
+	}
 	// Grants apply to agents only: the service's reason is shown.
 	if p = b.post("/admin/access/principals/1/grants", url.Values{"category": {"shell"}}); p.Status != 422 || !strings.Contains(p.TestID("alert").Text(), "grants apply to agents") {
 		t.Fatalf("grants of an admin: %d %q", p.Status, p.TestID("alert").Text())

@@ -58,7 +58,7 @@ func TestConsoleNoticeShownOnce(t *testing.T) {
 	// The session that acted sees it once.
 	b.http.Jar.SetCookies(resp.Request.URL, []*http.Cookie{flash})
 	p := b.get("/admin/access")
-	if got := p.TestID("notice").Text(); p.Status != 200 || got != "Grants saved: 1 categories, 1 tools." || strings.Contains(p.URL, "notice") {
+	if got := p.TestID("notice").Text(); p.Status != 200 || got != "Grants saved: 1 category, 1 tool." || strings.Contains(p.URL, "notice") {
 		t.Fatalf("after saving: %d %s notice %q", p.Status, p.URL, got)
 	}
 	if p = b.get("/admin/access"); p.TestID("notice").Length() != 0 {

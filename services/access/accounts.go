@@ -320,8 +320,22 @@ func (a *Accounts) SetGrants(ctx context.Context, principalID uint, g Grants, by
 		}
 	}
 	for i, t := range g.Tools {
+		at := fmt.Sprintf("/tools/%d", i)
 		if !tooldef.NamePattern.MatchString(t) {
-			ps.Add(fmt.Sprintf("/tools/%d", i), "%q is not a tool name", t)
+			ps.Add(at, "%q is not a tool name", t)
+			continue
+		}
+		// A grant by name covers a safe tool only (authorize, selection): a
+		// name that is no tool, or a moderate or dangerous one, would be
+		// saved and do nothing.
+		tool, _, err := a.store.ToolByName(ctx, t, false)
+		switch {
+		case errors.Is(err, models.ErrNotFound):
+			ps.Add(at, "%q is not a registered tool", t)
+		case err != nil:
+			return Grants{}, err
+		case tool.Level != tooldef.LevelSafe:
+			ps.Add(at, "%q is %s, and a tool granted by name must be safe; grant its category (%s) for moderate and dangerous tools, which are then approved or confirmed at call time", t, tool.Level, tool.Category)
 		}
 	}
 	if len(ps) > 0 {
