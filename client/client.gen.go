@@ -702,22 +702,26 @@ type HandlersRollbackRequest struct {
 type HandlersStatsResponse struct {
 	Alerts *[]OpsAlert `json:"alerts,omitempty"`
 
-	// CacheHitRate CacheHitRate is the share of finished calls answered from the cache.
+	// CacheHitRate CacheHitRate is the share of the calls that ran answered from the
+	// cache.
 	//
 	// Example: 0.31
 	CacheHitRate *float32 `json:"cache_hit_rate,omitempty"`
 
-	// Calls Calls counts every call created in the window; Succeeded and Failed
-	// the finished ones (refused and interrupted calls count as failed);
-	// Open those still queued, running or awaiting approval.
+	// Calls Calls counts every call created in the window: Succeeded and Failed
+	// those that ran (interrupted ones count as failed), Refused those a
+	// guard stopped before they ran (validation, permission, security
+	// checks, rate limits, a denied approval), Open those still queued,
+	// running or awaiting approval.
 	//
 	// Example: 1200
 	Calls *int `json:"calls,omitempty"`
 
-	// Failed Example: 62
+	// Failed Example: 42
 	Failed *int `json:"failed,omitempty"`
 
-	// Failures Failures counts failed calls by error code, most frequent first.
+	// Failures Failures counts failed calls by error code, Refusals refused ones,
+	// most frequent first.
 	Failures *[]OpsCodeCount `json:"failures,omitempty"`
 
 	// Hourly Hourly has one entry per clock hour of the window, oldest first.
@@ -738,7 +742,11 @@ type HandlersStatsResponse struct {
 	// PendingApprovals PendingApprovals counts calls waiting for a reviewer now.
 	//
 	// Example: 2
-	PendingApprovals *int `json:"pending_approvals,omitempty"`
+	PendingApprovals *int            `json:"pending_approvals,omitempty"`
+	Refusals         *[]OpsCodeCount `json:"refusals,omitempty"`
+
+	// Refused Example: 20
+	Refused *int `json:"refused,omitempty"`
 
 	// Retrieval Retrieval is how well selection served the calls of the window.
 	Retrieval *OpsRetrieval `json:"retrieval,omitempty"`
@@ -750,9 +758,11 @@ type HandlersStatsResponse struct {
 	// Succeeded Example: 1130
 	Succeeded *int `json:"succeeded,omitempty"`
 
-	// SuccessRate SuccessRate is Succeeded over finished calls (0 with none).
+	// SuccessRate SuccessRate is Succeeded over the calls that ran, Succeeded plus
+	// Failed (0 with none): a refusal is the guards at work, not the tool
+	// failing.
 	//
-	// Example: 0.948
+	// Example: 0.964
 	SuccessRate *float32 `json:"success_rate,omitempty"`
 
 	// Tools Tools has every tool called in the window, busiest first.
@@ -980,6 +990,7 @@ type OpsComponent struct {
 type OpsHourCount struct {
 	Failed    *int    `json:"failed,omitempty"`
 	Open      *int    `json:"open,omitempty"`
+	Refused   *int    `json:"refused,omitempty"`
 	Start     *string `json:"start,omitempty"`
 	Succeeded *int    `json:"succeeded,omitempty"`
 }
@@ -1038,8 +1049,8 @@ type OpsRisingTool struct {
 	// PriorRate Example: 0.02
 	PriorRate *float32 `json:"prior_rate,omitempty"`
 
-	// RecentCalls Recent counts finished calls in the last 60 minutes; Prior those
-	// earlier in the window.
+	// RecentCalls Recent counts the calls that ran in the last 60 minutes; Prior
+	// those earlier in the window (refused calls are in neither).
 	//
 	// Example: 20
 	RecentCalls *int `json:"recent_calls,omitempty"`
@@ -1091,7 +1102,11 @@ type OpsToolStats struct {
 	P50Ms *int `json:"p50_ms,omitempty"`
 
 	// P95Ms Example: 21
-	P95Ms *int `json:"p95_ms,omitempty"`
+	P95Ms    *int            `json:"p95_ms,omitempty"`
+	Refusals *[]OpsCodeCount `json:"refusals,omitempty"`
+
+	// Refused Example: 2
+	Refused *int `json:"refused,omitempty"`
 
 	// Succeeded Example: 331
 	Succeeded *int `json:"succeeded,omitempty"`

@@ -2828,21 +2828,21 @@ const docTemplate = `{
                     }
                 },
                 "cache_hit_rate": {
-                    "description": "CacheHitRate is the share of finished calls answered from the cache.",
+                    "description": "CacheHitRate is the share of the calls that ran answered from the\ncache.",
                     "type": "number",
                     "example": 0.31
                 },
                 "calls": {
-                    "description": "Calls counts every call created in the window; Succeeded and Failed\nthe finished ones (refused and interrupted calls count as failed);\nOpen those still queued, running or awaiting approval.",
+                    "description": "Calls counts every call created in the window: Succeeded and Failed\nthose that ran (interrupted ones count as failed), Refused those a\nguard stopped before they ran (validation, permission, security\nchecks, rate limits, a denied approval), Open those still queued,\nrunning or awaiting approval.",
                     "type": "integer",
                     "example": 1200
                 },
                 "failed": {
                     "type": "integer",
-                    "example": 62
+                    "example": 42
                 },
                 "failures": {
-                    "description": "Failures counts failed calls by error code, most frequent first.",
+                    "description": "Failures counts failed calls by error code, Refusals refused ones,\nmost frequent first.",
                     "type": "array",
                     "items": {
                         "$ref": "#/definitions/ops.CodeCount"
@@ -2873,6 +2873,16 @@ const docTemplate = `{
                     "type": "integer",
                     "example": 2
                 },
+                "refusals": {
+                    "type": "array",
+                    "items": {
+                        "$ref": "#/definitions/ops.CodeCount"
+                    }
+                },
+                "refused": {
+                    "type": "integer",
+                    "example": 20
+                },
                 "retrieval": {
                     "description": "Retrieval is how well selection served the calls of the window.",
                     "allOf": [
@@ -2896,9 +2906,9 @@ const docTemplate = `{
                     "example": 1130
                 },
                 "success_rate": {
-                    "description": "SuccessRate is Succeeded over finished calls (0 with none).",
+                    "description": "SuccessRate is Succeeded over the calls that ran, Succeeded plus\nFailed (0 with none): a refusal is the guards at work, not the tool\nfailing.",
                     "type": "number",
-                    "example": 0.948
+                    "example": 0.964
                 },
                 "tools": {
                     "description": "Tools has every tool called in the window, busiest first.",
@@ -3272,6 +3282,9 @@ const docTemplate = `{
                 "open": {
                     "type": "integer"
                 },
+                "refused": {
+                    "type": "integer"
+                },
                 "start": {
                     "type": "string"
                 },
@@ -3359,7 +3372,7 @@ const docTemplate = `{
                     "example": 0.02
                 },
                 "recent_calls": {
-                    "description": "Recent counts finished calls in the last 60 minutes; Prior those\nearlier in the window.",
+                    "description": "Recent counts the calls that ran in the last 60 minutes; Prior\nthose earlier in the window (refused calls are in neither).",
                     "type": "integer",
                     "example": 20
                 },
@@ -3434,6 +3447,16 @@ const docTemplate = `{
                 "p95_ms": {
                     "type": "integer",
                     "example": 21
+                },
+                "refusals": {
+                    "type": "array",
+                    "items": {
+                        "$ref": "#/definitions/ops.CodeCount"
+                    }
+                },
+                "refused": {
+                    "type": "integer",
+                    "example": 2
                 },
                 "succeeded": {
                     "type": "integer",

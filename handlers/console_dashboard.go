@@ -52,12 +52,12 @@ func (h *Handler) Dashboard(c *gin.Context) error {
 
 // dashboardData turns the usage summary into the page's figures.
 func dashboardData(sum *ops.Summary) views.DashboardData {
-	d := views.DashboardData{Calls: sum.Calls, Succeeded: sum.Succeeded, Failed: sum.Failed, Open: sum.Open,
+	d := views.DashboardData{Calls: sum.Calls, Succeeded: sum.Succeeded, Failed: sum.Failed, Refused: sum.Refused, Open: sum.Open,
 		SuccessRate: sum.SuccessRate, P50Ms: sum.P50Ms, P95Ms: sum.P95Ms, CacheHitRate: sum.CacheHitRate,
 		PendingApprovals: sum.PendingApprovals, RisingMinCalls: ops.RisingMinCalls}
 	hours := make([]views.DashHour, len(sum.Hourly))
 	for i, hc := range sum.Hourly {
-		hours[i] = views.DashHour{Start: hc.Start, Succeeded: hc.Succeeded, Failed: hc.Failed}
+		hours[i] = views.DashHour{Start: hc.Start, Succeeded: hc.Succeeded, Failed: hc.Failed, Refused: hc.Refused}
 	}
 	d.Chart = views.NewDashChart(hours)
 	byName := map[string]ops.ToolStats{}
@@ -66,7 +66,7 @@ func dashboardData(sum *ops.Summary) views.DashboardData {
 	}
 	for _, name := range sum.Top {
 		t := byName[name]
-		row := views.DashTool{Name: t.Tool, Calls: t.Calls, SuccessRate: t.SuccessRate, P95Ms: t.P95Ms}
+		row := views.DashTool{Name: t.Tool, Calls: t.Calls, Ran: t.Succeeded + t.Failed, SuccessRate: t.SuccessRate, P95Ms: t.P95Ms}
 		if len(t.Failures) > 0 {
 			row.TopFailure = t.Failures[0].Code
 		}

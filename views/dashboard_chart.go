@@ -12,16 +12,21 @@ type DashHour struct {
 	Start     time.Time
 	Succeeded int64
 	Failed    int64
+	Refused   int64
 }
 
+// ended is the hour's calls that ended.
+func (h DashHour) ended() int64 { return h.Succeeded + h.Failed + h.Refused }
+
 // DashChart is the calls-per-hour bar chart laid out for SVG: each hour a
-// stacked bar, succeeded below and failed on top.
+// stacked bar, succeeded below, failed on it and refused on top.
 type DashChart struct {
 	Width, Height int
 	Bars          []DashBar
 	Max           int64
 	Succeeded     int64
 	Failed        int64
+	Refused       int64
 	// Busiest is the hour with the most calls (zero time with none).
 	Busiest      time.Time
 	BusiestCalls int64
@@ -33,6 +38,7 @@ type DashBar struct {
 	X, W       float64
 	OkY, OkH   float64
 	BadY, BadH float64
+	RefY, RefH float64
 	// LabelX is where the hour label sits; Label is empty for hours not
 	// labelled (every third one is).
 	LabelX float64
@@ -53,7 +59,8 @@ func NewDashChart(hours []DashHour) DashChart {
 	for _, h := range hours {
 		ch.Succeeded += h.Succeeded
 		ch.Failed += h.Failed
-		if t := h.Succeeded + h.Failed; t > ch.Max {
+		ch.Refused += h.Refused
+		if t := h.ended(); t > ch.Max {
 			ch.Max, ch.Busiest, ch.BusiestCalls = t, h.Start, t
 		}
 	}
@@ -69,8 +76,10 @@ func NewDashChart(hours []DashHour) DashChart {
 		b := DashBar{Hour: h, X: chartLeft + float64(i)*slot + slot*0.15, W: slot * 0.7}
 		b.OkH = float64(h.Succeeded) * scale
 		b.BadH = float64(h.Failed) * scale
+		b.RefH = float64(h.Refused) * scale
 		b.OkY = chartPlot - b.OkH
 		b.BadY = b.OkY - b.BadH
+		b.RefY = b.BadY - b.RefH
 		b.LabelX = b.X + b.W/2
 		if i%3 == 0 || i == len(hours)-1 {
 			b.Label = h.Start.UTC().Format("15h")
@@ -83,7 +92,7 @@ func NewDashChart(hours []DashHour) DashChart {
 // Summary is the chart in one sentence, for its <desc> and for readers
 // who do not see it.
 func (ch DashChart) Summary() string {
-	total := ch.Succeeded + ch.Failed
+	total := ch.Succeeded + ch.Failed + ch.Refused
 	since := "in the last 24 hours"
 	if len(ch.Bars) > 0 {
 		since = "since " + ch.Bars[0].Hour.Start.UTC().Format("Jan 2 15:04") + " UTC"
@@ -92,8 +101,8 @@ func (ch DashChart) Summary() string {
 		return "No calls finished " + since + "."
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s finished %s: %s succeeded and %s failed.",
-		dashCount(total, "call", "calls"), since, strconv.FormatInt(ch.Succeeded, 10), strconv.FormatInt(ch.Failed, 10))
+	fmt.Fprintf(&b, "%s finished %s: %d succeeded, %d failed and %d refused.",
+		dashCount(total, "call", "calls"), since, ch.Succeeded, ch.Failed, ch.Refused)
 	fmt.Fprintf(&b, " The busiest hour began at %s UTC with %s.", ch.Busiest.UTC().Format("15:04"), dashCount(ch.BusiestCalls, "call", "calls"))
 	return b.String()
 }
@@ -123,5 +132,5 @@ func dashInt(n int64) string { return strconv.FormatInt(n, 10) }
 
 // dashBarTitle is the tooltip of one hour's bar.
 func dashBarTitle(b DashBar) string {
-	return fmt.Sprintf("%s UTC: %d succeeded, %d failed", b.Hour.Start.UTC().Format("Jan 2 15:04"), b.Hour.Succeeded, b.Hour.Failed)
+	return fmt.Sprintf("%s UTC: %d succeeded, %d failed, %d refused", b.Hour.Start.UTC().Format("Jan 2 15:04"), b.Hour.Succeeded, b.Hour.Failed, b.Hour.Refused)
 }

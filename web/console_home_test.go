@@ -69,23 +69,25 @@ func TestConsoleDashboardCountsCalls(t *testing.T) {
 	if got := p.TestID("stat-calls-value").Text(); got != "7" {
 		t.Errorf("calls %q, want 7", got)
 	}
-	if got := p.TestID("stat-success-value").Text(); got != "57.1%" {
-		t.Errorf("success rate %q, want 57.1%% (4 of 7)", got)
+	// The refused call (bad arguments) is neither a failure nor in the
+	// success rate: 4 of the 6 that ran succeeded.
+	if got := p.TestID("stat-success-value").Text(); got != "66.7%" {
+		t.Errorf("success rate %q, want 66.7%% (4 of the 6 that ran)", got)
 	}
-	if got := strings.Join(strings.Fields(p.TestID("stat-calls").Text()), " "); !strings.Contains(got, "4 succeeded · 3 failed") {
+	if got := strings.Join(strings.Fields(p.TestID("stat-calls").Text()), " "); !strings.Contains(got, "4 succeeded · 2 failed · 1 refused") {
 		t.Errorf("calls card %q", got)
 	}
 	hours := p.TestID("chart-hour")
-	if hours.Length() != 24 || sumAttr(t, hours, "data-succeeded") != 4 || sumAttr(t, hours, "data-failed") != 3 {
-		t.Errorf("chart: %d hours, %d succeeded, %d failed", hours.Length(), sumAttr(t, hours, "data-succeeded"), sumAttr(t, hours, "data-failed"))
+	if hours.Length() != 24 || sumAttr(t, hours, "data-succeeded") != 4 || sumAttr(t, hours, "data-failed") != 2 || sumAttr(t, hours, "data-refused") != 1 {
+		t.Errorf("chart: %d hours, %d succeeded, %d failed, %d refused", hours.Length(), sumAttr(t, hours, "data-succeeded"), sumAttr(t, hours, "data-failed"), sumAttr(t, hours, "data-refused"))
 	}
-	if p.Doc.Find(`svg.chart rect.bar.fail`).Length() != 1 || p.Doc.Find(`svg.chart rect.bar`).Length() != 2 {
+	if p.Doc.Find(`svg.chart rect.bar.fail`).Length() != 1 || p.Doc.Find(`svg.chart rect.bar.refused`).Length() != 1 || p.Doc.Find(`svg.chart rect.bar`).Length() != 3 {
 		t.Errorf("the chart draws %d bars", p.Doc.Find(`svg.chart rect.bar`).Length())
 	}
 	if p.Doc.Find("svg.chart title#chart-title").Length() != 1 || !strings.Contains(p.Doc.Find("svg.chart desc").Text(), "7 calls finished") {
 		t.Errorf("chart description %q", p.Doc.Find("svg.chart desc").Text())
 	}
-	if !strings.Contains(p.TestID("chart-summary").Text(), "4 succeeded and 3 failed") {
+	if !strings.Contains(p.TestID("chart-summary").Text(), "4 succeeded, 2 failed and 1 refused") {
 		t.Errorf("chart summary %q", p.TestID("chart-summary").Text())
 	}
 	top := p.TestID("top-tools").Find("tbody tr")
@@ -437,5 +439,24 @@ func TestConsoleDashboardApprovalsAndRising(t *testing.T) {
 	}
 	if p.TestID("rising-overwrite_note").Length() != 0 {
 		t.Error("a waiting call is flagged as failing")
+	}
+}
+
+// TestConsoleDashboardWaitingCalls: a tool whose calls all wait for
+// approval has no success rate yet (it showed 0.0%), and the waiting calls
+// are open, not failed.
+func TestConsoleDashboardWaitingCalls(t *testing.T) {
+	app := newTestApp(t)
+	for range 2 {
+		if code, res := app.call(t, "admin", map[string]any{"tool": "shell_exec", "arguments": map[string]any{"command": "ls"}}); code != 202 {
+			t.Fatalf("shell call: %d %v", code, res)
+		}
+	}
+	p := signedIn(t, app, "admin").get("/admin")
+	if got := strings.TrimSpace(p.TestID("top-shell_exec").Find(`[data-testid="top-success"]`).Text()); got != "–" {
+		t.Errorf("success of a tool whose calls all wait: %q", got)
+	}
+	if p.TestID("stat-open").Text() != "2 open" || p.TestID("stat-failed").Text() != "0 failed" || p.TestID("stat-success-value").Text() != "–" {
+		t.Errorf("calls card %q, success %q", p.TestID("stat-calls").Text(), p.TestID("stat-success-value").Text())
 	}
 }

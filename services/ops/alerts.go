@@ -19,8 +19,9 @@ import (
 )
 
 // AlertConfig says when a tool's failures raise an alert: when, over the
-// last Window, at least MinCalls of its calls finished and more than
-// Threshold of them did not succeed. Webhook, when set, receives a JSON
+// last Window, at least MinCalls of its calls ran to an end and more than
+// Threshold of them did not succeed (refused calls never ran: they count
+// in neither). Webhook, when set, receives a JSON
 // POST when an alert fires and when it resolves.
 type AlertConfig struct {
 	Window    time.Duration

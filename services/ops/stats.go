@@ -81,23 +81,31 @@ type StatsQuery struct {
 type Summary struct {
 	Since time.Time `json:"since"`
 	Until time.Time `json:"until"`
-	// Calls counts every call created in the window; Succeeded and Failed
-	// the finished ones (refused and interrupted calls count as failed);
-	// Open those still queued, running or awaiting approval.
+	// Calls counts every call created in the window: Succeeded and Failed
+	// those that ran (interrupted ones count as failed), Refused those a
+	// guard stopped before they ran (validation, permission, security
+	// checks, rate limits, a denied approval), Open those still queued,
+	// running or awaiting approval.
 	Calls     int64 `json:"calls" example:"1200"`
 	Succeeded int64 `json:"succeeded" example:"1130"`
-	Failed    int64 `json:"failed" example:"62"`
+	Failed    int64 `json:"failed" example:"42"`
+	Refused   int64 `json:"refused" example:"20"`
 	Open      int64 `json:"open" example:"8"`
-	// SuccessRate is Succeeded over finished calls (0 with none).
-	SuccessRate float64 `json:"success_rate" example:"0.948"`
-	// CacheHitRate is the share of finished calls answered from the cache.
+	// SuccessRate is Succeeded over the calls that ran, Succeeded plus
+	// Failed (0 with none): a refusal is the guards at work, not the tool
+	// failing.
+	SuccessRate float64 `json:"success_rate" example:"0.964"`
+	// CacheHitRate is the share of the calls that ran answered from the
+	// cache.
 	CacheHitRate float64 `json:"cache_hit_rate" example:"0.31"`
 	// P50Ms and P95Ms are percentiles of the duration of calls that ran
 	// (succeeded or failed): exact below 128 ms, within 1.6% above.
 	P50Ms int64 `json:"p50_ms" example:"12"`
 	P95Ms int64 `json:"p95_ms" example:"480"`
-	// Failures counts failed calls by error code, most frequent first.
+	// Failures counts failed calls by error code, Refusals refused ones,
+	// most frequent first.
 	Failures []CodeCount `json:"failures"`
+	Refusals []CodeCount `json:"refusals"`
 	// Hourly has one entry per clock hour of the window, oldest first.
 	Hourly []HourCount `json:"hourly"`
 	// Tools has every tool called in the window, busiest first.
@@ -166,8 +174,8 @@ func retrievalOf(counts []models.RetrievalCount) Retrieval {
 	return r
 }
 
-// CodeCount is how many failed calls ended with one error code, and their
-// share of the finished calls.
+// CodeCount is how many failed (or refused) calls ended with one error
+// code, and their share of the calls that ended.
 type CodeCount struct {
 	Code  string  `json:"code" example:"TIMEOUT"`
 	Calls int64   `json:"calls" example:"7"`
@@ -179,6 +187,7 @@ type HourCount struct {
 	Start     time.Time `json:"start"`
 	Succeeded int64     `json:"succeeded"`
 	Failed    int64     `json:"failed"`
+	Refused   int64     `json:"refused"`
 	Open      int64     `json:"open"`
 }
 
@@ -188,19 +197,21 @@ type ToolStats struct {
 	Calls        int64       `json:"calls" example:"340"`
 	Succeeded    int64       `json:"succeeded" example:"331"`
 	Failed       int64       `json:"failed" example:"9"`
+	Refused      int64       `json:"refused" example:"2"`
 	Open         int64       `json:"open" example:"0"`
 	SuccessRate  float64     `json:"success_rate" example:"0.974"`
 	CacheHitRate float64     `json:"cache_hit_rate" example:"0.4"`
 	P50Ms        int64       `json:"p50_ms" example:"3"`
 	P95Ms        int64       `json:"p95_ms" example:"21"`
 	Failures     []CodeCount `json:"failures"`
+	Refusals     []CodeCount `json:"refusals"`
 }
 
 // RisingTool is a tool failing more in the last hour than before it.
 type RisingTool struct {
 	Tool string `json:"tool" example:"web_search"`
-	// Recent counts finished calls in the last 60 minutes; Prior those
-	// earlier in the window.
+	// Recent counts the calls that ran in the last 60 minutes; Prior
+	// those earlier in the window (refused calls are in neither).
 	RecentCalls  int64   `json:"recent_calls" example:"20"`
 	RecentFailed int64   `json:"recent_failed" example:"9"`
 	RecentRate   float64 `json:"recent_rate" example:"0.45"`
@@ -218,8 +229,9 @@ type hourStats struct {
 
 // toolAgg accumulates one tool's calls.
 type toolAgg struct {
-	succeeded, failed, open, cached int64
-	codes                           map[string]int64
+	succeeded, failed, refused, open, cached int64
+	// codes counts the failed calls by error code, refusals the refused.
+	codes, refusals map[string]int64
 	// latency counts calls per histogram bin, densely, while adding up;
 	// bins holds the non-empty bins of an hour once it is read, which is
 	// smaller to keep and quick to add to another tool's latency.
@@ -232,7 +244,7 @@ type binCount struct {
 	n   uint32
 }
 
-func newToolAgg() *toolAgg { return &toolAgg{codes: map[string]int64{}} }
+func newToolAgg() *toolAgg { return &toolAgg{codes: map[string]int64{}, refusals: map[string]int64{}} }
 
 func (a *toolAgg) addLatency(bin int, n int64) {
 	if bin >= len(a.latency) {
@@ -256,10 +268,14 @@ func (a *toolAgg) pack() {
 func (a *toolAgg) merge(b *toolAgg) {
 	a.succeeded += b.succeeded
 	a.failed += b.failed
+	a.refused += b.refused
 	a.open += b.open
 	a.cached += b.cached
 	for k, v := range b.codes {
 		a.codes[k] += v
+	}
+	for k, v := range b.refusals {
+		a.refusals[k] += v
 	}
 	for _, bc := range b.bins {
 		a.addLatency(int(bc.bin), int64(bc.n))
@@ -378,14 +394,19 @@ func (h *hourStats) add(c models.CallStat) {
 		h.open = true
 		finished = false
 	default:
-		a.failed++
 		code := c.ErrorCode
 		if code == "" {
 			code = "UNKNOWN"
 		}
-		a.codes[code]++
+		if c.Status == models.StatusRefused {
+			a.refused++
+			a.refusals[code]++
+		} else {
+			a.failed++
+			a.codes[code]++
+		}
 	}
-	if finished && c.Cached {
+	if finished && c.Cached && c.Status != models.StatusRefused {
 		a.cached++
 	}
 	if c.Status == models.StatusSucceeded || c.Status == models.StatusFailed {
@@ -396,7 +417,7 @@ func (h *hourStats) add(c models.CallStat) {
 // summarize merges the hours into the figures of the window.
 func summarize(first, now time.Time, hours []*hourStats, recent []models.ToolOutcome, top int, pending int64) *Summary {
 	sum := &Summary{Since: first, Until: now, PendingApprovals: pending,
-		Failures: []CodeCount{}, Hourly: make([]HourCount, len(hours)), Tools: []ToolStats{}, Top: []string{}, Rising: []RisingTool{}}
+		Failures: []CodeCount{}, Refusals: []CodeCount{}, Hourly: make([]HourCount, len(hours)), Tools: []ToolStats{}, Top: []string{}, Rising: []RisingTool{}}
 	tools := map[string]*toolAgg{}
 	all := newToolAgg()
 	for i, h := range hours {
@@ -412,13 +433,14 @@ func summarize(first, now time.Time, hours []*hourStats, recent []models.ToolOut
 			all.merge(a)
 			hc.Succeeded += a.succeeded
 			hc.Failed += a.failed
+			hc.Refused += a.refused
 			hc.Open += a.open
 		}
 	}
 	whole := toolStats("", all)
-	sum.Calls, sum.Succeeded, sum.Failed, sum.Open = whole.Calls, whole.Succeeded, whole.Failed, whole.Open
+	sum.Calls, sum.Succeeded, sum.Failed, sum.Refused, sum.Open = whole.Calls, whole.Succeeded, whole.Failed, whole.Refused, whole.Open
 	sum.SuccessRate, sum.CacheHitRate, sum.P50Ms, sum.P95Ms = whole.SuccessRate, whole.CacheHitRate, whole.P50Ms, whole.P95Ms
-	sum.Failures = whole.Failures
+	sum.Failures, sum.Refusals = whole.Failures, whole.Refusals
 	byName := map[string]ToolStats{}
 	for name, a := range tools {
 		ts := toolStats(name, a)
@@ -431,7 +453,10 @@ func summarize(first, now time.Time, hours []*hourStats, recent []models.ToolOut
 			PriorCalls: max(ts.Succeeded+ts.Failed-r.Finished, 0), PriorFailed: max(ts.Failed-r.Failed, 0)}
 		rt.RecentRate = ratio(rt.RecentFailed, rt.RecentCalls)
 		rt.PriorRate = ratio(rt.PriorFailed, rt.PriorCalls)
-		if rt.RecentCalls >= RisingMinCalls && rt.RecentRate >= rt.PriorRate+RisingMargin && rt.RecentRate >= 2*rt.PriorRate {
+		// Rising needs something to rise from: as many calls before the
+		// hour as in it at least.
+		if rt.RecentCalls >= RisingMinCalls && rt.PriorCalls >= RisingMinCalls &&
+			rt.RecentRate >= rt.PriorRate+RisingMargin && rt.RecentRate >= 2*rt.PriorRate {
 			sum.Rising = append(sum.Rising, rt)
 		}
 	}
@@ -448,15 +473,24 @@ func summarize(first, now time.Time, hours []*hourStats, recent []models.ToolOut
 }
 
 func toolStats(name string, a *toolAgg) ToolStats {
-	finished := a.succeeded + a.failed
-	ts := ToolStats{Tool: name, Calls: finished + a.open, Succeeded: a.succeeded, Failed: a.failed, Open: a.open,
-		SuccessRate: ratio(a.succeeded, finished), CacheHitRate: ratio(a.cached, finished), Failures: []CodeCount{}}
+	ran := a.succeeded + a.failed
+	ended := ran + a.refused
+	ts := ToolStats{Tool: name, Calls: ended + a.open, Succeeded: a.succeeded, Failed: a.failed, Refused: a.refused, Open: a.open,
+		SuccessRate: ratio(a.succeeded, ran), CacheHitRate: ratio(a.cached, ran)}
 	ts.P50Ms, ts.P95Ms = histPercentile(a.latency, 50), histPercentile(a.latency, 95)
-	for code, n := range a.codes {
-		ts.Failures = append(ts.Failures, CodeCount{Code: code, Calls: n, Rate: ratio(n, finished)})
-	}
-	slices.SortFunc(ts.Failures, func(x, y CodeCount) int { return cmp.Or(cmp.Compare(y.Calls, x.Calls), cmp.Compare(x.Code, y.Code)) })
+	ts.Failures, ts.Refusals = codeCounts(a.codes, ended), codeCounts(a.refusals, ended)
 	return ts
+}
+
+// codeCounts lists the counts by code, most frequent first, each with its
+// share of the ended calls.
+func codeCounts(by map[string]int64, ended int64) []CodeCount {
+	out := []CodeCount{}
+	for code, n := range by {
+		out = append(out, CodeCount{Code: code, Calls: n, Rate: ratio(n, ended)})
+	}
+	slices.SortFunc(out, func(x, y CodeCount) int { return cmp.Or(cmp.Compare(y.Calls, x.Calls), cmp.Compare(x.Code, y.Code)) })
+	return out
 }
 
 func ratio(n, of int64) float64 {

@@ -75,23 +75,38 @@ func TestStatsSummary(t *testing.T) {
 	if want := time.Date(2026, 3, 9, 15, 0, 0, 0, time.UTC); !sum.Since.Equal(want) || len(sum.Hourly) != 24 {
 		t.Fatalf("window since %s with %d hours, want %s and 24", sum.Since, len(sum.Hourly), want)
 	}
-	if sum.Calls != 38 || sum.Succeeded != 30 || sum.Failed != 7 || sum.Open != 1 {
-		t.Fatalf("calls %d succeeded %d failed %d open %d, want 38 30 7 1", sum.Calls, sum.Succeeded, sum.Failed, sum.Open)
+	// Refused, failed and waiting are apart: the refusal is not a failure,
+	// and neither it nor the waiting call counts in the success rate.
+	if sum.Calls != 38 || sum.Succeeded != 30 || sum.Failed != 6 || sum.Refused != 1 || sum.Open != 1 {
+		t.Fatalf("calls %d succeeded %d failed %d refused %d open %d, want 38 30 6 1 1", sum.Calls, sum.Succeeded, sum.Failed, sum.Refused, sum.Open)
 	}
-	if sum.SuccessRate != round(30.0/37, 4) {
-		t.Errorf("success rate %v", sum.SuccessRate)
+	if sum.SuccessRate != round(30.0/36, 4) {
+		t.Errorf("success rate %v, want 30 of the 36 that ran", sum.SuccessRate)
+	}
+	if len(sum.Refusals) != 1 || sum.Refusals[0].Code != "VALIDATION_ERROR" || sum.Refusals[0].Calls != 1 {
+		t.Errorf("refusals %+v", sum.Refusals)
 	}
 	var hourly HourCount
 	for _, h := range sum.Hourly {
 		hourly.Succeeded += h.Succeeded
 		hourly.Failed += h.Failed
+		hourly.Refused += h.Refused
 		hourly.Open += h.Open
 	}
-	if hourly.Succeeded != 30 || hourly.Failed != 7 || hourly.Open != 1 {
+	if hourly.Succeeded != 30 || hourly.Failed != 6 || hourly.Refused != 1 || hourly.Open != 1 {
 		t.Errorf("hourly totals %+v", hourly)
 	}
-	if last := sum.Hourly[23]; last.Succeeded != 1 || last.Failed != 6 || last.Open != 1 {
-		t.Errorf("current hour %+v, want 1 succeeded, 6 failed, 1 open", last)
+	var sh ToolStats
+	for _, ts := range sum.Tools {
+		if ts.Tool == "shell_exec" {
+			sh = ts
+		}
+	}
+	if sh.Calls != 2 || sh.Refused != 1 || sh.Open != 1 || sh.Failed != 0 || sh.SuccessRate != 0 || len(sh.Failures) != 0 {
+		t.Errorf("shell_exec (one refused, one waiting) %+v", sh)
+	}
+	if last := sum.Hourly[23]; last.Succeeded != 1 || last.Failed != 5 || last.Refused != 1 || last.Open != 1 {
+		t.Errorf("current hour %+v, want 1 succeeded, 5 failed, 1 refused, 1 open", last)
 	}
 	if !slices.Equal(sum.Top, []string{"web_search", "file_read", "shell_exec"}) {
 		t.Errorf("top %v", sum.Top)
@@ -238,4 +253,30 @@ func BenchmarkDashboardStats(b *testing.B) {
 		}
 		b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N), "ms/op")
 	})
+}
+
+// TestStatsRisingNeedsABaseline: a tool failing in the last hour with no
+// calls before it is not "rising" (its failures show among the failures
+// and in the failure alert instead); refusals never make a tool rise.
+func TestStatsRisingNeedsABaseline(t *testing.T) {
+	ctx := context.Background()
+	store, _ := modelstest.Store(t)
+	stats := NewStats(store, nil).WithClock(func() time.Time { return statsClock })
+	var calls []*models.Call
+	for i := range 8 {
+		calls = append(calls, statCall("new_tool", models.StatusFailed, "UPSTREAM_ERROR", time.Duration(i+1)*time.Minute, 5))
+		calls = append(calls, statCall("guarded", models.StatusSucceeded, "", 3*time.Hour+time.Duration(i)*time.Minute, 5))
+		calls = append(calls, statCall("guarded", models.StatusRefused, "PATH_NOT_ALLOWED", time.Duration(i+1)*time.Minute, 0))
+	}
+	saveStatCalls(t, store, calls...)
+	sum, err := stats.Summary(ctx, StatsQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sum.Rising) != 0 {
+		t.Errorf("rising %+v, want none: new_tool has no baseline and guarded was only refused", sum.Rising)
+	}
+	if sum.Failed != 8 || sum.Refused != 8 {
+		t.Errorf("failed %d refused %d, want 8 and 8", sum.Failed, sum.Refused)
+	}
 }
