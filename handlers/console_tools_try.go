@@ -14,6 +14,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"toolbelt/models"
+	"toolbelt/services/access"
 	"toolbelt/services/invoke"
 	"toolbelt/views"
 )
@@ -48,7 +49,7 @@ func (h *Handler) TryToolForm(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	d.Try.Result = tryResult(res)
+	d.Try.Result = tryResult(res, CurrentPrincipal(c).Role != access.RoleAgent)
 	if e := res.Error; e != nil && e.Code == models.CodeValidation {
 		markTryProblems(&d.Try, e)
 	}
@@ -71,6 +72,19 @@ type tryParamSchema struct {
 	Maximum          *json.Number      `json:"maximum"`
 	ExclusiveMinimum *json.Number      `json:"exclusiveMinimum"`
 	ExclusiveMaximum *json.Number      `json:"exclusiveMaximum"`
+	MaxLength        *int              `json:"maxLength"`
+	ContentMediaType string            `json:"contentMediaType"`
+}
+
+// longTextNames are parameter names that hold text of many lines (a
+// file's content, a program): their field is multi-line, where Enter is
+// a new line, not a submission.
+var longTextNames = []string{"content", "code", "body", "text", "stdin", "script", "source", "markdown", "html", "prompt"}
+
+// multiline reports whether a string parameter takes text of many lines:
+// by its name, its media type, or a length no single line would need.
+func (p tryParamSchema) multiline(name string) bool {
+	return slices.Contains(longTextNames, strings.ToLower(name)) || p.ContentMediaType != "" || p.MaxLength != nil && *p.MaxLength > 4096
 }
 
 // tryFields generates the try-it form from a parameters schema: one field
@@ -104,7 +118,7 @@ func tryFields(schema json.RawMessage, form url.Values) []views.TryField {
 				f.OptionJSON = append(f.OptionJSON, string(bytes.TrimSpace(e)))
 			}
 		case f.Type == "string":
-			f.Control = views.ControlText
+			f.Control, f.Multiline = views.ControlText, p.multiline(name)
 		case f.Type == "integer" || f.Type == "number":
 			f.Control = views.ControlNumber
 			f.Step = "any"
@@ -185,6 +199,9 @@ func tryValue(f *views.TryField) (json.RawMessage, string) {
 	}
 	switch f.Control {
 	case views.ControlText:
+		if f.Multiline { // a form sends a text area's new lines as CRLF
+			v = strings.ReplaceAll(v, "\r\n", "\n")
+		}
 		raw, _ := json.Marshal(v)
 		return raw, ""
 	case views.ControlNumber:
@@ -266,8 +283,9 @@ func markTryProblems(t *views.TryForm, e *invoke.ToolError) {
 }
 
 // tryResult is a ToolResult as the page shows it.
-func tryResult(res invoke.ToolResult) *views.TryResult {
-	r := &views.TryResult{CallID: res.CallID, Status: res.Status, Success: res.Success,
+// reviewer says the viewer may open the approval queue.
+func tryResult(res invoke.ToolResult, reviewer bool) *views.TryResult {
+	r := &views.TryResult{CallID: res.CallID, Reviewer: reviewer, Status: res.Status, Success: res.Success,
 		Duration: res.Metadata.Duration, Attempts: res.Metadata.Attempts, Cached: res.Metadata.Cached, Version: res.Metadata.ToolVersion}
 	if len(res.Data) > 0 && !bytes.Equal(res.Data, []byte("null")) {
 		r.Data = views.PrettyJSON(string(res.Data))

@@ -336,13 +336,26 @@ func TestConsoleTryIt(t *testing.T) {
 		t.Errorf("max_bytes input: %v", mb.Nodes[0].Attr)
 	}
 
-	// A real write then read in one session.
-	p = b.post("/admin/tools/file_write/try", url.Values{"arg.path": {"notes/hello.txt"}, "arg.content": {"hello from the console"}, "session_id": {"try-1"}})
+	// A file's content is many lines: a text area (Enter is a new line),
+	// the path one line; code_execute's code is a text area too.
+	if p := b.get("/admin/tools/file_write"); goquery.NodeName(p.TestID("try-content")) != "textarea" || goquery.NodeName(p.TestID("try-path")) != "input" {
+		t.Errorf("file_write fields: content %s, path %s", goquery.NodeName(p.TestID("try-content")), goquery.NodeName(p.TestID("try-path")))
+	}
+	if p := b.get("/admin/tools/code_execute"); goquery.NodeName(p.TestID("try-code")) != "textarea" {
+		t.Errorf("code_execute code field: %s", goquery.NodeName(p.TestID("try-code")))
+	}
+
+	// A real write then read in one session; the text area's CRLF new
+	// lines (as a browser sends them) arrive as LF.
+	p = b.post("/admin/tools/file_write/try", url.Values{"arg.path": {"notes/hello.txt"}, "arg.content": {"hello from the console\r\nsecond line"}, "session_id": {"try-1"}})
 	if p.Status != 200 || p.TestID("try-status").Text() != "succeeded" {
 		t.Fatalf("write: %d %s %s", p.Status, p.TestID("try-status").Text(), p.TestID("try-result").Text())
 	}
+	if href := p.TestID("try-call-link").AttrOr("href", ""); href != "/admin/calls/"+p.TestID("try-call-id").Text() || b.get(href).Status != 200 {
+		t.Errorf("the call id links to %q", href)
+	}
 	p = b.post("/admin/tools/file_read/try", url.Values{"arg.path": {"notes/hello.txt"}, "arg.max_bytes": {"100"}, "session_id": {"try-1"}})
-	if p.Status != 200 || p.TestID("try-status").Text() != "succeeded" || !strings.Contains(p.TestID("try-data").Text(), "hello from the console") {
+	if p.Status != 200 || p.TestID("try-status").Text() != "succeeded" || !strings.Contains(p.TestID("try-data").Text(), `hello from the console\nsecond line"`) {
 		t.Fatalf("read: %d %s", p.Status, p.TestID("try-result").Text())
 	}
 	if v, _ := p.TestID("try-max_bytes").Attr("value"); v != "100" {
@@ -381,6 +394,22 @@ func TestConsoleTryIt(t *testing.T) {
 	p = b.post("/admin/tools/shell_exec/try", url.Values{"arg.command": {"echo hi"}, "session_id": {"try-1"}})
 	if p.Status != 202 || p.TestID("try-status").Text() != "awaiting_approval" || !strings.Contains(p.TestID("try-awaiting").Text(), p.TestID("try-call-id").Text()) {
 		t.Fatalf("dangerous: %d %s", p.Status, p.TestID("try-result").Text())
+	}
+	if p.TestID("try-awaiting").Find(`a[href="/admin/approvals"]`).Length() != 1 {
+		t.Error("an admin's waiting call does not link to the queue")
+	}
+
+	// An agent's waiting call points to its call page, which it may open,
+	// not to the queue, which it may not (403).
+	dangerousWrite(t, app)
+	ag := signedIn(t, app, "agent")
+	p = ag.post("/admin/tools/overwrite_note/try", url.Values{"arg.path": {"n.txt"}, "arg.content": {"x"}, "session_id": {"try-2"}})
+	if p.Status != 202 || p.TestID("try-awaiting").Find(`a[href="/admin/approvals"]`).Length() != 0 {
+		t.Fatalf("agent's waiting call: %d %s", p.Status, p.TestID("try-awaiting").Text())
+	}
+	link := p.TestID("try-awaiting").Find("a").AttrOr("href", "")
+	if link != "/admin/calls/"+p.TestID("try-call-id").Text() || ag.get(link).Status != 200 || ag.get("/admin/approvals").Status != 403 {
+		t.Errorf("agent's waiting call links to %q", link)
 	}
 }
 
