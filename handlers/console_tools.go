@@ -137,6 +137,9 @@ func (h *Handler) toolDetail(c *gin.Context) (*views.ToolDetail, error) {
 	for _, v := range vers {
 		d.Versions = append(d.Versions, views.VersionRow{Version: v.Version, Current: v.Current, CreatedAt: v.CreatedAt})
 	}
+	if d.ToolFiles, err = h.Registry.ToolFiles(ctx, name); err != nil {
+		return nil, err
+	}
 	if err := h.versionDiff(c, d, vers); err != nil {
 		return nil, err
 	}
@@ -207,6 +210,17 @@ func (h *Handler) RollbackToolForm(c *gin.Context) error {
 		return err
 	}
 	return Redirect(c, "/admin/tools/"+name, fmt.Sprintf("Version %s of %s is current again.", version, name))
+}
+
+// RetireToolForm retires a tool (after the page's confirmation): it is
+// offered and callable no more, its history stays, and restoring its
+// version brings it back.
+func (h *Handler) RetireToolForm(c *gin.Context) error {
+	name := c.Param("name")
+	if err := h.Registry.Retire(c.Request.Context(), name, CurrentPrincipal(c)); err != nil {
+		return err
+	}
+	return Redirect(c, "/admin/tools/"+name, fmt.Sprintf("%s is retired: agents are no longer offered it and its calls are refused. Restore its version to bring it back.", name))
 }
 
 // ForgetQueryForm removes a learned query of a tool.

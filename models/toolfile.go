@@ -35,6 +35,17 @@ func (s *Store) SaveToolFileRecord(ctx context.Context, r ToolFileRecord) error 
 	return nil
 }
 
+// ToolFilesOf lists the tool files that registered the named tool (in
+// any tool files directory): a tool they manage is replaced when its file
+// changes.
+func (s *Store) ToolFilesOf(ctx context.Context, tool string) ([]ToolFileRecord, error) {
+	var out []ToolFileRecord
+	if err := s.db.WithContext(ctx).Where("tool = ?", tool).Order("dir, file").Find(&out).Error; err != nil {
+		return nil, fmt.Errorf("list the tool files of %s: %w", tool, err)
+	}
+	return out, nil
+}
+
 // DeleteToolFileRecord forgets a file.
 func (s *Store) DeleteToolFileRecord(ctx context.Context, dir, file string) error {
 	if err := s.db.WithContext(ctx).Where("dir = ? AND file = ?", dir, file).Delete(&ToolFileRecord{}).Error; err != nil {

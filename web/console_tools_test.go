@@ -3,12 +3,16 @@ package web_test
 import (
 	"fmt"
 	"net/url"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/PuerkitoBio/goquery"
 
+	"toolbelt/app"
+	"toolbelt/services/netpolicy"
 	"toolbelt/views"
 )
 
@@ -584,4 +588,73 @@ func toolFormMerge(a, b map[string]string) map[string]string {
 		out[k] = v
 	}
 	return out
+}
+
+// TestConsoleRetireAndRollBack: retiring and rolling back ask first (each
+// behind a "…" that opens its confirmation), retire turns the tool off
+// (not offered, calls refused) and restore on again; a tool from a tool
+// file says it is file-managed, and one registered by hand does not.
+func TestConsoleRetireAndRollBack(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "note.yaml")
+	if err := os.WriteFile(file, []byte(`name: note_words
+description: Count the words of a note in the work directory, as the wc command does.
+category: shell
+parameters:
+  type: object
+  properties:
+    path: {type: string, description: The note}
+  required: [path]
+security: {level: safe, sandbox: true}
+runner: {kind: command, argv: [wc, -w, "{{path}}"]}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	app := newTestAppWith(t, hostCaps{Chromium: true, Python: true, Node: true, Sandbox: true}, netpolicy.Policy{}, func(c *app.Config) { c.ToolsDir = dir })
+	b := signedIn(t, app, "admin")
+
+	p := b.get("/admin/tools/note_words")
+	if got := p.TestID("file-managed").Text(); p.Status != 200 || !strings.Contains(got, file) || !strings.Contains(got, "replaced when that file changes") {
+		t.Errorf("file-managed tool: %d %q", p.Status, got)
+	}
+	if b.get("/admin/tools/file_read").TestID("file-managed").Length() != 0 {
+		t.Error("a built-in tool is marked file-managed")
+	}
+
+	// Roll-back sits behind its confirmation, which names both versions.
+	if r := app.do(t, "admin", "POST", "/api/v1/tools", toolDef("two_versions")); r.Status != 201 {
+		t.Fatalf("register: %d %s", r.Status, r.Body)
+	}
+	if r := app.do(t, "admin", "PUT", "/api/v1/tools/two_versions", toolDef("two_versions", func(m map[string]any) { m["version"] = "2.0.0" })); r.Status != 200 && r.Status != 201 {
+		t.Fatalf("publish: %d %s", r.Status, r.Body)
+	}
+	p = b.get("/admin/tools/two_versions")
+	confirm := p.TestID("version-1.0.0").Find("details.confirm")
+	if confirm.Find(`[data-testid="rollback-open-1.0.0"]`).Length() != 1 || confirm.Find(`[data-testid="rollback"]`).Length() != 1 ||
+		!strings.Contains(confirm.Text(), "version 1.0.0 instead of 2.0.0") {
+		t.Errorf("roll-back confirmation: %q", confirm.Text())
+	}
+
+	// Retire: confirmed, then off for agents, and restored on.
+	p = b.get("/admin/tools/file_list")
+	if p.Doc.Find("details.confirm").Find(`[data-testid="retire-open"]`).Length() != 1 {
+		t.Fatal("no retire confirmation")
+	}
+	p = b.post("/admin/tools/file_list/retire", url.Values{})
+	if p.Status != 200 || !strings.Contains(p.TestID("notice").Text(), "file_list is retired") || p.TestID("restore").Length() != 1 || p.TestID("retire-open").Length() != 0 {
+		t.Fatalf("retire: %d %q", p.Status, p.TestID("notice").Text())
+	}
+	if code, res := app.call(t, "admin", map[string]any{"tool": "file_list"}); code != 404 || errCode(res) != "TOOL_NOT_FOUND" {
+		t.Errorf("a retired tool's call: %d %v", code, res)
+	}
+	if r := app.do(t, "admin", "GET", "/api/v1/tools/file_list", nil); r.Status != 404 {
+		t.Errorf("the API still serves the retired tool: %d", r.Status)
+	}
+	p = b.post("/admin/tools/file_list/rollback", url.Values{"version": {"1.0.0"}})
+	if code, _ := app.call(t, "admin", map[string]any{"tool": "file_list"}); p.Status != 200 || code != 200 {
+		t.Errorf("restored tool: page %d, call %d", p.Status, code)
+	}
+	if p = b.post("/admin/tools/no_such_tool/retire", url.Values{}); p.Status != 404 {
+		t.Errorf("retiring a tool that does not exist: %d", p.Status)
+	}
 }

@@ -99,3 +99,25 @@ func TestE2ERegisterTool(t *testing.T) {
 		t.Errorf("try data %q", got)
 	}
 }
+
+// TestE2ERetireAsksFirst: the Retire button is not on the page until its
+// confirmation is opened; confirmed, the tool is retired and can be
+// restored from the same page.
+func TestE2ERetireAsksFirst(t *testing.T) {
+	app := newTestApp(t)
+	e := newE2E(t, app)
+	e.signIn("admin")
+	e.run("open the tool", chromedp.Navigate(e.URL+"/admin/tools/file_list"), chromedp.WaitVisible(tid("retire-open")), loaded())
+	if visible, err := chromedp.Run(e.ctx, chromedp.Evaluate[bool](`document.querySelector('[data-testid="retire"]').checkVisibility()`)); err != nil || visible {
+		t.Fatalf("the retire button shows before its confirmation is opened (%v)", err)
+	}
+	e.run("confirm", chromedp.Click(tid("retire-open")), chromedp.WaitVisible(tid("retire")), chromedp.Click(tid("retire")),
+		chromedp.WaitVisible(tid("notice")), loaded())
+	if got := e.text(tid("notice")); !strings.Contains(got, "file_list is retired") {
+		t.Fatalf("notice %q", got)
+	}
+	e.run("restore", chromedp.Click(tid("restore")), chromedp.WaitVisible(tid("try-form")), loaded())
+	if code, _ := app.call(t, "admin", map[string]any{"tool": "file_list"}); code != 200 {
+		t.Errorf("restored tool's call: %d", code)
+	}
+}

@@ -144,6 +144,7 @@ func TestConsoleRBACMatrix(t *testing.T) {
 		{"GET", "/tools/:name/edit", "/admin/tools/file_read/edit", []string{"admin"}},
 		{"POST", "/tools/:name/edit", "/admin/tools/file_read/edit", []string{"admin"}},
 		{"POST", "/tools/:name/rollback", "/admin/tools/file_read/rollback", []string{"admin"}},
+		{"POST", "/tools/:name/retire", "/admin/tools/http_request/retire", []string{"admin"}},
 		{"POST", "/tools/:name/queries/:id/forget", "/admin/tools/file_read/queries/1/forget", []string{"admin"}},
 		{"POST", "/tools/:name/try", "/admin/tools/file_list/try", []string{"admin", "agent"}},
 		{"GET", "/playground", "/admin/playground?q=read+a+file", all},

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -457,6 +458,20 @@ func (r *Registry) Rollback(ctx context.Context, name, version string, by *model
 	r.log.InfoContext(ctx, "tool rolled back", "tool", name, "version", version, "by", models.ActorName(by))
 	r.changed(ctx)
 	return r.view(t, v)
+}
+
+// ToolFiles names the tool files (paths) that manage the tool: an edit
+// made elsewhere is replaced when such a file changes.
+func (r *Registry) ToolFiles(ctx context.Context, name string) ([]string, error) {
+	records, err := r.store.ToolFilesOf(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, rec := range records {
+		out = append(out, filepath.Join(rec.Dir, rec.File))
+	}
+	return out, nil
 }
 
 // Retire takes a tool out of the catalog and of selection; its history
