@@ -201,8 +201,17 @@ func TestConsoleRegisterEditRollback(t *testing.T) {
 	if got := p.TestID("error-name").Text(); !strings.Contains(got, "snake_case") {
 		t.Errorf("name error %q", got)
 	}
-	if got := p.TestID("error-parameters").Text(); !strings.Contains(got, "/properties/text/type") {
+	if got := p.TestID("error-parameters").Text(); !strings.Contains(got, "/properties/text/type") || !strings.Contains(got, `did you mean "string"?`) {
 		t.Errorf("parameters error %q", got)
+	}
+	// JSON that does not parse is located by line and column.
+	bad := url.Values{}
+	for k, v := range form {
+		bad[k] = v
+	}
+	bad.Set("parameters", "{\n  \"type\": \"object\",\n}")
+	if got := b.post("/admin/tools/new", bad).TestID("error-parameters").Text(); !strings.Contains(got, "at line 3, column 1") {
+		t.Errorf("JSON error %q", got)
 	}
 	if v, _ := p.TestID("field-name").Attr("aria-invalid"); v != "true" {
 		t.Error("the name field is not marked invalid")

@@ -23,6 +23,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/agnivade/levenshtein"
+
 	"toolbelt/models"
 	"toolbelt/services/access"
 	"toolbelt/services/embed"
@@ -1307,28 +1309,8 @@ func nameSimilarity(a, b string) float64 {
 	if a == "" || b == "" {
 		return 0
 	}
-	d := levenshtein([]rune(a), []rune(b))
+	d := levenshtein.ComputeDistance(a, b)
 	return 1 - float64(d)/float64(max(utf8.RuneCountInString(a), utf8.RuneCountInString(b)))
-}
-
-func levenshtein(a, b []rune) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 func toSet(xs []string) map[string]bool {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"regexp"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/agnivade/levenshtein"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
@@ -163,7 +165,12 @@ func validateParameters(raw json.RawMessage, ps *models.Problems) (*jsonschema.S
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	if err := dec.Decode(&doc); err != nil {
-		ps.Add("/parameters", "is not valid JSON: %v", err)
+		ps.Add("/parameters", "is not valid JSON: %s", jsonErrorAt(raw, err))
+		return nil, nil
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		line, col := lineColumn(raw, int(dec.InputOffset()))
+		ps.Add("/parameters", "is not valid JSON: more follows the schema's closing brace at line %d, column %d", line, col)
 		return nil, nil
 	}
 	if d := depth(doc); d > MaxSchemaDepth {
@@ -183,6 +190,10 @@ func validateParameters(raw json.RawMessage, ps *models.Problems) (*jsonschema.S
 	}
 	before := len(*ps)
 	checkRequired(root, "/parameters", ps)
+	checkTypeNames(root, "/parameters", ps)
+	if len(*ps) > before {
+		return nil, nil
+	}
 	schema, err := CompileSchema(doc)
 	if err != nil {
 		schemaProblems(err, ps)
@@ -769,4 +780,97 @@ func (p *ArgsPlan) value(v any) any {
 	}
 	p.Apply(v)
 	return v
+}
+
+// jsonErrorAt says what is wrong with raw and where, by line and column
+// (counted in characters from 1), for a person fixing it in a text box:
+// "invalid character '}' looking for beginning of object key string at
+// line 4, column 1".
+func jsonErrorAt(raw []byte, err error) string {
+	var syn *json.SyntaxError
+	switch {
+	case errors.As(err, &syn):
+		line, col := lineColumn(raw, int(syn.Offset)-1)
+		return fmt.Sprintf("%s at line %d, column %d", syn.Error(), line, col)
+	case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF):
+		line, col := lineColumn(raw, len(raw))
+		return fmt.Sprintf("it ends at line %d, column %d before the JSON does (a brace, bracket or string is not closed)", line, col)
+	}
+	return err.Error()
+}
+
+// lineColumn is the 1-based line and column (in characters) of byte
+// offset off in raw.
+func lineColumn(raw []byte, off int) (line, col int) {
+	off = max(0, min(off, len(raw)))
+	before := raw[:off]
+	line = bytes.Count(before, []byte("\n")) + 1
+	if i := bytes.LastIndexByte(before, '\n'); i >= 0 {
+		before = before[i+1:]
+	}
+	return line, utf8.RuneCount(before) + 1
+}
+
+// simpleTypes are JSON Schema's type names.
+var simpleTypes = []string{"array", "boolean", "integer", "null", "number", "object", "string"}
+
+// subschemaKeywords are the keywords whose value is a schema, a list of
+// schemas or a map of them: where checkTypeNames looks for more types.
+var subschemaKeywords = []string{"properties", "patternProperties", "$defs", "definitions", "dependentSchemas",
+	"items", "prefixItems", "additionalProperties", "additionalItems", "unevaluatedProperties", "unevaluatedItems",
+	"contains", "propertyNames", "not", "if", "then", "else", "allOf", "anyOf", "oneOf"}
+
+// checkTypeNames reports each "type" of the schema at ptr, and of its
+// subschemas, that names no JSON Schema type, with the nearest type name
+// when one is close ("strng": did you mean "string"?). The metaschema
+// refuses them too, but only as "must be one of …".
+func checkTypeNames(schema map[string]any, ptr string, ps *models.Problems) {
+	check := func(at string, v any) {
+		name, ok := v.(string)
+		if !ok || slices.Contains(simpleTypes, name) {
+			return
+		}
+		best, dist := "", 3 // at most two edits away
+		for _, t := range simpleTypes {
+			if d := levenshtein.ComputeDistance(strings.ToLower(name), t); d < dist {
+				best, dist = t, d
+			}
+		}
+		if best != "" {
+			ps.Add(at, "%q is not a JSON Schema type: did you mean %q? (types: %s)", name, best, strings.Join(simpleTypes, ", "))
+		} else {
+			ps.Add(at, "%q is not a JSON Schema type (types: %s)", name, strings.Join(simpleTypes, ", "))
+		}
+	}
+	switch t := schema["type"].(type) {
+	case string:
+		check(ptr+"/type", t)
+	case []any:
+		for i, v := range t {
+			check(fmt.Sprintf("%s/type/%d", ptr, i), v)
+		}
+	}
+	sub := func(at string, v any) {
+		if m, ok := v.(map[string]any); ok {
+			checkTypeNames(m, at, ps)
+		}
+	}
+	for _, kw := range subschemaKeywords {
+		at := ptr + "/" + EscapePointer(kw)
+		switch v := schema[kw].(type) {
+		case map[string]any:
+			switch kw {
+			case "properties", "patternProperties", "$defs", "definitions", "dependentSchemas":
+				for _, name := range slices.Sorted(maps.Keys(v)) {
+					sub(at+"/"+EscapePointer(name), v[name])
+				}
+			default:
+				checkTypeNames(v, at, ps)
+			}
+		case []any:
+			for i, s := range v {
+				sub(fmt.Sprintf("%s/%d", at, i), s)
+			}
+		}
+	}
 }

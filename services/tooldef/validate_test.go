@@ -2,7 +2,10 @@ package tooldef
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
+
+	"toolbelt/models"
 )
 
 // TestPlanNulls: a null for an optional field that does not take null is
@@ -105,5 +108,45 @@ func checkPlan(t *testing.T, schema string, cases []struct{ name, args, want str
 				t.Errorf("got %s, want %s", got, w)
 			}
 		})
+	}
+}
+
+// TestParametersJSONProblems: a schema typed by a person gets its JSON
+// mistakes located by line and column, text after the closing brace is
+// refused (it was ignored), and a misspelt type name gets the nearest
+// real one, wherever it is nested, but a property named "type" is not
+// taken for one.
+func TestParametersJSONProblems(t *testing.T) {
+	for _, tc := range []struct {
+		name, schema string
+		pointer, want string
+	}{
+		{"trailing comma", "{\n  \"type\": \"object\",\n  \"properties\": {\"a\": {\"type\": \"string\"},\n}\n}", "/parameters",
+			"invalid character '}' looking for beginning of object key string at line 4, column 1"},
+		{"not closed", "{\n  \"type\": \"object\",\n  \"properties\": {", "/parameters", "ends at line 3, column 18 before the JSON does"},
+		{"columns count characters", "{\"description\": \"café\", \"type\": \"object\" x}", "/parameters", "invalid character 'x' after object key:value pair at line 1, column 42"},
+		{"text after the schema", "{\"type\": \"object\"}\n}", "/parameters", "more follows the schema's closing brace at line 2, column 1"},
+		{"misspelt type", `{"type": "object", "properties": {"name": {"type": "strng"}}}`, "/parameters/properties/name/type",
+			`"strng" is not a JSON Schema type: did you mean "string"?`},
+		{"in a list of types", `{"type": "object", "properties": {"n": {"type": ["nul", "integer"]}}}`, "/parameters/properties/n/type/0", `did you mean "null"?`},
+		{"nested in items", `{"type": "object", "properties": {"xs": {"type": "array", "items": {"type": "Integer"}}}}`, "/parameters/properties/xs/items/type",
+			`did you mean "integer"?`},
+		{"far from any type", `{"type": "object", "properties": {"d": {"type": "datetime"}}}`, "/parameters/properties/d/type", `"datetime" is not a JSON Schema type (types:`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var ps models.Problems
+			validateParameters(json.RawMessage(tc.schema), &ps)
+			for _, p := range ps {
+				if p.Pointer == tc.pointer && strings.Contains(p.Message, tc.want) {
+					return
+				}
+			}
+			t.Errorf("problems %+v, want one at %s containing %q", ps, tc.pointer, tc.want)
+		})
+	}
+	// A property called "type" is a property, not a type name.
+	var ps models.Problems
+	if validateParameters(json.RawMessage(`{"type": "object", "properties": {"type": {"type": "string"}}}`), &ps); len(ps) != 0 {
+		t.Errorf("a property named type: %+v", ps)
 	}
 }
