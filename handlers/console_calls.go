@@ -159,6 +159,28 @@ func (h *Handler) CallPage(c *gin.Context) error {
 		TotalMs: rec.TotalMs, CreatedAt: rec.CreatedAt, FinishedAt: rec.FinishedAt, Attempts: rec.Attempts,
 		Cached: rec.Cached, Arguments: rec.Arguments,
 		Waiting: rec.Status == models.StatusAwaitingApproval && me != nil && me.Role != access.RoleAgent}
+	if d.TotalMs == 0 && rec.FinishedAt != nil {
+		// Ended before the chain timed it (denied, expired, cancelled
+		// while waiting): its total is the time it took to end.
+		d.TotalMs = rec.FinishedAt.Sub(rec.CreatedAt).Milliseconds()
+	}
+	if a, err := h.Invoker.Decision(ctx, rec.ID); err != nil {
+		return err
+	} else if a != nil {
+		dec := &views.CallDecision{Status: a.Status, Reason: a.Reason, At: a.DecidedAt}
+		if a.DecidedBy != nil {
+			dec.By = names.of(*a.DecidedBy)
+		}
+		end := time.Now()
+		switch {
+		case a.DecidedAt != nil:
+			end = *a.DecidedAt
+		case a.Status == models.ApprovalExpired:
+			end = a.ExpiresAt
+		}
+		dec.WaitMs = max(end.Sub(a.CreatedAt).Milliseconds(), 0)
+		d.Decision = dec
+	}
 	cbs, err := h.Invoker.Callbacks(ctx, rec.ID)
 	if err != nil {
 		return err

@@ -187,6 +187,17 @@ func TestConsoleDecisions(t *testing.T) {
 	if status != "succeeded" {
 		t.Errorf("history shows the approved call as %q", status)
 	}
+	// Each call's page says who decided, when and why, and the wait apart.
+	for _, tc := range []struct{ call, status, reason string }{{denyCall, "denied", "notes are read-only today"}, {okCall, "approved", ""}} {
+		d := b.get("/admin/calls/" + tc.call)
+		if d.TestID("decision-status").Text() != tc.status || d.TestID("decision-by").Text() != "test-reviewer" || d.TestID("decision-at").Length() != 1 ||
+			d.TestID("decision-reason").Text() != tc.reason || d.TestID("call-approval-ms").Length() != 1 {
+			t.Errorf("call page of the %s call: %q", tc.status, strings.Join(strings.Fields(d.TestID("call-decision").Text()), " "))
+		}
+	}
+	if d := b.get("/admin/calls/" + okCall); !strings.Contains(d.TestID("call-total-ms").Text(), "the approval wait included") {
+		t.Errorf("the approved call's total does not say it includes the wait: %q", d.TestID("call-total-ms").Text())
+	}
 	p = b.get("/admin/approvals")
 	if got := p.TestID("decided-" + okID).Find(`[data-testid="decided-status"]`).Text(); got != "approved · succeeded" {
 		t.Errorf("approved row status %q", got)
