@@ -7,6 +7,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"toolbelt/models"
 	"toolbelt/services/ops"
 	"toolbelt/views"
 )
@@ -23,12 +24,17 @@ func (h *Handler) Dashboard(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	sum, err := h.Stats.Summary(ctx, ops.StatsQuery{Hours: ops.DefaultStatsHours})
+	rng, ok := views.DashRangeOf(c.Query("range"))
+	if !ok {
+		return models.ErrInvalid.Errorf("range %q: use one of 1h, 24h, 7d", c.Query("range"))
+	}
+	sum, err := h.Stats.Summary(ctx, ops.StatsQuery{Hours: rng.Hours})
 	if err != nil {
 		return err
 	}
 	page := h.Page(c, "Dashboard")
 	d := dashboardData(sum)
+	d.Range, d.Since = rng, sum.Since
 	for _, cat := range cats {
 		d.Categories = append(d.Categories, views.CategoryCount{Name: cat.Category, Tools: cat.Tools})
 	}

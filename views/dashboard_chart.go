@@ -40,7 +40,7 @@ type DashBar struct {
 	BadY, BadH float64
 	RefY, RefH float64
 	// LabelX is where the hour label sits; Label is empty for hours not
-	// labelled (every third one is).
+	// labelled (about eight are).
 	LabelX float64
 	Label  string
 }
@@ -72,6 +72,12 @@ func NewDashChart(hours []DashHour) DashChart {
 	if ch.Max > 0 {
 		scale = float64(chartPlot-4) / float64(ch.Max)
 	}
+	// About eight labels whatever the window: every third hour of a day,
+	// and a day's midnight or noon over a week (days named).
+	every, layout := max(1, (len(hours)+7)/8), "15h"
+	if len(hours) > 48 {
+		every, layout = 12*((len(hours)+12*8-1)/(12*8)), "Jan 2 15h"
+	}
 	for i, h := range hours {
 		b := DashBar{Hour: h, X: chartLeft + float64(i)*slot + slot*0.15, W: slot * 0.7}
 		b.OkH = float64(h.Succeeded) * scale
@@ -81,8 +87,8 @@ func NewDashChart(hours []DashHour) DashChart {
 		b.BadY = b.OkY - b.BadH
 		b.RefY = b.BadY - b.RefH
 		b.LabelX = b.X + b.W/2
-		if i%3 == 0 || i == len(hours)-1 {
-			b.Label = h.Start.UTC().Format("15h")
+		if i%every == 0 || i == len(hours)-1 {
+			b.Label = h.Start.UTC().Format(layout)
 		}
 		ch.Bars = append(ch.Bars, b)
 	}

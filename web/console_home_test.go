@@ -460,3 +460,65 @@ func TestConsoleDashboardWaitingCalls(t *testing.T) {
 		t.Errorf("calls card %q, success %q", p.TestID("stat-calls").Text(), p.TestID("stat-success-value").Text())
 	}
 }
+
+// TestConsoleDashboardNavigates: a new admin is told what to do first; the
+// window is 1 h, 24 h or 7 d; each count, hour bar and tool opens the
+// history filtered to it, and what the history lists is what was counted.
+func TestConsoleDashboardNavigates(t *testing.T) {
+	app := newTestApp(t)
+	b := signedIn(t, app, "admin")
+	p := b.get("/admin")
+	if p.TestID("dash-empty").Find(`a[href="/admin/tools/new"]`).Length() != 1 || p.TestID("dash-empty").Find(`a[href="/admin/access"]`).Length() != 1 {
+		t.Errorf("empty state %q", p.TestID("dash-empty").Text())
+	}
+	app.call(t, "admin", map[string]any{"tool": "file_write", "session_id": "nav", "arguments": map[string]any{"path": "a.txt", "content": "x"}})
+	app.call(t, "admin", map[string]any{"tool": "file_read", "session_id": "nav", "arguments": map[string]any{"path": "missing.txt"}})
+	app.call(t, "admin", map[string]any{"tool": "file_read", "arguments": map[string]any{}})
+
+	p = b.get("/admin")
+	if p.TestID("dash-empty").Length() != 0 || p.TestID("range-24h").AttrOr("aria-current", "") != "page" || p.TestID("dash-live").AttrOr("hx-trigger", "") != "every 30s" {
+		t.Errorf("dashboard with calls: empty state %d, range %q", p.TestID("dash-empty").Length(), p.TestID("range-24h").AttrOr("aria-current", ""))
+	}
+	rows := func(href string) []string {
+		var ids []string
+		b.get(href).TestID("call-row").Each(func(_ int, r *goquery.Selection) { ids = append(ids, r.AttrOr("data-call-id", "")) })
+		return ids
+	}
+	for _, tc := range []struct {
+		testid string
+		want   int
+	}{{"stat-calls-value", 3}, {"stat-succeeded", 1}, {"stat-failed", 1}, {"stat-refused", 1}} {
+		href := p.TestID(tc.testid).AttrOr("href", "")
+		if got := rows(href); !strings.HasPrefix(href, "/admin/calls?") || len(got) != tc.want {
+			t.Errorf("%s links to %q listing %d calls, want %d", tc.testid, href, len(got), tc.want)
+		}
+	}
+	if got := rows(p.TestID("top-file_read").Find(`[data-testid="top-calls"]`).AttrOr("href", "")); len(got) != 2 {
+		t.Errorf("file_read's count lists %d calls, want 2", len(got))
+	}
+	busy := 0
+	p.TestID("chart-hour").Each(func(_ int, h *goquery.Selection) {
+		if h.AttrOr("data-succeeded", "0") != "0" {
+			busy++
+			if got := rows(h.AttrOr("href", "")); len(got) != 3 {
+				t.Errorf("the hour bar lists %d calls, want 3", len(got))
+			}
+		}
+	})
+	if busy != 1 {
+		t.Errorf("%d hours with calls, want 1", busy)
+	}
+
+	for _, tc := range []struct {
+		rng, label string
+		hours      int
+	}{{"1h", "Last hour", 1}, {"7d", "Last 7 days", 168}} {
+		p = b.get("/admin?range=" + tc.rng)
+		if p.Status != 200 || p.TestID("chart-hour").Length() != tc.hours || !strings.Contains(p.TestID("dash-live").Find("h2").Text(), tc.label) || p.TestID("stat-calls-value").Text() != "3" {
+			t.Errorf("range %s: %d, %d hours, %q", tc.rng, p.Status, p.TestID("chart-hour").Length(), p.TestID("dash-live").Find("h2").Text())
+		}
+	}
+	if p = b.get("/admin?range=1y"); p.Status != 400 || !strings.Contains(p.Doc.Find("main").Text(), "use one of 1h, 24h, 7d") {
+		t.Errorf("an unknown range: %d %q", p.Status, strings.TrimSpace(p.Doc.Find("main").Text()))
+	}
+}
