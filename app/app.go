@@ -257,6 +257,13 @@ func New(ctx context.Context, cfg Config, opts Options) (_ *App, err error) {
 		return nil, err
 	}
 	a.Invoker.WithRateLimitStore(limitStore)
+	// Background calls are claimed under this instance's name; the others
+	// reach the calls it runs (cancel, stream) through the notices.
+	var bus invoke.Bus
+	if a.Notices != nil {
+		bus = a.Notices
+	}
+	a.Invoker.WithCluster(cfg.Instance, bus)
 	if opts.Sleep != nil {
 		a.Invoker.WithSleep(opts.Sleep)
 	}
@@ -370,6 +377,12 @@ func (a *App) Run(ctx context.Context) error {
 	}
 	g.Go(func() error {
 		a.Cluster.Run(jobs, leaderJobs...)
+		return nil
+	})
+	// Every instance renews the claims of the calls it runs and takes
+	// over those of instances that died.
+	g.Go(func() error {
+		a.Invoker.RunClaims(jobs)
 		return nil
 	})
 	if err := g.Wait(); err != nil {

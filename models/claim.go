@@ -106,6 +106,9 @@ type Void struct {
 	// All takes every claim for dead: SQLite is one process's file, so
 	// at start no other run can hold a claim.
 	All bool
+	// Self is the run taking over, whose own claims are never void: it
+	// is alive.
+	Self string
 	// Limit bounds the calls taken over at once.
 	Limit int
 }
@@ -135,6 +138,9 @@ func (s *Store) TakeOverCalls(ctx context.Context, v Void, decide func(c *Call) 
 				args = append(args, likePrefix(v.Run))
 			}
 			q = q.Where(cond, args...)
+		}
+		if v.Self != "" {
+			q = q.Where("claimed_by <> ?", v.Self)
 		}
 		if s.dialect.postgres {
 			q = q.Clauses(clause.Locking{Strength: "UPDATE", Options: "SKIP LOCKED"})
