@@ -264,6 +264,7 @@ func New(ctx context.Context, cfg Config, opts Options) (_ *App, err error) {
 		bus = a.Notices
 	}
 	a.Invoker.WithCluster(cfg.Instance, bus)
+	a.Callbacks.WithOwner(a.Invoker.Owner())
 	if opts.Sleep != nil {
 		a.Invoker.WithSleep(opts.Sleep)
 	}
@@ -365,7 +366,6 @@ func (a *App) Run(ctx context.Context) error {
 	leaderJobs := []cluster.Job{
 		func(ctx context.Context) { a.Invoker.SweepApprovals(ctx, a.approvalSweep) },
 		a.Alerts.Run,
-		a.Callbacks.Run,
 		a.pruneConsoleSessions,
 	}
 	if a.ToolFiles != nil {
@@ -380,9 +380,14 @@ func (a *App) Run(ctx context.Context) error {
 		return nil
 	})
 	// Every instance renews the claims of the calls it runs and takes
-	// over those of instances that died.
+	// over those of instances that died, and delivers callbacks, each
+	// claimed by one instance at a time.
 	g.Go(func() error {
 		a.Invoker.RunClaims(jobs)
+		return nil
+	})
+	g.Go(func() error {
+		a.Callbacks.Run(jobs)
 		return nil
 	})
 	if err := g.Wait(); err != nil {
