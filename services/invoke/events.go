@@ -238,3 +238,7 @@ func (w *watches) prune(now time.Time) {
 	}
 	w.any.Store(len(w.n) > 0)
 }
+
+// Streamed reports whether another instance streams the events of call
+// id, so this one sends them there.
+func (inv *Invoker) Streamed(id string) bool { return inv.watches.has(id) }
