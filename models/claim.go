@@ -58,6 +58,26 @@ func (s *Store) StartCall(ctx context.Context, id, owner string, at time.Time) (
 	return res.RowsAffected == 1, nil
 }
 
+// ReleaseCall queues again a call owner holds whose tool has not begun,
+// with its approval back (the instance stops: another runs it); false
+// when owner does not hold it or its tool began.
+func (s *Store) ReleaseCall(ctx context.Context, id, owner string) (bool, error) {
+	released := false
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		res := tx.Exec("UPDATE calls SET status = ?, claimed_by = '', lease_until = NULL WHERE id = ? AND claimed_by = ? AND status = ? AND started_at IS NULL",
+			StatusQueued, id, owner, StatusRunning)
+		if res.Error != nil || res.RowsAffected == 0 {
+			return res.Error
+		}
+		released = true
+		return tx.Model(&Approval{}).Where("call_id = ? AND status = ?", id, ApprovalUsed).Update("status", ApprovalApproved).Error
+	})
+	if err != nil {
+		return false, fmt.Errorf("release call %s: %w", id, err)
+	}
+	return released, nil
+}
+
 // RequestCancel marks a running call to be cancelled by its owner, which
 // checks the mark once it holds the call (a cancel notice may come before
 // that); false when the call is not running.

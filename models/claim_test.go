@@ -266,3 +266,40 @@ func TestClaimCallback(t *testing.T) {
 		}
 	})
 }
+
+// A call released by its owner before its tool began is queued again with
+// its approval back; one begun, or held by another, is not released.
+func TestReleaseCall(t *testing.T) {
+	eachStore(t, func(t *testing.T, store *Store) {
+		ctx := context.Background()
+		now := time.Now().UTC()
+		for _, id := range []string{"r1", "r2"} {
+			if err := store.SaveCalls(ctx, []*Call{{ID: id, Tool: "t", Status: StatusQueued, CreatedAt: now}}); err != nil {
+				t.Fatal(err)
+			}
+			if ok, _ := store.ClaimCall(ctx, id, "a#1", now.Add(time.Minute), "{}"); !ok {
+				t.Fatal("not claimed")
+			}
+		}
+		if err := store.DB().Create(&Approval{ID: "ap-r1", CallID: "r1", Status: ApprovalUsed, ExpiresAt: now.Add(time.Hour)}).Error; err != nil {
+			t.Fatal(err)
+		}
+		if ok, _ := store.StartCall(ctx, "r2", "a#1", now); !ok {
+			t.Fatal("not started")
+		}
+		if ok, _ := store.ReleaseCall(ctx, "r1", "b#1"); ok {
+			t.Error("released by an instance that does not hold it")
+		}
+		if ok, _ := store.ReleaseCall(ctx, "r2", "a#1"); ok {
+			t.Error("a call whose tool began was released")
+		}
+		if ok, err := store.ReleaseCall(ctx, "r1", "a#1"); err != nil || !ok {
+			t.Fatal(ok, err)
+		}
+		rec, _ := store.CallByID(ctx, "r1")
+		a, _ := store.ApprovalByID(ctx, "ap-r1")
+		if rec.Status != StatusQueued || rec.ClaimedBy != "" || a.Status != ApprovalApproved {
+			t.Errorf("released: call %s by %q, approval %s", rec.Status, rec.ClaimedBy, a.Status)
+		}
+	})
+}

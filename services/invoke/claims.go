@@ -172,6 +172,7 @@ func (inv *Invoker) claim(ctx context.Context, id string) (bool, error) {
 func (inv *Invoker) start(ctx context.Context, c *call) *ToolResult {
 	ok, err := inv.store.StartCall(ctx, c.id, inv.owner, time.Now())
 	if err == nil && ok {
+		c.began = true
 		return nil
 	}
 	if err == nil {
@@ -219,4 +220,21 @@ func (inv *Invoker) cancelQueued(ctx context.Context, rec *models.Call) (bool, e
 	inv.publish(rec.ID, "result", res)
 	inv.callEnded(ctx, rec.ID, raw)
 	return true, nil
+}
+
+// release hands back a claimed call whose tool had not begun when the
+// shutdown cut it short: queued again, for another instance or the next
+// start, rather than recorded interrupted.
+func (inv *Invoker) release(c *call) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ok, err := inv.store.ReleaseCall(ctx, c.id, inv.owner)
+	if err != nil {
+		inv.log.Error("release call", "err", err, "call_id", c.id)
+	}
+	if ok {
+		inv.log.Info("call released at shutdown before its tool began: queued for another instance", "call_id", c.id)
+		inv.publish(c.id, "status", statusEvent{models.StatusQueued})
+	}
+	return ok
 }
