@@ -296,3 +296,45 @@ func TestClusterCallbacksOnce(t *testing.T) {
 		}
 	}
 }
+
+// At a shutdown past its deadline, background calls whose tool runs end
+// interrupted, and those still waiting for a slot of their category's
+// queue (their tool never began) are queued again, for another instance
+// or the next start, never lost or recorded as failed.
+func TestShutdownReleasesCallsNotBegun(t *testing.T) {
+	ta := newTestApp(t)
+	register(t, ta, countingTool("tally_slow", "30"))
+	var ids []string
+	for i := range 6 { // the code category runs 4 at once
+		r := ta.do(t, "admin", "POST", "/api/v1/calls", map[string]any{"tool": "tally_slow", "async": true, "session_id": "sd",
+			"arguments": map[string]any{"tag": fmt.Sprintf("sd-%d", i)}})
+		if r.Status != 202 {
+			t.Fatal(r.Status, string(r.Body))
+		}
+		ids = append(ids, r.JSON(t)["call_id"].(string))
+	}
+	waitFor(t, "four calls running", 20*time.Second, func() bool {
+		n := 0
+		for i := range ids {
+			n += runs(t, []*testApp{ta}, fmt.Sprintf("sd-%d", i))
+		}
+		return n == 4
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	ta.invoker.Shutdown(ctx)
+	got := map[string]int{}
+	for _, id := range ids {
+		rec, err := ta.store.CallByID(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got[rec.Status]++
+		if rec.Status == models.StatusQueued && rec.ClaimedBy != "" {
+			t.Errorf("call %s queued again still claimed by %s", id, rec.ClaimedBy)
+		}
+	}
+	if got[models.StatusInterrupted] != 4 || got[models.StatusQueued] != 2 {
+		t.Errorf("after the shutdown: %v, want 4 interrupted and 2 queued", got)
+	}
+}
