@@ -338,3 +338,38 @@ func TestShutdownReleasesCallsNotBegun(t *testing.T) {
 		t.Errorf("after the shutdown: %v, want 4 interrupted and 2 queued", got)
 	}
 }
+
+// On Postgres an answer waits for its record's commit: there is no call
+// journal, and a call answered by one instance is read at once by another.
+func TestClusterAnswersWaitForTheCommit(t *testing.T) {
+	apps := newCluster(t, 2, false)
+	a, b := apps[0], apps[1]
+	register(t, a, countingTool("tally", "0"))
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			for j := range 5 {
+				body := map[string]any{"tool": "tally", "session_id": "commit", "arguments": map[string]any{"tag": fmt.Sprintf("c-%d-%d", i, j)}}
+				async := j%2 == 1
+				body["async"] = async
+				code, res := a.call(t, "admin", body)
+				if code != 200 && code != 202 {
+					t.Errorf("call: %d %v", code, res)
+					return
+				}
+				rec, err := b.store.CallByID(context.Background(), res["call_id"].(string))
+				if err != nil {
+					t.Errorf("call %v answered %d by A is not in the database: %v", res["call_id"], code, err)
+					return
+				}
+				if !async && rec.Status != "succeeded" {
+					t.Errorf("a sync call answered succeeded is recorded %s", rec.Status)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if entries, err := os.ReadDir(filepath.Join(filepath.Dir(a.dbPath), "journal")); err == nil && len(entries) > 0 {
+		t.Errorf("a call journal on Postgres: %d files", len(entries))
+	}
+}
