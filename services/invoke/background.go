@@ -105,7 +105,12 @@ func (inv *Invoker) resume(ctx context.Context, callID, approvalID string) error
 		inv.finish(ctx, c, failure(models.CodePermissionDenied, "the caller of this call no longer exists", false, ""))
 		return err
 	}
-	inv.finish(ctx, c, inv.guarded(ctx, c))
+	res := inv.finish(ctx, c, inv.guarded(ctx, c))
+	// Held (its lease renewed) until its end is committed, so no other
+	// instance takes over a call that ended here.
+	if err := inv.calls.wait(context.WithoutCancel(ctx), res.committed); err != nil {
+		return fmt.Errorf("record the end of call %s: %w", callID, err)
+	}
 	return nil
 }
 
