@@ -206,3 +206,58 @@ func TestTheOneSQLiteInstanceLeads(t *testing.T) {
 		t.Errorf("readiness: %s", body)
 	}
 }
+
+// TestRestartedInstanceTakesItsClaimsAtOnce: an instance that restarts
+// under its name takes its earlier run's claims for dead at start, without
+// waiting for their leases (the call whose tool had begun ends
+// interrupted, the one that had not runs), and leaves another instance's
+// live claim alone.
+func TestRestartedInstanceTakesItsClaimsAtOnce(t *testing.T) {
+	db := dbtest.Postgres(t)
+	// The schema, and the earlier run's claims, before the instance starts.
+	store, err := models.OpenPostgres(context.Background(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	ctx := context.Background()
+	live := time.Now().Add(time.Minute)
+	claimed := func(id, owner string, started bool) {
+		t.Helper()
+		rec := &models.Call{ID: id, PrincipalID: 1, SessionID: "s", Tool: "file_list", Status: models.StatusQueued,
+			Request: `{"tool":"file_list","session_id":"s"}`, Arguments: "{}", Result: "{}", CreatedAt: time.Now().UTC()}
+		if err := store.SaveCalls(ctx, []*models.Call{rec}); err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := store.ClaimCall(ctx, id, owner, live, "{}"); err != nil || !ok {
+			t.Fatal(ok, err)
+		}
+		if started {
+			if ok, err := store.StartCall(ctx, id, owner, time.Now()); err != nil || !ok {
+				t.Fatal(ok, err)
+			}
+		}
+	}
+	claimed("earlierbegun0001", "solo#earlier", true)
+	claimed("earliernotbegun1", "solo#earlier", false)
+	claimed("othersclaim00001", "other#1", true)
+
+	apps := startInstances(t, db, "solo")
+	want := map[string]string{"earlierbegun0001": models.StatusInterrupted, "earliernotbegun1": models.StatusSucceeded}
+	deadline := time.Now().Add(10 * time.Second)
+	for id, status := range want {
+		for {
+			rec, err := apps[0].Store.CallByID(ctx, id)
+			if err == nil && rec.Status == status {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("call %s of the earlier run: %+v %v, want %s", id, rec, err, status)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	if rec, err := apps[0].Store.CallByID(ctx, "othersclaim00001"); err != nil || rec.Status != models.StatusRunning || rec.ClaimedBy != "other#1" {
+		t.Errorf("another instance's live claim: %+v %v", rec, err)
+	}
+}
