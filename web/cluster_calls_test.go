@@ -258,6 +258,29 @@ func TestClusterTakesOverCalls(t *testing.T) {
 			t.Errorf("%s ran %d times, want %d", tag, n, want)
 		}
 	}
+	// Each takeover counted once, by whichever instance made it.
+	taken := map[string]float64{}
+	for _, a := range apps {
+		families, err := a.app.Metrics.Registry.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range families {
+			if f.GetName() != "toolbelt_calls_taken_over_total" {
+				continue
+			}
+			for _, m := range f.GetMetric() {
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "outcome" {
+						taken[l.GetValue()] += m.GetCounter().GetValue()
+					}
+				}
+			}
+		}
+	}
+	if fmt.Sprint(taken) != "map[interrupted:1 requeued:2]" {
+		t.Errorf("takeovers counted: %v", taken)
+	}
 }
 
 // Completion callbacks are delivered once per call whichever instance ran

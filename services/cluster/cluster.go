@@ -4,7 +4,10 @@
 // and, without Redis, change notices over Postgres LISTEN/NOTIFY. A change
 // notice names what changed (the catalog, grants, learned queries); each
 // instance that hears it drops or rebuilds what it derived from it, so no
-// instance polls the database for changes.
+// instance polls the database for changes. Messages travel the same way
+// with a body (the invoker's: cancel this call, send me its events), for
+// what only another instance can do at once; what must survive a lost
+// message is in the database.
 package cluster
 
 import (

@@ -106,6 +106,11 @@ func (inv *Invoker) takeOver(ctx context.Context, start bool) error {
 		}
 		for _, rec := range ended {
 			inv.log.Warn("call taken over from a stopped instance", "call_id", rec.ID, "from", rec.ClaimedBy, "status", rec.Status)
+			outcome := "interrupted"
+			if rec.ErrorCode == models.CodeCancelled {
+				outcome = "cancelled"
+			}
+			inv.metrics.TakenOver(outcome)
 			inv.publish(rec.ID, "status", statusEvent{rec.Status})
 			inv.publish(rec.ID, "result", json.RawMessage(rec.Result))
 			inv.callEnded(ctx, rec.ID, []byte(rec.Result))
@@ -117,6 +122,7 @@ func (inv *Invoker) takeOver(ctx context.Context, start bool) error {
 			}
 			if rec.ClaimedBy != "" {
 				inv.log.Info("call taken over from a stopped instance before its tool began: running it here", "call_id", rec.ID, "from", rec.ClaimedBy)
+				inv.metrics.TakenOver("requeued")
 			}
 			inv.runLater(rec.ID, approval)
 		}
