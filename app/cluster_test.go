@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +15,7 @@ import (
 	"toolbelt/internal/dbtest"
 	"toolbelt/models"
 	"toolbelt/services/cluster"
+	"toolbelt/services/invoke"
 )
 
 // running is an instance serving in the background.
@@ -259,5 +262,42 @@ func TestRestartedInstanceTakesItsClaimsAtOnce(t *testing.T) {
 	}
 	if rec, err := apps[0].Store.CallByID(ctx, "othersclaim00001"); err != nil || rec.Status != models.StatusRunning || rec.ClaimedBy != "other#1" {
 		t.Errorf("another instance's live claim: %+v %v", rec, err)
+	}
+}
+
+// TestPostgresReplaysALeftoverJournal: Postgres keeps no call journal,
+// but one an earlier version left in the data directory (answered calls
+// only it holds) is replayed at start and removed.
+func TestPostgresReplaysALeftoverJournal(t *testing.T) {
+	cfg := testConfig(t, t.TempDir(), "--instance", "upgraded")
+	cfg.DatabaseURL = dbtest.Postgres(t)
+	journal := filepath.Join(cfg.DataDir, "journal")
+	if err := os.MkdirAll(journal, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC().Format(time.RFC3339Nano)
+	line := `{"id":"journaledonly0001","principal_id":1,"session_id":"s","tool":"file_list","version":"1.0.0","arguments":"{}",` +
+		`"status":"succeeded","created_at":"` + now + `","finished_at":"` + now + `","result":"{\"status\":\"succeeded\"}"}` + "\n"
+	if err := os.WriteFile(filepath.Join(journal, "calls-000000007.jsonl"), []byte(line), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a, err := New(context.Background(), cfg, Options{Stdout: io.Discard, LogOutput: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if rec, err := a.Store.CallByID(context.Background(), "journaledonly0001"); err != nil || rec.Status != models.StatusSucceeded {
+		t.Fatalf("the journaled call: %+v %v", rec, err)
+	}
+	// A call made now is not journaled.
+	admin, err := a.Store.PrincipalByID(context.Background(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := a.Invoker.CallAcknowledged(context.Background(), admin, invoke.CallRequest{Tool: "file_list", SessionID: "s"}); err != nil || !res.Success {
+		t.Fatalf("call: %+v %v", res, err)
+	}
+	if entries, _ := os.ReadDir(journal); len(entries) != 0 {
+		t.Errorf("journal files left: %v", entries)
 	}
 }
