@@ -51,6 +51,21 @@ func runs(t *testing.T, apps []*testApp, tag string) int {
 	return n
 }
 
+// runLogs is what countingTool wrote on every instance, for a failure.
+func runLogs(apps []*testApp) string {
+	var b strings.Builder
+	for i, a := range apps {
+		_ = filepath.WalkDir(filepath.Join(filepath.Dir(a.dbPath), "sessions"), func(path string, d os.DirEntry, err error) error {
+			if err == nil && !d.IsDir() && d.Name() == "runs.log" {
+				raw, _ := os.ReadFile(path)
+				fmt.Fprintf(&b, "instance %d %s:\n%s\n", i, path, raw)
+			}
+			return nil
+		})
+	}
+	return b.String()
+}
+
 // register registers defs on a, and lets the agent call them.
 func register(t *testing.T, a *testApp, defs ...map[string]any) {
 	t.Helper()
@@ -185,7 +200,8 @@ func TestClusterCallsAreOne(t *testing.T) {
 					t.Errorf("call %d: %v", i, rec)
 				}
 				if n := runs(t, apps, fmt.Sprintf("rr-%d", i)); n != 1 {
-					t.Errorf("call %d ran %d times", i, n)
+					rec, _ := a.store.CallByID(context.Background(), id)
+					t.Errorf("call %d ran %d times: %+v\n%s", i, n, rec, runLogs(apps))
 				}
 			}
 		})
