@@ -257,6 +257,14 @@ func New(ctx context.Context, cfg Config, opts Options) (_ *App, err error) {
 		return nil, err
 	}
 	a.Invoker.WithRateLimitStore(limitStore)
+	// Background calls are claimed under this instance's name; the others
+	// reach the calls it runs (cancel, stream) through the notices.
+	var bus invoke.Bus
+	if a.Notices != nil {
+		bus = a.Notices
+	}
+	a.Invoker.WithCluster(cfg.Instance, bus)
+	a.Callbacks.WithOwner(a.Invoker.Owner())
 	if opts.Sleep != nil {
 		a.Invoker.WithSleep(opts.Sleep)
 	}
@@ -358,7 +366,6 @@ func (a *App) Run(ctx context.Context) error {
 	leaderJobs := []cluster.Job{
 		func(ctx context.Context) { a.Invoker.SweepApprovals(ctx, a.approvalSweep) },
 		a.Alerts.Run,
-		a.Callbacks.Run,
 		a.pruneConsoleSessions,
 	}
 	if a.ToolFiles != nil {
@@ -370,6 +377,17 @@ func (a *App) Run(ctx context.Context) error {
 	}
 	g.Go(func() error {
 		a.Cluster.Run(jobs, leaderJobs...)
+		return nil
+	})
+	// Every instance renews the claims of the calls it runs and takes
+	// over those of instances that died, and delivers callbacks, each
+	// claimed by one instance at a time.
+	g.Go(func() error {
+		a.Invoker.RunClaims(jobs)
+		return nil
+	})
+	g.Go(func() error {
+		a.Callbacks.Run(jobs)
 		return nil
 	})
 	if err := g.Wait(); err != nil {

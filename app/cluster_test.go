@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +15,7 @@ import (
 	"toolbelt/internal/dbtest"
 	"toolbelt/models"
 	"toolbelt/services/cluster"
+	"toolbelt/services/invoke"
 )
 
 // running is an instance serving in the background.
@@ -204,5 +207,97 @@ func TestTheOneSQLiteInstanceLeads(t *testing.T) {
 	waitForLeader(t, []*running{r}, 2*time.Second)
 	if body := string(serveGet(t, a, "/readyz")); !json.Valid([]byte(body)) || !strings.Contains(body, `"role":"leader"`) || !strings.Contains(body, `"instance":"solo"`) {
 		t.Errorf("readiness: %s", body)
+	}
+}
+
+// TestRestartedInstanceTakesItsClaimsAtOnce: an instance that restarts
+// under its name takes its earlier run's claims for dead at start, without
+// waiting for their leases (the call whose tool had begun ends
+// interrupted, the one that had not runs), and leaves another instance's
+// live claim alone.
+func TestRestartedInstanceTakesItsClaimsAtOnce(t *testing.T) {
+	db := dbtest.Postgres(t)
+	// The schema, and the earlier run's claims, before the instance starts.
+	store, err := models.OpenPostgres(context.Background(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	ctx := context.Background()
+	live := time.Now().Add(time.Minute)
+	claimed := func(id, owner string, started bool) {
+		t.Helper()
+		rec := &models.Call{ID: id, PrincipalID: 1, SessionID: "s", Tool: "file_list", Status: models.StatusQueued,
+			Request: `{"tool":"file_list","session_id":"s"}`, Arguments: "{}", Result: "{}", CreatedAt: time.Now().UTC()}
+		if err := store.SaveCalls(ctx, []*models.Call{rec}); err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := store.ClaimCall(ctx, id, owner, live, "{}"); err != nil || !ok {
+			t.Fatal(ok, err)
+		}
+		if started {
+			if ok, err := store.StartCall(ctx, id, owner, time.Now()); err != nil || !ok {
+				t.Fatal(ok, err)
+			}
+		}
+	}
+	claimed("earlierbegun0001", "solo#earlier", true)
+	claimed("earliernotbegun1", "solo#earlier", false)
+	claimed("othersclaim00001", "other#1", true)
+
+	apps := startInstances(t, db, "solo")
+	want := map[string]string{"earlierbegun0001": models.StatusInterrupted, "earliernotbegun1": models.StatusSucceeded}
+	deadline := time.Now().Add(10 * time.Second)
+	for id, status := range want {
+		for {
+			rec, err := apps[0].Store.CallByID(ctx, id)
+			if err == nil && rec.Status == status {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("call %s of the earlier run: %+v %v, want %s", id, rec, err, status)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	if rec, err := apps[0].Store.CallByID(ctx, "othersclaim00001"); err != nil || rec.Status != models.StatusRunning || rec.ClaimedBy != "other#1" {
+		t.Errorf("another instance's live claim: %+v %v", rec, err)
+	}
+}
+
+// TestPostgresReplaysALeftoverJournal: Postgres keeps no call journal,
+// but one an earlier version left in the data directory (answered calls
+// only it holds) is replayed at start and removed.
+func TestPostgresReplaysALeftoverJournal(t *testing.T) {
+	cfg := testConfig(t, t.TempDir(), "--instance", "upgraded")
+	cfg.DatabaseURL = dbtest.Postgres(t)
+	journal := filepath.Join(cfg.DataDir, "journal")
+	if err := os.MkdirAll(journal, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC().Format(time.RFC3339Nano)
+	line := `{"id":"journaledonly0001","principal_id":1,"session_id":"s","tool":"file_list","version":"1.0.0","arguments":"{}",` +
+		`"status":"succeeded","created_at":"` + now + `","finished_at":"` + now + `","result":"{\"status\":\"succeeded\"}"}` + "\n"
+	if err := os.WriteFile(filepath.Join(journal, "calls-000000007.jsonl"), []byte(line), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a, err := New(context.Background(), cfg, Options{Stdout: io.Discard, LogOutput: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if rec, err := a.Store.CallByID(context.Background(), "journaledonly0001"); err != nil || rec.Status != models.StatusSucceeded {
+		t.Fatalf("the journaled call: %+v %v", rec, err)
+	}
+	// A call made now is not journaled.
+	admin, err := a.Store.PrincipalByID(context.Background(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := a.Invoker.CallAcknowledged(context.Background(), admin, invoke.CallRequest{Tool: "file_list", SessionID: "s"}); err != nil || !res.Success {
+		t.Fatalf("call: %+v %v", res, err)
+	}
+	if entries, _ := os.ReadDir(journal); len(entries) != 0 {
+		t.Errorf("journal files left: %v", entries)
 	}
 }

@@ -83,7 +83,8 @@ func (s *Store) Approvals(ctx context.Context, status string, limit int) ([]Appr
 	return out, nil
 }
 
-// DecideApproval records a decision on a pending, unexpired approval.
+// DecideApproval records a decision on a pending, unexpired approval; an
+// approved call is queued in the same transaction.
 // check sees the approval inside the transaction (a reviewer may not decide
 // their own call).
 func (s *Store) DecideApproval(ctx context.Context, id, status, reason string, by uint, check func(*Approval) error) (*Approval, error) {
@@ -107,7 +108,15 @@ func (s *Store) DecideApproval(ctx context.Context, id, status, reason string, b
 			return ErrConflict.Errorf("approval %s expired at %s", id, a.ExpiresAt.Format(time.RFC3339))
 		}
 		a.Status, a.Reason, a.DecidedBy, a.DecidedAt = status, reason, &by, &now
-		return tx.Model(&a).Updates(map[string]any{"status": status, "reason": reason, "decided_by": by, "decided_at": now}).Error
+		if err := tx.Model(&a).Updates(map[string]any{"status": status, "reason": reason, "decided_by": by, "decided_at": now}).Error; err != nil {
+			return err
+		}
+		if status != ApprovalApproved {
+			return nil
+		}
+		// Queued with its approval: whichever instance claims it runs it,
+		// once, even if the one deciding dies now.
+		return tx.Exec("UPDATE calls SET status = ? WHERE id = ? AND status = ?", StatusQueued, a.CallID, StatusAwaitingApproval).Error
 	})
 	if err != nil {
 		return nil, err

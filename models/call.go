@@ -36,6 +36,16 @@ type Call struct {
 	TotalMs    int64      `json:"total_ms"`
 	CreatedAt  time.Time  `json:"created_at"`
 	FinishedAt *time.Time `json:"finished_at,omitempty"`
+	// ClaimedBy is the run of an instance that took the call to run it in
+	// the background (an async or approved call; see claim.go), and
+	// LeaseUntil when its claim lapses unless renewed. StartedAt is when
+	// the tool began to execute, and CancelRequested asks the owner to
+	// cancel it. Only the claim statements write them, never the
+	// history's upserts (which name their columns) or gorm's Save.
+	ClaimedBy       string     `gorm:"<-:false;size:128;not null;default:''" json:"-"`
+	LeaseUntil      *time.Time `gorm:"<-:false" json:"-"`
+	StartedAt       *time.Time `gorm:"<-:false" json:"-"`
+	CancelRequested bool       `gorm:"<-:false;not null;default:false" json:"-"`
 }
 
 // SaveCalls inserts or replaces call records in one transaction (a call

@@ -46,15 +46,22 @@ func TestCallsInStateUsesOpenIndex(t *testing.T) {
 	})
 }
 
-// The hand-written upsert must name every stored column of Call.
+// The hand-written upsert must name every stored column of Call but the
+// claim's, which only the claim statements write.
 func TestCallColumnsMatchSchema(t *testing.T) {
 	eachStore(t, func(t *testing.T, store *Store) {
 		stmt := &gorm.Statement{DB: store.db}
 		if err := stmt.Parse(&Call{}); err != nil {
 			t.Fatal(err)
 		}
-		if !slices.Equal(stmt.Schema.DBNames, callColumns) {
-			t.Fatalf("callColumns = %v\nschema      = %v", callColumns, stmt.Schema.DBNames)
+		var written []string
+		for _, name := range stmt.Schema.DBNames {
+			if f := stmt.Schema.FieldsByDBName[name]; f.Creatable || f.Updatable {
+				written = append(written, name)
+			}
+		}
+		if !slices.Equal(written, callColumns) {
+			t.Fatalf("callColumns = %v\nschema      = %v", callColumns, written)
 		}
 		now := time.Now().UTC()
 		in := &Call{ID: "x", PrincipalID: 7, SessionID: "s", Tool: "t", Version: "1", Arguments: "{}", Status: "succeeded", ErrorCode: "E",

@@ -48,6 +48,10 @@ type Callback struct {
 	DeliveredAt *time.Time `json:"delivered_at,omitempty"`
 	CreatedAt   time.Time  `json:"created_at"`
 	UpdatedAt   time.Time  `json:"updated_at"`
+	// ClaimedBy is the instance run attempting the delivery, until
+	// LeaseUntil (ClaimCallback): one instance attempts it at a time.
+	ClaimedBy  string     `gorm:"<-:false;size:128;not null;default:''" json:"-"`
+	LeaseUntil *time.Time `gorm:"<-:false" json:"-"`
 }
 
 // Open reports whether the delivery is not over.
@@ -171,4 +175,17 @@ func (s *Store) RotateCallbackSecret(ctx context.Context, principalID uint) (uin
 		return 0, fmt.Errorf("rotate callback secret of principal %d: %w", principalID, err)
 	}
 	return gen, nil
+}
+
+// ClaimCallback makes owner the one instance run attempting a pending
+// delivery until until: granted when no other run holds it or its lease
+// lapsed (that run died), or owner holds it already (extending it).
+func (s *Store) ClaimCallback(ctx context.Context, callID, owner string, now, until time.Time) (bool, error) {
+	res := s.db.WithContext(ctx).Exec("UPDATE callbacks SET claimed_by = ?, lease_until = ? WHERE call_id = ? AND state = ? "+
+		"AND (claimed_by = ? OR claimed_by = '' OR lease_until IS NULL OR lease_until < ?)",
+		owner, until.UTC(), callID, CallbackPending, owner, now.UTC())
+	if res.Error != nil {
+		return false, fmt.Errorf("claim callback of call %s: %w", callID, res.Error)
+	}
+	return res.RowsAffected == 1, nil
 }

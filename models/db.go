@@ -148,6 +148,10 @@ func open(ctx context.Context, db *gorm.DB, d dialect, conns int) (*Store, error
 // Engine names the database engine, for readiness and the start banner.
 func (s *Store) Engine() string { return s.dialect.engine() }
 
+// Shared reports whether several instances may use the database at once
+// (Postgres); SQLite is one process's file.
+func (s *Store) Shared() bool { return s.dialect.postgres }
+
 func (s *Store) migrate(ctx context.Context) error {
 	err := s.dialect.lockedMigration(ctx, s.db, func(db *gorm.DB) error {
 		err := db.AutoMigrate(&Tool{}, &ToolVersion{}, &ToolExport{}, &Principal{}, &APIKey{},

@@ -25,17 +25,34 @@ var clusterAdminKey = "tb_" + strings.Repeat("c1", 32)
 // instance knows their keys.
 func newCluster(t *testing.T, n int, redis bool) []*testApp {
 	t.Helper()
+	return newClusterWith(t, n, redis, netpolicy.Policy{})
+}
+
+// newClusterWith starts the cluster of newCluster with policy as every
+// instance's egress policy and their configs changed by edits.
+func newClusterWith(t *testing.T, n int, redis bool, policy netpolicy.Policy, edits ...func(*app.Config)) []*testApp {
+	t.Helper()
 	dbURL := dbtest.Postgres(t)
 	var redisURL string
 	if redis {
 		redisURL = dbtest.Redis(t)
 	}
-	shared := func(c *app.Config) { c.DatabaseURL, c.RedisURL, c.AdminKey = dbURL, redisURL, clusterAdminKey }
+	started := 0
+	shared := func(c *app.Config) {
+		c.DatabaseURL, c.RedisURL, c.AdminKey = dbURL, redisURL, clusterAdminKey
+		// One process, several instances: each its own name, as on
+		// several machines.
+		c.Instance = fmt.Sprintf("node-%d", started)
+		started++
+		for _, edit := range edits {
+			edit(c)
+		}
+	}
 	host := hostCaps{Chromium: true, Python: true, Node: true, Sandbox: true}
-	apps := []*testApp{newTestAppWith(t, host, netpolicy.Policy{}, shared)}
+	apps := []*testApp{newTestAppWith(t, host, policy, shared)}
 	apps[0].keys["admin"] = clusterAdminKey
 	for range n - 1 {
-		a := startTestApp(t, host, netpolicy.Policy{}, shared)
+		a := startTestApp(t, host, policy, shared)
 		a.keys, a.ids = apps[0].keys, apps[0].ids
 		apps = append(apps, a)
 	}
@@ -218,4 +235,32 @@ func TestClusterKeyGuessesAreShared(t *testing.T) {
 			t.Errorf("the right key on instance %d: %d", i, code)
 		}
 	}
+}
+
+// Grants given on one instance hold on the others within a second, the
+// first grants of an agent too (which Casbin's UpdateFilteredPolicies
+// stored without telling its watcher).
+func TestClusterGrantsPropagate(t *testing.T) {
+	apps := newCluster(t, 2, true)
+	a, b := apps[0], apps[1]
+	if r := a.do(t, "admin", "POST", "/api/v1/tools", echoTool("granted_echo", "1.0.0")); r.Status != 201 {
+		t.Fatal(string(r.Body))
+	}
+	call := func() (bool, string) {
+		code, res := b.call(t, "agent", map[string]any{"tool": "granted_echo", "arguments": map[string]any{"text": "x"}})
+		return code == 200, fmt.Sprint(code, res["status"])
+	}
+	if ok, _ := call(); ok {
+		t.Fatal("called before the grant")
+	}
+	for _, categories := range [][]string{{"code"}, {"code", "shell"}} {
+		if r := a.do(t, "admin", "PUT", fmt.Sprintf("/api/v1/principals/%d/grants", a.ids["agent"]), map[string]any{"categories": categories}); r.Status != 200 {
+			t.Fatal(r.Status, string(r.Body))
+		}
+		within(t, fmt.Sprintf("the grant of %v on A holding on B", categories), call)
+	}
+	if r := a.do(t, "admin", "PUT", fmt.Sprintf("/api/v1/principals/%d/grants", a.ids["agent"]), map[string]any{"categories": []string{"shell"}}); r.Status != 200 {
+		t.Fatal(r.Status, string(r.Body))
+	}
+	within(t, "a grant withdrawn on A refused on B", func() (bool, string) { ok, got := call(); return !ok, got })
 }

@@ -131,6 +131,13 @@ func (a *Authz) replace(subject string, rules [][]string) error {
 		_, err := a.e.RemoveFilteredPolicy(0, subject)
 		return err
 	}
+	if len(current) == 0 {
+		// UpdateFilteredPolicies replacing nothing stores the rules but
+		// reports no change, so its watcher never tells the other
+		// instances: the first grants of a principal are added.
+		_, err = a.e.AddPolicies(rules)
+		return err
+	}
 	_, err = a.e.UpdateFilteredPolicies(rules, 0, subject)
 	return err
 }

@@ -70,6 +70,36 @@ type Deliverer struct {
 
 	mu     sync.Mutex
 	active map[string]bool // call ids being delivered
+	// owner is the instance run deliveries are claimed under: every
+	// instance delivers, one at a time each delivery
+	// (models.Store.ClaimCallback).
+	owner string
+}
+
+// WithOwner names the instance run that claims deliveries (the invoker's
+// owner); call before Run.
+func (d *Deliverer) WithOwner(owner string) *Deliverer {
+	d.owner = owner
+	return d
+}
+
+// claimMargin is how long past an attempt's Timeout its claim holds.
+const claimMargin = 5 * time.Second
+
+// errClaimed is a delivery another instance attempts.
+var errClaimed = errors.New("another instance delivers this callback")
+
+// claim holds the delivery for this run until a last attempt starting at
+// from could have ended.
+func (d *Deliverer) claim(ctx context.Context, callID string, from time.Time) error {
+	ok, err := d.store.ClaimCallback(ctx, callID, d.owner, time.Now(), from.Add(d.set.Timeout+claimMargin))
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return errClaimed
+	}
+	return nil
 }
 
 // New returns a deliverer reaching only what policy allows, signing with
@@ -81,7 +111,7 @@ func New(store *models.Store, secrets *Secrets, policy netpolicy.Policy, set Set
 	// elsewhere, to a refused address least of all.
 	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	return &Deliverer{store: store, secrets: secrets, policy: policy, client: client, set: set, log: log,
-		wake: make(chan string, 256), active: map[string]bool{}, started: time.Now().UTC()}
+		wake: make(chan string, 256), active: map[string]bool{}, started: time.Now().UTC(), owner: "toolbelt#" + models.NewID()}
 }
 
 // Secrets are the principals' signing secrets.
@@ -189,7 +219,7 @@ func (d *Deliverer) scan(ctx context.Context, first bool, start func(models.Call
 		if cb.State == models.CallbackWaiting {
 			rec, err := d.store.CallByID(ctx, cb.CallID)
 			switch {
-			case errors.Is(err, models.ErrNotFound) && first && cb.CreatedAt.Before(d.started):
+			case errors.Is(err, models.ErrNotFound) && first && cb.CreatedAt.Before(d.lostBefore()):
 				_ = d.store.DropCallback(ctx, cb.CallID)
 				continue
 			case err != nil || !models.Terminal(rec.Status):
@@ -205,6 +235,17 @@ func (d *Deliverer) scan(ctx context.Context, first bool, start func(models.Call
 	}
 }
 
+// lostBefore is the time before which a waiting delivery whose call is
+// not recorded belongs to a call a crash lost. On one instance, that is
+// this run's start; among several, another instance may have stored a
+// delivery just now and be about to record its call, so a minute before.
+func (d *Deliverer) lostBefore() time.Time {
+	if d.store.Shared() {
+		return d.started.Add(-time.Minute)
+	}
+	return d.started
+}
+
 // errGone is a receiver answering 410: it wants no more deliveries.
 var errGone = errors.New("the receiver answered 410 Gone")
 
@@ -213,6 +254,18 @@ var errGone = errors.New("the receiver answered 410 Gone")
 // delivery resumed after a restart goes on from its recorded attempts and
 // next attempt's time.
 func (d *Deliverer) deliver(ctx context.Context, cb models.Callback) {
+	from := time.Now()
+	if cb.NextAt != nil && cb.NextAt.After(from) {
+		from = *cb.NextAt
+	}
+	// Held from now until the first attempt has ended: an instance that
+	// finds it held by a live run leaves it to that run.
+	if err := d.claim(ctx, cb.CallID, from); err != nil {
+		if !errors.Is(err, errClaimed) && ctx.Err() == nil {
+			d.log.Error("claim callback", "call_id", cb.CallID, "err", err)
+		}
+		return
+	}
 	if cb.NextAt != nil {
 		if wait := time.Until(*cb.NextAt); wait > 0 {
 			t := time.NewTimer(wait)
@@ -234,6 +287,9 @@ func (d *Deliverer) deliver(ctx context.Context, cb models.Callback) {
 	}
 	wait := &backoff.ExponentialBackOff{InitialInterval: d.set.FirstWait, RandomizationFactor: 0.1, Multiplier: 2, MaxInterval: d.set.MaxWait}
 	_, err := backoff.Retry(ctx, func() (struct{}, error) {
+		if err := d.claim(ctx, cb.CallID, time.Now()); err != nil {
+			return struct{}{}, backoff.Permanent(err)
+		}
 		status, err := d.attempt(ctx, &cb)
 		if ctx.Err() != nil {
 			return struct{}{}, backoff.Permanent(ctx.Err()) // cut short: not counted, resumed at the next start
@@ -255,6 +311,11 @@ func (d *Deliverer) deliver(ctx context.Context, cb models.Callback) {
 		backoff.WithNotify(func(_ error, next time.Duration) {
 			at := time.Now().Add(next).UTC()
 			cb.NextAt = &at
+			// Held until the next attempt has ended: no other instance
+			// attempts it meanwhile, unless this one dies.
+			if err := d.claim(ctx, cb.CallID, at); err != nil {
+				d.log.Warn("hold callback until its next attempt", "call_id", cb.CallID, "err", err)
+			}
 			if err := d.store.SaveCallbackAttempt(ctx, &cb); err != nil {
 				d.log.Error("record callback retry", "call_id", cb.CallID, "err", err)
 			}
@@ -263,6 +324,8 @@ func (d *Deliverer) deliver(ctx context.Context, cb models.Callback) {
 	case err == nil:
 		d.log.Info("callback delivered", "call_id", cb.CallID, "attempts", cb.Attempts, "status", cb.LastStatus)
 	case ctx.Err() != nil:
+	case errors.Is(err, errClaimed):
+		d.log.Info("callback taken over by another instance", "call_id", cb.CallID)
 	case cb.State == models.CallbackPending:
 		cb.State = models.CallbackFailed
 		if err := d.store.SaveCallbackAttempt(ctx, &cb); err != nil {

@@ -4,7 +4,10 @@
 // and, without Redis, change notices over Postgres LISTEN/NOTIFY. A change
 // notice names what changed (the catalog, grants, learned queries); each
 // instance that hears it drops or rebuilds what it derived from it, so no
-// instance polls the database for changes.
+// instance polls the database for changes. Messages travel the same way
+// with a body (the invoker's: cancel this call, send me its events), for
+// what only another instance can do at once; what must survive a lost
+// message is in the database.
 package cluster
 
 import (
@@ -74,13 +77,49 @@ type Notices struct {
 
 	mu       sync.Mutex
 	handlers map[string][]func()
+	messages map[string][]func(body string)
 
 	stop context.CancelFunc
 	done chan struct{}
 }
 
 func newNotices(log *slog.Logger) *Notices {
-	return &Notices{self: models.NewID(), log: log, handlers: map[string][]func(){}, done: make(chan struct{})}
+	return &Notices{self: models.NewID(), log: log, handlers: map[string][]func(){}, messages: map[string][]func(string){},
+		done: make(chan struct{})}
+}
+
+// MaxBody bounds the body of a message: Postgres refuses a NOTIFY payload
+// of 8000 bytes or more, and a message carries its topic and sender too.
+const MaxBody = 7000
+
+// OnMessage runs fn with the body of each message of topic another
+// instance sends (SendMessage). Unlike a change notice, a message is not
+// replayed after an interruption: what must survive one is in the
+// database. fn must not block long.
+func (n *Notices) OnMessage(topic string, fn func(body string)) {
+	if n == nil {
+		return
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.messages[topic] = append(n.messages[topic], fn)
+}
+
+// SendMessage sends body (at most MaxBody bytes) to the other instances'
+// OnMessage handlers of topic. A message that cannot be sent is logged.
+func (n *Notices) SendMessage(ctx context.Context, topic, body string) {
+	if n == nil {
+		return
+	}
+	if len(body) > MaxBody {
+		n.log.Warn("message too long to send", "topic", topic, "bytes", len(body))
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := n.send(ctx, topic+" "+n.self+" "+body); err != nil {
+		n.log.Warn("send message", "topic", topic, "err", err)
+	}
 }
 
 // On runs fn whenever another instance sends a notice of topic, and after
@@ -109,16 +148,23 @@ func (n *Notices) Send(ctx context.Context, topic string) {
 	}
 }
 
-// heard runs the handlers of a notice's payload ("topic instance"),
-// unless this instance sent it.
+// heard runs the handlers of a notice's payload ("topic instance", or
+// "topic instance body" for a message), unless this instance sent it.
 func (n *Notices) heard(payload string) {
-	topic, from, _ := strings.Cut(payload, " ")
+	topic, rest, _ := strings.Cut(payload, " ")
+	from, body, message := strings.Cut(rest, " ")
 	if from == n.self {
 		return
 	}
 	n.mu.Lock()
-	fns := n.handlers[topic]
+	fns, msgs := n.handlers[topic], n.messages[topic]
 	n.mu.Unlock()
+	if message {
+		for _, fn := range msgs {
+			fn(body)
+		}
+		return
+	}
 	for _, fn := range fns {
 		fn()
 	}

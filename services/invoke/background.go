@@ -63,36 +63,54 @@ func (inv *Invoker) runLater(callID, approvalID string) {
 	}()
 }
 
-// resume runs a recorded call through the whole chain again (permissions
-// may have changed since) and records its result.
+// resume claims a queued call and runs it through the whole chain again
+// (permissions may have changed since), recording its result. A call
+// another instance claimed first is left to it.
 func (inv *Invoker) resume(ctx context.Context, callID, approvalID string) error {
+	// The record may still be on its way to the database (just queued):
+	// byID returns once it is there.
 	rec, err := inv.calls.byID(ctx, callID)
 	if err != nil {
 		return err
 	}
-	var req CallRequest
-	if err := json.Unmarshal([]byte(rec.Request), &req); err != nil {
-		return fmt.Errorf("decode request of call %s: %w", callID, err)
+	if rec.Status != models.StatusQueued {
+		return nil
 	}
-	caller, err := inv.store.PrincipalByID(ctx, rec.PrincipalID)
-	if err != nil {
+	// The running record is committed before the chain runs: the approve
+	// guard consumes the call's approval, and a crash after that must find
+	// the call claimed (to be taken over), never queued as it was.
+	if ok, err := inv.claim(ctx, callID); err != nil || !ok {
 		return err
 	}
+	inv.claimed.Add(1)
+	defer inv.claimed.Add(-1)
 	inv.inFlight.Add(1)
 	defer inv.inFlight.Add(-1)
 	ctx, cancel := inv.track(ctx, callID)
 	defer cancel()
-	c := &call{id: callID, req: req, caller: caller, started: time.Now(), approval: approvalID, created: rec.CreatedAt, tracked: true}
-	c.req.Async = false
-	// The running record is committed before the chain runs: the approve
-	// guard consumes the call's approval, and a crash after that must find
-	// the call running (to be marked interrupted), never queued again (it
-	// would ask for a second approval, or run twice).
-	_, _, written := inv.record(ctx, c, ToolResult{CallID: callID, Status: models.StatusRunning})
-	if err := inv.calls.wait(ctx, written); err != nil {
-		return fmt.Errorf("record call %s as running: %w", callID, err)
+	// A cancel asked before the call was tracked here (its message came
+	// too early) is in the record.
+	if asked, err := inv.store.CancelRequested(ctx, callID); err == nil && asked {
+		cancel()
 	}
-	inv.finish(ctx, c, inv.guarded(ctx, c))
+	c := &call{id: callID, started: time.Now(), approval: approvalID, created: rec.CreatedAt, tracked: true, claimed: true}
+	var req CallRequest
+	if err := json.Unmarshal([]byte(rec.Request), &req); err != nil {
+		inv.finish(ctx, c, failure(models.CodeInternal, "internal error", false, "Call the tool again."))
+		return fmt.Errorf("decode request of call %s: %w", callID, err)
+	}
+	c.req = req
+	c.req.Async = false
+	if c.caller, err = inv.store.PrincipalByID(ctx, rec.PrincipalID); err != nil {
+		inv.finish(ctx, c, failure(models.CodePermissionDenied, "the caller of this call no longer exists", false, ""))
+		return err
+	}
+	res := inv.finish(ctx, c, inv.guarded(ctx, c))
+	// Held (its lease renewed) until its end is committed, so no other
+	// instance takes over a call that ended here.
+	if err := inv.calls.wait(context.WithoutCancel(ctx), res.committed); err != nil {
+		return fmt.Errorf("record the end of call %s: %w", callID, err)
+	}
 	return nil
 }
 
@@ -147,10 +165,13 @@ func (inv *Invoker) Close(ctx context.Context) {
 	inv.calls.close()
 }
 
-// Recover runs at start: calls left running by a crash are marked
-// interrupted; queued calls and approved calls not yet run are run.
+// Recover runs at start: the records a crash kept only in the journal
+// are written, then the background calls nobody holds are taken over as
+// RunClaims does (the same claim): queued ones run, those whose tool had
+// begun end interrupted, those claimed but not begun run again. The
+// claims of this instance's earlier run are void at once; on SQLite,
+// every claim is.
 func (inv *Invoker) Recover(ctx context.Context) error {
-	// First the records a crash kept only in the journal.
 	restored, err := inv.calls.replay(ctx)
 	if err != nil {
 		return err
@@ -158,35 +179,7 @@ func (inv *Invoker) Recover(ctx context.Context) error {
 	if restored > 0 {
 		inv.log.Info("calls restored from the journal", "calls", restored)
 	}
-	running, err := inv.store.CallsInState(ctx, models.StatusRunning)
-	if err != nil {
-		return err
-	}
-	for _, rec := range running {
-		res := interrupted()
-		res.CallID = rec.ID
-		raw, _ := json.Marshal(res)
-		now := time.Now().UTC()
-		rec.Status, rec.ErrorCode, rec.Result, rec.Request, rec.FinishedAt = models.StatusInterrupted, models.CodeInternal, string(raw), "", &now
-		if err := inv.store.SaveCall(ctx, &rec); err != nil {
-			return err
-		}
-	}
-	queued, err := inv.store.CallsInState(ctx, models.StatusQueued)
-	if err != nil {
-		return err
-	}
-	for _, rec := range queued {
-		approval, err := inv.store.ApprovedApprovalOf(ctx, rec.ID)
-		if err != nil {
-			return err
-		}
-		inv.runLater(rec.ID, approval)
-	}
-	if len(running)+len(queued) > 0 {
-		inv.log.Info("recovered calls", "interrupted", len(running), "resumed", len(queued))
-	}
-	return nil
+	return inv.takeOver(ctx, true)
 }
 
 // Approvals lists approvals in a state (pending when empty; "all" for
@@ -237,14 +230,8 @@ func (inv *Invoker) Decide(ctx context.Context, reviewer *models.Principal, id s
 	inv.log.InfoContext(ctx, "approval decided", "approval_id", a.ID, "call_id", a.CallID, "status", a.Status, "by", reviewer.Name)
 	inv.metrics.Decided(a.Status)
 	if approve {
-		rec, err := inv.calls.byID(ctx, a.CallID)
-		if err != nil {
-			return nil, err
-		}
-		rec.Status = models.StatusQueued
-		if err := inv.calls.saveNow(ctx, rec); err != nil {
-			return nil, err
-		}
+		// Queued by the decision: claimed here, or by whichever instance
+		// takes it first (once).
 		inv.runLater(a.CallID, a.ID)
 		return a, nil
 	}
@@ -283,8 +270,8 @@ func (inv *Invoker) endCall(ctx context.Context, callID, code, msg, suggestion s
 	if err := inv.calls.saveNow(ctx, rec); err != nil {
 		return err
 	}
-	inv.events.publish(callID, "status", statusEvent{models.StatusFailed})
-	inv.events.publish(callID, "result", res)
+	inv.publish(callID, "status", statusEvent{models.StatusFailed})
+	inv.publish(callID, "result", res)
 	inv.callEnded(ctx, callID, raw)
 	return nil
 }
@@ -305,8 +292,9 @@ func (inv *Invoker) SweepApprovals(ctx context.Context, every time.Duration) {
 	}
 }
 
-// Cancel stops a call: one queued or running is cancelled through its
-// context (it ends CANCELLED), one awaiting approval ends at once and its
+// Cancel stops a call: one running is cancelled through its context (it
+// ends CANCELLED) by whichever instance runs it; one queued that no
+// instance claimed yet ends at once, as does one awaiting approval, whose
 // approval can no longer be decided. Agents cancel only their own calls.
 func (inv *Invoker) Cancel(ctx context.Context, caller *models.Principal, id string) error {
 	rec, err := inv.CallRecord(ctx, caller, id)
@@ -317,13 +305,26 @@ func (inv *Invoker) Cancel(ctx context.Context, caller *models.Principal, id str
 		cancel.(context.CancelFunc)()
 		return nil
 	}
-	if rec.Status != models.StatusAwaitingApproval && rec.Status != models.StatusQueued {
-		return models.ErrConflict.Errorf("call %s is %s and can no longer be cancelled", id, rec.Status)
+	switch rec.Status {
+	case models.StatusAwaitingApproval:
+		if err := inv.store.CancelApprovalsOf(ctx, id); err != nil {
+			return err
+		}
+		return inv.endCall(ctx, id, models.CodeCancelled, "the call was cancelled", "")
+	case models.StatusQueued:
+		if ended, err := inv.cancelQueued(ctx, rec); err != nil || ended {
+			return err
+		}
+		fallthrough // claimed meanwhile
+	case models.StatusRunning:
+		if asked, err := inv.cancelElsewhere(ctx, id); err != nil || asked {
+			return err
+		}
+		if rec, err = inv.store.CallByID(ctx, id); err != nil {
+			return err
+		}
 	}
-	if err := inv.store.CancelApprovalsOf(ctx, id); err != nil {
-		return err
-	}
-	return inv.endCall(ctx, id, models.CodeCancelled, "the call was cancelled", "")
+	return models.ErrConflict.Errorf("call %s is %s and can no longer be cancelled", id, rec.Status)
 }
 
 // ReportPendingApprovals exposes the number of approvals waiting for a

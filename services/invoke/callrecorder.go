@@ -31,6 +31,9 @@ type callRecorder struct {
 
 	// journal, when set, makes answered records durable at once.
 	journal *callJournal
+	// leftover is a journal an earlier run left behind, replayed at
+	// start though this one journals nothing (Postgres).
+	leftover *callJournal
 	// failed is set by a write that failed: from then on journal
 	// segments are kept, for the next start to replay.
 	failed atomic.Bool
@@ -216,10 +219,14 @@ func (r *callRecorder) close() {
 // replay inserts the records a previous run journaled but did not write
 // (those the database lacks), then deletes their segments.
 func (r *callRecorder) replay(ctx context.Context) (int, error) {
-	if r.journal == nil {
-		return 0, nil
+	j := r.journal
+	if j == nil {
+		if j = r.leftover; j == nil {
+			return 0, nil
+		}
+		defer func() { j.close(); r.leftover = nil }()
 	}
-	recs, segs, err := r.journal.leftBehind()
+	recs, segs, err := j.leftBehind()
 	if err != nil {
 		return 0, err
 	}
@@ -227,6 +234,6 @@ func (r *callRecorder) replay(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	r.journal.remove(segs)
+	j.remove(segs)
 	return n, nil
 }

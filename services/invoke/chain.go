@@ -62,6 +62,12 @@ type call struct {
 	// background call); stopped, a call whose context was cancelled while
 	// it ran.
 	tracked, stopped bool
+	// claimed marks a background call this instance claimed (claims.go);
+	// lost, one another instance took over before its tool began: it is
+	// not run, and its end is not recorded here.
+	claimed, lost bool
+	// began marks a claimed call whose tool began (its start recorded).
+	began bool
 	// log is the tool's logger, carrying the call id.
 	log *slog.Logger
 }

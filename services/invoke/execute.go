@@ -19,6 +19,13 @@ import (
 // execute runs the tool, retrying retryable failures of retryable tools
 // with exponential backoff.
 func (inv *Invoker) execute(ctx context.Context, c *call) ToolResult {
+	if c.claimed {
+		// A background call: recorded as begun before it does, so no
+		// other instance runs it again if this one dies.
+		if res := inv.start(ctx, c); res != nil {
+			return *res
+		}
+	}
 	retries := 0
 	if c.def.Execution.Retryable {
 		retries = c.def.Execution.MaxRetries
@@ -51,7 +58,7 @@ func (inv *Invoker) toolLogger(c *call) *slog.Logger {
 func (inv *Invoker) attempt(ctx context.Context, c *call) ToolResult {
 	ctx, cancel := context.WithTimeout(ctx, time.Duration(c.def.Execution.Timeout)*time.Millisecond)
 	defer cancel()
-	c.emit = func(event string, data any) { inv.events.publish(c.id, event, data) }
+	c.emit = func(event string, data any) { inv.publish(c.id, event, data) }
 	c.emit("attempt", map[string]int{"attempt": c.attempts})
 	if c.def.Runner.Kind == tooldef.RunnerComposite {
 		return inv.composite(ctx, c)

@@ -59,6 +59,17 @@ type Invoker struct {
 	// callbacks deliver the results of calls answered 202 that name a
 	// callback_url (nil: such calls are refused).
 	callbacks *callbacks.Deliverer
+	// instance names this instance and owner this run of it, which claims
+	// background calls (claims.go); bus carries messages to the other
+	// instances (nil: none); watches are the other instances' streams of
+	// calls; claimed counts the calls this run holds; lease and
+	// claimsEvery time the claims.
+	instance, owner string
+	bus             Bus
+	watches         watches
+	claimed         atomic.Int64
+	lease           time.Duration
+	claimsEvery     time.Duration
 }
 
 // WithSleep replaces the wait between retries (tests pass a fake clock so
@@ -69,7 +80,7 @@ func (inv *Invoker) WithSleep(sleep func(context.Context, time.Duration) error) 
 }
 
 // NewInvoker returns the invoker: calls that pass its chain run on exec's
-// runners, the call journal lives under dataDir, and queueLimits
+// runners, the call journal lives under dataDir (SQLite; see journalFor), and queueLimits
 // overrides DefaultQueueLimits per category.
 func NewInvoker(store *models.Store, selector *selection.Selector, authz *access.Authz, redactor *redact.Redactor, exec *runners.Table, dataDir string, queueLimits map[string]int, log *slog.Logger) *Invoker {
 	inv := &Invoker{
@@ -83,9 +94,19 @@ func NewInvoker(store *models.Store, selector *selection.Selector, authz *access
 		bg:      newBackground(),
 		events:  newBroker(),
 		calls: newCallRecorder(store, func(c *models.Call) { c.Arguments = string(redactor.RedactJSON([]byte(c.Arguments))) },
-			openCallJournal(dataDir, log), log),
+			journalFor(store, dataDir, log), log),
+	}
+	if store.Shared() {
+		inv.calls.leftover = leftoverJournal(dataDir, log)
 	}
 	inv.run = inv.chain()(inv.execute)
+	inv.lease, inv.claimsEvery = Lease, ClaimsEvery
+	return inv.WithCluster("toolbelt", nil)
+}
+
+// WithClaimTimes replaces Lease and ClaimsEvery (tests).
+func (inv *Invoker) WithClaimTimes(lease, every time.Duration) *Invoker {
+	inv.lease, inv.claimsEvery = lease, every
 	return inv
 }
 
@@ -118,6 +139,9 @@ func (inv *Invoker) Call(ctx context.Context, caller *models.Principal, req Call
 // selection index from a success.
 func (inv *Invoker) finish(ctx context.Context, c *call, res ToolResult) ToolResult {
 	if (ctx.Err() != nil || c.stopped) && inv.interrupting.Load() && !res.Success {
+		if c.claimed && !c.began && inv.release(c) {
+			return res // queued again: another instance, or the next start, runs it
+		}
 		res = interrupted()
 	}
 	res.CallID = c.id
@@ -134,6 +158,9 @@ func (inv *Invoker) finish(ctx context.Context, c *call, res ToolResult) ToolRes
 	inv.metrics.Call(tool, res.Status, time.Since(c.started))
 	if c.waiting {
 		return res // parked for approval: recorded with its approval
+	}
+	if c.lost {
+		return res // another instance took it over: its end is recorded there
 	}
 	res.encoded, res.record, res.committed = inv.record(ctx, c, res)
 	if c.tracked && c.req.CallbackURL != "" && models.Terminal(res.Status) {

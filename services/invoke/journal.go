@@ -53,6 +53,35 @@ var errJournalClosed = errors.New("the call journal is closed")
 // journalSegmentBytes is the size past which a segment is closed early.
 const journalSegmentBytes = 4 << 20
 
+// journalFor is the call journal of a store: under the data directory
+// on SQLite; none on a database several instances share (Postgres), where
+// answers wait for the commit of their record instead (grouped with the
+// records of the same moment): a record only journaled is in one
+// instance's data directory, which no other instance can read, and lost
+// to them all if that instance never comes back. A journal an earlier
+// version left there is replayed at start all the same (leftoverJournal).
+func journalFor(store *models.Store, dataDir string, log *slog.Logger) *callJournal {
+	if store.Shared() {
+		return nil
+	}
+	return openCallJournal(dataDir, log)
+}
+
+// leftoverJournal opens the journal a previous run left under the data
+// directory, to replay it; nil when there is none.
+func leftoverJournal(dataDir string, log *slog.Logger) *callJournal {
+	dir := filepath.Join(dataDir, "journal")
+	if entries, err := os.ReadDir(dir); err != nil || len(entries) == 0 {
+		return nil
+	}
+	j, err := openJournal(dir, log)
+	if err != nil {
+		log.Error("cannot replay the call journal left behind", "err", err)
+		return nil
+	}
+	return j
+}
+
 // openCallJournal opens the journal under the data directory; without one
 // (it could not be created) answers wait for the database instead.
 func openCallJournal(dataDir string, log *slog.Logger) *callJournal {

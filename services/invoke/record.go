@@ -26,9 +26,9 @@ func (inv *Invoker) record(ctx context.Context, c *call, res ToolResult) ([]byte
 		rec.FinishedAt = nil
 	}
 	committed := inv.calls.save(ctx, rec)
-	inv.events.publish(c.id, "status", statusEvent{res.Status})
+	inv.publish(c.id, "status", statusEvent{res.Status})
 	if models.Terminal(res.Status) {
-		inv.events.publish(c.id, "result", res)
+		inv.publish(c.id, "result", res)
 	}
 	return encoded, rec, committed
 }

@@ -30,6 +30,7 @@ type Metrics struct {
 	queueDepth       *prometheus.GaugeVec
 	queueWait        *prometheus.HistogramVec
 	approvalsDecided *prometheus.CounterVec
+	takenOver        *prometheus.CounterVec
 	sandboxKills     *prometheus.CounterVec
 	embedSeconds     prometheus.Histogram
 	embedErrors      prometheus.Counter
@@ -74,6 +75,8 @@ func NewMetrics(instance string) *Metrics {
 			Help: "Time calls waited for a slot in their category's queue.", Buckets: latencyBuckets}, []string{"category"}),
 		approvalsDecided: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "toolbelt_approvals_decided_total",
 			Help: "Approvals decided, by decision (approved, denied, expired)."}, []string{"decision"}),
+		takenOver: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "toolbelt_calls_taken_over_total",
+			Help: "Background calls this instance took over from a stopped one (or its own earlier run), by outcome: requeued (its tool had not begun: run again), interrupted (it had), cancelled."}, []string{"outcome"}),
 		sandboxKills: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "toolbelt_sandbox_kills_total",
 			Help: "Sandboxed programs stopped at a limit, by limit (memory, processes, output, time)."}, []string{"reason"}),
 		embedSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "toolbelt_embed_duration_seconds",
@@ -92,7 +95,7 @@ func NewMetrics(instance string) *Metrics {
 			Help: "HTTP request latency by route pattern.", Buckets: latencyBuckets}, []string{"route"}),
 	}
 	for _, c := range []prometheus.Collector{m.calls, m.callSeconds, m.guardSeconds, m.cache, m.rateLimited, m.queueDepth,
-		m.queueWait, m.approvalsDecided, m.sandboxKills, m.embedSeconds, m.embedErrors, m.selectSeconds, m.retrieval, m.retrievalRank, m.httpRequests, m.httpSeconds,
+		m.queueWait, m.approvalsDecided, m.takenOver, m.sandboxKills, m.embedSeconds, m.embedErrors, m.selectSeconds, m.retrieval, m.retrievalRank, m.httpRequests, m.httpSeconds,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
 		f(c)
 	}
@@ -198,6 +201,13 @@ func (m *Metrics) QueueWaited(category string, d time.Duration) {
 func (m *Metrics) Decided(decision string) {
 	if m != nil {
 		m.approvalsDecided.WithLabelValues(decision).Inc()
+	}
+}
+
+// TakenOver counts a background call taken over from a stopped instance.
+func (m *Metrics) TakenOver(outcome string) {
+	if m != nil {
+		m.takenOver.WithLabelValues(outcome).Inc()
 	}
 }
 

@@ -61,6 +61,7 @@ import (
 	"math"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -299,7 +300,7 @@ func (s *Sandbox) Run(ctx context.Context, spec Spec) (*Result, error) {
 	cmd.SysProcAttr.Setsid = true
 	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
 	start := time.Now()
-	if err := cmd.Start(); err != nil {
+	if err := startOnOwnThread(cmd); err != nil {
 		release.Close()
 		group.remove()
 		return nil, fmt.Errorf("sandbox: start %s: %w", s.backend.name(), err)
@@ -543,3 +544,29 @@ func (c *capped) bytes() []byte {
 }
 
 var _ io.Writer = (*capped)(nil)
+
+// startOnOwnThread starts cmd from a goroutine locked to its OS thread
+// until the command's first process has exited. The kernel sends the
+// parent-death signal (Pdeathsig, SIGKILL here) when the thread that
+// started the process ends, not the server: a goroutine that locks its
+// thread and returns (the disk watch does) ends its thread, and a command
+// started from that thread before was killed with it (exit code 137) by
+// another command's end.
+func startOnOwnThread(cmd *exec.Cmd) error {
+	started := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		// Until it exits, without reaping it (Wait does, elsewhere); an
+		// error other than EINTR means it is gone already.
+		var info unix.Siginfo
+		for unix.Waitid(unix.P_PID, cmd.Process.Pid, &info, unix.WEXITED|unix.WNOWAIT, nil) == unix.EINTR {
+		}
+	}()
+	return <-started
+}
