@@ -5,6 +5,7 @@ import (
 	"path"
 	"regexp"
 	"strings"
+
 	"toolbelt/models"
 )
 

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
 	"toolbelt/models"
 )
 

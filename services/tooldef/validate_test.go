@@ -118,7 +118,7 @@ func checkPlan(t *testing.T, schema string, cases []struct{ name, args, want str
 // taken for one.
 func TestParametersJSONProblems(t *testing.T) {
 	for _, tc := range []struct {
-		name, schema string
+		name, schema  string
 		pointer, want string
 	}{
 		{"trailing comma", "{\n  \"type\": \"object\",\n  \"properties\": {\"a\": {\"type\": \"string\"},\n}\n}", "/parameters",
