@@ -4,14 +4,15 @@
 (function () {
   "use strict";
 
-  // Copy buttons (the tool page's exports): shown only where the clipboard
-  // API exists; each copies the text of the element its data-copy names.
+  // Copy buttons (the tool page's exports, a new key): shown only where the
+  // clipboard API exists; each copies the text (or an input's value) of the
+  // element its data-copy names.
   if (navigator.clipboard) {
     document.querySelectorAll("button.copy[data-copy]").forEach(function (b) {
       b.hidden = false;
       b.addEventListener("click", function () {
         var src = document.getElementById(b.getAttribute("data-copy"));
-        navigator.clipboard.writeText(src.textContent).then(function () {
+        navigator.clipboard.writeText(src.tagName === "INPUT" ? src.value : src.textContent).then(function () {
           b.textContent = "Copied";
           setTimeout(function () { b.textContent = "Copy"; }, 1500);
         });

@@ -88,6 +88,16 @@ func TestE2EAccessCreateAndRevoke(t *testing.T) {
 	if keyWorks(t, app, key) != 200 {
 		t.Fatal("the key shown does not work")
 	}
+	// The copy button hands the key itself to the clipboard (headless
+	// Chromium grants no clipboard to a page: what the button writes is
+	// caught instead).
+	if _, err := chromedp.Run(e.ctx, chromedp.Evaluate[any](`navigator.clipboard.writeText = t => { window.__copied = t; return Promise.resolve(); }`)); err != nil {
+		t.Fatal(err)
+	}
+	e.run("copy the key", chromedp.Click(tid("copy-key")))
+	if got, err := chromedp.Run(e.ctx, chromedp.Evaluate[string](`window.__copied || ""`)); err != nil || got != key {
+		t.Fatalf("the copy button wrote %q (%v), want the key", got, err)
+	}
 	row := `[data-testid="principal-e2e-bot"] `
 	e.run("revoke it",
 		chromedp.Click(tid("back-to-access")),
