@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"toolbelt/models"
+	"toolbelt/services/formats"
 	"toolbelt/services/selection"
 	"toolbelt/services/tooldef"
 	"toolbelt/views"
@@ -22,7 +24,8 @@ import (
 // first visit (no q parameter) shows the form only.
 func (h *Handler) Playground(c *gin.Context) error {
 	q := c.Request.URL.Query()
-	form := views.PlaygroundForm{Query: q.Get("q"), Limit: q.Get("limit"), MaxLimit: selection.MaxSelectLimit, Errors: map[string]string{}}
+	form := views.PlaygroundForm{Query: q.Get("q"), Limit: q.Get("limit"), MaxLimit: selection.MaxSelectLimit, Errors: map[string]string{},
+		Format: cmp.Or(q.Get("format"), formats.Formats[0]), Formats: formats.Formats}
 	if form.Limit == "" {
 		form.Limit = strconv.Itoa(selection.DefaultSelectLimit)
 	}
@@ -31,6 +34,9 @@ func (h *Handler) Playground(c *gin.Context) error {
 		form.Categories = append(form.Categories, views.PlaygroundCategory{Name: cat, Checked: slices.Contains(chosen, cat)})
 	}
 	d := views.PlaygroundData{Form: form}
+	if s := CurrentConsole(c); s != nil {
+		d.CSRF = s.CSRF
+	}
 	status := http.StatusOK
 	if _, asked := q["q"]; asked {
 		res, err := h.playgroundSelect(c, form, chosen)
@@ -59,7 +65,7 @@ func (h *Handler) playgroundSelect(c *gin.Context, form views.PlaygroundForm, ca
 		limit = -1
 	}
 	res, err := h.Selector.Select(c.Request.Context(), CurrentPrincipal(c),
-		selection.SelectRequest{Query: form.Query, Limit: limit, Categories: categories})
+		selection.SelectRequest{Query: form.Query, Limit: limit, Categories: categories, Format: form.Format})
 	var ve *models.ValidationError
 	if notNumber && errors.As(err, &ve) {
 		for i, p := range ve.Problems {
@@ -71,15 +77,31 @@ func (h *Handler) playgroundSelect(c *gin.Context, form views.PlaygroundForm, ca
 	if err != nil {
 		return nil, err
 	}
-	out := &views.PlaygroundResult{Embedder: res.Embedder, Format: res.Format,
+	out := &views.PlaygroundResult{SelectionID: res.SelectionID, Embedder: res.Embedder, Format: res.Format,
 		SelectionTokens: res.Tokens.Selection, CatalogTokens: res.Tokens.Catalog, SavedRatio: res.Tokens.Saved}
 	for i, t := range res.Tools {
 		out.Tools = append(out.Tools, views.PlaygroundTool{Rank: i + 1, Name: t.Name, Category: t.Category, Level: t.SecurityLevel,
 			Score: t.Score, DenseSimilarity: t.Reasons.DenseSimilarity, DenseRank: t.Reasons.DenseRank,
 			LexicalScore: t.Reasons.LexicalScore, LexicalRank: t.Reasons.LexicalRank,
-			MatchedTerms: t.Reasons.MatchedTerms, LearnedQueries: t.Reasons.LearnedQueries})
+			MatchedTerms: t.Reasons.MatchedTerms, LearnedQueries: t.Reasons.LearnedQueries, Rendering: views.PrettyJSON(string(t.Tool))})
 	}
 	return out, nil
+}
+
+// PlaygroundFeedback tells the ranking that the playground's selection
+// needed the tool (as POST /api/v1/selections/{id}/feedback does): its
+// query becomes retrieval text for the tool.
+func (h *Handler) PlaygroundFeedback(c *gin.Context) error {
+	id, tool := c.PostForm("selection_id"), c.PostForm("tool")
+	learned, err := h.Selector.Feedback(c.Request.Context(), CurrentPrincipal(c), id, []string{tool})
+	if err != nil {
+		return err
+	}
+	msg := fmt.Sprintf("%s already knew this task: nothing new to learn.", tool)
+	if len(learned) > 0 {
+		msg = fmt.Sprintf("Learned: tasks like this one now find %s.", tool)
+	}
+	return Redirect(c, "/admin/playground", msg)
 }
 
 // playgroundErrors puts each problem of a selection request next to its

@@ -522,3 +522,38 @@ func TestConsoleDashboardNavigates(t *testing.T) {
 		t.Errorf("an unknown range: %d %q", p.Status, strings.TrimSpace(p.Doc.Find("main").Text()))
 	}
 }
+
+// TestConsolePlaygroundFormatAndFeedback: the playground renders the
+// selection in the chosen LLM format, and "Fits the task" teaches the
+// ranking: the query becomes one the tool was learned from.
+func TestConsolePlaygroundFormatAndFeedback(t *testing.T) {
+	app := newTestApp(t)
+	b := signedIn(t, app, "admin")
+	p := b.get("/admin/playground?q=" + url.QueryEscape("list the files in my project folder") + "&format=anthropic")
+	row := p.TestID("ranked").Find(`tr[data-name="file_list"]`)
+	if p.Status != 200 || p.TestID("playground-format").Find("option[selected]").AttrOr("value", "") != "anthropic" ||
+		!strings.Contains(row.Find(`[data-testid="ranked-rendering"]`).Text(), `"input_schema"`) {
+		t.Fatalf("anthropic rendering: %d %q", p.Status, row.Find(`[data-testid="ranked-rendering"]`).Text())
+	}
+	form := row.Find(`[data-testid="feedback-file_list"]`)
+	id := form.Find(`input[name="selection_id"]`).AttrOr("value", "")
+	p = b.post("/admin/playground/feedback", url.Values{"selection_id": {id}, "tool": {"file_list"}})
+	if p.Status != 200 || !strings.Contains(p.TestID("notice").Text(), "tasks like this one now find file_list") {
+		t.Fatalf("feedback: %d %q", p.Status, p.TestID("notice").Text())
+	}
+	found := false
+	for _, q := range app.do(t, "admin", "GET", "/api/v1/tools/file_list/queries", nil).JSON(t)["queries"].([]any) {
+		if q.(map[string]any)["query"] == "list the files in my project folder" {
+			found = true
+		}
+	}
+	if !found {
+		t.Error("the feedback taught nothing: the query is not among file_list's learned queries")
+	}
+	if p = b.post("/admin/playground/feedback", url.Values{"selection_id": {"nope"}, "tool": {"file_list"}}); p.Status != 404 {
+		t.Errorf("feedback on a selection that does not exist: %d", p.Status)
+	}
+	if p = b.get("/admin/playground?q=x&format=yaml"); p.Status == 200 {
+		t.Errorf("an unknown format: %d", p.Status)
+	}
+}

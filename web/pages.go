@@ -33,6 +33,7 @@ var pages = []route{
 	{http.MethodPost, "/tools/:name/edit", admins, (*handlers.Handler).PublishToolForm},
 	{http.MethodPost, "/tools/:name/rollback", admins, (*handlers.Handler).RollbackToolForm},
 	{http.MethodPost, "/tools/:name/retire", admins, (*handlers.Handler).RetireToolForm},
+	{http.MethodPost, "/playground/feedback", everyone, (*handlers.Handler).PlaygroundFeedback},
 	{http.MethodPost, "/tools/:name/queries/:id/forget", admins, (*handlers.Handler).ForgetQueryForm},
 	{http.MethodPost, "/tools/:name/try", callers, (*handlers.Handler).TryToolForm},
 

@@ -148,6 +148,7 @@ func TestConsoleRBACMatrix(t *testing.T) {
 		{"POST", "/tools/:name/queries/:id/forget", "/admin/tools/file_read/queries/1/forget", []string{"admin"}},
 		{"POST", "/tools/:name/try", "/admin/tools/file_list/try", []string{"admin", "agent"}},
 		{"GET", "/playground", "/admin/playground?q=read+a+file", all},
+		{"POST", "/playground/feedback", "/admin/playground/feedback", all},
 		{"GET", "/approvals", "/admin/approvals", []string{"admin", "reviewer"}},
 		{"GET", "/approvals/pending", "/admin/approvals/pending", []string{"admin", "reviewer"}},
 		{"POST", "/approvals/:id/approve", "/admin/approvals/{appr}/approve", []string{"admin", "reviewer"}},
