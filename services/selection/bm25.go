@@ -107,6 +107,32 @@ func (ix *bm25) scoreWeighted(terms, skip []string, weight float32, out []float3
 	return hits
 }
 
+// scoreSkipping is score for the documents not in skip (postings of
+// another index over the same documents, in document order, as all
+// postings are).
+func (ix *bm25) scoreSkipping(terms []string, skip []posting, out []float32, hits []int32) []int32 {
+	if len(terms) == 0 || ix.avgLen == 0 {
+		return hits
+	}
+	for _, t := range distinct(terms) {
+		idf := ix.idf(t)
+		k := 0
+		for _, p := range ix.postings[t] {
+			for k < len(skip) && skip[k].doc < p.doc {
+				k++
+			}
+			if k < len(skip) && skip[k].doc == p.doc {
+				continue
+			}
+			if out[p.doc] == 0 {
+				hits = append(hits, p.doc)
+			}
+			out[p.doc] += idf * p.w
+		}
+	}
+	return hits
+}
+
 // full is the BM25 score that counts as a full lexical match for a query:
 // the sum of its distinct terms' idf, so a tool holding every query term
 // the catalog knows once (at average length) scores about 1 of it.

@@ -68,7 +68,7 @@ func (s *Selector) rank(ctx context.Context, ix *index, t task, allowed func(*en
 	// ("fetch" for "retrieve"), and its cosine stands as it is.
 	cov := 1.0
 	if s.local {
-		cov = ix.lex.coverage(terms, li.knows)
+		cov = ix.lex.coverage(terms, func(t string) bool { return li.knows(t) || ix.namesHold(t) })
 	}
 	for tool, v := range ls.lexical {
 		if i, found := ix.byName[tool]; found && ok[i] && v > 0 {
@@ -87,12 +87,21 @@ func (s *Selector) rank(ctx context.Context, ix *index, t task, allowed func(*en
 	sc.combine(sc.learnLexHits, sc.learnLex, s.tune.learnedLexical, 0, s.tune.learnedFull)
 	sc.combine(sc.learnDenseHits, sc.learnDense, s.tune.learnedDense, 0, s.tune.learnedFull)
 	if ix.names != nil {
-		// The name's character 4-grams: names are often words run together
-		// or cut short ("airqualityforecast", "strology_tool").
-		grams := nameGrams(t.focus)
-		sc.nameHits = ix.names.score(grams, sc.name, sc.nameHits)
+		// The names' character 4-grams, for each query word, of the tools
+		// whose text lacks the word: names are often words run together
+		// or cut short ("airqualityforeast", "strology_tool"), and a word
+		// the text holds counted already.
+		var all []string
+		for _, w := range distinct(embed.Words(t.focus)) {
+			if embed.IsStopWord(w) || len(w) < 2 {
+				continue
+			}
+			grams := nameGrams(w)
+			all = append(all, grams...)
+			sc.nameHits = ix.names.scoreSkipping(grams, ix.lex.postings[s.tok.Stem(w)], sc.name, sc.nameHits)
+		}
 		sc.nameHits = keepAllowed(sc.nameHits, ok, sc.name)
-		sc.combine(sc.nameHits, sc.name, s.tune.nameGrams, 0, ix.names.full(grams))
+		sc.combine(sc.nameHits, sc.name, s.tune.nameGrams, 0, ix.names.full(all))
 	}
 	if s.tune.learnedNear > 0 && !s.local && qvec != nil && li.size() > 0 {
 		// The nearest past task of each tool leading so far: a centroid
@@ -312,6 +321,23 @@ func rankOf(list []int32, scores []float32, i int32) int {
 // above, a faint sub-word likeness 0.02 or less.
 func calibrated(evidence float64) float64 {
 	return 1 - math.Exp(-evidence)
+}
+
+// namesHold reports whether the names hold most of a term's 4-grams
+// ("explor" in "stellarexplorer"): the term is evidence, not an unknown
+// word.
+func (ix *index) namesHold(term string) bool {
+	if ix.names == nil {
+		return false
+	}
+	grams := nameGrams(term)
+	held := 0
+	for _, g := range grams {
+		if len(ix.names.postings[g]) > 0 {
+			held++
+		}
+	}
+	return 2*held >= len(grams)
 }
 
 // nameGrams are the character 4-grams of text's words that are not stop
