@@ -607,7 +607,7 @@ func (s *Selector) build(tools []models.ActiveTool) *index {
 		}
 	}
 	ix.lex = newBM25(docs, s.tune.bm25)
-	if s.tune.nameGrams > 0 {
+	if s.tune.nameGrams > 0 && s.local {
 		names := make([][]string, len(tools))
 		for i, t := range tools {
 			names[i] = nameGrams(t.Name)
@@ -942,7 +942,9 @@ type tuning struct {
 	lexical float64
 	// nameGrams is BM25 over the character 4-grams of the tools' names:
 	// a name is the shortest account of what a tool does, and often
-	// words run together or cut short, which whole words miss.
+	// words run together or cut short, which whole words miss. Under the
+	// built-in embedder only: a real model reads sub-words itself, and
+	// the grams cost it (docs/benchmarks.md#tuning).
 	nameGrams float64
 	// learnedLexical is BM25 over queries that led to a tool: a past task
 	// phrased like this one is the strongest evidence there is.
