@@ -5,8 +5,8 @@ import (
 	"slices"
 )
 
-// bm25 is an inverted index scored with Okapi BM25 (k1 1.2, b 0.75), the
-// standard lexical ranking. Documents are numbered 0..n-1 by the caller.
+// bm25 is an inverted index scored with Okapi BM25, the standard lexical
+// ranking. Documents are numbered 0..n-1 by the caller.
 type bm25 struct {
 	postings map[string][]posting
 	lengths  []float32
@@ -21,13 +21,18 @@ type posting struct {
 	w float32
 }
 
-const (
-	bm25K1 = 1.2
-	bm25B  = 0.75
-)
+// bm25Params are BM25's term-frequency saturation k1 and length
+// normalisation b.
+type bm25Params struct{ k1, b float32 }
+
+// weight is BM25's term weight without the idf for a term seen tf times
+// in a document of length n, in a collection of average length avg.
+func (p bm25Params) weight(tf, n, avg float32) float32 {
+	return tf * (p.k1 + 1) / (tf + p.k1*(1-p.b+p.b*n/avg))
+}
 
 // newBM25 indexes docs, each given as its terms.
-func newBM25(docs [][]string) *bm25 {
+func newBM25(docs [][]string, par bm25Params) *bm25 {
 	ix := &bm25{postings: map[string][]posting{}, lengths: make([]float32, len(docs))}
 	var total float32
 	for d, terms := range docs {
@@ -47,8 +52,7 @@ func newBM25(docs [][]string) *bm25 {
 	for _, ps := range ix.postings {
 		for k := range ps {
 			p := &ps[k]
-			norm := bm25K1 * (1 - bm25B + bm25B*ix.lengths[p.doc]/ix.avgLen)
-			p.w = p.tf * (bm25K1 + 1) / (p.tf + norm)
+			p.w = par.weight(p.tf, ix.lengths[p.doc], ix.avgLen)
 		}
 	}
 	return ix
@@ -94,6 +98,32 @@ func (ix *bm25) scoreWeighted(terms, skip []string, weight float32, out []float3
 		}
 		idf := weight * ix.idf(t)
 		for _, p := range ps {
+			if out[p.doc] == 0 {
+				hits = append(hits, p.doc)
+			}
+			out[p.doc] += idf * p.w
+		}
+	}
+	return hits
+}
+
+// scoreSkipping is score for the documents not in skip (postings of
+// another index over the same documents, in document order, as all
+// postings are).
+func (ix *bm25) scoreSkipping(terms []string, skip []posting, out []float32, hits []int32) []int32 {
+	if len(terms) == 0 || ix.avgLen == 0 {
+		return hits
+	}
+	for _, t := range distinct(terms) {
+		idf := ix.idf(t)
+		k := 0
+		for _, p := range ix.postings[t] {
+			for k < len(skip) && skip[k].doc < p.doc {
+				k++
+			}
+			if k < len(skip) && skip[k].doc == p.doc {
+				continue
+			}
 			if out[p.doc] == 0 {
 				hits = append(hits, p.doc)
 			}

@@ -154,7 +154,7 @@ type learnedScores struct {
 // score ranks the learned queries for a query (BM25 over each learned
 // query, the best per tool) and compares the query vector with each tool's
 // centroid.
-func (li *learnedIndex) score(terms []string, qvec []float32) learnedScores {
+func (li *learnedIndex) score(terms []string, qvec []float32, par bm25Params) learnedScores {
 	li.mu.RLock()
 	defer li.mu.RUnlock()
 	out := learnedScores{lexical: map[string]float32{}, dense: map[string]float32{}}
@@ -190,8 +190,7 @@ func (li *learnedIndex) score(terms []string, qvec []float32) learnedScores {
 			if li.docs[p.doc].dead {
 				continue
 			}
-			norm := bm25K1 * (1 - bm25B + bm25B*li.lengths[p.doc]/avg)
-			per[p.doc] += idf * p.tf * (bm25K1 + 1) / (p.tf + norm)
+			per[p.doc] += idf * par.weight(p.tf, li.lengths[p.doc], avg)
 		}
 	}
 	// Scores are made absolute: a learned query holding every query term
@@ -212,6 +211,35 @@ func (li *learnedIndex) score(terms []string, qvec []float32) learnedScores {
 		}
 	}
 	return out
+}
+
+// nearest returns, for each tool, the best cosine of qvec with one of
+// its newest perTool learned queries: the nearest past task, where the
+// centroid blurs a tool's several kinds of task into one.
+func (li *learnedIndex) nearest(tools []string, qvec []float32, perTool int) []float32 {
+	li.mu.RLock()
+	defer li.mu.RUnlock()
+	out := make([]float32, len(tools))
+	for k, tool := range tools {
+		docs := li.byTool[tool]
+		seen := 0
+		for j := len(docs) - 1; j >= 0 && seen < perTool; j-- {
+			d := &li.docs[docs[j]]
+			if d.dead || len(d.vec) != len(qvec) {
+				continue
+			}
+			seen++
+			out[k] = max(out[k], embed.Dot(qvec, d.vec))
+		}
+	}
+	return out
+}
+
+// size is the number of live learned queries.
+func (li *learnedIndex) size() int {
+	li.mu.RLock()
+	defer li.mu.RUnlock()
+	return li.live
 }
 
 // knows reports whether a learned query holds term.

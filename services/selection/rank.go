@@ -7,17 +7,21 @@ import (
 	"slices"
 	"sync"
 
+	"toolbelt/services/embed"
 	"toolbelt/services/tooldef"
 )
 
 // rank scores the allowed entries and returns the best limit of them.
 //
 // Signals: cosine similarity of the query vector with the tools' vectors
-// (its top DenseTop enter the fusion), BM25 over the tools' retrieval text,
-// and what was learned from usage (BM25 over learned queries, the best per
-// tool, and the similarity to their centroid). Each signal is scaled by
-// what counts as full evidence for any query — cosine as it is, BM25 by
-// the sum of the query terms' idf, the learned ones by learnedFull — and
+// (its top tuning.denseTop enter the fusion), BM25 over the tools'
+// retrieval text and over their names' character 4-grams, and what was
+// learned from usage (BM25 over learned queries, the best per tool; the
+// similarity to their centroid; and, for the tools leading after those,
+// the similarity to their nearest learned query). Each signal is scaled
+// by what counts as full evidence for any query — cosine as it is, BM25
+// by the sum of the query terms' idf, the learned ones by
+// tuning.learnedFull, the nearest query from tuning.nearFloor to 1 — and
 // the weighted sum ranks the tools; calibrated turns it into the score.
 //
 // Nothing here passes over the whole catalog but two cheap loops (the
@@ -53,14 +57,14 @@ func (s *Selector) rank(ctx context.Context, ix *index, t task, in scope, limit 
 	sc.lexHits = ix.lex.scoreWeighted(contextTerms, terms, contextWeight, sc.lex, sc.lexHits)
 	sc.lexHits = keepAllowed(sc.lexHits, ok, sc.lex)
 	li := s.learned.Load()
-	ls := li.score(terms, qvec)
+	ls := li.score(terms, qvec, s.tune.learnedBM25)
 	// Under the built-in embedder every signal counts words, so a query
 	// word nobody knows is no evidence at all and the score says so
 	// (coverage); a real model reads words the catalog does not hold
 	// ("fetch" for "retrieve"), and its cosine stands as it is.
 	cov := 1.0
 	if s.local {
-		cov = ix.lex.coverage(terms, li.knows)
+		cov = ix.lex.coverage(terms, func(t string) bool { return li.knows(t) || ix.namesHold(t) })
 	}
 	for tool, v := range ls.lexical {
 		if i, found := ix.byName[tool]; found && ok[i] && v > 0 {
@@ -74,10 +78,46 @@ func (s *Selector) rank(ctx context.Context, ix *index, t task, in scope, limit 
 			sc.learnDenseHits = append(sc.learnDenseHits, int32(i))
 		}
 	}
-	sc.combine(sc.cands, sc.dense, s.denseWeight(), DenseTop, 1) // cosine
-	sc.combine(sc.lexHits, sc.lex, lexicalWeight, 0, ix.lex.full(terms))
-	sc.combine(sc.learnLexHits, sc.learnLex, learnedLexicalWeight, 0, learnedFull)
-	sc.combine(sc.learnDenseHits, sc.learnDense, learnedDenseWeight, 0, learnedFull)
+	sc.combine(sc.cands, sc.dense, s.denseWeight(), s.tune.denseTop, 1) // cosine
+	sc.combine(sc.lexHits, sc.lex, s.tune.lexical, 0, ix.lex.full(terms))
+	sc.combine(sc.learnLexHits, sc.learnLex, s.tune.learnedLexical, 0, s.tune.learnedFull)
+	sc.combine(sc.learnDenseHits, sc.learnDense, s.tune.learnedDense, 0, s.tune.learnedFull)
+	if ix.names != nil {
+		// The names' character 4-grams, for each query word, of the tools
+		// whose text lacks the word: names are often words run together
+		// or cut short ("airqualityforeast", "strology_tool"), and a word
+		// the text holds counted already.
+		var all []string
+		for _, w := range distinct(embed.Words(t.focus)) {
+			if embed.IsStopWord(w) || len(w) < 2 {
+				continue
+			}
+			grams := nameGrams(w)
+			all = append(all, grams...)
+			sc.nameHits = ix.names.scoreSkipping(grams, ix.lex.postings[s.tok.Stem(w)], sc.name, sc.nameHits)
+		}
+		sc.nameHits = keepAllowed(sc.nameHits, ok, sc.name)
+		sc.combine(sc.nameHits, sc.name, s.tune.nameGrams, 0, ix.names.full(all))
+	}
+	if s.tune.learnedNear > 0 && !s.local && qvec != nil && li.size() > 0 {
+		// The nearest past task of each tool leading so far: a centroid
+		// blurs a tool's several kinds of task into one. Not under the
+		// built-in embedder, whose vectors re-count the words learned
+		// BM25 counts (docs/benchmarks.md#tuning).
+		pool := topK(sc.hits, sc.fused, s.tune.nearPool)
+		names := make([]string, len(pool))
+		for k, i := range pool {
+			names[k] = ix.entries[i].name
+		}
+		for k, v := range li.nearest(names, qvec, s.tune.nearPerTool) {
+			if v > s.tune.nearFloor {
+				i := pool[k]
+				sc.learnNear[i] = (v - s.tune.nearFloor) / (1 - s.tune.nearFloor)
+				sc.learnNearHits = append(sc.learnNearHits, i)
+			}
+		}
+		sc.combine(sc.learnNearHits, sc.learnNear, s.tune.learnedNear, 0, 1)
+	}
 
 	order := topK(sc.hits, sc.fused, limit)
 	denseRanks, lexRanks := ranksOf(sc.cands, sc.dense, order), ranksOf(sc.lexHits, sc.lex, order)
@@ -153,13 +193,14 @@ func categoryID(category string) uint8 {
 // otherwise allocate megabytes each time. The per-tool arrays are zero
 // between rankings: release clears only what the lists name.
 type scratch struct {
-	ok                               []bool
-	dense, lex, learnLex, learnDense []float32
-	fused                            []float64
-	bin                              []uint16
+	ok                                                []bool
+	dense, lex, learnLex, learnDense, learnNear, name []float32
+	fused                                             []float64
+	bin                                               []uint16
 	// cands are the dense candidates, lexHits the tools BM25 scored,
-	// learn*Hits the tools learning scored, hits the tools fused.
-	cands, lexHits, learnLexHits, learnDenseHits, hits []int32
+	// nameHits those the names' 4-grams scored, learn*Hits the tools
+	// learning scored, hits the tools fused.
+	cands, lexHits, learnLexHits, learnDenseHits, learnNearHits, nameHits, hits []int32
 }
 
 var scratchPool sync.Pool
@@ -168,10 +209,12 @@ func getScratch(n int) *scratch {
 	sc, _ := scratchPool.Get().(*scratch)
 	if sc == nil || cap(sc.ok) < n {
 		return &scratch{ok: make([]bool, n), dense: make([]float32, n), lex: make([]float32, n),
-			learnLex: make([]float32, n), learnDense: make([]float32, n), fused: make([]float64, n), bin: make([]uint16, n)}
+			learnLex: make([]float32, n), learnDense: make([]float32, n), learnNear: make([]float32, n), name: make([]float32, n),
+			fused: make([]float64, n), bin: make([]uint16, n)}
 	}
 	sc.ok, sc.fused, sc.bin = sc.ok[:n], sc.fused[:n], sc.bin[:n]
-	sc.dense, sc.lex, sc.learnLex, sc.learnDense = sc.dense[:n], sc.lex[:n], sc.learnLex[:n], sc.learnDense[:n]
+	sc.dense, sc.lex, sc.learnLex, sc.learnDense, sc.learnNear = sc.dense[:n], sc.lex[:n], sc.learnLex[:n], sc.learnDense[:n], sc.learnNear[:n]
+	sc.name = sc.name[:n]
 	return sc
 }
 
@@ -186,10 +229,13 @@ func (sc *scratch) release() {
 	zero(sc.lexHits, sc.lex)
 	zero(sc.learnLexHits, sc.learnLex)
 	zero(sc.learnDenseHits, sc.learnDense)
+	zero(sc.learnNearHits, sc.learnNear)
+	zero(sc.nameHits, sc.name)
 	for _, i := range sc.hits {
 		sc.fused[i] = 0
 	}
 	sc.cands, sc.lexHits, sc.learnLexHits, sc.learnDenseHits, sc.hits = sc.cands[:0], sc.lexHits[:0], sc.learnLexHits[:0], sc.learnDenseHits[:0], sc.hits[:0]
+	sc.learnNearHits, sc.nameHits = sc.learnNearHits[:0], sc.nameHits[:0]
 	scratchPool.Put(sc)
 }
 
@@ -341,4 +387,42 @@ func ranksOf(list []int32, scores []float32, of []int32) []int {
 // above, a faint sub-word likeness 0.02 or less.
 func calibrated(evidence float64) float64 {
 	return 1 - math.Exp(-evidence)
+}
+
+// namesHold reports whether the names hold most of a term's 4-grams
+// ("explor" in "stellarexplorer"): the term is evidence, not an unknown
+// word.
+func (ix *index) namesHold(term string) bool {
+	if ix.names == nil {
+		return false
+	}
+	grams := nameGrams(term)
+	held := 0
+	for _, g := range grams {
+		if len(ix.names.postings[g]) > 0 {
+			held++
+		}
+	}
+	return 2*held >= len(grams)
+}
+
+// nameGrams are the character 4-grams of text's words that are not stop
+// words, each word in boundary marks ("<str", "stro", …, "ogy>"): what
+// BM25 over the tools' names indexes, so "astrology" meets
+// "strology_tool" and "keyword" meets "keywordexplorer".
+func nameGrams(text string) []string {
+	var out []string
+	for _, w := range embed.Words(text) {
+		if embed.IsStopWord(w) || len(w) < 2 {
+			continue
+		}
+		r := []rune("<" + w + ">")
+		for i := 0; i+4 <= len(r); i++ {
+			out = append(out, string(r[i:i+4]))
+		}
+		if len(r) < 4 {
+			out = append(out, string(r))
+		}
+	}
+	return out
 }

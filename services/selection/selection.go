@@ -44,9 +44,6 @@ const (
 	// tool fits well (no_good_match).
 	GoodMatchScore = 0.3
 	MaxSelectLimit = 40
-	// DenseTop is how many tools the dense ranking contributes before
-	// fusion (docs/selection.md).
-	DenseTop = 20
 	// DefaultKeepLearned caps the learned queries per tool; the oldest go.
 	DefaultKeepLearned = 500
 	// inlineEmbedLimit is how many missing vectors a refresh asks a remote
@@ -98,6 +95,7 @@ type Selector struct {
 	metrics *ops.Metrics
 	log     *slog.Logger
 	keep    int
+	tune    tuning
 
 	mu       sync.Mutex // serializes refreshes
 	docs     map[uint]*docInfo
@@ -158,6 +156,8 @@ type index struct {
 	entries []*entry
 	byName  map[string]int
 	lex     *bm25
+	// names is BM25 over the tools' names' character 4-grams.
+	names *bm25
 	// runnable and cat are, per entry, whether this host can run it and
 	// its category's place in tooldef.Categories, so a ranking's scope
 	// (rank.go) is settled without reading the entries.
@@ -202,11 +202,11 @@ func NewSelector(store *models.Store, authz *access.Authz, emb embed.Embedder, h
 		keep = DefaultKeepLearned
 	}
 	s := &Selector{store: store, authz: authz, emb: emb, tok: embed.NewTokenizer(), host: host, log: log, keep: keep, docs: map[uint]*docInfo{},
-		recorder: newSelectionRecorder(store, log), queries: embed.NewQueryCache(0)}
+		recorder: newSelectionRecorder(store, log), queries: embed.NewQueryCache(0), tune: defaultTuning()}
 	_, s.local = emb.(*embed.Builtin)
 	s.dims, _ = emb.(interface{ Dim() int })
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	s.idx.Store(&index{byName: map[string]int{}, lex: newBM25(nil)})
+	s.idx.Store(&index{byName: map[string]int{}, lex: newBM25(nil, bm25Params{})})
 	s.learned.Store(newLearnedIndex(emb.Model(), s.tok, nil))
 	return s
 }
@@ -451,7 +451,10 @@ func (s *Selector) loadDocs(ctx context.Context, ids []uint) error {
 		text := retrievalText(&def)
 		sum := sha256.Sum256([]byte(text))
 		d := &docInfo{text: text, hash: hex.EncodeToString(sum[:]), needs: needsOf(&def), sizes: sizes[id]}
-		d.terms = append(s.tok.Terms(text), s.tok.Terms(strings.Join(embed.Words(def.Name), " "))...)
+		d.terms = s.tok.Terms(text)
+		for range s.tune.nameRepeat {
+			d.terms = append(d.terms, s.tok.Terms(strings.Join(embed.Words(def.Name), " "))...)
+		}
 		if e, ok := vecs[id]; ok && e.TextHash == d.hash && s.dimOK(len(e.Vector)/4) {
 			d.vec = quantise(decodeVector(e.Vector))
 		}
@@ -615,7 +618,14 @@ func (s *Selector) build(tools []models.ActiveTool) *index {
 			}
 		}
 	}
-	ix.lex = newBM25(docs)
+	ix.lex = newBM25(docs, s.tune.bm25)
+	if s.tune.nameGrams > 0 && s.local {
+		names := make([][]string, len(tools))
+		for i, t := range tools {
+			names[i] = nameGrams(t.Name)
+		}
+		ix.names = newBM25(names, s.tune.bm25)
+	}
 	// Vectors of another dimension (left from another model) cannot meet
 	// the query's; the most common dimension is the model's.
 	dim := 0
@@ -933,35 +943,72 @@ type rankedTool struct {
 	reasons Reasons
 }
 
-// Fusion weights. Each signal is scaled by the score that counts as full
-// evidence, the same for every query (capped at 1), then weighted and
-// summed; calibrated maps the sum to the reported score.
-const (
-	// lexicalWeight is BM25 over the tools' own text.
-	lexicalWeight = 1.0
-	// learnedLexicalWeight is BM25 over queries that led to a tool: a past
-	// task phrased like this one is the strongest evidence there is.
-	learnedLexicalWeight = 3.0
-	// learnedDenseWeight is the similarity to the centroid of those queries.
-	learnedDenseWeight = 1.0
-	// modelDenseWeight is the dense similarity under a real embedding model.
-	modelDenseWeight = 1.0
-	// builtinDenseWeight is the dense similarity under the built-in
-	// embedder, which hashes words and n-grams: it mostly re-counts what
-	// BM25 counts, so it only breaks ties and adds sub-word matches.
-	builtinDenseWeight = 0.3
-	// learnedFull: a learned query holding this share of the query's
-	// term weight, or a centroid at this cosine, counts in full; fainter
-	// ones count in proportion, so when few tools have learned anything a
+// tuning holds the ranking's weights (docs/selection.md): one value per
+// selector, defaultTuning, so that a sweep (tune_test.go) can vary it.
+type tuning struct {
+	// lexical is the weight of BM25 over the tools' own text.
+	lexical float64
+	// nameGrams is BM25 over the character 4-grams of the tools' names:
+	// a name is the shortest account of what a tool does, and often
+	// words run together or cut short, which whole words miss. Under the
+	// built-in embedder only: a real model reads sub-words itself, and
+	// the grams cost it (docs/benchmarks.md#tuning).
+	nameGrams float64
+	// learnedLexical is BM25 over queries that led to a tool: a past task
+	// phrased like this one is the strongest evidence there is.
+	learnedLexical float64
+	// learnedDense is the similarity to the centroid of those queries.
+	learnedDense float64
+	// learnedNear is the similarity to the nearest of them, counted from
+	// nearFloor (0) to 1, for the nearPool tools leading after the other
+	// signals, each compared with its newest nearPerTool queries (so the
+	// cost is bounded whatever was learned); under a real model only.
+	learnedNear           float64
+	nearFloor             float32
+	nearPool, nearPerTool int
+	// modelDense is the dense similarity under a real embedding model;
+	// builtinDense under the built-in embedder, which hashes words and
+	// n-grams: it mostly re-counts what BM25 counts, so it only breaks
+	// ties and adds sub-word matches.
+	modelDense, builtinDense float64
+	// learnedFull: a learned query holding this share of the query's term
+	// weight, or a centroid at this cosine, counts in full; fainter ones
+	// count in proportion, so when few tools have learned anything a
 	// faint likeness to their queries stays faint.
-	learnedFull = 0.5
-)
+	learnedFull float32
+	// denseTop is how many tools the dense ranking contributes before
+	// fusion.
+	denseTop int
+	// bm25 are BM25's parameters over the tools' text and names;
+	// learnedBM25 over learned queries.
+	bm25, learnedBM25 bm25Params
+	// nameRepeat is how many times a tool's name words count in its BM25
+	// text beyond the once they have there.
+	nameRepeat int
+}
+
+// defaultTuning is the ranking's tuning, swept on the MetaTool dev and
+// history splits (docs/benchmarks.md#tuning). Each signal is scaled by
+// the score that counts as full evidence, the same for every query
+// (capped at 1), then weighted and summed; calibrated maps the sum to the
+// reported score.
+func defaultTuning() tuning {
+	return tuning{
+		lexical: 1, nameGrams: 1, learnedLexical: 3, learnedDense: 1,
+		learnedNear: 2, nearFloor: 0.5, nearPool: 40, nearPerTool: 256,
+		modelDense: 1, builtinDense: 0.3, learnedFull: 0.5, denseTop: 40,
+		// Tool texts are short and of like length: their length says
+		// little, so b is low.
+		bm25: bm25Params{k1: 1.2, b: 0.3}, learnedBM25: bm25Params{k1: 1.2, b: 0.75},
+		nameRepeat: 1,
+	}
+}
 
 func (s *Selector) denseWeight() float64 {
 	if s.local {
-		return builtinDenseWeight
+		return s.tune.builtinDense
 	}
-	return modelDenseWeight
+	return s.tune.modelDense
 }
 
 // Query embedding must not stall a selection: it gets a short deadline,

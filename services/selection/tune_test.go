@@ -1,0 +1,367 @@
+package selection
+
+import (
+	"bufio"
+	"context"
+	"encoding/gob"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"toolbelt/models"
+	"toolbelt/models/modelstest"
+	"toolbelt/services/access"
+	"toolbelt/services/catalog"
+	"toolbelt/services/embed"
+)
+
+// TestTuneRetrieval sweeps the ranking's tuning over a benchmark's dev
+// and history splits (docs/benchmarks.md, "Tuning"). It is skipped unless
+// TOOLBELT_TUNE names the benchmark directory (tools.jsonl, dev.jsonl,
+// history.jsonl). With TOOLBELT_TUNE_OLLAMA (and TOOLBELT_TUNE_MODEL) it
+// uses that embedding server, caching every vector in TOOLBELT_TUNE_CACHE
+// (default: a file in the temporary directory), so a sweep embeds each
+// text once; TOOLBELT_TUNE_ONLY runs only the settings whose name matches it (a regular expression). History is loaded as learned queries directly, as feedback
+// would record them; the bench command's figures are the reference.
+func TestTuneRetrieval(t *testing.T) {
+	dir := os.Getenv("TOOLBELT_TUNE")
+	if dir == "" {
+		t.Skip("set TOOLBELT_TUNE to a benchmark directory to sweep the ranking")
+	}
+	ctx := context.Background()
+	var emb embed.Embedder = embed.NewBuiltin()
+	if url := os.Getenv("TOOLBELT_TUNE_OLLAMA"); url != "" {
+		model := orDefault(os.Getenv("TOOLBELT_TUNE_MODEL"), "use-lite")
+		o, err := embed.NewOllama(embed.OllamaConfig{URL: url, Model: model})
+		if err != nil {
+			t.Fatal(err)
+		}
+		file := orDefault(os.Getenv("TOOLBELT_TUNE_CACHE"), filepath.Join(os.TempDir(), "toolbelt-tune-"+model+".gob"))
+		c := &cachedEmbedder{inner: o, file: file}
+		c.load()
+		defer c.save(t)
+		emb = c
+	}
+	tools := readLines[struct {
+		Name, Description string
+	}](t, filepath.Join(dir, "tools.jsonl"))
+	dev := readLines[tuneQuery](t, filepath.Join(dir, "dev.jsonl"))
+	history := readLines[tuneQuery](t, filepath.Join(dir, "history.jsonl"))
+
+	store, _ := modelstest.Store(t)
+	authz, err := access.NewAuthz(ctx, store, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := catalog.NewRegistry(store, quiet)
+	for _, tl := range tools {
+		if _, err := reg.Register(ctx, testTool(tl.Name, tl.Description), nil); err != nil {
+			t.Logf("skip %s: %v", tl.Name, err)
+		}
+	}
+	s := NewSelector(store, authz, emb, allHost(), 0, quiet)
+	defer s.Close()
+	if err := s.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		with, all, running := s.Embedded()
+		if with == all {
+			break
+		}
+		if !running {
+			if err := s.Refresh(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// Query vectors, once: dev and history alike.
+	var texts []string
+	for _, q := range slices.Concat(dev, history) {
+		texts = append(texts, q.Query)
+	}
+	vecs, err := emb.Embed(ctx, embed.Query, texts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range vecs {
+		s.queries.Add(emb.Model(), texts[i], v)
+	}
+	// History as feedback records it: one learned query per (tool,
+	// query), the newest DefaultKeepLearned per tool.
+	var learned []models.LearnedQuery
+	seen := map[string]bool{}
+	perTool := map[string]int{}
+	for i := len(history) - 1; i >= 0; i-- {
+		q := history[i]
+		for _, g := range q.Gold {
+			if seen[g+"\x00"+q.Query] || perTool[g] >= DefaultKeepLearned {
+				continue
+			}
+			seen[g+"\x00"+q.Query] = true
+			perTool[g]++
+			v := vecs[len(dev)+i]
+			learned = append(learned, models.LearnedQuery{ID: uint(len(learned) + 1), ToolName: g, Query: q.Query,
+				Model: emb.Model(), Vector: encodeVector(v)})
+		}
+	}
+	warm := newLearnedIndex(emb.Model(), s.tok, learned)
+	cold := newLearnedIndex(emb.Model(), s.tok, nil)
+	base := s.tune
+	passes := 2
+	if os.Getenv("TOOLBELT_TUNE_COLD") != "" { // cold only
+		passes = 1
+	}
+	only := regexp.MustCompile(os.Getenv("TOOLBELT_TUNE_ONLY")) // run the settings whose name matches
+	for _, c := range tuneConfigs(base) {
+		if !only.MatchString(c.name) {
+			continue
+		}
+		s.tune = c.tune
+		s.docs = map[uint]*docInfo{} // the terms follow the tuning; the vectors are stored
+		if err := s.Refresh(ctx); err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, li := range []*learnedIndex{cold, warm}[:passes] {
+			s.learned.Store(li)
+			m := measure(ctx, s, dev)
+			out = append(out, m.String())
+		}
+		t.Logf("%-40s cold %s | history %s", c.name, out[0], out[passes-1])
+	}
+}
+
+// tuneConfig is one setting of a sweep.
+type tuneConfig struct {
+	name string
+	tune tuning
+}
+
+// tuneConfigs lists the settings swept, the default first.
+func tuneConfigs(base tuning) []tuneConfig {
+	out := []tuneConfig{{"default", base}}
+	vary := func(name string, f func(*tuning)) {
+		c := base
+		f(&c)
+		out = append(out, tuneConfig{name, c})
+	}
+	for _, w := range []float64{0, 0.5, 2} {
+		vary(fmt.Sprintf("nameGrams=%g", w), func(c *tuning) { c.nameGrams = w })
+	}
+	for _, w := range []float64{0.5, 1.5, 2, 3} {
+		vary(fmt.Sprintf("modelDense=%g", w), func(c *tuning) { c.modelDense = w })
+	}
+	for _, w := range []float64{0.15, 0.6} {
+		vary(fmt.Sprintf("builtinDense=%g", w), func(c *tuning) { c.builtinDense = w })
+	}
+	for _, n := range []int{10, 20, 80} {
+		vary(fmt.Sprintf("denseTop=%d", n), func(c *tuning) { c.denseTop = n })
+	}
+	for _, k1 := range []float32{0.6, 0.9, 1.5, 2} {
+		vary(fmt.Sprintf("bm25.k1=%g", k1), func(c *tuning) { c.bm25.k1 = k1 })
+	}
+	for _, b := range []float32{0, 0.1, 0.5, 0.75, 0.9} {
+		vary(fmt.Sprintf("bm25.b=%g", b), func(c *tuning) { c.bm25.b = b })
+	}
+	for _, n := range []int{0, 2, 3} {
+		vary(fmt.Sprintf("nameRepeat=%d", n), func(c *tuning) { c.nameRepeat = n })
+	}
+	for _, w := range []float64{1, 2, 5} {
+		vary(fmt.Sprintf("learnedLexical=%g", w), func(c *tuning) { c.learnedLexical = w })
+	}
+	for _, w := range []float64{0, 0.5, 2} {
+		vary(fmt.Sprintf("learnedDense=%g", w), func(c *tuning) { c.learnedDense = w })
+	}
+	for _, w := range []float64{0, 1, 3} {
+		vary(fmt.Sprintf("learnedNear=%g", w), func(c *tuning) { c.learnedNear = w })
+	}
+	for _, f := range []float32{0.3, 0.7} {
+		vary(fmt.Sprintf("nearFloor=%g", f), func(c *tuning) { c.nearFloor = f })
+	}
+	for _, p := range []int{20, 80} {
+		vary(fmt.Sprintf("nearPool=%d", p), func(c *tuning) { c.nearPool = p })
+	}
+	for _, n := range []int{64, 500} {
+		vary(fmt.Sprintf("nearPerTool=%d", n), func(c *tuning) { c.nearPerTool = n })
+	}
+	for _, k1 := range []float32{0.6, 2} {
+		vary(fmt.Sprintf("learnedBM25.k1=%g", k1), func(c *tuning) { c.learnedBM25.k1 = k1 })
+	}
+	for _, b := range []float32{0.3, 0.9} {
+		vary(fmt.Sprintf("learnedBM25.b=%g", b), func(c *tuning) { c.learnedBM25.b = b })
+	}
+	return out
+}
+
+type tuneQuery struct {
+	Query string   `json:"query"`
+	Gold  []string `json:"gold"`
+}
+
+// tuneMeasure is what one pass over the dev queries measured.
+type tuneMeasure struct {
+	r5, r10, r15, ndcg float64
+	r10all             float64 // Recall@10 with no min_score
+	noGood             int     // queries whose best score is under GoodMatchScore
+	n                  int
+	lat                []time.Duration // of each ranking
+}
+
+func (m tuneMeasure) String() string {
+	n := float64(m.n)
+	slices.Sort(m.lat)
+	return fmt.Sprintf("R@5 %.2f R@10 %.2f R@15 %.2f NDCG %.2f (R@10 any score %.2f, weak %d, rank p50 %v)",
+		100*m.r5/n, 100*m.r10/n, 100*m.r15/n, 100*m.ndcg/n, 100*m.r10all/n, m.noGood, m.lat[len(m.lat)/2].Round(time.Microsecond))
+}
+
+// measure ranks every query as a selection of 15 with the default
+// min_score would.
+func measure(ctx context.Context, s *Selector, qs []tuneQuery) tuneMeasure {
+	ix := s.idx.Load()
+	all := scope{vis: visibility{all: true}}
+	var m tuneMeasure
+	for _, q := range qs {
+		start := time.Now()
+		ranked := s.rank(ctx, ix, task{focus: q.Query}, all, 15)
+		m.lat = append(m.lat, time.Since(start))
+		if len(ranked) == 0 || ranked[0].score < GoodMatchScore {
+			m.noGood++
+		}
+		var names, all []string
+		for _, r := range ranked {
+			if r.score >= DefaultMinScore {
+				names = append(names, ix.entries[r.entry].name)
+			}
+			all = append(all, ix.entries[r.entry].name)
+		}
+		m.r10all += recall(all, q.Gold, 10)
+		m.r5 += recall(names, q.Gold, 5)
+		m.r10 += recall(names, q.Gold, 10)
+		m.r15 += recall(names, q.Gold, 15)
+		m.ndcg += ndcg(names, q.Gold, 10)
+		m.n++
+	}
+	return m
+}
+
+func recall(got, gold []string, k int) float64 {
+	hits := 0
+	for _, g := range gold {
+		if slices.Contains(got[:min(k, len(got))], g) {
+			hits++
+		}
+	}
+	return float64(hits) / float64(len(gold))
+}
+
+func ndcg(got, gold []string, k int) float64 {
+	var dcg, idcg float64
+	for i := range min(k, len(got)) {
+		if slices.Contains(gold, got[i]) {
+			dcg += 1 / math.Log2(float64(i+2))
+		}
+	}
+	for i := range min(k, len(gold)) {
+		idcg += 1 / math.Log2(float64(i+2))
+	}
+	return dcg / idcg
+}
+
+func readLines[T any](t *testing.T, path string) []T {
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []T
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		if line := strings.TrimSpace(sc.Text()); line != "" {
+			var v T
+			if err := json.Unmarshal([]byte(line), &v); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// cachedEmbedder embeds each text once, keeping the vectors in a file
+// between runs.
+type cachedEmbedder struct {
+	inner *embed.Ollama
+	file  string
+	vecs  map[string][]float32
+	dirty bool
+}
+
+func (c *cachedEmbedder) Model() string { return c.inner.Model() }
+
+func (c *cachedEmbedder) Dim() int { return c.inner.Dim() }
+
+func (c *cachedEmbedder) load() {
+	c.vecs = map[string][]float32{}
+	if f, err := os.Open(c.file); err == nil {
+		_ = gob.NewDecoder(f).Decode(&c.vecs)
+		f.Close()
+	}
+}
+
+func (c *cachedEmbedder) save(t *testing.T) {
+	if !c.dirty {
+		return
+	}
+	f, err := os.Create(c.file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := gob.NewEncoder(f).Encode(c.vecs); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (c *cachedEmbedder) Embed(ctx context.Context, kind embed.Kind, texts []string) ([][]float32, error) {
+	key := func(s string) string { return fmt.Sprint(kind) + "\x00" + s }
+	var miss []string
+	asked := map[string]bool{}
+	for _, s := range texts {
+		if _, ok := c.vecs[key(s)]; !ok && !asked[s] {
+			asked[s] = true
+			miss = append(miss, s)
+		}
+	}
+	if len(miss) > 0 {
+		vecs, err := c.inner.Embed(ctx, kind, miss)
+		if err != nil {
+			return nil, err
+		}
+		for i, s := range miss {
+			c.vecs[key(s)] = vecs[i]
+		}
+		c.dirty = true
+	}
+	out := make([][]float32, len(texts))
+	for i, s := range texts {
+		out[i] = c.vecs[key(s)]
+	}
+	return out, nil
+}
