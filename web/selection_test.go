@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"toolbelt/services/access"
 )
 
 func selectedNames(t *testing.T, r response) []string {
@@ -107,15 +109,25 @@ func TestSelectFilters(t *testing.T) {
 		want   []string
 	}{
 		{"category grant", map[string]any{"categories": []string{"filesystem"}}, all, []string{"file_list", "file_read", "file_write"}},
-		// A tool granted by name is offered only when it is safe: moderate
-		// and dangerous tools need their category.
-		{"tool grants", map[string]any{"tools": []string{"web_search", "http_request", "shell_exec"}}, all, []string{"web_search"}},
+		{"tool grants", map[string]any{"tools": []string{"web_search"}}, all, []string{"web_search"}},
 		{"dangerous through its category", map[string]any{"categories": []string{"shell"}}, all, []string{"shell_exec"}},
 		{"requested categories", map[string]any{"categories": []string{"filesystem", "search", "code"}},
 			map[string]any{"query": all["query"], "limit": 40, "min_score": 0, "categories": []string{"search", "code"}}, []string{"code_execute", "web_search"}},
 		{"excluded categories", map[string]any{"categories": []string{"filesystem", "search"}},
 			map[string]any{"query": all["query"], "limit": 40, "min_score": 0, "exclude_categories": []string{"filesystem"}}, []string{"web_search"}},
 	}
+	// A tool granted by name is offered only when it is safe: moderate and
+	// dangerous tools need their category. The API no longer stores such a
+	// grant; one stored before (a Casbin policy written directly) is still
+	// never honoured.
+	t.Run("moderate and dangerous tools by name", func(t *testing.T) {
+		if err := app.app.Authz.SetGrants(app.ids["agent"], access.Grants{Tools: []string{"web_search", "http_request", "shell_exec"}}); err != nil {
+			t.Fatal(err)
+		}
+		if got := selectedNames(t, app.do(t, "agent", "POST", "/api/v1/tools/select", all)); !slices.Equal(got, []string{"web_search"}) {
+			t.Errorf("offered %v, want [web_search]", got)
+		}
+	})
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			grant(tc.grants)
