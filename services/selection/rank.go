@@ -358,8 +358,20 @@ func ranksOf(list []int32, scores []float32, of []int32) []int {
 	}
 	slices.SortFunc(by, func(a, b int) int { return cmp.Compare(scores[of[b]], scores[of[a]]) })
 	above := make([]int, len(of)+1)
+	// A listed score at or below every positive one of of's is above none
+	// that gets a rank: skipped with one comparison (most of 8,000 dense
+	// candidates, when the tools returned lead the dense ranking).
+	floor := float32(math.Inf(1))
+	for _, i := range of {
+		if s := scores[i]; s > 0 {
+			floor = min(floor, s)
+		}
+	}
 	for _, j := range list {
 		s := scores[j]
+		if s <= floor {
+			continue
+		}
 		// The first position whose score is below s: every tool from there
 		// on has s above it.
 		p, _ := slices.BinarySearchFunc(by, s, func(q int, s float32) int { return cmp.Compare(s, scores[of[q]]) })
