@@ -261,7 +261,9 @@ func keepAllowed(list []int32, ok []bool, scores []float32) []int32 {
 // full evidence, the same for every query, so fused scores compare across
 // queries.
 func (sc *scratch) combine(list []int32, scores []float32, weight float64, top int, full float32) {
-	if full <= 0 {
+	if full <= 0 || weight <= 0 {
+		// Nothing to add; a tool joined hits here with its fused score
+		// still 0 would join again with the next signal.
 		return
 	}
 	cut := float32(0)

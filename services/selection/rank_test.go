@@ -165,3 +165,17 @@ func TestNearestLearnedQuery(t *testing.T) {
 		t.Errorf("nearest of a's newest two = %v; want 0", got)
 	}
 }
+
+// TestCombineListsEachToolOnce: a signal of weight 0 (a tuning that turns
+// it off) adds nothing, so a tool it found is listed once when the next
+// signal finds it (it was listed twice, and a ranking returned it twice).
+func TestCombineListsEachToolOnce(t *testing.T) {
+	sc := getScratch(4)
+	defer sc.release()
+	list, scores := []int32{1, 2}, []float32{0, 0.5, 0.8, 0}
+	sc.combine(list, scores, 0, 0, 1)
+	sc.combine(list, scores, 1, 0, 1)
+	if !slices.Equal(sc.hits, []int32{1, 2}) {
+		t.Errorf("hits %v, want [1 2]", sc.hits)
+	}
+}
