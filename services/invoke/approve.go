@@ -106,3 +106,10 @@ func (inv *Invoker) ApprovalCheck(ctx context.Context, a *models.Approval) (*Too
 	}
 	return inv.securityRefusal(rt.def, args), nil
 }
+
+// Decision returns the approval a recorded call asked for (its reviewer's
+// decision, when made), or nil when it needed none. The caller must have
+// been allowed to read the call (CallRecord).
+func (inv *Invoker) Decision(ctx context.Context, callID string) (*models.Approval, error) {
+	return inv.store.ApprovalOfCall(ctx, callID)
+}
