@@ -287,6 +287,17 @@ type rlimit struct {
 // rlimitsFor lists the resource limits of a run: the size of a file
 // (RLIMIT_FSIZE, fsize bytes, 0 for none) and, without a cgroup, memory
 // (RLIMIT_DATA), processes (RLIMIT_NPROC) and CPU time.
+//
+// RLIMIT_NPROC caps every task of the uid, not those of one run: the
+// kernel refuses a fork when the uid as a whole is at the cap. With the
+// cap at Procs, runs side by side shared 64 tasks, so one fork bomb (or
+// only a busy machine) made every other run's bubblewrap fail with
+// "Creating new namespace failed". The cap is therefore the tasks the
+// uid has when the run starts (busy, see tasksOf) plus Procs: a run can
+// add Procs tasks, a fork bomb cannot starve the runs that start after
+// it, and in all the uid holds at most Procs a run more than before.
+// (Runs that started earlier can still meet a later bomb's tasks: only a
+// cgroup counts one run exactly.)
 // They are set by the started process on itself (changing another
 // process's limits needs CAP_SYS_RESOURCE, which a container's root often
 // lacks), and inherited by everything it starts.
@@ -294,7 +305,7 @@ type rlimit struct {
 // With a cgroup only the file size: the cgroup caps memory and processes,
 // the runner's kill caps time, and the server runs without core dumps (see
 // Probe), which its children inherit.
-func rlimitsFor(l Limits, caps bool, fsize int64) []rlimit {
+func rlimitsFor(l Limits, caps bool, fsize int64, busy int) []rlimit {
 	var out []rlimit
 	if fsize > 0 {
 		out = append(out, rlimit{unix.RLIMIT_FSIZE, uint64(fsize), "--fsize"})
@@ -304,7 +315,7 @@ func rlimitsFor(l Limits, caps bool, fsize int64) []rlimit {
 	}
 	out = append(out,
 		rlimit{unix.RLIMIT_DATA, uint64(l.Memory), "--data"},
-		rlimit{unix.RLIMIT_NPROC, uint64(l.Procs), "--nproc"},
+		rlimit{unix.RLIMIT_NPROC, uint64(busy + l.Procs), "--nproc"},
 	)
 	if l.CPU > 0 {
 		out = append(out, rlimit{unix.RLIMIT_CPU, uint64((l.CPU + time.Second - 1) / time.Second), "--cpu"})
@@ -320,4 +331,62 @@ func setOwnRlimits(limits []rlimit) error {
 		}
 	}
 	return nil
+}
+
+// tasksOf counts the tasks (processes and threads) whose real uid is uid,
+// which is what RLIMIT_NPROC counts, from /proc/<pid>/status. A process
+// that ends while it is read is not counted.
+func tasksOf(uid int) int {
+	dir, err := os.Open("/proc")
+	if err != nil {
+		return 0
+	}
+	names, _ := dir.Readdirnames(-1)
+	dir.Close()
+	want := strconv.Itoa(uid)
+	n := 0
+	buf := make([]byte, 4096)
+	for _, name := range names {
+		if name[0] < '1' || name[0] > '9' {
+			continue
+		}
+		// unix, not os: no poller registration for a procfs file.
+		fd, err := unix.Open("/proc/"+name+"/status", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			continue
+		}
+		k, _ := unix.Read(fd, buf)
+		unix.Close(fd)
+		if real, threads, ok := statusIDs(buf[:max(k, 0)]); ok && real == want {
+			n += threads
+		}
+	}
+	return n
+}
+
+// statusIDs reads the real uid (the first field of "Uid:") and the
+// "Threads:" count from a /proc/<pid>/status text.
+func statusIDs(status []byte) (uid string, threads int, ok bool) {
+	seen := 0
+	for line := range strings.Lines(string(status)) {
+		key, val, found := strings.Cut(line, ":")
+		if !found {
+			continue
+		}
+		fields := strings.Fields(val)
+		if len(fields) == 0 {
+			continue
+		}
+		switch key {
+		case "Uid":
+			uid = fields[0]
+			seen++
+		case "Threads":
+			if threads, _ = strconv.Atoi(fields[0]); threads < 1 {
+				threads = 1
+			}
+			seen++
+		}
+	}
+	return uid, threads, seen == 2
 }

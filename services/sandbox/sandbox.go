@@ -210,6 +210,14 @@ func (s *Sandbox) Owner() (uid, gid int, ok bool) {
 	return SandboxUID, SandboxGID, true
 }
 
+// runUID is the real uid sandboxed processes run as.
+func (s *Sandbox) runUID() int {
+	if uid, _, ok := s.Owner(); ok {
+		return uid
+	}
+	return os.Getuid()
+}
+
 // Run runs spec and waits for it. A command that fails is a Result with
 // its exit code; an error means it could not run (or ctx was cancelled,
 // not timed out).
@@ -277,7 +285,11 @@ func (s *Sandbox) Run(ctx context.Context, spec Spec) (*Result, error) {
 			group = nil
 		}
 	}
-	cmd, err := s.backend.command(spec, s.drop, rlimitsFor(spec.Limits, group == nil, fsize))
+	busy := 0
+	if group == nil {
+		busy = tasksOf(s.runUID())
+	}
+	cmd, err := s.backend.command(spec, s.drop, rlimitsFor(spec.Limits, group == nil, fsize, busy))
 	if err != nil {
 		release.Close()
 		group.remove()
