@@ -596,10 +596,15 @@ type HandlersCallRecord struct {
 	Result    *InvokeToolResult `json:"result,omitempty"`
 	RunMs     *int              `json:"run_ms,omitempty"`
 	SessionId *string           `json:"session_id,omitempty"`
-	Status    *string           `json:"status,omitempty"`
-	Tool      *string           `json:"tool,omitempty"`
-	TotalMs   *int              `json:"total_ms,omitempty"`
-	Version   *string           `json:"version,omitempty"`
+
+	// Stages Stages are the chain's steps as the call ran them: each guard's own
+	// time, the execution, each attempt and the code it failed with
+	// (absent for a call that has not ended).
+	Stages  *[]HandlersStage `json:"stages,omitempty"`
+	Status  *string          `json:"status,omitempty"`
+	Tool    *string          `json:"tool,omitempty"`
+	TotalMs *int             `json:"total_ms,omitempty"`
+	Version *string          `json:"version,omitempty"`
 }
 
 // HandlersCategoryList defines model for handlers.CategoryList.
@@ -696,6 +701,32 @@ type HandlersPrincipalList struct {
 type HandlersRollbackRequest struct {
 	// Version Example: 1.0.0
 	Version *string `json:"version,omitempty"`
+}
+
+// HandlersStage defines model for handlers.Stage.
+type HandlersStage struct {
+	// Error Error is the code an attempt failed with.
+	//
+	// Example: TIMEOUT
+	Error *string `json:"error,omitempty"`
+
+	// N N numbers an attempt from 1.
+	//
+	// Example: 1
+	N *int `json:"n,omitempty"`
+
+	// Stage Stage is a guard's name (resolve, validate, authorize, approve,
+	// secure, cache, limit, queue), execute, or attempt.
+	//
+	// Example: queue
+	Stage *string `json:"stage,omitempty"`
+
+	// Us Us is the time in microseconds: a guard's own (the queue's includes
+	// its wait for a slot), the execution's with the backoff between
+	// attempts, or one attempt's.
+	//
+	// Example: 1250
+	Us *int `json:"us,omitempty"`
 }
 
 // HandlersStatsResponse defines model for handlers.StatsResponse.

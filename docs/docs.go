@@ -2652,6 +2652,13 @@ const docTemplate = `{
                 "session_id": {
                     "type": "string"
                 },
+                "stages": {
+                    "description": "Stages are the chain's steps as the call ran them: each guard's own\ntime, the execution, each attempt and the code it failed with\n(absent for a call that has not ended).",
+                    "type": "array",
+                    "items": {
+                        "$ref": "#/definitions/handlers.Stage"
+                    }
+                },
                 "status": {
                     "type": "string"
                 },
@@ -2815,6 +2822,31 @@ const docTemplate = `{
                 "version": {
                     "type": "string",
                     "example": "1.0.0"
+                }
+            }
+        },
+        "handlers.Stage": {
+            "type": "object",
+            "properties": {
+                "error": {
+                    "description": "Error is the code an attempt failed with.",
+                    "type": "string",
+                    "example": "TIMEOUT"
+                },
+                "n": {
+                    "description": "N numbers an attempt from 1.",
+                    "type": "integer",
+                    "example": 1
+                },
+                "stage": {
+                    "description": "Stage is a guard's name (resolve, validate, authorize, approve,\nsecure, cache, limit, queue), execute, or attempt.",
+                    "type": "string",
+                    "example": "queue"
+                },
+                "us": {
+                    "description": "Us is the time in microseconds: a guard's own (the queue's includes\nits wait for a slot), the execution's with the backoff between\nattempts, or one attempt's.",
+                    "type": "integer",
+                    "example": 1250
                 }
             }
         },

@@ -17,9 +17,43 @@ import (
 type CallRecord struct {
 	models.Call
 	Result StoredResult `json:"result"`
+	// Stages are the chain's steps as the call ran them: each guard's own
+	// time, the execution, each attempt and the code it failed with
+	// (absent for a call that has not ended).
+	Stages StoredStages `json:"stages,omitempty"`
 	// Callback is the delivery of the result to the call's callback_url
 	// (absent when it named none, or was answered at once).
 	Callback *models.Callback `json:"callback,omitempty"`
+}
+
+// StoredStages is a call's stored stages, written out as they are; the
+// API document describes them as a StageList.
+type StoredStages json.RawMessage
+
+// MarshalJSON writes the stored stages as they are.
+func (s StoredStages) MarshalJSON() ([]byte, error) {
+	if len(s) == 0 {
+		return []byte("null"), nil
+	}
+	return s, nil
+}
+
+// StageList is what StoredStages holds, for the API document.
+type StageList []Stage
+
+// Stage is one step of a call as the chain ran it.
+type Stage struct {
+	// Stage is a guard's name (resolve, validate, authorize, approve,
+	// secure, cache, limit, queue), execute, or attempt.
+	Stage string `json:"stage" example:"queue"`
+	// Us is the time in microseconds: a guard's own (the queue's includes
+	// its wait for a slot), the execution's with the backoff between
+	// attempts, or one attempt's.
+	Us int64 `json:"us" example:"1250"`
+	// N numbers an attempt from 1.
+	N int `json:"n,omitempty" example:"1"`
+	// Error is the code an attempt failed with.
+	Error string `json:"error,omitempty" example:"TIMEOUT"`
 }
 
 // StoredResult is the ToolResult a call ended with, as the history stored
@@ -115,7 +149,7 @@ func (h *Handler) GetCall(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	out := []CallRecord{{Call: *rec, Result: StoredResult(rec.Result)}}
+	out := []CallRecord{{Call: *rec, Result: StoredResult(rec.Result), Stages: StoredStages(rec.Stages)}}
 	if err := h.withCallbacks(c, out); err != nil {
 		return err
 	}
@@ -178,7 +212,7 @@ func (h *Handler) ListCalls(c *gin.Context) error {
 	}
 	out := CallList{Calls: make([]CallRecord, len(calls)), Total: total, Limit: f.Limit, Offset: f.Offset}
 	for i, rec := range calls {
-		out.Calls[i] = CallRecord{Call: rec, Result: StoredResult(rec.Result)}
+		out.Calls[i] = CallRecord{Call: rec, Result: StoredResult(rec.Result), Stages: StoredStages(rec.Stages)}
 	}
 	if err := h.withCallbacks(c, out.Calls); err != nil {
 		return err

@@ -159,6 +159,12 @@ func (h *Handler) CallPage(c *gin.Context) error {
 		TotalMs: rec.TotalMs, CreatedAt: rec.CreatedAt, FinishedAt: rec.FinishedAt, Attempts: rec.Attempts,
 		Cached: rec.Cached, Arguments: rec.Arguments,
 		Waiting: rec.Status == models.StatusAwaitingApproval && me != nil && me.Role != access.RoleAgent}
+	if rec.Stages != "" {
+		// Written by the invoker; a record it cannot read shows no stages.
+		if err := json.Unmarshal([]byte(rec.Stages), &d.Stages); err != nil {
+			d.Stages = nil
+		}
+	}
 	if d.TotalMs == 0 && rec.FinishedAt != nil {
 		// Ended before the chain timed it (denied, expired, cancelled
 		// while waiting): its total is the time it took to end.

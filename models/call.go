@@ -31,9 +31,14 @@ type Call struct {
 	Attempts int  `json:"attempts"`
 	Cached   bool `json:"cached"`
 	// QueueMs is the time spent waiting for a slot in the category queue.
-	QueueMs    int64      `json:"queue_ms"`
-	RunMs      int64      `json:"run_ms"`
-	TotalMs    int64      `json:"total_ms"`
+	QueueMs int64 `json:"queue_ms"`
+	RunMs   int64 `json:"run_ms"`
+	TotalMs int64 `json:"total_ms"`
+	// Stages is the JSON array of the chain's steps as the call ran them
+	// (see invoke's appendStages): each guard's own time, each attempt and
+	// its outcome. Empty for calls recorded before it, and while a call
+	// waits.
+	Stages     string     `gorm:"not null;default:''" json:"-"`
 	CreatedAt  time.Time  `json:"created_at"`
 	FinishedAt *time.Time `json:"finished_at,omitempty"`
 	// ClaimedBy is the run of an instance that took the call to run it in
@@ -157,14 +162,14 @@ func (s *Store) InsertCallsIfAbsent(ctx context.Context, cs []*Call) (int, error
 
 // callColumns are the stored columns of Call, in the order of values.
 var callColumns = []string{"id", "principal_id", "session_id", "tool", "version", "parent_id", "arguments", "status", "error_code",
-	"result", "request", "attempts", "cached", "queue_ms", "run_ms", "total_ms", "created_at", "finished_at"}
+	"result", "request", "attempts", "cached", "queue_ms", "run_ms", "total_ms", "stages", "created_at", "finished_at"}
 
 // plainColumns are the columns a plain row holds as constants.
-var plainColumns = map[string]string{"parent_id": "''", "error_code": "''", "request": "''", "queue_ms": "0", "run_ms": "0"}
+var plainColumns = map[string]string{"parent_id": "''", "error_code": "''", "request": "''", "queue_ms": "0", "run_ms": "0", "stages": "''"}
 
 // plain reports whether the record's plainColumns hold their constants.
 func (c *Call) plain() bool {
-	return c.ParentID == "" && c.ErrorCode == "" && c.Request == "" && c.QueueMs == 0 && c.RunMs == 0
+	return c.ParentID == "" && c.ErrorCode == "" && c.Request == "" && c.QueueMs == 0 && c.RunMs == 0 && c.Stages == ""
 }
 
 // appendValues appends the record's values in the order of callColumns,
@@ -181,7 +186,7 @@ func (c *Call) appendValues(args []any, plain bool, d dialect) []any {
 			c.Result, int64(c.Attempts), c.Cached, c.TotalMs, created, finished)
 	}
 	return append(args, c.ID, int64(c.PrincipalID), c.SessionID, c.Tool, c.Version, c.ParentID, c.Arguments, c.Status, c.ErrorCode,
-		c.Result, c.Request, int64(c.Attempts), c.Cached, c.QueueMs, c.RunMs, c.TotalMs, created, finished)
+		c.Result, c.Request, int64(c.Attempts), c.Cached, c.QueueMs, c.RunMs, c.TotalMs, c.Stages, created, finished)
 }
 
 // callStatement is the shape of a multi-row statement: its row count,

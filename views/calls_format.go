@@ -45,6 +45,25 @@ func CallMillis(ms int64) string {
 	return strconv.FormatFloat(float64(ms)/1000, 'f', 2, 64) + " s"
 }
 
+// Micros writes a time in microseconds as µs, ms or s.
+func Micros(us int64) string {
+	switch {
+	case us < 1000:
+		return strconv.FormatInt(us, 10) + " µs"
+	case us < 1_000_000:
+		return strconv.FormatFloat(float64(us)/1000, 'f', 1, 64) + " ms"
+	}
+	return strconv.FormatFloat(float64(us)/1e6, 'f', 2, 64) + " s"
+}
+
+// stageLabel names a stage for a person: "attempt 2", "queue".
+func stageLabel(s CallStage) string {
+	if s.Stage == "attempt" {
+		return "attempt " + strconv.Itoa(s.N)
+	}
+	return s.Stage
+}
+
 // machineTime is t for a <time datetime> attribute.
 func machineTime(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 

@@ -1,6 +1,7 @@
 package web_test
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -8,6 +9,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/PuerkitoBio/goquery"
 
 	"toolbelt/services/netpolicy"
 )
@@ -63,8 +66,44 @@ func TestHTTPRequestTool(t *testing.T) {
 	if n != 2 {
 		t.Errorf("%d failed attempts logged with call id %s; want 2:\n%s", n, id, logs)
 	}
-	if !regexp.MustCompile(`"msg":"http answered"(,"instance":"[^"]*")?,"call_id":"` + id + `","tool":"http_request"`).MatchString(logs) {
-		t.Errorf("the http call logged without its call id:\n%s", logs)
+	// The record lists the chain as it ran: every guard in order, the
+	// execution, and the three attempts with the two failures' code.
+	rec := app.poll(t, "admin", id)
+	stages, _ := rec["stages"].([]any)
+	var names []string
+	for _, s := range stages {
+		st := s.(map[string]any)
+		name := st["stage"].(string)
+		if name == "attempt" {
+			name += fmt.Sprint(st["n"], ":", st["error"])
+		}
+		if us, ok := st["us"].(float64); !ok || us < 0 {
+			t.Errorf("stage %v has no time", st)
+		}
+		names = append(names, name)
+	}
+	want := "resolve validate authorize approve secure cache limit queue execute attempt1:UPSTREAM_ERROR attempt2:UPSTREAM_ERROR attempt3:<nil>"
+	if got := strings.Join(names, " "); got != want {
+		t.Errorf("stages\n%s\nwant\n%s", got, want)
+	}
+	page := signedIn(t, app, "admin").get("/admin/calls/" + id)
+	rows := page.Doc.Find(`[data-testid="call-stage"]`)
+	if rows.Length() != len(stages) {
+		t.Errorf("the call page lists %d stages, the record %d", rows.Length(), len(stages))
+	}
+	cells := func(i int) string {
+		var out []string
+		rows.Eq(i).Find("td").Each(func(_ int, td *goquery.Selection) { out = append(out, strings.TrimSpace(td.Text())) })
+		return strings.Join(out, " | ")
+	}
+	if got := cells(rows.Length() - 1); !regexp.MustCompile(`^attempt 3 \| [0-9.]+ (µs|ms|s) \| ok$`).MatchString(got) {
+		t.Errorf("the last stage row reads %q", got)
+	}
+	if got := cells(9); !regexp.MustCompile(`^attempt 1 \| [0-9.]+ (µs|ms|s) \| UPSTREAM_ERROR$`).MatchString(got) {
+		t.Errorf("the first attempt's row reads %q", got)
+	}
+	if got := cells(0); !regexp.MustCompile(`^resolve \| [0-9.]+ (µs|ms|s) \| $`).MatchString(got) {
+		t.Errorf("the first stage row reads %q", got)
 	}
 	if _, res := call("/leak", nil); strings.Contains(res["data"].(map[string]any)["body"].(string), "AKIAZ7VRSQ4TJNWDEMPX") {
 		t.Errorf("secret in a fetched body was not redacted: %v", res)

@@ -56,6 +56,12 @@ type call struct {
 	// steps after it; the one after the last guard's, the execution's (for
 	// the guard timings).
 	span [maxTimedGuards + 1]time.Duration
+	// self is, per timed guard, the time spent in the guard itself; the
+	// one after the last guard's, the execution's (the call's stages).
+	self [maxTimedGuards + 1]time.Duration
+	ran  uint32 // bit i: timed guard i ran (bit timed: the execution)
+	// tries are the execution's attempts, for the call's stages.
+	tries []try
 	// cacheKey is the results cache's key, once made (cacheable tools).
 	cacheKey string
 	// tracked marks a call made cancellable before the chain (a
@@ -116,6 +122,12 @@ func (inv *Invoker) timedChain(guards ...namedGuard) func(step) step {
 	if timed > maxTimedGuards {
 		panic(fmt.Sprintf("the chain has %d timed guards; call.span holds %d", timed, maxTimedGuards))
 	}
+	inv.stageNames = inv.stageNames[:0]
+	for _, g := range guards {
+		if g.name != "" {
+			inv.stageNames = append(inv.stageNames, g.name)
+		}
+	}
 	composed := make([]guard, 0, len(guards))
 	i := 0
 	for _, g := range guards {
@@ -155,7 +167,10 @@ func (inv *Invoker) timed(i int, last bool, name string, g guard) guard {
 				}
 				start := time.Now()
 				res := next(ctx, c)
-				c.span[i+1] += time.Since(start)
+				d := time.Since(start)
+				c.span[i+1] += d
+				c.self[i+1] += d
+				c.ran |= 1 << (i + 1)
 				return res
 			}
 		}
@@ -171,6 +186,8 @@ func (inv *Invoker) timed(i int, last bool, name string, g guard) guard {
 			res := step(ctx, c)
 			d := time.Since(start)
 			c.span[i] += d
+			c.self[i] += d - c.span[i+1]
+			c.ran |= 1 << i
 			once.Do(func() { observe = inv.metrics.GuardTimer(name) })
 			observe(d - c.span[i+1])
 			return res

@@ -2,6 +2,8 @@ package invoke
 
 import (
 	"context"
+	"encoding/json"
+	"slices"
 	"testing"
 	"time"
 
@@ -61,5 +63,64 @@ func TestGuardTimingsExcludeLaterSteps(t *testing.T) {
 		case name != "approve" && sum > 0.100:
 			t.Errorf("%s (does nothing) took %.1f ms by its timing: later steps counted in", name, sum*1000)
 		}
+	}
+}
+
+// A call's stages name the guards that ran, in the chain's order, then
+// the execution and its attempts; they read as encoding/json writes them.
+func TestStagesJSON(t *testing.T) {
+	names := []string{"resolve", "validate", "authorize", "", "secure", "queue"}
+	build := func(refuseAt string) (*Invoker, func(context.Context, *call) ToolResult) {
+		inv := &Invoker{metrics: ops.NewMetrics("")}
+		guards := make([]namedGuard, len(names))
+		for i, name := range names {
+			guards[i] = namedGuard{name, func(next step) step {
+				return func(ctx context.Context, c *call) ToolResult {
+					if name == refuseAt && name != "" {
+						return ToolResult{Status: "refused"}
+					}
+					return next(ctx, c)
+				}
+			}}
+		}
+		return inv, inv.timedChain(guards...)(func(_ context.Context, c *call) ToolResult {
+			c.tries = append(c.tries, try{took: 1500 * time.Microsecond, code: `ODD "CODE"\` + "\n"}, try{took: 3 * time.Millisecond})
+			return ToolResult{Success: true}
+		})
+	}
+	type stage struct {
+		Stage string `json:"stage"`
+		Us    int64  `json:"us"`
+		N     int    `json:"n,omitempty"`
+		Error string `json:"error,omitempty"`
+	}
+	for refuseAt, want := range map[string][]string{
+		"secure": {"resolve", "validate", "authorize", "secure"},
+		"":       {"resolve", "validate", "authorize", "secure", "queue", "execute", "attempt", "attempt"},
+	} {
+		inv, run := build(refuseAt)
+		c := &call{}
+		run(context.Background(), c)
+		raw := inv.stages(c)
+		var got []stage
+		if err := json.Unmarshal([]byte(raw), &got); err != nil {
+			t.Fatalf("stages %s do not decode: %v", raw, err)
+		}
+		var gotNames []string
+		for _, s := range got {
+			gotNames = append(gotNames, s.Stage)
+		}
+		if !slices.Equal(gotNames, want) {
+			t.Errorf("refused at %q: stages %v, want %v", refuseAt, gotNames, want)
+		}
+		if std, _ := json.Marshal(got); string(std) != raw {
+			t.Errorf("stages\n%s\nencoding/json writes\n%s", raw, std)
+		}
+		if refuseAt == "" && (got[6] != stage{"attempt", 1500, 1, `ODD "CODE"\` + "\n"} || got[7] != stage{"attempt", 3000, 2, ""}) {
+			t.Errorf("attempts %+v", got[6:])
+		}
+	}
+	if got := (&Invoker{}).stages(&call{}); got != "" {
+		t.Errorf("an untimed call's stages = %q, want none", got)
 	}
 }

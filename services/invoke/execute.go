@@ -34,7 +34,13 @@ func (inv *Invoker) execute(ctx context.Context, c *call) ToolResult {
 	start := time.Now()
 	res, n := withRetries(ctx, retries, inv.sleep, func() ToolResult {
 		c.attempts++
+		began := time.Now()
 		res := inv.attempt(ctx, c)
+		t := try{took: time.Since(began)}
+		if res.Error != nil {
+			t.code = res.Error.Code
+		}
+		c.tries = append(c.tries, t)
 		if res.Error != nil {
 			c.log.InfoContext(ctx, "tool attempt failed", "attempt", c.attempts, "code", res.Error.Code, "retryable", res.Error.Retryable)
 		}

@@ -40,14 +40,17 @@ type Invoker struct {
 	shared    *sharedResults // the results cache in Redis (nil: none)
 	limits    *rateLimits
 	queues    *queues
-	sleep     func(context.Context, time.Duration) error
-	redactor  *redact.Redactor
-	net       netpolicy.Policy
-	bg        *background
-	calls     *callRecorder
-	tools     sync.Map     // name → *resolvedTool, the current versions
-	running   sync.Map     // call id → context.CancelFunc of a call in flight
-	inFlight  atomic.Int64 // calls being handled (Call) or run in the background
+	// stageNames are the timed guards' names in the chain's order (set
+	// when the chain is composed), the names of a call's stages.
+	stageNames []string
+	sleep      func(context.Context, time.Duration) error
+	redactor   *redact.Redactor
+	net        netpolicy.Policy
+	bg         *background
+	calls      *callRecorder
+	tools      sync.Map     // name → *resolvedTool, the current versions
+	running    sync.Map     // call id → context.CancelFunc of a call in flight
+	inFlight   atomic.Int64 // calls being handled (Call) or run in the background
 	// interrupting is set when Shutdown's deadline passed: calls
 	// cancelled from then on are recorded as interrupted.
 	interrupting atomic.Bool

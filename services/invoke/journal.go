@@ -230,6 +230,10 @@ func appendJournalLine(b []byte, c *models.Call) []byte {
 		b = append(b, `,"request":`...)
 		b = appendJSONString(b, c.Request)
 	}
+	if c.Stages != "" {
+		b = append(b, `,"stages":`...)
+		b = appendJSONString(b, c.Stages)
+	}
 	return append(b, "}\n"...)
 }
 
@@ -283,6 +287,7 @@ type journalRecord struct {
 	models.Call
 	Result  string `json:"result"`
 	Request string `json:"request,omitempty"`
+	Stages  string `json:"stages,omitempty"`
 }
 
 // rotate closes the current segment (unless it is empty) and returns the
@@ -337,7 +342,7 @@ func (j *callJournal) leftBehind() ([]*models.Call, []int, error) {
 				continue
 			}
 			c := r.Call
-			c.Result, c.Request = r.Result, r.Request
+			c.Result, c.Request, c.Stages = r.Result, r.Request, r.Stages
 			out = append(out, &c)
 		}
 	}

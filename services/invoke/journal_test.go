@@ -148,7 +148,7 @@ func FuzzJournalLine(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s, u string, principal uint, ms int64, cached, finished bool) {
 		created := time.Unix(1_700_000_000, ms&0xffffff).UTC()
 		c := models.Call{ID: s, PrincipalID: principal, SessionID: u, Tool: s, Version: u, ParentID: s, Arguments: u, Status: s,
-			ErrorCode: u, Result: s + u, Request: u, Attempts: int(ms % 1000), Cached: cached, QueueMs: ms, RunMs: -ms, TotalMs: ms * 3, CreatedAt: created}
+			ErrorCode: u, Result: s + u, Request: u, Stages: s, Attempts: int(ms % 1000), Cached: cached, QueueMs: ms, RunMs: -ms, TotalMs: ms * 3, CreatedAt: created}
 		if finished {
 			done := created.Add(time.Duration(ms))
 			c.FinishedAt = &done
@@ -161,7 +161,7 @@ func FuzzJournalLine(f *testing.F) {
 		if err := json.Unmarshal(line, &got); err != nil {
 			t.Fatalf("line %q does not decode: %v", line, err)
 		}
-		std, _ := json.Marshal(journalRecord{Call: c, Result: c.Result, Request: c.Request})
+		std, _ := json.Marshal(journalRecord{Call: c, Result: c.Result, Request: c.Request, Stages: c.Stages})
 		if err := json.Unmarshal(std, &want); err != nil {
 			t.Fatal(err)
 		}
@@ -171,7 +171,7 @@ func FuzzJournalLine(f *testing.F) {
 			t.Fatalf("times: %v %v, want %v %v", gotCall.CreatedAt, gotCall.FinishedAt, wantCall.CreatedAt, wantCall.FinishedAt)
 		}
 		gotCall.CreatedAt, wantCall.CreatedAt, gotCall.FinishedAt, wantCall.FinishedAt = time.Time{}, time.Time{}, nil, nil
-		if gotCall != wantCall || got.Result != want.Result || got.Request != want.Request {
+		if gotCall != wantCall || got.Result != want.Result || got.Request != want.Request || got.Stages != want.Stages {
 			t.Fatalf("line %q reads as\n%+v\nencoding/json's as\n%+v", line, got, want)
 		}
 		if utf8.ValidString(s) && got.ID != s {

@@ -116,6 +116,9 @@ func (inv *Invoker) callRecord(c *call, res ToolResult) (*models.Call, []byte) {
 	if res.Status == models.StatusAwaitingApproval {
 		rec.FinishedAt = nil
 	}
+	if models.Terminal(res.Status) {
+		rec.Stages = inv.stages(c)
+	}
 	if res.Error != nil {
 		rec.ErrorCode = res.Error.Code
 	}
