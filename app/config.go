@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"maps"
+	"net/netip"
 	"net/url"
 	"path/filepath"
 	"slices"
@@ -74,6 +75,13 @@ type Config struct {
 	// send change notices over LISTEN/NOTIFY and count the rest each on
 	// its own. It may hold a password: never logged, shown redacted.
 	RedisURL string
+	// TrustedProxies are the addresses and CIDR ranges of the reverse
+	// proxies in front of the server (TOOLBELT_TRUSTED_PROXIES,
+	// comma-separated): a request from one of them is taken to come from
+	// the client its X-Forwarded-For names (gin's ClientIP), for the
+	// key-guess limiter above all. Empty: nobody's header is believed,
+	// the peer is the client.
+	TrustedProxies []string
 }
 
 // ParseConfig reads the serve command's configuration from args and the
@@ -155,8 +163,37 @@ func ParseConfig(args []string, lookup func(string) (string, bool)) (Config, err
 			return cfg, fmt.Errorf("TOOLBELT_REDIS_URL: use a Redis URL such as redis://:PASSWORD@cache.internal:6379/0")
 		}
 	}
+	if cfg.TrustedProxies, err = trustedProxies(env("TOOLBELT_TRUSTED_PROXIES", "")); err != nil {
+		return cfg, err
+	}
 	cfg.Secrets = secrets(env)
 	return cfg, nil
+}
+
+// trustedProxies reads TOOLBELT_TRUSTED_PROXIES: addresses or CIDR
+// ranges, comma-separated. A range as wide as a whole address family
+// would believe any client's header, so it is refused.
+func trustedProxies(list string) ([]string, error) {
+	var out []string
+	for _, item := range strings.Split(list, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		prefix, err := netip.ParsePrefix(item)
+		if err != nil {
+			addr, aerr := netip.ParseAddr(item)
+			if aerr != nil {
+				return nil, fmt.Errorf("TOOLBELT_TRUSTED_PROXIES: %q is neither an address nor a CIDR range (such as 10.0.0.0/8)", item)
+			}
+			prefix = netip.PrefixFrom(addr, addr.BitLen())
+		}
+		if prefix.Bits() == 0 {
+			return nil, fmt.Errorf("TOOLBELT_TRUSTED_PROXIES: %q would trust every client's X-Forwarded-For; name the proxies' own addresses", item)
+		}
+		out = append(out, prefix.Masked().String())
+	}
+	return out, nil
 }
 
 // DatabaseName says where the data is kept, for the start banner: the

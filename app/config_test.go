@@ -55,10 +55,12 @@ func TestParseConfig(t *testing.T) {
 			"TOOLBELT_ALERT_WEBHOOK":    "https://hooks.example/x",
 			"TOOLBELT_HTTP_ALLOW_HOSTS": "api.example, .corp", "TOOLBELT_HTTP_ALLOW_PRIVATE": "10.0.0.0/8",
 			"TOOLBELT_SECRETS": "TOKEN, MISSING,,", "TOKEN": "s3cret",
-			"TOOLBELT_CALLBACK_KEY": "0123456789abcdef0123456789abcdef",
-			"TOOLBELT_DATABASE_URL": "postgres://tb:pw@db:5432/tb",
-			"TOOLBELT_REDIS_URL":    "redis://:pw@cache:6379/0",
+			"TOOLBELT_CALLBACK_KEY":    "0123456789abcdef0123456789abcdef",
+			"TOOLBELT_DATABASE_URL":    "postgres://tb:pw@db:5432/tb",
+			"TOOLBELT_REDIS_URL":       "redis://:pw@cache:6379/0",
+			"TOOLBELT_TRUSTED_PROXIES": " 10.9.0.0/16, 192.168.1.5,fd00::1, 10.1.2.3/8",
 		}, want: with(func(c *Config) {
+			c.TrustedProxies = []string{"10.9.0.0/16", "192.168.1.5/32", "fd00::1/128", "10.0.0.0/8"}
 			c.RedisURL = "redis://:pw@cache:6379/0"
 			c.CallbackKey = "0123456789abcdef0123456789abcdef"
 			c.DatabaseURL = "postgres://tb:pw@db:5432/tb"
@@ -95,6 +97,12 @@ func TestParseConfig(t *testing.T) {
 			wantErr: "TOOLBELT_DATABASE_URL: use a Postgres URL such as postgres://toolbelt:PASSWORD@db.internal:5432/toolbelt"},
 		{name: "not a redis URL", env: map[string]string{"TOOLBELT_REDIS_URL": "memcache://:hunter2@cache"},
 			wantErr: "TOOLBELT_REDIS_URL: use a Redis URL such as redis://:PASSWORD@cache.internal:6379/0"},
+		{name: "trusting every client", env: map[string]string{"TOOLBELT_TRUSTED_PROXIES": "10.0.0.1, 0.0.0.0/0"},
+			wantErr: `TOOLBELT_TRUSTED_PROXIES: "0.0.0.0/0" would trust every client's X-Forwarded-For`},
+		{name: "trusting every IPv6 client", env: map[string]string{"TOOLBELT_TRUSTED_PROXIES": "::/0"},
+			wantErr: `TOOLBELT_TRUSTED_PROXIES: "::/0" would trust`},
+		{name: "not a proxy address", env: map[string]string{"TOOLBELT_TRUSTED_PROXIES": "proxy.internal"},
+			wantErr: `TOOLBELT_TRUSTED_PROXIES: "proxy.internal" is neither an address nor a CIDR range`},
 		{name: "bad private range", env: map[string]string{"TOOLBELT_HTTP_ALLOW_PRIVATE": "ten"}, wantErr: "TOOLBELT_HTTP_ALLOW_PRIVATE: "},
 	}
 	for _, tc := range cases {

@@ -118,7 +118,7 @@ func (h *Handler) SignIn(c *gin.Context) {
 		_ = h.Render(c, statusFor(models.CodeValidation), views.SignIn(views.SignInData{CSRF: want, Next: next, Error: "Enter an API key."}))
 		return
 	}
-	s, err := h.Accounts.SignIn(c.Request.Context(), c.RemoteIP(), key)
+	s, err := h.Accounts.SignIn(c.Request.Context(), c.ClientIP(), key) // see web.Deps.TrustedProxies
 	if err != nil {
 		status, body := h.classify(c, err)
 		_ = h.Render(c, status, views.SignIn(views.SignInData{CSRF: want, Next: next, Error: body.Error.Message}))

@@ -125,6 +125,9 @@ type Deps struct {
 	Metrics *ops.Metrics
 	// MCP, when set, is served at /mcp to every role.
 	MCP *mcpserver.Server
+	// TrustedProxies are the reverse proxies whose X-Forwarded-For names
+	// the client (app.Config.TrustedProxies); none: the peer is.
+	TrustedProxies []string
 }
 
 // New returns the HTTP handler of the whole service.
@@ -137,6 +140,13 @@ func New(d Deps) http.Handler {
 	// handler, which refuses it precisely, instead of changing the route.
 	r.UseRawPath = true
 	r.UnescapePathValues = true
+	// gin believes every peer's X-Forwarded-For unless told otherwise: a
+	// key guesser could then name a new address with each guess. Only
+	// the configured proxies are believed (none by default), so
+	// c.ClientIP() is the peer or the client a trusted proxy names.
+	if err := r.SetTrustedProxies(d.TrustedProxies); err != nil {
+		panic(fmt.Sprintf("trusted proxies %v: %v", d.TrustedProxies, err)) // app.ParseConfig checked them
+	}
 	r.Use(requestID(), accessLog(d.Log, d.Metrics), recovery(d.Handler), securityHeaders(), limitBody())
 	r.NoRoute(consoleNotFound(d))
 	r.NoMethod(d.Handler.MethodNotAllowed)
@@ -187,9 +197,10 @@ func authenticate(d Deps) gin.HandlerFunc {
 			d.Handler.Fail(c, models.ErrUnauthorized.Errorf("send your API key as \"Authorization: Bearer <key>\""))
 			return
 		}
-		// The peer's address, not X-Forwarded-For, which a guesser could
-		// vary at will.
-		p, err := d.Accounts.Authenticate(c.Request.Context(), c.RemoteIP(), token)
+		// The peer's address, or the client a trusted proxy names; never
+		// an X-Forwarded-For from anyone else, which a guesser could vary
+		// at will.
+		p, err := d.Accounts.Authenticate(c.Request.Context(), c.ClientIP(), token)
 		if err != nil {
 			d.Handler.Fail(c, err)
 			return
