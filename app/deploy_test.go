@@ -1,0 +1,280 @@
+package app
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"path"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"go.yaml.in/yaml/v4"
+)
+
+// The deployment examples (deploy/) are read by the real configuration
+// parser, so a variable misspelt, a value it refuses, or a mount, port,
+// probe or secret that does not fit what the server does fails here,
+// not on an operator's cluster. (Neither Docker nor Kubernetes runs in
+// the tests: what they would do with the files is their documented
+// behaviour; these are the files' links to Toolbelt.)
+
+// parsed configures the server from env the way the deployment would,
+// and fails on any TOOLBELT_ variable the parser never reads.
+func parsed(t *testing.T, where string, env map[string]string) Config {
+	t.Helper()
+	read := map[string]bool{}
+	cfg, err := ParseConfig(nil, func(name string) (string, bool) {
+		read[name] = true
+		v, ok := env[name]
+		return v, ok
+	})
+	if err != nil {
+		t.Fatalf("%s: the server refuses its configuration: %v", where, err)
+	}
+	for name := range env {
+		if strings.HasPrefix(name, "TOOLBELT_") && !read[name] {
+			t.Errorf("%s sets %s, which the server does not read", where, name)
+		}
+	}
+	return cfg
+}
+
+// composeVar fills ${NAME}, ${NAME:-default} and ${NAME:?message} as
+// docker compose does, from vars.
+var composeVar = regexp.MustCompile(`\$\{([A-Z_][A-Z0-9_]*)(?::([-?])([^}]*))?\}`)
+
+func interpolate(t *testing.T, s string, vars map[string]string) string {
+	return composeVar.ReplaceAllStringFunc(s, func(m string) string {
+		g := composeVar.FindStringSubmatch(m)
+		v, ok := vars[g[1]]
+		switch {
+		case ok && v != "":
+			return v
+		case g[2] == "?":
+			t.Errorf("compose would stop: %s is unset (%s)", g[1], g[3])
+		case g[2] == "-":
+			return g[3]
+		}
+		return v
+	})
+}
+
+func readEnvFile(t *testing.T, name string) map[string]string {
+	t.Helper()
+	f, err := os.Open(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	out := map[string]string{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if k, v, ok := strings.Cut(line, "="); ok && !strings.HasPrefix(line, "#") {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+func TestComposeExample(t *testing.T) {
+	vars := readEnvFile(t, "../deploy/example.env")
+	raw, err := os.ReadFile("../deploy/compose.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var file struct {
+		Services map[string]struct {
+			Environment map[string]string `yaml:"environment"`
+			Volumes     []string          `yaml:"volumes"`
+			SecurityOpt []string          `yaml:"security_opt"`
+			Build       *struct{ Context string } `yaml:"build"`
+		} `yaml:"services"`
+		Volumes map[string]any `yaml:"volumes"`
+	}
+	if err := yaml.Unmarshal([]byte(interpolate(t, string(raw), vars)), &file); err != nil {
+		t.Fatal(err)
+	}
+	nginx, err := os.ReadFile("../deploy/nginx.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	instances := map[string]bool{}
+	for name, svc := range file.Services {
+		if !strings.HasPrefix(name, "toolbelt-") {
+			continue
+		}
+		cfg := parsed(t, "compose service "+name, svc.Environment)
+		if instances[cfg.Instance] || cfg.Instance == "" {
+			t.Errorf("%s: instance name %q is not its own", name, cfg.Instance)
+		}
+		instances[cfg.Instance] = true
+		// The database and Redis are the file's own services.
+		for _, raw := range []string{cfg.DatabaseURL, cfg.RedisURL} {
+			u, err := url.Parse(raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := file.Services[u.Hostname()]; !ok {
+				t.Errorf("%s reaches %s, which is not a service of the file", name, u.Hostname())
+			}
+		}
+		// Its data directory is a volume of its own, and the sessions one
+		// volume that every instance mounts below it.
+		mounts := map[string]string{}
+		for _, v := range svc.Volumes {
+			src, dst, _ := strings.Cut(v, ":")
+			mounts[dst] = src
+			if _, ok := file.Volumes[src]; !ok && !strings.HasPrefix(src, ".") {
+				t.Errorf("%s mounts %s, which is not a volume of the file", name, src)
+			}
+		}
+		if mounts[cfg.DataDir] == "" || mounts[path.Join(cfg.DataDir, "sessions")] != "sessions" {
+			t.Errorf("%s: data directory %s or its sessions not mounted as documented: %v", name, cfg.DataDir, mounts)
+		}
+		// The proxy sends traffic to the port it listens on.
+		_, port, _ := net.SplitHostPort(cfg.Addr)
+		if !bytes.Contains(nginx, []byte("server "+name+":"+port)) {
+			t.Errorf("nginx.conf has no upstream %s:%s", name, port)
+		}
+		if svc.Build == nil || svc.Build.Context != ".." {
+			t.Errorf("%s is not built from the repository's Dockerfile", name)
+		}
+		if !slices.Contains(svc.SecurityOpt, "seccomp=unconfined") {
+			t.Errorf("%s: without seccomp=unconfined bubblewrap cannot make its namespaces", name)
+		}
+	}
+	if len(instances) != 3 {
+		t.Errorf("%d Toolbelt instances in the compose file, want 3", len(instances))
+	}
+}
+
+func TestKubernetesExample(t *testing.T) {
+	f, err := os.Open("../deploy/kubernetes/toolbelt.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	type probe struct {
+		HTTPGet struct {
+			Path string
+			Port string
+		} `yaml:"httpGet"`
+	}
+	type doc struct {
+		Kind     string
+		Metadata struct{ Name string }
+		// Secret
+		StringData map[string]string `yaml:"stringData"`
+		Spec       struct {
+			Selector struct {
+				MatchLabels map[string]string `yaml:"matchLabels"`
+			} `yaml:"selector"`
+			Template    struct {
+				Metadata struct{ Labels map[string]string }
+				Spec     struct {
+					Containers []struct {
+						Ports []struct {
+							Name          string
+							ContainerPort int `yaml:"containerPort"`
+						}
+						Env []struct {
+							Name      string
+							Value     string
+							ValueFrom *struct {
+								SecretKeyRef *struct{ Name, Key string } `yaml:"secretKeyRef"`
+								FieldRef     *struct {
+									FieldPath string `yaml:"fieldPath"`
+								} `yaml:"fieldRef"`
+							} `yaml:"valueFrom"`
+						}
+						ReadinessProbe probe `yaml:"readinessProbe"`
+						LivenessProbe  probe `yaml:"livenessProbe"`
+						StartupProbe   probe `yaml:"startupProbe"`
+						VolumeMounts   []struct {
+							Name      string
+							MountPath string `yaml:"mountPath"`
+						} `yaml:"volumeMounts"`
+					}
+				}
+			}
+		}
+	}
+	docs := map[string]doc{}
+	dec := yaml.NewDecoder(f)
+	for {
+		var d doc
+		if err := dec.Decode(&d); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if d.Kind != "" {
+			docs[d.Kind] = d
+		}
+	}
+	dep, secret := docs["Deployment"], docs["Secret"]
+	if len(dep.Spec.Template.Spec.Containers) != 1 {
+		t.Fatalf("the Deployment has %d containers", len(dep.Spec.Template.Spec.Containers))
+	}
+	c := dep.Spec.Template.Spec.Containers[0]
+	env := map[string]string{}
+	for _, e := range c.Env {
+		switch {
+		case e.ValueFrom == nil:
+			env[e.Name] = e.Value
+		case e.ValueFrom.SecretKeyRef != nil:
+			ref := e.ValueFrom.SecretKeyRef
+			v, ok := secret.StringData[ref.Key]
+			if ref.Name != secret.Metadata.Name || !ok {
+				t.Errorf("%s reads secret %s key %s, which the file does not define", e.Name, ref.Name, ref.Key)
+			}
+			env[e.Name] = v
+		case e.ValueFrom.FieldRef != nil:
+			env[e.Name] = "toolbelt-5d9f7c-abcde" // a pod's name
+		}
+	}
+	cfg := parsed(t, "the Deployment", env)
+	if cfg.Instance == "" || cfg.DatabaseURL == "" || cfg.RedisURL == "" || cfg.CallbackKey == "" || len(cfg.TrustedProxies) == 0 {
+		t.Errorf("the Deployment does not configure a cluster member: %+v", cfg)
+	}
+	_, port, _ := net.SplitHostPort(cfg.Addr)
+	if len(c.Ports) != 1 || c.Ports[0].Name != "http" || port != "8080" || c.Ports[0].ContainerPort != 8080 {
+		t.Errorf("container port %+v does not match TOOLBELT_ADDR %s", c.Ports, cfg.Addr)
+	}
+	for name, p := range map[string]probe{"readiness": c.ReadinessProbe, "liveness": c.LivenessProbe, "startup": c.StartupProbe} {
+		want := "/healthz"
+		if name == "readiness" {
+			want = "/readyz" // out of the Service while the database or Redis does not answer
+		}
+		if p.HTTPGet.Path != want || p.HTTPGet.Port != "http" {
+			t.Errorf("%s probe %+v, want %s on port http", name, p.HTTPGet, want)
+		}
+	}
+	mounts := map[string]string{}
+	for _, m := range c.VolumeMounts {
+		mounts[m.MountPath] = m.Name
+	}
+	if mounts[cfg.DataDir] == "" || mounts[path.Join(cfg.DataDir, "sessions")] != "sessions" {
+		t.Errorf("data directory %s or its shared sessions not mounted: %v", cfg.DataDir, mounts)
+	}
+	labels := dep.Spec.Template.Metadata.Labels
+	for _, kind := range []string{"Deployment", "PodDisruptionBudget"} {
+		for k, v := range docs[kind].Spec.Selector.MatchLabels {
+			if labels[k] != v {
+				t.Errorf("the %s selects %s=%s, which the pods do not carry (%v)", kind, k, v, labels)
+			}
+		}
+	}
+	for _, kind := range []string{"Service", "PersistentVolumeClaim"} {
+		if _, ok := docs[kind]; !ok {
+			t.Errorf("no %s in the manifest", kind)
+		}
+	}
+}
