@@ -91,9 +91,9 @@ func TestComposeExample(t *testing.T) {
 	}
 	var file struct {
 		Services map[string]struct {
-			Environment map[string]string `yaml:"environment"`
-			Volumes     []string          `yaml:"volumes"`
-			SecurityOpt []string          `yaml:"security_opt"`
+			Environment map[string]string         `yaml:"environment"`
+			Volumes     []string                  `yaml:"volumes"`
+			SecurityOpt []string                  `yaml:"security_opt"`
 			Build       *struct{ Context string } `yaml:"build"`
 		} `yaml:"services"`
 		Volumes map[string]any `yaml:"volumes"`
@@ -176,7 +176,7 @@ func TestKubernetesExample(t *testing.T) {
 			Selector struct {
 				MatchLabels map[string]string `yaml:"matchLabels"`
 			} `yaml:"selector"`
-			Template    struct {
+			Template struct {
 				Metadata struct{ Labels map[string]string }
 				Spec     struct {
 					Containers []struct {
