@@ -20,6 +20,67 @@
     });
   }
 
+  // Tabs (the tool page): a [data-tabs] box holds a hidden tablist whose
+  // tabs name their panels (aria-controls). Without this script every
+  // panel shows in turn; with it one at a time, as the ARIA tabs pattern
+  // asks: arrow keys, Home and End move between tabs, the selected tab is
+  // the one in the tab order, and the address's #fragment (a panel, or
+  // something inside one such as #try-result) or a field marked invalid
+  // selects its panel.
+  document.querySelectorAll("[data-tabs]").forEach(function (box) {
+    var list = box.querySelector('[role="tablist"]');
+    if (!list) return;
+    var tabs = Array.prototype.slice.call(list.querySelectorAll('[role="tab"]'));
+    var panels = tabs.map(function (t) { return document.getElementById(t.getAttribute("aria-controls")); });
+    if (!tabs.length || panels.indexOf(null) >= 0) return;
+    function select(i, focus) {
+      tabs.forEach(function (t, j) {
+        t.setAttribute("aria-selected", i === j ? "true" : "false");
+        t.tabIndex = i === j ? 0 : -1;
+        panels[j].hidden = i !== j;
+      });
+      if (focus) tabs[i].focus();
+    }
+    function holding(el) {
+      for (var j = 0; el && j < panels.length; j++) {
+        if (panels[j].contains(el)) return j;
+      }
+      return -1;
+    }
+    function fromAddress() {
+      var id = decodeURIComponent(location.hash.slice(1));
+      return id ? holding(document.getElementById(id)) : -1;
+    }
+    panels.forEach(function (p, j) {
+      p.setAttribute("role", "tabpanel");
+      p.setAttribute("aria-labelledby", tabs[j].id);
+    });
+    tabs.forEach(function (t, i) {
+      t.addEventListener("click", function () {
+        select(i, false);
+        history.replaceState(null, "", "#" + panels[i].id);
+      });
+    });
+    list.addEventListener("keydown", function (e) {
+      var i = tabs.indexOf(document.activeElement);
+      if (i < 0) return;
+      var next = { ArrowRight: i + 1, ArrowLeft: i - 1, Home: 0, End: tabs.length - 1 }[e.key];
+      if (next === undefined) return;
+      e.preventDefault();
+      next = (next + tabs.length) % tabs.length;
+      select(next, true);
+      history.replaceState(null, "", "#" + panels[next].id);
+    });
+    window.addEventListener("hashchange", function () {
+      var i = fromAddress();
+      if (i >= 0) select(i, false);
+    });
+    var first = fromAddress();
+    if (first < 0) first = holding(box.querySelector('[aria-invalid="true"]'));
+    select(Math.max(first, 0), false);
+    list.hidden = false;
+  });
+
   // A polling element (data-poll, hx-trigger="every 5s": the approvals
   // queue) skips its refresh while the tab is hidden or while the reviewer
   // is inside it (focus on a reason or a button). This was an hx-trigger

@@ -103,7 +103,7 @@ func tryIt(p Page, d ToolDetail) templ.Component {
 		}
 		ctx = templ.InitializeContext(ctx)
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 1, "<section aria-labelledby=\"h-try\" id=\"try\" class=\"card try\"><h2 id=\"h-try\">Try it</h2><p class=\"muted\">Runs a real call as ")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 1, "<section aria-labelledby=\"h-try\" id=\"try\" class=\"card try\" data-tab-panel><h2 id=\"h-try\">Try it</h2><p class=\"muted\">Runs a real call as ")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

@@ -1,10 +1,12 @@
 package web_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 )
 
 // An admin registers a tool in the browser, gets a mistake pointed out
@@ -76,6 +78,8 @@ func TestE2ERegisterTool(t *testing.T) {
 	}
 	e.run("open an export: its copy button shows once the script runs",
 		chromedp.Navigate(e.URL+href.Value),
+		chromedp.WaitVisible(tid("tab-exports")),
+		chromedp.Click(tid("tab-exports")),
 		chromedp.WaitVisible(tid("export-openai")),
 		chromedp.Click(chromedp.CSS(`[data-testid="export-openai"] summary`)),
 		chromedp.WaitVisible(chromedp.CSS(`[data-copy="export-json-openai"]`)),
@@ -86,6 +90,7 @@ func TestE2ERegisterTool(t *testing.T) {
 		t.Errorf("openai export %q", got)
 	}
 	e.run("try it",
+		chromedp.Click(tid("tab-try")),
 		chromedp.WaitVisible(tid("try-message")),
 		chromedp.SendKeys(tid("try-message"), "hello there"),
 		chromedp.Click(tid("try-run")),
@@ -119,5 +124,72 @@ func TestE2ERetireAsksFirst(t *testing.T) {
 	e.run("restore", chromedp.Click(tid("restore")), chromedp.WaitVisible(tid("try-form")), loaded())
 	if code, _ := app.call(t, "admin", map[string]any{"tool": "file_list"}); code != 200 {
 		t.Errorf("restored tool's call: %d", code)
+	}
+}
+
+// TestE2EToolPageTabs: the tool page opens on its main action, Try it,
+// within the first screen; Definition and Exports are tabs beside it, in
+// the ARIA tabs pattern (one panel shown, arrow keys move, the selected
+// tab alone in the tab order), and an address naming a panel opens it.
+// A reviewer, who cannot try tools, opens on the definition.
+func TestE2EToolPageTabs(t *testing.T) {
+	app := newTestApp(t)
+	e := newE2E(t, app)
+	e.signIn("admin")
+	e.run("open the tool", chromedp.Navigate(e.URL+"/admin/tools/file_read"), chromedp.WaitVisible(tid("tool-tabs")), loaded())
+	shown := func() []string {
+		ids, err := chromedp.Run(e.ctx, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll("[data-tab-panel]")).filter(p => p.checkVisibility()).map(p => p.id)`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ids
+	}
+	selected := func() string {
+		id, err := chromedp.Run(e.ctx, chromedp.Evaluate[string](`[...document.querySelectorAll('[role="tab"][aria-selected="true"]')].map(t => t.id).join(",") + "|" + document.activeElement.id`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	if got := shown(); !slices.Equal(got, []string{"try"}) {
+		t.Fatalf("panels shown at first: %v, want the try-it form alone", got)
+	}
+	top, err := chromedp.Run(e.ctx, chromedp.Evaluate[float64](`document.querySelector('[data-testid="try-form"]').getBoundingClientRect().top - window.innerHeight`))
+	if err != nil || top >= 0 {
+		t.Errorf("the try-it form starts %.0f px below the first screen (%v)", top, err)
+	}
+	e.run("the keyboard moves between tabs", chromedp.Focus(tid("tab-try")), chromedp.KeyEvent(kb.ArrowRight))
+	if got := selected(); got != "tab-definition|tab-definition" {
+		t.Errorf("after ArrowRight: selected|focused = %s", got)
+	}
+	if got := shown(); !slices.Equal(got, []string{"definition"}) {
+		t.Errorf("after ArrowRight the panels shown are %v", got)
+	}
+	if got := e.text(tid("parameters")); !strings.Contains(got, `"path"`) {
+		t.Errorf("the definition panel's schema reads %q", got)
+	}
+	e.run("End, then ArrowRight wraps to the first", chromedp.KeyEvent(kb.End))
+	if got := selected(); got != "tab-exports|tab-exports" {
+		t.Errorf("after End: %s", got)
+	}
+	e.run("wrap", chromedp.KeyEvent(kb.ArrowRight))
+	if got := selected(); got != "tab-try|tab-try" {
+		t.Errorf("after ArrowRight on the last tab: %s", got)
+	}
+	tabStops, err := chromedp.Run(e.ctx, chromedp.Evaluate[int](`[...document.querySelectorAll('[role="tab"]')].filter(t => t.tabIndex === 0).length`))
+	if err != nil || tabStops != 1 {
+		t.Errorf("%d tabs in the tab order, want 1 (%v)", tabStops, err)
+	}
+	e.run("an address naming a panel opens it", chromedp.Navigate(e.URL+"/admin/tools/file_read#exports"), chromedp.WaitVisible(tid("export-openai")), loaded())
+	if got := shown(); !slices.Equal(got, []string{"exports"}) {
+		t.Errorf("#exports shows %v", got)
+	}
+
+	r := newE2E(t, app)
+	r.signIn("reviewer")
+	r.run("a reviewer's tool page", chromedp.Navigate(r.URL+"/admin/tools/file_read"), chromedp.WaitVisible(tid("tool-tabs")), loaded())
+	ids, err := chromedp.Run(r.ctx, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll("[data-tab-panel]")).filter(p => p.checkVisibility()).map(p => p.id)`))
+	if err != nil || !slices.Equal(ids, []string{"definition"}) {
+		t.Errorf("a reviewer sees %v first, want the definition (%v)", ids, err)
 	}
 }
