@@ -149,7 +149,7 @@ func New(ctx context.Context, cfg Config, opts Options) (_ *App, err error) {
 	if a.Authz, err = access.NewAuthz(ctx, a.Store, web.RolePolicies()); err != nil {
 		return nil, err
 	}
-	guessStore, err := cluster.LimiterStore(a.Redis, "guesses")
+	guessStore, err := cluster.LimiterStore(a.Redis, a.Store, "guesses")
 	if err != nil {
 		return nil, err
 	}
@@ -252,7 +252,7 @@ func New(ctx context.Context, cfg Config, opts Options) (_ *App, err error) {
 	a.Callbacks = callbacks.New(a.Store, callbacks.NewSecrets(a.Store, callbackKey), cfg.NetPolicy, cfg.Callbacks, log)
 	a.Invoker = invoke.NewInvoker(a.Store, a.Selector, a.Authz, redactor, a.Runners, cfg.DataDir, nil, log).
 		WithMetrics(a.Metrics).WithCallbacks(a.Callbacks).WithSharedResults(a.Redis)
-	limitStore, err := cluster.LimiterStore(a.Redis, "limits")
+	limitStore, err := cluster.LimiterStore(a.Redis, a.Store, "limits")
 	if err != nil {
 		return nil, err
 	}
@@ -368,6 +368,7 @@ func (a *App) Run(ctx context.Context) error {
 		func(ctx context.Context) { a.Invoker.SweepApprovals(ctx, a.approvalSweep) },
 		a.Alerts.Run,
 		a.pruneConsoleSessions,
+		a.pruneRates,
 	}
 	if a.ToolFiles != nil {
 		leaderJobs = append(leaderJobs, func(ctx context.Context) {
@@ -429,6 +430,27 @@ func (a *App) pruneConsoleSessions(ctx context.Context) {
 	for {
 		if err := a.Accounts.PruneConsoleSessions(ctx); err != nil {
 			a.Log.Warn("prune console sessions", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// pruneRates deletes the rate-limit windows that ended from the
+// database (counted there on Postgres without Redis) every ten minutes,
+// until ctx ends.
+func (a *App) pruneRates(ctx context.Context) {
+	if !a.Store.Shared() || a.Redis != nil {
+		return
+	}
+	t := time.NewTicker(10 * time.Minute)
+	defer t.Stop()
+	for {
+		if _, err := a.Store.PruneRates(ctx, time.Now()); err != nil && ctx.Err() == nil {
+			a.Log.Warn("prune rate windows", "err", err)
 		}
 		select {
 		case <-ctx.Done():

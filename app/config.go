@@ -72,8 +72,9 @@ type Config struct {
 	// agree on in real time through (TOOLBELT_REDIS_URL, redis://,
 	// rediss:// or unix://): rate limits, the results cache, the key-guess
 	// limiter, change notices. Empty: without it, instances on Postgres
-	// send change notices over LISTEN/NOTIFY and count the rest each on
-	// its own. It may hold a password: never logged, shown redacted.
+	// send change notices over LISTEN/NOTIFY, count rates and key guesses
+	// in the database, and cache results each on its own. It may hold a
+	// password: never logged, shown redacted.
 	RedisURL string
 	// TrustedProxies are the addresses and CIDR ranges of the reverse
 	// proxies in front of the server (TOOLBELT_TRUSTED_PROXIES,

@@ -87,10 +87,17 @@ func echoTool(name, version string, edits ...func(m map[string]any)) map[string]
 	}}, edits...)...)
 }
 
-// With Redis, a tool's rate limit counts the calls of every instance: the
-// N+1th call in the window is refused whichever instance it reaches.
+// A tool's rate limit counts the calls of every instance, in Redis or,
+// without it, in Postgres: the N+1th call in the window is refused
+// whichever instance it reaches.
 func TestClusterRateLimitIsExact(t *testing.T) {
-	apps := newCluster(t, 3, true)
+	for name, redis := range map[string]bool{"redis": true, "postgres only": false} {
+		t.Run(name, func(t *testing.T) { clusterRateLimitIsExact(t, redis) })
+	}
+}
+
+func clusterRateLimitIsExact(t *testing.T, redis bool) {
+	apps := newCluster(t, 3, redis)
 	const maxCalls = 4
 	def := echoTool("limited_echo", "1.0.0", func(m map[string]any) {
 		m["security"].(map[string]any)["rateLimit"] = map[string]any{"maxCalls": maxCalls, "windowMs": 60000}
@@ -210,10 +217,17 @@ func TestClusterCatalogPropagates(t *testing.T) {
 	}
 }
 
-// With Redis, wrong API keys count across instances: a guesser spreading
-// its guesses over them is refused 429 after access.KeyGuesses in all.
+// Wrong API keys count across instances, in Redis or, without it, in
+// Postgres: a guesser spreading its guesses over them is refused 429
+// after access.KeyGuesses in all.
 func TestClusterKeyGuessesAreShared(t *testing.T) {
-	apps := newCluster(t, 3, true)
+	for name, redis := range map[string]bool{"redis": true, "postgres only": false} {
+		t.Run(name, func(t *testing.T) { clusterKeyGuessesAreShared(t, redis) })
+	}
+}
+
+func clusterKeyGuessesAreShared(t *testing.T, redis bool) {
+	apps := newCluster(t, 3, redis)
 	from := func(a *testApp, key string) int {
 		req := httptest.NewRequest("GET", "/api/v1/me", nil)
 		req.RemoteAddr = "203.0.113.7:40000"

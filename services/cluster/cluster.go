@@ -57,14 +57,19 @@ func OpenRedis(ctx context.Context, url string) (*redis.Client, error) {
 	return c, nil
 }
 
-// LimiterStore is where ulule/limiter counts, under prefix: in Redis when
-// client is set, so every instance counts against the same window and a
-// limit is exact cluster-wide; else in this process's memory.
-func LimiterStore(client *redis.Client, prefix string) (limiter.Store, error) {
-	if client == nil {
-		return nil, nil // the caller keeps its memory store
+// LimiterStore is where ulule/limiter counts, under prefix, so that
+// every instance counts against the same window and a limit is exact
+// cluster-wide: in Redis when client is set; else, when the store is
+// shared (Postgres), in its rate_counts table; else (one instance on
+// SQLite) nil, and the caller keeps its memory store.
+func LimiterStore(client *redis.Client, store *models.Store, prefix string) (limiter.Store, error) {
+	switch {
+	case client != nil:
+		return redisstore.NewStoreWithOptions(client, limiter.StoreOptions{Prefix: "toolbelt:" + prefix, MaxRetry: limiter.DefaultMaxRetry})
+	case store != nil && store.Shared():
+		return &databaseRates{store: store, prefix: prefix, now: time.Now}, nil
 	}
-	return redisstore.NewStoreWithOptions(client, limiter.StoreOptions{Prefix: "toolbelt:" + prefix, MaxRetry: limiter.DefaultMaxRetry})
+	return nil, nil
 }
 
 // Notices sends change notices to the other instances and runs the
