@@ -51,9 +51,22 @@ func quantise(v []float32) qvec {
 	return q
 }
 
-// dot is the dot product of the float query with the quantised vector.
+// dot is the dot product of the float query with the quantised vector:
+// with AVX2 eight dimensions an instruction (dot_amd64.s, 4.6 times
+// faster at 256 dimensions, BenchmarkDot), the rest in Go.
 func (q qvec) dot(query []float32) float32 {
 	c := q.codes[:len(query)]
+	i, s := 0, float32(0)
+	if n := len(c) &^ 7; haveAVX2 && n > 0 {
+		s = dotAVX2(&c[0], &query[0], n)
+		i = n
+	}
+	return (s + dotGo(c[i:], query[i:])) * q.scale
+}
+
+// dotGo is the dot product of codes with query in Go, four sums at a time.
+func dotGo(c []int8, query []float32) float32 {
+	c = c[:len(query)]
 	var s0, s1, s2, s3 float32
 	i := 0
 	for ; i+4 <= len(c); i += 4 {
@@ -66,7 +79,7 @@ func (q qvec) dot(query []float32) float32 {
 	for ; i < len(c); i++ {
 		s0 += query[i] * float32(c[i])
 	}
-	return (s0 + s1 + s2 + s3) * q.scale
+	return s0 + s1 + s2 + s3
 }
 
 // denseIndex is the dense side of an index snapshot: every tool's binary
@@ -131,7 +144,14 @@ func (dx *denseIndex) rescore(q []float32, list []int32, scores []float32) {
 type queryPlanes struct {
 	sign  []uint64
 	masks [4][]uint64
+	// words holds, per 64 dimensions, the sign bits and the weights
+	// written in binary for score: a dimension's weight w (1 to 4: the
+	// masks it is in) is nonzero + b0 + 2×b1, where b0 and b1 are the
+	// bits of w-1. Three popcounts a word instead of four.
+	words []planeWord
 }
+
+type planeWord struct{ sign, nonzero, b0, b1 uint64 }
 
 func newQueryPlanes(q []float32, words int) queryPlanes {
 	p := queryPlanes{sign: make([]uint64, words)}
@@ -160,16 +180,24 @@ func newQueryPlanes(q []float32, words int) queryPlanes {
 			}
 		}
 	}
+	p.words = make([]planeWord, words)
+	for j := range p.words {
+		m1, m2, m3 := p.masks[1][j], p.masks[2][j], p.masks[3][j]
+		// w-1 = m1+m2+m3 (nested masks: m3 ⊆ m2 ⊆ m1), in binary.
+		p.words[j] = planeWord{sign: p.sign[j], nonzero: p.masks[0][j], b0: m1 &^ m2 | m3, b1: m2}
+	}
 	return p
 }
 
-// score is tool code w's binary score.
+// score is tool code w's binary score: over the dimensions whose sign it
+// shares with the query, the sum of their weights (scoreByMasks, its
+// definition).
 func (p *queryPlanes) score(w []uint64) int {
+	pw := p.words[:len(w)]
 	n := 0
 	for j, x := range w {
-		agree := ^(x ^ p.sign[j])
-		n += bits.OnesCount64(agree&p.masks[0][j]) + bits.OnesCount64(agree&p.masks[1][j]) +
-			bits.OnesCount64(agree&p.masks[2][j]) + bits.OnesCount64(agree&p.masks[3][j])
+		agree := ^(x ^ pw[j].sign)
+		n += bits.OnesCount64(agree&pw[j].nonzero) + bits.OnesCount64(agree&pw[j].b0) + 2*bits.OnesCount64(agree&pw[j].b1)
 	}
 	return n
 }

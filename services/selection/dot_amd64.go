@@ -1,0 +1,13 @@
+package selection
+
+import "golang.org/x/sys/cpu"
+
+// haveAVX2 says dotAVX2 may run: AVX2 and FMA, which x86-64 CPUs since
+// 2013 (Haswell, Zen) have.
+var haveAVX2 = cpu.X86.HasAVX2 && cpu.X86.HasFMA
+
+// dotAVX2 is the dot product of n int8 codes with n float32s, n a
+// multiple of 8 (dot_amd64.s).
+//
+//go:noescape
+func dotAVX2(codes *int8, query *float32, n int) float32

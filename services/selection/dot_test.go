@@ -1,0 +1,169 @@
+package selection
+
+import (
+	"encoding/binary"
+	"math"
+	"math/bits"
+	"math/rand/v2"
+	"testing"
+)
+
+// exactDot is the dot product in float64, the reference the sums are
+// held to.
+func exactDot(c []int8, q []float32) (dot, mag float64) {
+	for i := range q {
+		p := float64(q[i]) * float64(c[i])
+		dot += p
+		mag += math.Abs(p)
+	}
+	return dot, mag
+}
+
+// checkDot holds qvec.dot (the assembly where the CPU has AVX2) and dotGo
+// to the float64 dot product, within float32 rounding of the products'
+// magnitudes.
+func checkDot(t *testing.T, c []int8, q []float32) {
+	t.Helper()
+	want, mag := exactDot(c, q)
+	tol := 1e-5*mag + 1e-6
+	if got := float64(dotGo(c, q)); math.Abs(got-want) > tol {
+		t.Fatalf("dotGo over %d dimensions = %v, want %v", len(q), got, want)
+	}
+	if got := float64(qvec{codes: c, scale: 1}.dot(q)); math.Abs(got-want) > tol {
+		t.Fatalf("dot over %d dimensions = %v, want %v (AVX2: %v)", len(q), got, want, haveAVX2)
+	}
+}
+
+// Every length from 0 to 70 (the assembly's 32- and 8-wide steps and the
+// Go tail), the index's sizes, and the extreme codes.
+func TestDot(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for _, n := range append([]int{256, 384, 512, 768, 1024}, func() (ns []int) {
+		for n := range 71 {
+			ns = append(ns, n)
+		}
+		return
+	}()...) {
+		c, q := make([]int8, n), make([]float32, n)
+		for i := range n {
+			c[i], q[i] = int8(r.IntN(256)-128), float32(r.NormFloat64())
+		}
+		checkDot(t, c, q)
+		for i := range c {
+			c[i] = -128 + int8(i%2)*127*2 // -128 and 126: the extremes of int8
+		}
+		checkDot(t, c, q)
+	}
+}
+
+// Arbitrary codes and queries, NaN and infinities aside.
+func FuzzDot(f *testing.F) {
+	f.Add([]byte{1, 2, 3, 4, 5, 6, 7, 8, 9}, int64(1))
+	f.Add(make([]byte, 300), int64(7))
+	f.Fuzz(func(t *testing.T, raw []byte, seed int64) {
+		n := len(raw)
+		c, q := make([]int8, n), make([]float32, n)
+		r := rand.New(rand.NewPCG(uint64(seed), 9))
+		for i, b := range raw {
+			c[i] = int8(b)
+			var w [4]byte
+			binary.LittleEndian.PutUint32(w[:], r.Uint32())
+			q[i] = float32(r.NormFloat64() * math.Pow(10, float64(int(w[0]%7)-3)))
+		}
+		checkDot(t, c, q)
+	})
+}
+
+// BenchmarkDot is one rescoring dot product at 256 dimensions.
+func BenchmarkDot(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 2))
+	q := make([]float32, 256)
+	for i := range q {
+		q[i] = float32(r.NormFloat64())
+	}
+	v := quantise(q)
+	b.Run("go", func(b *testing.B) {
+		var s float32
+		for b.Loop() {
+			s += dotGo(v.codes, q)
+		}
+		_ = s
+	})
+	b.Run("dot", func(b *testing.B) {
+		var s float32
+		for b.Loop() {
+			s += v.dot(q)
+		}
+		_ = s
+	})
+}
+
+// scoreByMasks is the binary score's definition: per mask, the number of
+// the query's dimensions in it whose sign the tool shares.
+func scoreByMasks(p *queryPlanes, w []uint64) int {
+	n := 0
+	for j, x := range w {
+		agree := ^(x ^ p.sign[j])
+		for k := range p.masks {
+			n += bits.OnesCount64(agree & p.masks[k][j])
+		}
+	}
+	return n
+}
+
+// The binary score with the weights in binary equals its definition, for
+// queries with zeros, ties and any dimension.
+func FuzzBinaryScore(f *testing.F) {
+	f.Add(int64(1), uint16(256), uint8(0))
+	f.Add(int64(2), uint16(300), uint8(3))
+	f.Add(int64(3), uint16(7), uint8(9))
+	f.Fuzz(func(t *testing.T, seed int64, dim uint16, zeros uint8) {
+		n := int(dim%1100) + 1
+		r := rand.New(rand.NewPCG(uint64(seed), 5))
+		q := make([]float32, n)
+		for i := range q {
+			switch r.IntN(10) {
+			case 0:
+				q[i] = float32(int(zeros) % 3) // ties and zeros
+			default:
+				q[i] = float32(r.NormFloat64())
+			}
+		}
+		words := (n + 63) / 64
+		p := newQueryPlanes(q, words)
+		for range 20 {
+			w := make([]uint64, words)
+			for j := range w {
+				w[j] = r.Uint64()
+			}
+			if got, want := p.score(w), scoreByMasks(&p, w); got != want {
+				t.Fatalf("score %d, by the masks %d (dim %d)", got, want, n)
+			}
+		}
+	})
+}
+
+// BenchmarkBinaryScore is one tool's binary score at 256 dimensions, by
+// the weights in binary (score) and by the four masks (its definition).
+func BenchmarkBinaryScore(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 2))
+	q := make([]float32, 256)
+	for i := range q {
+		q[i] = float32(r.NormFloat64())
+	}
+	p := newQueryPlanes(q, 4)
+	codes := make([]uint64, 4*1024)
+	for i := range codes {
+		codes[i] = r.Uint64()
+	}
+	for name, score := range map[string]func(*queryPlanes, []uint64) int{"score": (*queryPlanes).score, "masks": scoreByMasks} {
+		b.Run(name, func(b *testing.B) {
+			n, i := 0, 0
+			for b.Loop() {
+				n += score(&p, codes[i*4:i*4+4])
+				i = (i + 1) & 1023
+			}
+			_ = n
+		})
+	}
+}
