@@ -6,7 +6,7 @@ export CGO_ENABLED := 1
 # handlers.bindJSON); leaving it out saves 9 MB of binary.
 export GOFLAGS := -tags=nomsgpack
 
-.PHONY: all build run test test-postgres node-deps load check generate bench fmt vet clean
+.PHONY: all build run test test-postgres node-deps load check generate bench fmt vet clean screenshots
 
 all: build
 
@@ -47,6 +47,11 @@ generate:
 	$(GO) tool swag init -g main.go -o docs --outputTypes go,json,yaml --parseInternal --quiet
 	$(GO) run ./docs/openapi3 docs/openapi3.json
 	$(GO) tool oapi-codegen -config client/oapi-codegen.yaml docs/openapi3.json
+
+## screenshots: the console guide's pictures (docs/img), taken in Chromium over a test server
+screenshots:
+	mkdir -p docs/img
+	TOOLBELT_SCREENSHOTS=$(CURDIR)/docs/img $(GO) test -count=1 -run TestE2EPagesFitNarrowScreens ./web
 
 ## check: fail on unformatted code, vet findings or stale generated files
 check: generate

@@ -1,0 +1,90 @@
+package web_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+)
+
+// consolePages are the pages the console guide shows, with data behind
+// them: a few calls (one retried, one refused), a call waiting for a
+// reviewer.
+func consolePages(t *testing.T, app *testApp) map[string]string {
+	t.Helper()
+	_, ok := app.call(t, "admin", map[string]any{"tool": "file_write", "session_id": "docs", "arguments": map[string]any{"path": "notes.txt", "content": "hello"}})
+	if ok == nil {
+		t.Fatal("no call")
+	}
+	_, res := app.call(t, "admin", map[string]any{"tool": "file_read", "session_id": "docs", "arguments": map[string]any{"path": "notes.txt"}})
+	call, _ := res["call_id"].(string)
+	app.call(t, "admin", map[string]any{"tool": "file_read", "session_id": "docs", "arguments": map[string]any{"path": "../etc/passwd"}})
+	app.call(t, "agent", map[string]any{"tool": "shell_exec", "arguments": map[string]any{"command": "ls -la"}})
+	return map[string]string{
+		"dashboard":  "/admin",
+		"tools":      "/admin/tools",
+		"tool":       "/admin/tools/file_read",
+		"calls":      "/admin/calls",
+		"call":       "/admin/calls/" + call,
+		"approvals":  "/admin/approvals",
+		"access":     "/admin/access",
+		"playground": "/admin/playground",
+	}
+}
+
+// TestE2EPagesFitNarrowScreens: at 390 px (a phone) no console page
+// scrolls sideways: wide tables and code scroll inside their own box.
+// With TOOLBELT_SCREENSHOTS=<dir> it also saves each page at 1280 px,
+// the console guide's pictures (docs/img: make screenshots).
+func TestE2EPagesFitNarrowScreens(t *testing.T) {
+	app := newTestApp(t)
+	pages := consolePages(t, app)
+	e := newE2E(t, app)
+	e.signIn("admin")
+	dir := os.Getenv("TOOLBELT_SCREENSHOTS")
+	for name, path := range pages {
+		e.run("open "+name+" at 390 px", chromedp.EmulateViewport(390, 844), chromedp.Navigate(e.URL+path), chromedp.WaitVisible(chromedp.CSS("main h1")), loaded())
+		wide, err := chromedp.Run(e.ctx, chromedp.Evaluate[string](overflowing))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if wide != "" {
+			t.Errorf("%s (%s) is wider than 390 px: %s", name, path, wide)
+		}
+		if dir == "" {
+			continue
+		}
+		e.run("open "+name+" at 1280 px", chromedp.EmulateViewport(1280, 800), chromedp.Navigate(e.URL+path), chromedp.WaitVisible(chromedp.CSS("main h1")), loaded())
+		shot, err := chromedp.Run(e.ctx, chromedp.CaptureScreenshot())
+		if err != nil {
+			t.Fatal(err)
+		}
+		file := filepath.Join(dir, "console-"+name+".png")
+		if err := os.WriteFile(file, shot, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s: %s (%d KB)", name, file, len(shot)>>10)
+	}
+}
+
+// overflowing names the elements of the page that reach past the
+// viewport's right edge, other than those inside a box that scrolls or
+// clips them ("" when none): what makes a page scroll sideways.
+const overflowing = `(() => {
+	const vw = document.documentElement.clientWidth;
+	const clipped = el => {
+		for (let p = el.parentElement; p && p !== document.body; p = p.parentElement) {
+			if (getComputedStyle(p).overflowX !== "visible") return true;
+		}
+		return false;
+	};
+	const out = [...document.body.querySelectorAll("*")].filter(el => {
+		const r = el.getBoundingClientRect();
+		return r.width > 0 && r.right > vw + 1 && !clipped(el);
+	});
+	// The outermost ones: their children are no news.
+	const top = out.filter(el => !out.some(o => o !== el && o.contains(el)));
+	return top.slice(0, 4).map(el => el.tagName.toLowerCase() + (el.className ? "." + String(el.className).trim().split(/\s+/)[0] : "") +
+		(el.dataset.testid ? "[" + el.dataset.testid + "]" : "") + " to " + Math.round(el.getBoundingClientRect().right) + " px").join(", ");
+})()`
