@@ -42,7 +42,7 @@ func (s *server) output() string {
 	return s.out.String()
 }
 
-func buildBinary(t *testing.T) string {
+func buildBinary(t testing.TB) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "toolbelt")
 	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
@@ -53,7 +53,7 @@ func buildBinary(t *testing.T) string {
 }
 
 // start runs the binary and waits until it prints its URLs.
-func start(t *testing.T, bin, dataDir string, env ...string) *server {
+func start(t testing.TB, bin, dataDir string, env ...string) *server {
 	t.Helper()
 	s := &server{exited: make(chan error, 1)}
 	// No tool files unless a test brings its own (the repository's
@@ -102,7 +102,7 @@ func start(t *testing.T, bin, dataDir string, env ...string) *server {
 	return s
 }
 
-func (s *server) get(t *testing.T, path, key string) (int, map[string]any) {
+func (s *server) get(t testing.TB, path, key string) (int, map[string]any) {
 	t.Helper()
 	req, _ := http.NewRequest("GET", s.base+path, nil)
 	if key != "" {
@@ -118,7 +118,7 @@ func (s *server) get(t *testing.T, path, key string) (int, map[string]any) {
 	return resp.StatusCode, body
 }
 
-func (s *server) stop(t *testing.T) {
+func (s *server) stop(t testing.TB) {
 	t.Helper()
 	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -286,7 +286,7 @@ func fakeOllama(t *testing.T) (*httptest.Server, *atomic.Int64) {
 	return srv, &docs
 }
 
-func (s *server) post(t *testing.T, path, key string, body any) (int, map[string]any) {
+func (s *server) post(t testing.TB, path, key string, body any) (int, map[string]any) {
 	t.Helper()
 	raw, _ := json.Marshal(body)
 	req, _ := http.NewRequest("POST", s.base+path, strings.NewReader(string(raw)))
