@@ -184,7 +184,7 @@ func newQueryPlanes(q []float32, words int) queryPlanes {
 	for j := range p.words {
 		m1, m2, m3 := p.masks[1][j], p.masks[2][j], p.masks[3][j]
 		// w-1 = m1+m2+m3 (nested masks: m3 ⊆ m2 ⊆ m1), in binary.
-		p.words[j] = planeWord{sign: p.sign[j], nonzero: p.masks[0][j], b0: m1 &^ m2 | m3, b1: m2}
+		p.words[j] = planeWord{sign: p.sign[j], nonzero: p.masks[0][j], b0: m1&^m2 | m3, b1: m2}
 	}
 	return p
 }
