@@ -186,6 +186,7 @@ func (h *Handler) CallPage(c *gin.Context) error {
 		}
 		dec.WaitMs = max(end.Sub(a.CreatedAt).Milliseconds(), 0)
 		d.Decision = dec
+		d.Stages = withApprovalWait(d.Stages, dec.WaitMs)
 	}
 	cbs, err := h.Invoker.Callbacks(ctx, rec.ID)
 	if err != nil {
@@ -264,4 +265,20 @@ func callsURL(f views.CallFilterForm, page int) string {
 		return "/admin/calls"
 	}
 	return "/admin/calls?" + q.Encode()
+}
+
+// withApprovalWait puts the wait for a reviewer among a call's stages,
+// before the approve guard of the run it resumed (the stages are of that
+// run: the first one, which asked, ended when the call was parked).
+func withApprovalWait(stages []views.CallStage, waitMs int64) []views.CallStage {
+	if len(stages) == 0 {
+		return stages
+	}
+	wait := views.CallStage{Stage: "waiting for approval", Us: waitMs * 1000}
+	for i, s := range stages {
+		if s.Stage == "approve" {
+			return slices.Insert(stages, i, wait)
+		}
+	}
+	return stages
 }

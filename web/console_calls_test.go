@@ -195,8 +195,16 @@ func TestConsoleDecisions(t *testing.T) {
 			t.Errorf("call page of the %s call: %q", tc.status, strings.Join(strings.Fields(d.TestID("call-decision").Text()), " "))
 		}
 	}
-	if d := b.get("/admin/calls/" + okCall); !strings.Contains(d.TestID("call-total-ms").Text(), "the approval wait included") {
+	d := b.get("/admin/calls/" + okCall)
+	if !strings.Contains(d.TestID("call-total-ms").Text(), "the approval wait included") {
 		t.Errorf("the approved call's total does not say it includes the wait: %q", d.TestID("call-total-ms").Text())
+	}
+	// Its stages are those of the run the approval resumed, with the wait
+	// for the reviewer just before the approve guard that used it.
+	var stages []string
+	d.TestID("call-stage").Each(func(_ int, r *goquery.Selection) { stages = append(stages, r.Find("td").First().Text()) })
+	if want := "resolve validate authorize waiting for approval approve secure cache limit queue execute attempt 1"; strings.Join(stages, " ") != want {
+		t.Errorf("the approved call's stages: %q, want %q", strings.Join(stages, " "), want)
 	}
 	p = b.get("/admin/approvals")
 	if got := p.TestID("decided-" + okID).Find(`[data-testid="decided-status"]`).Text(); got != "approved · succeeded" {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -110,7 +111,12 @@ func (b bwrap) command(spec Spec, drop bool, limits []rlimit) (cmd *exec.Cmd, er
 	if err != nil {
 		return nil, err
 	}
-	args := append([]string{"--args", fd(argsFile), "--"}, spec.Argv...)
+	argv := spec.Argv
+	limits, inner := perNamespaceProcs(limits, spec.Limits.Procs)
+	if inner > 0 {
+		argv = append([]string{b.prlimit, fmt.Sprintf("--nproc=%d", inner), "--"}, argv...)
+	}
+	args := append([]string{"--args", fd(argsFile), "--"}, argv...)
 	cmd = exec.Command(b.path, args...)
 	if len(limits) > 0 {
 		pre := []string{}
@@ -157,3 +163,27 @@ func closeAll(files []*os.File) {
 		f.Close()
 	}
 }
+
+// perNamespaceProcs makes the processes limit of a run without a cgroup
+// its own. RLIMIT_NPROC is counted per user namespace (Linux 5.14 on):
+// inside bubblewrap's, the count is this run's tasks alone, checked
+// against the task's own limit; the host uid's count, all runs together,
+// is checked against the limit bubblewrap had when it made the namespace.
+// So bubblewrap starts with a generous host-wide limit (the tasks the uid
+// had at the start, plus Procs × hostRuns: runs side by side, each within
+// its own cap, do not refuse each other), and prlimit(1) inside the
+// namespace sets Procs before it executes the command. It returns the
+// limits bubblewrap starts with and the limit inside (0: none to set).
+func perNamespaceProcs(limits []rlimit, procs int) ([]rlimit, int) {
+	out := slices.Clone(limits)
+	for i, r := range out {
+		if r.Resource == unix.RLIMIT_NPROC && procs > 0 {
+			out[i].Value = r.Value + uint64(procs)*(hostRuns-1)
+			return out, procs
+		}
+	}
+	return limits, 0
+}
+
+// hostRuns is how many runs' caps the host-wide limit leaves room for.
+const hostRuns = 64
