@@ -130,6 +130,9 @@ func ParseConfig(args []string, lookup func(string) (string, bool)) (Config, err
 	if cfg.KeepLearned < 1 {
 		return cfg, fmt.Errorf("--learned-per-tool must be at least 1")
 	}
+	if cfg.AuditRetention < 0 {
+		return cfg, fmt.Errorf("--audit-retention must not be negative (0 keeps every entry)")
+	}
 	if cfg.SessionQuotaMB < 1 {
 		return cfg, fmt.Errorf("--session-quota-mb must be at least 1")
 	}

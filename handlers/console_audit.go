@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 
 	"github.com/gin-gonic/gin"
@@ -32,6 +33,10 @@ func (h *Handler) AuditPage(c *gin.Context) error {
 	}
 	for _, p := range ps {
 		d.Actors = append(d.Actors, p.Name)
+	}
+	// A deleted principal's name is still an actor the log knows.
+	if a := d.Filter.Actor; a != "" && !slices.Contains(d.Actors, a) {
+		d.Actors = append(d.Actors, a)
 	}
 	keep := url.Values{}
 	for k, v := range map[string]string{"actor": d.Filter.Actor, "action": d.Filter.Action, "target": d.Filter.Target, "since": d.Filter.Since, "until": d.Filter.Until} {

@@ -133,9 +133,9 @@ func (s *Store) TouchAPIKey(ctx context.Context, id uint, at time.Time) error {
 }
 
 // RevokeAPIKey revokes a key. guard runs inside the transaction with the
-// key's principal and the number of active admin keys, so the last way
-// into the system cannot be revoked by a race.
-func (s *Store) RevokeAPIKey(ctx context.Context, id uint, guard func(owner *Principal, activeAdminKeys int64) error) (*APIKey, error) {
+// key, its principal and the number of the other keys that let an admin in,
+// so the last way into the system cannot be revoked by a race.
+func (s *Store) RevokeAPIKey(ctx context.Context, id uint, guard func(key *APIKey, owner *Principal, otherAdminKeys int64) error) (*APIKey, error) {
 	var key APIKey
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		// Two revocations of the last two admin keys must not both pass.
@@ -149,11 +149,11 @@ func (s *Store) RevokeAPIKey(ctx context.Context, id uint, guard func(owner *Pri
 		if err := tx.First(&owner, key.PrincipalID).Error; err != nil {
 			return err
 		}
-		adminKeys, err := activeAdminKeys(tx, 0)
+		others, err := activeAdminKeys(tx, 0, key.ID)
 		if err != nil {
 			return err
 		}
-		if err := guard(&owner, adminKeys); err != nil {
+		if err := guard(&key, &owner, others); err != nil {
 			return err
 		}
 		now := time.Now().UTC()
@@ -167,12 +167,13 @@ func (s *Store) RevokeAPIKey(ctx context.Context, id uint, guard func(owner *Pri
 }
 
 // activeAdminKeys counts the keys that let an admin in (unrevoked,
-// unexpired, of an enabled admin), leaving out the principal except.
-func activeAdminKeys(tx *gorm.DB, except uint) (int64, error) {
+// unexpired, of an enabled admin), leaving out the principal exceptPrincipal
+// and the key exceptKey (0: none).
+func activeAdminKeys(tx *gorm.DB, exceptPrincipal, exceptKey uint) (int64, error) {
 	var n int64
 	err := tx.Model(&APIKey{}).
 		Joins("JOIN principals ON principals.id = api_keys.principal_id").
-		Where("principals.role = ? AND principals.disabled_at IS NULL AND principals.id <> ?", "admin", except).
+		Where("principals.role = ? AND principals.disabled_at IS NULL AND principals.id <> ? AND api_keys.id <> ?", "admin", exceptPrincipal, exceptKey).
 		Where("api_keys.revoked_at IS NULL AND (api_keys.expires_at IS NULL OR api_keys.expires_at > ?)", time.Now().UTC()).
 		Count(&n).Error
 	return n, err
@@ -239,7 +240,7 @@ func (s *Store) guardPrincipal(tx *gorm.DB, id uint, guard PrincipalGuard, p *Pr
 	if err := tx.First(p, id).Error; err != nil {
 		return notFound(err, "principal %d", id)
 	}
-	others, err := activeAdminKeys(tx, p.ID)
+	others, err := activeAdminKeys(tx, p.ID, 0)
 	if err != nil {
 		return err
 	}

@@ -131,6 +131,18 @@ func TestKeyLabelAndExpiry(t *testing.T) {
 	if r := app.do(t, "admin", "POST", "/api/v1/principals/"+agent+"/keys", `{"expires_at": "tomorrow"}`); r.Status != 422 && r.Status != 400 {
 		t.Errorf("unreadable expiry: %d %s", r.Status, r.Body)
 	}
+	// An expired admin key is no way in: the last working one stays
+	// unrevocable beside it, and it may go.
+	old := app.do(t, "admin", "POST", "/api/v1/principals/1/keys", nil).JSON(t)["id"]
+	if err := app.store.DB().Model(&models.APIKey{}).Where("id = ?", old).Update("expires_at", time.Now().Add(-time.Hour)).Error; err != nil {
+		t.Fatal(err)
+	}
+	if r := app.do(t, "admin", "DELETE", "/api/v1/keys/1", nil); r.Status != 409 {
+		t.Errorf("revoke the last working admin key beside an expired one: %d %s", r.Status, r.Body)
+	}
+	if r := app.do(t, "admin", "DELETE", "/api/v1/keys/"+itoa(old), nil); r.Status != 204 {
+		t.Errorf("revoke an expired admin key: %d %s", r.Status, r.Body)
+	}
 	if r := app.do(t, "admin", "POST", "/api/v1/principals", map[string]any{"name": "temp", "role": "agent", "key_expires_at": "2020-01-01T00:00:00Z"}); r.Status != 422 ||
 		!strings.Contains(string(r.Body), `"/key_expires_at"`) {
 		t.Errorf("a first key already expired: %d %s", r.Status, r.Body)

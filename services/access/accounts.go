@@ -249,9 +249,11 @@ func (a *Accounts) RevokeKey(ctx context.Context, id uint, by *models.Principal)
 	var key *models.APIKey
 	err := a.store.Audited(ctx, models.AuditKeyRevoke, func(tx *models.Store) (string, string, error) {
 		var owner *models.Principal
-		k, err := tx.RevokeAPIKey(ctx, id, func(o *models.Principal, adminKeys int64) error {
+		k, err := tx.RevokeAPIKey(ctx, id, func(k *models.APIKey, o *models.Principal, otherAdminKeys int64) error {
 			owner = o
-			if o.Role == RoleAdmin && o.DisabledAt == nil && adminKeys <= 1 {
+			// An expired key, or a disabled admin's, lets nobody in: revoking
+			// it takes no way in away.
+			if o.Role == RoleAdmin && o.DisabledAt == nil && !k.Expired(time.Now()) && otherAdminKeys == 0 {
 				return models.ErrConflict.Errorf("key %d is the last active admin key; issue another admin key first", id)
 			}
 			return nil

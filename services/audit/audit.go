@@ -8,7 +8,6 @@ package audit
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"regexp"
 	"slices"
@@ -153,7 +152,7 @@ func (l *Log) List(ctx context.Context, q Query) (*Page, error) {
 // Export calls fn with every entry q asks for (its cursor and limit
 // aside), newest first, a page at a time.
 func (l *Log) Export(ctx context.Context, q Query, fn func(models.AuditEntry) error) error {
-	q.Limit = 0
+	q.Limit, q.Cursor = 0, ""
 	f, err := q.Filter()
 	if err != nil {
 		return err
@@ -178,14 +177,3 @@ func (l *Log) Prune(ctx context.Context) error {
 
 // Retention is how long entries are kept (0: forever).
 func (l *Log) Retention() time.Duration { return l.retention }
-
-// String names a query's filters for a person: "actor admin, action key.revoke".
-func (q Query) String() string {
-	var parts []string
-	for _, kv := range [][2]string{{"actor", q.Actor}, {"action", q.Action}, {"target", q.Target}, {"since", q.Since}, {"until", q.Until}} {
-		if kv[1] != "" {
-			parts = append(parts, fmt.Sprintf("%s %s", kv[0], kv[1]))
-		}
-	}
-	return strings.Join(parts, ", ")
-}
