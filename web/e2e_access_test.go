@@ -1,6 +1,7 @@
 package web_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 
@@ -24,7 +25,7 @@ func TestE2EAdminAuditTrail(t *testing.T) {
 		chromedp.Click(tid("create-submit")), chromedp.WaitVisible(tid("key-shown")), loaded(),
 		chromedp.Navigate(e.URL+"/admin/access"), chromedp.WaitVisible(in("grants-form")), loaded())
 	e.run("grant it the filesystem tools",
-		chromedp.Click(in("grant-filesystem")), chromedp.Click(in("grants-submit")), chromedp.WaitVisible(tid("notice")), loaded())
+		chromedp.Click(in("grant-filesystem")), dropNotice(), chromedp.Click(in("grants-submit")), chromedp.WaitVisible(tid("notice")), loaded())
 	if got := e.text(tid("notice")); !strings.Contains(got, "Grants saved") {
 		t.Fatalf("grants notice %q", got)
 	}
@@ -32,7 +33,7 @@ func TestE2EAdminAuditTrail(t *testing.T) {
 		t.Fatalf("the revoke button shows before its confirmation is opened (%v)", err)
 	}
 	e.run("revoke its key",
-		chromedp.Click(in("revoke-open")), chromedp.WaitVisible(in("revoke")), chromedp.Click(in("revoke")),
+		chromedp.Click(in("revoke-open")), chromedp.WaitVisible(in("revoke")), dropNotice(), chromedp.Click(in("revoke")),
 		chromedp.WaitVisible(tid("notice")), loaded())
 	if got := e.text(tid("notice")); !strings.Contains(got, "revoked") {
 		t.Fatalf("revoke notice %q", got)
@@ -41,7 +42,7 @@ func TestE2EAdminAuditTrail(t *testing.T) {
 		t.Fatalf("the disable button shows before its confirmation is opened (%v)", err)
 	}
 	e.run("disable it",
-		chromedp.Click(in("disable-open")), chromedp.WaitVisible(in("disable")), chromedp.Click(in("disable")),
+		chromedp.Click(in("disable-open")), chromedp.WaitVisible(in("disable")), dropNotice(), chromedp.Click(in("disable")),
 		chromedp.WaitVisible(tid("notice")), loaded())
 	if got := e.text(tid("notice")); !strings.Contains(got, "e2e-bot disabled") {
 		t.Fatalf("disable notice %q", got)
@@ -67,4 +68,13 @@ func TestE2EAdminAuditTrail(t *testing.T) {
 	if err != nil || n != 1 || !strings.Contains(e.text(tid("audit-action")), "key.revoke") {
 		t.Errorf("filtered to key.revoke: %d rows (%v)", n, err)
 	}
+}
+
+// dropNotice removes the page's notice before a form is sent, so waiting
+// for a notice waits for the next page's, not this one's.
+func dropNotice() chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		_, err := chromedp.Evaluate[bool](`(() => { document.querySelector('[data-testid="notice"]')?.remove(); return true })()`)(ctx, t)
+		return err
+	})
 }

@@ -321,7 +321,16 @@ func (a *Accounts) SetDisabled(ctx context.Context, id uint, disabled bool, by *
 	}
 	a.keysChanged(ctx)
 	a.log.InfoContext(ctx, "principal "+verb+"d", "principal", p.Name, "by", models.ActorName(by))
-	return &Principal{ID: p.ID, Name: p.Name, Role: p.Role, CreatedAt: p.CreatedAt, DisabledAt: p.DisabledAt, Keys: []APIKey{}}, nil
+	all, err := a.Principals(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, v := range all {
+		if v.ID == p.ID {
+			return &v, nil
+		}
+	}
+	return nil, models.ErrNotFound.Errorf("principal %d", p.ID) // deleted meanwhile
 }
 
 // DeletePrincipal removes a principal with its keys, console sessions and
