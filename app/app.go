@@ -27,6 +27,7 @@ import (
 	"toolbelt/handlers/mcpserver"
 	"toolbelt/models"
 	"toolbelt/services/access"
+	"toolbelt/services/audit"
 	"toolbelt/services/browser"
 	"toolbelt/services/callbacks"
 	"toolbelt/services/catalog"
@@ -79,6 +80,8 @@ type App struct {
 	Runners *runners.Table
 	Alerts  *ops.Alerts
 	Metrics *ops.Metrics
+	// Audit reads and prunes the audit log.
+	Audit *audit.Log
 	// Callbacks deliver the results of calls that name a callback_url.
 	Callbacks *callbacks.Deliverer
 	// Redis is the server instances share counters, cached results and
@@ -270,12 +273,14 @@ func New(ctx context.Context, cfg Config, opts Options) (_ *App, err error) {
 	}
 	a.Invoker.ReportPendingApprovals(a.Metrics)
 	a.Alerts = ops.NewAlerts(a.Store, cfg.Alerts, a.Metrics, log)
+	a.Audit = audit.New(a.Store, cfg.AuditRetention, log)
 	h := &handlers.Handler{
 		Registry: a.Registry, Selector: a.Selector, Accounts: a.Accounts,
 		Invoker: a.Invoker, CallbackSecrets: a.Callbacks.Secrets(), Health: ops.NewHealth(a.Store, a.Selector, embedNote).WithSandbox(box.Status()).WithToolFiles(a.ToolFiles).WithCluster(a.Cluster), Log: log,
 		Links:  handlers.Links{Swagger: "/swagger/index.html", Healthz: "/healthz", Readyz: "/readyz"},
 		Stats:  ops.NewStats(a.Store, a.Invoker.Flush),
 		Alerts: a.Alerts,
+		Audit:  a.Audit,
 		// Documents fetched by URL follow the same SSRF policy as tool calls.
 		OpenAPI: catalog.NewOpenAPIImporter(a.Registry, cfg.NetPolicy, log),
 	}
@@ -367,7 +372,7 @@ func (a *App) Run(ctx context.Context) error {
 	leaderJobs := []cluster.Job{
 		func(ctx context.Context) { a.Invoker.SweepApprovals(ctx, a.approvalSweep) },
 		a.Alerts.Run,
-		a.pruneConsoleSessions,
+		a.pruneHourly,
 		a.pruneRates,
 	}
 	if a.ToolFiles != nil {
@@ -422,14 +427,18 @@ func (a *App) shutdown() error {
 	return nil
 }
 
-// pruneConsoleSessions deletes expired console sessions now, then hourly
-// (lookups ignore them meanwhile), until ctx ends.
-func (a *App) pruneConsoleSessions(ctx context.Context) {
+// pruneHourly deletes expired console sessions (lookups ignore them
+// meanwhile) and the audit log entries past their retention, now and then
+// hourly, until ctx ends.
+func (a *App) pruneHourly(ctx context.Context) {
 	t := time.NewTicker(time.Hour)
 	defer t.Stop()
 	for {
 		if err := a.Accounts.PruneConsoleSessions(ctx); err != nil {
 			a.Log.Warn("prune console sessions", "err", err)
+		}
+		if err := a.Audit.Prune(ctx); err != nil {
+			a.Log.Warn("prune the audit log", "err", err)
 		}
 		select {
 		case <-ctx.Done():

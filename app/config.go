@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"toolbelt/services/audit"
 	"toolbelt/services/callbacks"
 	"toolbelt/services/netpolicy"
 	"toolbelt/services/ops"
@@ -48,6 +49,9 @@ type Config struct {
 	Instance string
 	// SessionQuotaMB is the disk quota of each session's work directory.
 	SessionQuotaMB int
+	// AuditRetention is how long audit log entries are kept
+	// (TOOLBELT_AUDIT_RETENTION); 0 keeps them all.
+	AuditRetention time.Duration
 	// NetPolicy is what http tools, the browser and OpenAPI imports may
 	// reach (TOOLBELT_HTTP_ALLOW_HOSTS, TOOLBELT_HTTP_ALLOW_PRIVATE).
 	NetPolicy netpolicy.Policy
@@ -123,12 +127,20 @@ func ParseConfig(args []string, lookup func(string) (string, bool)) (Config, err
 		return cfg, fmt.Errorf("TOOLBELT_SESSION_QUOTA_MB must be a positive number of MiB")
 	}
 	fs.IntVar(&cfg.SessionQuotaMB, "session-quota-mb", quota, "disk quota of each session's work directory, in MiB (TOOLBELT_SESSION_QUOTA_MB)")
+	retention, err := time.ParseDuration(env("TOOLBELT_AUDIT_RETENTION", audit.DefaultRetention.String()))
+	if err != nil || retention < 0 {
+		return cfg, fmt.Errorf("TOOLBELT_AUDIT_RETENTION must be a duration such as 8760h (0 keeps every entry)")
+	}
+	fs.DurationVar(&cfg.AuditRetention, "audit-retention", retention, "how long audit log entries are kept, 0 for ever (TOOLBELT_AUDIT_RETENTION)")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", grace, "how long calls in flight may finish on SIGTERM before they are interrupted (TOOLBELT_SHUTDOWN_TIMEOUT)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
 	if cfg.KeepLearned < 1 {
 		return cfg, fmt.Errorf("--learned-per-tool must be at least 1")
+	}
+	if cfg.AuditRetention < 0 {
+		return cfg, fmt.Errorf("--audit-retention must not be negative (0 keeps every entry)")
 	}
 	if cfg.SessionQuotaMB < 1 {
 		return cfg, fmt.Errorf("--session-quota-mb must be at least 1")

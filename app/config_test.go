@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"toolbelt/services/audit"
 	"toolbelt/services/callbacks"
 	"toolbelt/services/netpolicy"
 	"toolbelt/services/ops"
@@ -31,7 +32,7 @@ func TestParseConfig(t *testing.T) {
 	defaults := Config{Addr: ":8080", DataDir: "./data", LogLevel: "info", LogFormat: "json", EmbedModel: "nomic-embed-text",
 		KeepLearned: selection.DefaultKeepLearned, Sandbox: "auto", ShutdownTimeout: 20 * time.Second,
 		Alerts: ops.DefaultAlertConfig, ToolsDir: "./tools.d", SessionQuotaMB: runners.DefaultSessionQuota >> 20,
-		Callbacks: callbacks.Defaults()}
+		Callbacks: callbacks.Defaults(), AuditRetention: audit.DefaultRetention}
 	with := func(edit func(*Config)) Config {
 		c := defaults
 		edit(&c)
@@ -51,6 +52,7 @@ func TestParseConfig(t *testing.T) {
 			"TOOLBELT_LOG_FORMAT": "text", "TOOLBELT_OLLAMA_URL": "http://ollama:11434", "TOOLBELT_EMBED_MODEL": "m",
 			"TOOLBELT_LEARNED_PER_TOOL": "7", "TOOLBELT_SANDBOX": "none", "TOOLBELT_SEARXNG_URL": "https://search.example",
 			"TOOLBELT_SHUTDOWN_TIMEOUT": "3s", "TOOLBELT_TOOLS_DIR": "", "TOOLBELT_SESSION_QUOTA_MB": "64",
+			"TOOLBELT_AUDIT_RETENTION":    "720h",
 			"TOOLBELT_ALERT_FAILURE_RATE": "0.25", "TOOLBELT_ALERT_WINDOW": "5m", "TOOLBELT_ALERT_MIN_CALLS": "3",
 			"TOOLBELT_ALERT_WEBHOOK":    "https://hooks.example/x",
 			"TOOLBELT_HTTP_ALLOW_HOSTS": "api.example, .corp", "TOOLBELT_HTTP_ALLOW_PRIVATE": "10.0.0.0/8",
@@ -66,7 +68,7 @@ func TestParseConfig(t *testing.T) {
 			c.DatabaseURL = "postgres://tb:pw@db:5432/tb"
 			c.Addr, c.DataDir, c.AdminKey, c.LogLevel, c.LogFormat = "127.0.0.1:9", "/srv/tb", "k", "debug", "text"
 			c.OllamaURL, c.EmbedModel, c.KeepLearned, c.Sandbox, c.SearXNG = "http://ollama:11434", "m", 7, "none", "https://search.example"
-			c.ShutdownTimeout, c.SessionQuotaMB = 3*time.Second, 64
+			c.ShutdownTimeout, c.SessionQuotaMB, c.AuditRetention = 3*time.Second, 64, 720*time.Hour
 			c.Alerts = ops.AlertConfig{Threshold: 0.25, Window: 5 * time.Minute, MinCalls: 3, Webhook: "https://hooks.example/x", Every: ops.DefaultAlertConfig.Every}
 			c.NetPolicy = netpolicy.Policy{AllowHosts: []string{"api.example", ".corp"}, AllowPrivate: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}}
 			c.Secrets = map[string]string{"TOKEN": "s3cret", "MISSING": ""}
@@ -74,15 +76,18 @@ func TestParseConfig(t *testing.T) {
 		{name: "flags over variables",
 			args: []string{"--addr", ":1", "--data-dir", "d", "--log-level", "warn", "--log-format", "text", "--ollama-url", "http://o",
 				"--embed-model", "e", "--learned-per-tool", "2", "--sandbox", "native", "--searxng-url", "http://s", "--shutdown-timeout", "1s",
-				"--tools-dir", "t", "--session-quota-mb", "5"},
-			env: map[string]string{"TOOLBELT_ADDR": ":2", "TOOLBELT_DATA_DIR": "x", "TOOLBELT_LEARNED_PER_TOOL": "9", "TOOLBELT_SHUTDOWN_TIMEOUT": "9s"},
+				"--tools-dir", "t", "--session-quota-mb", "5", "--audit-retention", "0"},
+			env: map[string]string{"TOOLBELT_ADDR": ":2", "TOOLBELT_DATA_DIR": "x", "TOOLBELT_LEARNED_PER_TOOL": "9", "TOOLBELT_SHUTDOWN_TIMEOUT": "9s", "TOOLBELT_AUDIT_RETENTION": "1h"},
 			want: with(func(c *Config) {
 				c.Addr, c.DataDir, c.LogLevel, c.LogFormat, c.OllamaURL, c.EmbedModel = ":1", "d", "warn", "text", "http://o", "e"
 				c.KeepLearned, c.Sandbox, c.SearXNG, c.ShutdownTimeout, c.ToolsDir, c.SessionQuotaMB = 2, "native", "http://s", time.Second, "t", 5
+				c.AuditRetention = 0
 			})},
 		{name: "bad TOOLBELT_LEARNED_PER_TOOL", env: map[string]string{"TOOLBELT_LEARNED_PER_TOOL": "0"}, wantErr: "TOOLBELT_LEARNED_PER_TOOL must be a positive integer"},
 		{name: "bad TOOLBELT_SHUTDOWN_TIMEOUT", env: map[string]string{"TOOLBELT_SHUTDOWN_TIMEOUT": "soon"}, wantErr: "TOOLBELT_SHUTDOWN_TIMEOUT must be a duration such as 20s"},
 		{name: "bad TOOLBELT_SESSION_QUOTA_MB", env: map[string]string{"TOOLBELT_SESSION_QUOTA_MB": "-1"}, wantErr: "TOOLBELT_SESSION_QUOTA_MB must be a positive number of MiB"},
+		{name: "bad TOOLBELT_AUDIT_RETENTION", env: map[string]string{"TOOLBELT_AUDIT_RETENTION": "a year"}, wantErr: "TOOLBELT_AUDIT_RETENTION must be a duration such as 8760h (0 keeps every entry)"},
+		{name: "bad --audit-retention", args: []string{"--audit-retention", "-1h"}, wantErr: "--audit-retention must not be negative (0 keeps every entry)"},
 		{name: "bad --learned-per-tool", args: []string{"--learned-per-tool", "0"}, wantErr: "--learned-per-tool must be at least 1"},
 		{name: "bad --session-quota-mb", args: []string{"--session-quota-mb", "0"}, wantErr: "--session-quota-mb must be at least 1"},
 		{name: "bad --sandbox", args: []string{"--sandbox", "docker"}, wantErr: `--sandbox "docker": use auto, bubblewrap, native or none`},

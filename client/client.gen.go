@@ -37,6 +37,30 @@ func (e AccessNewPrincipalRole) Valid() bool {
 	}
 }
 
+// Defines values for ModelsAuditEntryVia.
+const (
+	ModelsAuditEntryViaApi     ModelsAuditEntryVia = "api"
+	ModelsAuditEntryViaConsole ModelsAuditEntryVia = "console"
+	ModelsAuditEntryViaMcp     ModelsAuditEntryVia = "mcp"
+	ModelsAuditEntryViaSystem  ModelsAuditEntryVia = "system"
+)
+
+// Valid indicates whether the value is a known member of the ModelsAuditEntryVia enum.
+func (e ModelsAuditEntryVia) Valid() bool {
+	switch e {
+	case ModelsAuditEntryViaApi:
+		return true
+	case ModelsAuditEntryViaConsole:
+		return true
+	case ModelsAuditEntryViaMcp:
+		return true
+	case ModelsAuditEntryViaSystem:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for OpsAlertStatus.
 const (
 	OpsAlertStatusFiring   OpsAlertStatus = "firing"
@@ -214,6 +238,81 @@ func (e ListApprovalsParamsStatus) Valid() bool {
 	}
 }
 
+// Defines values for ListAuditParamsAction.
+const (
+	ListAuditParamsActionApprovalApprove  ListAuditParamsAction = "approval.approve"
+	ListAuditParamsActionApprovalDeny     ListAuditParamsAction = "approval.deny"
+	ListAuditParamsActionGrantsSet        ListAuditParamsAction = "grants.set"
+	ListAuditParamsActionKeyIssue         ListAuditParamsAction = "key.issue"
+	ListAuditParamsActionKeyRevoke        ListAuditParamsAction = "key.revoke"
+	ListAuditParamsActionPrincipalCreate  ListAuditParamsAction = "principal.create"
+	ListAuditParamsActionPrincipalDelete  ListAuditParamsAction = "principal.delete"
+	ListAuditParamsActionPrincipalDisable ListAuditParamsAction = "principal.disable"
+	ListAuditParamsActionPrincipalEnable  ListAuditParamsAction = "principal.enable"
+	ListAuditParamsActionToolImport       ListAuditParamsAction = "tool.import"
+	ListAuditParamsActionToolPublish      ListAuditParamsAction = "tool.publish"
+	ListAuditParamsActionToolRegister     ListAuditParamsAction = "tool.register"
+	ListAuditParamsActionToolRetire       ListAuditParamsAction = "tool.retire"
+	ListAuditParamsActionToolRollback     ListAuditParamsAction = "tool.rollback"
+)
+
+// Valid indicates whether the value is a known member of the ListAuditParamsAction enum.
+func (e ListAuditParamsAction) Valid() bool {
+	switch e {
+	case ListAuditParamsActionApprovalApprove:
+		return true
+	case ListAuditParamsActionApprovalDeny:
+		return true
+	case ListAuditParamsActionGrantsSet:
+		return true
+	case ListAuditParamsActionKeyIssue:
+		return true
+	case ListAuditParamsActionKeyRevoke:
+		return true
+	case ListAuditParamsActionPrincipalCreate:
+		return true
+	case ListAuditParamsActionPrincipalDelete:
+		return true
+	case ListAuditParamsActionPrincipalDisable:
+		return true
+	case ListAuditParamsActionPrincipalEnable:
+		return true
+	case ListAuditParamsActionToolImport:
+		return true
+	case ListAuditParamsActionToolPublish:
+		return true
+	case ListAuditParamsActionToolRegister:
+		return true
+	case ListAuditParamsActionToolRetire:
+		return true
+	case ListAuditParamsActionToolRollback:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ListAuditParamsFormat.
+const (
+	ListAuditParamsFormatCsv    ListAuditParamsFormat = "csv"
+	ListAuditParamsFormatJson   ListAuditParamsFormat = "json"
+	ListAuditParamsFormatNdjson ListAuditParamsFormat = "ndjson"
+)
+
+// Valid indicates whether the value is a known member of the ListAuditParamsFormat enum.
+func (e ListAuditParamsFormat) Valid() bool {
+	switch e {
+	case ListAuditParamsFormatCsv:
+		return true
+	case ListAuditParamsFormatJson:
+		return true
+	case ListAuditParamsFormatNdjson:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ListCallsParamsStatus.
 const (
 	ListCallsParamsStatusFailed    ListCallsParamsStatus = "failed"
@@ -343,9 +442,13 @@ func (e GetToolParamsFormat) Valid() bool {
 // AccessAPIKey defines model for access.APIKey.
 type AccessAPIKey struct {
 	CreatedAt *string `json:"created_at,omitempty"`
+	ExpiresAt *string `json:"expires_at,omitempty"`
 
 	// Id Example: 3
-	Id         *int    `json:"id,omitempty"`
+	Id *int `json:"id,omitempty"`
+
+	// Label Example: ci deploy
+	Label      *string `json:"label,omitempty"`
 	LastUsedAt *string `json:"last_used_at,omitempty"`
 
 	// Prefix Example: tb_3f9a0c
@@ -377,6 +480,15 @@ type AccessGrants struct {
 	Tools      *[]string `json:"tools,omitempty"`
 }
 
+// AccessKeyOptions defines model for access.KeyOptions.
+type AccessKeyOptions struct {
+	// ExpiresAt Example: 2027-01-01T00:00:00Z
+	ExpiresAt *string `json:"expires_at,omitempty"`
+
+	// Label Example: ci deploy
+	Label *string `json:"label,omitempty"`
+}
+
 // AccessNewKey defines model for access.NewKey.
 type AccessNewKey struct {
 	// Id Example: 3
@@ -394,6 +506,14 @@ type AccessNewKey struct {
 
 // AccessNewPrincipal defines model for access.NewPrincipal.
 type AccessNewPrincipal struct {
+	// KeyExpiresAt Example: 2027-01-01T00:00:00Z
+	KeyExpiresAt *string `json:"key_expires_at,omitempty"`
+
+	// KeyLabel KeyLabel and KeyExpiresAt are the first key's options.
+	//
+	// Example: ci deploy
+	KeyLabel *string `json:"key_label,omitempty"`
+
 	// Name Example: research-agent
 	Name *string `json:"name,omitempty"`
 
@@ -408,6 +528,10 @@ type AccessNewPrincipalRole string
 type AccessPrincipal struct {
 	CreatedAt *string `json:"created_at,omitempty"`
 
+	// DisabledAt DisabledAt is set while the principal is disabled: its keys are
+	// refused.
+	DisabledAt *string `json:"disabled_at,omitempty"`
+
 	// Id Example: 2
 	Id   *int            `json:"id,omitempty"`
 	Keys *[]AccessAPIKey `json:"keys,omitempty"`
@@ -417,6 +541,14 @@ type AccessPrincipal struct {
 
 	// Role Example: agent
 	Role *string `json:"role,omitempty"`
+}
+
+// AuditPage defines model for audit.Page.
+type AuditPage struct {
+	Entries *[]ModelsAuditEntry `json:"entries,omitempty"`
+
+	// NextCursor Example: 41
+	NextCursor *string `json:"next_cursor,omitempty"`
 }
 
 // CallbacksSecret defines model for callbacks.Secret.
@@ -915,6 +1047,49 @@ type ModelsApproval struct {
 	Version     *string `json:"version,omitempty"`
 }
 
+// ModelsAuditEntry defines model for models.AuditEntry.
+type ModelsAuditEntry struct {
+	// Action Example: key.revoke
+	Action *string `json:"action,omitempty"`
+
+	// Actor Example: admin
+	Actor *string `json:"actor,omitempty"`
+
+	// ActorId Example: 1
+	ActorId *int `json:"actor_id,omitempty"`
+
+	// ActorRole Example: admin
+	ActorRole *string `json:"actor_role,omitempty"`
+	At        *string `json:"at,omitempty"`
+
+	// ClientIp Example: 203.0.113.7
+	ClientIp *string `json:"client_ip,omitempty"`
+
+	// Detail Example: of principal research-agent (2)
+	Detail *string `json:"detail,omitempty"`
+
+	// Id Example: 42
+	Id *int `json:"id,omitempty"`
+
+	// KeyId Example: 3
+	KeyId *int `json:"key_id,omitempty"`
+
+	// KeyLabel Example: ci deploy
+	KeyLabel *string `json:"key_label,omitempty"`
+
+	// RequestId Example: 3f2a9c0d1b7e4a56
+	RequestId *string `json:"request_id,omitempty"`
+
+	// Target Example: key:3
+	Target *string `json:"target,omitempty"`
+
+	// Via Example: api
+	Via *ModelsAuditEntryVia `json:"via,omitempty"`
+}
+
+// ModelsAuditEntryVia Example: api
+type ModelsAuditEntryVia string
+
 // ModelsCallback defines model for models.Callback.
 type ModelsCallback struct {
 	// Attempts Attempts counts the POSTs made so far.
@@ -1373,6 +1548,39 @@ type ListApprovalsParams struct {
 // ListApprovalsParamsStatus defines parameters for ListApprovals.
 type ListApprovalsParamsStatus string
 
+// ListAuditParams defines parameters for ListAudit.
+type ListAuditParams struct {
+	// Actor Principal name (or system)
+	Actor *string `form:"actor,omitempty" json:"actor,omitempty"`
+
+	// Action Action
+	Action *ListAuditParamsAction `form:"action,omitempty" json:"action,omitempty"`
+
+	// Target Target, such as tool:file_read, principal:2, key:3, approval:<id>
+	Target *string `form:"target,omitempty" json:"target,omitempty"`
+
+	// Since RFC 3339 time, inclusive
+	Since *string `form:"since,omitempty" json:"since,omitempty"`
+
+	// Until RFC 3339 time, exclusive
+	Until *string `form:"until,omitempty" json:"until,omitempty"`
+
+	// Cursor next_cursor of the previous page
+	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
+
+	// Limit Page size (default 50, at most 500)
+	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Format Stream every entry instead of a page
+	Format *ListAuditParamsFormat `form:"format,omitempty" json:"format,omitempty"`
+}
+
+// ListAuditParamsAction defines parameters for ListAudit.
+type ListAuditParamsAction string
+
+// ListAuditParamsFormat defines parameters for ListAudit.
+type ListAuditParamsFormat string
+
 // ListCallsParams defines parameters for ListCalls.
 type ListCallsParams struct {
 	// Tool Tool name
@@ -1477,6 +1685,9 @@ type CreatePrincipalJSONRequestBody = AccessNewPrincipal
 
 // SetGrantsJSONRequestBody defines body for SetGrants for application/json ContentType.
 type SetGrantsJSONRequestBody = AccessGrants
+
+// IssueKeyJSONRequestBody defines body for IssueKey for application/json ContentType.
+type IssueKeyJSONRequestBody = AccessKeyOptions
 
 // SelectionFeedbackJSONRequestBody defines body for SelectionFeedback for application/json ContentType.
 type SelectionFeedbackJSONRequestBody = HandlersFeedbackRequest
@@ -1610,6 +1821,13 @@ type ClientInterface interface {
 	// Corresponds with POST /api/v1/approvals/{id}/deny (the `Deny` operationId).
 	Deny(ctx context.Context, id string, body DenyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListAudit Audit log
+	//
+	// What admins and reviewers did — tools registered, published, rolled back, retired or imported; principals created, disabled, enabled or deleted; keys issued or revoked; grants set; calls approved or denied — with who, when, through which door (api, console, mcp, system), the client's address and the key's id and label (never the key). Newest first, a page at a time: pass next_cursor as cursor for the next. With format=ndjson or format=csv every matching entry is streamed instead (cursor and limit are then ignored). Only changes that succeeded are recorded, each in the transaction of the change.
+	//
+	// Corresponds with GET /api/v1/audit (the `ListAudit` operationId).
+	ListAudit(ctx context.Context, params *ListAuditParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListCalls Call history
 	//
 	// Calls newest first, filtered and paginated. Agents see only their own calls.
@@ -1734,12 +1952,33 @@ type ClientInterface interface {
 	// Corresponds with POST /api/v1/principals (the `CreatePrincipal` operationId).
 	CreatePrincipal(ctx context.Context, body CreatePrincipalJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// DeletePrincipal Delete a principal
+	//
+	// Removes the principal with its keys (refused at once), console sessions and grants. Its calls and the audit log keep its name. You cannot delete yourself (403) or the last admin with a working key (409).
+	//
+	// Corresponds with DELETE /api/v1/principals/{id} (the `DeletePrincipal` operationId).
+	DeletePrincipal(ctx context.Context, id int, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// RotatePrincipalCallbackSecret Rotate a principal's callback signing secret
 	//
 	// Moves the principal's secret to its next generation (for a secret that leaked) and returns it, to hand to whoever receives that principal's callbacks.
 	//
 	// Corresponds with POST /api/v1/principals/{id}/callback-secret/rotate (the `RotatePrincipalCallbackSecret` operationId).
 	RotatePrincipalCallbackSecret(ctx context.Context, id int, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DisablePrincipal Disable a principal
+	//
+	// Every key of the principal is refused at once, on every instance (401 saying the principal is disabled), and its console sessions end. Its keys work again once enabled. You cannot disable yourself (403) or the last admin with a working key (409).
+	//
+	// Corresponds with POST /api/v1/principals/{id}/disable (the `DisablePrincipal` operationId).
+	DisablePrincipal(ctx context.Context, id int, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// EnablePrincipal Enable a principal
+	//
+	// The principal's keys that are neither revoked nor expired work again.
+	//
+	// Corresponds with POST /api/v1/principals/{id}/enable (the `EnablePrincipal` operationId).
+	EnablePrincipal(ctx context.Context, id int, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// Grants Get an agent's grants
 	//
@@ -1764,12 +2003,23 @@ type ClientInterface interface {
 	// Corresponds with PUT /api/v1/principals/{id}/grants (the `SetGrants` operationId).
 	SetGrants(ctx context.Context, id int, body SetGrantsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// IssueKey Issue an API key
+	// IssueKeyWithBody Issue an API key
 	//
-	// Adds a key to the principal. The key is in this answer only.
+	// Adds a key to the principal, with an optional label and expiry (the body may be left out). The key is in this answer only. An expired key is refused with 401 saying it expired.
+	//
+	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /api/v1/principals/{id}/keys (the `IssueKey` operationId).
-	IssueKey(ctx context.Context, id int, reqEditors ...RequestEditorFn) (*http.Response, error)
+	IssueKeyWithBody(ctx context.Context, id int, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// IssueKey Issue an API key
+	//
+	// Adds a key to the principal, with an optional label and expiry (the body may be left out). The key is in this answer only. An expired key is refused with 401 saying it expired.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/principals/{id}/keys (the `IssueKey` operationId).
+	IssueKey(ctx context.Context, id int, body IssueKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// SelectionFeedbackWithBody Feedback on a selection
 	//
@@ -2009,6 +2259,23 @@ func (c *Client) DenyWithBody(ctx context.Context, id string, contentType string
 // Corresponds with POST /api/v1/approvals/{id}/deny (the `Deny` operationId).
 func (c *Client) Deny(ctx context.Context, id string, body DenyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewDenyRequest(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListAudit Audit log
+//
+// What admins and reviewers did — tools registered, published, rolled back, retired or imported; principals created, disabled, enabled or deleted; keys issued or revoked; grants set; calls approved or denied — with who, when, through which door (api, console, mcp, system), the client's address and the key's id and label (never the key). Newest first, a page at a time: pass next_cursor as cursor for the next. With format=ndjson or format=csv every matching entry is streamed instead (cursor and limit are then ignored). Only changes that succeeded are recorded, each in the transaction of the change.
+//
+// Corresponds with GET /api/v1/audit (the `ListAudit` operationId).
+func (c *Client) ListAudit(ctx context.Context, params *ListAuditParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListAuditRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -2303,6 +2570,23 @@ func (c *Client) CreatePrincipal(ctx context.Context, body CreatePrincipalJSONRe
 	return c.Client.Do(req)
 }
 
+// DeletePrincipal Delete a principal
+//
+// Removes the principal with its keys (refused at once), console sessions and grants. Its calls and the audit log keep its name. You cannot delete yourself (403) or the last admin with a working key (409).
+//
+// Corresponds with DELETE /api/v1/principals/{id} (the `DeletePrincipal` operationId).
+func (c *Client) DeletePrincipal(ctx context.Context, id int, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeletePrincipalRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // RotatePrincipalCallbackSecret Rotate a principal's callback signing secret
 //
 // Moves the principal's secret to its next generation (for a secret that leaked) and returns it, to hand to whoever receives that principal's callbacks.
@@ -2310,6 +2594,40 @@ func (c *Client) CreatePrincipal(ctx context.Context, body CreatePrincipalJSONRe
 // Corresponds with POST /api/v1/principals/{id}/callback-secret/rotate (the `RotatePrincipalCallbackSecret` operationId).
 func (c *Client) RotatePrincipalCallbackSecret(ctx context.Context, id int, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewRotatePrincipalCallbackSecretRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DisablePrincipal Disable a principal
+//
+// Every key of the principal is refused at once, on every instance (401 saying the principal is disabled), and its console sessions end. Its keys work again once enabled. You cannot disable yourself (403) or the last admin with a working key (409).
+//
+// Corresponds with POST /api/v1/principals/{id}/disable (the `DisablePrincipal` operationId).
+func (c *Client) DisablePrincipal(ctx context.Context, id int, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDisablePrincipalRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// EnablePrincipal Enable a principal
+//
+// The principal's keys that are neither revoked nor expired work again.
+//
+// Corresponds with POST /api/v1/principals/{id}/enable (the `EnablePrincipal` operationId).
+func (c *Client) EnablePrincipal(ctx context.Context, id int, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewEnablePrincipalRequest(c.Server, id)
 	if err != nil {
 		return nil, err
 	}
@@ -2373,13 +2691,34 @@ func (c *Client) SetGrants(ctx context.Context, id int, body SetGrantsJSONReques
 	return c.Client.Do(req)
 }
 
-// IssueKey Issue an API key
+// IssueKeyWithBody Issue an API key
 //
-// Adds a key to the principal. The key is in this answer only.
+// Adds a key to the principal, with an optional label and expiry (the body may be left out). The key is in this answer only. An expired key is refused with 401 saying it expired.
+//
+// Takes any type of body and a specified content type.
 //
 // Corresponds with POST /api/v1/principals/{id}/keys (the `IssueKey` operationId).
-func (c *Client) IssueKey(ctx context.Context, id int, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewIssueKeyRequest(c.Server, id)
+func (c *Client) IssueKeyWithBody(ctx context.Context, id int, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewIssueKeyRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// IssueKey Issue an API key
+//
+// Adds a key to the principal, with an optional label and expiry (the body may be left out). The key is in this answer only. An expired key is refused with 401 saying it expired.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/principals/{id}/keys (the `IssueKey` operationId).
+func (c *Client) IssueKey(ctx context.Context, id int, body IssueKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewIssueKeyRequest(c.Server, id, body)
 	if err != nil {
 		return nil, err
 	}
@@ -2888,6 +3227,144 @@ func NewDenyRequestWithBody(server string, id string, contentType string, body i
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewListAuditRequest constructs an http.Request for the ListAudit method
+func NewListAuditRequest(server string, params *ListAuditParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/audit")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Actor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "actor", *params.Actor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Action != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "action", *params.Action, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Target != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "target", *params.Target, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Since != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "since", *params.Since, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Until != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "until", *params.Until, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Format != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "format", *params.Format, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
 
 	return req, nil
 }
@@ -3421,6 +3898,40 @@ func NewCreatePrincipalRequestWithBody(server string, contentType string, body i
 	return req, nil
 }
 
+// NewDeletePrincipalRequest constructs an http.Request for the DeletePrincipal method
+func NewDeletePrincipalRequest(server string, id int) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/principals/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewRotatePrincipalCallbackSecretRequest constructs an http.Request for the RotatePrincipalCallbackSecret method
 func NewRotatePrincipalCallbackSecretRequest(server string, id int) (*http.Request, error) {
 	var err error
@@ -3438,6 +3949,74 @@ func NewRotatePrincipalCallbackSecretRequest(server string, id int) (*http.Reque
 	}
 
 	operationPath := fmt.Sprintf("/api/v1/principals/%s/callback-secret/rotate", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewDisablePrincipalRequest constructs an http.Request for the DisablePrincipal method
+func NewDisablePrincipalRequest(server string, id int) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/principals/%s/disable", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewEnablePrincipalRequest constructs an http.Request for the EnablePrincipal method
+func NewEnablePrincipalRequest(server string, id int) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/principals/%s/enable", pathParam0)
 	if operationPath[0] == '/' {
 		operationPath = "." + operationPath
 	}
@@ -3536,8 +4115,19 @@ func NewSetGrantsRequestWithBody(server string, id int, contentType string, body
 	return req, nil
 }
 
-// NewIssueKeyRequest constructs an http.Request for the IssueKey method
-func NewIssueKeyRequest(server string, id int) (*http.Request, error) {
+// NewIssueKeyRequest calls the generic IssueKey builder with application/json body
+func NewIssueKeyRequest(server string, id int, body IssueKeyJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewIssueKeyRequestWithBody(server, id, "application/json", bodyReader)
+}
+
+// NewIssueKeyRequestWithBody constructs an http.Request for the IssueKey method, with any body, and a specified content type
+func NewIssueKeyRequestWithBody(server string, id int, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -3562,10 +4152,12 @@ func NewIssueKeyRequest(server string, id int) (*http.Request, error) {
 		return nil, err
 	}
 
-	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
 	if err != nil {
 		return nil, err
 	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	return req, nil
 }
@@ -4395,6 +4987,15 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /api/v1/approvals/{id}/deny (the `Deny` operationId).
 	DenyWithResponse(ctx context.Context, id string, body DenyJSONRequestBody, reqEditors ...RequestEditorFn) (*DenyResponse, error)
 
+	// ListAuditWithResponse Audit log
+	//
+	// What admins and reviewers did — tools registered, published, rolled back, retired or imported; principals created, disabled, enabled or deleted; keys issued or revoked; grants set; calls approved or denied — with who, when, through which door (api, console, mcp, system), the client's address and the key's id and label (never the key). Newest first, a page at a time: pass next_cursor as cursor for the next. With format=ndjson or format=csv every matching entry is streamed instead (cursor and limit are then ignored). Only changes that succeeded are recorded, each in the transaction of the change.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/audit (the `ListAudit` operationId).
+	ListAuditWithResponse(ctx context.Context, params *ListAuditParams, reqEditors ...RequestEditorFn) (*ListAuditResponse, error)
+
 	// ListCallsWithResponse Call history
 	//
 	// Calls newest first, filtered and paginated. Agents see only their own calls.
@@ -4539,6 +5140,15 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /api/v1/principals (the `CreatePrincipal` operationId).
 	CreatePrincipalWithResponse(ctx context.Context, body CreatePrincipalJSONRequestBody, reqEditors ...RequestEditorFn) (*CreatePrincipalResponse, error)
 
+	// DeletePrincipalWithResponse Delete a principal
+	//
+	// Removes the principal with its keys (refused at once), console sessions and grants. Its calls and the audit log keep its name. You cannot delete yourself (403) or the last admin with a working key (409).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /api/v1/principals/{id} (the `DeletePrincipal` operationId).
+	DeletePrincipalWithResponse(ctx context.Context, id int, reqEditors ...RequestEditorFn) (*DeletePrincipalResponse, error)
+
 	// RotatePrincipalCallbackSecretWithResponse Rotate a principal's callback signing secret
 	//
 	// Moves the principal's secret to its next generation (for a secret that leaked) and returns it, to hand to whoever receives that principal's callbacks.
@@ -4547,6 +5157,24 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /api/v1/principals/{id}/callback-secret/rotate (the `RotatePrincipalCallbackSecret` operationId).
 	RotatePrincipalCallbackSecretWithResponse(ctx context.Context, id int, reqEditors ...RequestEditorFn) (*RotatePrincipalCallbackSecretResponse, error)
+
+	// DisablePrincipalWithResponse Disable a principal
+	//
+	// Every key of the principal is refused at once, on every instance (401 saying the principal is disabled), and its console sessions end. Its keys work again once enabled. You cannot disable yourself (403) or the last admin with a working key (409).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/principals/{id}/disable (the `DisablePrincipal` operationId).
+	DisablePrincipalWithResponse(ctx context.Context, id int, reqEditors ...RequestEditorFn) (*DisablePrincipalResponse, error)
+
+	// EnablePrincipalWithResponse Enable a principal
+	//
+	// The principal's keys that are neither revoked nor expired work again.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/principals/{id}/enable (the `EnablePrincipal` operationId).
+	EnablePrincipalWithResponse(ctx context.Context, id int, reqEditors ...RequestEditorFn) (*EnablePrincipalResponse, error)
 
 	// GrantsWithResponse Get an agent's grants
 	//
@@ -4573,14 +5201,23 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with PUT /api/v1/principals/{id}/grants (the `SetGrants` operationId).
 	SetGrantsWithResponse(ctx context.Context, id int, body SetGrantsJSONRequestBody, reqEditors ...RequestEditorFn) (*SetGrantsResponse, error)
 
-	// IssueKeyWithResponse Issue an API key
+	// IssueKeyWithBodyWithResponse Issue an API key
 	//
-	// Adds a key to the principal. The key is in this answer only.
+	// Adds a key to the principal, with an optional label and expiry (the body may be left out). The key is in this answer only. An expired key is refused with 401 saying it expired.
 	//
-	// Returns a wrapper object for the known response body format(s).
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/principals/{id}/keys (the `IssueKey` operationId).
-	IssueKeyWithResponse(ctx context.Context, id int, reqEditors ...RequestEditorFn) (*IssueKeyResponse, error)
+	IssueKeyWithBodyWithResponse(ctx context.Context, id int, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*IssueKeyResponse, error)
+
+	// IssueKeyWithResponse Issue an API key
+	//
+	// Adds a key to the principal, with an optional label and expiry (the body may be left out). The key is in this answer only. An expired key is refused with 401 saying it expired.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/principals/{id}/keys (the `IssueKey` operationId).
+	IssueKeyWithResponse(ctx context.Context, id int, body IssueKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*IssueKeyResponse, error)
 
 	// SelectionFeedbackWithBodyWithResponse Feedback on a selection
 	//
@@ -4958,6 +5595,68 @@ func (r DenyResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r DenyResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ListAuditResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *AuditPage
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *HandlersErrorBody
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *HandlersErrorBody
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *HandlersErrorBody
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListAuditResponse) GetJSON200() *AuditPage {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ListAuditResponse) GetJSON400() *HandlersErrorBody {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListAuditResponse) GetJSON401() *HandlersErrorBody {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ListAuditResponse) GetJSON403() *HandlersErrorBody {
+	return r.JSON403
+}
+
+// GetBody returns the raw response body bytes
+func (r ListAuditResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListAuditResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListAuditResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListAuditResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -5784,6 +6483,75 @@ func (r CreatePrincipalResponse) ContentType() string {
 	return ""
 }
 
+type DeletePrincipalResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *HandlersErrorBody
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *HandlersErrorBody
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *HandlersErrorBody
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *HandlersErrorBody
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *HandlersErrorBody
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r DeletePrincipalResponse) GetJSON400() *HandlersErrorBody {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r DeletePrincipalResponse) GetJSON401() *HandlersErrorBody {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r DeletePrincipalResponse) GetJSON403() *HandlersErrorBody {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r DeletePrincipalResponse) GetJSON404() *HandlersErrorBody {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r DeletePrincipalResponse) GetJSON409() *HandlersErrorBody {
+	return r.JSON409
+}
+
+// GetBody returns the raw response body bytes
+func (r DeletePrincipalResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DeletePrincipalResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DeletePrincipalResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DeletePrincipalResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type RotatePrincipalCallbackSecretResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -5847,6 +6615,151 @@ func (r RotatePrincipalCallbackSecretResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r RotatePrincipalCallbackSecretResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type DisablePrincipalResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *AccessPrincipal
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *HandlersErrorBody
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *HandlersErrorBody
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *HandlersErrorBody
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *HandlersErrorBody
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *HandlersErrorBody
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r DisablePrincipalResponse) GetJSON200() *AccessPrincipal {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r DisablePrincipalResponse) GetJSON400() *HandlersErrorBody {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r DisablePrincipalResponse) GetJSON401() *HandlersErrorBody {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r DisablePrincipalResponse) GetJSON403() *HandlersErrorBody {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r DisablePrincipalResponse) GetJSON404() *HandlersErrorBody {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r DisablePrincipalResponse) GetJSON409() *HandlersErrorBody {
+	return r.JSON409
+}
+
+// GetBody returns the raw response body bytes
+func (r DisablePrincipalResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DisablePrincipalResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DisablePrincipalResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DisablePrincipalResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type EnablePrincipalResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *AccessPrincipal
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *HandlersErrorBody
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *HandlersErrorBody
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *HandlersErrorBody
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *HandlersErrorBody
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r EnablePrincipalResponse) GetJSON200() *AccessPrincipal {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r EnablePrincipalResponse) GetJSON400() *HandlersErrorBody {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r EnablePrincipalResponse) GetJSON401() *HandlersErrorBody {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r EnablePrincipalResponse) GetJSON403() *HandlersErrorBody {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r EnablePrincipalResponse) GetJSON404() *HandlersErrorBody {
+	return r.JSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r EnablePrincipalResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r EnablePrincipalResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r EnablePrincipalResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r EnablePrincipalResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -6011,6 +6924,8 @@ type IssueKeyResponse struct {
 	JSON403 *HandlersErrorBody
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *HandlersErrorBody
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *HandlersErrorBody
 }
 
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
@@ -6036,6 +6951,11 @@ func (r IssueKeyResponse) GetJSON403() *HandlersErrorBody {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r IssueKeyResponse) GetJSON404() *HandlersErrorBody {
 	return r.JSON404
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r IssueKeyResponse) GetJSON422() *HandlersErrorBody {
+	return r.JSON422
 }
 
 // GetBody returns the raw response body bytes
@@ -7149,6 +8069,21 @@ func (c *ClientWithResponses) DenyWithResponse(ctx context.Context, id string, b
 	return ParseDenyResponse(rsp)
 }
 
+// ListAuditWithResponse Audit log
+//
+// What admins and reviewers did — tools registered, published, rolled back, retired or imported; principals created, disabled, enabled or deleted; keys issued or revoked; grants set; calls approved or denied — with who, when, through which door (api, console, mcp, system), the client's address and the key's id and label (never the key). Newest first, a page at a time: pass next_cursor as cursor for the next. With format=ndjson or format=csv every matching entry is streamed instead (cursor and limit are then ignored). Only changes that succeeded are recorded, each in the transaction of the change.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/audit (the `ListAudit` operationId).
+func (c *ClientWithResponses) ListAuditWithResponse(ctx context.Context, params *ListAuditParams, reqEditors ...RequestEditorFn) (*ListAuditResponse, error) {
+	rsp, err := c.ListAudit(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListAuditResponse(rsp)
+}
+
 // ListCallsWithResponse Call history
 //
 // Calls newest first, filtered and paginated. Agents see only their own calls.
@@ -7389,6 +8324,21 @@ func (c *ClientWithResponses) CreatePrincipalWithResponse(ctx context.Context, b
 	return ParseCreatePrincipalResponse(rsp)
 }
 
+// DeletePrincipalWithResponse Delete a principal
+//
+// Removes the principal with its keys (refused at once), console sessions and grants. Its calls and the audit log keep its name. You cannot delete yourself (403) or the last admin with a working key (409).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /api/v1/principals/{id} (the `DeletePrincipal` operationId).
+func (c *ClientWithResponses) DeletePrincipalWithResponse(ctx context.Context, id int, reqEditors ...RequestEditorFn) (*DeletePrincipalResponse, error) {
+	rsp, err := c.DeletePrincipal(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeletePrincipalResponse(rsp)
+}
+
 // RotatePrincipalCallbackSecretWithResponse Rotate a principal's callback signing secret
 //
 // Moves the principal's secret to its next generation (for a secret that leaked) and returns it, to hand to whoever receives that principal's callbacks.
@@ -7402,6 +8352,36 @@ func (c *ClientWithResponses) RotatePrincipalCallbackSecretWithResponse(ctx cont
 		return nil, err
 	}
 	return ParseRotatePrincipalCallbackSecretResponse(rsp)
+}
+
+// DisablePrincipalWithResponse Disable a principal
+//
+// Every key of the principal is refused at once, on every instance (401 saying the principal is disabled), and its console sessions end. Its keys work again once enabled. You cannot disable yourself (403) or the last admin with a working key (409).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/principals/{id}/disable (the `DisablePrincipal` operationId).
+func (c *ClientWithResponses) DisablePrincipalWithResponse(ctx context.Context, id int, reqEditors ...RequestEditorFn) (*DisablePrincipalResponse, error) {
+	rsp, err := c.DisablePrincipal(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDisablePrincipalResponse(rsp)
+}
+
+// EnablePrincipalWithResponse Enable a principal
+//
+// The principal's keys that are neither revoked nor expired work again.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/principals/{id}/enable (the `EnablePrincipal` operationId).
+func (c *ClientWithResponses) EnablePrincipalWithResponse(ctx context.Context, id int, reqEditors ...RequestEditorFn) (*EnablePrincipalResponse, error) {
+	rsp, err := c.EnablePrincipal(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseEnablePrincipalResponse(rsp)
 }
 
 // GrantsWithResponse Get an agent's grants
@@ -7447,15 +8427,30 @@ func (c *ClientWithResponses) SetGrantsWithResponse(ctx context.Context, id int,
 	return ParseSetGrantsResponse(rsp)
 }
 
-// IssueKeyWithResponse Issue an API key
+// IssueKeyWithBodyWithResponse Issue an API key
 //
-// Adds a key to the principal. The key is in this answer only.
+// Adds a key to the principal, with an optional label and expiry (the body may be left out). The key is in this answer only. An expired key is refused with 401 saying it expired.
 //
-// Returns a wrapper object for the known response body format(s).
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/principals/{id}/keys (the `IssueKey` operationId).
-func (c *ClientWithResponses) IssueKeyWithResponse(ctx context.Context, id int, reqEditors ...RequestEditorFn) (*IssueKeyResponse, error) {
-	rsp, err := c.IssueKey(ctx, id, reqEditors...)
+func (c *ClientWithResponses) IssueKeyWithBodyWithResponse(ctx context.Context, id int, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*IssueKeyResponse, error) {
+	rsp, err := c.IssueKeyWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseIssueKeyResponse(rsp)
+}
+
+// IssueKeyWithResponse Issue an API key
+//
+// Adds a key to the principal, with an optional label and expiry (the body may be left out). The key is in this answer only. An expired key is refused with 401 saying it expired.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/principals/{id}/keys (the `IssueKey` operationId).
+func (c *ClientWithResponses) IssueKeyWithResponse(ctx context.Context, id int, body IssueKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*IssueKeyResponse, error) {
+	rsp, err := c.IssueKey(ctx, id, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -7912,6 +8907,65 @@ func ParseDenyResponse(rsp *http.Response) (*DenyResponse, error) {
 			return nil, err
 		}
 		response.JSON422 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseListAuditResponse parses an HTTP response from a ListAuditWithResponse call
+func ParseListAuditResponse(rsp *http.Response) (*ListAuditResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListAuditResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest AuditPage
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case rsp.StatusCode == 200:
+	// Content-type (text/csv) unsupported
+
+	case rsp.StatusCode == 400:
+	// Content-type (text/csv) unsupported
+
+	case rsp.StatusCode == 401:
+	// Content-type (text/csv) unsupported
+
+	case rsp.StatusCode == 403:
+		// Content-type (text/csv) unsupported
 
 	}
 
@@ -8546,6 +9600,63 @@ func ParseCreatePrincipalResponse(rsp *http.Response) (*CreatePrincipalResponse,
 	return response, nil
 }
 
+// ParseDeletePrincipalResponse parses an HTTP response from a DeletePrincipalWithResponse call
+func ParseDeletePrincipalResponse(rsp *http.Response) (*DeletePrincipalResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DeletePrincipalResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseRotatePrincipalCallbackSecretResponse parses an HTTP response from a RotatePrincipalCallbackSecretWithResponse call
 func ParseRotatePrincipalCallbackSecretResponse(rsp *http.Response) (*RotatePrincipalCallbackSecretResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -8562,6 +9673,121 @@ func ParseRotatePrincipalCallbackSecretResponse(rsp *http.Response) (*RotatePrin
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
 		var dest CallbacksSecret
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseDisablePrincipalResponse parses an HTTP response from a DisablePrincipalWithResponse call
+func ParseDisablePrincipalResponse(rsp *http.Response) (*DisablePrincipalResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DisablePrincipalResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest AccessPrincipal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseEnablePrincipalResponse parses an HTTP response from a EnablePrincipalWithResponse call
+func ParseEnablePrincipalResponse(rsp *http.Response) (*EnablePrincipalResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &EnablePrincipalResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest AccessPrincipal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -8763,6 +9989,13 @@ func ParseIssueKeyResponse(rsp *http.Response) (*IssueKeyResponse, error) {
 			return nil, err
 		}
 		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
 
 	}
 

@@ -222,6 +222,123 @@ const docTemplate = `{
                 ]
             }
         },
+        "/api/v1/audit": {
+            "get": {
+                "description": "What admins and reviewers did — tools registered, published, rolled back, retired or imported; principals created, disabled, enabled or deleted; keys issued or revoked; grants set; calls approved or denied — with who, when, through which door (api, console, mcp, system), the client's address and the key's id and label (never the key). Newest first, a page at a time: pass next_cursor as cursor for the next. With format=ndjson or format=csv every matching entry is streamed instead (cursor and limit are then ignored). Only changes that succeeded are recorded, each in the transaction of the change.",
+                "produces": [
+                    "application/json",
+                    "application/x-ndjson",
+                    "text/csv"
+                ],
+                "tags": [
+                    "access"
+                ],
+                "summary": "Audit log",
+                "operationId": "listAudit",
+                "parameters": [
+                    {
+                        "type": "string",
+                        "description": "Principal name (or system)",
+                        "name": "actor",
+                        "in": "query"
+                    },
+                    {
+                        "enum": [
+                            "tool.register",
+                            "tool.publish",
+                            "tool.rollback",
+                            "tool.retire",
+                            "tool.import",
+                            "principal.create",
+                            "principal.disable",
+                            "principal.enable",
+                            "principal.delete",
+                            "key.issue",
+                            "key.revoke",
+                            "grants.set",
+                            "approval.approve",
+                            "approval.deny"
+                        ],
+                        "type": "string",
+                        "description": "Action",
+                        "name": "action",
+                        "in": "query"
+                    },
+                    {
+                        "type": "string",
+                        "description": "Target, such as tool:file_read, principal:2, key:3, approval:\u003cid\u003e",
+                        "name": "target",
+                        "in": "query"
+                    },
+                    {
+                        "type": "string",
+                        "description": "RFC 3339 time, inclusive",
+                        "name": "since",
+                        "in": "query"
+                    },
+                    {
+                        "type": "string",
+                        "description": "RFC 3339 time, exclusive",
+                        "name": "until",
+                        "in": "query"
+                    },
+                    {
+                        "type": "string",
+                        "description": "next_cursor of the previous page",
+                        "name": "cursor",
+                        "in": "query"
+                    },
+                    {
+                        "type": "integer",
+                        "description": "Page size (default 50, at most 500)",
+                        "name": "limit",
+                        "in": "query"
+                    },
+                    {
+                        "enum": [
+                            "json",
+                            "ndjson",
+                            "csv"
+                        ],
+                        "type": "string",
+                        "description": "Stream every entry instead of a page",
+                        "name": "format",
+                        "in": "query"
+                    }
+                ],
+                "responses": {
+                    "200": {
+                        "description": "OK",
+                        "schema": {
+                            "$ref": "#/definitions/audit.Page"
+                        }
+                    },
+                    "400": {
+                        "description": "Bad Request",
+                        "schema": {
+                            "$ref": "#/definitions/handlers.ErrorBody"
+                        }
+                    },
+                    "401": {
+                        "description": "Unauthorized",
+                        "schema": {
+                            "$ref": "#/definitions/handlers.ErrorBody"
+                        }
+                    },
+                    "403": {
+                        "description": "Forbidden",
+                        "schema": {
+                            "$ref": "#/definitions/handlers.ErrorBody"
+                        }
+                    }
+                },
+                "security": [
+                    {
+                        "BearerAuth": []
+                    }
+                ]
+            }
+        },
         "/api/v1/calls": {
             "get": {
                 "description": "Calls newest first, filtered and paginated. Agents see only their own calls.",
@@ -957,6 +1074,65 @@ const docTemplate = `{
                 ]
             }
         },
+        "/api/v1/principals/{id}": {
+            "delete": {
+                "description": "Removes the principal with its keys (refused at once), console sessions and grants. Its calls and the audit log keep its name. You cannot delete yourself (403) or the last admin with a working key (409).",
+                "tags": [
+                    "access"
+                ],
+                "summary": "Delete a principal",
+                "operationId": "deletePrincipal",
+                "parameters": [
+                    {
+                        "type": "integer",
+                        "description": "Principal id",
+                        "name": "id",
+                        "in": "path",
+                        "required": true
+                    }
+                ],
+                "responses": {
+                    "204": {
+                        "description": "No Content"
+                    },
+                    "400": {
+                        "description": "Bad Request",
+                        "schema": {
+                            "$ref": "#/definitions/handlers.ErrorBody"
+                        }
+                    },
+                    "401": {
+                        "description": "Unauthorized",
+                        "schema": {
+                            "$ref": "#/definitions/handlers.ErrorBody"
+                        }
+                    },
+                    "403": {
+                        "description": "yourself",
+                        "schema": {
+                            "$ref": "#/definitions/handlers.ErrorBody"
+                        }
+                    },
+                    "404": {
+                        "description": "Not Found",
+                        "schema": {
+                            "$ref": "#/definitions/handlers.ErrorBody"
+                        }
+                    },
+                    "409": {
+                        "description": "last admin",
+                        "schema": {
+                            "$ref": "#/definitions/handlers.ErrorBody"
+                        }
+                    }
+                },
+                "security": [
+                    {
+                        "BearerAuth": []
+                    }
+                ]
+            }
+        },
         "/api/v1/principals/{id}/callback-secret/rotate": {
             "post": {
                 "description": "Moves the principal's secret to its next generation (for a secret that leaked) and returns it, to hand to whoever receives that principal's callbacks.",
@@ -982,6 +1158,130 @@ const docTemplate = `{
                         "description": "OK",
                         "schema": {
                             "$ref": "#/definitions/callbacks.Secret"
+                        }
+                    },
+                    "400": {
+                        "description": "Bad Request",
+                        "schema": {
+                            "$ref": "#/definitions/handlers.ErrorBody"
+                        }
+                    },
+                    "401": {
+                        "description": "Unauthorized",
+                        "schema": {
+                            "$ref": "#/definitions/handlers.ErrorBody"
+                        }
+                    },
+                    "403": {
+                        "description": "Forbidden",
+                        "schema": {
+                            "$ref": "#/definitions/handlers.ErrorBody"
+                        }
+                    },
+                    "404": {
+                        "description": "Not Found",
+                        "schema": {
+                            "$ref": "#/definitions/handlers.ErrorBody"
+                        }
+                    }
+                },
+                "security": [
+                    {
+                        "BearerAuth": []
+                    }
+                ]
+            }
+        },
+        "/api/v1/principals/{id}/disable": {
+            "post": {
+                "description": "Every key of the principal is refused at once, on every instance (401 saying the principal is disabled), and its console sessions end. Its keys work again once enabled. You cannot disable yourself (403) or the last admin with a working key (409).",
+                "produces": [
+                    "application/json"
+                ],
+                "tags": [
+                    "access"
+                ],
+                "summary": "Disable a principal",
+                "operationId": "disablePrincipal",
+                "parameters": [
+                    {
+                        "type": "integer",
+                        "description": "Principal id",
+                        "name": "id",
+                        "in": "path",
+                        "required": true
+                    }
+                ],
+                "responses": {
+                    "200": {
+                        "description": "OK",
+                        "schema": {
+                            "$ref": "#/definitions/access.Principal"
+                        }
+                    },
+                    "400": {
+                        "description": "Bad Request",
+                        "schema": {
+                            "$ref": "#/definitions/handlers.ErrorBody"
+                        }
+                    },
+                    "401": {
+                        "description": "Unauthorized",
+                        "schema": {
+                            "$ref": "#/definitions/handlers.ErrorBody"
+                        }
+                    },
+                    "403": {
+                        "description": "yourself",
+                        "schema": {
+                            "$ref": "#/definitions/handlers.ErrorBody"
+                        }
+                    },
+                    "404": {
+                        "description": "Not Found",
+                        "schema": {
+                            "$ref": "#/definitions/handlers.ErrorBody"
+                        }
+                    },
+                    "409": {
+                        "description": "last admin",
+                        "schema": {
+                            "$ref": "#/definitions/handlers.ErrorBody"
+                        }
+                    }
+                },
+                "security": [
+                    {
+                        "BearerAuth": []
+                    }
+                ]
+            }
+        },
+        "/api/v1/principals/{id}/enable": {
+            "post": {
+                "description": "The principal's keys that are neither revoked nor expired work again.",
+                "produces": [
+                    "application/json"
+                ],
+                "tags": [
+                    "access"
+                ],
+                "summary": "Enable a principal",
+                "operationId": "enablePrincipal",
+                "parameters": [
+                    {
+                        "type": "integer",
+                        "description": "Principal id",
+                        "name": "id",
+                        "in": "path",
+                        "required": true
+                    }
+                ],
+                "responses": {
+                    "200": {
+                        "description": "OK",
+                        "schema": {
+                            "$ref": "#/definitions/access.Principal"
                         }
                     },
                     "400": {
@@ -1151,7 +1451,10 @@ const docTemplate = `{
         },
         "/api/v1/principals/{id}/keys": {
             "post": {
-                "description": "Adds a key to the principal. The key is in this answer only.",
+                "description": "Adds a key to the principal, with an optional label and expiry (the body may be left out). The key is in this answer only. An expired key is refused with 401 saying it expired.",
+                "consumes": [
+                    "application/json"
+                ],
                 "produces": [
                     "application/json"
                 ],
@@ -1167,6 +1470,14 @@ const docTemplate = `{
                         "name": "id",
                         "in": "path",
                         "required": true
+                    },
+                    {
+                        "description": "Label and expiry",
+                        "name": "options",
+                        "in": "body",
+                        "schema": {
+                            "$ref": "#/definitions/access.KeyOptions"
+                        }
                     }
                 ],
                 "responses": {
@@ -1196,6 +1507,12 @@ const docTemplate = `{
                     },
                     "404": {
                         "description": "Not Found",
+                        "schema": {
+                            "$ref": "#/definitions/handlers.ErrorBody"
+                        }
+                    },
+                    "422": {
+                        "description": "label too long, expiry not in the future",
                         "schema": {
                             "$ref": "#/definitions/handlers.ErrorBody"
                         }
@@ -2192,9 +2509,16 @@ const docTemplate = `{
                 "created_at": {
                     "type": "string"
                 },
+                "expires_at": {
+                    "type": "string"
+                },
                 "id": {
                     "type": "integer",
                     "example": 3
+                },
+                "label": {
+                    "type": "string",
+                    "example": "ci deploy"
                 },
                 "last_used_at": {
                     "type": "string"
@@ -2250,6 +2574,19 @@ const docTemplate = `{
                 }
             }
         },
+        "access.KeyOptions": {
+            "type": "object",
+            "properties": {
+                "expires_at": {
+                    "type": "string",
+                    "example": "2027-01-01T00:00:00Z"
+                },
+                "label": {
+                    "type": "string",
+                    "example": "ci deploy"
+                }
+            }
+        },
         "access.NewKey": {
             "type": "object",
             "properties": {
@@ -2274,6 +2611,15 @@ const docTemplate = `{
         "access.NewPrincipal": {
             "type": "object",
             "properties": {
+                "key_expires_at": {
+                    "type": "string",
+                    "example": "2027-01-01T00:00:00Z"
+                },
+                "key_label": {
+                    "description": "KeyLabel and KeyExpiresAt are the first key's options.",
+                    "type": "string",
+                    "example": "ci deploy"
+                },
                 "name": {
                     "type": "string",
                     "example": "research-agent"
@@ -2295,6 +2641,10 @@ const docTemplate = `{
                 "created_at": {
                     "type": "string"
                 },
+                "disabled_at": {
+                    "description": "DisabledAt is set while the principal is disabled: its keys are\nrefused.",
+                    "type": "string"
+                },
                 "id": {
                     "type": "integer",
                     "example": 2
@@ -2312,6 +2662,21 @@ const docTemplate = `{
                 "role": {
                     "type": "string",
                     "example": "agent"
+                }
+            }
+        },
+        "audit.Page": {
+            "type": "object",
+            "properties": {
+                "entries": {
+                    "type": "array",
+                    "items": {
+                        "$ref": "#/definitions/models.AuditEntry"
+                    }
+                },
+                "next_cursor": {
+                    "type": "string",
+                    "example": "41"
                 }
             }
         },
@@ -3151,6 +3516,68 @@ const docTemplate = `{
                 },
                 "version": {
                     "type": "string"
+                }
+            }
+        },
+        "models.AuditEntry": {
+            "type": "object",
+            "properties": {
+                "action": {
+                    "type": "string",
+                    "example": "key.revoke"
+                },
+                "actor": {
+                    "type": "string",
+                    "example": "admin"
+                },
+                "actor_id": {
+                    "type": "integer",
+                    "example": 1
+                },
+                "actor_role": {
+                    "type": "string",
+                    "example": "admin"
+                },
+                "at": {
+                    "type": "string"
+                },
+                "client_ip": {
+                    "type": "string",
+                    "example": "203.0.113.7"
+                },
+                "detail": {
+                    "type": "string",
+                    "example": "of principal research-agent (2)"
+                },
+                "id": {
+                    "type": "integer",
+                    "example": 42
+                },
+                "key_id": {
+                    "type": "integer",
+                    "example": 3
+                },
+                "key_label": {
+                    "type": "string",
+                    "example": "ci deploy"
+                },
+                "request_id": {
+                    "type": "string",
+                    "example": "3f2a9c0d1b7e4a56"
+                },
+                "target": {
+                    "type": "string",
+                    "example": "key:3"
+                },
+                "via": {
+                    "type": "string",
+                    "enum": [
+                        "api",
+                        "console",
+                        "mcp",
+                        "system"
+                    ],
+                    "example": "api"
                 }
             }
         },

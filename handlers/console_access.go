@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 	"unicode"
 
 	"github.com/gin-gonic/gin"
@@ -49,10 +50,13 @@ func (h *Handler) renderAccess(c *gin.Context, status int, f accessForm) error {
 	if d.Create.Errors == nil {
 		d.Create.Errors = map[string]string{}
 	}
+	me := CurrentPrincipal(c)
+	now := time.Now()
 	for _, p := range ps {
-		row := views.AccessPrincipal{ID: p.ID, Name: p.Name, Role: p.Role, Created: p.CreatedAt}
+		row := views.AccessPrincipal{ID: p.ID, Name: p.Name, Role: p.Role, Created: p.CreatedAt, Disabled: p.DisabledAt, You: me != nil && me.ID == p.ID}
 		for _, k := range p.Keys {
-			row.Keys = append(row.Keys, views.AccessKey{ID: k.ID, Prefix: k.Prefix, Created: k.CreatedAt, LastUsed: k.LastUsedAt, Revoked: k.RevokedAt})
+			row.Keys = append(row.Keys, views.AccessKey{ID: k.ID, Prefix: k.Prefix, Label: k.Label, Created: k.CreatedAt, LastUsed: k.LastUsedAt,
+				Expires: k.ExpiresAt, Revoked: k.RevokedAt, Expired: k.ExpiresAt != nil && !now.Before(*k.ExpiresAt)})
 		}
 		if p.Role == access.RoleAgent {
 			g, errs := f.grants, f.grantErrors
@@ -133,7 +137,19 @@ func (h *Handler) IssueKeyPage(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	key, err := h.Accounts.IssueKey(c.Request.Context(), id, CurrentPrincipal(c))
+	opts := access.KeyOptions{Label: c.PostForm("label")}
+	if v := strings.TrimSpace(c.PostForm("expires")); v != "" {
+		day, err := time.Parse(time.DateOnly, v)
+		if err != nil {
+			return h.renderAccess(c, statusFor(models.CodeValidation), accessForm{alert: fmt.Sprintf("No key issued: the expiry %q is not a date.", v)})
+		}
+		opts.ExpiresAt = &day
+	}
+	key, err := h.Accounts.IssueKey(c.Request.Context(), id, opts, CurrentPrincipal(c))
+	var ve *models.ValidationError
+	if errors.As(err, &ve) {
+		return h.renderAccess(c, errorStatus(err), accessForm{alert: "No key issued: " + problemsText(ve) + "."})
+	}
 	if err != nil {
 		return err
 	}
@@ -159,6 +175,63 @@ func (h *Handler) RevokeKeyPage(c *gin.Context) error {
 		return err
 	}
 	return Redirect(c, accessPage, fmt.Sprintf("Key %d revoked; it stopped working at once.", id))
+}
+
+// DisablePrincipalPage disables a principal after its confirmation; a
+// refusal (yourself, the last admin) is shown on the access page.
+func (h *Handler) DisablePrincipalPage(c *gin.Context) error { return h.setDisabledPage(c, true) }
+
+// EnablePrincipalPage enables a disabled principal again.
+func (h *Handler) EnablePrincipalPage(c *gin.Context) error { return h.setDisabledPage(c, false) }
+
+func (h *Handler) setDisabledPage(c *gin.Context, disabled bool) error {
+	id, err := idParam(c, "id")
+	if err != nil {
+		return err
+	}
+	p, err := h.Accounts.SetDisabled(c.Request.Context(), id, disabled, CurrentPrincipal(c))
+	if refused(err) {
+		return h.renderAccess(c, errorStatus(err), accessForm{alert: "Not changed: " + personMessage(err) + "."})
+	}
+	if err != nil {
+		return err
+	}
+	if disabled {
+		return Redirect(c, accessPage, fmt.Sprintf("%s disabled: its keys stopped working at once.", p.Name))
+	}
+	return Redirect(c, accessPage, fmt.Sprintf("%s enabled: its active keys work again.", p.Name))
+}
+
+// DeletePrincipalPage deletes a principal after its confirmation.
+func (h *Handler) DeletePrincipalPage(c *gin.Context) error {
+	id, err := idParam(c, "id")
+	if err != nil {
+		return err
+	}
+	err = h.Accounts.DeletePrincipal(c.Request.Context(), id, CurrentPrincipal(c))
+	if refused(err) {
+		return h.renderAccess(c, errorStatus(err), accessForm{alert: "Not deleted: " + personMessage(err) + "."})
+	}
+	if err != nil {
+		return err
+	}
+	return Redirect(c, accessPage, fmt.Sprintf("Principal %d deleted with its keys and grants.", id))
+}
+
+// refused reports a change the rules refused (yourself, the last admin),
+// which the access page explains, as opposed to a fault.
+func refused(err error) bool {
+	code := codeOf(err)
+	return code == models.CodeConflict || code == models.CodeForbidden
+}
+
+// problemsText joins a validation error's problems for one sentence.
+func problemsText(ve *models.ValidationError) string {
+	parts := make([]string, len(ve.Problems))
+	for i, p := range ve.Problems {
+		parts[i] = strings.TrimPrefix(pointerField(p.Pointer)+" ", " ") + p.Message
+	}
+	return strings.Join(parts, "; ")
 }
 
 // SetGrantsPage replaces an agent's grants from its form: categories as

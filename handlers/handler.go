@@ -21,6 +21,7 @@ import (
 
 	"toolbelt/models"
 	"toolbelt/services/access"
+	"toolbelt/services/audit"
 	"toolbelt/services/callbacks"
 	"toolbelt/services/catalog"
 	"toolbelt/services/invoke"
@@ -45,7 +46,9 @@ type Handler struct {
 	Alerts          *ops.Alerts
 	// OpenAPI imports tools from OpenAPI documents.
 	OpenAPI *catalog.OpenAPIImporter
-	Log     *slog.Logger
+	// Audit reads the audit log.
+	Audit *audit.Log
+	Log   *slog.Logger
 	// Links are shown on the home page.
 	Links Links
 }

@@ -75,15 +75,18 @@ func (h *Handler) ListPrincipals(c *gin.Context) error {
 //
 //	@Summary		Issue an API key
 //	@ID			issueKey
-//	@Description	Adds a key to the principal. The key is in this answer only.
+//	@Description	Adds a key to the principal, with an optional label and expiry (the body may be left out). The key is in this answer only. An expired key is refused with 401 saying it expired.
 //	@Tags			access
+//	@Accept			json
 //	@Produce		json
-//	@Param			id	path		int	true	"Principal id"
-//	@Success		201	{object}	access.NewKey
-//	@Failure		400	{object}	ErrorBody
-//	@Failure		401	{object}	ErrorBody
-//	@Failure		403	{object}	ErrorBody
-//	@Failure		404	{object}	ErrorBody
+//	@Param			id		path		int					true	"Principal id"
+//	@Param			options	body		access.KeyOptions	false	"Label and expiry"
+//	@Success		201		{object}	access.NewKey
+//	@Failure		400		{object}	ErrorBody
+//	@Failure		401		{object}	ErrorBody
+//	@Failure		403		{object}	ErrorBody
+//	@Failure		404		{object}	ErrorBody
+//	@Failure		422		{object}	ErrorBody	"label too long, expiry not in the future"
 //	@Security		BearerAuth
 //	@Router			/api/v1/principals/{id}/keys [post]
 func (h *Handler) IssueKey(c *gin.Context) error {
@@ -91,7 +94,13 @@ func (h *Handler) IssueKey(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	key, err := h.Accounts.IssueKey(c.Request.Context(), id, CurrentPrincipal(c))
+	var opts access.KeyOptions
+	if c.Request.ContentLength != 0 {
+		if err := bindJSON(c, &opts); err != nil {
+			return err
+		}
+	}
+	key, err := h.Accounts.IssueKey(c.Request.Context(), id, opts, CurrentPrincipal(c))
 	if err != nil {
 		return err
 	}
@@ -121,6 +130,81 @@ func (h *Handler) RevokeKey(c *gin.Context) error {
 		return err
 	}
 	if err := h.Accounts.RevokeKey(c.Request.Context(), id, CurrentPrincipal(c)); err != nil {
+		return err
+	}
+	c.Status(http.StatusNoContent)
+	return nil
+}
+
+// DisablePrincipal stops a principal's keys working.
+//
+//	@Summary		Disable a principal
+//	@ID			disablePrincipal
+//	@Description	Every key of the principal is refused at once, on every instance (401 saying the principal is disabled), and its console sessions end. Its keys work again once enabled. You cannot disable yourself (403) or the last admin with a working key (409).
+//	@Tags			access
+//	@Produce		json
+//	@Param			id	path		int	true	"Principal id"
+//	@Success		200	{object}	access.Principal
+//	@Failure		400	{object}	ErrorBody
+//	@Failure		401	{object}	ErrorBody
+//	@Failure		403	{object}	ErrorBody	"yourself"
+//	@Failure		404	{object}	ErrorBody
+//	@Failure		409	{object}	ErrorBody	"last admin"
+//	@Security		BearerAuth
+//	@Router			/api/v1/principals/{id}/disable [post]
+func (h *Handler) DisablePrincipal(c *gin.Context) error { return h.setDisabled(c, true) }
+
+// EnablePrincipal lets a disabled principal's keys work again.
+//
+//	@Summary		Enable a principal
+//	@ID			enablePrincipal
+//	@Description	The principal's keys that are neither revoked nor expired work again.
+//	@Tags			access
+//	@Produce		json
+//	@Param			id	path		int	true	"Principal id"
+//	@Success		200	{object}	access.Principal
+//	@Failure		400	{object}	ErrorBody
+//	@Failure		401	{object}	ErrorBody
+//	@Failure		403	{object}	ErrorBody
+//	@Failure		404	{object}	ErrorBody
+//	@Security		BearerAuth
+//	@Router			/api/v1/principals/{id}/enable [post]
+func (h *Handler) EnablePrincipal(c *gin.Context) error { return h.setDisabled(c, false) }
+
+func (h *Handler) setDisabled(c *gin.Context, disabled bool) error {
+	id, err := idParam(c, "id")
+	if err != nil {
+		return err
+	}
+	p, err := h.Accounts.SetDisabled(c.Request.Context(), id, disabled, CurrentPrincipal(c))
+	if err != nil {
+		return err
+	}
+	c.JSON(http.StatusOK, p)
+	return nil
+}
+
+// DeletePrincipal removes a principal.
+//
+//	@Summary		Delete a principal
+//	@ID			deletePrincipal
+//	@Description	Removes the principal with its keys (refused at once), console sessions and grants. Its calls and the audit log keep its name. You cannot delete yourself (403) or the last admin with a working key (409).
+//	@Tags			access
+//	@Param			id	path	int	true	"Principal id"
+//	@Success		204
+//	@Failure		400	{object}	ErrorBody
+//	@Failure		401	{object}	ErrorBody
+//	@Failure		403	{object}	ErrorBody	"yourself"
+//	@Failure		404	{object}	ErrorBody
+//	@Failure		409	{object}	ErrorBody	"last admin"
+//	@Security		BearerAuth
+//	@Router			/api/v1/principals/{id} [delete]
+func (h *Handler) DeletePrincipal(c *gin.Context) error {
+	id, err := idParam(c, "id")
+	if err != nil {
+		return err
+	}
+	if err := h.Accounts.DeletePrincipal(c.Request.Context(), id, CurrentPrincipal(c)); err != nil {
 		return err
 	}
 	c.Status(http.StatusNoContent)

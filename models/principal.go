@@ -21,6 +21,9 @@ type Principal struct {
 	// secret, derived from it and the server's key; rotating the secret
 	// moves it on. Nothing else of the secret is stored.
 	CallbackGeneration uint `gorm:"not null;default:0" json:"-"`
+	// DisabledAt, when set, is when the principal was disabled: none of
+	// its keys authenticate and its console sessions end, until enabled.
+	DisabledAt *time.Time `json:"disabled_at,omitempty"`
 }
 
 // APIKey is a credential of a principal. Only the SHA-256 of the key is
@@ -34,7 +37,14 @@ type APIKey struct {
 	CreatedAt   time.Time  `json:"created_at"`
 	LastUsedAt  *time.Time `json:"last_used_at,omitempty"`
 	RevokedAt   *time.Time `json:"revoked_at,omitempty"`
+	// Label says what the key is for ("ci deploy"); optional.
+	Label string `gorm:"size:64;not null;default:''" json:"label,omitempty"`
+	// ExpiresAt, when set, is when the key stops authenticating.
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
 }
+
+// Expired reports whether the key's expiry has passed at now.
+func (k *APIKey) Expired(now time.Time) bool { return k.ExpiresAt != nil && !now.Before(*k.ExpiresAt) }
 
 // CreatePrincipal stores a principal and its first key in one transaction.
 func (s *Store) CreatePrincipal(ctx context.Context, p *Principal, key *APIKey) error {
@@ -101,7 +111,9 @@ func (s *Store) CreateAPIKey(ctx context.Context, key *APIKey) error {
 	return nil
 }
 
-// KeyByHash finds an active key and its principal for authentication.
+// KeyByHash finds an unrevoked key and its principal for authentication.
+// An expired key and a disabled principal are returned as they are: the
+// caller refuses them, saying which.
 func (s *Store) KeyByHash(ctx context.Context, hash string) (*APIKey, *Principal, error) {
 	var key APIKey
 	err := s.db.WithContext(ctx).Where("hash = ? AND revoked_at IS NULL", hash).First(&key).Error
@@ -121,9 +133,9 @@ func (s *Store) TouchAPIKey(ctx context.Context, id uint, at time.Time) error {
 }
 
 // RevokeAPIKey revokes a key. guard runs inside the transaction with the
-// key's principal and the number of active admin keys, so the last way
-// into the system cannot be revoked by a race.
-func (s *Store) RevokeAPIKey(ctx context.Context, id uint, guard func(owner *Principal, activeAdminKeys int64) error) (*APIKey, error) {
+// key, its principal and the number of the other keys that let an admin in,
+// so the last way into the system cannot be revoked by a race.
+func (s *Store) RevokeAPIKey(ctx context.Context, id uint, guard func(key *APIKey, owner *Principal, otherAdminKeys int64) error) (*APIKey, error) {
 	var key APIKey
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		// Two revocations of the last two admin keys must not both pass.
@@ -137,15 +149,11 @@ func (s *Store) RevokeAPIKey(ctx context.Context, id uint, guard func(owner *Pri
 		if err := tx.First(&owner, key.PrincipalID).Error; err != nil {
 			return err
 		}
-		var adminKeys int64
-		err := tx.Model(&APIKey{}).
-			Joins("JOIN principals ON principals.id = api_keys.principal_id").
-			Where("principals.role = ? AND api_keys.revoked_at IS NULL", "admin").
-			Count(&adminKeys).Error
+		others, err := activeAdminKeys(tx, 0, key.ID)
 		if err != nil {
 			return err
 		}
-		if err := guard(&owner, adminKeys); err != nil {
+		if err := guard(&key, &owner, others); err != nil {
 			return err
 		}
 		now := time.Now().UTC()
@@ -156,4 +164,85 @@ func (s *Store) RevokeAPIKey(ctx context.Context, id uint, guard func(owner *Pri
 		return nil, fmt.Errorf("revoke api key %d: %w", id, err)
 	}
 	return &key, nil
+}
+
+// activeAdminKeys counts the keys that let an admin in (unrevoked,
+// unexpired, of an enabled admin), leaving out the principal exceptPrincipal
+// and the key exceptKey (0: none).
+func activeAdminKeys(tx *gorm.DB, exceptPrincipal, exceptKey uint) (int64, error) {
+	var n int64
+	err := tx.Model(&APIKey{}).
+		Joins("JOIN principals ON principals.id = api_keys.principal_id").
+		Where("principals.role = ? AND principals.disabled_at IS NULL AND principals.id <> ? AND api_keys.id <> ?", "admin", exceptPrincipal, exceptKey).
+		Where("api_keys.revoked_at IS NULL AND (api_keys.expires_at IS NULL OR api_keys.expires_at > ?)", time.Now().UTC()).
+		Count(&n).Error
+	return n, err
+}
+
+// PrincipalGuard sees, inside the transaction, the principal a change is
+// about and how many keys would still let an admin in without it; its
+// error stops the change.
+type PrincipalGuard func(p *Principal, otherAdminKeys int64) error
+
+// SetPrincipalDisabled disables (or enables again) a principal. guard
+// runs in the transaction, so two admins disabling each other cannot both
+// pass the last-admin check.
+func (s *Store) SetPrincipalDisabled(ctx context.Context, id uint, disabled bool, guard PrincipalGuard) (*Principal, error) {
+	var p Principal
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if err := s.guardPrincipal(tx, id, guard, &p); err != nil {
+			return err
+		}
+		var at *time.Time
+		if disabled {
+			now := time.Now().UTC()
+			at = &now
+		}
+		p.DisabledAt = at
+		return tx.Model(&p).Update("disabled_at", at).Error
+	})
+	if err != nil {
+		return nil, fmt.Errorf("update principal %d: %w", id, err)
+	}
+	return &p, nil
+}
+
+// DeletePrincipal removes a principal, its keys and console sessions;
+// calls and the audit log keep its name. guard runs in the transaction as
+// for SetPrincipalDisabled.
+func (s *Store) DeletePrincipal(ctx context.Context, id uint, guard PrincipalGuard) (*Principal, error) {
+	var p Principal
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if err := s.guardPrincipal(tx, id, guard, &p); err != nil {
+			return err
+		}
+		if err := tx.Where("principal_id = ?", id).Delete(&ConsoleSession{}).Error; err != nil {
+			return err
+		}
+		if err := tx.Where("principal_id = ?", id).Delete(&APIKey{}).Error; err != nil {
+			return err
+		}
+		return tx.Delete(&Principal{}, id).Error
+	})
+	if err != nil {
+		return nil, fmt.Errorf("delete principal %d: %w", id, err)
+	}
+	return &p, nil
+}
+
+// guardPrincipal loads principal id into p and runs guard on it, under the
+// lock key revocations take, so changes that could lock the admins out
+// happen one at a time.
+func (s *Store) guardPrincipal(tx *gorm.DB, id uint, guard PrincipalGuard, p *Principal) error {
+	if err := s.dialect.serialize(tx, "revoke-keys"); err != nil {
+		return err
+	}
+	if err := tx.First(p, id).Error; err != nil {
+		return notFound(err, "principal %d", id)
+	}
+	others, err := activeAdminKeys(tx, p.ID, 0)
+	if err != nil {
+		return err
+	}
+	return guard(p, others)
 }

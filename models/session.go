@@ -1,6 +1,7 @@
 package models
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"time"
@@ -15,6 +16,9 @@ type ConsoleSession struct {
 	KeyID       uint      `gorm:"not null;index"`
 	CreatedAt   time.Time `gorm:"not null"`
 	ExpiresAt   time.Time `gorm:"not null;index"`
+	// KeyLabel is the label (or prefix) of the key, read with the session
+	// for the audit log; not a column.
+	KeyLabel string `gorm:"-"`
 }
 
 // CreateConsoleSession stores a new session.
@@ -30,7 +34,9 @@ func (s *Store) CreateConsoleSession(ctx context.Context, cs *ConsoleSession) er
 func (s *Store) ConsoleSessionByHash(ctx context.Context, hash string, now time.Time) (*ConsoleSession, *Principal, error) {
 	var cs ConsoleSession
 	err := s.db.WithContext(ctx).
-		Where("hash = ? AND expires_at > ? AND key_id IN (SELECT id FROM api_keys WHERE revoked_at IS NULL)", hash, now).
+		Where("hash = ? AND expires_at > ?", hash, now).
+		Where("key_id IN (SELECT id FROM api_keys WHERE revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?))", now).
+		Where("principal_id IN (SELECT id FROM principals WHERE disabled_at IS NULL)").
 		First(&cs).Error
 	if err != nil {
 		return nil, nil, notFound(err, "console session")
@@ -39,6 +45,11 @@ func (s *Store) ConsoleSessionByHash(ctx context.Context, hash string, now time.
 	if err != nil {
 		return nil, nil, err
 	}
+	var key APIKey
+	if err := s.db.WithContext(ctx).Select("prefix", "label").First(&key, cs.KeyID).Error; err != nil {
+		return nil, nil, notFound(err, "console session")
+	}
+	cs.KeyLabel = cmp.Or(key.Label, key.Prefix)
 	return &cs, p, nil
 }
 

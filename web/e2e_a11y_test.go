@@ -28,11 +28,15 @@ func TestE2EAccessibility(t *testing.T) {
 	app.call(t, "admin", map[string]any{"tool": "file_write", "session_id": "a11y", "arguments": map[string]any{"path": "a.txt", "content": "x"}})
 	app.call(t, "admin", map[string]any{"tool": "file_read", "session_id": "a11y", "arguments": map[string]any{"path": "missing.txt"}})
 	app.call(t, "admin", map[string]any{"tool": "file_read", "arguments": map[string]any{}})
+	// A disabled principal, a key with a label and an expiry, and so
+	// entries in the audit log.
+	bot := app.do(t, "admin", "POST", "/api/v1/principals", map[string]any{"name": "a11y-bot", "role": "agent", "key_label": "ci", "key_expires_at": "2099-01-01T00:00:00Z"}).JSON(t)
+	app.do(t, "admin", "POST", "/api/v1/principals/"+itoa(bot["id"])+"/disable", nil)
 	callID := app.do(t, "admin", "GET", "/api/v1/calls?limit=1", nil).JSON(t)["calls"].([]any)[0].(map[string]any)["id"].(string)
 
 	pages := map[string][]string{
 		"admin": {"/admin", "/admin/tools", "/admin/tools/file_read", "/admin/tools/new", "/admin/tools/file_read/edit",
-			"/admin/playground?q=read+a+file", "/admin/calls", "/admin/calls/" + callID, "/admin/approvals", "/admin/access"},
+			"/admin/playground?q=read+a+file", "/admin/calls", "/admin/calls/" + callID, "/admin/approvals", "/admin/access", "/admin/audit", "/admin/audit?action=drop"},
 		"reviewer": {"/admin/approvals"},
 	}
 	const run = `axe.run(document, {runOnly: {type: "tag", values: ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa", "wcag22aa"]}})

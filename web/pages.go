@@ -56,6 +56,13 @@ var pages = []route{
 	{http.MethodPost, "/access/principals/:id/keys", admins, (*handlers.Handler).IssueKeyPage},
 	{http.MethodPost, "/access/keys/:id/revoke", admins, (*handlers.Handler).RevokeKeyPage},
 	{http.MethodPost, "/access/principals/:id/grants", admins, (*handlers.Handler).SetGrantsPage},
+	{http.MethodPost, "/access/principals/:id/disable", admins, (*handlers.Handler).DisablePrincipalPage},
+	{http.MethodPost, "/access/principals/:id/enable", admins, (*handlers.Handler).EnablePrincipalPage},
+	{http.MethodPost, "/access/principals/:id/delete", admins, (*handlers.Handler).DeletePrincipalPage},
+
+	// The audit log (handlers/console_audit.go): admins only, as in the API.
+	{http.MethodGet, "/audit", admins, (*handlers.Handler).AuditPage},
+	{http.MethodGet, "/audit/export", admins, (*handlers.Handler).AuditExport},
 }
 
 // navItems are the console's navigation entries; each is shown only to
@@ -67,6 +74,7 @@ var navItems = []views.NavItem{
 	{Label: "Approvals", Href: ConsolePrefix + "/approvals"},
 	{Label: "History", Href: ConsolePrefix + "/calls"},
 	{Label: "Access", Href: ConsolePrefix + "/access"},
+	{Label: "Audit", Href: ConsolePrefix + "/audit"},
 }
 
 // consoleNotFound answers paths no route matches: inside the console
@@ -127,6 +135,7 @@ func consoleAuth(d Deps) gin.HandlerFunc {
 		}
 		handlers.SetConsole(c, s, nav)
 		c.Set("principal_name", s.Principal.Name)
+		setActor(c, models.Actor{Principal: s.Principal, KeyID: s.KeyID, KeyLabel: s.KeyLabel, Via: models.ViaConsole})
 		if c.FullPath() == "" { // no such page: a 404 inside the console frame
 			d.Handler.NotFound(c)
 			return

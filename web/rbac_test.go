@@ -50,6 +50,10 @@ func TestRBACMatrix(t *testing.T) {
 		{"GET", "/principals/:id/grants", "/api/v1/principals/3/grants", nil, 200, forbidden, forbidden},
 		{"PUT", "/principals/:id/grants", "/api/v1/principals/3/grants", func(*testApp) any { return map[string]any{"categories": []string{"filesystem"}, "tools": []string{}} }, 200, forbidden, forbidden},
 		{"DELETE", "/keys/:id", "/api/v1/keys/2", nil, 204, forbidden, forbidden},
+		{"POST", "/principals/:id/disable", "/api/v1/principals/3/disable", nil, 200, forbidden, forbidden},
+		{"POST", "/principals/:id/enable", "/api/v1/principals/3/enable", nil, 200, forbidden, forbidden},
+		{"DELETE", "/principals/:id", "/api/v1/principals/3", nil, 204, forbidden, forbidden},
+		{"GET", "/audit", "/api/v1/audit?action=grants.set", nil, 200, forbidden, forbidden},
 		{"POST", "/calls", "/api/v1/calls", func(*testApp) any { return map[string]any{"tool": "file_list", "arguments": map[string]any{}} }, 200, forbidden, 200},
 		{"GET", "/calls", "/api/v1/calls", nil, 200, 200, 200},
 		{"GET", "/calls/:id", "/api/v1/calls/{call}", nil, 200, 200, 404},
@@ -160,6 +164,11 @@ func TestConsoleRBACMatrix(t *testing.T) {
 		{"POST", "/access/principals/:id/keys", "/admin/access/principals/3/keys", []string{"admin"}},
 		{"POST", "/access/keys/:id/revoke", "/admin/access/keys/{key}/revoke", []string{"admin"}},
 		{"POST", "/access/principals/:id/grants", "/admin/access/principals/3/grants", []string{"admin"}},
+		{"POST", "/access/principals/:id/disable", "/admin/access/principals/3/disable", []string{"admin"}},
+		{"POST", "/access/principals/:id/enable", "/admin/access/principals/3/enable", []string{"admin"}},
+		{"POST", "/access/principals/:id/delete", "/admin/access/principals/3/delete", []string{"admin"}},
+		{"GET", "/audit", "/admin/audit?action=grants.set", []string{"admin"}},
+		{"GET", "/audit/export", "/admin/audit/export?format=ndjson", []string{"admin"}},
 	}
 	covered := map[string]bool{}
 	for _, tc := range cases {

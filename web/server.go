@@ -3,6 +3,7 @@
 package web
 
 import (
+	"cmp"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -85,10 +86,16 @@ var routes = []route{
 	{http.MethodPost, "/principals", admins, (*handlers.Handler).CreatePrincipal},
 	{http.MethodGet, "/principals", admins, (*handlers.Handler).ListPrincipals},
 	{http.MethodPost, "/principals/:id/keys", admins, (*handlers.Handler).IssueKey},
+	{http.MethodPost, "/principals/:id/disable", admins, (*handlers.Handler).DisablePrincipal},
+	{http.MethodPost, "/principals/:id/enable", admins, (*handlers.Handler).EnablePrincipal},
+	{http.MethodDelete, "/principals/:id", admins, (*handlers.Handler).DeletePrincipal},
 	{http.MethodGet, "/principals/:id/grants", admins, (*handlers.Handler).Grants},
 	{http.MethodPut, "/principals/:id/grants", admins, (*handlers.Handler).SetGrants},
 	{http.MethodPost, "/principals/:id/callback-secret/rotate", admins, (*handlers.Handler).RotatePrincipalCallbackSecret},
 	{http.MethodDelete, "/keys/:id", admins, (*handlers.Handler).RevokeKey},
+
+	// The audit log is the admins': it names every principal and address.
+	{http.MethodGet, "/audit", admins, (*handlers.Handler).ListAudit},
 }
 
 // RolePolicies returns, per role, the endpoints of the route table and the
@@ -200,7 +207,7 @@ func authenticate(d Deps) gin.HandlerFunc {
 		// The peer's address, or the client a trusted proxy names; never
 		// an X-Forwarded-For from anyone else, which a guesser could vary
 		// at will.
-		p, err := d.Accounts.Authenticate(c.Request.Context(), c.ClientIP(), token)
+		p, key, err := d.Accounts.Authenticate(c.Request.Context(), c.ClientIP(), token)
 		if err != nil {
 			d.Handler.Fail(c, err)
 			return
@@ -216,8 +223,23 @@ func authenticate(d Deps) gin.HandlerFunc {
 		}
 		handlers.SetPrincipal(c, p)
 		c.Set("principal_name", p.Name)
+		via := models.ViaAPI
+		if c.FullPath() == MCPPath {
+			via = models.ViaMCP
+		}
+		setActor(c, models.Actor{Principal: p, KeyID: key.ID, KeyLabel: cmp.Or(key.Label, key.Prefix), Via: via})
 		c.Next()
 	}
+}
+
+// setActor puts who acts on the request's context, with the client's
+// address and the request id, for the audit log.
+func setActor(c *gin.Context, a models.Actor) {
+	// The peer's address, or the client a trusted proxy names, as for key
+	// guesses: an X-Forwarded-For from anyone else is whatever the client
+	// says.
+	a.ClientIP, a.RequestID = c.ClientIP(), c.GetString(handlers.RequestIDKey)
+	c.Request = c.Request.WithContext(models.WithActor(c.Request.Context(), a))
 }
 
 func bearerToken(header string) (string, bool) {

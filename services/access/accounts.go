@@ -4,6 +4,7 @@
 package access
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -16,6 +17,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/hashicorp/golang-lru/v2/expirable"
 
@@ -47,11 +50,13 @@ type Accounts struct {
 	known *expirable.LRU[string, authEntry]
 	// guesses slows brute-forcing of keys, per client address.
 	guesses *guessLimiter
-	// revoked run after a key is revoked (other instances are told).
+	// revoked run after a key is revoked or a principal disabled or
+	// deleted (other instances are told).
 	revoked []func(context.Context)
 }
 
-// OnRevoke registers fn to run after every key revocation.
+// OnRevoke registers fn to run after every change that stops keys
+// working: a key revoked, a principal disabled or deleted.
 func (a *Accounts) OnRevoke(fn func(context.Context)) { a.revoked = append(a.revoked, fn) }
 
 // ForgetKeys drops the cached authentications, so a key revoked on
@@ -59,7 +64,7 @@ func (a *Accounts) OnRevoke(fn func(context.Context)) { a.revoked = append(a.rev
 func (a *Accounts) ForgetKeys() { a.known.Purge() }
 
 type authEntry struct {
-	keyID     uint
+	key       models.APIKey
 	principal models.Principal
 }
 
@@ -78,17 +83,58 @@ type Principal struct {
 	Name      string    `json:"name" example:"research-agent"`
 	Role      string    `json:"role" example:"agent"`
 	CreatedAt time.Time `json:"created_at"`
-	Keys      []APIKey  `json:"keys"`
+	// DisabledAt is set while the principal is disabled: its keys are
+	// refused.
+	DisabledAt *time.Time `json:"disabled_at,omitempty"`
+	Keys       []APIKey   `json:"keys"`
 }
 
 // APIKey describes a key without revealing it.
 type APIKey struct {
 	ID         uint       `json:"id" example:"3"`
 	Prefix     string     `json:"prefix" example:"tb_3f9a0c"`
+	Label      string     `json:"label,omitempty" example:"ci deploy"`
 	CreatedAt  time.Time  `json:"created_at"`
 	LastUsedAt *time.Time `json:"last_used_at,omitempty"`
+	ExpiresAt  *time.Time `json:"expires_at,omitempty"`
 	RevokedAt  *time.Time `json:"revoked_at,omitempty"`
 }
+
+// KeyOptions are what a new key may carry besides its secret: a label
+// saying what it is for, and when it stops working.
+type KeyOptions struct {
+	Label     string     `json:"label,omitempty" example:"ci deploy"`
+	ExpiresAt *time.Time `json:"expires_at,omitempty" example:"2027-01-01T00:00:00Z"`
+}
+
+// check adds the options' problems to ps, at pointers under at.
+func (o *KeyOptions) check(ps *models.Problems, at string, now time.Time) {
+	o.Label = strings.TrimSpace(o.Label)
+	if utf8.RuneCountInString(o.Label) > 64 {
+		ps.Add(at+"label", "is longer than 64 characters")
+	}
+	if strings.IndexFunc(o.Label, unicode.IsControl) >= 0 {
+		ps.Add(at+"label", "holds a control character")
+	}
+	if o.ExpiresAt != nil {
+		if !o.ExpiresAt.After(now) {
+			ps.Add(at+"expires_at", "%s is not in the future", o.ExpiresAt.Format(time.RFC3339))
+		}
+		utc := o.ExpiresAt.UTC()
+		o.ExpiresAt = &utc
+	}
+}
+
+// describeKey is a key in an audit entry: its id, label and expiry.
+func describeKey(k *models.APIKey) string {
+	s := fmt.Sprintf("key %d (%s)", k.ID, cmp.Or(k.Label, k.Prefix))
+	if k.ExpiresAt != nil {
+		s += ", expires " + k.ExpiresAt.Format(time.RFC3339)
+	}
+	return s
+}
+
+func principalTarget(id uint) string { return fmt.Sprintf("principal:%d", id) }
 
 // NewKey is a freshly issued key: the only time the secret is shown.
 type NewKey struct {
@@ -111,6 +157,9 @@ type CreatedPrincipal struct {
 type NewPrincipal struct {
 	Name string `json:"name" example:"research-agent"`
 	Role string `json:"role" example:"agent" enums:"admin,reviewer,agent"`
+	// KeyLabel and KeyExpiresAt are the first key's options.
+	KeyLabel     string     `json:"key_label,omitempty" example:"ci deploy"`
+	KeyExpiresAt *time.Time `json:"key_expires_at,omitempty" example:"2027-01-01T00:00:00Z"`
 }
 
 // CreatePrincipal creates an account with a first API key.
@@ -123,6 +172,8 @@ func (a *Accounts) CreatePrincipal(ctx context.Context, in NewPrincipal, by *mod
 	if !slices.Contains(Roles, in.Role) {
 		ps.Add("/role", "%q is not a role; use admin, reviewer or agent", in.Role)
 	}
+	opts := KeyOptions{Label: in.KeyLabel, ExpiresAt: in.KeyExpiresAt}
+	opts.check(&ps, "/key_", time.Now())
 	if len(ps) > 0 {
 		return nil, &models.ValidationError{What: "principal", Problems: ps}
 	}
@@ -130,8 +181,15 @@ func (a *Accounts) CreatePrincipal(ctx context.Context, in NewPrincipal, by *mod
 	if err != nil {
 		return nil, err
 	}
+	key.Label, key.ExpiresAt = opts.Label, opts.ExpiresAt
 	p := &models.Principal{Name: in.Name, Role: in.Role}
-	if err := a.store.CreatePrincipal(ctx, p, key); err != nil {
+	err = a.store.Audited(ctx, models.AuditPrincipalCreate, func(tx *models.Store) (string, string, error) {
+		if err := tx.CreatePrincipal(ctx, p, key); err != nil {
+			return "", "", err
+		}
+		return principalTarget(p.ID), fmt.Sprintf("%s, role %s, first %s", p.Name, p.Role, describeKey(key)), nil
+	})
+	if err != nil {
 		return nil, err
 	}
 	a.log.InfoContext(ctx, "principal created", "principal", p.Name, "role", p.Role, "by", models.ActorName(by))
@@ -146,17 +204,23 @@ func (a *Accounts) Principals(ctx context.Context) ([]Principal, error) {
 	}
 	out := make([]Principal, 0, len(ps))
 	for _, p := range ps {
-		v := Principal{ID: p.ID, Name: p.Name, Role: p.Role, CreatedAt: p.CreatedAt, Keys: []APIKey{}}
+		v := Principal{ID: p.ID, Name: p.Name, Role: p.Role, CreatedAt: p.CreatedAt, DisabledAt: p.DisabledAt, Keys: []APIKey{}}
 		for _, k := range p.Keys {
-			v.Keys = append(v.Keys, APIKey{ID: k.ID, Prefix: k.Prefix, CreatedAt: k.CreatedAt, LastUsedAt: k.LastUsedAt, RevokedAt: k.RevokedAt})
+			v.Keys = append(v.Keys, APIKey{ID: k.ID, Prefix: k.Prefix, Label: k.Label, CreatedAt: k.CreatedAt,
+				LastUsedAt: k.LastUsedAt, ExpiresAt: k.ExpiresAt, RevokedAt: k.RevokedAt})
 		}
 		out = append(out, v)
 	}
 	return out, nil
 }
 
-// IssueKey adds a new API key to a principal.
-func (a *Accounts) IssueKey(ctx context.Context, principalID uint, by *models.Principal) (*NewKey, error) {
+// IssueKey adds a new API key to a principal, with its label and expiry.
+func (a *Accounts) IssueKey(ctx context.Context, principalID uint, opts KeyOptions, by *models.Principal) (*NewKey, error) {
+	var ps models.Problems
+	opts.check(&ps, "/", time.Now())
+	if len(ps) > 0 {
+		return nil, &models.ValidationError{What: "key", Problems: ps}
+	}
 	p, err := a.store.PrincipalByID(ctx, principalID)
 	if err != nil {
 		return nil, err
@@ -165,8 +229,14 @@ func (a *Accounts) IssueKey(ctx context.Context, principalID uint, by *models.Pr
 	if err != nil {
 		return nil, err
 	}
-	key.PrincipalID = p.ID
-	if err := a.store.CreateAPIKey(ctx, key); err != nil {
+	key.PrincipalID, key.Label, key.ExpiresAt = p.ID, opts.Label, opts.ExpiresAt
+	err = a.store.Audited(ctx, models.AuditKeyIssue, func(tx *models.Store) (string, string, error) {
+		if err := tx.CreateAPIKey(ctx, key); err != nil {
+			return "", "", err
+		}
+		return fmt.Sprintf("key:%d", key.ID), fmt.Sprintf("%s for %s (%d)", describeKey(key), p.Name, p.ID), nil
+	})
+	if err != nil {
 		return nil, err
 	}
 	a.log.InfoContext(ctx, "api key issued", "principal", p.Name, "key_prefix", key.Prefix, "by", models.ActorName(by))
@@ -176,56 +246,168 @@ func (a *Accounts) IssueKey(ctx context.Context, principalID uint, by *models.Pr
 // RevokeKey revokes a key at once. The last active admin key cannot be
 // revoked: that would lock every admin out.
 func (a *Accounts) RevokeKey(ctx context.Context, id uint, by *models.Principal) error {
-	key, err := a.store.RevokeAPIKey(ctx, id, func(owner *models.Principal, adminKeys int64) error {
-		if owner.Role == RoleAdmin && adminKeys <= 1 {
-			return models.ErrConflict.Errorf("key %d is the last active admin key; issue another admin key first", id)
+	var key *models.APIKey
+	err := a.store.Audited(ctx, models.AuditKeyRevoke, func(tx *models.Store) (string, string, error) {
+		var owner *models.Principal
+		k, err := tx.RevokeAPIKey(ctx, id, func(k *models.APIKey, o *models.Principal, otherAdminKeys int64) error {
+			owner = o
+			// An expired key, or a disabled admin's, lets nobody in: revoking
+			// it takes no way in away.
+			if o.Role == RoleAdmin && o.DisabledAt == nil && !k.Expired(time.Now()) && otherAdminKeys == 0 {
+				return models.ErrConflict.Errorf("key %d is the last active admin key; issue another admin key first", id)
+			}
+			return nil
+		})
+		if err != nil {
+			return "", "", err
 		}
-		return nil
+		key = k
+		return fmt.Sprintf("key:%d", k.ID), fmt.Sprintf("%s of %s (%d)", describeKey(k), owner.Name, owner.ID), nil
 	})
 	if err != nil {
 		return err
 	}
-	a.known.Purge()
-	for _, fn := range a.revoked {
-		fn(ctx)
-	}
+	a.keysChanged(ctx)
 	a.log.InfoContext(ctx, "api key revoked", "key_prefix", key.Prefix, "by", models.ActorName(by))
 	return nil
 }
 
-// Authenticate returns the principal owning an active key, for a request
-// from client (its network address). Any failure is models.ErrUnauthorized
-// with no hint of which part was wrong; past KeyGuesses wrong keys from one
-// client, every key from it is refused with a TooManyGuessesError until
-// the window ends.
-func (a *Accounts) Authenticate(ctx context.Context, client, secret string) (*models.Principal, error) {
-	p, err := a.authenticate(ctx, secret)
-	if errors.Is(err, models.ErrUnauthorized) {
-		return nil, a.guesses.refuse(ctx, client, err)
+// keysChanged drops the cached authentications here and tells the other
+// instances to, so a key that stopped working is refused at once
+// everywhere.
+func (a *Accounts) keysChanged(ctx context.Context) {
+	a.known.Purge()
+	for _, fn := range a.revoked {
+		fn(ctx)
 	}
-	return p, err
 }
 
-func (a *Accounts) authenticate(ctx context.Context, secret string) (*models.Principal, error) {
-	if !strings.HasPrefix(secret, KeyPrefix) && len(secret) < MinAdminKeyLen {
-		return nil, models.ErrUnauthorized.Errorf("invalid api key")
+// guardPrincipal refuses a change that would lock the admins out: by
+// changing themselves, or taking away the last admin with a working key.
+func guardPrincipal(by *models.Principal, verb string) models.PrincipalGuard {
+	return func(p *models.Principal, otherAdminKeys int64) error {
+		if by != nil && p.ID == by.ID {
+			return models.ErrForbidden.Errorf("you cannot %s yourself; another admin must", verb)
+		}
+		if p.Role == RoleAdmin && p.DisabledAt == nil && otherAdminKeys == 0 {
+			return models.ErrConflict.Errorf("%s is the last admin with a working key; create or enable another admin first", p.Name)
+		}
+		return nil
 	}
-	hash := hashKey(secret)
-	if e, ok := a.known.Get(hash); ok {
-		a.touch(ctx, e.keyID)
-		p := e.principal
-		return &p, nil
+}
+
+// SetDisabled disables a principal, or enables it again. A disabled
+// principal's keys are refused at once, on every instance, and its
+// console sessions end; its keys work again once enabled (unless revoked
+// or expired meanwhile). Admins cannot disable themselves or the last
+// admin.
+func (a *Accounts) SetDisabled(ctx context.Context, id uint, disabled bool, by *models.Principal) (*Principal, error) {
+	action, verb := models.AuditPrincipalEnable, "enable"
+	guard := func(*models.Principal, int64) error { return nil }
+	if disabled {
+		action, verb = models.AuditPrincipalDisable, "disable"
+		guard = guardPrincipal(by, verb)
 	}
-	key, p, err := a.store.KeyByHash(ctx, hash)
-	if errors.Is(err, models.ErrNotFound) {
-		return nil, models.ErrUnauthorized.Errorf("invalid api key")
-	}
+	var p *models.Principal
+	err := a.store.Audited(ctx, action, func(tx *models.Store) (string, string, error) {
+		var err error
+		if p, err = tx.SetPrincipalDisabled(ctx, id, disabled, guard); err != nil {
+			return "", "", err
+		}
+		return principalTarget(p.ID), fmt.Sprintf("%s, role %s", p.Name, p.Role), nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	a.known.Add(hash, authEntry{keyID: key.ID, principal: *p})
-	a.touch(ctx, key.ID)
-	return p, nil
+	a.keysChanged(ctx)
+	a.log.InfoContext(ctx, "principal "+verb+"d", "principal", p.Name, "by", models.ActorName(by))
+	all, err := a.Principals(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, v := range all {
+		if v.ID == p.ID {
+			return &v, nil
+		}
+	}
+	return nil, models.ErrNotFound.Errorf("principal %d", p.ID) // deleted meanwhile
+}
+
+// DeletePrincipal removes a principal with its keys, console sessions and
+// grants; its calls and the audit log keep its name. Admins cannot delete
+// themselves or the last admin.
+func (a *Accounts) DeletePrincipal(ctx context.Context, id uint, by *models.Principal) error {
+	var p *models.Principal
+	err := a.store.Audited(ctx, models.AuditPrincipalDelete, func(tx *models.Store) (string, string, error) {
+		var err error
+		if p, err = tx.DeletePrincipal(ctx, id, guardPrincipal(by, "delete")); err != nil {
+			return "", "", err
+		}
+		return principalTarget(p.ID), fmt.Sprintf("%s, role %s", p.Name, p.Role), nil
+	})
+	if err != nil {
+		return err
+	}
+	a.keysChanged(ctx)
+	if err := a.authz.SetGrants(p.ID, Grants{}); err != nil {
+		return err
+	}
+	a.log.InfoContext(ctx, "principal deleted", "principal", p.Name, "by", models.ActorName(by))
+	return nil
+}
+
+// Authenticate returns the principal owning an active key, and the key,
+// for a request from client (its network address). An unknown or revoked
+// key is models.ErrUnauthorized with no hint of which; past KeyGuesses
+// such keys from one client, every key from it is refused with a
+// TooManyGuessesError until the window ends. An expired key, or one of a
+// disabled principal, is refused saying so: its holder knows the key
+// already, and learns what to ask an admin for.
+func (a *Accounts) Authenticate(ctx context.Context, client, secret string) (*models.Principal, *models.APIKey, error) {
+	p, key, err := a.authenticate(ctx, secret)
+	if errors.Is(err, errUnknownKey) {
+		return nil, nil, a.guesses.refuse(ctx, client, err)
+	}
+	return p, key, err
+}
+
+// errUnknownKey is a key that matches no unrevoked key: a guess.
+var errUnknownKey = models.ErrUnauthorized.Errorf("invalid api key")
+
+func (a *Accounts) authenticate(ctx context.Context, secret string) (*models.Principal, *models.APIKey, error) {
+	if !strings.HasPrefix(secret, KeyPrefix) && len(secret) < MinAdminKeyLen {
+		return nil, nil, errUnknownKey
+	}
+	hash := hashKey(secret)
+	e, ok := a.known.Get(hash)
+	if !ok {
+		key, p, err := a.store.KeyByHash(ctx, hash)
+		if errors.Is(err, models.ErrNotFound) {
+			return nil, nil, errUnknownKey
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		e = authEntry{key: *key, principal: *p}
+		a.known.Add(hash, e)
+	}
+	if err := usable(&e.key, &e.principal, time.Now()); err != nil {
+		return nil, nil, err
+	}
+	a.touch(ctx, e.key.ID)
+	p, key := e.principal, e.key
+	return &p, &key, nil
+}
+
+// usable refuses an expired key and a disabled principal's, saying which.
+func usable(key *models.APIKey, p *models.Principal, now time.Time) error {
+	if key.Expired(now) {
+		return models.ErrUnauthorized.Errorf("api key %s expired at %s; ask an admin for a new key", key.Prefix, key.ExpiresAt.Format(time.RFC3339))
+	}
+	if p.DisabledAt != nil {
+		return models.ErrUnauthorized.Errorf("principal %q is disabled; ask an admin to enable it", p.Name)
+	}
+	return nil
 }
 
 // touch records a key's use at most once a minute, so authentication does
@@ -342,6 +524,14 @@ func (a *Accounts) SetGrants(ctx context.Context, principalID uint, g Grants, by
 		return Grants{}, &models.ValidationError{What: "grants", Problems: ps}
 	}
 	if err := a.authz.SetGrants(p.ID, g); err != nil {
+		return Grants{}, err
+	}
+	// Casbin stores the policies through its own adapter, outside any
+	// transaction of ours: the entry follows the change it records.
+	err = a.store.Audited(ctx, models.AuditGrantsSet, func(*models.Store) (string, string, error) {
+		return principalTarget(p.ID), fmt.Sprintf("%s: categories [%s], tools [%s]", p.Name, strings.Join(g.Categories, ", "), strings.Join(g.Tools, ", ")), nil
+	})
+	if err != nil {
 		return Grants{}, err
 	}
 	a.log.InfoContext(ctx, "grants set", "principal", p.Name, "categories", g.Categories, "tools", g.Tools, "by", models.ActorName(by))

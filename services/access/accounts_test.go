@@ -27,7 +27,7 @@ func TestBootstrap(t *testing.T) {
 	if got, err := acc.Bootstrap(ctx, first); err != nil || got != "" {
 		t.Fatalf("Bootstrap with a configured key returned %q, %v", got, err)
 	}
-	p, err := acc.Authenticate(ctx, "test", first)
+	p, _, err := acc.Authenticate(ctx, "test", first)
 	if err != nil || p.Role != RoleAdmin || p.Name != "admin" {
 		t.Fatalf("configured key: %v %v", p, err)
 	}
@@ -39,7 +39,7 @@ func TestBootstrap(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, k := range []string{first, second} {
-		if _, err := acc.Authenticate(ctx, "test", k); err != nil {
+		if _, _, err := acc.Authenticate(ctx, "test", k); err != nil {
 			t.Errorf("key %s…: %v", k[:6], err)
 		}
 	}
@@ -48,7 +48,7 @@ func TestBootstrap(t *testing.T) {
 	}
 	// A revoked operator key stays revoked, and start-up still succeeds.
 	p2, _ := store.PrincipalByName(ctx, "admin")
-	if _, err := acc.IssueKey(ctx, p2.ID, nil); err != nil {
+	if _, err := acc.IssueKey(ctx, p2.ID, KeyOptions{}, nil); err != nil {
 		t.Fatal(err)
 	}
 	keys, _ := store.Principals(ctx)
@@ -58,14 +58,14 @@ func TestBootstrap(t *testing.T) {
 	if _, err := acc.Bootstrap(ctx, first); err != nil {
 		t.Fatalf("start-up with a revoked TOOLBELT_ADMIN_KEY: %v", err)
 	}
-	if _, err := acc.Authenticate(ctx, "test", first); !errors.Is(err, models.ErrUnauthorized) {
+	if _, _, err := acc.Authenticate(ctx, "test", first); !errors.Is(err, models.ErrUnauthorized) {
 		t.Errorf("revoked operator key accepted again: %v", err)
 	}
 	if _, err := acc.Bootstrap(ctx, "short"); !errors.Is(err, models.ErrInvalid) {
 		t.Errorf("short key: %v", err)
 	}
 	for _, bad := range []string{"", "x", "tb_" + first, first + " "} {
-		if _, err := acc.Authenticate(ctx, "test", bad); !errors.Is(err, models.ErrUnauthorized) {
+		if _, _, err := acc.Authenticate(ctx, "test", bad); !errors.Is(err, models.ErrUnauthorized) {
 			t.Errorf("Authenticate(%q) = %v, want ErrUnauthorized", bad, err)
 		}
 	}

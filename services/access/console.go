@@ -17,6 +17,9 @@ const ConsoleSessionTTL = 12 * time.Hour
 // ConsoleSession is a signed-in console browser: the cookie's token, the
 // CSRF token its forms must carry, and who it is.
 type ConsoleSession struct {
+	// KeyID and KeyLabel name the key the session was opened with.
+	KeyID     uint
+	KeyLabel  string
 	Token     string
 	CSRF      string
 	Principal *models.Principal
@@ -37,6 +40,9 @@ func (a *Accounts) SignIn(ctx context.Context, client, secret string) (*ConsoleS
 		return nil, a.guesses.refuse(ctx, client, bad)
 	}
 	if err != nil {
+		return nil, err
+	}
+	if err := usable(key, p, time.Now()); err != nil {
 		return nil, err
 	}
 	token := rand.Text() + rand.Text() // 2 × 130 bits
@@ -64,7 +70,7 @@ func (a *Accounts) ConsoleSession(ctx context.Context, token string) (*ConsoleSe
 	if err != nil {
 		return nil, err
 	}
-	return &ConsoleSession{Token: token, CSRF: CSRFToken(token), Principal: p, ExpiresAt: cs.ExpiresAt}, nil
+	return &ConsoleSession{KeyID: cs.KeyID, KeyLabel: cs.KeyLabel, Token: token, CSRF: CSRFToken(token), Principal: p, ExpiresAt: cs.ExpiresAt}, nil
 }
 
 // SignOut ends the session of a cookie token.

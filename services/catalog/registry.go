@@ -121,7 +121,12 @@ func (r *Registry) Register(ctx context.Context, def tooldef.Definition, by *mod
 	if err != nil {
 		return nil, err
 	}
-	t, err := r.store.CreateTool(ctx, def.Name, sum, ver)
+	var t *models.Tool
+	err = r.store.Audited(ctx, models.AuditToolRegister, func(tx *models.Store) (string, string, error) {
+		var err error
+		t, err = tx.CreateTool(ctx, def.Name, sum, ver)
+		return toolTarget(def.Name), "version " + def.Version, err
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -182,8 +187,20 @@ func (r *Registry) ImportAll(ctx context.Context, creates, updates []tooldef.Def
 	for _, d := range updates {
 		versionOf[d.Name] = d.Version
 	}
-	made, published, err := r.store.ImportTools(ctx, newTools, newVersions, func(name string, existing []string) error {
-		return checkGreater(versionOf[name], existing)
+	var made, published []*models.Tool
+	err = r.store.Audited(ctx, models.AuditToolImport, func(tx *models.Store) (string, string, error) {
+		var err error
+		made, published, err = tx.ImportTools(ctx, newTools, newVersions, func(name string, existing []string) error {
+			return checkGreater(versionOf[name], existing)
+		})
+		names := func(batch []models.NewTool) string {
+			out := make([]string, len(batch))
+			for i, t := range batch {
+				out[i] = t.Name + " " + t.Version.Version
+			}
+			return strings.Join(out, ", ")
+		}
+		return "tools", fmt.Sprintf("registered [%s], published [%s]", names(newTools), names(newVersions)), err
 	})
 	if err != nil {
 		return nil, nil, err
@@ -243,8 +260,13 @@ func (r *Registry) Publish(ctx context.Context, name string, def tooldef.Definit
 	if err != nil {
 		return nil, err
 	}
-	t, err := r.store.PublishToolVersion(ctx, name, sum, ver, func(existing []string) error {
-		return checkGreater(def.Version, existing)
+	var t *models.Tool
+	err = r.store.Audited(ctx, models.AuditToolPublish, func(tx *models.Store) (string, string, error) {
+		var err error
+		t, err = tx.PublishToolVersion(ctx, name, sum, ver, func(existing []string) error {
+			return checkGreater(def.Version, existing)
+		})
+		return toolTarget(name), "version " + def.Version, err
 	})
 	if err != nil {
 		return nil, err
@@ -445,12 +467,18 @@ func (r *Registry) Rollback(ctx context.Context, name, version string, by *model
 	if strings.TrimSpace(version) == "" {
 		return nil, &models.ValidationError{What: "rollback", Problems: []models.Problem{{Pointer: "/version", Message: "is required: the version to make current"}}}
 	}
-	t, v, err := r.store.SetCurrentVersion(ctx, name, version, func(v *models.ToolVersion) (models.ToolSummary, error) {
-		def, err := tooldef.Decode(v.Definition)
-		if err != nil {
-			return models.ToolSummary{}, err
-		}
-		return summaryOf(&def), nil
+	var t *models.Tool
+	var v *models.ToolVersion
+	err := r.store.Audited(ctx, models.AuditToolRollback, func(tx *models.Store) (string, string, error) {
+		var err error
+		t, v, err = tx.SetCurrentVersion(ctx, name, version, func(v *models.ToolVersion) (models.ToolSummary, error) {
+			def, err := tooldef.Decode(v.Definition)
+			if err != nil {
+				return models.ToolSummary{}, err
+			}
+			return summaryOf(&def), nil
+		})
+		return toolTarget(name), "version " + version + " made current", err
 	})
 	if err != nil {
 		return nil, err
@@ -480,7 +508,10 @@ func (r *Registry) Retire(ctx context.Context, name string, by *models.Principal
 	if err := tooldef.CheckName(name); err != nil {
 		return err
 	}
-	if err := r.store.RetireTool(ctx, name); err != nil {
+	err := r.store.Audited(ctx, models.AuditToolRetire, func(tx *models.Store) (string, string, error) {
+		return toolTarget(name), "no longer offered; its calls are refused", tx.RetireTool(ctx, name)
+	})
+	if err != nil {
 		return err
 	}
 	r.log.InfoContext(ctx, "tool retired", "tool", name, "by", models.ActorName(by))
@@ -587,3 +618,6 @@ func checkFormat(format string) error {
 	}
 	return nil
 }
+
+// toolTarget names a tool in the audit log.
+func toolTarget(name string) string { return "tool:" + name }

@@ -215,11 +215,27 @@ func (inv *Invoker) Decide(ctx context.Context, reviewer *models.Principal, id s
 	if approve {
 		status = models.ApprovalApproved
 	}
-	a, err := inv.store.DecideApproval(ctx, id, status, reason, reviewer.ID, func(a *models.Approval) error {
-		if a.PrincipalID == reviewer.ID {
-			return models.ErrForbidden.Errorf("you made this call; another reviewer must decide it")
+	action := models.AuditApprovalDeny
+	if approve {
+		action = models.AuditApprovalApprove
+	}
+	var a *models.Approval
+	err := inv.store.Audited(ctx, action, func(tx *models.Store) (string, string, error) {
+		var err error
+		a, err = tx.DecideApproval(ctx, id, status, reason, reviewer.ID, func(a *models.Approval) error {
+			if a.PrincipalID == reviewer.ID {
+				return models.ErrForbidden.Errorf("you made this call; another reviewer must decide it")
+			}
+			return nil
+		})
+		if err != nil {
+			return "", "", err
 		}
-		return nil
+		detail := fmt.Sprintf("call %s of %s by principal %d", a.CallID, a.Tool, a.PrincipalID)
+		if reason != "" {
+			detail += "; reason: " + reason
+		}
+		return "approval:" + a.ID, detail, nil
 	})
 	if err != nil {
 		if errors.Is(err, models.ErrConflict) {

@@ -1,0 +1,185 @@
+package models
+
+import (
+	"context"
+	"fmt"
+	"time"
+	"unicode/utf8"
+
+	"gorm.io/gorm"
+)
+
+// The actions the audit log records: what admins and reviewers change.
+const (
+	AuditToolRegister     = "tool.register"
+	AuditToolPublish      = "tool.publish"
+	AuditToolRollback     = "tool.rollback"
+	AuditToolRetire       = "tool.retire"
+	AuditToolImport       = "tool.import"
+	AuditPrincipalCreate  = "principal.create"
+	AuditPrincipalDisable = "principal.disable"
+	AuditPrincipalEnable  = "principal.enable"
+	AuditPrincipalDelete  = "principal.delete"
+	AuditKeyIssue         = "key.issue"
+	AuditKeyRevoke        = "key.revoke"
+	AuditGrantsSet        = "grants.set"
+	AuditApprovalApprove  = "approval.approve"
+	AuditApprovalDeny     = "approval.deny"
+)
+
+// AuditActions lists every action, in the order the console offers them.
+var AuditActions = []string{
+	AuditToolRegister, AuditToolPublish, AuditToolRollback, AuditToolRetire, AuditToolImport,
+	AuditPrincipalCreate, AuditPrincipalDisable, AuditPrincipalEnable, AuditPrincipalDelete,
+	AuditKeyIssue, AuditKeyRevoke, AuditGrantsSet, AuditApprovalApprove, AuditApprovalDeny,
+}
+
+// AuditDetailMax bounds an entry's detail, in characters.
+const AuditDetailMax = 1000
+
+// AuditEntry is one action of the audit log: who did what to which
+// target, when and from where. Entries are written only by Audited, in
+// the transaction of the change they record, and never updated.
+type AuditEntry struct {
+	ID        uint      `gorm:"primaryKey" json:"id" example:"42"`
+	At        time.Time `gorm:"not null;index" json:"at"`
+	ActorID   uint      `gorm:"not null;index" json:"actor_id,omitempty" example:"1"`
+	Actor     string    `gorm:"size:64;not null;index" json:"actor" example:"admin"`
+	ActorRole string    `gorm:"size:16;not null" json:"actor_role,omitempty" example:"admin"`
+	Via       string    `gorm:"size:8;not null" json:"via" example:"api" enums:"api,console,mcp,system"`
+	KeyID     uint      `gorm:"not null;default:0" json:"key_id,omitempty" example:"3"`
+	KeyLabel  string    `gorm:"size:64;not null;default:''" json:"key_label,omitempty" example:"ci deploy"`
+	ClientIP  string    `gorm:"size:64;not null;default:''" json:"client_ip,omitempty" example:"203.0.113.7"`
+	RequestID string    `gorm:"size:64;not null;default:''" json:"request_id,omitempty" example:"3f2a9c0d1b7e4a56"`
+	Action    string    `gorm:"size:32;not null;index" json:"action" example:"key.revoke"`
+	Target    string    `gorm:"size:200;not null;index" json:"target" example:"key:3"`
+	Detail    string    `gorm:"size:1000;not null;default:''" json:"detail,omitempty" example:"of principal research-agent (2)"`
+}
+
+// TableName keeps the table's name short and plain.
+func (AuditEntry) TableName() string { return "audit_log" }
+
+// Audited runs fn in one transaction with the audit entry of action: fn
+// makes the change through tx and says what it changed (target, detail);
+// the entry, with the actor ctx carries, is written in the same
+// transaction. When fn fails nothing is written, the entry neither: the
+// log holds what happened, not what was tried.
+func (s *Store) Audited(ctx context.Context, action string, fn func(tx *Store) (target, detail string, err error)) error {
+	return s.db.WithContext(ctx).Transaction(func(db *gorm.DB) error {
+		tx := &Store{db: db, dialect: s.dialect}
+		target, detail, err := fn(tx)
+		if err != nil {
+			return err
+		}
+		e := auditEntry(ctx, action, target, detail)
+		if err := db.Create(&e).Error; err != nil {
+			return fmt.Errorf("record %s in the audit log: %w", action, err)
+		}
+		return nil
+	})
+}
+
+func auditEntry(ctx context.Context, action, target, detail string) AuditEntry {
+	a := ActorOf(ctx)
+	e := AuditEntry{At: time.Now().UTC(), Actor: ActorName(a.Principal), Via: a.Via, KeyID: a.KeyID,
+		KeyLabel: clip(a.KeyLabel, 64), ClientIP: clip(a.ClientIP, 64), RequestID: clip(a.RequestID, 64),
+		Action: action, Target: clip(target, 200), Detail: clip(detail, AuditDetailMax)}
+	if a.Principal != nil {
+		e.ActorID, e.ActorRole = a.Principal.ID, a.Principal.Role
+	}
+	return e
+}
+
+// clip cuts s to at most n characters (Postgres counts characters).
+func clip(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:n-1]) + "…"
+}
+
+// AuditFilter selects entries: each set field must match (Actor, Action
+// and Target exactly), Since inclusive, Until exclusive; Before is the
+// cursor, the id the previous page ended above.
+type AuditFilter struct {
+	Actor  string
+	Action string
+	Target string
+	Since  time.Time
+	Until  time.Time
+	Before uint
+	Limit  int
+}
+
+func (s *Store) auditQuery(ctx context.Context, f AuditFilter) *gorm.DB {
+	q := s.db.WithContext(ctx).Model(&AuditEntry{})
+	if f.Actor != "" {
+		q = q.Where("actor = ?", f.Actor)
+	}
+	if f.Action != "" {
+		q = q.Where("action = ?", f.Action)
+	}
+	if f.Target != "" {
+		q = q.Where("target = ?", f.Target)
+	}
+	if !f.Since.IsZero() {
+		q = q.Where("at >= ?", f.Since.UTC())
+	}
+	if !f.Until.IsZero() {
+		q = q.Where("at < ?", f.Until.UTC())
+	}
+	if f.Before > 0 {
+		q = q.Where("id < ?", f.Before)
+	}
+	return q
+}
+
+// AuditEntries returns up to f.Limit entries matching f, newest first,
+// and whether more follow.
+func (s *Store) AuditEntries(ctx context.Context, f AuditFilter) ([]AuditEntry, bool, error) {
+	limit := f.Limit
+	if limit <= 0 {
+		limit = 50
+	}
+	var out []AuditEntry
+	if err := s.auditQuery(ctx, f).Order("id DESC").Limit(limit + 1).Find(&out).Error; err != nil {
+		return nil, false, fmt.Errorf("list audit log: %w", err)
+	}
+	more := len(out) > limit
+	if more {
+		out = out[:limit]
+	}
+	return out, more, nil
+}
+
+// EachAuditEntry calls fn with every entry matching f, newest first, a
+// page at a time, so an export of any size holds one page in memory and
+// no transaction open; fn's error stops it.
+func (s *Store) EachAuditEntry(ctx context.Context, f AuditFilter, fn func(AuditEntry) error) error {
+	f.Limit = 500
+	for {
+		page, more, err := s.AuditEntries(ctx, f)
+		if err != nil {
+			return err
+		}
+		for _, e := range page {
+			if err := fn(e); err != nil {
+				return err
+			}
+		}
+		if !more {
+			return nil
+		}
+		f.Before = page[len(page)-1].ID
+	}
+}
+
+// DeleteAuditEntriesBefore removes the entries older than t (retention).
+func (s *Store) DeleteAuditEntriesBefore(ctx context.Context, t time.Time) (int64, error) {
+	res := s.db.WithContext(ctx).Where("at < ?", t.UTC()).Delete(&AuditEntry{})
+	if res.Error != nil {
+		return 0, fmt.Errorf("prune audit log: %w", res.Error)
+	}
+	return res.RowsAffected, nil
+}
