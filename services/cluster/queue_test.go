@@ -429,3 +429,23 @@ func TestSharedQueueDecisions(t *testing.T) {
 		}
 	})
 }
+
+// BenchmarkSharedQueue measures acquiring and releasing a free slot of a
+// shared queue, one instance and one caller at a time (the cost a call
+// pays in the queue guard when nobody waits): on Redis, two scripts; on
+// Postgres, a transaction and a delete, plus the wake-up NOTIFY.
+func BenchmarkSharedQueue(b *testing.B) {
+	for _, be := range queueBackends {
+		b.Run(be.name, func(b *testing.B) {
+			q := be.open(b)(b)
+			ctx := context.Background()
+			for b.Loop() {
+				s, err := q.Acquire(ctx, "shell", 5, 64, nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				s.Release()
+			}
+		})
+	}
+}

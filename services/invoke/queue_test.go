@@ -7,7 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"toolbelt/internal/dbtest"
 	"toolbelt/models"
+	"toolbelt/services/cluster"
 	"toolbelt/services/tooldef"
 )
 
@@ -79,4 +81,54 @@ func waitFor(t *testing.T, cond func() bool) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// TestSharedQueueGuard runs the queue guard over queues shared in a real
+// Redis: its refusals answer as the in-process queue's do (QUEUE_FULL
+// with Retry-After past the waiting bound, CANCELLED for a waiter whose
+// context ends), and the cancelled waiter's place is given back.
+func TestSharedQueueGuard(t *testing.T) {
+	client, err := cluster.OpenRedis(context.Background(), dbtest.Redis(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	shared := cluster.RedisQueues(client, nil, quiet)
+	inv := (&Invoker{queues: newQueues(map[string]int{"shell": 1}, 1), log: quiet}).WithSharedQueues(shared)
+	release := make(chan struct{})
+	step := inv.queue(func(ctx context.Context, c *call) ToolResult {
+		<-release
+		return ToolResult{Status: models.StatusSucceeded, Success: true}
+	})
+	shell := func() *call { return &call{def: tooldef.Definition{Category: "shell"}} }
+	depth := func(holding, waiting int64) func() bool {
+		return func() bool {
+			h, w, err := shared.Depth(context.Background(), "shell")
+			return err == nil && h == holding && w == waiting
+		}
+	}
+	results := make(chan ToolResult, 3)
+	go func() { results <- step(context.Background(), shell()) }()
+	waitFor(t, depth(1, 0))
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { results <- step(ctx, shell()) }()
+	waitFor(t, depth(1, 1))
+	if res := step(context.Background(), shell()); res.Error == nil || res.Error.Code != models.CodeQueueFull || res.Error.RetryAfter != 2 {
+		t.Fatalf("past the waiting bound: %+v", res)
+	}
+	cancel()
+	if res := <-results; res.Error == nil || res.Error.Code != models.CodeCancelled {
+		t.Fatalf("cancelled waiter: %+v", res)
+	}
+	waitFor(t, depth(1, 0))
+	waiter := shell()
+	go func() { results <- step(context.Background(), waiter) }()
+	waitFor(t, depth(1, 1))
+	close(release)
+	for range 2 {
+		if res := <-results; !res.Success {
+			t.Errorf("a call that held a slot: %+v", res)
+		}
+	}
+	waitFor(t, depth(0, 0))
 }
