@@ -83,9 +83,9 @@ return 0
 // renewScript extends a held slot's lease, taking it back if it lapsed
 // (the call still runs). ARGV: token, lease (ms). 1 when it was held.
 var renewScript = redis.NewScript(redisNow + `
-local held = redis.call('ZSCORE', KEYS[1], ARGV[1])
+local expiry = redis.call('ZSCORE', KEYS[1], ARGV[1])
 redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
-if held then return 1 end
+if expiry and tonumber(expiry) >= now then return 1 end
 return 0
 `)
 

@@ -449,3 +449,35 @@ func BenchmarkSharedQueue(b *testing.B) {
 		})
 	}
 }
+
+// A slot whose lease lapsed while its call still ran (its instance was
+// paused past the lease) is no longer counted, and its next renewal takes
+// it back, so the count is true to what runs again; a lapsed place in
+// line is dropped for good.
+func TestSharedQueueLapsedSlotTakenBack(t *testing.T) {
+	eachQueueBackend(t, 1, func(t *testing.T, qs []*Queues) {
+		ctx := context.Background()
+		b := qs[0].backend
+		for _, token := range []string{"paused-holder", "paused-waiter"} {
+			r := models.SlotRequest{Category: "api", Token: token, Limit: 1, MaxWait: 4, Lease: time.Millisecond, Now: time.Now()}
+			if _, err := b.take(ctx, r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(20 * time.Millisecond) // both leases have lapsed
+		depthIs(t, qs[0], "api", 0, 0)
+		held, err := b.renew(ctx, "api", "paused-holder", time.Minute)
+		if err != nil || held {
+			t.Fatalf("renewing a lapsed slot: %v %v; want taken back", held, err)
+		}
+		depthIs(t, qs[0], "api", 1, 0)
+		if held, err := b.renew(ctx, "api", "paused-holder", time.Minute); err != nil || !held {
+			t.Fatalf("renewing a held slot: %v %v", held, err)
+		}
+		// The slot is held: a newcomer waits.
+		r := models.SlotRequest{Category: "api", Token: "newcomer", Limit: 1, MaxWait: 4, Lease: time.Minute, Now: time.Now()}
+		if got, err := b.take(ctx, r); err != nil || got != models.SlotWaiting {
+			t.Fatalf("a newcomer: %v %v", got, err)
+		}
+	})
+}
