@@ -19,7 +19,8 @@ import (
 // Default concurrency per category: a browser and a shell are heavy.
 var DefaultQueueLimits = map[string]int{"browser": 3, "shell": 5, "filesystem": 16, "search": 8, "code": 4, "api": 16}
 
-// DefaultQueueWaiting bounds the calls waiting per category.
+// DefaultQueueWaiting bounds the calls waiting per category (in the
+// cluster when the queues are shared).
 const DefaultQueueWaiting = 64
 
 // categoryQueue lets a bounded number of calls of one category run at a
@@ -167,9 +168,5 @@ func (inv *Invoker) ReportQueues(m *ops.Metrics) {
 		cats = append(cats, cat)
 	}
 	slices.Sort(cats)
-	m.ClusterQueues(cats, func(category string) (running, waiting int64, err error) {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		return inv.queues.shared.Depth(ctx, category)
-	})
+	m.ClusterQueues(cats, inv.queues.shared.Depth)
 }

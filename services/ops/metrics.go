@@ -3,6 +3,7 @@
 package ops
 
 import (
+	"context"
 	"strconv"
 	"sync"
 	"time"
@@ -194,9 +195,10 @@ func (m *Metrics) Queued(category string, delta float64) {
 
 // ClusterQueues registers the gauges toolbelt_queue_cluster_running and
 // toolbelt_queue_cluster_waiting of each category, read from depth at
-// scrape time: the queues the instances share, so every instance reports
-// the same numbers (a category whose depth cannot be read is left out).
-func (m *Metrics) ClusterQueues(categories []string, depth func(category string) (running, waiting int64, err error)) {
+// scrape time (within 2 s for them all): the queues the instances share,
+// so every instance reports the same numbers (a category whose depth
+// cannot be read is left out).
+func (m *Metrics) ClusterQueues(categories []string, depth func(ctx context.Context, category string) (running, waiting int64, err error)) {
 	if m != nil {
 		m.reg.MustRegister(&clusterQueues{categories: categories, depth: depth,
 			running: prometheus.NewDesc("toolbelt_queue_cluster_running",
@@ -208,7 +210,7 @@ func (m *Metrics) ClusterQueues(categories []string, depth func(category string)
 
 type clusterQueues struct {
 	categories       []string
-	depth            func(category string) (running, waiting int64, err error)
+	depth            func(ctx context.Context, category string) (running, waiting int64, err error)
 	running, waiting *prometheus.Desc
 }
 
@@ -218,8 +220,10 @@ func (c *clusterQueues) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *clusterQueues) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
 	for _, cat := range c.categories {
-		running, waiting, err := c.depth(cat)
+		running, waiting, err := c.depth(ctx, cat)
 		if err != nil {
 			continue
 		}
