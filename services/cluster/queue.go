@@ -73,7 +73,7 @@ func RedisQueues(client *redis.Client, notices *Notices, log *slog.Logger) *Queu
 	if notices != nil {
 		self = notices.self
 	}
-	return newQueues(&redisQueues{client: client, self: self}, notices, log)
+	return newQueues(newRedisQueues(client, self), notices, log)
 }
 
 func newQueues(b queueBackend, notices *Notices, log *slog.Logger) *Queues {

@@ -26,6 +26,14 @@ import (
 type redisQueues struct {
 	client *redis.Client
 	self   string // the notices' name of this instance, which skips its own
+	// The scripts of take, renew, release and depth.
+	takeScript, renewScript, releaseScript, depthScript *redis.Script
+}
+
+func newRedisQueues(client *redis.Client, self string) *redisQueues {
+	return &redisQueues{client: client, self: self,
+		takeScript: redis.NewScript(redisNow + takeLua), renewScript: redis.NewScript(redisNow + renewLua),
+		releaseScript: redis.NewScript(releaseLua), depthScript: redis.NewScript(redisNow + depthLua)}
 }
 
 func queueKeys(category string) []string {
@@ -33,16 +41,19 @@ func queueKeys(category string) []string {
 	return []string{p + "holders", p + "waiters", p + "leases", p + "ticket"}
 }
 
-// redisNow is the scripts' clock: Redis' time in ms.
+// redisNow is the scripts' clock: Redis' time in ms. Before Redis 5 a
+// script that reads the time and then writes must ask for its effects to
+// be replicated, not the script.
 const redisNow = `
+if redis.replicate_commands then redis.replicate_commands() end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 `
 
-// takeScript is models.Store.TakeSlot in Redis. ARGV: token, limit,
+// takeLua is models.Store.TakeSlot in Redis. ARGV: token, limit,
 // maxWait, lease (ms). It answers a models.Admission: 0 waiting, 1 held,
 // 2 full.
-var takeScript = redis.NewScript(redisNow + `
+const takeLua = `
 local token, limit, maxWait, lease = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. now)
 while true do
@@ -78,34 +89,34 @@ end
 redis.call('ZADD', KEYS[2], redis.call('INCR', KEYS[4]), token)
 redis.call('ZADD', KEYS[3], now + lease, token)
 return 0
-`)
+`
 
-// renewScript extends a held slot's lease, taking it back if it lapsed
+// renewLua extends a held slot's lease, taking it back if it lapsed
 // (the call still runs). ARGV: token, lease (ms). 1 when it was held.
-var renewScript = redis.NewScript(redisNow + `
+const renewLua = `
 local expiry = redis.call('ZSCORE', KEYS[1], ARGV[1])
 redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
 if expiry and tonumber(expiry) >= now then return 1 end
 return 0
-`)
+`
 
-// releaseScript gives up token's slot or place and, if it had one,
+// releaseLua gives up token's slot or place and, if it had one,
 // publishes the change notice message that wakes the other instances'
 // waiters. ARGV: token, channel, message.
-var releaseScript = redis.NewScript(`
+const releaseLua = `
 local n = redis.call('ZREM', KEYS[1], ARGV[1]) + redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('ZREM', KEYS[3], ARGV[1])
 if n > 0 then redis.call('PUBLISH', ARGV[2], ARGV[3]) end
 return n
-`)
+`
 
-// depthScript counts the live slots and places.
-var depthScript = redis.NewScript(redisNow + `
+// depthLua counts the live slots and places.
+const depthLua = `
 return {redis.call('ZCOUNT', KEYS[1], now, '+inf'), redis.call('ZCOUNT', KEYS[3], now, '+inf')}
-`)
+`
 
 func (b *redisQueues) take(ctx context.Context, r models.SlotRequest) (models.Admission, error) {
-	n, err := takeScript.Run(ctx, b.client, queueKeys(r.Category), r.Token, r.Limit, r.MaxWait, r.Lease.Milliseconds()).Int()
+	n, err := b.takeScript.Run(ctx, b.client, queueKeys(r.Category), r.Token, r.Limit, r.MaxWait, r.Lease.Milliseconds()).Int()
 	if err != nil {
 		return models.SlotWaiting, fmt.Errorf("take a slot of %s: %w", r.Category, err)
 	}
@@ -113,7 +124,7 @@ func (b *redisQueues) take(ctx context.Context, r models.SlotRequest) (models.Ad
 }
 
 func (b *redisQueues) renew(ctx context.Context, category, token string, lease time.Duration) (bool, error) {
-	n, err := renewScript.Run(ctx, b.client, queueKeys(category), token, lease.Milliseconds()).Int()
+	n, err := b.renewScript.Run(ctx, b.client, queueKeys(category), token, lease.Milliseconds()).Int()
 	if err != nil {
 		return false, fmt.Errorf("renew the slot of %s: %w", category, err)
 	}
@@ -121,7 +132,7 @@ func (b *redisQueues) renew(ctx context.Context, category, token string, lease t
 }
 
 func (b *redisQueues) release(ctx context.Context, category, token string) error {
-	err := releaseScript.Run(ctx, b.client, queueKeys(category), token, channel, topicQueueFree+" "+b.self+" "+category).Err()
+	err := b.releaseScript.Run(ctx, b.client, queueKeys(category), token, channel, topicQueueFree+" "+b.self+" "+category).Err()
 	if err != nil {
 		return fmt.Errorf("release a slot of %s: %w", category, err)
 	}
@@ -129,7 +140,7 @@ func (b *redisQueues) release(ctx context.Context, category, token string) error
 }
 
 func (b *redisQueues) depth(ctx context.Context, category string) (int64, int64, error) {
-	counts, err := depthScript.Run(ctx, b.client, queueKeys(category)).Int64Slice()
+	counts, err := b.depthScript.Run(ctx, b.client, queueKeys(category)).Int64Slice()
 	if err != nil || len(counts) != 2 {
 		return 0, 0, fmt.Errorf("count the queue of %s: %v", category, err)
 	}
