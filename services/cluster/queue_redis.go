@@ -100,13 +100,14 @@ if expiry and tonumber(expiry) >= now then return 1 end
 return 0
 `
 
-// releaseLua gives up token's slot or place and, if it had one,
-// publishes the change notice message that wakes the other instances'
-// waiters. ARGV: token, channel, message.
+// releaseLua gives up token's slot or place and, if it had one and
+// calls wait, publishes the change notice message that wakes the other
+// instances' waiters (a release nobody waits for wakes nobody). ARGV:
+// token, channel, message.
 const releaseLua = `
 local n = redis.call('ZREM', KEYS[1], ARGV[1]) + redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('ZREM', KEYS[3], ARGV[1])
-if n > 0 then redis.call('PUBLISH', ARGV[2], ARGV[3]) end
+if n > 0 and redis.call('ZCARD', KEYS[2]) > 0 then redis.call('PUBLISH', ARGV[2], ARGV[3]) end
 return n
 `
 
