@@ -132,10 +132,7 @@ func (q *Queues) Acquire(ctx context.Context, category string, limit, maxWait in
 		case <-ctx.Done():
 			q.leave(category, r.Token)
 			return nil, ctx.Err()
-		case <-woken:
-			if !timer.Stop() {
-				<-timer.C
-			}
+		case <-woken: // the timer is Reset next round (Go 1.23 timers: no stale tick)
 		case <-timer.C:
 		}
 	}
