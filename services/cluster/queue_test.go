@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -480,4 +481,30 @@ func TestSharedQueueLapsedSlotTakenBack(t *testing.T) {
 			t.Fatalf("a newcomer: %v %v", got, err)
 		}
 	})
+}
+
+// BenchmarkSharedQueueContended measures acquire and release with 24
+// callers over three instances competing for 4 slots (so most wait and are
+// woken by releases): the time per acquire and release, over all callers.
+func BenchmarkSharedQueueContended(b *testing.B) {
+	for _, be := range queueBackends {
+		b.Run(be.name, func(b *testing.B) {
+			instance := be.open(b)
+			qs := []*Queues{instance(b), instance(b), instance(b)}
+			ctx := context.Background()
+			var next atomic.Int64
+			b.SetParallelism(12) // 24 callers on 2 CPUs
+			b.RunParallel(func(pb *testing.PB) {
+				q := qs[next.Add(1)%int64(len(qs))]
+				for pb.Next() {
+					s, err := q.Acquire(ctx, "shell", 4, 64, nil)
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					s.Release()
+				}
+			})
+		})
+	}
 }
