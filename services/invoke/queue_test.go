@@ -86,7 +86,8 @@ func waitFor(t *testing.T, cond func() bool) {
 // TestSharedQueueGuard runs the queue guard over queues shared in a real
 // Redis: its refusals answer as the in-process queue's do (QUEUE_FULL
 // with Retry-After past the waiting bound, CANCELLED for a waiter whose
-// context ends), and the cancelled waiter's place is given back.
+// context ends), the cancelled waiter's place is given back, and so is
+// the slot of a running call cancelled on its instance.
 func TestSharedQueueGuard(t *testing.T) {
 	client, err := cluster.OpenRedis(context.Background(), dbtest.Redis(t))
 	if err != nil {
@@ -97,8 +98,12 @@ func TestSharedQueueGuard(t *testing.T) {
 	inv := (&Invoker{queues: newQueues(map[string]int{"shell": 1}, 1), log: quiet}).WithSharedQueues(shared)
 	release := make(chan struct{})
 	step := inv.queue(func(ctx context.Context, c *call) ToolResult {
-		<-release
-		return ToolResult{Status: models.StatusSucceeded, Success: true}
+		select {
+		case <-release:
+			return ToolResult{Status: models.StatusSucceeded, Success: true}
+		case <-ctx.Done():
+			return cancelledWaiting()
+		}
 	})
 	shell := func() *call { return &call{def: tooldef.Definition{Category: "shell"}} }
 	depth := func(holding, waiting int64) func() bool {
@@ -130,6 +135,13 @@ func TestSharedQueueGuard(t *testing.T) {
 			t.Errorf("a call that held a slot: %+v", res)
 		}
 	}
+	waitFor(t, depth(0, 0))
+	// A running call cancelled on its instance gives its slot back.
+	ctx, cancel = context.WithCancel(context.Background())
+	go func() { results <- step(ctx, shell()) }()
+	waitFor(t, depth(1, 0))
+	cancel()
+	<-results
 	waitFor(t, depth(0, 0))
 }
 
