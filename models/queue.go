@@ -129,24 +129,28 @@ func queueCounts(tx *gorm.DB, category string) (holding, waiting int64, err erro
 	return holding, waiting, nil
 }
 
-// RenewSlot extends the lease of the place or slot token holds to until.
-// A slot whose lease lapsed while its call still runs (its instance was
+// RenewSlot extends the lease of the slot token holds to now + lease. A
+// slot whose lease lapsed while its call still runs (its instance was
 // paused past the lease) is taken back as held, so the count stays true
-// to what runs; a lapsed place in line is not (false: ask again).
-func (s *Store) RenewSlot(ctx context.Context, category, token string, holding bool, until time.Time) (bool, error) {
-	ms := until.UnixMilli()
-	res := s.db.WithContext(ctx).Exec("UPDATE queue_tickets SET lease_until = ? WHERE token = ?", ms, token)
+// to what runs: false then.
+func (s *Store) RenewSlot(ctx context.Context, category, token string, now time.Time, lease time.Duration) (bool, error) {
+	until := now.Add(lease).UnixMilli()
+	res := s.db.WithContext(ctx).Exec("UPDATE queue_tickets SET lease_until = ? WHERE token = ? AND holding = ? AND lease_until >= ?",
+		until, token, true, now.UnixMilli())
 	if res.Error != nil {
 		return false, fmt.Errorf("renew the slot of %s: %w", category, res.Error)
 	}
-	if res.RowsAffected == 1 || !holding {
-		return res.RowsAffected == 1, nil
+	if res.RowsAffected == 1 {
+		return true, nil
 	}
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		if err := s.dialect.serialize(tx, queueLock(category)); err != nil {
 			return err
 		}
-		return tx.Create(&QueueTicket{Category: category, Token: token, Holding: true, LeaseUntil: ms}).Error
+		if err := tx.Exec("DELETE FROM queue_tickets WHERE token = ?", token).Error; err != nil {
+			return err
+		}
+		return tx.Create(&QueueTicket{Category: category, Token: token, Holding: true, LeaseUntil: until}).Error
 	})
 	if err != nil {
 		return false, fmt.Errorf("take back the slot of %s: %w", category, err)

@@ -251,7 +251,7 @@ func (b *storeQueues) take(ctx context.Context, r models.SlotRequest) (models.Ad
 }
 
 func (b *storeQueues) renew(ctx context.Context, category, token string, lease time.Duration) (bool, error) {
-	return b.store.RenewSlot(ctx, category, token, true, time.Now().Add(lease))
+	return b.store.RenewSlot(ctx, category, token, time.Now(), lease)
 }
 
 func (b *storeQueues) release(ctx context.Context, category, token string) error {

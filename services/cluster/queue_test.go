@@ -460,13 +460,12 @@ func TestSharedQueueLapsedSlotTakenBack(t *testing.T) {
 		ctx := context.Background()
 		b := qs[0].backend
 		for _, token := range []string{"paused-holder", "paused-waiter"} {
-			r := models.SlotRequest{Category: "api", Token: token, Limit: 1, MaxWait: 4, Lease: time.Millisecond, Now: time.Now()}
+			r := models.SlotRequest{Category: "api", Token: token, Limit: 1, MaxWait: 4, Lease: 200 * time.Millisecond, Now: time.Now()}
 			if _, err := b.take(ctx, r); err != nil {
 				t.Fatal(err)
 			}
 		}
-		time.Sleep(20 * time.Millisecond) // both leases have lapsed
-		depthIs(t, qs[0], "api", 0, 0)
+		depthIs(t, qs[0], "api", 0, 0) // both leases have lapsed, nothing swept them yet
 		held, err := b.renew(ctx, "api", "paused-holder", time.Minute)
 		if err != nil || held {
 			t.Fatalf("renewing a lapsed slot: %v %v; want taken back", held, err)
