@@ -98,12 +98,12 @@ func TestSharedQueueGuard(t *testing.T) {
 	inv := (&Invoker{queues: newQueues(map[string]int{"shell": 1}, 1), log: quiet}).WithSharedQueues(shared)
 	release := make(chan struct{})
 	step := inv.queue(func(ctx context.Context, c *call) ToolResult {
-		select {
-		case <-release:
-			return ToolResult{Status: models.StatusSucceeded, Success: true}
-		case <-ctx.Done():
+		if c.id == "runs-until-cancelled" {
+			<-ctx.Done()
 			return cancelledWaiting()
 		}
+		<-release
+		return ToolResult{Status: models.StatusSucceeded, Success: true}
 	})
 	shell := func() *call { return &call{def: tooldef.Definition{Category: "shell"}} }
 	depth := func(holding, waiting int64) func() bool {
@@ -138,7 +138,9 @@ func TestSharedQueueGuard(t *testing.T) {
 	waitFor(t, depth(0, 0))
 	// A running call cancelled on its instance gives its slot back.
 	ctx, cancel = context.WithCancel(context.Background())
-	go func() { results <- step(ctx, shell()) }()
+	running := shell()
+	running.id = "runs-until-cancelled"
+	go func() { results <- step(ctx, running) }()
 	waitFor(t, depth(1, 0))
 	cancel()
 	<-results
