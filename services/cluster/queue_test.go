@@ -338,7 +338,7 @@ func TestSharedQueueCancelledWaiterLeaves(t *testing.T) {
 // held up by it.
 func TestSharedQueueDeadInstanceFreesItsSlot(t *testing.T) {
 	eachQueueBackend(t, 2, func(t *testing.T, qs []*Queues) {
-		const lease, renew = 600 * time.Millisecond, 100 * time.Millisecond
+		const lease, renew = time.Second, 100 * time.Millisecond
 		a, b := qs[0].WithTimes(lease, renew), qs[1].WithTimes(lease, renew)
 		live, err := a.Acquire(context.Background(), "shell", 1, 8, nil)
 		if err != nil {
