@@ -19,12 +19,12 @@ import (
 //
 // A call gets a ticket when it must wait; a slot is given to the waiter
 // with the lowest ticket while fewer calls hold one than the limit. Each
-// place and slot has a lease its instance renews (a slot every Renew by
+// place and slot has a lease its instance renews (a slot every QueueRenew by
 // a goroutine of its own, a place each time its waiter asks again), so an
-// instance that dies frees its slots and places within Lease. A release,
+// instance that dies frees its slots and places within QueueLease. A release,
 // or a waiter leaving, wakes the waiters of the category on every
 // instance (a message over Redis pub/sub or NOTIFY); each waiter also
-// asks again every Renew, in case a message was lost or a lease lapsed.
+// asks again every QueueRenew, in case a message was lost or a lease lapsed.
 type Queues struct {
 	backend queueBackend
 	log     *slog.Logger
@@ -33,7 +33,7 @@ type Queues struct {
 	wakers  wakers
 }
 
-// Lease is how long a slot or a place in a shared queue holds without a
+// QueueLease is how long a slot or a place in a shared queue holds without a
 // renewal, and QueueRenew how often its instance renews it: an instance
 // that dies frees its slots within about Lease + QueueRenew.
 const (
