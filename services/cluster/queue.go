@@ -35,7 +35,7 @@ type Queues struct {
 
 // QueueLease is how long a slot or a place in a shared queue holds without a
 // renewal, and QueueRenew how often its instance renews it: an instance
-// that dies frees its slots within about Lease + QueueRenew.
+// that dies frees its slots within about QueueLease + QueueRenew.
 const (
 	QueueLease = 3 * time.Second
 	QueueRenew = time.Second
