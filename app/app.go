@@ -260,6 +260,15 @@ func New(ctx context.Context, cfg Config, opts Options) (_ *App, err error) {
 		return nil, err
 	}
 	a.Invoker.WithRateLimitStore(limitStore)
+	// Category limits hold in the cluster when instances share a queue:
+	// in Redis when configured, else in the Postgres database.
+	switch {
+	case a.Redis != nil:
+		a.Invoker.WithSharedQueues(cluster.RedisQueues(a.Redis, a.Notices, log))
+	case a.Store.Shared():
+		a.Invoker.WithSharedQueues(cluster.StoreQueues(a.Store, a.Notices, log))
+	}
+	a.Invoker.ReportQueues(a.Metrics)
 	// Background calls are claimed under this instance's name; the others
 	// reach the calls it runs (cancel, stream) through the notices.
 	var bus invoke.Bus

@@ -27,10 +27,17 @@ type running struct {
 // startInstances builds and runs one instance per name over databaseURL.
 func startInstances(t *testing.T, databaseURL string, names ...string) []*running {
 	t.Helper()
+	return startInstancesWith(t, func(cfg *Config) { cfg.DatabaseURL = databaseURL }, names...)
+}
+
+// startInstancesWith builds and runs one instance per name, each of the
+// configuration edit makes.
+func startInstancesWith(t *testing.T, edit func(*Config), names ...string) []*running {
+	t.Helper()
 	out := make([]*running, len(names))
 	for i, name := range names {
 		cfg := testConfig(t, t.TempDir(), "--instance", name)
-		cfg.DatabaseURL = databaseURL
+		edit(&cfg)
 		a, err := New(context.Background(), cfg, Options{Stdout: io.Discard, LogOutput: io.Discard, ApprovalSweep: 20 * time.Millisecond})
 		if err != nil {
 			t.Fatalf("instance %s: %v", name, err)

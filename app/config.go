@@ -75,9 +75,10 @@ type Config struct {
 	// RedisURL is the Redis server several instances share what they must
 	// agree on in real time through (TOOLBELT_REDIS_URL, redis://,
 	// rediss:// or unix://): rate limits, the results cache, the key-guess
-	// limiter, change notices. Empty: without it, instances on Postgres
-	// send change notices over LISTEN/NOTIFY, count rates and key guesses
-	// in the database, and cache results each on its own. It may hold a
+	// limiter, the category queues, change notices. Empty: without it,
+	// instances on Postgres send change notices over LISTEN/NOTIFY, count
+	// rates and key guesses and share the category queues in the
+	// database, and cache results each on its own. It may hold a
 	// password: never logged, shown redacted.
 	RedisURL string
 	// TrustedProxies are the addresses and CIDR ranges of the reverse

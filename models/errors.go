@@ -143,6 +143,7 @@ var (
 	ErrNotFound     = NewKind(CodeNotFound, "not found")
 	ErrConflict     = NewKind(CodeConflict, "conflict")
 	ErrRateLimited  = NewKind(CodeRateLimit, "too many requests")
+	ErrQueueFull    = NewKind(CodeQueueFull, "queue full")
 )
 
 // kinds are the sentinels CodeOf tries for errors that match one through

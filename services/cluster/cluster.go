@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/casbin/casbin/v2/persist"
@@ -84,8 +85,9 @@ type Notices struct {
 	handlers map[string][]func()
 	messages map[string][]func(body string)
 
-	stop context.CancelFunc
-	done chan struct{}
+	stop   context.CancelFunc
+	done   chan struct{}
+	closed atomic.Bool // nothing is sent once closed
 }
 
 func newNotices(log *slog.Logger) *Notices {
@@ -113,7 +115,7 @@ func (n *Notices) OnMessage(topic string, fn func(body string)) {
 // SendMessage sends body (at most MaxBody bytes) to the other instances'
 // OnMessage handlers of topic. A message that cannot be sent is logged.
 func (n *Notices) SendMessage(ctx context.Context, topic, body string) {
-	if n == nil {
+	if n == nil || n.closed.Load() {
 		return
 	}
 	if len(body) > MaxBody {
@@ -143,7 +145,7 @@ func (n *Notices) On(topic string, fn func()) {
 // be sent is logged: the change itself is stored, and the other instances
 // see it once they next rebuild.
 func (n *Notices) Send(ctx context.Context, topic string) {
-	if n == nil {
+	if n == nil || n.closed.Load() {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -194,6 +196,7 @@ func (n *Notices) Close() {
 	if n == nil || n.stop == nil {
 		return
 	}
+	n.closed.Store(true)
 	n.stop()
 	<-n.done
 }

@@ -2,7 +2,9 @@ package invoke
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -10,12 +12,15 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"toolbelt/models"
+	"toolbelt/services/cluster"
+	"toolbelt/services/ops"
 )
 
 // Default concurrency per category: a browser and a shell are heavy.
 var DefaultQueueLimits = map[string]int{"browser": 3, "shell": 5, "filesystem": 16, "search": 8, "code": 4, "api": 16}
 
-// DefaultQueueWaiting bounds the calls waiting per category.
+// DefaultQueueWaiting bounds the calls waiting per category (in the
+// cluster when the queues are shared).
 const DefaultQueueWaiting = 64
 
 // categoryQueue lets a bounded number of calls of one category run at a
@@ -27,12 +32,15 @@ type categoryQueue struct {
 	running atomic.Int64
 }
 
-// queues holds one queue per category.
+// queues holds one queue per category: in this process, or shared by
+// the instances (shared, set by WithSharedQueues), when the limits and the
+// waiting bound hold in the cluster.
 type queues struct {
 	mu      sync.Mutex
 	limits  map[string]int
 	maxWait int
 	byCat   map[string]*categoryQueue
+	shared  *cluster.Queues
 }
 
 func newQueues(limits map[string]int, maxWait int) *queues {
@@ -61,23 +69,30 @@ func (q *queues) of(category string) *categoryQueue {
 	return cq
 }
 
+// WithSharedQueues makes the category queues those of q, shared by every
+// instance that uses them: a category's limit and waiting bound hold in
+// the cluster, and waiters are admitted in their order of arrival on any
+// instance (nil: this process's queues).
+func (inv *Invoker) WithSharedQueues(q *cluster.Queues) *Invoker {
+	inv.queues.shared = q
+	return inv
+}
+
 // queue runs at most the category's limit of calls at once; past the
 // waiting bound a call is refused with QUEUE_FULL, and a call cancelled
 // while it waits leaves the queue.
 func (inv *Invoker) queue(next step) step {
 	return func(ctx context.Context, c *call) ToolResult {
+		if inv.queues.shared != nil {
+			return inv.sharedQueue(ctx, c, next)
+		}
 		cq := inv.queues.of(c.def.Category)
 		if !cq.sem.TryAcquire(1) {
 			// Timed from before the call counts as waiting.
 			waitStart := time.Now()
 			if cq.waiting.Add(1) > int64(inv.queues.maxWait) {
 				cq.waiting.Add(-1)
-				res := refusal(models.CodeQueueFull,
-					fmt.Sprintf("too many %s calls are waiting (%d running, %d waiting)", c.def.Category, cq.limit, inv.queues.maxWait),
-					"Wait a few seconds and call again.")
-				res.Error.Retryable = true
-				res.Error.RetryAfter = 2
-				return res
+				return queueFull(c.def.Category, cq.limit, inv.queues.maxWait)
 			}
 			inv.metrics.Queued(c.def.Category, 1)
 			err := cq.sem.Acquire(ctx, 1)
@@ -86,7 +101,7 @@ func (inv *Invoker) queue(next step) step {
 			inv.metrics.QueueWaited(c.def.Category, time.Since(waitStart))
 			c.queueMs = time.Since(waitStart).Milliseconds()
 			if err != nil {
-				return failure(models.CodeCancelled, "the call was cancelled while it waited for a free slot", false, "")
+				return cancelledWaiting()
 			}
 		}
 		cq.running.Add(1)
@@ -96,4 +111,62 @@ func (inv *Invoker) queue(next step) step {
 		}()
 		return next(ctx, c)
 	}
+}
+
+// sharedQueue is queue over the queues the instances share: the slot is
+// held in Redis or the database, renewed while the call runs, and given
+// up when it ends (or, if this instance dies, when its lease lapses).
+func (inv *Invoker) sharedQueue(ctx context.Context, c *call, next step) ToolResult {
+	cat := c.def.Category
+	limit := max(1, inv.queues.limits[cat])
+	var waitStart time.Time
+	slot, err := inv.queues.shared.Acquire(ctx, cat, limit, inv.queues.maxWait, func() {
+		waitStart = time.Now()
+		inv.metrics.Queued(cat, 1)
+	})
+	if !waitStart.IsZero() {
+		inv.metrics.Queued(cat, -1)
+		inv.metrics.QueueWaited(cat, time.Since(waitStart))
+		c.queueMs = time.Since(waitStart).Milliseconds()
+	}
+	switch {
+	case errors.Is(err, models.ErrQueueFull):
+		return queueFull(cat, limit, inv.queues.maxWait)
+	case err != nil && ctx.Err() != nil:
+		return cancelledWaiting()
+	case err != nil:
+		inv.log.ErrorContext(ctx, "category queue", "err", err, "category", cat)
+		return failure(models.CodeInternal, "internal error", true, "Try again.")
+	}
+	defer slot.Release()
+	return next(ctx, c)
+}
+
+// queueFull refuses a call past its category's waiting bound.
+func queueFull(category string, limit, maxWait int) ToolResult {
+	res := refusal(models.CodeQueueFull,
+		fmt.Sprintf("too many %s calls are waiting (%d running, %d waiting)", category, limit, maxWait),
+		"Wait a few seconds and call again.")
+	res.Error.Retryable = true
+	res.Error.RetryAfter = 2
+	return res
+}
+
+func cancelledWaiting() ToolResult {
+	return failure(models.CodeCancelled, "the call was cancelled while it waited for a free slot", false, "")
+}
+
+// ReportQueues exposes, when the queues are shared, each category's
+// running and waiting calls in the cluster, read at scrape time
+// (toolbelt_queue_waiting counts this instance's waiters alone).
+func (inv *Invoker) ReportQueues(m *ops.Metrics) {
+	if inv.queues.shared == nil {
+		return
+	}
+	cats := make([]string, 0, len(inv.queues.limits))
+	for cat := range inv.queues.limits {
+		cats = append(cats, cat)
+	}
+	slices.Sort(cats)
+	m.ClusterQueues(cats, inv.queues.shared.Depth)
 }

@@ -3,6 +3,7 @@
 package ops
 
 import (
+	"context"
 	"strconv"
 	"sync"
 	"time"
@@ -70,7 +71,7 @@ func NewMetrics(instance string) *Metrics {
 		rateLimited: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "toolbelt_rate_limited_total",
 			Help: "Calls refused by a tool's rate limit, by tool."}, []string{"tool"}),
 		queueDepth: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "toolbelt_queue_waiting",
-			Help: "Calls waiting for a slot in their category's queue."}, []string{"category"}),
+			Help: "Calls waiting for a slot in their category's queue on this instance (toolbelt_queue_cluster_waiting: in the cluster)."}, []string{"category"}),
 		queueWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "toolbelt_queue_wait_seconds",
 			Help: "Time calls waited for a slot in their category's queue.", Buckets: latencyBuckets}, []string{"category"}),
 		approvalsDecided: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "toolbelt_approvals_decided_total",
@@ -189,6 +190,45 @@ func (m *Metrics) Limited(tool string) {
 func (m *Metrics) Queued(category string, delta float64) {
 	if m != nil {
 		m.queueDepth.WithLabelValues(category).Add(delta)
+	}
+}
+
+// ClusterQueues registers the gauges toolbelt_queue_cluster_running and
+// toolbelt_queue_cluster_waiting of each category, read from depth at
+// scrape time (within 2 s for them all): the queues the instances share,
+// so every instance reports the same numbers (a category whose depth
+// cannot be read is left out).
+func (m *Metrics) ClusterQueues(categories []string, depth func(ctx context.Context, category string) (running, waiting int64, err error)) {
+	if m != nil {
+		m.reg.MustRegister(&clusterQueues{categories: categories, depth: depth,
+			running: prometheus.NewDesc("toolbelt_queue_cluster_running",
+				"Calls holding a slot of their category's queue in the cluster (the same on every instance).", []string{"category"}, nil),
+			waiting: prometheus.NewDesc("toolbelt_queue_cluster_waiting",
+				"Calls waiting for a slot of their category's queue in the cluster (the same on every instance).", []string{"category"}, nil)})
+	}
+}
+
+type clusterQueues struct {
+	categories       []string
+	depth            func(ctx context.Context, category string) (running, waiting int64, err error)
+	running, waiting *prometheus.Desc
+}
+
+func (c *clusterQueues) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.running
+	ch <- c.waiting
+}
+
+func (c *clusterQueues) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	for _, cat := range c.categories {
+		running, waiting, err := c.depth(ctx, cat)
+		if err != nil {
+			continue
+		}
+		ch <- prometheus.MustNewConstMetric(c.running, prometheus.GaugeValue, float64(running), cat)
+		ch <- prometheus.MustNewConstMetric(c.waiting, prometheus.GaugeValue, float64(waiting), cat)
 	}
 }
 

@@ -1,0 +1,200 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"toolbelt/internal/dbtest"
+	"toolbelt/models"
+	"toolbelt/services/invoke"
+	"toolbelt/services/netpolicy"
+	"toolbelt/services/tooldef"
+)
+
+// upstream is the service an http tool calls, which counts on the host
+// how many of its calls are inside at once and the order they came in;
+// each stays until released, oldest first.
+type upstream struct {
+	mu           sync.Mutex
+	inside, peak int
+	order        []int
+	release      map[int]chan struct{}
+	arrived      chan int
+}
+
+func newUpstream() *upstream {
+	return &upstream{release: map[int]chan struct{}{}, arrived: make(chan int, 64)}
+}
+
+func (u *upstream) gate(n int) chan struct{} {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	ch, ok := u.release[n]
+	if !ok {
+		ch = make(chan struct{})
+		u.release[n] = ch
+	}
+	return ch
+}
+
+func (u *upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	n, _ := strconv.Atoi(r.URL.Query().Get("n"))
+	u.mu.Lock()
+	u.inside++
+	u.peak = max(u.peak, u.inside)
+	u.order = append(u.order, n)
+	u.mu.Unlock()
+	u.arrived <- n
+	select {
+	case <-u.gate(n):
+	case <-r.Context().Done():
+	}
+	u.mu.Lock()
+	u.inside--
+	u.mu.Unlock()
+	_, _ = w.Write([]byte(`{"ok":true}`))
+}
+
+// clusterGauge is the value of gauge name for category on a's /metrics.
+func clusterGauge(t *testing.T, a *App, name, category string) float64 {
+	t.Helper()
+	families, err := a.Metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() == name {
+			for _, m := range f.GetMetric() {
+				if labelOf(m, "category") == category {
+					return m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	return -1
+}
+
+// A category's limit holds in the cluster: background calls of a tool
+// whose category allows 3 at once, made one after the other on three
+// instances (over Redis, or Postgres alone), reach the service the tool
+// calls at most 3 at a time, in the order they were made; /metrics on
+// every instance counts the cluster's waiters; a waiter cancelled through
+// another instance than its own leaves the queue at once, and the calls
+// behind it still run, every one.
+func TestClusterQueuesAreOne(t *testing.T) {
+	for _, redis := range []bool{true, false} {
+		t.Run(map[bool]string{true: "redis", false: "postgres"}[redis], func(t *testing.T) {
+			up := newUpstream()
+			srv := httptest.NewServer(up)
+			defer srv.Close()
+			db, redisURL := dbtest.Postgres(t), ""
+			if redis {
+				redisURL = dbtest.Redis(t)
+			}
+			apps := startInstancesWith(t, func(cfg *Config) {
+				cfg.DatabaseURL, cfg.RedisURL = db, redisURL
+				cfg.NetPolicy = netpolicy.Policy{AllowPrivate: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}
+			}, "a", "b", "c")
+			ctx := context.Background()
+			def := tooldef.Definition{
+				Name: "slow_page", Version: "1.0.0", Description: "Fetch a numbered page and wait for it. Input: n. Output: the page.",
+				Category:   "browser",
+				Parameters: json.RawMessage(`{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}`),
+				Execution:  tooldef.Execution{Timeout: 60_000},
+				Runner:     tooldef.Runner{Kind: tooldef.RunnerHTTP, Method: "GET", URL: srv.URL + "/run?n={{n}}"},
+			}
+			if _, err := apps[0].Registry.Register(ctx, def, nil); err != nil {
+				t.Fatal(err)
+			}
+			admin, err := apps[0].Store.PrincipalByID(ctx, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			limit := invoke.DefaultQueueLimits["browser"]
+			const calls, cancelled = 7, 4
+			ids := make([]string, calls)
+			for i := range calls {
+				on := apps[i%len(apps)]
+				res, err := on.Invoker.CallAcknowledged(ctx, admin, invoke.CallRequest{Tool: "slow_page", SessionID: "q",
+					Arguments: json.RawMessage(fmt.Sprintf(`{"n":%d}`, i)), Async: true})
+				if err != nil || res.CallID == "" {
+					t.Fatalf("call %d: %+v %v", i, res, err)
+				}
+				ids[i] = res.CallID
+				if i < limit {
+					if got := <-up.arrived; got != i {
+						t.Fatalf("call %d came in as %d", i, got)
+					}
+					continue
+				}
+				// Counted as waiting in the cluster, seen from another instance.
+				other := apps[(i+1)%len(apps)].App
+				waitFor(t, fmt.Sprintf("%d waiting", i+1-limit), func() bool {
+					return clusterGauge(t, other, "toolbelt_queue_cluster_waiting", "browser") == float64(i+1-limit)
+				})
+			}
+			for _, a := range apps {
+				if r := clusterGauge(t, a.App, "toolbelt_queue_cluster_running", "browser"); r != float64(limit) {
+					t.Errorf("instance %s counts %v running", a.Config.Instance, r)
+				}
+			}
+			// Call 4 waits on b; it is cancelled through c.
+			if err := apps[2].Invoker.Cancel(ctx, admin, ids[cancelled]); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, "the cancelled waiter gone", func() bool {
+				return clusterGauge(t, apps[0].App, "toolbelt_queue_cluster_waiting", "browser") == float64(calls-limit-1)
+			})
+			// The oldest leaves; the next in line comes in, one at a time.
+			pending := []int{3, 5, 6}
+			for _, n := range []int{0, 1, 2, 3, 5, 6} {
+				close(up.gate(n))
+				if len(pending) > 0 {
+					if got := <-up.arrived; got != pending[0] {
+						t.Fatalf("call %d came in after %d left; want %d", got, n, pending[0])
+					}
+					pending = pending[1:]
+				}
+			}
+			for i, id := range ids {
+				waitFor(t, "call "+strconv.Itoa(i)+" ended", func() bool {
+					rec, err := apps[0].Store.CallByID(ctx, id)
+					return err == nil && (rec.Status == models.StatusSucceeded || rec.Status == models.StatusFailed)
+				})
+				rec, _ := apps[1].Store.CallByID(ctx, id)
+				if want := map[bool]string{true: models.StatusFailed, false: models.StatusSucceeded}[i == cancelled]; rec.Status != want ||
+					(i == cancelled && rec.ErrorCode != models.CodeCancelled) {
+					t.Errorf("call %d: %s %s; want %s", i, rec.Status, rec.ErrorCode, want)
+				}
+			}
+			up.mu.Lock()
+			defer up.mu.Unlock()
+			want := []int{0, 1, 2, 3, 5, 6}
+			if up.peak != limit || !slices.Equal(up.order, want) {
+				t.Errorf("at most %d inside at once (limit %d), in the order %v; want %v", up.peak, limit, up.order, want)
+			}
+		})
+	}
+}
+
+// waitFor polls cond until it holds (a bounded wait for the instances to
+// get somewhere, not a timing assertion).
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not reached: %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

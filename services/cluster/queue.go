@@ -1,0 +1,267 @@
+package cluster
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"toolbelt/models"
+)
+
+// Queues are the category queues the instances share, so that a
+// category's limit holds in the cluster (5 shell calls means 5 in the
+// cluster) and its waiters are admitted in the order they arrived,
+// whichever instance took them: a fair semaphore per category, in Redis
+// (queue_redis.go) or, without Redis, in the database (models.TakeSlot).
+//
+// A call gets a ticket when it must wait; a slot is given to the waiter
+// with the lowest ticket while fewer calls hold one than the limit. Each
+// place and slot has a lease its instance renews (a slot every QueueRenew by
+// a goroutine of its own, a place each time its waiter asks again), so an
+// instance that dies frees its slots and places within QueueLease. A release,
+// or a waiter leaving, wakes the waiters of the category on every
+// instance (a message over Redis pub/sub or NOTIFY); each waiter also
+// asks again every QueueRenew, in case a message was lost or a lease lapsed.
+type Queues struct {
+	backend queueBackend
+	log     *slog.Logger
+	lease   time.Duration
+	renew   time.Duration
+	wakers  wakers
+}
+
+// QueueLease is how long a slot or a place in a shared queue holds without a
+// renewal, and QueueRenew how often its instance renews it: an instance
+// that dies frees its slots within about QueueLease + QueueRenew.
+const (
+	QueueLease = 3 * time.Second
+	QueueRenew = time.Second
+)
+
+// topicQueueFree is the message that a slot or a place of a category (its
+// body) was given up.
+const topicQueueFree = "queue.free"
+
+// queueBackend keeps the queues' state.
+type queueBackend interface {
+	// take is models.Store.TakeSlot's decision.
+	take(ctx context.Context, r models.SlotRequest) (models.Admission, error)
+	// renew extends a held slot's lease (false: it had lapsed and was
+	// taken back).
+	renew(ctx context.Context, category, token string, lease time.Duration) (bool, error)
+	// release gives up the slot or place of token and tells the other
+	// instances.
+	release(ctx context.Context, category, token string) error
+	depth(ctx context.Context, category string) (holding, waiting int64, err error)
+}
+
+// StoreQueues are queues in store's database (Postgres without Redis),
+// waking the other instances through notices (nil: they ask again every
+// QueueRenew).
+func StoreQueues(store *models.Store, notices *Notices, log *slog.Logger) *Queues {
+	return newQueues(&storeQueues{store: store, notices: notices}, notices, log)
+}
+
+// RedisQueues are queues in Redis; a release wakes the other instances
+// over notices' channel (which must be RedisNotices on client; nil: they
+// ask again every QueueRenew).
+func RedisQueues(client *redis.Client, notices *Notices, log *slog.Logger) *Queues {
+	self := ""
+	if notices != nil {
+		self = notices.self
+	}
+	return newQueues(newRedisQueues(client, self), notices, log)
+}
+
+func newQueues(b queueBackend, notices *Notices, log *slog.Logger) *Queues {
+	q := &Queues{backend: b, log: log, lease: QueueLease, renew: QueueRenew, wakers: wakers{byCat: map[string]chan struct{}{}}}
+	notices.OnMessage(topicQueueFree, q.wakers.wake)
+	return q
+}
+
+// WithTimes replaces QueueLease and QueueRenew (tests).
+func (q *Queues) WithTimes(lease, renew time.Duration) *Queues {
+	q.lease, q.renew = lease, renew
+	return q
+}
+
+// Acquire waits for a slot of category, of which at most limit are held
+// at once in the cluster, in the order of arrival; models.ErrQueueFull
+// when maxWait calls wait already. waiting, when set, is told once when
+// the call has to wait. When ctx ends first, the call leaves the queue
+// (its place given up, the waiters behind it woken) and Acquire returns
+// ctx's error. The caller releases the slot it gets.
+func (q *Queues) Acquire(ctx context.Context, category string, limit, maxWait int, waiting func()) (*Slot, error) {
+	r := models.SlotRequest{Category: category, Token: models.NewID(), Limit: max(1, limit), MaxWait: maxWait, Lease: q.lease}
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		woken := q.wakers.wait(category)
+		r.Now = time.Now()
+		got, err := q.backend.take(ctx, r)
+		if err != nil {
+			// The decision may have been made before ctx ended.
+			q.leave(category, r.Token)
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			return nil, err
+		}
+		switch got {
+		case models.SlotHeld:
+			return q.hold(category, r.Token), nil
+		case models.SlotFull:
+			return nil, models.ErrQueueFull.Errorf("%d %s calls wait already", maxWait, category)
+		}
+		if timer == nil {
+			if waiting != nil {
+				waiting()
+			}
+			timer = time.NewTimer(q.renew)
+		} else {
+			timer.Reset(q.renew)
+		}
+		select {
+		case <-ctx.Done():
+			q.leave(category, r.Token)
+			return nil, ctx.Err()
+		case <-woken: // the timer is Reset next round (Go 1.23 timers: no stale tick)
+		case <-timer.C:
+		}
+	}
+}
+
+// leave gives up token's place (or a slot given just as ctx ended), even
+// though the call's context ended, and wakes this instance's waiters.
+func (q *Queues) leave(category, token string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := q.backend.release(ctx, category, token); err != nil {
+		q.log.Warn("leave a queue: its place lapses with its lease", "category", category, "err", err)
+	}
+	q.wakers.wake(category)
+}
+
+// Depth counts the calls of category holding a slot and waiting, in the
+// cluster.
+func (q *Queues) Depth(ctx context.Context, category string) (holding, waiting int64, err error) {
+	return q.backend.depth(ctx, category)
+}
+
+// Slot is a held slot of a shared queue, renewed until released.
+type Slot struct {
+	q               *Queues
+	category, token string
+	stop, done      chan struct{}
+	once            sync.Once
+}
+
+func (q *Queues) hold(category, token string) *Slot {
+	s := &Slot{q: q, category: category, token: token, stop: make(chan struct{}), done: make(chan struct{})}
+	go s.renewing()
+	return s
+}
+
+// renewing renews the slot's lease every QueueRenew until it is released.
+func (s *Slot) renewing() {
+	defer close(s.done)
+	t := time.NewTicker(s.q.renew)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), s.q.renew)
+		held, err := s.q.backend.renew(ctx, s.category, s.token, s.q.lease)
+		cancel()
+		switch {
+		case err != nil:
+			s.q.log.Warn("renew a queue slot", "category", s.category, "err", err)
+		case !held:
+			s.q.log.Warn("a queue slot lapsed while its call ran (this instance paused past its lease): taken back", "category", s.category)
+		}
+	}
+}
+
+// Release gives the slot up and wakes the waiters of its category. It is
+// safe to call twice.
+func (s *Slot) Release() {
+	s.once.Do(func() {
+		s.abandon()
+		s.q.leave(s.category, s.token)
+	})
+}
+
+// abandon stops renewing the slot without giving it up, as an instance
+// that dies does: it lapses with its lease (tests).
+func (s *Slot) abandon() {
+	select {
+	case <-s.stop:
+	default:
+		close(s.stop)
+	}
+	<-s.done
+}
+
+// wakers are, per category, a channel closed when a slot or place of it
+// is given up: waiters take the channel before they ask, so a release
+// between their asking and their waiting still wakes them.
+type wakers struct {
+	mu    sync.Mutex
+	byCat map[string]chan struct{}
+}
+
+func (w *wakers) wait(category string) <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	ch, ok := w.byCat[category]
+	if !ok {
+		ch = make(chan struct{})
+		w.byCat[category] = ch
+	}
+	return ch
+}
+
+func (w *wakers) wake(category string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if ch, ok := w.byCat[category]; ok {
+		close(ch)
+		delete(w.byCat, category)
+	}
+}
+
+// storeQueues keep the queues in the database.
+type storeQueues struct {
+	store   *models.Store
+	notices *Notices
+}
+
+func (b *storeQueues) take(ctx context.Context, r models.SlotRequest) (models.Admission, error) {
+	return b.store.TakeSlot(ctx, r)
+}
+
+func (b *storeQueues) renew(ctx context.Context, category, token string, lease time.Duration) (bool, error) {
+	return b.store.RenewSlot(ctx, category, token, time.Now(), lease)
+}
+
+func (b *storeQueues) release(ctx context.Context, category, token string) error {
+	released, err := b.store.ReleaseSlot(ctx, token)
+	if released {
+		b.notices.SendMessage(ctx, topicQueueFree, category)
+	}
+	return err
+}
+
+func (b *storeQueues) depth(ctx context.Context, category string) (int64, int64, error) {
+	return b.store.QueueDepth(ctx, category, time.Now())
+}
