@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -216,6 +217,12 @@ func New(ctx context.Context, cfg Config, opts Options) (_ *App, err error) {
 		a.Notices.Send(ctx, cluster.Catalog)
 	})
 	a.Notices.On(cluster.Catalog, catalogChanged)
+	// Learned queries reach the other instances' rankings at once: the
+	// message names the tools, each instance reads their queries again.
+	a.Selector.OnLearned(func(ctx context.Context, tools []string) {
+		a.Notices.SendMessage(ctx, cluster.Learned, strings.Join(tools, ","))
+	})
+	a.Notices.OnMessage(cluster.Learned, func(body string) { a.Selector.SyncLearnedLater(strings.Split(body, ",")) })
 	if a.AdminKey, err = a.Accounts.Bootstrap(ctx, cfg.AdminKey); err != nil {
 		return nil, err
 	}

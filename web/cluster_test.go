@@ -278,3 +278,58 @@ func TestClusterGrantsPropagate(t *testing.T) {
 	}
 	within(t, "a grant withdrawn on A refused on B", func() (bool, string) { ok, got := call(); return !ok, got })
 }
+
+// Learned queries are one: feedback given on one instance ranks the tool
+// on the others within a second, and a query forgotten on one is gone on
+// the others, with Redis and over Postgres alone.
+func TestClusterLearnedQueriesPropagate(t *testing.T) {
+	for name, redis := range map[string]bool{"redis": true, "postgres only": false} {
+		t.Run(name, func(t *testing.T) { clusterLearnedQueriesPropagate(t, redis) })
+	}
+}
+
+func clusterLearnedQueriesPropagate(t *testing.T, redis bool) {
+	apps := newCluster(t, 2, redis)
+	a, b := apps[0], apps[1]
+	def := toolDef("ledger_sync", func(m map[string]any) {
+		m["description"] = "Synchronise the accounting ledger with the bank statement export."
+		m["category"] = "api"
+		m["examples"] = []any{}
+		m["tags"] = []any{}
+	})
+	if r := a.do(t, "admin", "POST", "/api/v1/tools", def); r.Status != 201 {
+		t.Fatal(string(r.Body))
+	}
+	const query = "tidy up my quarterly receipts spreadsheet"
+	learnedOn := func(app *testApp) []string {
+		r := app.do(t, "admin", "POST", "/api/v1/tools/select", map[string]any{"query": "please tidy my quarterly receipts", "limit": 3})
+		for _, tool := range r.JSON(t)["tools"].([]any) {
+			if m := tool.(map[string]any); m["name"] == "ledger_sync" {
+				return toStrings(m["reasons"].(map[string]any)["learned_queries"])
+			}
+		}
+		return nil
+	}
+	// b has ranked once, so its learned queries are loaded before a learns.
+	if got := learnedOn(b); len(got) > 0 {
+		t.Fatalf("learned before any feedback: %v", got)
+	}
+	r := a.do(t, "admin", "POST", "/api/v1/tools/select", map[string]any{"query": query, "limit": 3, "session_id": "s1"})
+	id := r.JSON(t)["selection_id"].(string)
+	if r := a.do(t, "admin", "POST", "/api/v1/selections/"+id+"/feedback", map[string]any{"tools": []string{"ledger_sync"}}); r.Status != 200 {
+		t.Fatalf("feedback: %d %s", r.Status, r.Body)
+	}
+	within(t, "b ranks ledger_sync by the query a learned", func() (bool, string) {
+		got := learnedOn(b)
+		return slices.Equal(got, []string{query}), fmt.Sprint(got)
+	})
+	list := b.do(t, "admin", "GET", "/api/v1/tools/ledger_sync/queries", nil).JSON(t)["queries"].([]any)
+	qid := fmt.Sprint(list[0].(map[string]any)["id"])
+	if r := b.do(t, "admin", "DELETE", "/api/v1/tools/ledger_sync/queries/"+qid, nil); r.Status != 204 {
+		t.Fatalf("forget on b: %d %s", r.Status, r.Body)
+	}
+	within(t, "a forgets the query b removed", func() (bool, string) {
+		got := learnedOn(a)
+		return len(got) == 0, fmt.Sprint(got)
+	})
+}

@@ -35,6 +35,9 @@ const (
 	Policy = "policy"
 	// Keys: an API key was revoked.
 	Keys = "keys"
+	// Learned: the message naming the tools whose learned queries an
+	// instance changed (comma-separated).
+	Learned = "learned"
 )
 
 // channel is the Redis pub/sub channel and the Postgres LISTEN channel.

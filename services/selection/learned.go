@@ -72,6 +72,28 @@ func (li *learnedIndex) remove(ids []uint) {
 	li.removeLocked(ids)
 }
 
+// sync makes tool's queries those of qs (its rows in the store, newest
+// first): the ones missing are added, the ones gone forgotten. Another
+// instance learned or forgot them (Selector.SyncLearned).
+func (li *learnedIndex) sync(tool string, qs []models.LearnedQuery) {
+	li.mu.Lock()
+	defer li.mu.Unlock()
+	keep := map[uint]bool{}
+	for _, q := range qs {
+		keep[q.ID] = true
+	}
+	var gone []uint
+	for _, n := range li.byTool[tool] {
+		if d := li.docs[n]; !d.dead && !keep[d.id] {
+			gone = append(gone, d.id)
+		}
+	}
+	li.removeLocked(gone)
+	for i := len(qs) - 1; i >= 0; i-- {
+		li.addLocked(qs[i])
+	}
+}
+
 func (li *learnedIndex) addLocked(q models.LearnedQuery) {
 	if _, ok := li.byID[q.ID]; ok {
 		return

@@ -116,6 +116,9 @@ type Selector struct {
 	closed bool
 	jobs   sync.WaitGroup
 	dirty  atomic.Bool // the catalog changed since the last refresh
+	// onLearned tells the other instances which tools' learned queries
+	// changed here (OnLearned).
+	onLearned func(ctx context.Context, tools []string)
 	// refreshing is set while Refresh builds a new index.
 	refreshing atomic.Bool
 	timer      atomic.Bool // a deferred refresh is scheduled
@@ -1232,7 +1235,50 @@ func (s *Selector) learn(ctx context.Context, sel *models.Selection, tools []str
 			learned = append(learned, t)
 		}
 	}
+	s.learnedChanged(ctx, learned...)
 	return learned, nil
+}
+
+// OnLearned calls fn with the tools whose learned queries this instance
+// changed (learned or forgot), so the other instances can sync them
+// (SyncLearned). Set before serving.
+func (s *Selector) OnLearned(fn func(ctx context.Context, tools []string)) { s.onLearned = fn }
+
+func (s *Selector) learnedChanged(ctx context.Context, tools ...string) {
+	if s.onLearned != nil && len(tools) > 0 {
+		s.onLearned(ctx, tools)
+	}
+}
+
+// SyncLearnedLater runs SyncLearned for each tool in the selector's
+// background (waited for by Close), logging what fails.
+func (s *Selector) SyncLearnedLater(tools []string) {
+	s.goJob(func() {
+		ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
+		defer cancel()
+		for _, tool := range tools {
+			if err := s.SyncLearned(ctx, tool); err != nil && ctx.Err() == nil {
+				s.log.Warn("sync learned queries", "tool", tool, "err", err)
+			}
+		}
+	})
+}
+
+// SyncLearned reads tool's learned queries from the store again, after
+// another instance learned or forgot some: the rankings here use them at
+// once, where they waited for the next start.
+func (s *Selector) SyncLearned(ctx context.Context, tool string) error {
+	s.mu.Lock() // as a refresh, which loads them the first time
+	defer s.mu.Unlock()
+	if !s.loaded {
+		return nil // the first refresh loads every tool's
+	}
+	qs, err := s.store.LearnedQueries(ctx, tool)
+	if err != nil {
+		return err
+	}
+	s.learned.Load().sync(tool, qs)
+	return nil
 }
 
 // LearnedQueries lists what a tool was learned from, newest first.
@@ -1255,6 +1301,7 @@ func (s *Selector) ForgetQuery(ctx context.Context, tool string, id uint) error 
 		return err
 	}
 	s.learned.Load().remove([]uint{id})
+	s.learnedChanged(ctx, tool)
 	return nil
 }
 
