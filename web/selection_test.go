@@ -300,7 +300,8 @@ func TestSelectLongTasks(t *testing.T) {
 // call after a selection in the same session — the tool's rank there, a
 // tool it did not offer, a tool that does not exist — per tool and
 // overall, in /api/v1/stats and /metrics. Calls outside a selected
-// session are not measured.
+// session are not measured, and a tool called again after the same
+// selection counts once.
 func TestRetrievalQuality(t *testing.T) {
 	app := newTestApp(t)
 	sel := app.do(t, "admin", "POST", "/api/v1/tools/select", map[string]any{"query": "read the contents of a text file", "session_id": "rq", "limit": 1})
@@ -310,6 +311,7 @@ func TestRetrievalQuality(t *testing.T) {
 	for _, call := range []map[string]any{
 		{"tool": "file_write", "session_id": "rq", "arguments": map[string]any{"path": "a.txt", "content": "hi"}}, // not offered
 		{"tool": "file_read", "session_id": "rq", "arguments": map[string]any{"path": "a.txt"}},                   // offered first
+		{"tool": "file_read", "session_id": "rq", "arguments": map[string]any{"path": "a.txt"}},                   // again, cached: measured once
 		{"tool": "file_reed", "session_id": "rq", "arguments": map[string]any{"path": "a.txt"}},                   // does not exist
 		{"tool": "file_read", "session_id": "other", "arguments": map[string]any{"path": "a.txt"}},                // no selection
 		{"tool": "file_list", "arguments": map[string]any{}},                                                      // no session

@@ -119,5 +119,17 @@ func (r *selectionRecorder) lastOf(ctx context.Context, session string, before t
 	return r.store.LastSelection(ctx, session, before)
 }
 
+// lastKnown is the id of the newest selection of session made before
+// before that this instance made ("" when it made none): what lastOf
+// answers without the store.
+func (r *selectionRecorder) lastKnown(session string, before time.Time) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if sel, ok := r.last[session]; ok && !sel.CreatedAt.After(before) {
+		return sel.ID
+	}
+	return ""
+}
+
 // close writes what is queued and stops the writer.
 func (r *selectionRecorder) close() { r.batch.Close() }

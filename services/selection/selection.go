@@ -23,6 +23,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/hashicorp/golang-lru/v2/expirable"
+
 	"github.com/agnivade/levenshtein"
 
 	"toolbelt/models"
@@ -116,6 +118,8 @@ type Selector struct {
 	closed bool
 	jobs   sync.WaitGroup
 	dirty  atomic.Bool // the catalog changed since the last refresh
+	// observations are what observe measured last per session and tool.
+	observations *expirable.LRU[string, observation]
 	// onLearned tells the other instances which tools' learned queries
 	// changed here (OnLearned).
 	onLearned func(ctx context.Context, tools []string)
@@ -205,7 +209,8 @@ func NewSelector(store *models.Store, authz *access.Authz, emb embed.Embedder, h
 		keep = DefaultKeepLearned
 	}
 	s := &Selector{store: store, authz: authz, emb: emb, tok: embed.NewTokenizer(), host: host, log: log, keep: keep, docs: map[uint]*docInfo{},
-		recorder: newSelectionRecorder(store, log), queries: embed.NewQueryCache(0), tune: defaultTuning()}
+		recorder: newSelectionRecorder(store, log), queries: embed.NewQueryCache(0), tune: defaultTuning(),
+		observations: expirable.NewLRU[string, observation](10_000, nil, observationTTL)}
 	_, s.local = emb.(*embed.Builtin)
 	s.dims, _ = emb.(interface{ Dim() int })
 	s.ctx, s.cancel = context.WithCancel(context.Background())
@@ -1133,8 +1138,9 @@ type callSeen struct {
 // succeeded), a lesson for the index. A call never waits for this; it is
 // best effort: when the queue is full it is dropped.
 func (s *Selector) ObserveCallLater(sessionID, tool, callID string, known, learn bool) {
-	if sessionID == "" {
-		return
+	seen := callSeen{session: sessionID, tool: tool, callID: callID, known: known, learn: learn, at: time.Now().UTC()}
+	if sessionID == "" || s.observed(seen) {
+		return // nothing to measure, or measured already (the cached reads of one file, say)
 	}
 	s.learnOnce.Do(func() {
 		s.lessons = make(chan callSeen, 1024)
@@ -1150,7 +1156,7 @@ func (s *Selector) ObserveCallLater(sessionID, tool, callID string, known, learn
 	s.learnWG.Add(1)
 	s.jobsMu.Unlock()
 	select {
-	case s.lessons <- callSeen{session: sessionID, tool: tool, callID: callID, known: known, learn: learn, at: time.Now().UTC()}:
+	case s.lessons <- seen:
 	default:
 		s.learnWG.Done()
 	}
@@ -1173,18 +1179,34 @@ func (s *Selector) learnLessons() {
 }
 
 // observe relates a call to the newest selection of its session made
-// before it: measured when measure, learned from when l.learn.
+// before it: measured when measure, learned from when l.learn. A tool
+// called again after the same selection is measured and learned from
+// once (observations): a repeated call — an agent reading one file again
+// and again, from the cache — is no new evidence, and each had cost a
+// lookup and a row.
 func (s *Selector) observe(ctx context.Context, l callSeen, measure bool) error {
 	if l.session == "" {
 		return nil
 	}
+	key := l.session + "\x00" + l.tool
+	seen, hadSeen := s.observations.Get(key)
+	if s.observed(l) {
+		return nil
+	}
 	sel, err := s.recorder.lastOf(ctx, l.session, l.at)
 	if errors.Is(err, models.ErrNotFound) {
+		s.observations.Add(key, observation{})
 		return nil
 	}
 	if err != nil {
 		return err
 	}
+	again := hadSeen && seen.selection == sel.ID
+	if again {
+		measure = false // measured already: only the lesson may be new
+	}
+	learn := l.learn && !(again && seen.learned)
+	s.observations.Add(key, observation{selection: sel.ID, learned: l.learn || again && seen.learned})
 	if measure {
 		rank := 0
 		for i, name := range strings.Split(strings.Trim(sel.Tools, ","), ",") {
@@ -1204,12 +1226,34 @@ func (s *Selector) observe(ctx context.Context, l callSeen, measure bool) error 
 		}
 		s.metrics.Retrieved(l.tool, l.known, rank)
 	}
-	if !l.learn {
+	if !learn {
 		return nil
 	}
 	_, err = s.learn(ctx, sel, []string{l.tool}, "call")
 	return err
 }
+
+// observed reports whether observe would do nothing for l: the tool was
+// measured against the session's newest selection known here (or against
+// none) already, and there is nothing new to learn.
+func (s *Selector) observed(l callSeen) bool {
+	seen, ok := s.observations.Get(l.session + "\x00" + l.tool)
+	return ok && seen.selection == s.recorder.lastKnown(l.session, l.at) && (seen.learned || !l.learn || seen.selection == "")
+}
+
+// observation is what observe did for a session's tool last: the
+// selection it measured the call against ("" for none) and whether it
+// learned from it.
+type observation struct {
+	selection string
+	learned   bool
+}
+
+// observationTTL bounds how long observe trusts that a session has no
+// newer selection than the one it saw: a selection made on another
+// instance is found after at most this long. (A tool called again after
+// longer is measured again.)
+const observationTTL = 30 * time.Second
 
 // WaitLearning waits until queued lessons are learned (tests, shutdown).
 func (s *Selector) WaitLearning() { s.learnWG.Wait() }
