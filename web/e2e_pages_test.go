@@ -20,7 +20,7 @@ func consolePages(t *testing.T, app *testApp) map[string]string {
 	_, res := app.call(t, "admin", map[string]any{"tool": "file_read", "session_id": "docs", "arguments": map[string]any{"path": "notes.txt"}})
 	call, _ := res["call_id"].(string)
 	app.call(t, "admin", map[string]any{"tool": "file_read", "session_id": "docs", "arguments": map[string]any{"path": "../etc/passwd"}})
-	app.call(t, "agent", map[string]any{"tool": "shell_exec", "arguments": map[string]any{"command": "ls -la"}})
+	app.call(t, "admin", map[string]any{"tool": "shell_exec", "session_id": "docs", "arguments": map[string]any{"command": "ls -la"}})
 	return map[string]string{
 		"dashboard":  "/admin",
 		"tools":      "/admin/tools",
@@ -30,6 +30,7 @@ func consolePages(t *testing.T, app *testApp) map[string]string {
 		"approvals":  "/admin/approvals",
 		"access":     "/admin/access",
 		"playground": "/admin/playground",
+		"audit":      "/admin/audit",
 	}
 }
 
