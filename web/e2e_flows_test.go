@@ -1,0 +1,94 @@
+package web_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+)
+
+// TestE2EConsoleFlows walks, in Chromium, the flows of issue 19 that the
+// other e2e tests do not: the dashboard's empty state, its time range and
+// a count that opens History filtered; a call's stages; a schema's JSON
+// error with its line and column; a grant of a tool that is not safe
+// refused at its field; a roll-back that asks first. Each check reads
+// what a person sees.
+func TestE2EConsoleFlows(t *testing.T) {
+	app := newTestApp(t)
+	e := newE2E(t, app)
+	e.signIn("admin")
+
+	e.run("a new admin's dashboard", chromedp.Navigate(e.URL+"/admin"), chromedp.WaitVisible(tid("dash-empty")), loaded())
+	if got := e.text(tid("dash-empty")); !strings.Contains(got, "No calls") && !strings.Contains(got, "no calls") {
+		t.Errorf("the empty state reads %q", got)
+	}
+	// One call that runs, one the path guard refuses.
+	_, ok := app.call(t, "admin", map[string]any{"tool": "file_write", "session_id": "flows", "arguments": map[string]any{"path": "a.txt", "content": "hello"}})
+	id, _ := ok["call_id"].(string)
+	app.call(t, "admin", map[string]any{"tool": "file_read", "session_id": "flows", "arguments": map[string]any{"path": "../../etc/passwd"}})
+
+	e.run("the last hour, then its refused calls",
+		chromedp.Navigate(e.URL+"/admin"), chromedp.WaitVisible(tid("range-1h")), loaded(),
+		chromedp.Click(tid("range-1h")), chromedp.WaitVisible(chromedp.CSS(`[data-testid="range-1h"][aria-current="page"]`)), loaded(),
+	)
+	if got := e.text(tid("stat-refused")); got != "1 refused" {
+		t.Errorf("the refused count reads %q", got)
+	}
+	e.run("open History from the count", chromedp.Click(tid("stat-refused")), chromedp.WaitVisible(tid("call-row")), loaded())
+	rows, err := chromedp.Run(e.ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll('[data-testid="call-row"] [data-testid="call-status"]')].map(s => s.textContent.trim())`))
+	if err != nil || len(rows) != 1 || rows[0] != "refused" {
+		t.Errorf("History from the refused count lists %v (%v), want the one refused call", rows, err)
+	}
+
+	e.run("the call's stages", chromedp.Navigate(e.URL+"/admin/calls/"+id), chromedp.WaitVisible(tid("call-stage-list")), loaded())
+	stages, err := chromedp.Run(e.ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll('[data-testid="call-stage"]')].map(r => r.cells[0].textContent.trim())`))
+	if err != nil || len(stages) < 3 || stages[0] != "resolve" || stages[len(stages)-1] != "attempt 1" {
+		t.Errorf("the call page's stages read %v (%v)", stages, err)
+	}
+
+	e.run("a schema with a trailing comma",
+		chromedp.Navigate(e.URL+"/admin/tools/file_read/edit"), chromedp.WaitVisible(chromedp.CSS("#f-parameters")), loaded(),
+		chromedp.SetValue(chromedp.CSS("#f-parameters"), "{\n  \"type\": \"object\",\n}"),
+		chromedp.Click(tid("form-submit")), chromedp.WaitVisible(tid("error-parameters")), loaded(),
+	)
+	if got := e.text(tid("error-parameters")); !strings.Contains(got, "line 3, column 1") {
+		t.Errorf("the schema's error reads %q, want its line and column", got)
+	}
+
+	form := `[data-testid="principal-test-agent"] `
+	e.run("grant a dangerous tool by name",
+		chromedp.Navigate(e.URL+"/admin/access"), chromedp.WaitVisible(chromedp.CSS(form+`[data-testid="grant-tools"]`)), loaded(),
+		chromedp.SetValue(chromedp.CSS(form+`[data-testid="grant-tools"]`), "shell_exec"),
+		chromedp.Click(chromedp.CSS(form+`[data-testid="grants-submit"]`)),
+		chromedp.WaitVisible(tid("error-tools")), loaded(),
+	)
+	if got := e.text(tid("error-tools")); !strings.Contains(got, "shell_exec") || !strings.Contains(got, "safe") {
+		t.Errorf("the grant's error reads %q", got)
+	}
+	invalid, err := chromedp.Run(e.ctx, chromedp.AttributeValue(chromedp.CSS(`[data-testid="error-tools"] ~ input, input[aria-invalid="true"][data-testid="grant-tools"]`), "aria-invalid"))
+	if err != nil || invalid.Value != "true" {
+		t.Errorf("the tools field is not marked invalid (%v)", err)
+	}
+
+	// Two versions: rolling back to the first asks first.
+	if r := app.do(t, "admin", "POST", "/api/v1/tools", echoTool("flow_echo", "1.0.0")); r.Status != 201 {
+		t.Fatalf("register: %d %s", r.Status, r.Body)
+	}
+	if r := app.do(t, "admin", "PUT", "/api/v1/tools/flow_echo", echoTool("flow_echo", "1.1.0")); r.Status != 200 && r.Status != 201 {
+		t.Fatalf("publish 1.1.0: %d %s", r.Status, r.Body)
+	}
+	e.run("open the tool", chromedp.Navigate(e.URL+"/admin/tools/flow_echo"), chromedp.WaitVisible(tid("rollback-open-1.0.0")), loaded())
+	if visible, err := chromedp.Run(e.ctx, chromedp.Evaluate[bool](`document.querySelector('[data-testid="rollback"]').checkVisibility()`)); err != nil || visible {
+		t.Fatalf("the roll-back button shows before its confirmation is opened (%v)", err)
+	}
+	e.run("confirm the roll-back",
+		chromedp.Click(tid("rollback-open-1.0.0")), chromedp.WaitVisible(tid("rollback")),
+		chromedp.Click(tid("rollback")), chromedp.WaitVisible(tid("notice")), loaded(),
+	)
+	if got := e.text(tid("notice")); !strings.Contains(got, "Version 1.0.0 of flow_echo is current again") {
+		t.Errorf("the roll-back's notice reads %q", got)
+	}
+	if got := e.text(tid("tool-version")); got != "v1.0.0" {
+		t.Errorf("after the roll-back the tool shows %q", got)
+	}
+}
