@@ -92,3 +92,46 @@ func TestE2EConsoleFlows(t *testing.T) {
 		t.Errorf("after the roll-back the tool shows %q", got)
 	}
 }
+
+// TestE2ETryItAndKeys: a try-it form's long text is a multi-line field
+// where Enter makes a new line, not a submission; the result's call id
+// opens the call. A key issued with a label and an expiry shows both.
+func TestE2ETryItAndKeys(t *testing.T) {
+	app := newTestApp(t)
+	e := newE2E(t, app)
+	e.signIn("admin")
+	e.run("file_write's try-it form", chromedp.Navigate(e.URL+"/admin/tools/file_write"), chromedp.WaitVisible(tid("try-content")), loaded())
+	tag, err := chromedp.Run(e.ctx, chromedp.Evaluate[string](`document.querySelector('[data-testid="try-content"]').tagName`))
+	if err != nil || tag != "TEXTAREA" {
+		t.Fatalf("content is a %q (%v), want a multi-line field", tag, err)
+	}
+	e.run("two lines, Enter between them",
+		chromedp.SendKeys(tid("try-path"), "two-lines.txt"),
+		chromedp.SendKeys(tid("try-content"), "first line\rsecond line"),
+	)
+	if got, err := chromedp.Run(e.ctx, chromedp.Evaluate[string](`document.querySelector('[data-testid="try-content"]').value`)); err != nil || got != "first line\nsecond line" {
+		t.Fatalf("after Enter the field holds %q (%v): Enter submitted the form, or made no line", got, err)
+	}
+	e.run("run it", chromedp.Click(tid("try-run")), chromedp.WaitVisible(tid("try-call-link")), loaded())
+	if got := e.text(tid("try-status")); got != "succeeded" {
+		t.Fatalf("try status %q", got)
+	}
+	id := e.text(tid("try-call-id"))
+	e.run("open the call", chromedp.Click(tid("try-call-link")), chromedp.WaitVisible(tid("call-id")), loaded())
+	if got := e.text(tid("call-id")); got != id || e.text(tid("call-tool")) != "file_write" {
+		t.Errorf("the call link opened call %q of %q, want %q", got, e.text(tid("call-tool")), id)
+	}
+
+	row := `[data-testid="principal-test-agent"] `
+	e.run("issue a labelled key with an expiry",
+		chromedp.Navigate(e.URL+"/admin/access"), chromedp.WaitVisible(chromedp.CSS(row+`[data-testid="key-label"]`)), loaded(),
+		chromedp.SendKeys(chromedp.CSS(row+`[data-testid="key-label"]`), "nightly report"),
+		chromedp.SetValue(chromedp.CSS(row+`[data-testid="key-expires"]`), "2099-01-31"),
+		chromedp.Click(chromedp.CSS(row+`[data-testid="issue-key"]`)), chromedp.WaitVisible(tid("new-key")), loaded(),
+		chromedp.Click(tid("back-to-access")), chromedp.WaitVisible(chromedp.CSS(row+`[data-testid="keys"]`)), loaded(),
+	)
+	keys := e.text(chromedp.CSS(row + `[data-testid="keys"] tbody`))
+	if !strings.Contains(keys, "nightly report") || !strings.Contains(keys, "2099-01-31") {
+		t.Errorf("the agent's keys read %q, want the label and the expiry", keys)
+	}
+}
