@@ -135,3 +135,31 @@ func TestE2ETryItAndKeys(t *testing.T) {
 		t.Errorf("the agent's keys read %q, want the label and the expiry", keys)
 	}
 }
+
+// TestE2EPlaygroundFormatAndFeedback: the playground renders the tools in
+// the format chosen there, and "Fits the task" teaches the ranking: the
+// task becomes a learned query of the tool, listed on its page.
+func TestE2EPlaygroundFormatAndFeedback(t *testing.T) {
+	app := newTestApp(t)
+	e := newE2E(t, app)
+	e.signIn("admin")
+	const task = "copy the quarterly numbers into notes"
+	e.run("ask in the Anthropic format",
+		chromedp.Navigate(e.URL+"/admin/playground"), chromedp.WaitVisible(tid("playground-form")), loaded(),
+		chromedp.SendKeys(chromedp.CSS("#pg-query"), task),
+		chromedp.SetValue(chromedp.CSS("#pg-format"), "anthropic"),
+		chromedp.Click(tid("playground-submit")), chromedp.WaitVisible(tid("ranked")), loaded(),
+	)
+	rendering, err := chromedp.Run(e.ctx, chromedp.Evaluate[string](`document.querySelector('[data-testid="ranked-rendering"]').textContent`))
+	if err != nil || !strings.Contains(rendering, `"input_schema"`) {
+		t.Fatalf("the rendering is not Anthropic's (%v): %.200s", err, rendering)
+	}
+	tool := e.text(tid("ranked-name")) // the first tool ranked
+	fits := chromedp.CSS(`[data-testid="feedback-` + tool + `"] button`)
+	e.run(tool+" fits the task", chromedp.Click(fits), chromedp.WaitVisible(tid("notice")), loaded())
+	e.run(tool+"'s learned queries", chromedp.Navigate(e.URL+"/admin/tools/"+tool), chromedp.WaitVisible(chromedp.CSS("#h-learned")), loaded())
+	learned, err := chromedp.Run(e.ctx, chromedp.Evaluate[string](`document.querySelector('section[aria-labelledby="h-learned"]').innerText`))
+	if err != nil || !strings.Contains(learned, task) {
+		t.Errorf("%s's learned queries read %q (%v), want the task", tool, learned, err)
+	}
+}
