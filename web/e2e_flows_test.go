@@ -1,10 +1,15 @@
 package web_test
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/chromedp/chromedp"
+
+	"toolbelt/app"
+	"toolbelt/services/netpolicy"
 )
 
 // TestE2EConsoleFlows walks, in Chromium, the flows of issue 19 that the
@@ -161,5 +166,37 @@ func TestE2EPlaygroundFormatAndFeedback(t *testing.T) {
 	learned, err := chromedp.Run(e.ctx, chromedp.Evaluate[string](`document.querySelector('section[aria-labelledby="h-learned"]').innerText`))
 	if err != nil || !strings.Contains(learned, task) {
 		t.Errorf("%s's learned queries read %q (%v), want the task", tool, learned, err)
+	}
+}
+
+// TestE2EFileManagedTool: in Chromium, a tool that a tool file registered
+// says so on its page, naming the file, and a tool registered by hand
+// does not.
+func TestE2EFileManagedTool(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "note.yaml")
+	if err := os.WriteFile(file, []byte(`name: note_words
+description: Count the words of a note in the work directory, as the wc command does.
+category: shell
+parameters:
+  type: object
+  properties:
+    path: {type: string, description: The note}
+  required: [path]
+security: {level: safe, sandbox: true}
+runner: {kind: command, argv: [wc, -w, "{{path}}"]}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	app := newTestAppWith(t, hostCaps{Chromium: true, Python: true, Node: true, Sandbox: true}, netpolicy.Policy{}, func(c *app.Config) { c.ToolsDir = dir })
+	e := newE2E(t, app)
+	e.signIn("admin")
+	e.run("the file's tool", chromedp.Navigate(e.URL+"/admin/tools/note_words"), chromedp.WaitVisible(tid("file-managed")), loaded())
+	if got := e.text(tid("file-managed")); !strings.Contains(got, file) || !strings.Contains(got, "Edit the file instead") {
+		t.Errorf("the file-managed mark reads %q", got)
+	}
+	e.run("a built-in tool", chromedp.Navigate(e.URL+"/admin/tools/file_read"), chromedp.WaitVisible(tid("tool-name")), loaded())
+	if n, err := chromedp.Run(e.ctx, chromedp.Evaluate[int](`document.querySelectorAll('[data-testid="file-managed"]').length`)); err != nil || n != 0 {
+		t.Errorf("a built-in tool is marked file-managed (%d, %v)", n, err)
 	}
 }
