@@ -59,6 +59,13 @@ func TestE2EConsoleFlows(t *testing.T) {
 	if got := e.text(tid("error-parameters")); !strings.Contains(got, "line 3, column 1") {
 		t.Errorf("the schema's error reads %q, want its line and column", got)
 	}
+	e.run("a schema with a misspelt type",
+		chromedp.SetValue(chromedp.CSS("#f-parameters"), `{"type": "object", "properties": {"path": {"type": "strng"}}}`),
+		chromedp.Click(tid("form-submit")), chromedp.WaitVisible(tid("error-parameters")), loaded(),
+	)
+	if got := e.text(tid("error-parameters")); !strings.Contains(got, `"strng" is not a JSON Schema type: did you mean "string"?`) {
+		t.Errorf("the misspelt type's error reads %q", got)
+	}
 
 	form := `[data-testid="principal-test-agent"] `
 	e.run("grant a dangerous tool by name",
@@ -138,6 +145,20 @@ func TestE2ETryItAndKeys(t *testing.T) {
 	keys := e.text(chromedp.CSS(row + `[data-testid="keys"] tbody`))
 	if !strings.Contains(keys, "nightly report") || !strings.Contains(keys, "2099-01-31") {
 		t.Errorf("the agent's keys read %q, want the label and the expiry", keys)
+	}
+	// Deleting asks first; then the principal is gone and its key with it.
+	if visible, err := chromedp.Run(e.ctx, chromedp.Evaluate[bool](`document.querySelector('[data-testid="principal-test-agent"] [data-testid="delete"]').checkVisibility()`)); err != nil || visible {
+		t.Fatalf("the delete button shows before its confirmation is opened (%v)", err)
+	}
+	e.run("delete the agent",
+		chromedp.Click(chromedp.CSS(row+`[data-testid="delete-open"]`)), chromedp.WaitVisible(chromedp.CSS(row+`[data-testid="delete"]`)),
+		chromedp.Click(chromedp.CSS(row+`[data-testid="delete"]`)), chromedp.WaitVisible(tid("notice")), loaded(),
+	)
+	if n, err := chromedp.Run(e.ctx, chromedp.Evaluate[int](`document.querySelectorAll('[data-testid="principal-test-agent"]').length`)); err != nil || n != 0 {
+		t.Errorf("the deleted agent is still listed (%d, %v)", n, err)
+	}
+	if keyWorks(t, app, app.keys["agent"]) != 401 {
+		t.Error("the deleted agent's key still works")
 	}
 }
 
