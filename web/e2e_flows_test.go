@@ -1,8 +1,10 @@
 package web_test
 
 import (
+	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -219,5 +221,38 @@ runner: {kind: command, argv: [wc, -w, "{{path}}"]}
 	e.run("a built-in tool", chromedp.Navigate(e.URL+"/admin/tools/file_read"), chromedp.WaitVisible(tid("tool-name")), loaded())
 	if n, err := chromedp.Run(e.ctx, chromedp.Evaluate[int](`document.querySelectorAll('[data-testid="file-managed"]').length`)); err != nil || n != 0 {
 		t.Errorf("a built-in tool is marked file-managed (%d, %v)", n, err)
+	}
+}
+
+// TestE2EDashboardRefreshes: the dashboard's live section refreshes
+// itself, without the page reloading, and shows calls made since. (The
+// test shortens its 30 s interval to 1 s and lets htmx read it again: the
+// same request, selection and swap.)
+func TestE2EDashboardRefreshes(t *testing.T) {
+	app := newTestApp(t)
+	app.call(t, "admin", map[string]any{"tool": "file_write", "session_id": "live", "arguments": map[string]any{"path": "a.txt", "content": "hi"}})
+	e := newE2E(t, app)
+	e.signIn("admin")
+	e.run("the dashboard", chromedp.Navigate(e.URL+"/admin"), chromedp.WaitVisible(tid("stat-calls-value")), loaded())
+	before := e.text(tid("stat-calls-value"))
+	if _, err := chromedp.Run(e.ctx, chromedp.Evaluate[any](`window.__sameDocument = true;
+		const live = document.querySelector('[data-testid="dash-live"]');
+		live.setAttribute("hx-trigger", "every 1s"); htmx.process(live); true`)); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		app.call(t, "admin", map[string]any{"tool": "file_read", "session_id": "live", "arguments": map[string]any{"path": "a.txt", "max_bytes": 10}})
+	}
+	e.run("wait for the refresh", chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		_, err := chromedp.Poll[bool](`document.querySelector('[data-testid="stat-calls-value"]').textContent.trim() !== `+strconv.Quote(before))(ctx, tg)
+		return err
+	}))
+	after := e.text(tid("stat-calls-value"))
+	same, err := chromedp.Run(e.ctx, chromedp.Evaluate[bool](`window.__sameDocument === true`))
+	if err != nil || !same {
+		t.Errorf("the page reloaded to refresh (%v)", err)
+	}
+	if b, _ := strconv.Atoi(before); after != strconv.Itoa(b+3) {
+		t.Errorf("calls went from %s to %s, want %d", before, after, b+3)
 	}
 }
