@@ -256,3 +256,26 @@ func TestE2EDashboardRefreshes(t *testing.T) {
 		t.Errorf("calls went from %s to %s, want %d", before, after, b+3)
 	}
 }
+
+// TestE2EAgentTryItWaits: an agent's try-it call that waits for a reviewer
+// links to its own call page, which the agent may open, never to the
+// approval queue, which it may not.
+func TestE2EAgentTryItWaits(t *testing.T) {
+	app := newTestApp(t)
+	dangerousWrite(t, app)
+	e := newE2E(t, app)
+	e.signIn("agent")
+	e.run("try a dangerous tool",
+		chromedp.Navigate(e.URL+"/admin/tools/overwrite_note"), chromedp.WaitVisible(tid("try-path")), loaded(),
+		chromedp.SendKeys(tid("try-path"), "n.txt"), chromedp.SendKeys(tid("try-content"), "x"),
+		chromedp.Click(tid("try-run")), chromedp.WaitVisible(tid("try-awaiting")), loaded(),
+	)
+	id := e.text(tid("try-call-id"))
+	e.run("follow the link", chromedp.Click(chromedp.CSS(`[data-testid="try-awaiting"] a`)), chromedp.WaitVisible(tid("call-id")), loaded())
+	if got := e.text(tid("call-id")); got != id {
+		t.Errorf("the link opened call %q, want %q", got, id)
+	}
+	if got := e.text(tid("call-status")); !strings.Contains(got, "approval") {
+		t.Errorf("the waiting call's page says %q", got)
+	}
+}
