@@ -2,15 +2,18 @@ package web_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 
 	"toolbelt/app"
+	"toolbelt/models"
 	"toolbelt/services/netpolicy"
 )
 
@@ -277,5 +280,64 @@ func TestE2EAgentTryItWaits(t *testing.T) {
 	}
 	if got := e.text(tid("call-status")); !strings.Contains(got, "approval") {
 		t.Errorf("the waiting call's page says %q", got)
+	}
+}
+
+// TestE2EDashboardOutcomes: in Chromium, calls waiting for a reviewer are
+// open, not failed, and a tool whose calls all wait has no success rate
+// yet; a rising failure rate is shown against a baseline; an hour's bar
+// opens History with that hour's calls.
+func TestE2EDashboardOutcomes(t *testing.T) {
+	app := newTestApp(t)
+	for range 2 {
+		if code, res := app.call(t, "admin", map[string]any{"tool": "shell_exec", "arguments": map[string]any{"command": "ls"}}); code != 202 {
+			t.Fatalf("shell call: %d %v", code, res)
+		}
+	}
+	now := time.Now().UTC()
+	var calls []*models.Call
+	for i := range 20 { // web_search fine two hours ago…
+		calls = append(calls, &models.Call{ID: fmt.Sprintf("old%02d", i), Tool: "web_search", Status: "succeeded", TotalMs: 40,
+			CreatedAt: now.Add(-2*time.Hour - time.Duration(i)*time.Minute)})
+	}
+	for i := range 6 { // …and failing in the last one
+		calls = append(calls, &models.Call{ID: fmt.Sprintf("new%02d", i), Tool: "web_search", Status: "failed", ErrorCode: "UPSTREAM_ERROR",
+			TotalMs: 900, CreatedAt: now.Add(-time.Duration(i+1) * time.Minute)})
+	}
+	if err := app.store.SaveCalls(context.Background(), calls); err != nil {
+		t.Fatal(err)
+	}
+	e := newE2E(t, app)
+	e.signIn("admin")
+	e.run("the dashboard", chromedp.Navigate(e.URL+"/admin"), chromedp.WaitVisible(tid("stat-open")), loaded())
+	if got := e.text(tid("stat-open")); got != "2 open" {
+		t.Errorf("open calls %q, want 2 open", got)
+	}
+	if got := e.text(chromedp.CSS(`[data-testid="top-shell_exec"] [data-testid="top-success"]`)); got != "–" {
+		t.Errorf("the success rate of a tool whose calls all wait reads %q", got)
+	}
+	rising := strings.Join(strings.Fields(e.text(tid("rising-web_search"))), " ")
+	if !strings.Contains(rising, "100.0% failed in the last hour (6 of 6)") || !strings.Contains(rising, "0.0% before (0 of 20)") {
+		t.Errorf("the rising failure reads %q", rising)
+	}
+	if n, err := chromedp.Run(e.ctx, chromedp.Evaluate[int](`document.querySelectorAll('[data-testid="rising-shell_exec"]').length`)); err != nil || n != 0 {
+		t.Errorf("waiting calls flagged as failing (%d, %v)", n, err)
+	}
+	// The bar of the hour two hours ago holds web_search's 20 successes
+	// (some may fall in the hour before: the bar with the most).
+	href, err := chromedp.Run(e.ctx, chromedp.Evaluate[string](`[...document.querySelectorAll('[data-testid="chart-hour"]')]
+		.sort((a, b) => (+b.dataset.succeeded || 0) - (+a.dataset.succeeded || 0))[0].getAttribute("href")`))
+	if err != nil || !strings.HasPrefix(href, "/admin/calls?") {
+		t.Fatalf("the busiest hour's bar links to %q (%v)", href, err)
+	}
+	want, err := chromedp.Run(e.ctx, chromedp.Evaluate[string](`[...document.querySelectorAll('[data-testid="chart-hour"]')]
+		.sort((a, b) => (+b.dataset.succeeded || 0) - (+a.dataset.succeeded || 0))[0].dataset.succeeded`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.run("open the hour", chromedp.Click(chromedp.CSS(`[data-testid="chart-hour"][href="`+href+`"]`)), chromedp.WaitVisible(tid("call-row")), loaded())
+	n, err := chromedp.Run(e.ctx, chromedp.Evaluate[int](`document.querySelectorAll('[data-testid="call-row"]').length`))
+	if err != nil || strconv.Itoa(n) != want {
+		t.Errorf("History from the bar lists %d calls (%v), the bar counted %s", n, err, want)
 	}
 }
