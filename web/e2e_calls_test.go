@@ -1,6 +1,7 @@
 package web_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -90,6 +91,18 @@ func TestE2EApproveInConsole(t *testing.T) {
 	}
 	if got := e.text(tid("call-result")); !strings.Contains(got, `"bytes_written": 22`) {
 		t.Fatalf("result %q", got)
+	}
+	// Who decided, and the wait apart: in the total, said so, and among
+	// the stages, before the approve guard that used it.
+	if got := e.text(tid("decision-status")) + " by " + e.text(tid("decision-by")); got != "approved by test-reviewer" {
+		t.Errorf("the decision reads %q", got)
+	}
+	if got := e.text(tid("call-total-ms")); !strings.Contains(got, "the approval wait included") {
+		t.Errorf("the total reads %q", got)
+	}
+	stages, err := chromedp.Run(e.ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll('[data-testid="call-stage"]')].map(r => r.cells[0].textContent.trim())`))
+	if i := slices.Index(stages, "waiting for approval"); err != nil || i < 0 || i+1 >= len(stages) || stages[i+1] != "approve" {
+		t.Errorf("the stages read %v (%v): the wait should come just before approve", stages, err)
 	}
 }
 
