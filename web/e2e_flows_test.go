@@ -340,4 +340,12 @@ func TestE2EDashboardOutcomes(t *testing.T) {
 	if err != nil || strconv.Itoa(n) != want {
 		t.Errorf("History from the bar lists %d calls (%v), the bar counted %s", n, err, want)
 	}
+	// A tool's count opens its calls.
+	e.run("open web_search's calls", chromedp.Navigate(e.URL+"/admin"), chromedp.WaitVisible(tid("top-web_search")), loaded(),
+		chromedp.Click(chromedp.CSS(`[data-testid="top-web_search"] [data-testid="top-calls"]`)), chromedp.WaitVisible(tid("call-row")), loaded())
+	all, err := chromedp.Run(e.ctx, chromedp.Evaluate[bool](`[...document.querySelectorAll('[data-testid="call-row"]')].every(r => r.textContent.includes("web_search"))`))
+	n, _ = chromedp.Run(e.ctx, chromedp.Evaluate[int](`document.querySelectorAll('[data-testid="call-row"]').length`))
+	if err != nil || n != 26 || !all {
+		t.Errorf("web_search's count opens %d calls, all of it: %v (%v); want its 26", n, all, err)
+	}
 }
