@@ -306,7 +306,8 @@ func clusterLearnedQueriesPropagate(t *testing.T, redis bool) {
 		tools, _ := r.JSON(t)["tools"].([]any) // none when nothing fits
 		for _, tool := range tools {
 			if m := tool.(map[string]any); m["name"] == "ledger_sync" {
-				return toStrings(m["reasons"].(map[string]any)["learned_queries"])
+				lq, _ := m["reasons"].(map[string]any)["learned_queries"].([]any) // absent when none
+				return toStrings(lq)
 			}
 		}
 		return nil
