@@ -63,13 +63,17 @@ func deployment(b *testing.B, bin string, n int, shared bool) ([]*server, string
 		servers = append(servers, start(b, bin, filepath.Join(tmp, strconv.Itoa(i)), append(env, "TOOLBELT_INSTANCE=i"+strconv.Itoa(i))...))
 	}
 	for name, cacheable := range map[string]bool{"bench_read": true, "bench_read_fresh": false} {
+		ttl := 0
+		if cacheable {
+			ttl = 600000
+		}
 		def := map[string]any{
 			"name": name, "version": "1.0.0", "category": "filesystem",
 			"description": "Read a text file of the session's work directory. Input: path. Output: content.",
 			"parameters": map[string]any{"type": "object", "required": []any{"path"}, "properties": map[string]any{
 				"path": map[string]any{"type": "string"}, "max_bytes": map[string]any{"type": "integer", "minimum": 1}}},
 			"security":  map[string]any{"level": "safe", "allowedPaths": []any{"."}},
-			"execution": map[string]any{"timeout": 10000, "cacheable": cacheable, "cacheTTL": map[bool]int{true: 600000}[cacheable]},
+			"execution": map[string]any{"timeout": 10000, "cacheable": cacheable, "cacheTTL": ttl},
 			"runner":    map[string]any{"kind": "builtin", "builtin": "file_read"},
 		}
 		if code, res := servers[0].post(b, "/api/v1/tools", key, def); code != http.StatusCreated {

@@ -389,7 +389,6 @@ func (a *App) Run(ctx context.Context) error {
 		func(ctx context.Context) { a.Invoker.SweepApprovals(ctx, a.approvalSweep) },
 		a.Alerts.Run,
 		a.pruneHourly,
-		a.pruneRates,
 	}
 	if a.ToolFiles != nil {
 		leaderJobs = append(leaderJobs, func(ctx context.Context) {
@@ -444,8 +443,8 @@ func (a *App) shutdown() error {
 }
 
 // pruneHourly deletes expired console sessions (lookups ignore them
-// meanwhile) and the audit log entries past their retention, now and then
-// hourly, until ctx ends.
+// meanwhile), the audit log entries past their retention and the ended
+// rate-limit windows, now and then hourly, until ctx ends.
 func (a *App) pruneHourly(ctx context.Context) {
 	t := time.NewTicker(time.Hour)
 	defer t.Stop()
@@ -456,26 +455,8 @@ func (a *App) pruneHourly(ctx context.Context) {
 		if err := a.Audit.Prune(ctx); err != nil {
 			a.Log.Warn("prune the audit log", "err", err)
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
-}
-
-// pruneRates deletes the rate-limit windows that ended from the
-// database (counted there on Postgres without Redis) every ten minutes,
-// until ctx ends.
-func (a *App) pruneRates(ctx context.Context) {
-	if !a.Store.Shared() || a.Redis != nil {
-		return
-	}
-	t := time.NewTicker(10 * time.Minute)
-	defer t.Stop()
-	for {
-		if _, err := a.Store.PruneRates(ctx, time.Now()); err != nil && ctx.Err() == nil {
-			a.Log.Warn("prune rate windows", "err", err)
+		if _, err := a.Store.PruneRates(ctx, time.Now()); err != nil {
+			a.Log.Warn("prune rate windows", "err", err) // counted in the database on Postgres without Redis
 		}
 		select {
 		case <-ctx.Done():

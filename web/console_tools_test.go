@@ -604,22 +604,7 @@ func toolFormMerge(a, b map[string]string) map[string]string {
 // (not offered, calls refused) and restore on again; a tool from a tool
 // file says it is file-managed, and one registered by hand does not.
 func TestConsoleRetireAndRollBack(t *testing.T) {
-	dir := t.TempDir()
-	file := filepath.Join(dir, "note.yaml")
-	if err := os.WriteFile(file, []byte(`name: note_words
-description: Count the words of a note in the work directory, as the wc command does.
-category: shell
-parameters:
-  type: object
-  properties:
-    path: {type: string, description: The note}
-  required: [path]
-security: {level: safe, sandbox: true}
-runner: {kind: command, argv: [wc, -w, "{{path}}"]}
-`), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	app := newTestAppWith(t, hostCaps{Chromium: true, Python: true, Node: true, Sandbox: true}, netpolicy.Policy{}, func(c *app.Config) { c.ToolsDir = dir })
+	app, file := newTestAppWithToolFile(t)
 	b := signedIn(t, app, "admin")
 
 	p := b.get("/admin/tools/note_words")
@@ -666,4 +651,26 @@ runner: {kind: command, argv: [wc, -w, "{{path}}"]}
 	if p = b.post("/admin/tools/no_such_tool/retire", url.Values{}); p.Status != 404 {
 		t.Errorf("retiring a tool that does not exist: %d", p.Status)
 	}
+}
+
+// newTestAppWithToolFile is a test app whose tools directory holds one
+// tool file, note.yaml, registering note_words; it returns the file's path.
+func newTestAppWithToolFile(t *testing.T) (*testApp, string) {
+	t.Helper()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "note.yaml")
+	if err := os.WriteFile(file, []byte(`name: note_words
+description: Count the words of a note in the work directory, as the wc command does.
+category: shell
+parameters:
+  type: object
+  properties:
+    path: {type: string, description: The note}
+  required: [path]
+security: {level: safe, sandbox: true}
+runner: {kind: command, argv: [wc, -w, "{{path}}"]}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return newTestAppWith(t, hostCaps{Chromium: true, Python: true, Node: true, Sandbox: true}, netpolicy.Policy{}, func(c *app.Config) { c.ToolsDir = dir }), file
 }

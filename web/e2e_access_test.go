@@ -29,8 +29,8 @@ func TestE2EAdminAuditTrail(t *testing.T) {
 	if got := e.text(tid("notice")); !strings.Contains(got, "Grants saved") {
 		t.Fatalf("grants notice %q", got)
 	}
-	if visible, err := chromedp.Run(e.ctx, chromedp.Evaluate[bool](`document.querySelector('[data-testid="principal-e2e-bot"] [data-testid="revoke"]').checkVisibility()`)); err != nil || visible {
-		t.Fatalf("the revoke button shows before its confirmation is opened (%v)", err)
+	if e.visible(`[data-testid="principal-e2e-bot"] [data-testid="revoke"]`) {
+		t.Fatal("the revoke button shows before its confirmation is opened")
 	}
 	e.run("revoke its key",
 		chromedp.Click(in("revoke-open")), chromedp.WaitVisible(in("revoke")), dropNotice(), chromedp.Click(in("revoke")),
@@ -38,8 +38,8 @@ func TestE2EAdminAuditTrail(t *testing.T) {
 	if got := e.text(tid("notice")); !strings.Contains(got, "revoked") {
 		t.Fatalf("revoke notice %q", got)
 	}
-	if visible, err := chromedp.Run(e.ctx, chromedp.Evaluate[bool](`document.querySelector('[data-testid="principal-e2e-bot"] [data-testid="disable"]').checkVisibility()`)); err != nil || visible {
-		t.Fatalf("the disable button shows before its confirmation is opened (%v)", err)
+	if e.visible(`[data-testid="principal-e2e-bot"] [data-testid="disable"]`) {
+		t.Fatal("the disable button shows before its confirmation is opened")
 	}
 	e.run("disable it",
 		chromedp.Click(in("disable-open")), chromedp.WaitVisible(in("disable")), dropNotice(), chromedp.Click(in("disable")),

@@ -9,13 +9,11 @@ import (
 )
 
 // consolePages are the pages the console guide shows, with data behind
-// them: a few calls (one retried, one refused), a call waiting for a
-// reviewer.
+// them: a few calls (one refused), a call waiting for a reviewer.
 func consolePages(t *testing.T, app *testApp) map[string]string {
 	t.Helper()
-	_, ok := app.call(t, "admin", map[string]any{"tool": "file_write", "session_id": "docs", "arguments": map[string]any{"path": "notes.txt", "content": "hello"}})
-	if ok == nil {
-		t.Fatal("no call")
+	if code, res := app.call(t, "admin", map[string]any{"tool": "file_write", "session_id": "docs", "arguments": map[string]any{"path": "notes.txt", "content": "hello"}}); code != 200 {
+		t.Fatalf("file_write: %d %v", code, res)
 	}
 	_, res := app.call(t, "admin", map[string]any{"tool": "file_read", "session_id": "docs", "arguments": map[string]any{"path": "notes.txt"}})
 	call, _ := res["call_id"].(string)

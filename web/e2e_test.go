@@ -5,6 +5,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -105,6 +106,26 @@ func loaded() chromedp.Action[chromedp.Void] {
 		_, err := chromedp.Poll[bool](`document.readyState === "complete"`)(ctx, t)
 		return err
 	})
+}
+
+// visible says whether the element the CSS selector sel names is shown.
+func (e *e2e) visible(sel string) bool {
+	e.t.Helper()
+	shown, err := chromedp.Run(e.ctx, chromedp.Evaluate[bool](`document.querySelector(`+strconv.Quote(sel)+`).checkVisibility()`))
+	if err != nil {
+		e.t.Fatalf("is %s shown: %v", sel, err)
+	}
+	return shown
+}
+
+// count is the number of elements the CSS selector sel names.
+func (e *e2e) count(sel string) int {
+	e.t.Helper()
+	n, err := chromedp.Run(e.ctx, chromedp.Evaluate[int](`document.querySelectorAll(`+strconv.Quote(sel)+`).length`))
+	if err != nil {
+		e.t.Fatalf("count %s: %v", sel, err)
+	}
+	return n
 }
 
 // tid is the CSS selector of a data-testid.

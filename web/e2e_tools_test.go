@@ -113,8 +113,8 @@ func TestE2ERetireAsksFirst(t *testing.T) {
 	e := newE2E(t, app)
 	e.signIn("admin")
 	e.run("open the tool", chromedp.Navigate(e.URL+"/admin/tools/file_list"), chromedp.WaitVisible(tid("retire-open")), loaded())
-	if visible, err := chromedp.Run(e.ctx, chromedp.Evaluate[bool](`document.querySelector('[data-testid="retire"]').checkVisibility()`)); err != nil || visible {
-		t.Fatalf("the retire button shows before its confirmation is opened (%v)", err)
+	if e.visible(`[data-testid="retire"]`) {
+		t.Fatal("the retire button shows before its confirmation is opened")
 	}
 	e.run("confirm", chromedp.Click(tid("retire-open")), chromedp.WaitVisible(tid("retire")), chromedp.Click(tid("retire")),
 		chromedp.WaitVisible(tid("notice")), loaded())

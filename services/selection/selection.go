@@ -1190,7 +1190,7 @@ func (s *Selector) observe(ctx context.Context, l callSeen, measure bool) error 
 	}
 	key := l.session + "\x00" + l.tool
 	seen, hadSeen := s.observations.Get(key)
-	if s.observed(l) {
+	if s.settled(l, seen, hadSeen) {
 		return nil
 	}
 	sel, err := s.recorder.lastOf(ctx, l.session, l.at)
@@ -1238,6 +1238,12 @@ func (s *Selector) observe(ctx context.Context, l callSeen, measure bool) error 
 // none) already, and there is nothing new to learn.
 func (s *Selector) observed(l callSeen) bool {
 	seen, ok := s.observations.Get(l.session + "\x00" + l.tool)
+	return s.settled(l, seen, ok)
+}
+
+// settled is observed's rule for what observe last did for l's session
+// and tool (seen, when ok).
+func (s *Selector) settled(l callSeen, seen observation, ok bool) bool {
 	return ok && seen.selection == s.recorder.lastKnown(l.session, l.at) && (seen.learned || !l.learn || seen.selection == "")
 }
 
