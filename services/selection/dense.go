@@ -96,26 +96,80 @@ type denseIndex struct {
 	dim    int
 }
 
-// newDenseIndex packs vecs; those not of dimension dim get none.
-func newDenseIndex(vecs []qvec, dim int) denseIndex {
+// newDenseIndex packs vecs; those not of dimension dim get none. With
+// centre > 0 each vector is first moved away from the catalog's mean
+// vector, shrunk by its size (centring, below), and made unit length
+// again.
+func newDenseIndex(vecs []qvec, dim int, centre float64) denseIndex {
 	dx := denseIndex{words: (dim + 63) / 64, dim: dim, has: make([]bool, len(vecs)), scales: make([]float32, len(vecs))}
 	dx.signs = make([]uint64, len(vecs)*dx.words)
 	dx.codes = make([]int8, len(vecs)*dim)
-	for i, v := range vecs {
-		if dim == 0 || len(v.codes) != dim {
+	mean := centring(vecs, dim, centre)
+	v := make([]float32, dim)
+	for i, q := range vecs {
+		if dim == 0 || len(q.codes) != dim {
 			continue
 		}
 		dx.has[i] = true
-		dx.scales[i] = v.scale
-		copy(dx.codes[i*dim:], v.codes)
+		codes := q.codes
+		if mean != nil {
+			var norm float64
+			for d, c := range q.codes {
+				v[d] = float32(c)*q.scale - mean[d]
+				norm += float64(v[d]) * float64(v[d])
+			}
+			if norm > 0 {
+				for d := range v {
+					v[d] = float32(float64(v[d]) / math.Sqrt(norm))
+				}
+			}
+			q = quantise(v)
+			codes = q.codes
+		}
+		dx.scales[i] = q.scale
+		copy(dx.codes[i*dim:], codes)
 		w := dx.signs[i*dx.words : (i+1)*dx.words]
-		for d, c := range v.codes {
+		for d, c := range codes {
 			if c > 0 {
 				w[d/64] |= 1 << (d % 64)
 			}
 		}
 	}
 	return dx
+}
+
+// centring returns what to take from each vector of dimension dim: the
+// mean of those vectors times n/(n+prior) for n of them, or nil when
+// prior is 0 or no vector has the dimension. A model's vectors share a
+// direction (every tool description reads like one), so cosines bunch
+// together and the few words that tell tools apart weigh little; taking
+// the shared part away spreads them (docs/benchmarks.md#tuning). The
+// shrinking keeps a small catalog, whose mean is mostly its own few tools,
+// close to the raw vectors: with one tool, centring would leave nothing.
+func centring(vecs []qvec, dim int, prior float64) []float32 {
+	if prior <= 0 || dim == 0 {
+		return nil
+	}
+	sum := make([]float64, dim)
+	n := 0
+	for _, q := range vecs {
+		if len(q.codes) != dim {
+			continue
+		}
+		n++
+		for d, c := range q.codes {
+			sum[d] += float64(c) * float64(q.scale)
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	shrink := float64(n) / (float64(n) + prior) / float64(n)
+	mean := make([]float32, dim)
+	for d := range sum {
+		mean[d] = float32(sum[d] * shrink)
+	}
+	return mean
 }
 
 // similarity is tool i's dot product with the query q (of the index's

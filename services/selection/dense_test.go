@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"toolbelt/services/embed"
@@ -62,10 +63,97 @@ func TestApproximateRecall(t *testing.T) {
 // candidate count is scanned exactly: every allowed tool with a vector.
 func TestDenseCandidatesSmall(t *testing.T) {
 	vecs := []qvec{quantise([]float32{1, 0}), {}, quantise([]float32{0, 1}), quantise([]float32{1, 1, 1})}
-	sb := newDenseIndex(vecs, 2)
+	sb := newDenseIndex(vecs, 2, 0)
 	ok := []bool{true, true, false, true}
 	got := sb.denseCandidates([]float32{1, 0}, ok, 8, make([]uint16, 4), nil)
 	if len(got) != 1 || got[0] != 0 {
 		t.Errorf("candidates %v, want [0]", got)
+	}
+}
+
+// TestCentredIndex checks the centring of a model's vectors against the
+// same arithmetic in float64: each tool's vector less the shrunk catalog
+// mean, made unit length; and that a catalog of one tool keeps its
+// vector (the shrinking), where a full centring would leave nothing.
+func TestCentredIndex(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	const dim, n, prior = 64, 40, 32
+	shared := make([]float64, dim)
+	for d := range shared {
+		shared[d] = r.NormFloat64()
+	}
+	unit := func(v []float64) []float64 {
+		var ss float64
+		for _, x := range v {
+			ss += x * x
+		}
+		out := make([]float64, len(v))
+		for i, x := range v {
+			out[i] = x / math.Sqrt(ss)
+		}
+		return out
+	}
+	f32 := func(v []float64) []float32 {
+		out := make([]float32, len(v))
+		for i, x := range v {
+			out[i] = float32(x)
+		}
+		return out
+	}
+	// Tools that share a direction, as a model's descriptions do.
+	vecs := make([]qvec, n)
+	for i := range vecs {
+		v := make([]float64, dim)
+		for d := range v {
+			v[d] = 2*shared[d] + r.NormFloat64()
+		}
+		vecs[i] = quantise(f32(unit(v)))
+	}
+	mean := make([]float64, dim)
+	for _, q := range vecs {
+		for d, c := range q.codes {
+			mean[d] += float64(c) * float64(q.scale) / (n + prior)
+		}
+	}
+	raw, centred := newDenseIndex(vecs, dim, 0), newDenseIndex(vecs, dim, prior)
+	var rawSpread, centredSpread [2]float32 // least and most similarity
+	rawSpread[0], centredSpread[0] = 2, 2
+	for range 50 {
+		qv := make([]float64, dim)
+		for d := range qv {
+			qv[d] = shared[d] + r.NormFloat64()
+		}
+		q := f32(unit(qv))
+		for i, tv := range vecs {
+			want := make([]float64, dim)
+			for d, c := range tv.codes {
+				want[d] = float64(c)*float64(tv.scale) - mean[d]
+			}
+			var dot float64
+			for d, x := range unit(want) {
+				dot += x * float64(q[d])
+			}
+			got := centred.similarity(int32(i), q)
+			if math.Abs(float64(got)-dot) > 0.01 || math.IsNaN(float64(got)) {
+				t.Fatalf("tool %d: centred similarity %.4f, float64 %.4f", i, got, dot)
+			}
+			s := raw.similarity(int32(i), q)
+			rawSpread = [2]float32{min(rawSpread[0], s), max(rawSpread[1], s)}
+			centredSpread = [2]float32{min(centredSpread[0], got), max(centredSpread[1], got)}
+		}
+	}
+	// What centring is for: the shared direction no longer bunches the
+	// similarities together.
+	if centredSpread[1]-centredSpread[0] <= 1.15*(rawSpread[1]-rawSpread[0]) {
+		t.Errorf("similarities span %v centred, %v raw: want a wider span centred", centredSpread, rawSpread)
+	}
+
+	one := []qvec{quantise(f32(unit(shared)))}
+	single := newDenseIndex(one, dim, prior)
+	if got := single.similarity(0, f32(unit(shared))); got < 0.99 {
+		t.Errorf("one tool's similarity to its own vector %.4f after centring, want about 1", got)
+	}
+	if !slices.Equal(raw.codes[:dim], vecs[0].codes) {
+		t.Error("prior 0 changed the codes")
 	}
 }

@@ -14,7 +14,7 @@ import (
 // rank scores the allowed entries and returns the best limit of them.
 //
 // Signals: cosine similarity of the query vector with the tools' vectors
-// (its top tuning.denseTop enter the fusion), BM25 over the tools'
+// (the best tuning.modelDenseTop or builtinDenseTop enter the fusion), BM25 over the tools'
 // retrieval text and over their names' character 4-grams, and what was
 // learned from usage (BM25 over learned queries, the best per tool; the
 // similarity to their centroid; and, for the tools leading after those,
@@ -60,11 +60,18 @@ func (s *Selector) rank(ctx context.Context, ix *index, t task, in scope, limit 
 	ls := li.score(terms, qvec, s.tune.learnedBM25)
 	// Under the built-in embedder every signal counts words, so a query
 	// word nobody knows is no evidence at all and the score says so
-	// (coverage); a real model reads words the catalog does not hold
-	// ("fetch" for "retrieve"), and its cosine stands as it is.
+	// (coverage). A real model reads words the catalog does not hold
+	// ("fetch" for "retrieve"), but it also finds some likeness in
+	// anything ("xyzzy qwerty" has a cosine of 0.3 to some tool, as many
+	// real tasks do), so unknown words take only tuning.modelCoverage of
+	// its score away. Coverage scales every tool alike: it moves scores,
+	// not the ranking.
 	cov := 1.0
 	if s.local {
 		cov = ix.lex.coverage(terms, func(t string) bool { return li.knows(t) || ix.namesHold(t) })
+	} else if s.tune.modelCoverage > 0 {
+		c := ix.lex.coverage(terms, func(t string) bool { return li.knows(t) })
+		cov = 1 - s.tune.modelCoverage*(1-c)
 	}
 	for tool, v := range ls.lexical {
 		if i, found := ix.byName[tool]; found && ok[i] && v > 0 {
@@ -78,7 +85,8 @@ func (s *Selector) rank(ctx context.Context, ix *index, t task, in scope, limit 
 			sc.learnDenseHits = append(sc.learnDenseHits, int32(i))
 		}
 	}
-	sc.combine(sc.cands, sc.dense, s.denseWeight(), s.tune.denseTop, 1) // cosine
+	weight, top, _ := s.denseTuning()
+	sc.combine(sc.cands, sc.dense, weight, top, 1) // cosine
 	sc.combine(sc.lexHits, sc.lex, s.tune.lexical, 0, ix.lex.full(terms))
 	sc.combine(sc.learnLexHits, sc.learnLex, s.tune.learnedLexical, 0, s.tune.learnedFull)
 	sc.combine(sc.learnDenseHits, sc.learnDense, s.tune.learnedDense, 0, s.tune.learnedFull)

@@ -332,13 +332,22 @@ func (s *Selector) dimOK(n int) bool {
 
 // retrievalText is the text a tool is found by: its name with words split,
 // description, category, tags, parameter names and descriptions, and
-// examples.
-func retrievalText(def *tooldef.Definition) string {
+// examples. The text a real model embeds (forModel) reads "name:
+// description" and has no category: a one-word label that every tool of
+// the category shares pulls their vectors together, while BM25 and the
+// category filter use it as it is (+0.3 Recall@10 cold under USE-lite,
+// docs/benchmarks.md#tuning).
+func retrievalText(def *tooldef.Definition, forModel bool) string {
 	var b strings.Builder
 	b.WriteString(strings.Join(embed.Words(def.Name), " "))
-	b.WriteString(". ")
-	b.WriteString(def.Description)
-	b.WriteString("\nCategory: " + def.Category)
+	if forModel {
+		b.WriteString(": ")
+		b.WriteString(def.Description)
+	} else {
+		b.WriteString(". ")
+		b.WriteString(def.Description)
+		b.WriteString("\nCategory: " + def.Category)
+	}
 	if len(def.Tags) > 0 {
 		b.WriteString("\nTags: " + strings.Join(def.Tags, ", "))
 	}
@@ -456,9 +465,13 @@ func (s *Selector) loadDocs(ctx context.Context, ids []uint) error {
 		if err != nil {
 			return fmt.Errorf("index version %d: %w", id, err)
 		}
-		text := retrievalText(&def)
-		sum := sha256.Sum256([]byte(text))
-		d := &docInfo{text: text, hash: hex.EncodeToString(sum[:]), needs: needsOf(&def), sizes: sizes[id]}
+		text := retrievalText(&def, false)
+		vtext := text
+		if !s.local {
+			vtext = retrievalText(&def, true)
+		}
+		sum := sha256.Sum256([]byte(vtext))
+		d := &docInfo{text: vtext, hash: hex.EncodeToString(sum[:]), needs: needsOf(&def), sizes: sizes[id]}
 		d.terms = s.tok.Terms(text)
 		for range s.tune.nameRepeat {
 			d.terms = append(d.terms, s.tok.Terms(strings.Join(embed.Words(def.Name), " "))...)
@@ -642,7 +655,8 @@ func (s *Selector) build(tools []models.ActiveTool) *index {
 			dim = d
 		}
 	}
-	ix.vecs = newDenseIndex(vecs, dim)
+	_, _, centre := s.denseTuning()
+	ix.vecs = newDenseIndex(vecs, dim, centre)
 	// Versions no longer current are not needed.
 	for id := range s.docs {
 		if !live[id] {
@@ -979,14 +993,24 @@ type tuning struct {
 	// n-grams: it mostly re-counts what BM25 counts, so it only breaks
 	// ties and adds sub-word matches.
 	modelDense, builtinDense float64
+	// modelCentre and builtinCentre are the prior of the centring of the
+	// tools' vectors (dense.go): the catalog's mean vector is taken from
+	// each, times n/(n+prior) for n tools; 0 is none.
+	modelCentre, builtinCentre float64
+	// modelCoverage is the share of a tool's score under a real model
+	// that the query's words unknown to the catalog take away (rank.go):
+	// 0.5 leaves gibberish under GoodMatchScore (200 random-letter
+	// queries of 1 to 4 words, all) and 34 of MetaTool's 4,264 dev
+	// queries.
+	modelCoverage float64
 	// learnedFull: a learned query holding this share of the query's term
 	// weight, or a centroid at this cosine, counts in full; fainter ones
 	// count in proportion, so when few tools have learned anything a
 	// faint likeness to their queries stays faint.
 	learnedFull float32
-	// denseTop is how many tools the dense ranking contributes before
-	// fusion.
-	denseTop int
+	// modelDenseTop and builtinDenseTop are how many tools the dense
+	// ranking contributes before fusion.
+	modelDenseTop, builtinDenseTop int
 	// bm25 are BM25's parameters over the tools' text and names;
 	// learnedBM25 over learned queries.
 	bm25, learnedBM25 bm25Params
@@ -1004,7 +1028,7 @@ func defaultTuning() tuning {
 	return tuning{
 		lexical: 1, nameGrams: 1, learnedLexical: 3, learnedDense: 1,
 		learnedNear: 2, nearFloor: 0.5, nearPool: 40, nearPerTool: 256,
-		modelDense: 1, builtinDense: 0.3, learnedFull: 0.5, denseTop: 40,
+		modelDense: 1.5, builtinDense: 0.3, modelCentre: 32, modelCoverage: 0.5, modelDenseTop: 80, builtinDenseTop: 40, learnedFull: 0.5,
 		// Tool texts are short and of like length: their length says
 		// little, so b is low.
 		bm25: bm25Params{k1: 1.2, b: 0.3}, learnedBM25: bm25Params{k1: 1.2, b: 0.75},
@@ -1012,11 +1036,11 @@ func defaultTuning() tuning {
 	}
 }
 
-func (s *Selector) denseWeight() float64 {
+func (s *Selector) denseTuning() (weight float64, top int, centre float64) {
 	if s.local {
-		return s.tune.builtinDense
+		return s.tune.builtinDense, s.tune.builtinDenseTop, s.tune.builtinCentre
 	}
-	return s.tune.modelDense
+	return s.tune.modelDense, s.tune.modelDenseTop, s.tune.modelCentre
 }
 
 // Query embedding must not stall a selection: it gets a short deadline,

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -130,6 +131,18 @@ func TestTuneRetrieval(t *testing.T) {
 		if err := s.Refresh(ctx); err != nil {
 			t.Fatal(err)
 		}
+		for {
+			with, all, running := s.Embedded()
+			if with == all {
+				break
+			}
+			if !running {
+				if err := s.Refresh(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
 		var out []string
 		for _, li := range []*learnedIndex{cold, warm}[:passes] {
 			s.learned.Store(li)
@@ -137,7 +150,47 @@ func TestTuneRetrieval(t *testing.T) {
 			out = append(out, m.String())
 		}
 		t.Logf("%-40s cold %s | history %s", c.name, out[0], out[passes-1])
+		s.learned.Store(cold)
+		t.Logf("%-40s %s", "", gibberishWeak(ctx, s, dev))
 	}
+}
+
+// gibberishWeak says how the best scores of the dev queries and of 200
+// random-letter queries (1 to 4 words) fall against GoodMatchScore:
+// what no_good_match would say of each, cold.
+func gibberishWeak(ctx context.Context, s *Selector, dev []tuneQuery) string {
+	r := rand.New(rand.NewPCG(7, 8))
+	var gibberish []tuneQuery
+	for range 200 {
+		var words []string
+		for range 1 + r.IntN(4) {
+			b := make([]byte, 3+r.IntN(6))
+			for i := range b {
+				b[i] = byte('a' + r.IntN(26))
+			}
+			words = append(words, string(b))
+		}
+		gibberish = append(gibberish, tuneQuery{Query: strings.Join(words, " ")})
+	}
+	best := func(qs []tuneQuery) (weak int, p50, p99 float64) {
+		var tops []float64
+		for _, q := range qs {
+			top := 0.0
+			if ranked := s.rank(ctx, s.idx.Load(), task{focus: q.Query}, scope{vis: visibility{all: true}}, 1); len(ranked) > 0 {
+				top = ranked[0].score
+			}
+			if top < GoodMatchScore {
+				weak++
+			}
+			tops = append(tops, top)
+		}
+		slices.Sort(tops)
+		return weak, tops[len(tops)/2], tops[len(tops)*99/100]
+	}
+	dw, d50, d99 := best(dev)
+	gw, g50, g99 := best(gibberish)
+	return fmt.Sprintf("best score under %.2f: dev %d of %d (p50 %.3f, p99 %.3f), gibberish %d of %d (p50 %.3f, p99 %.3f)",
+		GoodMatchScore, dw, len(dev), d50, d99, gw, len(gibberish), g50, g99)
 }
 
 // tuneConfig is one setting of a sweep.
@@ -154,17 +207,26 @@ func tuneConfigs(base tuning) []tuneConfig {
 		f(&c)
 		out = append(out, tuneConfig{name, c})
 	}
+	for _, f := range []float64{0, 0.3, 0.7} {
+		vary(fmt.Sprintf("modelCoverage=%g", f), func(c *tuning) { c.modelCoverage = f })
+	}
+	for _, p := range []float64{0, 1, 100} {
+		vary(fmt.Sprintf("modelCentre=%g", p), func(c *tuning) { c.modelCentre = p })
+	}
+	for _, p := range []float64{1, 32} {
+		vary(fmt.Sprintf("builtinCentre=%g", p), func(c *tuning) { c.builtinCentre = p })
+	}
 	for _, w := range []float64{0, 0.5, 2} {
 		vary(fmt.Sprintf("nameGrams=%g", w), func(c *tuning) { c.nameGrams = w })
 	}
-	for _, w := range []float64{0.5, 1.5, 2, 3} {
+	for _, w := range []float64{1, 1.25, 1.75, 2} {
 		vary(fmt.Sprintf("modelDense=%g", w), func(c *tuning) { c.modelDense = w })
 	}
 	for _, w := range []float64{0.15, 0.6} {
 		vary(fmt.Sprintf("builtinDense=%g", w), func(c *tuning) { c.builtinDense = w })
 	}
-	for _, n := range []int{10, 20, 80} {
-		vary(fmt.Sprintf("denseTop=%d", n), func(c *tuning) { c.denseTop = n })
+	for _, n := range []int{20, 40, 80, 120} {
+		vary(fmt.Sprintf("denseTop=%d", n), func(c *tuning) { c.modelDenseTop, c.builtinDenseTop = n, n })
 	}
 	for _, k1 := range []float32{0.6, 0.9, 1.5, 2} {
 		vary(fmt.Sprintf("bm25.k1=%g", k1), func(c *tuning) { c.bm25.k1 = k1 })
