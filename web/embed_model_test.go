@@ -80,6 +80,27 @@ func selectDense(t *testing.T, ta *testApp, query string) (embedder string, dens
 	return embedder, dense
 }
 
+// topTool returns the best tool's name for query, selected as admin.
+func topTool(t *testing.T, ta *testApp, query string) string {
+	t.Helper()
+	r := ta.do(t, "admin", http.MethodPost, "/api/v1/tools/select", map[string]any{"query": query, "limit": 1})
+	tools, _ := r.JSON(t)["tools"].([]any)
+	if len(tools) == 0 {
+		t.Fatalf("select %q: no tools: %s", query, r.Body)
+	}
+	name, _ := tools[0].(map[string]any)["name"].(string)
+	return name
+}
+
+// toolIndex is i of modelToolDef(i)'s name lookup_NN, or -1.
+func toolIndex(name string) int {
+	var i int
+	if _, err := fmt.Sscanf(name, "lookup_%d", &i); err != nil {
+		return -1
+	}
+	return i
+}
+
 // readyEmbedder returns /readyz's embedder component.
 func readyEmbedder(t *testing.T, ta *testApp) (status, detail string) {
 	t.Helper()
@@ -167,6 +188,27 @@ func TestRealModelPath(t *testing.T) {
 		emb, dense := selectDense(t, ta, "what will the weather be like in Lisbon tomorrow")
 		if emb != "ollama/use-lite" || dense <= 0 {
 			t.Errorf("embedder %q, dense similarity %v: want ollama/use-lite and a dense ranking", emb, dense)
+		}
+		// Scores mean the same under the model: a task about one of the
+		// subjects finds its tools and a good match, gibberish (to which
+		// the model still finds a cosine of about 0.3) none.
+		for _, c := range []struct {
+			query string
+			good  bool
+		}{
+			{"what will the weather be like in Lisbon tomorrow", true},
+			{"how many yen is a euro worth", true},
+			{"xyzzy qwerty", false},
+			{"blorp fizzle wug", false},
+		} {
+			r := ta.do(t, "admin", http.MethodPost, "/api/v1/tools/select", map[string]any{"query": c.query, "limit": 5})
+			body := r.JSON(t)
+			if noGood, _ := body["no_good_match"].(bool); noGood == c.good {
+				t.Errorf("select %q: no_good_match %v, want %v: %s", c.query, noGood, !c.good, r.Body)
+			}
+		}
+		if top := topTool(t, ta, "what will the weather be like in Lisbon tomorrow"); toolIndex(top)%7 != 0 {
+			t.Errorf("the weather task's best tool is %s, want one about weather (lookup_NN, NN a multiple of 7)", top)
 		}
 		_ = a.Close()
 	}
