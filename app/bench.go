@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -95,6 +96,11 @@ func Bench(ctx context.Context, cfg BenchConfig, w io.Writer) error {
 	}
 	fmt.Fprintf(w, "\nRecall@5   %.2f\nRecall@10  %.2f\nRecall@15  %.2f\nNDCG@10    %.2f\nlatency    p50 %.3f ms, p99 %.3f ms\n",
 		rep.Recall5, rep.Recall10, rep.Recall15, rep.NDCG10, rep.P50Ms, rep.P99Ms)
+	for _, name := range slices.Sorted(maps.Keys(rep.Subsets)) {
+		s := rep.Subsets[name]
+		fmt.Fprintf(w, "subset %s: %d queries, Recall@5 %.2f, @10 %.2f, @15 %.2f, NDCG@10 %.2f\n",
+			name, s.Queries, s.Recall5, s.Recall10, s.Recall15, s.NDCG10)
+	}
 	return nil
 }
 

@@ -25,10 +25,12 @@ type BenchTool struct {
 	Parameters  json.RawMessage `json:"parameters,omitempty"`
 }
 
-// BenchQuery is one labelled query: the tools that answer it.
+// BenchQuery is one labelled query: the tools that answer it, and the
+// part of the set it belongs to, if the set has parts.
 type BenchQuery struct {
-	Query string   `json:"query"`
-	Gold  []string `json:"gold"`
+	Query  string   `json:"query"`
+	Gold   []string `json:"gold"`
+	Subset string   `json:"subset,omitempty"`
 }
 
 // BenchOptions configures a retrieval benchmark run.
@@ -42,19 +44,46 @@ type BenchOptions struct {
 	Selector *selection.Selector
 }
 
+// BenchScores are what a run measured on a set of queries: recall at 5, 10
+// and 15 and NDCG at 10, as percentages.
+type BenchScores struct {
+	Recall5  float64 `json:"recall@5"`
+	Recall10 float64 `json:"recall@10"`
+	Recall15 float64 `json:"recall@15"`
+	NDCG10   float64 `json:"ndcg@10"`
+	Queries  int     `json:"queries"`
+}
+
+// add counts one query whose selection named got (nil when it failed).
+func (s *BenchScores) add(got, gold []string) {
+	s.Recall5 += recallAt(got, gold, 5)
+	s.Recall10 += recallAt(got, gold, 10)
+	s.Recall15 += recallAt(got, gold, 15)
+	s.NDCG10 += ndcgAt(got, gold, 10)
+	s.Queries++
+}
+
+// finish turns the sums into percentages.
+func (s *BenchScores) finish() {
+	if s.Queries == 0 {
+		return
+	}
+	n := float64(s.Queries)
+	s.Recall5 = round(100*s.Recall5/n, 2)
+	s.Recall10 = round(100*s.Recall10/n, 2)
+	s.Recall15 = round(100*s.Recall15/n, 2)
+	s.NDCG10 = round(100*s.NDCG10/n, 2)
+}
+
 // BenchReport is what a run measured.
 type BenchReport struct {
-	Recall5    float64  `json:"recall@5"`
-	Recall10   float64  `json:"recall@10"`
-	Recall15   float64  `json:"recall@15"`
-	NDCG10     float64  `json:"ndcg@10"`
-	Queries    int      `json:"queries"`
-	P50Ms      float64  `json:"p50_ms"`
-	P99Ms      float64  `json:"p99_ms"`
-	Tools      int      `json:"tools"`
-	Replayed   int      `json:"replayed,omitempty"`
-	Embedder   string   `json:"embedder"`
-	Unregister []string `json:"unregistered,omitempty"`
+	BenchScores          // of every measured query
+	P50Ms       float64  `json:"p50_ms"`
+	P99Ms       float64  `json:"p99_ms"`
+	Tools       int      `json:"tools"`
+	Replayed    int      `json:"replayed,omitempty"`
+	Embedder    string   `json:"embedder"`
+	Unregister  []string `json:"unregistered,omitempty"`
 	// EmbedSeconds is how long the tools took to embed, from the first
 	// refresh until every tool had its vector; measured queries start after.
 	EmbedSeconds float64 `json:"embed_seconds"`
@@ -62,6 +91,9 @@ type BenchReport struct {
 	// as a miss, and FailedExample says why the first one did.
 	Failed        int    `json:"failed,omitempty"`
 	FailedExample string `json:"failed_example,omitempty"`
+	// Subsets holds the scores of each subset the queries name (a set's
+	// categories, which one figure over all would average away).
+	Subsets map[string]*BenchScores `json:"subsets,omitempty"`
 }
 
 // runRetrievalBench registers the tools through the registry, optionally
@@ -117,30 +149,33 @@ func runRetrievalBench(ctx context.Context, opts BenchOptions) (*BenchReport, er
 		start := time.Now()
 		res, err := sel.Select(ctx, nil, selection.SelectRequest{Query: q.Query, Limit: 15})
 		lat = append(lat, float64(time.Since(start).Microseconds())/1000)
-		if err != nil { // a miss, not the end of the run
+		var names []string // none when the selection failed: a miss, not the end of the run
+		if err != nil {
 			if rep.Failed == 0 {
 				rep.FailedExample = fmt.Sprintf("select %q: %v", q.Query, err)
 			}
 			rep.Failed++
-			rep.Queries++
-			continue
+		} else {
+			for _, t := range res.Tools {
+				names = append(names, t.Name)
+			}
 		}
-		names := make([]string, len(res.Tools))
-		for i, t := range res.Tools {
-			names[i] = t.Name
+		rep.add(names, q.Gold)
+		if q.Subset != "" {
+			if rep.Subsets == nil {
+				rep.Subsets = map[string]*BenchScores{}
+			}
+			if rep.Subsets[q.Subset] == nil {
+				rep.Subsets[q.Subset] = &BenchScores{}
+			}
+			rep.Subsets[q.Subset].add(names, q.Gold)
 		}
-		rep.Recall5 += recallAt(names, q.Gold, 5)
-		rep.Recall10 += recallAt(names, q.Gold, 10)
-		rep.Recall15 += recallAt(names, q.Gold, 15)
-		rep.NDCG10 += ndcgAt(names, q.Gold, 10)
-		rep.Queries++
+	}
+	for _, s := range rep.Subsets {
+		s.finish()
 	}
 	if rep.Queries > 0 {
-		n := float64(rep.Queries)
-		rep.Recall5 = round(100*rep.Recall5/n, 2)
-		rep.Recall10 = round(100*rep.Recall10/n, 2)
-		rep.Recall15 = round(100*rep.Recall15/n, 2)
-		rep.NDCG10 = round(100*rep.NDCG10/n, 2)
+		rep.finish()
 		sort.Float64s(lat)
 		rep.P50Ms = round(percentile(lat, 0.50), 3)
 		rep.P99Ms = round(percentile(lat, 0.99), 3)

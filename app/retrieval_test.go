@@ -133,9 +133,9 @@ func TestRetrievalBenchCountsFailures(t *testing.T) {
 		BenchTool{Name: "translate_text", Description: "Translate a text from one language into another."})
 	prompt := strings.Repeat("You are a helpful assistant who answers in short sentences. ", 80)
 	queries := write("queries.jsonl",
-		BenchQuery{Query: "what is the weather in Paris", Gold: []string{"weather_now"}},
-		BenchQuery{Query: "   ", Gold: []string{"stock_quote"}},
-		BenchQuery{Query: prompt + "\n\nTranslate this sentence into German.", Gold: []string{"translate_text"}})
+		BenchQuery{Query: "what is the weather in Paris", Gold: []string{"weather_now"}, Subset: "found"},
+		BenchQuery{Query: "   ", Gold: []string{"stock_quote"}, Subset: "refused"},
+		BenchQuery{Query: prompt + "\n\nTranslate this sentence into German.", Gold: []string{"translate_text"}, Subset: "found"})
 	var out bytes.Buffer
 	if err := Bench(context.Background(), BenchConfig{Tools: tools, Queries: queries, JSON: true}, &out); err != nil {
 		t.Fatal(err)
@@ -150,5 +150,11 @@ func TestRetrievalBenchCountsFailures(t *testing.T) {
 	// Two of three found (the refused one is a miss).
 	if rep.Recall10 < 66 || rep.Recall10 > 67 {
 		t.Errorf("Recall@10 %v, want 66.67", rep.Recall10)
+	}
+	// Each subset is scored on its own queries, the refused one among them.
+	found, refused := rep.Subsets["found"], rep.Subsets["refused"]
+	if len(rep.Subsets) != 2 || found == nil || refused == nil ||
+		found.Queries != 2 || found.Recall10 != 100 || refused.Queries != 1 || refused.Recall15 != 0 {
+		t.Errorf("subsets %s", out.String())
 	}
 }
