@@ -5,16 +5,21 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/ollama/ollama/api"
+
+	"toolbelt/models/modelstest"
+	"toolbelt/services/catalog"
 )
 
 // benchCode is the two-letter code of tool i: "aa", "ab", …
@@ -156,5 +161,78 @@ func TestRetrievalBenchCountsFailures(t *testing.T) {
 	if len(rep.Subsets) != 2 || found == nil || refused == nil ||
 		found.Queries != 2 || found.Recall10 != 100 || refused.Queries != 1 || refused.Recall15 != 0 {
 		t.Errorf("subsets %s", out.String())
+	}
+}
+
+// TestBenchSetsConsistent: every committed retrieval set registers whole
+// through the registry, and its queries name only its own tools, so a
+// re-converted set or a stricter registry that would make `bench
+// retrieval` refuse a tool or count an impossible gold fails here first.
+func TestBenchSetsConsistent(t *testing.T) {
+	sets := []struct {
+		dir     string
+		queries []string
+		subsets []string
+	}{
+		{"bfcl", []string{"queries.jsonl"}, []string{"simple_python", "multiple", "live_simple", "live_multiple"}},
+		{"metatool", []string{"dev.jsonl", "history.jsonl"}, []string{"single", "multi"}},
+	}
+	for _, set := range sets {
+		t.Run(set.dir, func(t *testing.T) {
+			ctx := context.Background()
+			dir := filepath.Join("..", "testdata", "bench", set.dir)
+			tools, err := readJSONLines[BenchTool](filepath.Join(dir, "tools.jsonl"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			store, _ := modelstest.Store(t)
+			reg := catalog.NewRegistry(store, slog.New(slog.DiscardHandler))
+			names := map[string]bool{}
+			for _, tool := range tools {
+				if names[tool.Name] {
+					t.Errorf("tool %s is listed twice", tool.Name)
+				}
+				names[tool.Name] = true
+				if _, err := reg.Register(ctx, benchDefinition(tool), nil); err != nil {
+					t.Errorf("register %s: %v", tool.Name, err)
+				}
+			}
+			type record struct {
+				BenchQuery
+				ID string `json:"id"`
+			}
+			ids := map[string]bool{}
+			perSubset := map[string]int{}
+			for _, file := range set.queries {
+				queries, err := readJSONLines[record](filepath.Join(dir, file))
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, q := range queries {
+					if q.ID == "" || ids[q.ID] {
+						t.Errorf("%s: query id %q is empty or not unique", file, q.ID)
+					}
+					ids[q.ID] = true
+					if strings.TrimSpace(q.Query) == "" || len(q.Gold) == 0 {
+						t.Errorf("%s: %s has no text or no gold", file, q.ID)
+					}
+					for _, g := range q.Gold {
+						if !names[g] {
+							t.Errorf("%s: %s names %q, which is not a tool of the set", file, q.ID, g)
+						}
+					}
+					if !slices.Contains(set.subsets, q.Subset) {
+						t.Errorf("%s: %s is of subset %q, not one of %v", file, q.ID, q.Subset, set.subsets)
+					}
+					perSubset[q.Subset]++
+				}
+			}
+			for _, s := range set.subsets {
+				if perSubset[s] == 0 {
+					t.Errorf("subset %s has no query", s)
+				}
+			}
+			t.Logf("%d tools, queries by subset %v", len(tools), perSubset)
+		})
 	}
 }
