@@ -1,10 +1,11 @@
 // Command bfclconv writes testdata/bench/bfcl, the retrieval benchmark's
 // set of tools with parameters, from the Berkeley Function Calling
-// Leaderboard (BFCL): every function the chosen categories' questions offer
-// becomes one catalog, and every question a query labelled with the
-// function its ground truth calls. It reads one pinned commit of the
-// gorilla repository through git, so a run writes the same bytes until the
-// pin moves; testdata/bench/bfcl/SOURCE.md says how to run it.
+// Leaderboard (BFCL): the functions the chosen categories' questions offer
+// become one catalog of one tool a name, and every question a query
+// labelled with the function its ground truth calls. It reads one pinned
+// commit of the gorilla repository through git, so a run writes the same
+// bytes until the pin moves; testdata/bench/bfcl/SOURCE.md says how to run
+// it.
 //
 //	go run ./internal/bfclconv --repo PATH/TO/gorilla [--commit SHA] [--out testdata/bench/bfcl]
 package main
@@ -109,10 +110,13 @@ type query struct {
 	Gold   []string `json:"gold"`
 	ID     string   `json:"id"`
 	Subset string   `json:"subset"`
+
+	offered []*definition // the definitions of its gold the question offered
 }
 
 // run converts the categories read through read and writes tools.jsonl,
-// queries.jsonl and the repository's LICENSE into out.
+// queries.jsonl and the repository's LICENSE into out, and says on stdout
+// what the catalog merged.
 func run(read func(path string) ([]byte, error), out string) error {
 	cat := newCatalog()
 	var queries []query
@@ -146,38 +150,46 @@ func run(read func(path string) ([]byte, error), out string) error {
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return err
 	}
-	if err := writeLines(filepath.Join(out, "tools.jsonl"), cat.tools); err != nil {
+	tools, st := cat.tools()
+	if err := writeLines(filepath.Join(out, "tools.jsonl"), tools); err != nil {
 		return err
 	}
 	if err := writeLines(filepath.Join(out, "queries.jsonl"), queries); err != nil {
 		return err
 	}
+	regolded := 0
+	for _, q := range queries {
+		if slices.ContainsFunc(q.offered, func(d *definition) bool { return !d.kept }) {
+			regolded++
+		}
+	}
+	fmt.Printf("%d tools from %d definitions: %d names had several, %d definitions dropped; "+
+		"%d of %d queries offered their gold a dropped definition\n",
+		len(tools), st.definitions, st.merged, st.dropped, regolded, len(queries))
 	return os.WriteFile(filepath.Join(out, "LICENSE"), license, 0o644)
 }
 
 // convertQuestion adds the question's functions to the catalog and labels
 // its text with the catalog names of the functions its ground truth calls.
 func convertQuestion(cat *catalog, q question, calls []map[string]json.RawMessage) (query, error) {
-	names := map[string]string{} // BFCL name → catalog name, within this question
+	names := map[string]*definition{} // BFCL name → the definition this question offers
 	for _, f := range q.Function {
-		name, err := cat.add(f)
+		d, err := cat.offer(q.ID, f)
 		if err != nil {
 			return query{}, fmt.Errorf("function %s: %w", f.Name, err)
 		}
-		if prev, ok := names[f.Name]; ok && prev != name {
-			return query{}, fmt.Errorf("function %s is offered twice with different definitions", f.Name)
-		}
-		names[f.Name] = name
+		names[f.Name] = d
 	}
 	rec := query{ID: q.ID}
 	for _, call := range calls {
 		for src := range call {
-			name, ok := names[src]
+			d, ok := names[src]
 			if !ok {
 				return query{}, fmt.Errorf("the ground truth calls %s, which the question does not offer", src)
 			}
-			if !slices.Contains(rec.Gold, name) {
-				rec.Gold = append(rec.Gold, name)
+			if !slices.Contains(rec.Gold, d.name) {
+				rec.Gold = append(rec.Gold, d.name)
+				rec.offered = append(rec.offered, d)
 			}
 		}
 	}
@@ -199,52 +211,109 @@ func convertQuestion(cat *catalog, q question, calls []map[string]json.RawMessag
 	return rec, nil
 }
 
-// A catalog is the one set of tools every question's functions join. A
-// function defined identically in several questions is one tool; functions
-// that share a name but differ (BFCL has 32 get_current_weather) are
-// distinct tools, the later ones named with _2, _3, … in order of first
-// appearance.
+// A catalog is the one set of tools every question's functions join, one
+// tool a name, as a real catalog has. BFCL defines one name differently in
+// different questions (32 get_current_weather, mostly rewordings, in the
+// live categories), and a query rarely tells such copies apart, so distinct
+// tools for them would measure a catalog no one has: a name keeps the
+// definition the most questions offer, the first to appear among equals,
+// and every gold of that name names it.
 type catalog struct {
-	tools []tool
-	byKey map[string]string // catalog name of each distinct definition
-	taken map[string]bool
-	count map[string]int // definitions so far of each registry name
+	byName map[string][]*definition // distinct definitions of each registry name, in order of appearance
+	order  []string                 // registry names in order of first appearance
+	taken  map[string]bool          // catalog names given out, and the reserved ones
+}
+
+// A definition is one distinct converted function and the questions that
+// offer it.
+type definition struct {
+	name   string // the catalog name of its registry name
+	key    string // description and parameters, as written
+	tool   tool
+	offers int    // questions offering it
+	last   string // the last of them, so a question counts once
+	kept   bool   // whether it is its name's tool
 }
 
 func newCatalog() *catalog {
-	c := &catalog{byKey: map[string]string{}, taken: map[string]bool{}, count: map[string]int{}}
+	c := &catalog{byName: map[string][]*definition{}, taken: map[string]bool{}}
 	for name := range tooldef.ReservedToolNames {
 		c.taken[name] = true
 	}
 	return c
 }
 
-// add converts f and returns the catalog name of its definition.
-func (c *catalog) add(f function) (string, error) {
+// offer converts f, offered by question id, and returns its definition.
+func (c *catalog) offer(id string, f function) (*definition, error) {
 	params, err := convertParameters(f.Parameters)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	base := registryName(f.Name)
 	desc := strings.TrimSpace(f.Description)
 	raw, err := json.Marshal(params) // maps marshal with sorted keys
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	key := base + "\x00" + desc + "\x00" + string(raw)
-	if name, ok := c.byKey[key]; ok {
-		return name, nil
+	key := desc + "\x00" + string(raw)
+	defs := c.byName[base]
+	i := slices.IndexFunc(defs, func(d *definition) bool { return d.key == key })
+	if i < 0 {
+		name := base
+		if len(defs) > 0 {
+			name = defs[0].name
+		} else {
+			// A reserved name, or one a suffixed reserved name took,
+			// takes a suffix of its own.
+			for n := 2; c.taken[name]; n++ {
+				suffix := "_" + strconv.Itoa(n)
+				name = strings.TrimRight(base[:min(len(base), maxName-len(suffix))], "_") + suffix
+			}
+			c.taken[name] = true
+			c.order = append(c.order, base)
+		}
+		defs = append(defs, &definition{name: name, key: key,
+			tool: tool{Name: name, Description: desc, Parameters: params, SourceName: f.Name}})
+		c.byName[base] = defs
+		i = len(defs) - 1
 	}
-	name := base
-	for n := max(c.count[base]+1, 2); c.taken[name]; n++ {
-		suffix := "_" + strconv.Itoa(n)
-		name = strings.TrimRight(base[:min(len(base), maxName-len(suffix))], "_") + suffix
+	d := defs[i]
+	if d.last != id {
+		d.offers++
+		d.last = id
 	}
-	c.count[base]++
-	c.taken[name] = true
-	c.byKey[key] = name
-	c.tools = append(c.tools, tool{Name: name, Description: desc, Parameters: params, SourceName: f.Name})
-	return name, nil
+	return d, nil
+}
+
+// catalogStats counts what tools merged.
+type catalogStats struct {
+	definitions int // distinct definitions offered
+	merged      int // names with more than one
+	dropped     int // definitions not kept
+}
+
+// tools returns the catalog, a tool a name in order of first appearance,
+// each its name's most offered definition, and marks the ones kept.
+func (c *catalog) tools() ([]tool, catalogStats) {
+	var out []tool
+	var st catalogStats
+	for _, base := range c.order {
+		defs := c.byName[base]
+		keep := defs[0]
+		for _, d := range defs[1:] {
+			if d.offers > keep.offers {
+				keep = d
+			}
+		}
+		keep.kept = true
+		out = append(out, keep.tool)
+		st.definitions += len(defs)
+		if len(defs) > 1 {
+			st.merged++
+			st.dropped += len(defs) - 1
+		}
+	}
+	return out, st
 }
 
 // maxName is the longest name tooldef.NamePattern accepts.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"slices"
 	"testing"
 )
 
@@ -56,30 +57,65 @@ func TestConvertParameters(t *testing.T) {
 	}
 }
 
-// TestCatalogNames: an identical definition is one tool; a different one
-// under the same name is a second tool with a suffix, and a suffixed name
-// already taken is skipped.
-func TestCatalogNames(t *testing.T) {
-	c := newCatalog()
+// TestCatalogMerge: a registry name is one tool, its definition the one
+// the most questions offer, the first to appear among equals, a question
+// offering one twice counting once; names that map alike share it, and a
+// reserved name takes a suffix no other name has.
+func TestCatalogMerge(t *testing.T) {
 	fn := func(name, desc string) function {
 		return function{Name: name, Description: desc, Parameters: map[string]any{"type": "dict", "properties": map[string]any{}}}
 	}
-	for _, step := range []struct {
-		f    function
-		want string
-	}{
-		{fn("get.weather", "Weather now."), "get_weather"},
-		{fn("get_weather_2", "Something else."), "get_weather_2"},
-		{fn("get.weather", "Weather now."), "get_weather"},
-		{fn("getWeather", "Weather tomorrow."), "get_weather_3"},
-		{fn("search_tools", "Search."), "search_tools_2"},
-	} {
-		got, err := c.add(step.f)
-		if err != nil || got != step.want {
-			t.Errorf("add(%s, %q) = %q, %v; want %q", step.f.Name, step.f.Description, got, err, step.want)
-		}
+	type named struct{ name, desc string }
+	type offer struct {
+		id string
+		f  function
 	}
-	if len(c.tools) != 4 {
-		t.Errorf("%d tools, want 4", len(c.tools))
+	for _, c := range []struct {
+		name   string
+		offers []offer
+		want   []named
+		merged int
+		drop   int
+	}{
+		{"one definition", []offer{{"q1", fn("get.weather", "Now.")}, {"q2", fn("get.weather", "Now.")}},
+			[]named{{"get_weather", "Now."}}, 0, 0},
+		{"most offered wins", []offer{{"q1", fn("get_weather", "Now.")}, {"q2", fn("get_weather", "Today.")}, {"q3", fn("get_weather", "Today.")}},
+			[]named{{"get_weather", "Today."}}, 1, 1},
+		{"a tie goes to the first", []offer{{"q1", fn("get_weather", "Now.")}, {"q2", fn("get_weather", "Today.")}, {"q3", fn("get_weather", "Later.")}},
+			[]named{{"get_weather", "Now."}}, 1, 2},
+		{"a question counts once", []offer{{"q1", fn("get_weather", "Now.")}, {"q1", fn("get_weather", "Now.")}, {"q2", fn("get_weather", "Today.")}, {"q3", fn("get_weather", "Today.")}},
+			[]named{{"get_weather", "Today."}}, 1, 1},
+		{"names that map alike are one", []offer{{"q1", fn("get.weather", "Now.")}, {"q2", fn("getWeather", "Today.")}, {"q3", fn("get_weather", "Today.")}},
+			[]named{{"get_weather", "Today."}}, 1, 1},
+		{"order of first appearance", []offer{{"q1", fn("b", "B.")}, {"q1", fn("a", "A.")}, {"q2", fn("a", "A2.")}, {"q3", fn("a", "A2.")}},
+			[]named{{"b", "B."}, {"a", "A2."}}, 1, 1},
+		{"reserved names take a free suffix", []offer{{"q1", fn("search_tools_2", "Other.")}, {"q2", fn("search.tools", "Search.")}, {"q3", fn("search_tools", "Search again.")}},
+			[]named{{"search_tools_2", "Other."}, {"search_tools_3", "Search."}}, 1, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cat := newCatalog()
+			var defs []*definition
+			for _, o := range c.offers {
+				d, err := cat.offer(o.id, o.f)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defs = append(defs, d)
+			}
+			tools, st := cat.tools()
+			var got []named
+			for _, tl := range tools {
+				got = append(got, named{tl.Name, tl.Description})
+			}
+			if !slices.Equal(got, c.want) || st.merged != c.merged || st.dropped != c.drop {
+				t.Errorf("tools %v, %d merged, %d dropped; want %v, %d, %d", got, st.merged, st.dropped, c.want, c.merged, c.drop)
+			}
+			// Every offer, kept or not, is golded by its name's one tool.
+			for i, d := range defs {
+				if !slices.ContainsFunc(tools, func(tl tool) bool { return tl.Name == d.name }) {
+					t.Errorf("offer %d is named %q, not a tool", i, d.name)
+				}
+			}
+		})
 	}
 }
