@@ -91,6 +91,9 @@ func Bench(ctx context.Context, cfg BenchConfig, w io.Writer) error {
 	}
 	fmt.Fprintf(w, "\nembedding  %.2f s (the tools, before any query)\nreplayed   %d history queries\nqueries    %d",
 		rep.EmbedSeconds, rep.Replayed, rep.Queries)
+	if rep.Lexical > 0 {
+		fmt.Fprintf(w, ", %d ranked lexically (the model's embedding failed or was backing off: rerun on a quieter machine)", rep.Lexical)
+	}
 	if rep.Failed > 0 {
 		fmt.Fprintf(w, ", %d failed (counted as misses; the first: %s)", rep.Failed, rep.FailedExample)
 	}

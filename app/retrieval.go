@@ -91,6 +91,11 @@ type BenchReport struct {
 	// as a miss, and FailedExample says why the first one did.
 	Failed        int    `json:"failed,omitempty"`
 	FailedExample string `json:"failed_example,omitempty"`
+	// Lexical counts measured queries a remote model's embedding failed
+	// for (it timed out on a loaded machine, or the selector was backing
+	// off after a failure): they ranked lexically, as a server would, so
+	// when it is not 0 the figures are partly BM25's, not the model's.
+	Lexical int `json:"lexical_fallbacks,omitempty"`
 	// Subsets holds the scores of each subset the queries name (a set's
 	// categories, which one figure over all would average away).
 	Subsets map[string]*BenchScores `json:"subsets,omitempty"`
@@ -149,6 +154,9 @@ func runRetrievalBench(ctx context.Context, opts BenchOptions) (*BenchReport, er
 		start := time.Now()
 		res, err := sel.Select(ctx, nil, selection.SelectRequest{Query: q.Query, Limit: 15})
 		lat = append(lat, float64(time.Since(start).Microseconds())/1000)
+		if sel.EmbedFailing() {
+			rep.Lexical++
+		}
 		var names []string // none when the selection failed: a miss, not the end of the run
 		if err != nil {
 			if rep.Failed == 0 {

@@ -30,6 +30,12 @@ func benchCode(i int) string { return string(rune('a'+i/26)) + string(rune('a'+i
 // while their words share nothing BM25 could match. Each batch of more
 // than one text waits delay, as a real model on a CPU does.
 func codeModel(t *testing.T, delay time.Duration) *httptest.Server {
+	return failingCodeModel(t, delay, "")
+}
+
+// failingCodeModel is codeModel refusing (400) every single text that
+// holds failing, when it is not empty: a model failing some queries.
+func failingCodeModel(t *testing.T, delay time.Duration, failing string) *httptest.Server {
 	t.Helper()
 	tool := regexp.MustCompile(`zz([a-z]{2})`)
 	query := regexp.MustCompile(`called ([a-z]{2})`)
@@ -50,6 +56,10 @@ func codeModel(t *testing.T, delay time.Duration) *httptest.Server {
 		}
 		if len(input) > 1 {
 			time.Sleep(delay)
+		}
+		if len(input) == 1 && failing != "" && strings.Contains(input[0], failing) {
+			http.Error(w, `{"error":"refused"}`, http.StatusBadRequest)
+			return
 		}
 		resp := api.EmbedResponse{Model: req.Model}
 		for _, text := range input {
@@ -100,7 +110,7 @@ func TestBenchWaitsForTheIndex(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
 		t.Fatalf("%v: %s", err, out.String())
 	}
-	if rep.Embedder != "ollama/code" || rep.Tools != n || rep.Queries != n || rep.Failed != 0 {
+	if rep.Embedder != "ollama/code" || rep.Tools != n || rep.Queries != n || rep.Failed != 0 || rep.Lexical != 0 {
 		t.Fatalf("report: %s", out.String())
 	}
 	if rep.Recall5 != 100 {
@@ -112,6 +122,44 @@ func TestBenchWaitsForTheIndex(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), `"embed_seconds"`) {
 		t.Errorf("the JSON report lacks embed_seconds: %s", out.String())
+	}
+}
+
+// TestBenchCountsLexicalFallbacks: queries the model fails to embed, and
+// those after them while the selector backs off, rank lexically as a
+// server's would; the report counts them, so a figure measured on a
+// loaded machine does not pass for the model's.
+func TestBenchCountsLexicalFallbacks(t *testing.T) {
+	dir := t.TempDir()
+	var tools, queries bytes.Buffer
+	for i := range 20 {
+		fmt.Fprintf(&tools, `{"name":"tool_%03d","description":"Handles zz%s records."}`+"\n", i, benchCode(i))
+		fmt.Fprintf(&queries, `{"query":"fetch the thing called %s","gold":["tool_%03d"]}`+"\n", benchCode(i), i)
+	}
+	toolsFile, queriesFile := filepath.Join(dir, "tools.jsonl"), filepath.Join(dir, "queries.jsonl")
+	if err := os.WriteFile(toolsFile, tools.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(queriesFile, queries.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// The 11th query fails; the selector then leaves the model alone for
+	// a second, longer than the nine queries left take.
+	model := failingCodeModel(t, 0, "called "+benchCode(10))
+	var out bytes.Buffer
+	cfg := BenchConfig{Tools: toolsFile, Queries: queriesFile, JSON: true, OllamaURL: model.URL, EmbedModel: "code"}
+	if err := Bench(context.Background(), cfg, &out); err != nil {
+		t.Fatal(err)
+	}
+	var rep BenchReport
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("%v: %s", err, out.String())
+	}
+	if rep.Lexical != 10 || rep.Failed != 0 || rep.Queries != 20 {
+		t.Errorf("lexical fallbacks %d, failed %d of %d queries: want 10, 0 of 20: %s", rep.Lexical, rep.Failed, rep.Queries, out.String())
+	}
+	if rep.Recall5 > 50+1e-9 {
+		t.Errorf("Recall@5 %v: the fallbacks found what only the vectors can find?", rep.Recall5)
 	}
 }
 
