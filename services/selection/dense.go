@@ -97,45 +97,79 @@ type denseIndex struct {
 }
 
 // newDenseIndex packs vecs; those not of dimension dim get none. With
-// centre > 0 each vector is first moved away from the catalog's mean
+// prior > 0 each vector is first moved away from the catalog's mean
 // vector, shrunk by its size (centring, below), and made unit length
 // again.
-func newDenseIndex(vecs []qvec, dim int, centre float64) denseIndex {
+func newDenseIndex(vecs []qvec, dim int, prior float64) denseIndex {
 	dx := denseIndex{words: (dim + 63) / 64, dim: dim, has: make([]bool, len(vecs)), scales: make([]float32, len(vecs))}
 	dx.signs = make([]uint64, len(vecs)*dx.words)
 	dx.codes = make([]int8, len(vecs)*dim)
-	mean := centring(vecs, dim, centre)
-	v := make([]float32, dim)
-	for i, q := range vecs {
-		if dim == 0 || len(q.codes) != dim {
-			continue
+	if dim == 0 {
+		return dx
+	}
+	mean := centring(vecs, dim, prior)
+	// Both CPUs for a large catalog: centring 100,000 vectors of 512
+	// dimensions is half a second of one.
+	inParallel(len(vecs), func(_, lo, hi int, _ [][]int) {
+		v := make([]float32, dim)
+		for i := lo; i < hi; i++ {
+			q := vecs[i]
+			if len(q.codes) != dim {
+				continue
+			}
+			dx.has[i] = true
+			codes := dx.codes[i*dim : (i+1)*dim]
+			if mean != nil {
+				q.scale = centred(q, mean, v, codes)
+			} else {
+				copy(codes, q.codes)
+			}
+			dx.scales[i] = q.scale
+			w := dx.signs[i*dx.words : (i+1)*dx.words]
+			for d, c := range codes {
+				// Bit d is set when c > 0: -c's sign bit, with no branch
+				// to mispredict on signs that are as good as random.
+				w[d/64] |= uint64(-int64(c)) >> 63 << (d % 64)
+			}
 		}
-		dx.has[i] = true
-		codes := q.codes
-		if mean != nil {
-			var norm float64
-			for d, c := range q.codes {
-				v[d] = float32(c)*q.scale - mean[d]
-				norm += float64(v[d]) * float64(v[d])
-			}
-			if norm > 0 {
-				for d := range v {
-					v[d] = float32(float64(v[d]) / math.Sqrt(norm))
-				}
-			}
-			q = quantise(v)
-			codes = q.codes
+	}, 0)
+	return dx
+}
+
+// centred writes the int8 codes of q less mean, made unit length, into
+// codes (v is scratch of the same length) and returns their scale: the
+// largest component maps to ±127, as quantise does, in two passes with
+// no per-component division.
+func centred(q qvec, mean, v []float32, codes []int8) float32 {
+	var norm float64
+	var hi, lo float32
+	for d, c := range q.codes {
+		x := float32(c)*q.scale - mean[d]
+		v[d] = x
+		norm += float64(x) * float64(x)
+		// Two rarely taken branches, where max(x, -x) costs a
+		// mispredicted one a component.
+		if x > hi {
+			hi = x
 		}
-		dx.scales[i] = q.scale
-		copy(dx.codes[i*dim:], codes)
-		w := dx.signs[i*dx.words : (i+1)*dx.words]
-		for d, c := range codes {
-			if c > 0 {
-				w[d/64] |= 1 << (d % 64)
-			}
+		if x < lo {
+			lo = x
 		}
 	}
-	return dx
+	most := max(hi, -lo)
+	if most == 0 {
+		clear(codes)
+		return 0
+	}
+	k := 127 / most
+	for d, x := range v {
+		// Rounded half away from zero, as math.Round, without a branch:
+		// ±0.5 with x's sign, then truncated.
+		x *= k
+		half := math.Float32frombits(0x3f000000 | math.Float32bits(x)&0x80000000)
+		codes[d] = int8(int32(x + half))
+	}
+	return most / float32(math.Sqrt(norm)) / 127
 }
 
 // centring returns what to take from each vector of dimension dim: the
