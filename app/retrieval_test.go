@@ -80,6 +80,26 @@ func failingCodeModel(t *testing.T, delay time.Duration, failing string) *httpte
 	return srv
 }
 
+// codeBenchFiles writes n tools and n queries for codeModel, query i's
+// gold tool i, and returns the files' paths.
+func codeBenchFiles(t *testing.T, n int) (toolsFile, queriesFile string) {
+	t.Helper()
+	dir := t.TempDir()
+	var tools, queries bytes.Buffer
+	for i := range n {
+		fmt.Fprintf(&tools, `{"name":"tool_%03d","description":"Handles zz%s records."}`+"\n", i, benchCode(i))
+		fmt.Fprintf(&queries, `{"query":"fetch the thing called %s","gold":["tool_%03d"]}`+"\n", benchCode(i), i)
+	}
+	toolsFile, queriesFile = filepath.Join(dir, "tools.jsonl"), filepath.Join(dir, "queries.jsonl")
+	if err := os.WriteFile(toolsFile, tools.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(queriesFile, queries.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return toolsFile, queriesFile
+}
+
 // TestBenchWaitsForTheIndex runs `bench retrieval` against a model that
 // embeds the catalog (more tools than a refresh embeds inline) in the
 // background: the run waits for every vector before measuring, so queries
@@ -87,19 +107,7 @@ func failingCodeModel(t *testing.T, delay time.Duration, failing string) *httpte
 // time apart.
 func TestBenchWaitsForTheIndex(t *testing.T) {
 	const n = 100
-	dir := t.TempDir()
-	var tools, queries bytes.Buffer
-	for i := range n {
-		fmt.Fprintf(&tools, `{"name":"tool_%03d","description":"Handles zz%s records."}`+"\n", i, benchCode(i))
-		fmt.Fprintf(&queries, `{"query":"fetch the thing called %s","gold":["tool_%03d"]}`+"\n", benchCode(i), i)
-	}
-	toolsFile, queriesFile := filepath.Join(dir, "tools.jsonl"), filepath.Join(dir, "queries.jsonl")
-	if err := os.WriteFile(toolsFile, tools.Bytes(), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(queriesFile, queries.Bytes(), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	toolsFile, queriesFile := codeBenchFiles(t, n)
 	model := codeModel(t, 300*time.Millisecond)
 	var out bytes.Buffer
 	cfg := BenchConfig{Tools: toolsFile, Queries: queriesFile, JSON: true, OllamaURL: model.URL, EmbedModel: "code"}
@@ -130,19 +138,7 @@ func TestBenchWaitsForTheIndex(t *testing.T) {
 // server's would; the report counts them, so a figure measured on a
 // loaded machine does not pass for the model's.
 func TestBenchCountsLexicalFallbacks(t *testing.T) {
-	dir := t.TempDir()
-	var tools, queries bytes.Buffer
-	for i := range 20 {
-		fmt.Fprintf(&tools, `{"name":"tool_%03d","description":"Handles zz%s records."}`+"\n", i, benchCode(i))
-		fmt.Fprintf(&queries, `{"query":"fetch the thing called %s","gold":["tool_%03d"]}`+"\n", benchCode(i), i)
-	}
-	toolsFile, queriesFile := filepath.Join(dir, "tools.jsonl"), filepath.Join(dir, "queries.jsonl")
-	if err := os.WriteFile(toolsFile, tools.Bytes(), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(queriesFile, queries.Bytes(), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	toolsFile, queriesFile := codeBenchFiles(t, 20)
 	// The 11th query fails; the selector then leaves the model alone for
 	// a second, longer than the nine queries left take.
 	model := failingCodeModel(t, 0, "called "+benchCode(10))

@@ -69,21 +69,7 @@ func TestTuneRetrieval(t *testing.T) {
 	}
 	s := NewSelector(store, authz, emb, allHost(), 0, quiet)
 	defer s.Close()
-	if err := s.Refresh(ctx); err != nil {
-		t.Fatal(err)
-	}
-	for {
-		with, all, running := s.Embedded()
-		if with == all {
-			break
-		}
-		if !running {
-			if err := s.Refresh(ctx); err != nil {
-				t.Fatal(err)
-			}
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	refreshEmbedded(ctx, t, s)
 	// Query vectors, once: dev and history alike.
 	var texts []string
 	for _, q := range slices.Concat(dev, history) {
@@ -127,22 +113,10 @@ func TestTuneRetrieval(t *testing.T) {
 			continue
 		}
 		s.tune = c.tune
-		s.docs = map[uint]*docInfo{} // the terms follow the tuning; the vectors are stored
-		if err := s.Refresh(ctx); err != nil {
-			t.Fatal(err)
-		}
-		for {
-			with, all, running := s.Embedded()
-			if with == all {
-				break
-			}
-			if !running {
-				if err := s.Refresh(ctx); err != nil {
-					t.Fatal(err)
-				}
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+		// The terms follow the tuning, and the model's text may: the
+		// vectors are stored by text.
+		s.docs = map[uint]*docInfo{}
+		refreshEmbedded(ctx, t, s)
 		var out []string
 		for _, li := range []*learnedIndex{cold, warm}[:passes] {
 			s.learned.Store(li)
@@ -191,6 +165,26 @@ func gibberishWeak(ctx context.Context, s *Selector, dev []tuneQuery) string {
 	gw, g50, g99 := best(gibberish)
 	return fmt.Sprintf("best score under %.2f: dev %d of %d (p50 %.3f, p99 %.3f), gibberish %d of %d (p50 %.3f, p99 %.3f)",
 		GoodMatchScore, dw, len(dev), d50, d99, gw, len(gibberish), g50, g99)
+}
+
+// refreshEmbedded refreshes s and waits until every tool has its vector
+// (a catalog this size is embedded in the background).
+func refreshEmbedded(ctx context.Context, t *testing.T, s *Selector) {
+	if err := s.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		with, all, running := s.Embedded()
+		if with == all {
+			return
+		}
+		if !running {
+			if err := s.Refresh(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // tuneConfig is one setting of a sweep.
