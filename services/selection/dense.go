@@ -129,11 +129,11 @@ func (dx *denseIndex) similarity(i int32, q []float32) float32 {
 // parallel when the list is long.
 func (dx *denseIndex) rescore(q []float32, list []int32, scores []float32) {
 	const cost = 16 // a dot costs about 16 binary scores
-	inParallel(len(list)*cost, func(_, lo, hi int, _ [][]int) {
+	inParallel(len(list)*cost, partsOf(len(list)*cost), func(_, lo, hi int) {
 		for _, i := range list[lo/cost : min(hi/cost, len(list))] {
 			scores[i] = dx.similarity(i, q)
 		}
-	}, 0)
+	})
 }
 
 // queryPlanes are the query's sign bits and four masks of its dimensions
@@ -202,11 +202,38 @@ func (p *queryPlanes) score(w []uint64) int {
 	return n
 }
 
+// scores writes to out the binary score of each tool whose codes are
+// signs, p's words uint64s a tool: score's, in assembly where the CPU has
+// POPCNT (BenchmarkBinaryScore: Go checks the CPU at each popcount, and
+// the branch spills the sums to the stack).
+func (p *queryPlanes) scores(signs []uint64, out []uint16) {
+	words := len(p.words)
+	if len(out) == 0 || words == 0 {
+		return
+	}
+	signs = signs[:len(out)*words]
+	if havePOPCNT {
+		binaryScoresPOPCNT(&signs[0], len(out), words, &p.words[0], &out[0])
+		return
+	}
+	for i := range out {
+		out[i] = uint16(p.score(signs[i*words : (i+1)*words]))
+	}
+}
+
+// binaryBuf is the binary pass's scratch: a score per tool, and a
+// histogram of the scores per part of the pass.
+type binaryBuf struct {
+	bin  []uint16
+	hist []int
+}
+
 // denseCandidates returns the allowed tools with a vector that the dense
 // ranking rescores: all of them when there are at most keep (keep 0: no
 // limit), otherwise the keep best by binary score, found with a histogram
 // of the scores (they are small integers), so no sort of the catalog.
-func (sb *denseIndex) denseCandidates(q []float32, ok []bool, keep int, bin []uint16, out []int32) []int32 {
+// buf.bin holds a score per tool.
+func (sb *denseIndex) denseCandidates(q []float32, ok []bool, keep int, buf *binaryBuf, out []int32) []int32 {
 	out = out[:0]
 	total := 0
 	for i, h := range sb.has {
@@ -223,20 +250,25 @@ func (sb *denseIndex) denseCandidates(q []float32, ok []bool, keep int, bin []ui
 		return out
 	}
 	p := newQueryPlanes(q, sb.words)
-	hist := make([]int, 4*sb.dim+1)
-	parts := inParallel(len(sb.has), func(part, lo, hi int, hists [][]int) {
-		h := hists[part]
+	bin := buf.bin[:len(sb.has)]
+	size, parts := 4*sb.dim+1, partsOf(len(sb.has))
+	buf.hist = slices.Grow(buf.hist[:0], parts*size)[:parts*size]
+	clear(buf.hist)
+	inParallel(len(sb.has), parts, func(part, lo, hi int) {
+		// Every tool is scored, in scope or not, in one call over the run
+		// rather than a branch per tool; the histogram counts those in
+		// scope with a vector.
+		p.scores(sb.signs[lo*sb.words:hi*sb.words], bin[lo:hi])
+		h := buf.hist[part*size : (part+1)*size]
 		for i := lo; i < hi; i++ {
-			if !sb.has[i] || !ok[i] {
-				continue
+			if sb.has[i] && ok[i] {
+				h[bin[i]]++
 			}
-			s := p.score(sb.signs[i*sb.words : (i+1)*sb.words])
-			bin[i] = uint16(s)
-			h[s]++
 		}
-	}, len(hist))
-	for _, h := range parts {
-		for s, c := range h {
+	})
+	hist := buf.hist[:size]
+	for part := 1; part < parts; part++ {
+		for s, c := range buf.hist[part*size : (part+1)*size] {
 			hist[s] += c
 		}
 	}
@@ -265,26 +297,23 @@ func (sb *denseIndex) denseCandidates(q []float32, ok []bool, keep int, bin []ui
 // parallelMin is the least work (tools) worth a goroutine of its own.
 const parallelMin = 16_384
 
-// inParallel runs f over [0, n) cut in up to GOMAXPROCS parts, at least
-// parallelMin each, giving each part its own zeroed []int of size local
-// (nil when 0); it returns those.
-func inParallel(n int, f func(part, lo, hi int, locals [][]int), local int) [][]int {
-	parts := max(1, min(runtime.GOMAXPROCS(0), n/parallelMin))
-	locals := make([][]int, parts)
-	for k := range locals {
-		if local > 0 {
-			locals[k] = make([]int, local)
-		}
-	}
+// partsOf is how many parts to cut [0, n) into: up to GOMAXPROCS, at
+// least parallelMin each.
+func partsOf(n int) int { return max(1, min(runtime.GOMAXPROCS(0), n/parallelMin)) }
+
+// inParallel runs f over [0, n) cut in parts parts (partsOf(n), taken
+// once by the caller, who may keep something per part: GOMAXPROCS may
+// change meanwhile), numbered from 0, each on a goroutine of its own when
+// there are several.
+func inParallel(n, parts int, f func(part, lo, hi int)) {
 	if parts == 1 {
-		f(0, 0, n, locals)
-		return locals
+		f(0, 0, n)
+		return
 	}
 	var wg sync.WaitGroup
 	step := (n + parts - 1) / parts
 	for k := range parts {
-		wg.Go(func() { f(k, k*step, min((k+1)*step, n), locals) })
+		wg.Go(func() { f(k, k*step, min((k+1)*step, n)) })
 	}
 	wg.Wait()
-	return locals
 }

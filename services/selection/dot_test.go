@@ -111,7 +111,8 @@ func scoreByMasks(p *queryPlanes, w []uint64) int {
 	return n
 }
 
-// The binary score with the weights in binary equals its definition, for
+// The binary score with the weights in binary, one tool at a time (score)
+// and a run of tools in assembly (scores), equals its definition, for
 // queries with zeros, ties and any dimension.
 func FuzzBinaryScore(f *testing.F) {
 	f.Add(int64(1), uint16(256), uint8(0))
@@ -131,20 +132,36 @@ func FuzzBinaryScore(f *testing.F) {
 		}
 		words := (n + 63) / 64
 		p := newQueryPlanes(q, words)
-		for range 20 {
-			w := make([]uint64, words)
-			for j := range w {
-				w[j] = r.Uint64()
+		const tools = 20
+		signs := make([]uint64, tools*words)
+		for j := range signs {
+			switch r.IntN(8) {
+			case 0:
+				signs[j] = 0
+			case 1:
+				signs[j] = ^uint64(0) // every sign agrees, or none
+			default:
+				signs[j] = r.Uint64()
 			}
-			if got, want := p.score(w), scoreByMasks(&p, w); got != want {
-				t.Fatalf("score %d, by the masks %d (dim %d)", got, want, n)
+		}
+		got := make([]uint16, tools)
+		p.scores(signs, got)
+		for i := range tools {
+			w := signs[i*words : (i+1)*words]
+			want := scoreByMasks(&p, w)
+			if s := p.score(w); s != want {
+				t.Fatalf("score %d, by the masks %d (dim %d)", s, want, n)
+			}
+			if int(got[i]) != want {
+				t.Fatalf("scores[%d] %d, by the masks %d (dim %d, POPCNT %v)", i, got[i], want, n, havePOPCNT)
 			}
 		}
 	})
 }
 
 // BenchmarkBinaryScore is one tool's binary score at 256 dimensions, by
-// the weights in binary (score) and by the four masks (its definition).
+// the weights in binary (score), by the four masks (its definition) and
+// in assembly over a run of tools (scores, ns/tool).
 func BenchmarkBinaryScore(b *testing.B) {
 	r := rand.New(rand.NewPCG(1, 2))
 	q := make([]float32, 256)
@@ -166,4 +183,12 @@ func BenchmarkBinaryScore(b *testing.B) {
 			_ = n
 		})
 	}
+	// scores is per tool too, over a run of 1,024.
+	b.Run("scores", func(b *testing.B) {
+		out := make([]uint16, 1024)
+		for b.Loop() {
+			p.scores(codes, out)
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(out)), "ns/tool")
+	})
 }

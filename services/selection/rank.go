@@ -50,7 +50,7 @@ func (s *Selector) rank(ctx context.Context, ix *index, t task, in scope, limit 
 	ok := sc.ok
 	in.fill(ix, ok)
 	if qvec != nil {
-		sc.cands = ix.vecs.denseCandidates(qvec, ok, ix.keep, sc.bin, sc.cands)
+		sc.cands = ix.vecs.denseCandidates(qvec, ok, ix.keep, &sc.binary, sc.cands)
 		ix.vecs.rescore(qvec, sc.cands, sc.dense)
 	}
 	sc.lexHits = ix.lex.score(terms, sc.lex, sc.lexHits)
@@ -196,7 +196,7 @@ type scratch struct {
 	ok                                                []bool
 	dense, lex, learnLex, learnDense, learnNear, name []float32
 	fused                                             []float64
-	bin                                               []uint16
+	binary                                            binaryBuf
 	// cands are the dense candidates, lexHits the tools BM25 scored,
 	// nameHits those the names' 4-grams scored, learn*Hits the tools
 	// learning scored, hits the tools fused.
@@ -210,9 +210,9 @@ func getScratch(n int) *scratch {
 	if sc == nil || cap(sc.ok) < n {
 		return &scratch{ok: make([]bool, n), dense: make([]float32, n), lex: make([]float32, n),
 			learnLex: make([]float32, n), learnDense: make([]float32, n), learnNear: make([]float32, n), name: make([]float32, n),
-			fused: make([]float64, n), bin: make([]uint16, n)}
+			fused: make([]float64, n), binary: binaryBuf{bin: make([]uint16, n)}}
 	}
-	sc.ok, sc.fused, sc.bin = sc.ok[:n], sc.fused[:n], sc.bin[:n]
+	sc.ok, sc.fused, sc.binary.bin = sc.ok[:n], sc.fused[:n], sc.binary.bin[:n]
 	sc.dense, sc.lex, sc.learnLex, sc.learnDense, sc.learnNear = sc.dense[:n], sc.lex[:n], sc.learnLex[:n], sc.learnDense[:n], sc.learnNear[:n]
 	sc.name = sc.name[:n]
 	return sc
