@@ -1,8 +1,10 @@
 package selection
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -123,6 +125,103 @@ func TestRanksOf(t *testing.T) {
 				t.Fatalf("round %d: rank of %d (score %v) %d, want %d; scores %v list %v", round, i, scores[i], got[k], want, scores, list)
 			}
 		}
+	}
+}
+
+// ranksOfBySearch is ranksOf as it was, each listed score placed among
+// of's by binary search: the reference its count is held to.
+func ranksOfBySearch(list []int32, scores []float32, of []int32) []int {
+	by := make([]int, len(of))
+	for p := range by {
+		by[p] = p
+	}
+	slices.SortFunc(by, func(a, b int) int { return cmp.Compare(scores[of[b]], scores[of[a]]) })
+	above := make([]int, len(of)+1)
+	floor := float32(math.Inf(1))
+	for _, i := range of {
+		if s := scores[i]; s > 0 {
+			floor = min(floor, s)
+		}
+	}
+	for _, j := range list {
+		s := scores[j]
+		if s <= floor {
+			continue
+		}
+		p, _ := slices.BinarySearchFunc(by, s, func(q int, s float32) int { return cmp.Compare(s, scores[of[q]]) })
+		for p < len(by) && scores[of[by[p]]] == s {
+			p++
+		}
+		above[p]++
+	}
+	ranks := make([]int, len(of))
+	n := 0
+	for p, q := range by {
+		n += above[p]
+		if scores[of[q]] > 0 {
+			ranks[q] = n + 1
+		}
+	}
+	return ranks
+}
+
+// FuzzRanksOf holds ranksOf to the binary search it replaced, on scores
+// with ties, zeros, negatives, infinities and NaN, and of of any length.
+func FuzzRanksOf(f *testing.F) {
+	f.Add(int64(1), uint8(30), uint8(12))
+	f.Add(int64(2), uint8(200), uint8(40))
+	f.Add(int64(3), uint8(5), uint8(0))
+	f.Fuzz(func(t *testing.T, seed int64, n, k uint8) {
+		rng := rand.New(rand.NewPCG(uint64(seed), 6))
+		special := []float32{0, float32(math.Copysign(0, -1)), 1, -1, float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN())}
+		scores := make([]float32, int(n)+1)
+		for i := range scores {
+			switch rng.IntN(4) {
+			case 0:
+				scores[i] = special[rng.IntN(len(special))]
+			case 1:
+				scores[i] = float32(rng.IntN(5)) / 4 // ties
+			default:
+				scores[i] = float32(rng.NormFloat64())
+			}
+		}
+		var list []int32
+		for i := range int32(len(scores)) {
+			if rng.IntN(3) > 0 {
+				list = append(list, i)
+			}
+		}
+		of := make([]int32, int(k)%41)
+		for p := range of {
+			of[p] = int32(rng.IntN(len(scores)))
+		}
+		if got, want := ranksOf(list, scores, of), ranksOfBySearch(list, scores, of); !slices.Equal(got, want) {
+			t.Fatalf("ranks %v, by binary search %v; scores %v list %v of %v", got, want, scores, list, of)
+		}
+	})
+}
+
+// BenchmarkRanksOf is the dense ranks of a selection's 12 tools among
+// 4,096 dense candidates (SelectOverhead10k's), by the count and by the
+// binary search it replaced.
+func BenchmarkRanksOf(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	scores := make([]float32, 10_000)
+	list := make([]int32, 4096)
+	for k := range list {
+		list[k] = int32(k * 2)
+		scores[k*2] = float32(rng.NormFloat64() / 22) // cosines of 512-dimension random vectors
+	}
+	of := make([]int32, 12)
+	for k := range of {
+		of[k] = list[rng.IntN(len(list))]
+	}
+	for name, ranks := range map[string]func([]int32, []float32, []int32) []int{"count": ranksOf, "search": ranksOfBySearch} {
+		b.Run(name, func(b *testing.B) {
+			for b.Loop() {
+				ranks(list, scores, of)
+			}
+		})
 	}
 }
 
