@@ -121,6 +121,8 @@ func (s *Selector) rank(ctx context.Context, ix *index, t task, in scope, limit 
 
 	order := topK(sc.hits, sc.fused, limit)
 	denseRanks, lexRanks := ranksOf(sc.cands, sc.dense, order), ranksOf(sc.lexHits, sc.lex, order)
+	words := queryWords(s.tok, t.focus)
+	var querySet map[string]bool // the query's terms, for the learned queries that match
 	out := make([]rankedTool, len(order))
 	for k, i := range order {
 		e := ix.entries[i]
@@ -131,8 +133,8 @@ func (s *Selector) rank(ctx context.Context, ix *index, t task, in scope, limit 
 		out[k] = rankedTool{entry: int(i), score: calibrated(sc.fused[i] * cov), reasons: Reasons{
 			DenseSimilarity: round(float64(sim), 4), DenseRank: denseRanks[k],
 			LexicalScore: round(float64(sc.lex[i]), 3), LexicalRank: lexRanks[k],
-			MatchedTerms:   matchedWords(s.tok, t.focus, e.doc.terms),
-			LearnedQueries: s.learned.Load().matching(e.name, terms, 3),
+			MatchedTerms:   words.matched(e.doc.terms),
+			LearnedQueries: li.matching(e.name, terms, &querySet, 3),
 		}}
 	}
 	return out

@@ -225,6 +225,46 @@ func BenchmarkRanksOf(b *testing.B) {
 	}
 }
 
+// matchedWordsPerTool is the matched words as they were found, the query
+// split and stemmed again for each tool: the reference for wordStems.
+func matchedWordsPerTool(tok *embed.Tokenizer, query string, docTerms []string) []string {
+	have := map[string]bool{}
+	for _, t := range docTerms {
+		have[t] = true
+	}
+	out := []string{}
+	for _, w := range embed.Words(query) {
+		if !embed.IsStopWord(w) && have[tok.Stem(w)] && !slices.Contains(out, w) {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// TestMatchedWords: the query's words stemmed once name the same words,
+// in the same order, as the query stemmed for each tool, over synthetic
+// tools and queries with repeated words, stop words and words sharing a
+// stem.
+func TestMatchedWords(t *testing.T) {
+	tok := embed.NewTokenizer()
+	queries := append(SyntheticQueries(200, 5), "", "the the a", "read files, the file and FILES again", "files file filing",
+		"export the export of exports to CSV", "x y z 42 4")
+	var docs [][]string
+	for _, def := range SyntheticTools(100, 5) {
+		docs = append(docs, tok.Terms(retrievalText(&def)))
+	}
+	docs = append(docs, nil, tok.Terms("file files read export csv 42"))
+	for _, q := range queries {
+		ws := queryWords(tok, q)
+		for _, d := range docs {
+			got, want := ws.matched(d), matchedWordsPerTool(tok, q, d)
+			if !slices.Equal(got, want) || got == nil {
+				t.Fatalf("query %q, terms %v: matched %#v, per tool %#v", q, d, got, want)
+			}
+		}
+	}
+}
+
 // TestNameGramsFindNamesRunTogether: a tool named with words run
 // together is found by those words, which its description lacks.
 func TestNameGramsFindNamesRunTogether(t *testing.T) {
