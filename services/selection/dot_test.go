@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/bits"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -191,4 +192,62 @@ func BenchmarkBinaryScore(b *testing.B) {
 		}
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(out)), "ns/tool")
 	})
+}
+
+// quartilesBySort is what newQueryPlanes took the cuts from before
+// quartiles: the sorted magnitudes at a quarter, half and three quarters.
+func quartilesBySort(xs []float32) (q1, q2, q3 float32) {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[len(s)/4], s[len(s)/2], s[len(s)*3/4]
+}
+
+// FuzzQuartiles holds the selections to the sort, on any length, with
+// ties, infinities and NaN.
+func FuzzQuartiles(f *testing.F) {
+	f.Add(int64(1), uint16(512), uint8(0))
+	f.Add(int64(2), uint16(1), uint8(1))
+	f.Add(int64(3), uint16(7), uint8(2))
+	f.Add(int64(4), uint16(300), uint8(3))
+	f.Fuzz(func(t *testing.T, seed int64, n uint16, kind uint8) {
+		r := rand.New(rand.NewPCG(uint64(seed), 8))
+		xs := make([]float32, int(n%2000)+1)
+		for i := range xs {
+			switch x := r.IntN(20); {
+			case kind%4 == 1 && x < 10: // ties
+				xs[i] = float32(r.IntN(3))
+			case kind%4 == 2 && x < 2:
+				xs[i] = float32(math.Inf(1))
+			case kind%4 == 3 && x < 12: // NaN, even most of them
+				xs[i] = float32(math.NaN())
+			default:
+				xs[i] = float32(math.Abs(r.NormFloat64()))
+			}
+		}
+		w1, w2, w3 := quartilesBySort(xs)
+		g1, g2, g3 := quartiles(slices.Clone(xs))
+		same := func(a, b float32) bool { return a == b || a != a && b != b }
+		if !same(g1, w1) || !same(g2, w2) || !same(g3, w3) {
+			t.Fatalf("quartiles of %d values %v %v %v, by sorting %v %v %v", len(xs), g1, g2, g3, w1, w2, w3)
+		}
+	})
+}
+
+// BenchmarkQuartiles is the cuts of a 512-dimension query's planes, by
+// selection and by the sort they replaced.
+func BenchmarkQuartiles(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 2))
+	q := make([]float32, 512)
+	for i := range q {
+		q[i] = float32(math.Abs(r.NormFloat64()))
+	}
+	buf := make([]float32, len(q))
+	for name, cuts := range map[string]func([]float32) (float32, float32, float32){"select": quartiles, "sort": quartilesBySort} {
+		b.Run(name, func(b *testing.B) {
+			for b.Loop() {
+				copy(buf, q)
+				cuts(buf)
+			}
+		})
+	}
 }
