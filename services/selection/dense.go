@@ -149,6 +149,10 @@ type queryPlanes struct {
 	// masks it is in) is nonzero + b0 + 2×b1, where b0 and b1 are the
 	// bits of w-1. Three popcounts a word instead of four.
 	words []planeWord
+	// chunks holds the same planes for binaryScoresAVX512, eight words a
+	// chunk: its sign bits, nonzero, b0 and b1, zero past the last word.
+	// Only where the CPU has it.
+	chunks []uint64
 }
 
 type planeWord struct{ sign, nonzero, b0, b1 uint64 }
@@ -184,6 +188,13 @@ func newQueryPlanes(q []float32, words int) queryPlanes {
 		m1, m2, m3 := p.masks[1][j], p.masks[2][j], p.masks[3][j]
 		// w-1 = m1+m2+m3 (nested masks: m3 ⊆ m2 ⊆ m1), in binary.
 		p.words[j] = planeWord{sign: p.sign[j], nonzero: p.masks[0][j], b0: m1&^m2 | m3, b1: m2}
+	}
+	if haveAVX512POPCNT {
+		p.chunks = make([]uint64, 32*((words+7)/8))
+		for j, w := range p.words {
+			c := p.chunks[32*(j/8)+j%8:]
+			c[0], c[8], c[16], c[24] = w.sign, w.nonzero, w.b0, w.b1
+		}
 	}
 	return p
 }
@@ -283,20 +294,24 @@ func (p *queryPlanes) score(w []uint64) int {
 
 // scores writes to out the binary score of each tool whose codes are
 // signs, p's words uint64s a tool: score's, in assembly where the CPU has
-// POPCNT (BenchmarkBinaryScore: Go checks the CPU at each popcount, and
-// the branch spills the sums to the stack).
+// POPCNT, eight words an instruction where it has AVX-512's
+// (BenchmarkBinaryScore: Go checks the CPU at each popcount, and the
+// branch spills the sums to the stack).
 func (p *queryPlanes) scores(signs []uint64, out []uint16) {
 	words := len(p.words)
 	if len(out) == 0 || words == 0 {
 		return
 	}
 	signs = signs[:len(out)*words]
-	if havePOPCNT {
+	switch {
+	case haveAVX512POPCNT:
+		binaryScoresAVX512(&signs[0], len(out), words, &p.chunks[0], &out[0])
+	case havePOPCNT:
 		binaryScoresPOPCNT(&signs[0], len(out), words, &p.words[0], &out[0])
-		return
-	}
-	for i := range out {
-		out[i] = uint16(p.score(signs[i*words : (i+1)*words]))
+	default:
+		for i := range out {
+			out[i] = uint16(p.score(signs[i*words : (i+1)*words]))
+		}
 	}
 }
 

@@ -1,6 +1,7 @@
 package selection
 
 import (
+	"fmt"
 	"math"
 	"math/bits"
 	"math/rand/v2"
@@ -147,22 +148,35 @@ func FuzzBinaryScore(f *testing.F) {
 		}
 		got := make([]uint16, tools)
 		p.scores(signs, got)
+		// Each kernel the CPU has, whichever scores chose.
+		kernels := map[string][]uint16{"scores": got}
+		if havePOPCNT {
+			kernels["POPCNT"] = make([]uint16, tools)
+			binaryScoresPOPCNT(&signs[0], tools, words, &p.words[0], &kernels["POPCNT"][0])
+		}
+		if haveAVX512POPCNT {
+			kernels["AVX-512"] = make([]uint16, tools)
+			binaryScoresAVX512(&signs[0], tools, words, &p.chunks[0], &kernels["AVX-512"][0])
+		}
 		for i := range tools {
 			w := signs[i*words : (i+1)*words]
 			want := scoreByMasks(&p, w)
 			if s := p.score(w); s != want {
 				t.Fatalf("score %d, by the masks %d (dim %d)", s, want, n)
 			}
-			if int(got[i]) != want {
-				t.Fatalf("scores[%d] %d, by the masks %d (dim %d, POPCNT %v)", i, got[i], want, n, havePOPCNT)
+			for name, k := range kernels {
+				if int(k[i]) != want {
+					t.Fatalf("%s: tool %d scores %d, by the masks %d (dim %d)", name, i, k[i], want, n)
+				}
 			}
 		}
 	})
 }
 
 // BenchmarkBinaryScore is one tool's binary score at 256 dimensions, by
-// the weights in binary (score), by the four masks (its definition) and
-// in assembly over a run of tools (scores, ns/tool).
+// the weights in binary (score) and by the four masks (its definition),
+// and a run of tools' at 256 and 512 dimensions in Go and in each
+// assembly kernel the CPU has (ns/tool).
 func BenchmarkBinaryScore(b *testing.B) {
 	r := rand.New(rand.NewPCG(1, 2))
 	q := make([]float32, 256)
@@ -184,14 +198,39 @@ func BenchmarkBinaryScore(b *testing.B) {
 			_ = n
 		})
 	}
-	// scores is per tool too, over a run of 1,024.
-	b.Run("scores", func(b *testing.B) {
-		out := make([]uint16, 1024)
-		for b.Loop() {
-			p.scores(codes, out)
+	// The kernels score a run of 1,024 tools; ns/tool compares with score.
+	for _, dim := range []int{256, 512} {
+		words := dim / 64
+		q := make([]float32, dim)
+		for i := range q {
+			q[i] = float32(r.NormFloat64())
 		}
-		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(out)), "ns/tool")
-	})
+		p := newQueryPlanes(q, words)
+		codes := make([]uint64, words*1024)
+		for i := range codes {
+			codes[i] = r.Uint64()
+		}
+		out := make([]uint16, 1024)
+		kernels := map[string]func(){"go": func() {
+			for i := range out {
+				out[i] = uint16(p.score(codes[i*words : (i+1)*words]))
+			}
+		}}
+		if havePOPCNT {
+			kernels["popcnt"] = func() { binaryScoresPOPCNT(&codes[0], len(out), words, &p.words[0], &out[0]) }
+		}
+		if haveAVX512POPCNT {
+			kernels["avx512"] = func() { binaryScoresAVX512(&codes[0], len(out), words, &p.chunks[0], &out[0]) }
+		}
+		for name, run := range kernels {
+			b.Run(fmt.Sprintf("%s/%d", name, dim), func(b *testing.B) {
+				for b.Loop() {
+					run()
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(out)), "ns/tool")
+			})
+		}
+	}
 }
 
 // quartilesBySort is what newQueryPlanes took the cuts from before
