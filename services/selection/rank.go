@@ -120,32 +120,49 @@ func (s *Selector) rank(ctx context.Context, ix *index, t task, in scope, limit 
 	}
 
 	order := topK(sc.hits, sc.fused, limit)
-	denseRanks, lexRanks := ranksOf(sc.cands, sc.dense, order), ranksOf(sc.lexHits, sc.lex, order)
+	// Only the tools scoring in.minScore or more are shown; the others
+	// get their score, which says the best one, and no reasons.
+	out := make([]rankedTool, len(order))
+	var shown []int32
+	for k, i := range order {
+		out[k] = rankedTool{entry: int(i), score: calibrated(sc.fused[i] * cov)}
+		if out[k].score >= in.minScore {
+			shown = append(shown, i)
+		}
+	}
+	denseRanks, lexRanks := ranksOf(sc.cands, sc.dense, shown), ranksOf(sc.lexHits, sc.lex, shown)
 	words := queryWords(s.tok, t.focus)
 	var querySet map[string]bool // the query's terms, for the learned queries that match
-	out := make([]rankedTool, len(order))
+	p := 0
 	for k, i := range order {
+		if out[k].score < in.minScore {
+			continue
+		}
 		e := ix.entries[i]
 		sim := sc.dense[i]
 		if sim == 0 && qvec != nil && ix.vecs.has[i] && len(qvec) == ix.vecs.dim {
 			sim = ix.vecs.similarity(i, qvec) // not a dense candidate: its similarity still explains it
 		}
-		out[k] = rankedTool{entry: int(i), score: calibrated(sc.fused[i] * cov), reasons: Reasons{
-			DenseSimilarity: round(float64(sim), 4), DenseRank: denseRanks[k],
-			LexicalScore: round(float64(sc.lex[i]), 3), LexicalRank: lexRanks[k],
+		out[k].reasons = Reasons{
+			DenseSimilarity: round(float64(sim), 4), DenseRank: denseRanks[p],
+			LexicalScore: round(float64(sc.lex[i]), 3), LexicalRank: lexRanks[p],
 			MatchedTerms:   words.matched(e.doc.terms),
 			LearnedQueries: li.matching(e.name, terms, &querySet, 3),
-		}}
+		}
+		p++
 	}
 	return out
 }
 
 // scope is which tools a ranking may return: those this host can run
 // that the caller's visibility allows, within the request's categories
-// (include: only these, when any; exclude: none of these).
+// (include: only these, when any; exclude: none of these). Those scoring
+// less than minScore are returned without reasons: a selection drops
+// them.
 type scope struct {
 	vis              visibility
 	include, exclude map[string]bool
+	minScore         float64
 }
 
 // fill sets ok[i] to whether entry i is in scope: by category for the

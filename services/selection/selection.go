@@ -859,7 +859,7 @@ func (s *Selector) Select(ctx context.Context, caller *models.Principal, req Sel
 	ix := s.idx.Load()
 	include := toSet(req.Categories)
 	exclude := toSet(req.ExcludeCategories)
-	ranked := s.rank(ctx, ix, req.task, scope{vis: vis, include: include, exclude: exclude}, req.Limit)
+	ranked := s.rank(ctx, ix, req.task, scope{vis: vis, include: include, exclude: exclude, minScore: *req.MinScore}, req.Limit)
 	best := 0.0
 	if len(ranked) > 0 {
 		best = ranked[0].score
