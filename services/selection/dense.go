@@ -125,13 +125,13 @@ func (dx *denseIndex) similarity(i int32, q []float32) float32 {
 	return qvec{codes: dx.codes[at : at+dx.dim : at+dx.dim], scale: dx.scales[i]}.dot(q)
 }
 
-// rescore sets scores[i] to the similarity of each listed tool, in
-// parallel when the list is long.
-func (dx *denseIndex) rescore(q []float32, list []int32, scores []float32) {
+// rescore sets out[k] to the similarity of list[k], in parallel when the
+// list is long.
+func (dx *denseIndex) rescore(q []float32, list []int32, out []float32) {
 	const cost = 16 // a dot costs about 16 binary scores
 	inParallel(len(list)*cost, partsOf(len(list)*cost), func(_, lo, hi int) {
-		for _, i := range list[lo/cost : min(hi/cost, len(list))] {
-			scores[i] = dx.similarity(i, q)
+		for k := lo / cost; k < min(hi/cost, len(list)); k++ {
+			out[k] = dx.similarity(list[k], q)
 		}
 	})
 }

@@ -128,6 +128,19 @@ func TestRanksOf(t *testing.T) {
 	}
 }
 
+// ranksOf is ranksAmong for tools of a list, by tool: the ranks of the
+// tools of among the listed ones.
+func ranksOf(list []int32, scores []float32, of []int32) []int {
+	listed, at := make([]float32, len(list)), make([]float32, len(of))
+	for k, j := range list {
+		listed[k] = scores[j]
+	}
+	for p, i := range of {
+		at[p] = scores[i]
+	}
+	return ranksAmong(listed, at)
+}
+
 // ranksOfBySearch is ranksOf as it was, each listed score placed among
 // of's by binary search: the reference its count is held to.
 func ranksOfBySearch(list []int32, scores []float32, of []int32) []int {
@@ -265,6 +278,83 @@ func TestMatchedWords(t *testing.T) {
 	}
 }
 
+// combineByTool is combine as it was for the dense signal, its scores by
+// tool and its cut the top-th largest of the listed ones: the reference
+// for combineTop.
+func combineByTool(sc *scratch, list []int32, scores []float32, weight float64, top int, full float32) {
+	if full <= 0 || weight <= 0 {
+		return
+	}
+	cut := float32(0)
+	if top > 0 {
+		var listed []float32
+		for _, i := range list {
+			if scores[i] > 0 {
+				listed = append(listed, scores[i])
+			}
+		}
+		slices.SortFunc(listed, func(a, b float32) int { return cmp.Compare(b, a) })
+		if len(listed) >= top {
+			cut = listed[top-1]
+		}
+	}
+	for _, i := range list {
+		if s := scores[i]; s > 0 && s >= cut {
+			if sc.fused[i] == 0 {
+				sc.hits = append(sc.hits, i)
+			}
+			sc.fused[i] += weight * float64(min(s/full, 1))
+		}
+	}
+}
+
+// FuzzCombineTop holds combineTop, its scores in the list's order, to
+// the per-tool combine it replaced for the dense signal: the same fused
+// scores and the same hits in the same order, over ties at the cut,
+// non-positive scores, lists shorter than top and tools fused already.
+func FuzzCombineTop(f *testing.F) {
+	f.Add(int64(1), uint8(60), uint8(40))
+	f.Add(int64(2), uint8(10), uint8(40))
+	f.Add(int64(3), uint8(200), uint8(0))
+	f.Add(int64(4), uint8(90), uint8(5))
+	f.Fuzz(func(t *testing.T, seed int64, n, top uint8) {
+		rng := rand.New(rand.NewPCG(uint64(seed), 7))
+		tools := int(n) + 1
+		scores := make([]float32, tools)
+		var list []int32
+		var vals []float32
+		for i := range int32(tools) {
+			if rng.IntN(3) == 0 {
+				continue
+			}
+			switch rng.IntN(4) {
+			case 0:
+				scores[i] = float32(rng.IntN(4)) / 4 // ties, zeros
+			case 1:
+				scores[i] = -float32(rng.Float64())
+			default:
+				scores[i] = float32(rng.Float64())
+			}
+			list = append(list, i)
+			vals = append(vals, scores[i])
+		}
+		got, want := getScratch(tools), getScratch(tools)
+		defer got.release()
+		defer want.release()
+		for i := range tools { // some tools fused by an earlier signal
+			if rng.IntN(4) == 0 {
+				got.fused[i], want.fused[i] = 0.5, 0.5
+				got.hits, want.hits = append(got.hits, int32(i)), append(want.hits, int32(i))
+			}
+		}
+		got.combineTop(list, vals, 0.7, int(top)%50, 1)
+		combineByTool(want, list, scores, 0.7, int(top)%50, 1)
+		if !slices.Equal(got.fused, want.fused) || !slices.Equal(got.hits, want.hits) {
+			t.Fatalf("top %d: fused %v hits %v, by tool %v hits %v", top, got.fused, got.hits, want.fused, want.hits)
+		}
+	})
+}
+
 // TestNameGramsFindNamesRunTogether: a tool named with words run
 // together is found by those words, which its description lacks.
 func TestNameGramsFindNamesRunTogether(t *testing.T) {
@@ -312,8 +402,8 @@ func TestCombineListsEachToolOnce(t *testing.T) {
 	sc := getScratch(4)
 	defer sc.release()
 	list, scores := []int32{1, 2}, []float32{0, 0.5, 0.8, 0}
-	sc.combine(list, scores, 0, 0, 1)
-	sc.combine(list, scores, 1, 0, 1)
+	sc.combine(list, scores, 0, 1)
+	sc.combine(list, scores, 1, 1)
 	if !slices.Equal(sc.hits, []int32{1, 2}) {
 		t.Errorf("hits %v, want [1 2]", sc.hits)
 	}
