@@ -439,16 +439,18 @@ func ranksAmong(listed, at []float32) []int {
 		}
 		// p is the first position whose score is below s (as cmp.Compare
 		// orders them: NaN below every number): every score from there on
-		// has s above it. A count without branches, where a binary search
-		// of a dozen scores mispredicts at each step.
+		// has s above it. A binary search without branches (the halving
+		// is the same whatever the scores), where one that branches
+		// mispredicts at each step.
 		p := len(top)
 		if s == s {
 			p = 0
-			for _, t := range top {
-				if t >= s {
-					p++
-				}
+			for n := len(top); n > 1; {
+				half := n / 2
+				p += half * b2i(top[p+half] >= s)
+				n -= half
 			}
+			p += b2i(top[p] >= s)
 		}
 		above[p]++
 	}

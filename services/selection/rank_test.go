@@ -214,25 +214,38 @@ func FuzzRanksOf(f *testing.F) {
 	})
 }
 
-// BenchmarkRanksOf is the dense ranks of a selection's 12 tools among
-// 4,096 dense candidates (SelectOverhead10k's), by the count and by the
-// binary search it replaced.
+// BenchmarkRanksOf is the dense ranks of a selection's 12 or 40 tools
+// among 4,096 dense candidates (SelectOverhead10k's), by ranksAmong and
+// by the binary search it replaced.
 func BenchmarkRanksOf(b *testing.B) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	scores := make([]float32, 10_000)
-	list := make([]int32, 4096)
-	for k := range list {
-		list[k] = int32(k * 2)
-		scores[k*2] = float32(rng.NormFloat64() / 22) // cosines of 512-dimension random vectors
+	listed := make([]float32, 4096)
+	for k := range listed {
+		listed[k] = float32(rng.NormFloat64() / 22) // cosines of 512-dimension random vectors
 	}
-	of := make([]int32, 12)
-	for k := range of {
-		of[k] = list[rng.IntN(len(list))]
-	}
-	for name, ranks := range map[string]func([]int32, []float32, []int32) []int{"count": ranksOf, "search": ranksOfBySearch} {
-		b.Run(name, func(b *testing.B) {
+	for _, n := range []int{12, 40} {
+		at := make([]float32, n)
+		for p := range at {
+			at[p] = listed[rng.IntN(len(listed))]
+		}
+		// ranksOfBySearch takes scores by tool: here tool k's is listed[k],
+		// and the returned tools are 4096 onwards.
+		scores := append(slices.Clone(listed), at...)
+		list, of := make([]int32, len(listed)), make([]int32, n)
+		for k := range list {
+			list[k] = int32(k)
+		}
+		for p := range of {
+			of[p] = int32(len(listed) + p)
+		}
+		b.Run(fmt.Sprintf("among/%d", n), func(b *testing.B) {
 			for b.Loop() {
-				ranks(list, scores, of)
+				ranksAmong(listed, at)
+			}
+		})
+		b.Run(fmt.Sprintf("search/%d", n), func(b *testing.B) {
+			for b.Loop() {
+				ranksOfBySearch(list, scores, of)
 			}
 		})
 	}
