@@ -66,7 +66,7 @@ func TestDenseCandidatesSmall(t *testing.T) {
 	vecs := []qvec{quantise([]float32{1, 0}), {}, quantise([]float32{0, 1}), quantise([]float32{1, 1, 1})}
 	sb := newDenseIndex(vecs, 2, 0)
 	ok := []bool{true, true, false, true}
-	got := sb.denseCandidates([]float32{1, 0}, ok, 8, make([]uint16, 4), nil)
+	got := sb.denseCandidates([]float32{1, 0}, ok, 8, &binaryBuf{bin: make([]uint16, 4)}, nil)
 	if len(got) != 1 || got[0] != 0 {
 		t.Errorf("candidates %v, want [0]", got)
 	}

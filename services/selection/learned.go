@@ -272,11 +272,18 @@ func (li *learnedIndex) knows(term string) bool {
 }
 
 // matching returns up to max learned queries of tool sharing terms with
-// the query, most shared first.
-func (li *learnedIndex) matching(tool string, terms []string, max int) []string {
+// the query, most shared first. set holds the terms as a set, made at the
+// first tool that has learned queries and kept for the next ones.
+func (li *learnedIndex) matching(tool string, terms []string, set *map[string]bool, max int) []string {
 	li.mu.RLock()
 	defer li.mu.RUnlock()
-	q := toSet(terms)
+	if len(li.byTool[tool]) == 0 {
+		return nil
+	}
+	if *set == nil {
+		*set = toSet(terms)
+	}
+	q := *set
 	type hit struct {
 		text string
 		n    int

@@ -50,7 +50,8 @@ func (s *Selector) rank(ctx context.Context, ix *index, t task, in scope, limit 
 	ok := sc.ok
 	in.fill(ix, ok)
 	if qvec != nil {
-		sc.cands = ix.vecs.denseCandidates(qvec, ok, ix.keep, sc.bin, sc.cands)
+		sc.cands = ix.vecs.denseCandidates(qvec, ok, ix.keep, &sc.binary, sc.cands)
+		sc.dense = slices.Grow(sc.dense[:0], len(sc.cands))[:len(sc.cands)]
 		ix.vecs.rescore(qvec, sc.cands, sc.dense)
 	}
 	sc.lexHits = ix.lex.score(terms, sc.lex, sc.lexHits)
@@ -86,10 +87,10 @@ func (s *Selector) rank(ctx context.Context, ix *index, t task, in scope, limit 
 		}
 	}
 	weight, top, _ := s.denseTuning()
-	sc.combine(sc.cands, sc.dense, weight, top, 1) // cosine
-	sc.combine(sc.lexHits, sc.lex, s.tune.lexical, 0, ix.lex.full(terms))
-	sc.combine(sc.learnLexHits, sc.learnLex, s.tune.learnedLexical, 0, s.tune.learnedFull)
-	sc.combine(sc.learnDenseHits, sc.learnDense, s.tune.learnedDense, 0, s.tune.learnedFull)
+	sc.combineTop(sc.cands, sc.dense, weight, top, 1) // cosine
+	sc.combine(sc.lexHits, sc.lex, s.tune.lexical, ix.lex.full(terms))
+	sc.combine(sc.learnLexHits, sc.learnLex, s.tune.learnedLexical, s.tune.learnedFull)
+	sc.combine(sc.learnDenseHits, sc.learnDense, s.tune.learnedDense, s.tune.learnedFull)
 	if ix.names != nil {
 		// The names' character 4-grams, for each query word, of the tools
 		// whose text lacks the word: names are often words run together
@@ -105,7 +106,7 @@ func (s *Selector) rank(ctx context.Context, ix *index, t task, in scope, limit 
 			sc.nameHits = ix.names.scoreSkipping(grams, ix.lex.postings[s.tok.Stem(w)], sc.name, sc.nameHits)
 		}
 		sc.nameHits = keepAllowed(sc.nameHits, ok, sc.name)
-		sc.combine(sc.nameHits, sc.name, s.tune.nameGrams, 0, ix.names.full(all))
+		sc.combine(sc.nameHits, sc.name, s.tune.nameGrams, ix.names.full(all))
 	}
 	if s.tune.learnedNear > 0 && !s.local && qvec != nil && li.size() > 0 {
 		// The nearest past task of each tool leading so far: a centroid
@@ -124,34 +125,61 @@ func (s *Selector) rank(ctx context.Context, ix *index, t task, in scope, limit 
 				sc.learnNearHits = append(sc.learnNearHits, i)
 			}
 		}
-		sc.combine(sc.learnNearHits, sc.learnNear, s.tune.learnedNear, 0, 1)
+		sc.combine(sc.learnNearHits, sc.learnNear, s.tune.learnedNear, 1)
 	}
 
 	order := topK(sc.hits, sc.fused, limit)
-	denseRanks, lexRanks := ranksOf(sc.cands, sc.dense, order), ranksOf(sc.lexHits, sc.lex, order)
+	// Only the tools scoring in.minScore or more are shown; the others
+	// get their score, which says the best one, and no reasons.
 	out := make([]rankedTool, len(order))
+	var shown []int32
 	for k, i := range order {
+		out[k] = rankedTool{entry: int(i), score: calibrated(sc.fused[i] * cov)}
+		if out[k].score >= in.minScore {
+			shown = append(shown, i)
+		}
+	}
+	atDense, atLex := make([]float32, len(shown)), make([]float32, len(shown))
+	for p, i := range shown {
+		atDense[p], atLex[p] = sc.denseOf(i), sc.lex[i]
+	}
+	sc.lexVals = sc.lexVals[:0]
+	for _, i := range sc.lexHits {
+		sc.lexVals = append(sc.lexVals, sc.lex[i])
+	}
+	denseRanks, lexRanks := ranksAmong(sc.dense, atDense), ranksAmong(sc.lexVals, atLex)
+	words := queryWords(s.tok, t.focus)
+	var querySet map[string]bool // the query's terms, for the learned queries that match
+	p := 0
+	for k, i := range order {
+		if out[k].score < in.minScore {
+			continue
+		}
 		e := ix.entries[i]
-		sim := sc.dense[i]
+		sim := sc.denseOf(i)
 		if sim == 0 && qvec != nil && ix.vecs.has[i] && len(qvec) == ix.vecs.dim {
 			sim = ix.vecs.similarity(i, qvec) // not a dense candidate: its similarity still explains it
 		}
-		out[k] = rankedTool{entry: int(i), score: calibrated(sc.fused[i] * cov), reasons: Reasons{
-			DenseSimilarity: round(float64(sim), 4), DenseRank: denseRanks[k],
-			LexicalScore: round(float64(sc.lex[i]), 3), LexicalRank: lexRanks[k],
-			MatchedTerms:   matchedWords(s.tok, t.focus, e.doc.terms),
-			LearnedQueries: s.learned.Load().matching(e.name, terms, 3),
-		}}
+		out[k].reasons = Reasons{
+			DenseSimilarity: round(float64(sim), 4), DenseRank: denseRanks[p],
+			LexicalScore: round(float64(sc.lex[i]), 3), LexicalRank: lexRanks[p],
+			MatchedTerms:   words.matched(e.doc.terms),
+			LearnedQueries: li.matching(e.name, terms, &querySet, 3),
+		}
+		p++
 	}
 	return out
 }
 
 // scope is which tools a ranking may return: those this host can run
 // that the caller's visibility allows, within the request's categories
-// (include: only these, when any; exclude: none of these).
+// (include: only these, when any; exclude: none of these). Those scoring
+// less than minScore are returned without reasons: a selection drops
+// them.
 type scope struct {
 	vis              visibility
 	include, exclude map[string]bool
+	minScore         float64
 }
 
 // fill sets ok[i] to whether entry i is in scope: by category for the
@@ -201,14 +229,29 @@ func categoryID(category string) uint8 {
 // otherwise allocate megabytes each time. The per-tool arrays are zero
 // between rankings: release clears only what the lists name.
 type scratch struct {
-	ok                                                []bool
-	dense, lex, learnLex, learnDense, learnNear, name []float32
-	fused                                             []float64
-	bin                                               []uint16
+	ok                                         []bool
+	lex, learnLex, learnDense, learnNear, name []float32
+	fused                                      []float64
+	binary                                     binaryBuf
 	// cands are the dense candidates, lexHits the tools BM25 scored,
 	// nameHits those the names' 4-grams scored, learn*Hits the tools
 	// learning scored, hits the tools fused.
 	cands, lexHits, learnLexHits, learnDenseHits, learnNearHits, nameHits, hits []int32
+	// dense is the candidates' similarity in their order (dense[k] is
+	// cands[k]'s), not by tool: the passes after the rescoring (the
+	// top-40 cut, the fusion, the ranks) read them in a row, where a
+	// per-tool array spread them over the catalog, and there is nothing
+	// to clear. lexVals is the same for lexHits, for their ranks.
+	dense, lexVals []float32
+}
+
+// denseOf is tool i's similarity if it is a dense candidate, else 0
+// (cands are in catalog order).
+func (sc *scratch) denseOf(i int32) float32 {
+	if k, found := slices.BinarySearch(sc.cands, i); found {
+		return sc.dense[k]
+	}
+	return 0
 }
 
 var scratchPool sync.Pool
@@ -216,12 +259,12 @@ var scratchPool sync.Pool
 func getScratch(n int) *scratch {
 	sc, _ := scratchPool.Get().(*scratch)
 	if sc == nil || cap(sc.ok) < n {
-		return &scratch{ok: make([]bool, n), dense: make([]float32, n), lex: make([]float32, n),
+		return &scratch{ok: make([]bool, n), lex: make([]float32, n),
 			learnLex: make([]float32, n), learnDense: make([]float32, n), learnNear: make([]float32, n), name: make([]float32, n),
-			fused: make([]float64, n), bin: make([]uint16, n)}
+			fused: make([]float64, n), binary: binaryBuf{bin: make([]uint16, n)}}
 	}
-	sc.ok, sc.fused, sc.bin = sc.ok[:n], sc.fused[:n], sc.bin[:n]
-	sc.dense, sc.lex, sc.learnLex, sc.learnDense, sc.learnNear = sc.dense[:n], sc.lex[:n], sc.learnLex[:n], sc.learnDense[:n], sc.learnNear[:n]
+	sc.ok, sc.fused, sc.binary.bin = sc.ok[:n], sc.fused[:n], sc.binary.bin[:n]
+	sc.lex, sc.learnLex, sc.learnDense, sc.learnNear = sc.lex[:n], sc.learnLex[:n], sc.learnDense[:n], sc.learnNear[:n]
 	sc.name = sc.name[:n]
 	return sc
 }
@@ -233,7 +276,6 @@ func (sc *scratch) release() {
 			xs[i] = 0
 		}
 	}
-	zero(sc.cands, sc.dense)
 	zero(sc.lexHits, sc.lex)
 	zero(sc.learnLexHits, sc.learnLex)
 	zero(sc.learnDenseHits, sc.learnDense)
@@ -244,6 +286,7 @@ func (sc *scratch) release() {
 	}
 	sc.cands, sc.lexHits, sc.learnLexHits, sc.learnDenseHits, sc.hits = sc.cands[:0], sc.lexHits[:0], sc.learnLexHits[:0], sc.learnDenseHits[:0], sc.hits[:0]
 	sc.learnNearHits, sc.nameHits = sc.learnNearHits[:0], sc.nameHits[:0]
+	sc.dense, sc.lexVals = sc.dense[:0], sc.lexVals[:0]
 	scratchPool.Put(sc)
 }
 
@@ -264,36 +307,53 @@ func keepAllowed(list []int32, ok []bool, scores []float32) []int32 {
 }
 
 // combine adds weight × min(score/full, 1) into fused for the listed
-// tools with a positive score, only the top best ones when top > 0; tools
-// fused for the first time join hits. full is the score that counts as
-// full evidence, the same for every query, so fused scores compare across
-// queries.
-func (sc *scratch) combine(list []int32, scores []float32, weight float64, top int, full float32) {
+// tools with a positive score; tools fused for the first time join hits.
+// full is the score that counts as full evidence, the same for every
+// query, so fused scores compare across queries.
+func (sc *scratch) combine(list []int32, scores []float32, weight float64, full float32) {
 	if full <= 0 || weight <= 0 {
 		// Nothing to add; a tool joined hits here with its fused score
 		// still 0 would join again with the next signal.
 		return
 	}
-	cut := float32(0)
-	if top > 0 {
-		cut = kthLargest(list, scores, top)
-	}
 	for _, i := range list {
-		if s := scores[i]; s > 0 && s >= cut {
-			if sc.fused[i] == 0 {
-				sc.hits = append(sc.hits, i)
-			}
-			sc.fused[i] += weight * float64(min(s/full, 1))
+		if s := scores[i]; s > 0 {
+			sc.add(i, weight*float64(min(s/full, 1)))
 		}
 	}
 }
 
-// kthLargest returns the k-th largest positive score of the listed tools
-// (0 when there are fewer), with a small min-heap: one pass, no sort.
-func kthLargest(list []int32, scores []float32, k int) float32 {
+// combineTop is combine for the top best of the listed tools (all with
+// a positive score when top is 0, and those tied with the top-th too),
+// their scores given in the list's order: vals[k] is list[k]'s.
+func (sc *scratch) combineTop(list []int32, vals []float32, weight float64, top int, full float32) {
+	if full <= 0 || weight <= 0 {
+		return
+	}
+	cut := float32(0)
+	if top > 0 {
+		cut = kthLargest(vals, top)
+	}
+	for k, i := range list {
+		if s := vals[k]; s > 0 && s >= cut {
+			sc.add(i, weight*float64(min(s/full, 1)))
+		}
+	}
+}
+
+// add adds x to tool i's fused score, listing i in hits the first time.
+func (sc *scratch) add(i int32, x float64) {
+	if sc.fused[i] == 0 {
+		sc.hits = append(sc.hits, i)
+	}
+	sc.fused[i] += x
+}
+
+// kthLargest returns the k-th largest positive score (0 when there are
+// fewer), with a small min-heap: one pass, no sort.
+func kthLargest(scores []float32, k int) float32 {
 	h := make([]float32, 0, k)
-	for _, i := range list {
-		s := scores[i]
+	for _, s := range scores {
 		if s <= 0 {
 			continue
 		}
@@ -355,46 +415,58 @@ func topK(hits []int32, fused []float64, k int) []int32 {
 	return top
 }
 
-// ranksOf is, for each of the tools of, its 1-based rank by score among
-// the listed tools, or 0 when it has no positive score: one pass over the
-// list, each score placed among of's by binary search (a pass per tool of
-// cost a quarter of a millisecond over 8,000 dense candidates).
-func ranksOf(list []int32, scores []float32, of []int32) []int {
-	// by holds of's positions, best score first; above[p] counts the
-	// listed scores above by[p]'s and below by[p-1]'s.
-	by := make([]int, len(of))
+// ranksAmong is, for each score of at, its 1-based rank among listed
+// (1 + the listed scores above it), or 0 when it is not positive: one
+// pass over listed, each score counted against at's (a pass per score of
+// at cost a quarter of a millisecond over 8,000 dense candidates).
+func ranksAmong(listed, at []float32) []int {
+	// by holds at's positions, best score first, and top their scores;
+	// above[p] counts the listed scores above top[p] and below top[p-1].
+	by := make([]int, len(at))
 	for p := range by {
 		by[p] = p
 	}
-	slices.SortFunc(by, func(a, b int) int { return cmp.Compare(scores[of[b]], scores[of[a]]) })
-	above := make([]int, len(of)+1)
-	// A listed score at or below every positive one of of's is above none
+	slices.SortFunc(by, func(a, b int) int { return cmp.Compare(at[b], at[a]) })
+	top := make([]float32, len(at))
+	for p, q := range by {
+		top[p] = at[q]
+	}
+	above := make([]int, len(at)+1)
+	// A listed score at or below every positive one of at's is above none
 	// that gets a rank: skipped with one comparison (most of 8,000 dense
 	// candidates, when the tools returned lead the dense ranking).
 	floor := float32(math.Inf(1))
-	for _, i := range of {
-		if s := scores[i]; s > 0 {
+	for _, s := range at {
+		if s > 0 {
 			floor = min(floor, s)
 		}
 	}
-	for _, j := range list {
-		s := scores[j]
+	for _, s := range listed {
 		if s <= floor {
 			continue
 		}
-		// The first position whose score is below s: every tool from there
-		// on has s above it.
-		p, _ := slices.BinarySearchFunc(by, s, func(q int, s float32) int { return cmp.Compare(s, scores[of[q]]) })
-		for p < len(by) && scores[of[by[p]]] == s {
-			p++
+		// p is the first position whose score is below s (as cmp.Compare
+		// orders them: NaN below every number): every score from there on
+		// has s above it. A binary search without branches (the halving
+		// is the same whatever the scores), where one that branches
+		// mispredicts at each step.
+		p := len(top)
+		if s == s {
+			p = 0
+			for n := len(top); n > 1; {
+				half := n / 2
+				p += half * b2i(top[p+half] >= s)
+				n -= half
+			}
+			p += b2i(top[p] >= s)
 		}
 		above[p]++
 	}
-	ranks := make([]int, len(of))
+	ranks := make([]int, len(at))
 	n := 0
 	for p, q := range by {
 		n += above[p]
-		if scores[of[q]] > 0 {
+		if at[q] > 0 {
 			ranks[q] = n + 1
 		}
 	}

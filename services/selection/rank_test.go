@@ -1,8 +1,10 @@
 package selection
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -126,6 +128,246 @@ func TestRanksOf(t *testing.T) {
 	}
 }
 
+// ranksOf is ranksAmong for tools of a list, by tool: the ranks of the
+// tools of among the listed ones.
+func ranksOf(list []int32, scores []float32, of []int32) []int {
+	listed, at := make([]float32, len(list)), make([]float32, len(of))
+	for k, j := range list {
+		listed[k] = scores[j]
+	}
+	for p, i := range of {
+		at[p] = scores[i]
+	}
+	return ranksAmong(listed, at)
+}
+
+// ranksOfBySearch is ranksOf as it was, each listed score placed among
+// of's by binary search: the reference its count is held to.
+func ranksOfBySearch(list []int32, scores []float32, of []int32) []int {
+	by := make([]int, len(of))
+	for p := range by {
+		by[p] = p
+	}
+	slices.SortFunc(by, func(a, b int) int { return cmp.Compare(scores[of[b]], scores[of[a]]) })
+	above := make([]int, len(of)+1)
+	floor := float32(math.Inf(1))
+	for _, i := range of {
+		if s := scores[i]; s > 0 {
+			floor = min(floor, s)
+		}
+	}
+	for _, j := range list {
+		s := scores[j]
+		if s <= floor {
+			continue
+		}
+		p, _ := slices.BinarySearchFunc(by, s, func(q int, s float32) int { return cmp.Compare(s, scores[of[q]]) })
+		for p < len(by) && scores[of[by[p]]] == s {
+			p++
+		}
+		above[p]++
+	}
+	ranks := make([]int, len(of))
+	n := 0
+	for p, q := range by {
+		n += above[p]
+		if scores[of[q]] > 0 {
+			ranks[q] = n + 1
+		}
+	}
+	return ranks
+}
+
+// FuzzRanksOf holds ranksOf to the binary search it replaced, on scores
+// with ties, zeros, negatives, infinities and NaN, and of of any length.
+func FuzzRanksOf(f *testing.F) {
+	f.Add(int64(1), uint8(30), uint8(12))
+	f.Add(int64(2), uint8(200), uint8(40))
+	f.Add(int64(3), uint8(5), uint8(0))
+	f.Fuzz(func(t *testing.T, seed int64, n, k uint8) {
+		rng := rand.New(rand.NewPCG(uint64(seed), 6))
+		special := []float32{0, float32(math.Copysign(0, -1)), 1, -1, float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN())}
+		scores := make([]float32, int(n)+1)
+		for i := range scores {
+			switch rng.IntN(4) {
+			case 0:
+				scores[i] = special[rng.IntN(len(special))]
+			case 1:
+				scores[i] = float32(rng.IntN(5)) / 4 // ties
+			default:
+				scores[i] = float32(rng.NormFloat64())
+			}
+		}
+		var list []int32
+		for i := range int32(len(scores)) {
+			if rng.IntN(3) > 0 {
+				list = append(list, i)
+			}
+		}
+		of := make([]int32, int(k)%41)
+		for p := range of {
+			of[p] = int32(rng.IntN(len(scores)))
+		}
+		if got, want := ranksOf(list, scores, of), ranksOfBySearch(list, scores, of); !slices.Equal(got, want) {
+			t.Fatalf("ranks %v, by binary search %v; scores %v list %v of %v", got, want, scores, list, of)
+		}
+	})
+}
+
+// BenchmarkRanksOf is the dense ranks of a selection's 12 or 40 tools
+// among 4,096 dense candidates (SelectOverhead10k's), by ranksAmong and
+// by the binary search it replaced.
+func BenchmarkRanksOf(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	listed := make([]float32, 4096)
+	for k := range listed {
+		listed[k] = float32(rng.NormFloat64() / 22) // cosines of 512-dimension random vectors
+	}
+	for _, n := range []int{12, 40} {
+		at := make([]float32, n)
+		for p := range at {
+			at[p] = listed[rng.IntN(len(listed))]
+		}
+		// ranksOfBySearch takes scores by tool: here tool k's is listed[k],
+		// and the returned tools are 4096 onwards.
+		scores := append(slices.Clone(listed), at...)
+		list, of := make([]int32, len(listed)), make([]int32, n)
+		for k := range list {
+			list[k] = int32(k)
+		}
+		for p := range of {
+			of[p] = int32(len(listed) + p)
+		}
+		b.Run(fmt.Sprintf("among/%d", n), func(b *testing.B) {
+			for b.Loop() {
+				ranksAmong(listed, at)
+			}
+		})
+		b.Run(fmt.Sprintf("search/%d", n), func(b *testing.B) {
+			for b.Loop() {
+				ranksOfBySearch(list, scores, of)
+			}
+		})
+	}
+}
+
+// matchedWordsPerTool is the matched words as they were found, the query
+// split and stemmed again for each tool: the reference for wordStems.
+func matchedWordsPerTool(tok *embed.Tokenizer, query string, docTerms []string) []string {
+	have := map[string]bool{}
+	for _, t := range docTerms {
+		have[t] = true
+	}
+	out := []string{}
+	for _, w := range embed.Words(query) {
+		if !embed.IsStopWord(w) && have[tok.Stem(w)] && !slices.Contains(out, w) {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// TestMatchedWords: the query's words stemmed once name the same words,
+// in the same order, as the query stemmed for each tool, over synthetic
+// tools and queries with repeated words, stop words and words sharing a
+// stem.
+func TestMatchedWords(t *testing.T) {
+	tok := embed.NewTokenizer()
+	queries := append(SyntheticQueries(200, 5), "", "the the a", "read files, the file and FILES again", "files file filing",
+		"export the export of exports to CSV", "x y z 42 4")
+	var docs [][]string
+	for _, def := range SyntheticTools(100, 5) {
+		docs = append(docs, tok.Terms(retrievalText(&def, false)))
+	}
+	docs = append(docs, nil, tok.Terms("file files read export csv 42"))
+	for _, q := range queries {
+		ws := queryWords(tok, q)
+		for _, d := range docs {
+			got, want := ws.matched(d), matchedWordsPerTool(tok, q, d)
+			if !slices.Equal(got, want) || got == nil {
+				t.Fatalf("query %q, terms %v: matched %#v, per tool %#v", q, d, got, want)
+			}
+		}
+	}
+}
+
+// combineByTool is combine as it was for the dense signal, its scores by
+// tool and its cut the top-th largest of the listed ones: the reference
+// for combineTop.
+func combineByTool(sc *scratch, list []int32, scores []float32, weight float64, top int, full float32) {
+	if full <= 0 || weight <= 0 {
+		return
+	}
+	cut := float32(0)
+	if top > 0 {
+		var listed []float32
+		for _, i := range list {
+			if scores[i] > 0 {
+				listed = append(listed, scores[i])
+			}
+		}
+		slices.SortFunc(listed, func(a, b float32) int { return cmp.Compare(b, a) })
+		if len(listed) >= top {
+			cut = listed[top-1]
+		}
+	}
+	for _, i := range list {
+		if s := scores[i]; s > 0 && s >= cut {
+			if sc.fused[i] == 0 {
+				sc.hits = append(sc.hits, i)
+			}
+			sc.fused[i] += weight * float64(min(s/full, 1))
+		}
+	}
+}
+
+// FuzzCombineTop holds combineTop, its scores in the list's order, to
+// the per-tool combine it replaced for the dense signal: the same fused
+// scores and the same hits in the same order, over ties at the cut,
+// non-positive scores, lists shorter than top and tools fused already.
+func FuzzCombineTop(f *testing.F) {
+	f.Add(int64(1), uint8(60), uint8(40))
+	f.Add(int64(2), uint8(10), uint8(40))
+	f.Add(int64(3), uint8(200), uint8(0))
+	f.Add(int64(4), uint8(90), uint8(5))
+	f.Fuzz(func(t *testing.T, seed int64, n, top uint8) {
+		rng := rand.New(rand.NewPCG(uint64(seed), 7))
+		tools := int(n) + 1
+		scores := make([]float32, tools)
+		var list []int32
+		var vals []float32
+		for i := range int32(tools) {
+			if rng.IntN(3) == 0 {
+				continue
+			}
+			switch rng.IntN(4) {
+			case 0:
+				scores[i] = float32(rng.IntN(4)) / 4 // ties, zeros
+			case 1:
+				scores[i] = -float32(rng.Float64())
+			default:
+				scores[i] = float32(rng.Float64())
+			}
+			list = append(list, i)
+			vals = append(vals, scores[i])
+		}
+		got, want := getScratch(tools), getScratch(tools)
+		defer got.release()
+		defer want.release()
+		for i := range tools { // some tools fused by an earlier signal
+			if rng.IntN(4) == 0 {
+				got.fused[i], want.fused[i] = 0.5, 0.5
+				got.hits, want.hits = append(got.hits, int32(i)), append(want.hits, int32(i))
+			}
+		}
+		got.combineTop(list, vals, 0.7, int(top)%50, 1)
+		combineByTool(want, list, scores, 0.7, int(top)%50, 1)
+		if !slices.Equal(got.fused, want.fused) || !slices.Equal(got.hits, want.hits) {
+			t.Fatalf("top %d: fused %v hits %v, by tool %v hits %v", top, got.fused, got.hits, want.fused, want.hits)
+		}
+	})
+}
+
 // TestNameGramsFindNamesRunTogether: a tool named with words run
 // together is found by those words, which its description lacks.
 func TestNameGramsFindNamesRunTogether(t *testing.T) {
@@ -173,8 +415,8 @@ func TestCombineListsEachToolOnce(t *testing.T) {
 	sc := getScratch(4)
 	defer sc.release()
 	list, scores := []int32{1, 2}, []float32{0, 0.5, 0.8, 0}
-	sc.combine(list, scores, 0, 0, 1)
-	sc.combine(list, scores, 1, 0, 1)
+	sc.combine(list, scores, 0, 1)
+	sc.combine(list, scores, 1, 1)
 	if !slices.Equal(sc.hits, []int32{1, 2}) {
 		t.Errorf("hits %v, want [1 2]", sc.hits)
 	}

@@ -873,7 +873,7 @@ func (s *Selector) Select(ctx context.Context, caller *models.Principal, req Sel
 	ix := s.idx.Load()
 	include := toSet(req.Categories)
 	exclude := toSet(req.ExcludeCategories)
-	ranked := s.rank(ctx, ix, req.task, scope{vis: vis, include: include, exclude: exclude}, req.Limit)
+	ranked := s.rank(ctx, ix, req.task, scope{vis: vis, include: include, exclude: exclude, minScore: *req.MinScore}, req.Limit)
 	best := 0.0
 	if len(ranked) > 0 {
 		best = ranked[0].score
@@ -1088,15 +1088,27 @@ func (s *Selector) embedQuery(ctx context.Context, query string) []float32 {
 	return vecs[0]
 }
 
-// matchedWords lists the query's words whose stems the tool's text holds.
-func matchedWords(tok *embed.Tokenizer, query string, docTerms []string) []string {
-	have := map[string]bool{}
-	for _, t := range docTerms {
-		have[t] = true
-	}
-	out := []string{}
+// wordStems are a query's words that are not stop words, each once in
+// the order the query has them, with their stems: a ranking's reasons
+// name those a tool's text holds, and stem them once, not once a tool.
+type wordStems struct{ words, stems []string }
+
+func queryWords(tok *embed.Tokenizer, query string) wordStems {
+	var ws wordStems
 	for _, w := range embed.Words(query) {
-		if !embed.IsStopWord(w) && have[tok.Stem(w)] && !slices.Contains(out, w) {
+		if !embed.IsStopWord(w) && !slices.Contains(ws.words, w) {
+			ws.words = append(ws.words, w)
+			ws.stems = append(ws.stems, tok.Stem(w))
+		}
+	}
+	return ws
+}
+
+// matched lists the query's words whose stems the tool's text holds.
+func (ws wordStems) matched(docTerms []string) []string {
+	out := []string{}
+	for k, w := range ws.words {
+		if slices.Contains(docTerms, ws.stems[k]) {
 			out = append(out, w)
 		}
 	}
