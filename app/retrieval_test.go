@@ -80,6 +80,22 @@ func failingCodeModel(t *testing.T, delay time.Duration, failing string) *httpte
 	return srv
 }
 
+// benchJSON runs `bench retrieval` with cfg and --json, and returns the
+// report and what it printed.
+func benchJSON(t *testing.T, cfg BenchConfig) (BenchReport, string) {
+	t.Helper()
+	cfg.JSON = true
+	var out bytes.Buffer
+	if err := Bench(context.Background(), cfg, &out); err != nil {
+		t.Fatal(err)
+	}
+	var rep BenchReport
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("%v: %s", err, out.String())
+	}
+	return rep, out.String()
+}
+
 // codeBenchFiles writes n tools and n queries for codeModel, query i's
 // gold tool i, and returns the files' paths.
 func codeBenchFiles(t *testing.T, n int) (toolsFile, queriesFile string) {
@@ -109,27 +125,19 @@ func TestBenchWaitsForTheIndex(t *testing.T) {
 	const n = 100
 	toolsFile, queriesFile := codeBenchFiles(t, n)
 	model := codeModel(t, 300*time.Millisecond)
-	var out bytes.Buffer
-	cfg := BenchConfig{Tools: toolsFile, Queries: queriesFile, JSON: true, OllamaURL: model.URL, EmbedModel: "code"}
-	if err := Bench(context.Background(), cfg, &out); err != nil {
-		t.Fatal(err)
-	}
-	var rep BenchReport
-	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
-		t.Fatalf("%v: %s", err, out.String())
-	}
+	rep, out := benchJSON(t, BenchConfig{Tools: toolsFile, Queries: queriesFile, OllamaURL: model.URL, EmbedModel: "code"})
 	if rep.Embedder != "ollama/code" || rep.Tools != n || rep.Queries != n || rep.Failed != 0 || rep.Lexical != 0 {
-		t.Fatalf("report: %s", out.String())
+		t.Fatalf("report: %s", out)
 	}
 	if rep.Recall5 != 100 {
-		t.Errorf("Recall@5 %v, want 100: queries ranked before the tools had vectors? %s", rep.Recall5, out.String())
+		t.Errorf("Recall@5 %v, want 100: queries ranked before the tools had vectors? %s", rep.Recall5, out)
 	}
 	// Two batches (64 and 36 texts), 300 ms each.
 	if rep.EmbedSeconds < 0.6 {
 		t.Errorf("embedding time %v s, want at least the two batches' 0.6 s", rep.EmbedSeconds)
 	}
-	if !strings.Contains(out.String(), `"embed_seconds"`) {
-		t.Errorf("the JSON report lacks embed_seconds: %s", out.String())
+	if !strings.Contains(out, `"embed_seconds"`) {
+		t.Errorf("the JSON report lacks embed_seconds: %s", out)
 	}
 }
 
@@ -142,17 +150,9 @@ func TestBenchCountsLexicalFallbacks(t *testing.T) {
 	// The 11th query fails; the selector then leaves the model alone for
 	// a second, longer than the nine queries left take.
 	model := failingCodeModel(t, 0, "called "+benchCode(10))
-	var out bytes.Buffer
-	cfg := BenchConfig{Tools: toolsFile, Queries: queriesFile, JSON: true, OllamaURL: model.URL, EmbedModel: "code"}
-	if err := Bench(context.Background(), cfg, &out); err != nil {
-		t.Fatal(err)
-	}
-	var rep BenchReport
-	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
-		t.Fatalf("%v: %s", err, out.String())
-	}
+	rep, out := benchJSON(t, BenchConfig{Tools: toolsFile, Queries: queriesFile, OllamaURL: model.URL, EmbedModel: "code"})
 	if rep.Lexical != 10 || rep.Failed != 0 || rep.Queries != 20 {
-		t.Errorf("lexical fallbacks %d, failed %d of %d queries: want 10, 0 of 20: %s", rep.Lexical, rep.Failed, rep.Queries, out.String())
+		t.Errorf("lexical fallbacks %d, failed %d of %d queries: want 10, 0 of 20: %s", rep.Lexical, rep.Failed, rep.Queries, out)
 	}
 	if rep.Recall5 > 50+1e-9 {
 		t.Errorf("Recall@5 %v: the fallbacks found what only the vectors can find?", rep.Recall5)
@@ -185,14 +185,7 @@ func TestRetrievalBenchCountsFailures(t *testing.T) {
 		BenchQuery{Query: "what is the weather in Paris", Gold: []string{"weather_now"}, Subset: "found"},
 		BenchQuery{Query: "   ", Gold: []string{"stock_quote"}, Subset: "refused"},
 		BenchQuery{Query: prompt + "\n\nTranslate this sentence into German.", Gold: []string{"translate_text"}, Subset: "found"})
-	var out bytes.Buffer
-	if err := Bench(context.Background(), BenchConfig{Tools: tools, Queries: queries, JSON: true}, &out); err != nil {
-		t.Fatal(err)
-	}
-	var rep BenchReport
-	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
-		t.Fatal(err)
-	}
+	rep, out := benchJSON(t, BenchConfig{Tools: tools, Queries: queries})
 	if rep.Queries != 3 || rep.Failed != 1 || !strings.Contains(rep.FailedExample, "query") {
 		t.Fatalf("report %+v", rep)
 	}
@@ -204,7 +197,7 @@ func TestRetrievalBenchCountsFailures(t *testing.T) {
 	found, refused := rep.Subsets["found"], rep.Subsets["refused"]
 	if len(rep.Subsets) != 2 || found == nil || refused == nil ||
 		found.Queries != 2 || found.Recall10 != 100 || refused.Queries != 1 || refused.Recall15 != 0 {
-		t.Errorf("subsets %s", out.String())
+		t.Errorf("subsets %s", out)
 	}
 }
 

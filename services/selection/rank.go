@@ -59,20 +59,21 @@ func (s *Selector) rank(ctx context.Context, ix *index, t task, in scope, limit 
 	sc.lexHits = keepAllowed(sc.lexHits, ok, sc.lex)
 	li := s.learned.Load()
 	ls := li.score(terms, qvec, s.tune.learnedBM25)
-	// Under the built-in embedder every signal counts words, so a query
-	// word nobody knows is no evidence at all and the score says so
-	// (coverage). A real model reads words the catalog does not hold
-	// ("fetch" for "retrieve"), but it also finds some likeness in
-	// anything ("xyzzy qwerty" has a cosine of 0.3 to some tool, as many
-	// real tasks do), so unknown words take only tuning.modelCoverage of
-	// its score away. Coverage scales every tool alike: it moves scores,
-	// not the ranking.
-	cov := 1.0
+	// A query word nobody knows is no evidence, and the score says so
+	// (coverage). Under the built-in embedder every signal counts words,
+	// so coverage counts in full. A real model reads words the catalog
+	// does not hold ("fetch" for "retrieve"), but it also finds some
+	// likeness in anything ("xyzzy qwerty" has a cosine of 0.3 to some
+	// tool, as many real tasks do), so unknown words take only
+	// tuning.modelCoverage of its score away. Coverage scales every tool
+	// alike: it moves scores, not the ranking.
+	cov, share := 1.0, s.tune.modelCoverage
 	if s.local {
-		cov = ix.lex.coverage(terms, func(t string) bool { return li.knows(t) || ix.namesHold(t) })
-	} else if s.tune.modelCoverage > 0 {
-		c := ix.lex.coverage(terms, func(t string) bool { return li.knows(t) })
-		cov = 1 - s.tune.modelCoverage*(1-c)
+		share = 1
+	}
+	if share > 0 {
+		c := ix.lex.coverage(terms, func(t string) bool { return li.knows(t) || ix.namesHold(t) })
+		cov = 1 - share + share*c // exactly c when share is 1
 	}
 	for tool, v := range ls.lexical {
 		if i, found := ix.byName[tool]; found && ok[i] && v > 0 {

@@ -28,7 +28,7 @@ func memSelector(tb testing.TB, n int) *Selector {
 	tools := make([]models.ActiveTool, n)
 	texts := make([]string, n)
 	for i := range defs {
-		texts[i] = retrievalText(&defs[i], false)
+		texts[i], _ = retrievalTexts(&defs[i])
 	}
 	vecs, err := s.emb.Embed(ctx, embed.Document, texts)
 	if err != nil {

@@ -277,7 +277,8 @@ func TestMatchedWords(t *testing.T) {
 		"export the export of exports to CSV", "x y z 42 4")
 	var docs [][]string
 	for _, def := range SyntheticTools(100, 5) {
-		docs = append(docs, tok.Terms(retrievalText(&def, false)))
+		text, _ := retrievalTexts(&def)
+		docs = append(docs, tok.Terms(text))
 	}
 	docs = append(docs, nil, tok.Terms("file files read export csv 42"))
 	for _, q := range queries {

@@ -330,24 +330,23 @@ func (s *Selector) dimOK(n int) bool {
 	return d == 0 || n == d
 }
 
-// retrievalText is the text a tool is found by: its name with words split,
-// description, category, tags, parameter names and descriptions, and
-// examples. The text a real model embeds (forModel) reads "name:
-// description" and has no category: a one-word label that every tool of
-// the category shares pulls their vectors together, while BM25 and the
-// category filter use it as it is (+0.3 Recall@10 cold under USE-lite,
-// docs/benchmarks.md#tuning).
-func retrievalText(def *tooldef.Definition, forModel bool) string {
+// retrievalTexts returns the text a tool is found by, lexical: its name
+// with words split, description, category, tags, parameter names and
+// descriptions, and examples; and the text a real model embeds, model,
+// which reads "name: description" and has no category: a one-word label
+// that every tool of the category shares pulls their vectors together,
+// while BM25 and the category filter use it as it is (+0.3 Recall@10 cold
+// under USE-lite, docs/benchmarks.md#tuning).
+func retrievalTexts(def *tooldef.Definition) (lexical, model string) {
+	name := strings.Join(embed.Words(def.Name), " ")
+	rest := retrievalDetails(def)
+	return name + ". " + def.Description + "\nCategory: " + def.Category + rest, name + ": " + def.Description + rest
+}
+
+// retrievalDetails is what both retrieval texts end with: tags,
+// parameter names and descriptions, and examples, a line each.
+func retrievalDetails(def *tooldef.Definition) string {
 	var b strings.Builder
-	b.WriteString(strings.Join(embed.Words(def.Name), " "))
-	if forModel {
-		b.WriteString(": ")
-		b.WriteString(def.Description)
-	} else {
-		b.WriteString(". ")
-		b.WriteString(def.Description)
-		b.WriteString("\nCategory: " + def.Category)
-	}
 	if len(def.Tags) > 0 {
 		b.WriteString("\nTags: " + strings.Join(def.Tags, ", "))
 	}
@@ -465,10 +464,9 @@ func (s *Selector) loadDocs(ctx context.Context, ids []uint) error {
 		if err != nil {
 			return fmt.Errorf("index version %d: %w", id, err)
 		}
-		text := retrievalText(&def, false)
-		vtext := text
-		if !s.local {
-			vtext = retrievalText(&def, true)
+		text, vtext := retrievalTexts(&def)
+		if s.local {
+			vtext = text
 		}
 		sum := sha256.Sum256([]byte(vtext))
 		d := &docInfo{text: vtext, hash: hex.EncodeToString(sum[:]), needs: needsOf(&def), sizes: sizes[id]}
