@@ -25,12 +25,30 @@ type BenchTool struct {
 	Parameters  json.RawMessage `json:"parameters,omitempty"`
 }
 
-// BenchQuery is one labelled query: the tools that answer it, and the
+// BenchQuery is one labelled query: the task, as a query or as the
+// conversation an agent sends (messages in the chat format, a system
+// prompt and the user's request, say), the tools that answer it, and the
 // part of the set it belongs to, if the set has parts.
 type BenchQuery struct {
-	Query  string   `json:"query"`
-	Gold   []string `json:"gold"`
-	Subset string   `json:"subset,omitempty"`
+	Query    string              `json:"query,omitempty"`
+	Messages []selection.Message `json:"messages,omitempty"`
+	Gold     []string            `json:"gold"`
+	Subset   string              `json:"subset,omitempty"`
+}
+
+// request is the selection request the query makes.
+func (q BenchQuery) request(limit int) selection.SelectRequest {
+	return selection.SelectRequest{Query: q.Query, Messages: q.Messages, Limit: limit}
+}
+
+// text is the query's text for a report: the query, or the last message.
+func (q BenchQuery) text() string {
+	if q.Query == "" && len(q.Messages) > 0 {
+		var s string
+		_ = json.Unmarshal(q.Messages[len(q.Messages)-1].Content, &s)
+		return s
+	}
+	return q.Query
 }
 
 // BenchOptions configures a retrieval benchmark run.
@@ -140,7 +158,9 @@ func runRetrievalBench(ctx context.Context, opts BenchOptions) (*BenchReport, er
 	}
 	rep.EmbedSeconds = round(time.Since(embedStart).Seconds(), 2)
 	for i, q := range history {
-		res, err := sel.Select(ctx, nil, selection.SelectRequest{Query: q.Query, SessionID: fmt.Sprintf("history-%d", i), Limit: 1})
+		req := q.request(1)
+		req.SessionID = fmt.Sprintf("history-%d", i)
+		res, err := sel.Select(ctx, nil, req)
 		if err != nil {
 			continue // not replayed; the run goes on
 		}
@@ -152,7 +172,7 @@ func runRetrievalBench(ctx context.Context, opts BenchOptions) (*BenchReport, er
 	var lat []float64
 	for _, q := range queries {
 		start := time.Now()
-		res, err := sel.Select(ctx, nil, selection.SelectRequest{Query: q.Query, Limit: 15})
+		res, err := sel.Select(ctx, nil, q.request(15))
 		lat = append(lat, float64(time.Since(start).Microseconds())/1000)
 		if sel.EmbedFailing() {
 			rep.Lexical++
@@ -160,7 +180,7 @@ func runRetrievalBench(ctx context.Context, opts BenchOptions) (*BenchReport, er
 		var names []string // none when the selection failed: a miss, not the end of the run
 		if err != nil {
 			if rep.Failed == 0 {
-				rep.FailedExample = fmt.Sprintf("select %q: %v", q.Query, err)
+				rep.FailedExample = fmt.Sprintf("select %q: %v", q.text(), err)
 			}
 			rep.Failed++
 		} else {

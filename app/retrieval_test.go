@@ -20,6 +20,7 @@ import (
 
 	"toolbelt/models/modelstest"
 	"toolbelt/services/catalog"
+	"toolbelt/services/selection"
 )
 
 // benchCode is the two-letter code of tool i: "aa", "ab", …
@@ -184,20 +185,31 @@ func TestRetrievalBenchCountsFailures(t *testing.T) {
 	queries := write("queries.jsonl",
 		BenchQuery{Query: "what is the weather in Paris", Gold: []string{"weather_now"}, Subset: "found"},
 		BenchQuery{Query: "   ", Gold: []string{"stock_quote"}, Subset: "refused"},
-		BenchQuery{Query: prompt + "\n\nTranslate this sentence into German.", Gold: []string{"translate_text"}, Subset: "found"})
+		BenchQuery{Query: prompt + "\n\nTranslate this sentence into German.", Gold: []string{"translate_text"}, Subset: "found"},
+		// A conversation: the request is the task, the system prompt (all
+		// about stock prices) only its context.
+		BenchQuery{Messages: []selection.Message{
+			{Role: "system", Content: json.RawMessage(`"You quote the latest stock price of a company by its ticker symbol. Stock prices, tickers, shares."`)},
+			{Role: "user", Content: json.RawMessage(`"Will it rain in Oslo? Tell me the weather and the wind."`)},
+		}, Gold: []string{"weather_now"}, Subset: "found"})
 	rep, out := benchJSON(t, BenchConfig{Tools: tools, Queries: queries})
-	if rep.Queries != 3 || rep.Failed != 1 || !strings.Contains(rep.FailedExample, "query") {
+	if rep.Queries != 4 || rep.Failed != 1 || !strings.Contains(rep.FailedExample, "query") {
 		t.Fatalf("report %+v", rep)
 	}
-	// Two of three found (the refused one is a miss).
-	if rep.Recall10 < 66 || rep.Recall10 > 67 {
-		t.Errorf("Recall@10 %v, want 66.67", rep.Recall10)
+	// Three of four found (the refused one is a miss).
+	if rep.Recall10 != 75 {
+		t.Errorf("Recall@10 %v, want 75", rep.Recall10)
 	}
 	// Each subset is scored on its own queries, the refused one among them.
 	found, refused := rep.Subsets["found"], rep.Subsets["refused"]
 	if len(rep.Subsets) != 2 || found == nil || refused == nil ||
-		found.Queries != 2 || found.Recall10 != 100 || refused.Queries != 1 || refused.Recall15 != 0 {
+		found.Queries != 3 || found.Recall10 != 100 || refused.Queries != 1 || refused.Recall15 != 0 {
 		t.Errorf("subsets %s", out)
+	}
+	// Each found first (NDCG 100): the conversation's request outranks its
+	// system prompt.
+	if found != nil && found.NDCG10 < 99.99 {
+		t.Errorf("found NDCG@10 %v, want 100: %s", found.NDCG10, out)
 	}
 }
 
@@ -250,7 +262,7 @@ func TestBenchSetsConsistent(t *testing.T) {
 						t.Errorf("%s: query id %q is empty or not unique", file, q.ID)
 					}
 					ids[q.ID] = true
-					if strings.TrimSpace(q.Query) == "" || len(q.Gold) == 0 {
+					if strings.TrimSpace(q.text()) == "" || len(q.Gold) == 0 {
 						t.Errorf("%s: %s has no text or no gold", file, q.ID)
 					}
 					for _, g := range q.Gold {

@@ -106,12 +106,19 @@ type tool struct {
 }
 
 type query struct {
-	Query  string   `json:"query"`
-	Gold   []string `json:"gold"`
-	ID     string   `json:"id"`
-	Subset string   `json:"subset"`
+	Query    string    `json:"query,omitempty"`
+	Messages []message `json:"messages,omitempty"`
+	Gold     []string  `json:"gold"`
+	ID       string    `json:"id"`
+	Subset   string    `json:"subset"`
 
 	offered []*definition // the definitions of its gold the question offered
+}
+
+// message is one message of a conversation, in the chat format.
+type message struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
 }
 
 // run converts the categories read through read and writes tools.jsonl,
@@ -197,17 +204,22 @@ func convertQuestion(cat *catalog, q question, calls []map[string]json.RawMessag
 		return query{}, errors.New("no ground truth")
 	}
 	slices.Sort(rec.Gold)
-	// The conversation as an agent sends it: a system message, if any,
-	// then the user's.
-	var parts []string
+	// The conversation as an agent sends it: the user's request as the
+	// query, or, when there is more (a system message), the messages, so
+	// the request is ranked as the task and the rest as its context.
+	var msgs []message
 	for _, turn := range q.Question {
 		for _, m := range turn {
 			if s := strings.TrimSpace(m.Content); s != "" {
-				parts = append(parts, s)
+				msgs = append(msgs, message{m.Role, s})
 			}
 		}
 	}
-	rec.Query = strings.Join(parts, "\n\n")
+	if len(msgs) == 1 && msgs[0].Role == "user" {
+		rec.Query = msgs[0].Content
+	} else {
+		rec.Messages = msgs
+	}
 	return rec, nil
 }
 
