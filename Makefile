@@ -6,7 +6,7 @@ export CGO_ENABLED := 1
 # handlers.bindJSON); leaving it out saves 9 MB of binary.
 export GOFLAGS := -tags=nomsgpack
 
-.PHONY: all build run test test-postgres node-deps load check generate bench fmt vet clean screenshots
+.PHONY: all build run test test-postgres node-deps load check generate bench fmt vet clean screenshots wordvec
 
 all: build
 
@@ -47,6 +47,10 @@ generate:
 	$(GO) tool swag init -g main.go -o docs --outputTypes go,json,yaml --parseInternal --quiet
 	$(GO) run ./docs/openapi3 docs/openapi3.json
 	$(GO) tool oapi-codegen -config client/oapi-codegen.yaml docs/openapi3.json
+
+## wordvec: remake the built-in embedder's word table (services/embed/wordvec.bin) from the pinned word lists and model
+wordvec: node-deps
+	$(GO) run ./internal/wordvecgen
 
 ## screenshots: the console guide's pictures (docs/img), taken in Chromium over a test server
 screenshots:

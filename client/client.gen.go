@@ -1389,7 +1389,7 @@ type SelectionSelectResult struct {
 	// ContextChars Example: 0
 	ContextChars *int `json:"context_chars,omitempty"`
 
-	// Embedder Example: builtin/hash-v1-256
+	// Embedder Example: builtin/hash-v1-256+words-v1-64-9c7dbae4
 	Embedder *string `json:"embedder,omitempty"`
 
 	// Format Example: openai

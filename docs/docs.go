@@ -4047,7 +4047,7 @@ const docTemplate = `{
                 },
                 "embedder": {
                     "type": "string",
-                    "example": "builtin/hash-v1-256"
+                    "example": "builtin/hash-v1-256+words-v1-64-9c7dbae4"
                 },
                 "format": {
                     "type": "string",

@@ -7,28 +7,53 @@ import (
 	"math"
 )
 
-// BuiltinDim is the dimension of the built-in embedder's vectors.
-const BuiltinDim = 256
+// HashDim is the dimension of the built-in embedder's hashed features.
+const HashDim = 256
 
-// Builtin is the embedder that needs no service: feature hashing of
-// stemmed words, adjacent word pairs and the character n-grams of each
-// word into signed dimensions. It captures lexical and sub-word likeness
-// (plurals, typos, names written as one word such as "airqualityforecast"),
-// not meaning; learning from usage and lexical ranking do the rest.
+// Builtin is the embedder that needs no service. Its vectors join two
+// parts:
+//
+//   - feature hashing of stemmed words, adjacent word pairs and the
+//     character n-grams of each word into HashDim signed dimensions:
+//     lexical and sub-word likeness (plurals, typos, names written as one
+//     word such as "airqualityforecast");
+//   - the mean of the text's static word vectors (WordVectors): some of
+//     a real model's sense of meaning ("condo" and "apartment"), for the
+//     words the table holds.
+//
+// The word part has wordShare of the squared length, so a cosine is
+// (1-wordShare) × the hashed one + wordShare × the words' one, less when
+// the table lacks some of the text's words. Learning from usage and
+// lexical ranking do the rest.
 //
 // Any change to how features are made must change Model, so that stored
 // vectors are re-embedded.
 type Builtin struct {
-	tok *Tokenizer
+	tok   *Tokenizer
+	words *WordVectors // nil: hashed features only
 }
 
-// NewBuiltin returns the built-in embedder.
-func NewBuiltin() *Builtin { return &Builtin{tok: NewTokenizer()} }
+// wordShare is the word vectors' share of a built-in vector, swept on the
+// MetaTool dev split (docs/benchmarks.md#tuning).
+const wordShare = 0.7
 
-// Model names the algorithm and its version.
-func (*Builtin) Model() string { return fmt.Sprintf("builtin/hash-v1-%d", BuiltinDim) }
+// NewBuiltin returns the built-in embedder, with the word table built
+// into the binary.
+func NewBuiltin() *Builtin { return &Builtin{tok: NewTokenizer(), words: builtinWords()} }
 
-// Embed hashes each text into a unit vector. Queries and documents are
+// newHashing returns the built-in embedder without word vectors: what it
+// was before them, for comparisons.
+func newHashing() *Builtin { return &Builtin{tok: NewTokenizer()} }
+
+// Model names the algorithm, its version and the word table's digest.
+func (b *Builtin) Model() string {
+	if b.words == nil {
+		return fmt.Sprintf("builtin/hash-v1-%d", HashDim)
+	}
+	return fmt.Sprintf("builtin/hash-v1-%d+words-v1-%d-%s", HashDim, b.words.dim, b.words.id)
+}
+
+// Embed turns each text into a unit vector. Queries and documents are
 // treated alike.
 func (b *Builtin) Embed(ctx context.Context, _ Kind, texts []string) ([][]float32, error) {
 	out := make([][]float32, len(texts))
@@ -52,7 +77,12 @@ const (
 )
 
 func (b *Builtin) vector(text string) []float32 {
-	v := make([]float32, BuiltinDim)
+	v := make([]float32, HashDim)
+	var sem []float32   // the sum of the word vectors
+	var seen, found int // words, and those the table holds
+	if b.words != nil {
+		sem = make([]float32, b.words.dim)
+	}
 	counts := map[string]float64{}
 	var prev string
 	for _, w := range Words(text) {
@@ -61,6 +91,13 @@ func (b *Builtin) vector(text string) []float32 {
 			continue
 		}
 		s := b.tok.Stem(w)
+		if sem != nil {
+			seen++
+			if i, ok := b.words.row(w, s); ok {
+				b.words.add(sem, i)
+				found++
+			}
+		}
 		counts["w:"+s] += wordWeight
 		if prev != "" {
 			counts["p:"+prev+" "+s] += pairWeight
@@ -82,13 +119,32 @@ func (b *Builtin) vector(text string) []float32 {
 		h := fnv.New64a()
 		_, _ = h.Write([]byte(f))
 		sum := h.Sum64()
-		idx := sum % BuiltinDim
+		idx := sum % HashDim
 		if sum>>63 == 1 {
 			wgt = -wgt
 		}
 		v[idx] += wgt
 	}
-	return Normalize(v)
+	Normalize(v)
+	if sem == nil {
+		return v
+	}
+	// Both parts unit length, then weighted, the word part by the share
+	// of the words the table holds too: one known word among noise does
+	// not bring its whole meaning, and a text none of whose words the
+	// table holds keeps its hashed part alone, at full length.
+	Normalize(sem)
+	a, c := float32(math.Sqrt(1-wordShare)), float32(math.Sqrt(wordShare))
+	if seen > 0 {
+		c *= float32(found) / float32(seen)
+	}
+	for i := range v {
+		v[i] *= a
+	}
+	for i := range sem {
+		sem[i] *= c
+	}
+	return Normalize(append(v, sem...))
 }
 
 // ngrams returns the character 3- to 5-grams of a word wrapped in boundary
@@ -107,5 +163,10 @@ func ngrams(w string) []string {
 	return out
 }
 
-// Dim is the vector dimension, BuiltinDim.
-func (*Builtin) Dim() int { return BuiltinDim }
+// Dim is the vector dimension: HashDim and the word vectors'.
+func (b *Builtin) Dim() int {
+	if b.words == nil {
+		return HashDim
+	}
+	return HashDim + b.words.dim
+}

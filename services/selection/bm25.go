@@ -146,7 +146,7 @@ func (ix *bm25) full(query []string) float32 {
 
 // coverage is the share of the query's terms that the catalog or
 // learning knows (known reports a term learning holds): 1 for a query of
-// known words, 0 for "xyzzy qwerty", 1/3 for "xyzzy qwerty shell". It
+// known words, 0 for "xyzzy qwerty", 1/4 for "xyzzy qwerty plugh shell". It
 // scales a selection's reported scores.
 func (ix *bm25) coverage(query []string, known func(string) bool) float64 {
 	var have, all float64

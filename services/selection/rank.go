@@ -81,7 +81,10 @@ func (s *Selector) rank(ctx context.Context, ix *index, t task, in scope, limit 
 			sc.learnLexHits = append(sc.learnLexHits, int32(i))
 		}
 	}
+	// A centroid's cosine counts above what any past task has by chance.
+	floor := s.tune.learnedFloor
 	for tool, v := range ls.dense {
+		v = (v - floor) / (1 - floor)
 		if i, found := ix.byName[tool]; found && ok[i] && v > 0 {
 			sc.learnDense[i] = v
 			sc.learnDenseHits = append(sc.learnDenseHits, int32(i))

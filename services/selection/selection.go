@@ -737,7 +737,7 @@ type SelectResult struct {
 	Query        string     `json:"query"`
 	ContextChars int        `json:"context_chars" example:"0"`
 	Format       string     `json:"format" example:"openai"`
-	Embedder     string     `json:"embedder" example:"builtin/hash-v1-256"`
+	Embedder     string     `json:"embedder" example:"builtin/hash-v1-256+words-v1-64-9c7dbae4"`
 	Tools        []Selected `json:"tools"`
 	// NoGoodMatch is true when no tool scores GoodMatchScore or more:
 	// the tools returned (maybe none) fit the task poorly, and Hint says
@@ -987,9 +987,9 @@ type tuning struct {
 	nearFloor             float32
 	nearPool, nearPerTool int
 	// modelDense is the dense similarity under a real embedding model;
-	// builtinDense under the built-in embedder, which hashes words and
-	// n-grams: it mostly re-counts what BM25 counts, so it only breaks
-	// ties and adds sub-word matches.
+	// builtinDense under the built-in embedder, whose hashed part
+	// re-counts what BM25 counts and whose word vectors add some meaning:
+	// less than a model's.
 	modelDense, builtinDense float64
 	// modelCentre and builtinCentre are the prior of the centring of the
 	// tools' vectors (dense.go): the catalog's mean vector is taken from
@@ -1006,6 +1006,11 @@ type tuning struct {
 	// count in proportion, so when few tools have learned anything a
 	// faint likeness to their queries stays faint.
 	learnedFull float32
+	// learnedFloor is the cosine a tool's centroid of learned queries
+	// has to an unrelated task by chance: only the likeness above it
+	// counts (with word vectors, the built-in embedder gives unrelated
+	// tasks 0.2 to 0.3, as real models do).
+	learnedFloor float32
 	// modelDenseTop and builtinDenseTop are how many tools the dense
 	// ranking contributes before fusion.
 	modelDenseTop, builtinDenseTop int
@@ -1026,7 +1031,7 @@ func defaultTuning() tuning {
 	return tuning{
 		lexical: 1, nameGrams: 1, learnedLexical: 3, learnedDense: 1,
 		learnedNear: 2, nearFloor: 0.5, nearPool: 40, nearPerTool: 256,
-		modelDense: 1.5, builtinDense: 0.3, modelCentre: 32, modelCoverage: 0.5, modelDenseTop: 80, builtinDenseTop: 40, learnedFull: 0.5,
+		modelDense: 1.5, builtinDense: 0.8, modelCentre: 32, builtinCentre: 1, learnedFloor: 0.2, modelCoverage: 0.5, modelDenseTop: 80, builtinDenseTop: 40, learnedFull: 0.5,
 		// Tool texts are short and of like length: their length says
 		// little, so b is low.
 		bm25: bm25Params{k1: 1.2, b: 0.3}, learnedBM25: bm25Params{k1: 1.2, b: 0.75},
@@ -1412,8 +1417,13 @@ func (s *Selector) Suggest(ctx context.Context, caller *models.Principal, sessio
 		}
 	}
 	// The invented name is a small query too: "read_file" finds file_read.
+	// Only tools a selection would return count: a name of words the
+	// catalog does not hold ("../etc/passwd") is no evidence, though the
+	// word vectors find every tool a little like it.
 	for r, hit := range s.rank(ctx, ix, task{focus: strings.Join(embed.Words(name), " ")}, allowed, 40) {
-		score[hit.entry] += 0.5 / float64(10+r)
+		if hit.score >= DefaultMinScore {
+			score[hit.entry] += 0.5 / float64(10+r)
+		}
 	}
 	for i, e := range ix.entries {
 		if !e.runnable || !vis.allows(e) {

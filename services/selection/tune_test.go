@@ -207,7 +207,7 @@ func tuneConfigs(base tuning) []tuneConfig {
 	for _, p := range []float64{0, 1, 100} {
 		vary(fmt.Sprintf("modelCentre=%g", p), func(c *tuning) { c.modelCentre = p })
 	}
-	for _, p := range []float64{1, 32} {
+	for _, p := range []float64{0, 4, 32} {
 		vary(fmt.Sprintf("builtinCentre=%g", p), func(c *tuning) { c.builtinCentre = p })
 	}
 	for _, w := range []float64{0, 0.5, 2} {
@@ -216,7 +216,10 @@ func tuneConfigs(base tuning) []tuneConfig {
 	for _, w := range []float64{1, 1.25, 1.75, 2} {
 		vary(fmt.Sprintf("modelDense=%g", w), func(c *tuning) { c.modelDense = w })
 	}
-	for _, w := range []float64{0.15, 0.6} {
+	for _, f := range []float32{0, 0.1, 0.3, 0.4} {
+		vary(fmt.Sprintf("learnedFloor=%g", f), func(c *tuning) { c.learnedFloor = f })
+	}
+	for _, w := range []float64{0.3, 0.6, 1} {
 		vary(fmt.Sprintf("builtinDense=%g", w), func(c *tuning) { c.builtinDense = w })
 	}
 	for _, n := range []int{20, 40, 80, 120} {
