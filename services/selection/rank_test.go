@@ -3,10 +3,12 @@ package selection
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"toolbelt/models"
@@ -420,5 +422,54 @@ func TestCombineListsEachToolOnce(t *testing.T) {
 	sc.combine(list, scores, 1, 1)
 	if !slices.Equal(sc.hits, []int32{1, 2}) {
 		t.Errorf("hits %v, want [1 2]", sc.hits)
+	}
+}
+
+// TestRetrievalDetails: a tool's retrieval text reads its schema whole:
+// nested properties under their parents' names, an array's items, the
+// string values of enums (at most enumShown), to paramDepth levels, and
+// nothing of a schema that is not an object.
+func TestRetrievalDetails(t *testing.T) {
+	enum := make([]any, 0, enumShown+5)
+	for i := range enumShown + 5 {
+		enum = append(enum, fmt.Sprintf("city%02d", i))
+	}
+	params, _ := json.Marshal(map[string]any{
+		"type": "object",
+		"properties": map[string]any{
+			"unit": map[string]any{"type": "string", "description": "Temperature unit", "enum": []any{"celsius", "fahrenheit", 3}},
+			"flight": map[string]any{"type": "object", "description": "The flight", "properties": map[string]any{
+				"airline": map[string]any{"type": "string", "enum": []any{"Delta", "United"}},
+				"legs": map[string]any{"type": "array", "items": map[string]any{"type": "object", "properties": map[string]any{
+					"fromCity": map[string]any{"type": "string", "description": "Where the leg starts", "enum": enum,
+						"properties": map[string]any{"tooDeep": map[string]any{"description": "never read"}}},
+				}}},
+			}},
+		},
+	})
+	def := tooldef.Definition{Name: "book_trip", Description: "Book a trip.", Parameters: params, Tags: []string{"travel"}, Examples: []string{"fly to Oslo"}}
+	got := retrievalDetails(&def)
+	want := "\nTags: travel" +
+		"\nParameter flight: The flight" +
+		"\nParameter flight airline (one of: Delta, United)" +
+		"\nParameter flight legs" +
+		"\nParameter flight legs from city: Where the leg starts (one of: " + strings.Join(func() []string {
+		var s []string
+		for _, v := range enum[:enumShown] {
+			s = append(s, v.(string))
+		}
+		return s
+	}(), ", ") + ")" +
+		"\nParameter unit: Temperature unit (one of: celsius, fahrenheit)" +
+		"\nExample: fly to Oslo"
+	if got != want {
+		t.Errorf("retrieval details\n%s\nwant\n%s", got, want)
+	}
+	for _, raw := range []string{`[1,2]`, `{"type":"object","properties":[]}`, `{"properties":{"a":"not a schema"}}`, `not json`} {
+		def.Parameters = json.RawMessage(raw)
+		def.Tags, def.Examples = nil, nil
+		if got := retrievalDetails(&def); got != "" && got != "\nParameter a" {
+			t.Errorf("parameters %s: %q", raw, got)
+		}
 	}
 }
