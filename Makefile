@@ -57,13 +57,15 @@ screenshots:
 	mkdir -p docs/img
 	TOOLBELT_SCREENSHOTS=$(CURDIR)/docs/img $(GO) test -count=1 -run TestE2EPagesFitNarrowScreens ./web
 
-## check: fail on unformatted code, vet findings or stale generated files
-check: generate
+## check: fail on unformatted code, vet findings or stale generated files (the
+## word table included: it is made again from its pinned sources and compared)
+check: generate node-deps
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' | grep -v '_templ.go$$')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	@if [ -n "$$(git status --porcelain -- docs views client)" ]; then \
 		echo "generated files are stale; run 'make generate' and commit:"; git status --porcelain -- docs views client; exit 1; fi
+	TOOLBELT_CHECK_WORDVEC=1 $(GO) test -count=1 -run '^TestShippedTable$$' -v ./internal/wordvecgen
 
 ## bench: run the benchmarks (registration, listing, export)
 bench:
