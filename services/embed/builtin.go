@@ -41,10 +41,6 @@ const wordShare = 0.7
 // into the binary.
 func NewBuiltin() *Builtin { return &Builtin{tok: NewTokenizer(), words: builtinWords()} }
 
-// newHashing returns the built-in embedder without word vectors: what it
-// was before them, for comparisons.
-func newHashing() *Builtin { return &Builtin{tok: NewTokenizer()} }
-
 // Model names the algorithm, its version and the word table's digest.
 func (b *Builtin) Model() string {
 	if b.words == nil {

@@ -46,6 +46,10 @@ func TestWordTable(t *testing.T) {
 	}
 }
 
+// newHashing returns the built-in embedder without word vectors: what it
+// was before them, for comparisons.
+func newHashing() *Builtin { return &Builtin{tok: NewTokenizer()} }
+
 // TestBuiltinMeaning checks what the word vectors add: words that share
 // no letters but a meaning come near, unrelated ones stay apart, and a
 // text without a word the table knows keeps its hashed part alone.

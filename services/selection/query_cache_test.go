@@ -139,17 +139,8 @@ func (r *randomModel) Embed(_ context.Context, _ embed.Kind, texts []string) ([]
 func BenchmarkSelectOverhead10k(b *testing.B) {
 	s, queries := benchCatalogWith(b, 10_000, &randomModel{})
 	ctx := context.Background()
-	for { // the catalog is embedded in the background
-		with, all, running := s.Embedded()
-		if with == all {
-			break
-		}
-		if !running {
-			if err := s.Refresh(ctx); err != nil {
-				b.Fatal(err)
-			}
-		}
-		time.Sleep(20 * time.Millisecond)
+	if err := s.WaitEmbedded(ctx); err != nil { // the catalog is embedded in the background
+		b.Fatal(err)
 	}
 	for _, q := range queries {
 		if _, err := s.Select(ctx, nil, SelectRequest{Query: q, SessionID: "bench"}); err != nil {

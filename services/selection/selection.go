@@ -322,6 +322,35 @@ func (s *Selector) Embedded() (withVector, tools int, running bool) {
 	return withVector, len(ix.entries), running
 }
 
+// WaitEmbedded waits until every indexed tool has a vector under the
+// current model: a remote model embeds a large catalog in the background
+// while selection ranks lexically, so a measurement must wait for it. When
+// a background re-embed ends with tools still missing one, it refreshes
+// (which builds the index from the new vectors, or embeds again what is
+// missing) a few times before giving up.
+func (s *Selector) WaitEmbedded(ctx context.Context) error {
+	for refreshes := 0; ; {
+		with, all, running := s.Embedded()
+		switch {
+		case with == all:
+			return nil
+		case !running && refreshes == 3:
+			return fmt.Errorf("%d of %d tools have no vector under %s: the embedder failed", all-with, all, s.EmbedModel())
+		case !running:
+			refreshes++
+			if err := s.Refresh(ctx); err != nil {
+				return err
+			}
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
 // dimOK reports whether a stored vector of n dimensions fits the model.
 func (s *Selector) dimOK(n int) bool {
 	if s.dims == nil {

@@ -173,17 +173,8 @@ func refreshEmbedded(ctx context.Context, t *testing.T, s *Selector) {
 	if err := s.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
-	for {
-		with, all, running := s.Embedded()
-		if with == all {
-			return
-		}
-		if !running {
-			if err := s.Refresh(ctx); err != nil {
-				t.Fatal(err)
-			}
-		}
-		time.Sleep(50 * time.Millisecond)
+	if err := s.WaitEmbedded(ctx); err != nil {
+		t.Fatal(err)
 	}
 }
 
