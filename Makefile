@@ -29,12 +29,16 @@ test-postgres: node-deps
 	TOOLBELT_TEST_DATABASE=postgres $(GO) test -race -count=1 $$($(GO) list -f '{{.ImportPath}} {{join .TestImports " "}} {{join .XTestImports " "}}' ./... | \
 		awk '$$1 != "toolbelt" && / toolbelt\/(models\/modelstest|app)( |$$)/ {print $$1}')
 
-## node-deps: install the npm validators and clients the tests drive (testdata/node), from its lock file
+## node-deps: install the npm validators, clients and agent frameworks the tests drive
+## (testdata/node, testdata/frameworks), from their lock files
 node-deps:
 	@if ! command -v npm >/dev/null; then \
 		echo "npm not found: the tests that need testdata/node's packages are skipped (on CI they fail)"; \
 	elif [ ! testdata/node/node_modules/.package-lock.json -nt testdata/node/package-lock.json ]; then \
 		npm ci --prefix testdata/node --no-audit --no-fund --loglevel=error; \
+	fi
+	@if command -v npm >/dev/null && [ ! testdata/frameworks/node_modules/.package-lock.json -nt testdata/frameworks/package-lock.json ]; then \
+		npm ci --prefix testdata/frameworks --no-audit --no-fund --loglevel=error; \
 	fi
 
 ## load: a minute of steady traffic against the real binary; prints req/s, p50/p95/p99, memory

