@@ -302,7 +302,7 @@ func New(ctx context.Context, cfg Config, opts Options) (_ *App, err error) {
 	}
 	a.mcp = mcpserver.New(a.Selector, a.Invoker, Version, log)
 	a.Handler = web.New(web.Deps{Handler: h, Accounts: a.Accounts, Authz: a.Authz, Log: log, Metrics: a.Metrics, MCP: a.mcp,
-		TrustedProxies: cfg.TrustedProxies})
+		TrustedProxies: cfg.TrustedProxies, MCPAllowedOrigins: cfg.MCPAllowedOrigins})
 	a.srv = newHTTPServer(cfg.Addr, a.Handler, serverTimeouts)
 	if a.ln, err = net.Listen("tcp", cfg.Addr); err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", cfg.Addr, err)

@@ -21,6 +21,7 @@ import (
 	"toolbelt/services/runners"
 	"toolbelt/services/sandbox"
 	"toolbelt/services/selection"
+	"toolbelt/web"
 )
 
 // Config is every setting, read once at start from TOOLBELT_* variables
@@ -88,6 +89,12 @@ type Config struct {
 	// key-guess limiter above all. Empty: nobody's header is believed,
 	// the peer is the client.
 	TrustedProxies []string
+	// MCPAllowedOrigins are the web origins (scheme://host[:port]) whose
+	// pages may send requests to /mcp (TOOLBELT_MCP_ALLOWED_ORIGINS,
+	// comma-separated), besides pages served from this machine's own
+	// loopback names. A request without Origin (every non-browser client)
+	// is not affected.
+	MCPAllowedOrigins []string
 }
 
 // ParseConfig reads the serve command's configuration from args and the
@@ -179,6 +186,9 @@ func ParseConfig(args []string, lookup func(string) (string, bool)) (Config, err
 	}
 	if cfg.TrustedProxies, err = trustedProxies(env("TOOLBELT_TRUSTED_PROXIES", "")); err != nil {
 		return cfg, err
+	}
+	if cfg.MCPAllowedOrigins, err = web.ParseOrigins(env("TOOLBELT_MCP_ALLOWED_ORIGINS", "")); err != nil {
+		return cfg, fmt.Errorf("TOOLBELT_MCP_ALLOWED_ORIGINS: %w", err)
 	}
 	cfg.Secrets = secrets(env)
 	return cfg, nil

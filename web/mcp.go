@@ -36,8 +36,8 @@ const StatelessProtocolVersion = "2026-07-28"
 // transport in the request's context.
 type principalCtxKey struct{}
 
-// mountMCP serves /mcp behind the same authentication and Casbin check as
-// the API. The SDK's bearer middleware then turns the principal into the
+// mountMCP serves /mcp behind the Origin check (checkOrigin) and the same
+// authentication and Casbin check as the API. The SDK's bearer middleware then turns the principal into the
 // session's token info, which binds each MCP session to its principal and
 // lets every message act as the principal that sent it. Both transports
 // serve the one protocol server, so a client gets the same answers at
@@ -56,13 +56,19 @@ func mountMCP(r *gin.Engine, d Deps) {
 	sessions := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv.MCP() }, &opts)
 	statelessOpts := opts
 	statelessOpts.Stateless = true
+	// Under 2026-07-28 the POST is the request's whole life: a client
+	// cancels a call by ending it (the Vercel AI SDK and the MCP SDK v2
+	// send no notifications/cancelled), so its end cancels the handler,
+	// and with it a call held open for approval (mcpserver's follow).
+	statelessOpts.PropagateRequestCancellation = true
 	stateless := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv.MCP() }, &statelessOpts)
+	sessionful := requireInitialize(sessions)
 	streamable := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("MCP-Protocol-Version") >= StatelessProtocolVersion {
 			stateless.ServeHTTP(w, r)
 			return
 		}
-		sessions.ServeHTTP(w, r)
+		sessionful.ServeHTTP(w, r)
 	})
 	verified := auth.RequireBearerToken(func(ctx context.Context, _ string, _ *http.Request) (*auth.TokenInfo, error) {
 		p, _ := ctx.Value(principalCtxKey{}).(*models.Principal)
@@ -76,6 +82,6 @@ func mountMCP(r *gin.Engine, d Deps) {
 		verified.ServeHTTP(c.Writer, c.Request.WithContext(ctx))
 	}
 	for _, m := range mcpMethods {
-		r.Handle(m, MCPPath, authenticate(d), serve)
+		r.Handle(m, MCPPath, checkOrigin(d), authenticate(d), serve)
 	}
 }

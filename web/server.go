@@ -135,6 +135,9 @@ type Deps struct {
 	// TrustedProxies are the reverse proxies whose X-Forwarded-For names
 	// the client (app.Config.TrustedProxies); none: the peer is.
 	TrustedProxies []string
+	// MCPAllowedOrigins are the web origins besides loopback pages whose
+	// requests /mcp serves (app.Config.MCPAllowedOrigins).
+	MCPAllowedOrigins []string
 }
 
 // New returns the HTTP handler of the whole service.

@@ -30,8 +30,8 @@ const (
 
 // follow holds a call that has not ended for a client that asked for
 // progress (token), notifying each change, and returns its outcome, or res
-// unchanged when the wait ends first (the client cancels, FollowFor
-// passes, or the server shuts down).
+// unchanged when the wait ends first (FollowFor passes, or the server
+// shuts down). A client that cancels the request cancels the call.
 func (s *Server) follow(ctx context.Context, p *models.Principal, ss *mcp.ServerSession, token any, res invoke.ToolResult) invoke.ToolResult {
 	s.following.Add(1)
 	defer s.following.Done()
@@ -70,7 +70,7 @@ func (s *Server) follow(ctx context.Context, p *models.Principal, ss *mcp.Server
 	for {
 		select {
 		case <-ctx.Done():
-			return res
+			return s.cancelled(ctx, p, res)
 		case <-s.closing:
 			return res
 		case <-limit.C:
@@ -101,6 +101,27 @@ func (s *Server) follow(ctx context.Context, p *models.Principal, ss *mcp.Server
 			}
 		}
 	}
+}
+
+// cancelled ends a followed call whose client gave up on it: the client
+// cancelled the request (notifications/cancelled, or its own timeout), or
+// closed the session or the connection. The call is over for the agent,
+// so it must not run when a reviewer approves it later; it is recorded as
+// cancelled, and a call that ended meanwhile keeps its outcome.
+func (s *Server) cancelled(ctx context.Context, p *models.Principal, res invoke.ToolResult) invoke.ToolResult {
+	ctx = context.WithoutCancel(ctx)
+	if err := s.invoker.Cancel(ctx, p, res.CallID); err != nil && models.CodeOf(err) != models.CodeConflict {
+		s.log.ErrorContext(ctx, "mcp cancel call", "call_id", res.CallID, "err", err)
+	}
+	rec, err := s.invoker.CallRecord(ctx, p, res.CallID)
+	if err != nil || !models.Terminal(rec.Status) {
+		return res
+	}
+	var end invoke.ToolResult
+	if json.Unmarshal([]byte(rec.Result), &end) != nil || end.CallID == "" {
+		return invoke.ToolResult{CallID: rec.ID, Status: rec.Status}
+	}
+	return end
 }
 
 // ended is the outcome of a call whose record says it ended, its last

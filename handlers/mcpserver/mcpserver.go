@@ -48,6 +48,11 @@ const (
 // nextCursor for the rest.
 const PageSize = 500
 
+// CacheScopePrivate is the cacheScope of every tools/list answer: the list
+// is the caller's own (its grants decide it), so no shared cache may serve
+// it to another principal.
+const CacheScopePrivate = "private"
+
 // principalKey is where TokenInfo keeps the principal.
 const principalKey = "toolbelt/principal"
 
@@ -147,10 +152,10 @@ func (s *Server) tools(next mcp.MethodHandler) mcp.MethodHandler {
 			}
 			session, err := callSession(req, r.Session, r.Params.Meta)
 			if err != nil {
-				return refused(models.CodeValidation, sentence(err.Error())+
-					" The "+sentence(invoke.SessionIDRule)+" Send none to use this MCP session's."), nil
+				return complete(r.Session, refused(models.CodeValidation, sentence(err.Error())+
+					" The "+sentence(invoke.SessionIDRule)+" Send none to use this MCP session's.")), nil
 			}
-			return s.call(ctx, p, session, r.Session, r.Params)
+			return complete(r.Session, s.call(ctx, p, session, r.Session, r.Params)), nil
 		}
 		return next(ctx, method, req)
 	}
@@ -228,7 +233,9 @@ func sessionName(mcpID string) string {
 // name of the previous page.
 func (s *Server) list(ctx context.Context, p *models.Principal, cursor string) (*mcp.ListToolsResult, error) {
 	after := ""
-	res := &mcp.ListToolsResult{Tools: []*mcp.Tool{}}
+	// Each principal lists the tools it may call: only its own client may
+	// keep the list (cacheScope private, which 2026-07-28 requires).
+	res := &mcp.ListToolsResult{Tools: []*mcp.Tool{}, Cacheable: mcp.Cacheable{CacheScope: CacheScopePrivate}}
 	if cursor == "" {
 		res.Tools = append(res.Tools, s.builtins...)
 	} else {
@@ -260,13 +267,49 @@ func (s *Server) list(ctx context.Context, p *models.Principal, cursor string) (
 	return res, nil
 }
 
+// protocolResultType is the first MCP version whose tools/call results
+// must say their resultType (SEP-2322).
+const protocolResultType = "2026-07-28"
+
+// complete marks res as a complete result for a client whose protocol
+// requires resultType. The go-sdk sets it on the results of the tools it
+// dispatches itself, in an unexported field; this server answers
+// tools/call in a middleware, so the SDK's own decoder sets the field
+// from the wire form, and the SDK's encoder writes it.
+func complete(ss *mcp.ServerSession, res *mcp.CallToolResult) *mcp.CallToolResult {
+	if ss == nil || res == nil {
+		return res
+	}
+	if ip := ss.InitializeParams(); ip == nil || ip.ProtocolVersion < protocolResultType {
+		return res
+	}
+	if res.Content == nil {
+		res.Content = []mcp.Content{}
+	}
+	raw, err := json.Marshal(res)
+	if err != nil {
+		return res
+	}
+	var wire map[string]json.RawMessage
+	if json.Unmarshal(raw, &wire) != nil {
+		return res
+	}
+	wire["resultType"] = json.RawMessage(`"complete"`)
+	raw, _ = json.Marshal(wire)
+	var out mcp.CallToolResult
+	if json.Unmarshal(raw, &out) != nil {
+		return res
+	}
+	return &out
+}
+
 // call runs one tools/call.
-func (s *Server) call(ctx context.Context, p *models.Principal, session string, ss *mcp.ServerSession, params *mcp.CallToolParamsRaw) (*mcp.CallToolResult, error) {
+func (s *Server) call(ctx context.Context, p *models.Principal, session string, ss *mcp.ServerSession, params *mcp.CallToolParamsRaw) *mcp.CallToolResult {
 	switch params.Name {
 	case SearchToolsName:
-		return s.searchTools(ctx, p, session, params.Arguments), nil
+		return s.searchTools(ctx, p, session, params.Arguments)
 	case CallResultName:
-		return s.callResult(ctx, p, params.Arguments), nil
+		return s.callResult(ctx, p, params.Arguments)
 	}
 	args := params.Arguments
 	if len(strings.TrimSpace(string(args))) == 0 || string(args) == "null" {
@@ -276,12 +319,12 @@ func (s *Server) call(ctx context.Context, p *models.Principal, session string, 
 	res, err := s.invoker.CallAcknowledged(ctx, p, invoke.CallRequest{Tool: params.Name, Arguments: args, SessionID: session})
 	if err != nil {
 		s.log.ErrorContext(ctx, "mcp call not recorded", "call_id", res.CallID, "err", err)
-		return refused(models.CodeInternal, "the call could not be recorded. Try again."), nil
+		return refused(models.CodeInternal, "the call could not be recorded. Try again.")
 	}
 	if token := params.GetProgressToken(); token != nil && ss != nil && !models.Terminal(res.Status) {
 		res = s.follow(ctx, p, ss, token, res)
 	}
-	return Result(res), nil
+	return Result(res)
 }
 
 // Result turns a ToolResult into what the model reads: the data on
@@ -453,16 +496,25 @@ func quoteAll(ss []string) []string {
 // callResultArgs are call_result's arguments.
 type callResultArgs struct {
 	CallID string `json:"call_id"`
+	// WaitSeconds holds the answer until the call ends, at most this long:
+	// a client that sends no progress token can still wait for a reviewer
+	// without asking again and again.
+	WaitSeconds int `json:"wait_seconds,omitempty"`
 }
+
+// MaxWaitSeconds bounds call_result's wait_seconds, under the one-minute
+// request timeout of the common MCP clients.
+const MaxWaitSeconds = 50
 
 // callResult returns the outcome of an earlier call, the way to learn what
 // became of a call that waited for approval.
 func (s *Server) callResult(ctx context.Context, p *models.Principal, raw json.RawMessage) *mcp.CallToolResult {
 	var args callResultArgs
-	if err := strictDecode(raw, &args); err != nil || args.CallID == "" {
-		return refused(models.CodeValidation, "send {\"call_id\": \"<the id a call answered with>\"}.")
+	if err := strictDecode(raw, &args); err != nil || args.CallID == "" || args.WaitSeconds < 0 || args.WaitSeconds > MaxWaitSeconds {
+		return refused(models.CodeValidation, fmt.Sprintf("send {\"call_id\": \"<the id a call answered with>\"}, "+
+			"and wait_seconds (0-%d) to wait for the call to end.", MaxWaitSeconds))
 	}
-	rec, err := s.invoker.CallRecord(ctx, p, args.CallID)
+	rec, err := s.waitCall(ctx, p, args.CallID, time.Duration(args.WaitSeconds)*time.Second)
 	if models.CodeOf(err) == models.CodeNotFound {
 		return refused(models.CodeNotFound, fmt.Sprintf("there is no call %q of yours. Check the id the call answered with.", args.CallID))
 	}
@@ -485,6 +537,36 @@ func (s *Server) callResult(ctx context.Context, p *models.Principal, raw json.R
 		return out
 	}
 	return Result(res)
+}
+
+// waitCall reads the record of a caller's call, once it has ended or
+// wait has passed (or the client gave up waiting), whichever comes first.
+func (s *Server) waitCall(ctx context.Context, p *models.Principal, id string, wait time.Duration) (*models.Call, error) {
+	if wait <= 0 {
+		return s.invoker.CallRecord(ctx, p, id)
+	}
+	rec, events, stop, err := s.invoker.Events(ctx, p, id)
+	if err != nil || models.Terminal(rec.Status) {
+		if stop != nil {
+			stop()
+		}
+		return rec, err
+	}
+	defer stop()
+	limit := time.NewTimer(wait)
+	defer limit.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+		case <-s.closing:
+		case <-limit.C:
+		case ev, open := <-events:
+			if open && ev.Name != "result" {
+				continue
+			}
+		}
+		return s.invoker.CallRecord(context.WithoutCancel(ctx), p, id)
+	}
 }
 
 // strictDecode reads a tool's arguments, refusing unknown fields; absent
@@ -520,10 +602,11 @@ func builtinTools() []*mcp.Tool {
 			Name:  CallResultName,
 			Title: "Call Result",
 			Description: "The outcome of an earlier call, by its call id: use it for a call that waited for a reviewer's approval. " +
-				"Input: call_id. Output: the call's result, or that it is still waiting.",
-			InputSchema: json.RawMessage(`{"type":"object","properties":{` +
-				`"call_id":{"type":"string","minLength":1,"maxLength":64,"description":"The call id the earlier call answered with"}},` +
-				`"required":["call_id"],"additionalProperties":false}`),
+				"Input: call_id, and wait_seconds to wait for the call to end. Output: the call's result, or that it is still waiting.",
+			InputSchema: json.RawMessage(fmt.Sprintf(`{"type":"object","properties":{`+
+				`"call_id":{"type":"string","minLength":1,"maxLength":64,"description":"The call id the earlier call answered with"},`+
+				`"wait_seconds":{"type":"integer","minimum":0,"maximum":%d,"description":"Wait up to this many seconds for the call to end (default 0: answer at once)"}},`+
+				`"required":["call_id"],"additionalProperties":false}`, MaxWaitSeconds)),
 			Annotations: &mcp.ToolAnnotations{Title: "Call Result", ReadOnlyHint: true, IdempotentHint: false, DestructiveHint: &no, OpenWorldHint: &no},
 		},
 	}
