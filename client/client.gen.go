@@ -797,7 +797,7 @@ type HandlersOpenAPIImportRequest struct {
 
 	// Document Document is the OpenAPI 3 or Swagger 2 document: a JSON object, or a
 	// string holding JSON or YAML.
-	Document *map[string]interface{} `json:"document,omitempty"`
+	Document *HandlersOpenAPIImportRequest_Document `json:"document,omitempty"`
 
 	// DryRun DryRun answers what would be registered and registers nothing.
 	DryRun *bool `json:"dry_run,omitempty"`
@@ -822,6 +822,18 @@ type HandlersOpenAPIImportRequest struct {
 	//
 	// Example: https://petstore3.swagger.io/api/v3/openapi.json
 	Url *string `json:"url,omitempty"`
+}
+
+// HandlersOpenAPIImportRequestDocument0 defines model for HandlersOpenAPIImportRequest.Document.0.
+type HandlersOpenAPIImportRequestDocument0 map[string]interface{}
+
+// HandlersOpenAPIImportRequestDocument1 defines model for HandlersOpenAPIImportRequest.Document.1.
+type HandlersOpenAPIImportRequestDocument1 = string
+
+// HandlersOpenAPIImportRequest_Document Document is the OpenAPI 3 or Swagger 2 document: a JSON object, or a
+// string holding JSON or YAML.
+type HandlersOpenAPIImportRequest_Document struct {
+	union json.RawMessage
 }
 
 // HandlersPrincipalList defines model for handlers.PrincipalList.
@@ -1327,10 +1339,21 @@ type OpsToolStats struct {
 // SelectionMessage defines model for selection.Message.
 type SelectionMessage struct {
 	// Content Example: List the CSV files in ./data
-	Content *string `json:"content,omitempty"`
+	Content *SelectionMessage_Content `json:"content,omitempty"`
 
 	// Role Example: user
 	Role *SelectionMessageRole `json:"role,omitempty"`
+}
+
+// SelectionMessageContent0 defines model for SelectionMessage.Content.0.
+type SelectionMessageContent0 = string
+
+// SelectionMessageContent1 defines model for SelectionMessage.Content.1.
+type SelectionMessageContent1 = []map[string]interface{}
+
+// SelectionMessage_Content Example: List the CSV files in ./data
+type SelectionMessage_Content struct {
+	union json.RawMessage
 }
 
 // SelectionMessageRole Example: user
@@ -1703,6 +1726,130 @@ type PublishToolJSONRequestBody = TooldefDefinition
 
 // RollbackToolJSONRequestBody defines body for RollbackTool for application/json ContentType.
 type RollbackToolJSONRequestBody = HandlersRollbackRequest
+
+// AsHandlersOpenAPIImportRequestDocument0 returns the union data inside the HandlersOpenAPIImportRequest_Document as a HandlersOpenAPIImportRequestDocument0
+func (t HandlersOpenAPIImportRequest_Document) AsHandlersOpenAPIImportRequestDocument0() (HandlersOpenAPIImportRequestDocument0, error) {
+	var body HandlersOpenAPIImportRequestDocument0
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromHandlersOpenAPIImportRequestDocument0 overwrites any union data inside the HandlersOpenAPIImportRequest_Document as the provided HandlersOpenAPIImportRequestDocument0
+func (t *HandlersOpenAPIImportRequest_Document) FromHandlersOpenAPIImportRequestDocument0(v HandlersOpenAPIImportRequestDocument0) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeHandlersOpenAPIImportRequestDocument0 performs a merge with any union data inside the HandlersOpenAPIImportRequest_Document, using the provided HandlersOpenAPIImportRequestDocument0
+func (t *HandlersOpenAPIImportRequest_Document) MergeHandlersOpenAPIImportRequestDocument0(v HandlersOpenAPIImportRequestDocument0) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsHandlersOpenAPIImportRequestDocument1 returns the union data inside the HandlersOpenAPIImportRequest_Document as a HandlersOpenAPIImportRequestDocument1
+func (t HandlersOpenAPIImportRequest_Document) AsHandlersOpenAPIImportRequestDocument1() (HandlersOpenAPIImportRequestDocument1, error) {
+	var body HandlersOpenAPIImportRequestDocument1
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromHandlersOpenAPIImportRequestDocument1 overwrites any union data inside the HandlersOpenAPIImportRequest_Document as the provided HandlersOpenAPIImportRequestDocument1
+func (t *HandlersOpenAPIImportRequest_Document) FromHandlersOpenAPIImportRequestDocument1(v HandlersOpenAPIImportRequestDocument1) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeHandlersOpenAPIImportRequestDocument1 performs a merge with any union data inside the HandlersOpenAPIImportRequest_Document, using the provided HandlersOpenAPIImportRequestDocument1
+func (t *HandlersOpenAPIImportRequest_Document) MergeHandlersOpenAPIImportRequestDocument1(v HandlersOpenAPIImportRequestDocument1) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t HandlersOpenAPIImportRequest_Document) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *HandlersOpenAPIImportRequest_Document) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
+
+// AsSelectionMessageContent0 returns the union data inside the SelectionMessage_Content as a SelectionMessageContent0
+func (t SelectionMessage_Content) AsSelectionMessageContent0() (SelectionMessageContent0, error) {
+	var body SelectionMessageContent0
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromSelectionMessageContent0 overwrites any union data inside the SelectionMessage_Content as the provided SelectionMessageContent0
+func (t *SelectionMessage_Content) FromSelectionMessageContent0(v SelectionMessageContent0) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeSelectionMessageContent0 performs a merge with any union data inside the SelectionMessage_Content, using the provided SelectionMessageContent0
+func (t *SelectionMessage_Content) MergeSelectionMessageContent0(v SelectionMessageContent0) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsSelectionMessageContent1 returns the union data inside the SelectionMessage_Content as a SelectionMessageContent1
+func (t SelectionMessage_Content) AsSelectionMessageContent1() (SelectionMessageContent1, error) {
+	var body SelectionMessageContent1
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromSelectionMessageContent1 overwrites any union data inside the SelectionMessage_Content as the provided SelectionMessageContent1
+func (t *SelectionMessage_Content) FromSelectionMessageContent1(v SelectionMessageContent1) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeSelectionMessageContent1 performs a merge with any union data inside the SelectionMessage_Content, using the provided SelectionMessageContent1
+func (t *SelectionMessage_Content) MergeSelectionMessageContent1(v SelectionMessageContent1) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t SelectionMessage_Content) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *SelectionMessage_Content) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
 
 // RequestEditorFn is the function signature for the RequestEditor callback function
 type RequestEditorFn func(ctx context.Context, req *http.Request) error

@@ -25,8 +25,9 @@ var JSON []byte
 var OpenAPI3JSON []byte
 
 // OpenAPI3 converts the generated document to OpenAPI 3.0 (kin-openapi),
-// for the client generators that want it. It is indented, with a final
-// newline, as openapi3.json is committed.
+// for the client generators that want it, with its free-form fields made
+// explicit (freeForm). It is indented, with a final newline, as
+// openapi3.json is committed.
 func OpenAPI3() ([]byte, error) {
 	var v2 openapi2.T
 	if err := json.Unmarshal(JSON, &v2); err != nil {
@@ -34,6 +35,9 @@ func OpenAPI3() ([]byte, error) {
 	}
 	v3, err := openapi2conv.ToV3(&v2)
 	if err != nil {
+		return nil, fmt.Errorf("convert the OpenAPI document to version 3: %w", err)
+	}
+	if err := freeForm(v3); err != nil {
 		return nil, fmt.Errorf("convert the OpenAPI document to version 3: %w", err)
 	}
 	out, err := json.MarshalIndent(v3, "", "  ")
