@@ -361,7 +361,7 @@ func TestGeminiJSONTextObjects(t *testing.T) {
 		t.Fatalf("register: %d %s", r.Status, r.Body)
 	}
 	export := app.do(t, "admin", "GET", "/api/v1/tools/echo_meta?format=gemini", nil).JSON(t)
-	props, _ := export["parameters"].(map[string]any)["properties"].(map[string]any)
+	props, _ := export["parametersJsonSchema"].(map[string]any)["properties"].(map[string]any)
 	meta, _ := props["meta"].(map[string]any)
 	if meta["type"] != "string" || !strings.Contains(fmt.Sprint(meta["description"]), "JSON text") {
 		t.Fatalf("the gemini rendering of a free-form object: %v", meta)

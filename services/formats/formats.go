@@ -25,7 +25,7 @@ const (
 	FormatOpenAI          = "openai"           // Chat Completions tools[]
 	FormatOpenAIResponses = "openai_responses" // Responses API tools[]
 	FormatAnthropic       = "anthropic"        // Messages API tools[]
-	FormatGemini          = "gemini"           // a FunctionDeclaration
+	FormatGemini          = "gemini"           // a FunctionDeclaration, parameters as parametersJsonSchema
 	FormatMCP             = "mcp"              // a Model Context Protocol Tool (2025-06-18)
 )
 
@@ -38,7 +38,9 @@ const (
 // for a tool that has none, plain roots for openai and anthropic.
 // 3: OpenAI's strict form (optional fields nullable, unsupported
 // constraints stated in the description).
-const Revision = "4"
+// 5: Gemini's parameters as JSON Schema in parametersJsonSchema; MCP's
+// inputSchema with a plain root.
+const Revision = "5"
 
 var Formats = []string{FormatOpenAI, FormatOpenAIResponses, FormatAnthropic, FormatGemini, FormatMCP}
 
@@ -167,12 +169,17 @@ type (
 		Description string         `json:"description,omitempty"`
 		InputSchema map[string]any `json:"input_schema"`
 	}
+	// geminiFunction is a FunctionDeclaration with its parameters in
+	// parametersJsonSchema, the field @google/genai's README declares a
+	// function with: it takes JSON Schema as JSON carries it, where
+	// "parameters" is the SDK's Schema, whose Type enum and string-typed
+	// counts no plain JSON matches.
 	geminiFunction struct {
 		Name        string `json:"name"`
 		Description string `json:"description,omitempty"`
-		// Parameters is left out for a tool without parameters: Gemini
-		// refuses an OBJECT with no properties.
-		Parameters map[string]any `json:"parameters,omitempty"`
+		// ParametersJSONSchema is left out for a tool without parameters,
+		// as the API allows: it refused an OBJECT with no properties.
+		ParametersJSONSchema map[string]any `json:"parametersJsonSchema,omitempty"`
 	}
 	mcpTool struct {
 		Name        string         `json:"name"`
@@ -217,13 +224,17 @@ func render(def tooldef.Definition, schema map[string]any, format string) (json.
 			}
 			params = nil
 		}
-		tool = geminiFunction{Name: def.Name, Description: desc, Parameters: params}
+		tool = geminiFunction{Name: def.Name, Description: desc, ParametersJSONSchema: params}
 	case FormatMCP:
 		ann, err := mcpAnnotationsFor(def)
 		if err != nil {
 			return nil, err
 		}
-		tool = mcpTool{Name: def.Name, Title: ann.Title, Description: desc, InputSchema: withoutDialect(schema), Annotations: ann}
+		// A plain root, as for OpenAI and Anthropic: agent frameworks
+		// (the Vercel AI SDK, OpenAI Agents, LangChain) pass an MCP tool's
+		// inputSchema on to those APIs, which refuse root combinators, and
+		// the AI SDK closes the root, which makes a root oneOf unsatisfiable.
+		tool = mcpTool{Name: def.Name, Title: ann.Title, Description: desc, InputSchema: plainRoot(withoutDialect(schema)), Annotations: ann}
 	default:
 		return nil, UnknownFormat(format)
 	}
@@ -424,7 +435,8 @@ func nullable(v any) any {
 var rootCombinators = []string{"allOf", "anyOf", "oneOf", "not"}
 
 // plainRoot makes the root of parameters a plain object for the formats
-// that refuse root combinators, as Gemini's rendering does: allOf parts
+// that refuse root combinators and for MCP, whose clients pass the schema
+// on to them, as Gemini's rendering does: allOf parts
 // that are plain objects merge into the root; the properties of anyOf and
 // oneOf branches join the root's (all optional but those every branch
 // requires); and what the combinators required is stated in the
@@ -894,20 +906,61 @@ const (
 	geminiMaxNodes = 20000
 )
 
-// geminiParameters converts a JSON Schema to the Schema subset Gemini's
-// FunctionDeclaration.parameters accepts: type, format, title, description,
-// nullable, enum, items, minItems, maxItems, properties, required,
+// geminiParameters converts a JSON Schema to the subset Gemini documents
+// for a function's parameters, written as JSON Schema for
+// parametersJsonSchema: type (one, or one and "null"), format, title,
+// description, enum, items, minItems, maxItems, properties, required,
 // minProperties, maxProperties, minLength, maxLength, pattern, minimum,
-// maximum, anyOf, default, propertyOrdering and example. What Gemini cannot
+// maximum, anyOf, default, propertyOrdering and examples. What Gemini cannot
 // express becomes the closest shape it can, and a constraint that is lost is
-// written into the description so the model still sees it.
+// written into the description so the model still sees it. The converter
+// works in Gemini's Schema terms (nullable, example); jsonSchemaForm turns
+// them into JSON Schema last.
 func geminiParameters(schema map[string]any) map[string]any {
 	c := geminiConverter{root: schema, stack: []string{"#"}} // the root is being converted
 	out := c.convert(schema, 0)
 	out["type"] = "object" // the root is validated to be an object
 	delete(out, "nullable")
 	jsonTextObjects(out, true)
+	jsonSchemaForm(out)
 	return out
+}
+
+// jsonSchemaForm rewrites, in place, the Schema-only keywords of a
+// converted schema as JSON Schema states them: nullable becomes "null"
+// among the types (and in the enum, which would refuse null otherwise),
+// example becomes examples, and the "enum" format, which only marks an
+// enum in Gemini's Schema, goes.
+func jsonSchemaForm(s map[string]any) {
+	if props, ok := s["properties"].(map[string]any); ok {
+		for _, p := range props {
+			jsonSchemaForm(p.(map[string]any))
+		}
+	}
+	if items, ok := s["items"].(map[string]any); ok {
+		jsonSchemaForm(items)
+	}
+	if list, ok := s["anyOf"].([]any); ok {
+		for _, b := range list {
+			jsonSchemaForm(b.(map[string]any))
+		}
+	}
+	if n, _ := s["nullable"].(bool); n {
+		if t, ok := s["type"].(string); ok {
+			s["type"] = []any{t, "null"}
+			if e, ok := s["enum"].([]any); ok {
+				s["enum"] = append(slices.Clone(e), nil)
+			}
+		}
+	}
+	delete(s, "nullable")
+	if v, ok := s["example"]; ok {
+		delete(s, "example")
+		s["examples"] = []any{v}
+	}
+	if s["format"] == "enum" {
+		delete(s, "format")
+	}
 }
 
 // geminiJSONTextNote tells the model how a free-form object is written.
@@ -915,8 +968,10 @@ const geminiJSONTextNote = `A JSON object, written as a string of JSON text (for
 
 // jsonTextObjects rewrites, in place, every OBJECT without properties
 // in s but the root (a free-form object, a recursive or too-large placeholder) as a
-// string holding the object as JSON text: Gemini refuses an OBJECT with
-// no properties ("properties: should be non-empty for OBJECT type"). A
+// string holding the object as JSON text: Gemini's Schema refuses an OBJECT
+// with no properties ("properties: should be non-empty for OBJECT type"),
+// and the rendering keeps to what that Schema takes, so it holds wherever
+// a client puts it. A
 // call turns such a string back into the object where the tool's schema
 // takes an object and no string (tooldef.ArgsPlan), so the tool sees what
 // its schema describes.

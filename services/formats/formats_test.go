@@ -328,12 +328,12 @@ var (
 	mcpName    = regexp.MustCompile(`^[a-zA-Z0-9_.-]{1,128}$`)
 
 	geminiAllowed = []string{
-		"type", "format", "title", "description", "nullable", "enum", "items", "minItems", "maxItems",
+		"type", "format", "title", "description", "enum", "items", "minItems", "maxItems",
 		"properties", "required", "minProperties", "maxProperties", "minLength", "maxLength", "pattern",
-		"minimum", "maximum", "anyOf", "default", "propertyOrdering", "example",
+		"minimum", "maximum", "anyOf", "default", "propertyOrdering", "examples",
 	}
 	geminiTypes       = []string{"string", "number", "integer", "boolean", "array", "object"}
-	geminiFormatOK    = map[string][]string{"string": {"date-time", "enum"}, "number": {"float", "double"}, "integer": {"int32", "int64"}}
+	geminiFormatOK    = map[string][]string{"string": {"date-time"}, "number": {"float", "double"}, "integer": {"int32", "int64"}}
 	strictUnsupported = []string{"allOf", "not", "if", "then", "else", "dependentRequired", "dependentSchemas", "patternProperties", "oneOf"}
 )
 
@@ -485,26 +485,28 @@ func checkAnthropic(tool map[string]any) []string {
 }
 
 func checkGemini(tool map[string]any) []string {
-	problems := onlyKeys("declaration", tool, "name", "description", "parameters")
+	problems := onlyKeys("declaration", tool, "name", "description", "parametersJsonSchema")
 	if name, _ := tool["name"].(string); !geminiName.MatchString(name) {
 		problems = append(problems, fmt.Sprintf("name %q breaks %s", name, geminiName))
 	}
-	raw, present := tool["parameters"]
+	raw, present := tool["parametersJsonSchema"]
 	if !present {
 		return problems // a tool without parameters
 	}
 	params, _ := raw.(map[string]any)
 	if params["type"] != "object" {
-		problems = append(problems, "parameters.type is not \"object\"")
+		problems = append(problems, "parametersJsonSchema.type is not \"object\"")
 	}
 	// Gemini: "properties: should be non-empty for OBJECT type".
 	if props, _ := params["properties"].(map[string]any); len(props) == 0 {
-		problems = append(problems, "parameters is an object without properties")
+		problems = append(problems, "parametersJsonSchema is an object without properties")
 	}
-	return append(problems, geminiViolations(params, "parameters")...)
+	return append(problems, geminiViolations(params, "parametersJsonSchema")...)
 }
 
-// geminiViolations lists where s breaks Gemini's Schema rules.
+// geminiViolations lists where s, a JSON Schema, leaves the subset Gemini
+// documents for a function's parameters: one type (or one and "null"),
+// string enums, the formats it knows, no free-form objects.
 func geminiViolations(v any, at string) []string {
 	s, ok := v.(map[string]any)
 	if !ok {
@@ -517,21 +519,24 @@ func geminiViolations(v any, at string) []string {
 		}
 	}
 	out = append(out, onlyKeys(at, s, geminiAllowed...)...)
-	t, hasType := s["type"]
+	raw, hasType := s["type"]
 	_, hasAnyOf := s["anyOf"]
+	var t any     // the type but null
+	null := false // whether "null" is among the types
 	switch {
 	case !hasType && !hasAnyOf:
 		out = append(out, at+" has neither type nor anyOf")
 	case hasType:
+		t = raw
+		if list, ok := raw.([]any); ok && len(list) == 2 && list[1] == "null" {
+			t, null = list[0], true
+		}
 		ts, ok := t.(string)
 		if !ok {
-			out = append(out, fmt.Sprintf("%s.type is %v, not a single type", at, t))
+			out = append(out, fmt.Sprintf("%s.type is %v, not one type (or one and \"null\")", at, raw))
 		} else if !slices.Contains(geminiTypes, ts) {
 			out = append(out, fmt.Sprintf("%s.type %q is unknown", at, ts))
 		}
-	}
-	if n, ok := s["nullable"]; ok && n != true && n != false {
-		out = append(out, at+".nullable is not a boolean")
 	}
 	if f, ok := s["format"]; ok && !slices.Contains(geminiFormatOK[fmt.Sprint(t)], fmt.Sprint(f)) {
 		out = append(out, fmt.Sprintf("%s.format %v is not accepted for type %v", at, f, t))
@@ -541,10 +546,15 @@ func geminiViolations(v any, at string) []string {
 		if t != "string" || len(list) == 0 {
 			out = append(out, at+".enum needs type string and values")
 		}
-		for _, v := range list {
-			if _, ok := v.(string); !ok {
-				out = append(out, fmt.Sprintf("%s.enum has non-string %v", at, v))
+		for i, v := range list {
+			if _, ok := v.(string); !ok && !(v == nil && null && i == len(list)-1) {
+				out = append(out, fmt.Sprintf("%s.enum has %v, neither a string nor the null of a nullable type", at, v))
 			}
+		}
+	}
+	if ex, ok := s["examples"]; ok {
+		if list, _ := ex.([]any); len(list) != 1 {
+			out = append(out, at+".examples is not one example")
 		}
 	}
 	props, _ := s["properties"].(map[string]any)
@@ -818,23 +828,71 @@ func canonicalJSON(t *testing.T, raw string) string {
 // jsonTextNote is geminiJSONTextNote as it stands inside a JSON string.
 var jsonTextNote = strings.Trim(jsonText(geminiJSONTextNote), `"`)
 
+// geminiTransform is a schema construct and its Gemini rendering.
+type geminiTransform struct {
+	name   string
+	x      string
+	defs   string
+	want   string
+	wantIn string // when set, the whole parameters instead of x
+}
+
+// parameters is the tool's parameters: x as the property of a root, or
+// wantIn itself.
+func (tt geminiTransform) parameters() string {
+	if tt.wantIn != "" {
+		return tt.wantIn
+	}
+	defs := tt.defs
+	if defs == "" {
+		defs = `{}`
+	}
+	return fmt.Sprintf(`{"type":"object","properties":{"x":%s},"$defs":%s,"definitions":{"id":{"type":"string","description":"An id","pattern":"^u"}}}`, tt.x, defs)
+}
+
 func TestGeminiTransforms(t *testing.T) {
-	tests := []struct {
-		name   string
-		x      string
-		defs   string
-		want   string
-		wantIn string // when set, the whole parameters instead of x
-	}{
+	for _, tt := range geminiTransforms() {
+		t.Run(tt.name, func(t *testing.T) {
+			raw, err := Render(tooldef.Definition{Name: "t", Parameters: json.RawMessage(tt.parameters())}, FormatGemini)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var fn struct {
+				Parameters map[string]any `json:"parametersJsonSchema"`
+			}
+			dec := json.NewDecoder(bytes.NewReader(raw))
+			dec.UseNumber()
+			if err := dec.Decode(&fn); err != nil {
+				t.Fatal(err)
+			}
+			if fn.Parameters != nil {
+				for _, p := range geminiViolations(fn.Parameters, "parameters") {
+					t.Error(p)
+				}
+			}
+			got := any(fn.Parameters)
+			if tt.wantIn == "" {
+				got = fn.Parameters["properties"].(map[string]any)["x"]
+			}
+			gotJSON, _ := marshalCompact(got)
+			if g, w := canonicalJSON(t, string(gotJSON)), canonicalJSON(t, tt.want); g != w {
+				t.Errorf("got  %s\nwant %s", g, w)
+			}
+		})
+	}
+}
+
+func geminiTransforms() []geminiTransform {
+	return []geminiTransform{
 		{name: "plain string", x: `{"type":"string","minLength":1,"maxLength":9,"pattern":"^a"}`,
 			want: `{"type":"string","minLength":1,"maxLength":9,"pattern":"^a"}`},
 		{name: "nullable type array", x: `{"type":["string","null"],"description":"Note"}`,
-			want: `{"type":"string","nullable":true,"description":"Note"}`},
-		{name: "null first", x: `{"type":["null","integer"]}`, want: `{"type":"integer","nullable":true}`},
+			want: `{"type":["string","null"],"description":"Note"}`},
+		{name: "null first", x: `{"type":["null","integer"]}`, want: `{"type":["integer","null"]}`},
 		{name: "multi type", x: `{"type":["integer","string"],"minimum":1,"minLength":2,"description":"Id or slug"}`,
 			want: `{"anyOf":[{"type":"integer","minimum":1},{"type":"string","minLength":2}],"description":"Id or slug"}`},
 		{name: "multi type nullable", x: `{"type":["integer","boolean","null"]}`,
-			want: `{"anyOf":[{"type":"integer","nullable":true},{"type":"boolean","nullable":true}]}`},
+			want: `{"anyOf":[{"type":["integer","null"]},{"type":["boolean","null"]}]}`},
 		{name: "multi type enum split", x: `{"type":["integer","string"],"enum":[1,"a"]}`,
 			want: `{"anyOf":[{"type":"integer","description":"Allowed values: 1."},{"type":"string","enum":["a"]}]}`},
 		{name: "const string", x: `{"const":"fixed"}`, want: `{"type":"string","enum":["fixed"]}`},
@@ -843,22 +901,22 @@ func TestGeminiTransforms(t *testing.T) {
 		{name: "const boolean typed", x: `{"type":"boolean","const":true}`,
 			want: `{"type":"boolean","description":"Must be true."}`},
 		{name: "const null", x: `{"const":null}`,
-			want: `{"anyOf":[{"type":"string","nullable":true},{"type":"number","nullable":true},{"type":"boolean","nullable":true}]}`},
+			want: `{"anyOf":[{"type":["string","null"]},{"type":["number","null"]},{"type":["boolean","null"]}]}`},
 		{name: "integer enum", x: `{"type":"integer","enum":[1,2,3]}`,
 			want: `{"type":"integer","description":"Allowed values: 1, 2, 3."}`},
 		{name: "untyped number enum", x: `{"enum":[1,2.5]}`,
 			want: `{"type":"number","description":"Allowed values: 1, 2.5."}`},
 		{name: "string enum with null", x: `{"enum":["a","b",null]}`,
-			want: `{"type":"string","nullable":true,"enum":["a","b"]}`},
-		{name: "string enum keeps type", x: `{"type":"string","enum":["a"],"format":"enum"}`,
-			want: `{"type":"string","enum":["a"],"format":"enum"}`},
+			want: `{"type":["string","null"],"enum":["a","b",null]}`},
+		{name: "string enum drops the enum format", x: `{"type":"string","enum":["a"],"format":"enum"}`,
+			want: `{"type":"string","enum":["a"]}`},
 		{name: "oneOf", x: `{"oneOf":[{"type":"string"},{"type":"integer"}],"description":"Either"}`,
 			want: `{"anyOf":[{"type":"string"},{"type":"integer"}],"description":"Either"}`},
 		{name: "anyOf with null collapses", x: `{"anyOf":[{"$ref":"#/$defs/point"},{"type":"null"}],"description":"Where"}`,
 			defs: `{"point":{"type":"object","properties":{"x":{"type":"number"}},"required":["x"],"additionalProperties":false}}`,
-			want: `{"type":"object","nullable":true,"properties":{"x":{"type":"number"}},"required":["x"],"description":"Where. No other properties."}`},
+			want: `{"type":["object","null"],"properties":{"x":{"type":"number"}},"required":["x"],"description":"Where. No other properties."}`},
 		{name: "anyOf keeps branch notes", x: `{"anyOf":[{"type":"integer","enum":[1,2]},{"type":"null"}],"description":"Level"}`,
-			want: `{"type":"integer","nullable":true,"description":"Level. Allowed values: 1, 2."}`},
+			want: `{"type":["integer","null"],"description":"Level. Allowed values: 1, 2."}`},
 		{name: "ref with sibling", x: `{"$ref":"#/definitions/id","description":"Owner id"}`,
 			defs: `null`,
 			want: `{"type":"string","description":"Owner id","pattern":"^u"}`,
@@ -883,7 +941,7 @@ func TestGeminiTransforms(t *testing.T) {
 			want: `{"type":"number","minimum":0,"maximum":1,"description":"Must be greater than 0. Must be less than 1."}`},
 		{name: "minimum tighter than exclusive", x: `{"type":"number","minimum":5,"exclusiveMinimum":2}`,
 			want: `{"type":"number","minimum":5}`},
-		{name: "examples", x: `{"type":"string","examples":["x","y"]}`, want: `{"type":"string","example":"x"}`},
+		{name: "examples", x: `{"type":"string","examples":["x","y"]}`, want: `{"type":"string","examples":["x"]}`},
 		{name: "formats", x: `{"type":"object","properties":{"a":{"type":"string","format":"date-time"},"b":{"type":"string","format":"uri"},"c":{"type":"integer","format":"int64"}}}`,
 			want: `{"type":"object","properties":{"a":{"type":"string","format":"date-time"},"b":{"type":"string","description":"Format: uri."},"c":{"type":"integer","format":"int64"}}}`},
 		// Gemini refuses an OBJECT without properties: a free-form object is
@@ -921,43 +979,6 @@ func TestGeminiTransforms(t *testing.T) {
 			want: `{"type":"object","properties":{"q":{"type":"string"}},"required":["q"]}`},
 		{name: "root recursion", wantIn: `{"type":"object","properties":{"self":{"$ref":"#"}}}`,
 			want: `{"type":"object","properties":{"self":{"type":"string","description":"Recursive: has the same structure as the whole input. ` + jsonTextNote + `"}}}`},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			params := tt.wantIn
-			if params == "" {
-				defs := tt.defs
-				if defs == "" {
-					defs = `{}`
-				}
-				params = fmt.Sprintf(`{"type":"object","properties":{"x":%s},"$defs":%s,"definitions":{"id":{"type":"string","description":"An id","pattern":"^u"}}}`, tt.x, defs)
-			}
-			raw, err := Render(tooldef.Definition{Name: "t", Parameters: json.RawMessage(params)}, FormatGemini)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var fn struct {
-				Parameters map[string]any `json:"parameters"`
-			}
-			dec := json.NewDecoder(bytes.NewReader(raw))
-			dec.UseNumber()
-			if err := dec.Decode(&fn); err != nil {
-				t.Fatal(err)
-			}
-			if fn.Parameters != nil {
-				for _, p := range geminiViolations(fn.Parameters, "parameters") {
-					t.Error(p)
-				}
-			}
-			got := any(fn.Parameters)
-			if tt.wantIn == "" {
-				got = fn.Parameters["properties"].(map[string]any)["x"]
-			}
-			gotJSON, _ := marshalCompact(got)
-			if g, w := canonicalJSON(t, string(gotJSON)), canonicalJSON(t, tt.want); g != w {
-				t.Errorf("got  %s\nwant %s", g, w)
-			}
-		})
 	}
 }
 
@@ -1101,7 +1122,9 @@ func TestRuleCheckers(t *testing.T) {
 		}
 	}
 	for _, raw := range []string{
-		`{"type":["string","null"]}`,
+		`{"type":["string","integer"]}`,
+		`{"type":"string","nullable":true}`,
+		`{"type":"string","enum":["a",null]}`,
 		`{"type":"object","additionalProperties":false}`,
 		`{"$ref":"#/$defs/a"}`,
 		`{"type":"string","const":"a"}`,
@@ -1109,7 +1132,7 @@ func TestRuleCheckers(t *testing.T) {
 		`{"type":"array"}`,
 		`{"type":"string","format":"uri"}`,
 		`{"type":"object","properties":{"a":{"type":"string"}},"required":["b"]}`,
-		`{"type":"string","examples":["a"]}`,
+		`{"type":"string","example":"a"}`,
 		`{"description":"no type"}`,
 	} {
 		if len(geminiViolations(bad(raw), "s")) == 0 {
@@ -1167,6 +1190,68 @@ func TestPlainRoot(t *testing.T) {
 			got, _ := marshalCompact(out)
 			if g, w := canonicalJSON(t, string(got)), canonicalJSON(t, tc.want); g != w {
 				t.Errorf("got  %s\nwant %s", g, w)
+			}
+		})
+	}
+}
+
+// TestMCPPlainRoot: MCP's inputSchema gets the plain root OpenAI and
+// Anthropic get, since agent frameworks pass it on to those APIs (and the
+// Vercel AI SDK closes the root, which leaves a root oneOf unsatisfiable);
+// combinators below the root stay, as does everything else.
+func TestMCPPlainRoot(t *testing.T) {
+	nested := `"mode":{"oneOf":[{"type":"string"},{"type":"integer"}]}`
+	cases := []struct{ name, params, note string }{
+		{"oneOf", `{"type":"object","additionalProperties":false,"properties":{` + nested + `},"oneOf":[
+			{"properties":{"id":{"type":"integer"}},"required":["id"]},
+			{"properties":{"slug":{"type":"string"}},"required":["slug"]}]}`,
+			"The input must have exactly one of: id; or slug."},
+		{"anyOf", `{"type":"object","properties":{"name":{"type":"string"},"content":{"type":"string"},` + nested + `},
+			"anyOf":[{"required":["name"]},{"required":["content"]}]}`,
+			"The input must have at least one of: name; or content."},
+		{"allOf", `{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object","properties":{` + nested + `},
+			"allOf":[{"properties":{"a":{"type":"string"}},"required":["a"]},{"properties":{"b":{"type":"integer"}}}]}`,
+			""},
+		{"not", `{"type":"object","properties":{"a":{"type":"string"},` + nested + `},"not":{"required":["a"]}}`,
+			`The input must not match: {"required":["a"]}.`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			def := tooldef.Definition{Name: "pick", Description: "Pick one.", Parameters: json.RawMessage(tc.params),
+				Security: tooldef.Security{Level: tooldef.LevelSafe}}
+			all, err := RenderAll(def)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var mcp, anthropic, openai map[string]any
+			for format, v := range map[string]*map[string]any{FormatMCP: &mcp, FormatAnthropic: &anthropic, FormatOpenAI: &openai} {
+				if err := json.Unmarshal(all[format], v); err != nil {
+					t.Fatal(err)
+				}
+			}
+			schema, _ := mcp["inputSchema"].(map[string]any)
+			for _, p := range rootCombinatorsIn("inputSchema", schema) {
+				t.Error(p)
+			}
+			if got, want := canonicalJSON(t, string(mustMarshal(t, schema))), canonicalJSON(t, string(mustMarshal(t, anthropic["input_schema"]))); got != want {
+				t.Errorf("inputSchema differs from Anthropic's input_schema:\n%s\n%s", got, want)
+			}
+			openaiProps, _ := openai["function"].(map[string]any)["parameters"].(map[string]any)["properties"].(map[string]any)
+			mcpProps, _ := schema["properties"].(map[string]any)
+			if got, want := slices.Sorted(maps.Keys(mcpProps)), slices.Sorted(maps.Keys(openaiProps)); !slices.Equal(got, want) {
+				t.Errorf("inputSchema has properties %v, OpenAI's parameters %v", got, want)
+			}
+			if mode, _ := mcpProps["mode"].(map[string]any); mode["oneOf"] == nil {
+				t.Errorf("a combinator below the root was lost: %v", mcpProps["mode"])
+			}
+			if d, _ := schema["description"].(string); !strings.Contains(d, tc.note) {
+				t.Errorf("inputSchema's description %q does not state %q", d, tc.note)
+			}
+			if _, ok := schema["$schema"]; ok {
+				t.Error("inputSchema keeps $schema")
+			}
+			if p := checkMCP(mcp, def); len(p) > 0 {
+				t.Error(p)
 			}
 		})
 	}

@@ -1,8 +1,8 @@
 // conformance.mjs checks renderings of tool definitions with the validators
 // the providers' ecosystems use: Ajv compiles each rendered parameters
 // schema under the dialect the provider states (JSON Schema 2020-12 for
-// OpenAI, Anthropic and MCP; the OpenAPI 3.0 Schema object for Gemini) in
-// strict mode, so an unknown keyword or a malformed schema is an error,
+// OpenAI, Anthropic, MCP and Gemini's parametersJsonSchema; the OpenAPI 3.0
+// Schema object where a test asks for it) in strict mode, so an unknown keyword or a malformed schema is an error,
 // then validates the instances the test gives; the MCP TypeScript SDK's
 // own ToolSchema parses every mcp tool, and ListToolsResultSchema a list
 // of them.
