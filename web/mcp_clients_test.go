@@ -16,6 +16,7 @@ import (
 
 	"toolbelt/handlers/mcpserver"
 	"toolbelt/internal/nodetest"
+	"toolbelt/services/netpolicy"
 	"toolbelt/web"
 )
 
@@ -63,16 +64,24 @@ func catalogNames(t *testing.T, app *testApp, categories ...string) []string {
 // (overwrite_note) and more tools than a tools/list page.
 func mcpClientApp(t *testing.T) (*testApp, *httptest.Server, []string) {
 	t.Helper()
-	app := newTestApp(t)
+	app := mcpClientCatalog(t, netpolicy.Policy{})
+	srv := httptest.NewServer(app.handler)
+	t.Cleanup(srv.Close)
+	return app, srv, catalogNames(t, app, "filesystem", "api")
+}
+
+// mcpClientCatalog is mcpClientApp's server before it listens, its http
+// tools reaching what policy allows.
+func mcpClientCatalog(t *testing.T, policy netpolicy.Policy) *testApp {
+	t.Helper()
+	app := newTestAppWith(t, hostCaps{Chromium: true, Python: true, Node: true, Sandbox: true}, policy)
 	dangerousWrite(t, app)
 	registerCountTools(t, app, mcpserver.PageSize+20, "api")
 	grants := map[string]any{"categories": []string{"filesystem", "api"}}
 	if r := app.do(t, "admin", "PUT", fmt.Sprintf("/api/v1/principals/%d/grants", app.ids["agent"]), grants); r.Status != 200 {
 		t.Fatalf("grants: %d %s", r.Status, r.Body)
 	}
-	srv := httptest.NewServer(app.handler)
-	t.Cleanup(srv.Close)
-	return app, srv, catalogNames(t, app, "filesystem", "api")
+	return app
 }
 
 // clientCall is one tools/call as a client saw it.

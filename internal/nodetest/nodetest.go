@@ -102,20 +102,11 @@ func ExecFramework(t testing.TB, env []string, script string, args ...string) ([
 	if filepath.Ext(script) == "" {
 		argv = append([]string{node, filepath.Join(dir, "node_modules", ".bin", script)}, args...)
 	}
-	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Dir = dir
 	// The frameworks' own node comes first on PATH, for the commands that
 	// start node again; the tests talk to loopback only.
-	cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(node)+string(os.PathListSeparator)+os.Getenv("PATH"),
-		"NO_UPDATE_NOTIFIER=1", "OPENAI_AGENTS_DISABLE_TRACING=1", "LANGCHAIN_TRACING_V2=false")
-	cmd.Env = append(cmd.Env, env...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	if err != nil {
-		return append(stdout.Bytes(), stderr.Bytes()...), err
-	}
-	return stdout.Bytes(), nil
+	base := []string{"PATH=" + filepath.Dir(node) + string(os.PathListSeparator) + os.Getenv("PATH"),
+		"NO_UPDATE_NOTIFIER=1", "OPENAI_AGENTS_DISABLE_TRACING=1", "LANGCHAIN_TRACING_V2=false"}
+	return run(ctx, dir, argv, append(base, env...), nil)
 }
 
 // Run runs script (a file in testdata/node, run by node, or the name of
@@ -141,10 +132,16 @@ func Exec(t testing.TB, stdin []byte, script string, args ...string) ([]byte, er
 	if filepath.Ext(script) == "" {
 		argv = append([]string{filepath.Join(dir, "node_modules", ".bin", script)}, args...)
 	}
+	// The tests talk to loopback only: no usage reports, no update checks.
+	return run(ctx, dir, argv, []string{"REDOCLY_TELEMETRY=off", "REDOCLY_SUPPRESS_UPDATE_NOTICE=true", "NO_UPDATE_NOTIFIER=1"}, stdin)
+}
+
+// run runs argv in dir with env added to the environment and stdin, and
+// returns its standard output, or the exit error with stderr appended.
+func run(ctx context.Context, dir string, argv, env []string, stdin []byte) ([]byte, error) {
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Dir = dir
-	// The tests talk to loopback only: no usage reports, no update checks.
-	cmd.Env = append(os.Environ(), "REDOCLY_TELEMETRY=off", "REDOCLY_SUPPRESS_UPDATE_NOTICE=true", "NO_UPDATE_NOTIFIER=1")
+	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdin = bytes.NewReader(stdin)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
