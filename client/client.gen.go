@@ -668,6 +668,15 @@ type CatalogToolVersion struct {
 	Version *string `json:"version,omitempty"`
 }
 
+// FormatsToolReference defines model for formats.ToolReference.
+type FormatsToolReference struct {
+	// ToolName Example: file_read
+	ToolName *string `json:"tool_name,omitempty"`
+
+	// Type Example: tool_reference
+	Type *string `json:"type,omitempty"`
+}
+
 // HandlersAPIError defines model for handlers.APIError.
 type HandlersAPIError struct {
 	// Code Example: VALIDATION_ERROR
@@ -961,6 +970,11 @@ type HandlersToolList struct {
 
 	// Offset Example: 0
 	Offset *int `json:"offset,omitempty"`
+
+	// SearchTool SearchTool, with format=anthropic&defer_loading=true, is the tool to
+	// send Claude, not deferred, beside the deferred ones: it answers with
+	// the tool_references of POST /tools/select (Anthropic's tool search).
+	SearchTool *map[string]interface{} `json:"search_tool,omitempty"`
 
 	// Tools Tools are summaries; with format, the renderings for that LLM API instead.
 	Tools *[]CatalogToolSummary `json:"tools,omitempty"`
@@ -1434,7 +1448,12 @@ type SelectionSelectResult struct {
 	// SelectionId Example: 9f2c4e1a7b3d5f60
 	SelectionId *string                 `json:"selection_id,omitempty"`
 	Tokens      *SelectionTokenEstimate `json:"tokens,omitempty"`
-	Tools       *[]SelectionSelected    `json:"tools,omitempty"`
+
+	// ToolReferences ToolReferences, with format anthropic, name the tools as the
+	// tool_reference blocks of Anthropic's tool search: the content of the
+	// tool_result an agent answers its search tool's call with.
+	ToolReferences *[]FormatsToolReference `json:"tool_references,omitempty"`
+	Tools          *[]SelectionSelected    `json:"tools,omitempty"`
 }
 
 // SelectionSelected defines model for selection.Selected.
@@ -1662,6 +1681,9 @@ type ListToolsParams struct {
 
 	// IncludeRetired Include retired tools
 	IncludeRetired *bool `form:"include_retired,omitempty" json:"include_retired,omitempty"`
+
+	// DeferLoading With format=anthropic: mark every tool defer_loading and add search_tool (Anthropic's tool search)
+	DeferLoading *bool `form:"defer_loading,omitempty" json:"defer_loading,omitempty"`
 
 	// Limit Page size (default 100, at most 10000)
 	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
@@ -4513,6 +4535,18 @@ func NewListToolsRequest(server string, params *ListToolsParams) (*http.Request,
 		if params.IncludeRetired != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "include_retired", *params.IncludeRetired, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.DeferLoading != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "defer_loading", *params.DeferLoading, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {

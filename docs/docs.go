@@ -1731,6 +1731,12 @@ const docTemplate = `{
                         "in": "query"
                     },
                     {
+                        "type": "boolean",
+                        "description": "With format=anthropic: mark every tool defer_loading and add search_tool (Anthropic's tool search)",
+                        "name": "defer_loading",
+                        "in": "query"
+                    },
+                    {
                         "type": "integer",
                         "description": "Page size (default 100, at most 10000)",
                         "name": "limit",
@@ -2897,6 +2903,19 @@ const docTemplate = `{
                 }
             }
         },
+        "formats.ToolReference": {
+            "type": "object",
+            "properties": {
+                "tool_name": {
+                    "type": "string",
+                    "example": "file_read"
+                },
+                "type": {
+                    "type": "string",
+                    "example": "tool_reference"
+                }
+            }
+        },
         "handlers.APIError": {
             "type": "object",
             "properties": {
@@ -3344,6 +3363,10 @@ const docTemplate = `{
                 "offset": {
                     "type": "integer",
                     "example": 0
+                },
+                "search_tool": {
+                    "description": "SearchTool, with format=anthropic\u0026defer_loading=true, is the tool to\nsend Claude, not deferred, beside the deferred ones: it answers with\nthe tool_references of POST /tools/select (Anthropic's tool search).",
+                    "type": "object"
                 },
                 "tools": {
                     "description": "Tools are summaries; with format, the renderings for that LLM API instead.",
@@ -4071,6 +4094,13 @@ const docTemplate = `{
                 },
                 "tokens": {
                     "$ref": "#/definitions/selection.TokenEstimate"
+                },
+                "tool_references": {
+                    "description": "ToolReferences, with format anthropic, name the tools as the\ntool_reference blocks of Anthropic's tool search: the content of the\ntool_result an agent answers its search tool's call with.",
+                    "type": "array",
+                    "items": {
+                        "$ref": "#/definitions/formats.ToolReference"
+                    }
                 },
                 "tools": {
                     "type": "array",

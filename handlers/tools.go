@@ -11,6 +11,7 @@ import (
 
 	"toolbelt/models"
 	"toolbelt/services/catalog"
+	"toolbelt/services/formats"
 	"toolbelt/services/tooldef"
 )
 
@@ -27,15 +28,20 @@ type ToolList struct {
 	Limit      int                   `json:"limit" example:"100"`
 	Offset     int                   `json:"offset" example:"0"`
 	NextOffset *int                  `json:"next_offset,omitempty" example:"100"`
+	// SearchTool, with format=anthropic&defer_loading=true, is the tool to
+	// send Claude, not deferred, beside the deferred ones: it answers with
+	// the tool_references of POST /tools/select (Anthropic's tool search).
+	SearchTool json.RawMessage `json:"search_tool,omitempty" swaggertype:"object"`
 }
 
 // pageInfo is ToolList without its tools.
 type pageInfo struct {
-	Format     string `json:"format,omitempty"`
-	Total      int64  `json:"total"`
-	Limit      int    `json:"limit"`
-	Offset     int    `json:"offset"`
-	NextOffset *int   `json:"next_offset,omitempty"`
+	Format     string          `json:"format,omitempty"`
+	Total      int64           `json:"total"`
+	Limit      int             `json:"limit"`
+	Offset     int             `json:"offset"`
+	NextOffset *int            `json:"next_offset,omitempty"`
+	SearchTool json.RawMessage `json:"search_tool,omitempty"`
 }
 
 // writeExports writes a ToolList whose tools are stored renderings. They
@@ -126,6 +132,7 @@ func (h *Handler) RegisterTool(c *gin.Context) error {
 //	@Param			q				query		string	false	"Text in the name or description"
 //	@Param			format			query		string	false	"LLM format"	Enums(openai, openai_responses, anthropic, gemini, mcp)
 //	@Param			include_retired	query		bool	false	"Include retired tools"
+//	@Param			defer_loading	query		bool	false	"With format=anthropic: mark every tool defer_loading and add search_tool (Anthropic's tool search)"
 //	@Param			limit			query		int		false	"Page size (default 100, at most 10000)"
 //	@Param			offset			query		int		false	"Entries to skip"
 //	@Success		200				{object}	ToolList
@@ -135,8 +142,15 @@ func (h *Handler) RegisterTool(c *gin.Context) error {
 //	@Security		BearerAuth
 //	@Router			/api/v1/tools [get]
 func (h *Handler) ListTools(c *gin.Context) error {
-	if err := onlyQuery(c, "category", "tag", "level", "q", "format", "include_retired", "limit", "offset"); err != nil {
+	if err := onlyQuery(c, "category", "tag", "level", "q", "format", "include_retired", "defer_loading", "limit", "offset"); err != nil {
 		return err
+	}
+	deferred, err := boolQuery(c, "defer_loading")
+	if err != nil {
+		return err
+	}
+	if deferred && c.Query("format") != formats.FormatAnthropic {
+		return models.ErrInvalid.Errorf("defer_loading is Anthropic's tool search: send it with format=anthropic")
 	}
 	limit, err := intQuery(c, "limit")
 	if err != nil {
@@ -165,7 +179,14 @@ func (h *Handler) ListTools(c *gin.Context) error {
 		next = &n
 	}
 	if page.Format != "" {
-		return writeExports(c, page.Exports, pageInfo{Format: page.Format, Total: page.Total, Limit: page.Limit, Offset: page.Offset, NextOffset: next})
+		info := pageInfo{Format: page.Format, Total: page.Total, Limit: page.Limit, Offset: page.Offset, NextOffset: next}
+		if deferred {
+			for i, e := range page.Exports {
+				page.Exports[i] = formats.Deferred(e)
+			}
+			info.SearchTool = formats.AnthropicSearchTool()
+		}
+		return writeExports(c, page.Exports, info)
 	}
 	c.JSON(http.StatusOK, ToolList{Tools: page.Tools, Total: page.Total, Limit: page.Limit, Offset: page.Offset, NextOffset: next})
 	return nil

@@ -1402,3 +1402,33 @@ func fillNulls(args, schema any) {
 		fillNulls(v, props[name])
 	}
 }
+
+// TestDeferred: defer_loading is written into any compact object, and
+// anything else is left as it is.
+func TestDeferred(t *testing.T) {
+	cases := map[string]string{
+		`{"name":"a","input_schema":{}}`: `{"name":"a","input_schema":{},"defer_loading":true}`,
+		`{}`:                             `{"defer_loading":true}`,
+		"{\"name\":\"a\"}\n":             `{"name":"a","defer_loading":true}`,
+		`[1]`:                            `[1]`,
+		``:                               ``,
+		`{`:                              `{`,
+	}
+	for in, want := range cases {
+		got := string(Deferred(json.RawMessage(in)))
+		if got != want {
+			t.Errorf("Deferred(%q) = %q, want %q", in, got, want)
+		}
+		if want != in && !json.Valid([]byte(got)) {
+			t.Errorf("Deferred(%q) = %q, not JSON", in, got)
+		}
+	}
+	refs := ToolReferences([]string{"file_read", "file_list"})
+	if raw, _ := json.Marshal(refs); string(raw) != `[{"type":"tool_reference","tool_name":"file_read"},{"type":"tool_reference","tool_name":"file_list"}]` {
+		t.Errorf("references: %s", raw)
+	}
+	var search map[string]any
+	if err := json.Unmarshal(AnthropicSearchTool(), &search); err != nil || search["name"] != SearchToolName {
+		t.Errorf("search tool: %v %v", err, search)
+	}
+}

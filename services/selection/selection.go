@@ -806,6 +806,10 @@ type SelectResult struct {
 	NoGoodMatch bool          `json:"no_good_match"`
 	Hint        string        `json:"hint,omitempty" example:"no tool fits this task well (best score 0.04); describe the action and the object, or ask an admin to register a tool for it"`
 	Tokens      TokenEstimate `json:"tokens"`
+	// ToolReferences, with format anthropic, name the tools as the
+	// tool_reference blocks of Anthropic's tool search: the content of the
+	// tool_result an agent answers its search tool's call with.
+	ToolReferences []formats.ToolReference `json:"tool_references,omitempty"`
 	// committed receives the result of the selection record's write.
 	committed <-chan error
 }
@@ -961,6 +965,9 @@ func (s *Selector) Select(ctx context.Context, caller *models.Principal, req Sel
 		})
 		names = append(names, e.name)
 		res.Tokens.Selection += e.doc.sizes[req.Format] / 4
+	}
+	if req.Format == formats.FormatAnthropic {
+		res.ToolReferences = formats.ToolReferences(names)
 	}
 	res.Tokens.Catalog = ix.catalogTokens(vis, s.host, req.Format)
 	if res.Tokens.Catalog > 0 {
