@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"toolbelt/handlers/mcpserver"
 	"toolbelt/internal/nodetest"
 	"toolbelt/models"
 	"toolbelt/services/netpolicy"
@@ -81,6 +82,7 @@ type frameworkReport struct {
 		ApproveStatus int      `json:"approve_status"`
 		Results       []string `json:"results"`
 		FinalModelSaw string   `json:"final_model_saw"`
+		WaitSeconds   int      `json:"wait_seconds"`
 	} `json:"dangerous"`
 	Cancel struct {
 		stepReport
@@ -289,6 +291,11 @@ func checkFramework(t *testing.T, app *testApp, client string, catalog []string,
 		}
 		if got := sessionFile(t, app, client+"-approved.txt"); got != "approved for "+client {
 			t.Errorf("the approved call wrote %q", got)
+		}
+		// The frameworks' models follow the answer's advice: one
+		// call_result that waits for the decision (the SDK scripts poll).
+		if !strings.HasPrefix(client, "sdk") && (d.WaitSeconds != mcpserver.MaxWaitSeconds || len(d.Results) != 1) {
+			t.Errorf("waiting for the decision: the answer advised wait_seconds %d, and the model called call_result %d times", d.WaitSeconds, len(d.Results))
 		}
 	}
 

@@ -369,6 +369,9 @@ func Result(res invoke.ToolResult) *mcp.CallToolResult {
 	if res.Status == models.StatusAwaitingApproval && e.Suggestion == "" {
 		b.WriteString(" Tell the user, then check later with " + callResultCall(res.CallID) + ".")
 	}
+	if res.Status == models.StatusAwaitingApproval {
+		fmt.Fprintf(&b, " To wait for the decision instead, call %s {\"call_id\": %q, \"wait_seconds\": %d}.", CallResultName, res.CallID, MaxWaitSeconds)
+	}
 	if e.RetryAfter > 0 {
 		fmt.Fprintf(&b, " Retry after %d s.", e.RetryAfter)
 	}

@@ -66,7 +66,7 @@ func TestResult(t *testing.T) {
 					Suggestion: "Tell the user the call waits for approval (it expires at T). Check later with call_result {\"call_id\": \"c8\"} for the result."}},
 			isError: true,
 			text: []string{"CONFIRMATION_REQUIRED: x needs a reviewer's approval for this call.", "The call c8 waits for a human reviewer",
-				"expires at T", `Check later with call_result {"call_id": "c8"}`},
+				"expires at T", `Check later with call_result {"call_id": "c8"}`, `call call_result {"call_id": "c8", "wait_seconds": 50}.`},
 			meta: map[string]string{"toolbelt/approval_id": "a8", "toolbelt/status": "awaiting_approval"},
 		},
 		{
@@ -74,7 +74,7 @@ func TestResult(t *testing.T) {
 			res: invoke.ToolResult{CallID: "c6", Status: models.StatusAwaitingApproval,
 				Error: &invoke.ToolError{Code: "CONFIRMATION_REQUIRED", Message: "x needs a reviewer's approval for this call", Retryable: true}},
 			isError: true,
-			text:    []string{"The call c6 waits for a human reviewer", `Tell the user, then check later with call_result {"call_id": "c6"}.`},
+			text:    []string{"The call c6 waits for a human reviewer", `Tell the user, then check later with call_result {"call_id": "c6"}.`, `"wait_seconds": 50}.`},
 		},
 		{
 			name:    "failed without an error",

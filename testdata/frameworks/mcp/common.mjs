@@ -277,17 +277,25 @@ export async function agentSteps(report, play) {
     return { model_saw: r.texts[1]?.[0] ?? '', sdk: r.sdk };
   });
 
+  // The model follows the answer's advice and waits for the decision with
+  // call_result's wait_seconds; the reviewer approves meanwhile.
   await step(report, 'dangerous', async (out) => {
     out.results = [];
+    let approving = Promise.resolve(0);
     const r = await play([
       () => ({ tool: 'overwrite_note', input: { path: files.approved, content: `approved for ${clientName}` } }),
       async ([seen]) => {
         out.first_model_saw = seen;
         out.call_id = callIDIn(seen);
+        // What the model read may be the content blocks as JSON text.
+        const wait = Number(/wait_seconds[\\"]*: (\d+)/.exec(seen)?.[1] ?? 0);
+        out.wait_seconds = wait;
         const a = out.call_id ? await approvalOfCall(out.call_id) : null;
         out.approval_id = a?.id ?? '';
-        out.approve_status = a ? await approve(a.id) : 0;
-        return { tool: 'call_result', input: { call_id: out.call_id || 'missing' } };
+        if (a) {
+          approving = new Promise((ok) => setTimeout(ok, 200)).then(() => approve(a.id));
+        }
+        return { tool: 'call_result', input: { call_id: out.call_id || 'missing', wait_seconds: wait } };
       },
       async ([seen]) => {
         out.results.push(seen);
@@ -299,6 +307,7 @@ export async function agentSteps(report, play) {
       },
     ]);
     out.final_model_saw = out.results.at(-1) ?? '';
+    out.approve_status = await approving;
     out.sdk = r.sdk?.slice(0, 1);
     return {};
   });
