@@ -27,15 +27,16 @@ import (
 // frameworkScripts are the agent frameworks and MCP clients that must work
 // with Toolbelt out of the box: each script in testdata/frameworks/mcp
 // drives /mcp with one of them, its default settings and a scripted model.
-// The TypeScript SDK v2 runs twice: probing for 2026-07-28 ("auto", as
-// the OpenAI Agents SDK configures it) and as constructed (its default
-// mode is "legacy").
+// The TypeScript SDK v2 runs three times: probing for 2026-07-28 ("auto",
+// as the OpenAI Agents SDK configures it), pinned to it, and as
+// constructed (its default mode is "legacy").
 var frameworkScripts = []struct{ name, script, arg string }{
 	{"vercel-ai", "mcp/vercel.mjs", ""},
 	{"openai-agents", "mcp/openai-agents.mjs", ""},
 	{"langchain", "mcp/langchain.mjs", ""},
 	{"sdk-v1", "mcp/sdk.mjs", "v1"},
 	{"sdk-v2", "mcp/sdk.mjs", "v2-auto"},
+	{"sdk-v2-pinned", "mcp/sdk.mjs", "v2-pinned"},
 	{"sdk-v2-legacy", "mcp/sdk.mjs", "v2"},
 }
 

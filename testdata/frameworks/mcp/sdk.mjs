@@ -3,8 +3,9 @@
 // web/frameworks_test.go. Its argument picks the SDK and how the client
 // negotiates: "v1" (@modelcontextprotocol/sdk), "v2-auto"
 // (@modelcontextprotocol/client probing for 2026-07-28 with server/discover,
-// falling back to initialize) or "v2" (@modelcontextprotocol/client as
-// constructed, whose default mode is "legacy").
+// falling back to initialize), "v2-pinned" (pinned to 2026-07-28) or "v2"
+// (@modelcontextprotocol/client as constructed, whose default mode is
+// "legacy").
 //
 // There is no model here: the steps call the tools directly, as a host
 // does for its model, and "model_saw" is the text the host would hand it.
@@ -26,7 +27,9 @@ let client;
 let transport;
 let validator;
 let callTool;
-const report = { client: { v1: 'sdk-v1', 'v2-auto': 'sdk-v2 (auto)', v2: 'sdk-v2 (default mode: legacy)' }[variant] ?? variant };
+const report = {
+  client: { v1: 'sdk-v1', 'v2-auto': 'sdk-v2 (auto)', 'v2-pinned': 'sdk-v2 (pinned to 2026-07-28)', v2: 'sdk-v2 (default mode: legacy)' }[variant] ?? variant,
+};
 if (variant === 'v1') {
   const { Client } = await import('@modelcontextprotocol/sdk/client/index.js');
   const { StreamableHTTPClientTransport } = await import('@modelcontextprotocol/sdk/client/streamableHttp.js');
@@ -41,7 +44,10 @@ if (variant === 'v1') {
   const { Client, StreamableHTTPClientTransport } = await import('@modelcontextprotocol/client');
   const { AjvJsonSchemaValidator } = await import('@modelcontextprotocol/client/validators/ajv');
   report.versions = { '@modelcontextprotocol/client': version('@modelcontextprotocol/client') };
-  const options = variant === 'v2-auto' ? { versionNegotiation: { mode: 'auto' } } : undefined;
+  const options = {
+    'v2-auto': { versionNegotiation: { mode: 'auto' } },
+    'v2-pinned': { versionNegotiation: { mode: { pin: '2026-07-28' } } },
+  }[variant];
   client = new Client({ name: `toolbelt-sdk-${variant}`, version: '1.0.0' }, options);
   transport = new StreamableHTTPClientTransport(new URL(mcpURL), { requestInit: { headers } });
   validator = new AjvJsonSchemaValidator();
