@@ -22,6 +22,10 @@ const (
 	// FollowFor bounds the wait: after it the call is answered as it
 	// stands (waiting), and call_result reads the rest.
 	FollowFor = 10 * time.Minute
+	// cancelWithin bounds the store's work of cancelling a call whose
+	// client gave up, so a stuck database cannot hold the handler (and a
+	// shutdown waiting for it) for ever.
+	cancelWithin = 10 * time.Second
 	// ProgressEvery is how often a call that has not changed says it still
 	// waits, so that a client resetting its timeout on progress does not
 	// give up on a reviewer who takes a while.
@@ -109,7 +113,8 @@ func (s *Server) follow(ctx context.Context, p *models.Principal, ss *mcp.Server
 // so it must not run when a reviewer approves it later; it is recorded as
 // cancelled, and a call that ended meanwhile keeps its outcome.
 func (s *Server) cancelled(ctx context.Context, p *models.Principal, res invoke.ToolResult) invoke.ToolResult {
-	ctx = context.WithoutCancel(ctx)
+	ctx, stop := context.WithTimeout(context.WithoutCancel(ctx), cancelWithin)
+	defer stop()
 	if err := s.invoker.Cancel(ctx, p, res.CallID); err != nil && models.CodeOf(err) != models.CodeConflict {
 		s.log.ErrorContext(ctx, "mcp cancel call", "call_id", res.CallID, "err", err)
 	}

@@ -274,31 +274,30 @@ const protocolResultType = "2026-07-28"
 // complete marks res as a complete result for a client whose protocol
 // requires resultType. The go-sdk sets it on the results of the tools it
 // dispatches itself, in an unexported field; this server answers
-// tools/call in a middleware, so the SDK's own decoder sets the field
-// from the wire form, and the SDK's encoder writes it.
+// tools/call in a middleware, so the SDK's own decoder sets the field (from
+// a result that holds nothing else) and res's fields are copied in, as they
+// are: structuredContent keeps its numbers exact. As the SDK does, a
+// session that never said its version speaks the newest.
 func complete(ss *mcp.ServerSession, res *mcp.CallToolResult) *mcp.CallToolResult {
 	if ss == nil || res == nil {
 		return res
 	}
-	if ip := ss.InitializeParams(); ip == nil || ip.ProtocolVersion < protocolResultType {
+	if ip := ss.InitializeParams(); ip != nil && ip.ProtocolVersion < protocolResultType {
 		return res
 	}
-	if res.Content == nil {
-		res.Content = []mcp.Content{}
-	}
-	raw, err := json.Marshal(res)
-	if err != nil {
-		return res
-	}
-	var wire map[string]json.RawMessage
-	if json.Unmarshal(raw, &wire) != nil {
-		return res
-	}
-	wire["resultType"] = json.RawMessage(`"complete"`)
-	raw, _ = json.Marshal(wire)
+	return completed(res)
+}
+
+// completed is res marked complete (TestCompleted holds it to the wire).
+func completed(res *mcp.CallToolResult) *mcp.CallToolResult {
 	var out mcp.CallToolResult
-	if json.Unmarshal(raw, &out) != nil {
+	if json.Unmarshal([]byte(`{"content":[],"resultType":"complete"}`), &out) != nil {
 		return res
+	}
+	out.Meta, out.IsError, out.StructuredContent = res.Meta, res.IsError, res.StructuredContent
+	out.InputRequests, out.RequestState = res.InputRequests, res.RequestState
+	if res.Content != nil {
+		out.Content = res.Content
 	}
 	return &out
 }
@@ -505,8 +504,9 @@ type callResultArgs struct {
 	WaitSeconds int `json:"wait_seconds,omitempty"`
 }
 
-// MaxWaitSeconds bounds call_result's wait_seconds, under the one-minute
-// request timeout of the common MCP clients.
+// MaxWaitSeconds bounds call_result's wait_seconds: a wait must end
+// before the request timeout of the MCP clients agents use by default
+// (docs/mcp.md lists them), or the client gives up on the answer.
 const MaxWaitSeconds = 50
 
 // callResult returns the outcome of an earlier call, the way to learn what
@@ -548,6 +548,10 @@ func (s *Server) waitCall(ctx context.Context, p *models.Principal, id string, w
 	if wait <= 0 {
 		return s.invoker.CallRecord(ctx, p, id)
 	}
+	// Counted with the followed calls: Close answers it before it ends
+	// the sessions.
+	s.following.Add(1)
+	defer s.following.Done()
 	rec, events, stop, err := s.invoker.Events(ctx, p, id)
 	if err != nil || models.Terminal(rec.Status) {
 		if stop != nil {

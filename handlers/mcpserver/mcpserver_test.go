@@ -143,3 +143,24 @@ func TestSessionName(t *testing.T) {
 		t.Error("no session must leave the per-principal default")
 	}
 }
+
+// TestCompleted: a result marked complete says so on the wire and keeps
+// every field as it was, numbers past float64's exact range too.
+func TestCompleted(t *testing.T) {
+	data := json.RawMessage(`{"id":9007199254740993,"big":123456789012345678901234}`)
+	res := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(data)}}, StructuredContent: data,
+		Meta: mcp.Meta{"toolbelt/call_id": "c1"}, IsError: true}
+	raw, err := json.Marshal(completed(res))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"resultType":"complete"`, `"structuredContent":{"id":9007199254740993,"big":123456789012345678901234}`,
+		`"toolbelt/call_id":"c1"`, `"isError":true`, `"text":"{\"id\":9007199254740993`} {
+		if !strings.Contains(string(raw), want) {
+			t.Errorf("%s lacks %s", raw, want)
+		}
+	}
+	if raw, _ := json.Marshal(completed(&mcp.CallToolResult{})); !strings.Contains(string(raw), `"content":[]`) {
+		t.Errorf("no content: %s", raw)
+	}
+}
