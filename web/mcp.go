@@ -37,9 +37,10 @@ const StatelessProtocolVersion = "2026-07-28"
 type principalCtxKey struct{}
 
 // mountMCP serves /mcp behind the Origin check (checkOrigin) and the same
-// authentication and Casbin check as the API. The SDK's bearer middleware then turns the principal into the
-// session's token info, which binds each MCP session to its principal and
-// lets every message act as the principal that sent it. Both transports
+// authentication and Casbin check as the API. The SDK's bearer middleware
+// then turns the principal into the session's token info, which binds
+// each MCP session to its principal and lets every message act as the
+// principal that sent it. Both transports
 // serve the one protocol server, so a client gets the same answers at
 // every version it negotiates.
 func mountMCP(r *gin.Engine, d Deps) {
@@ -84,4 +85,5 @@ func mountMCP(r *gin.Engine, d Deps) {
 	for _, m := range mcpMethods {
 		r.Handle(m, MCPPath, checkOrigin(d), authenticate(d), serve)
 	}
+	r.OPTIONS(MCPPath, checkOrigin(d), preflight)
 }

@@ -228,7 +228,19 @@ func TestMCPCallResultWaits(t *testing.T) {
 	dangerousWrite(t, app)
 	srv := httptest.NewServer(app.handler)
 	t.Cleanup(srv.Close)
-	cs, err := mcpConnect(t, app, srv, "agent")
+	// sent learns when the call_result that waits has left the client, so
+	// the reviewer approves while it waits rather than before.
+	sent := make(chan struct{}, 1)
+	cs, err := mcpConnectWith(t, srv, bearer{key: app.keys["agent"], next: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		if r.Header.Get("Mcp-Name") == mcpserver.CallResultName && r.ContentLength > 0 {
+			body, _ := io.ReadAll(r.Body)
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			if strings.Contains(string(body), fmt.Sprintf(`"wait_seconds":%d`, mcpserver.MaxWaitSeconds)) {
+				sent <- struct{}{}
+			}
+		}
+		return http.DefaultTransport.RoundTrip(r)
+	})})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,6 +269,11 @@ func TestMCPCallResultWaits(t *testing.T) {
 		}
 		answered <- res
 	}()
+	select {
+	case <-sent:
+	case res := <-answered:
+		t.Fatalf("call_result answered before anyone decided: %+v", res)
+	}
 	if r := app.do(t, "reviewer", "POST", "/api/v1/approvals/"+approvalID+"/approve", map[string]any{"reason": "fine"}); r.Status != 200 {
 		t.Fatalf("approve: %d %s", r.Status, r.Body)
 	}
@@ -265,6 +282,10 @@ func TestMCPCallResultWaits(t *testing.T) {
 		t.Fatalf("call_result that waited: %+v", res)
 	}
 }
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // TestMCPOrigin: a web page may reach /mcp only from a loopback origin or
 // one an admin allowed; a page that rebinds its own domain to this server
@@ -322,13 +343,38 @@ func TestMCPOrigin(t *testing.T) {
 		if tc.want == 403 && !strings.Contains(string(body), "TOOLBELT_MCP_ALLOWED_ORIGINS") {
 			t.Errorf("Origin %q: the refusal does not say how to allow it: %s", tc.origin, body)
 		}
+		// A page of an allowed origin may read the answer; no other may.
+		if allow := res.Header.Get("Access-Control-Allow-Origin"); (tc.want == 200 && tc.origin != "" && allow != tc.origin) ||
+			((tc.want != 200 || tc.origin == "") && allow != "") {
+			t.Errorf("Origin %q: Access-Control-Allow-Origin %q", tc.origin, allow)
+		}
+	}
+
+	// The browser asks before it sends a key: the preflight of an allowed
+	// origin names what a client sends; another origin's is refused.
+	for origin, want := range map[string]int{"http://localhost:6274": 204, "https://agents.example.com": 204, "http://evil.example.com": 403} {
+		req, _ := http.NewRequest("OPTIONS", srv.URL+web.MCPPath, nil)
+		req.Header.Set("Origin", origin)
+		req.Header.Set("Access-Control-Request-Method", "POST")
+		req.Header.Set("Access-Control-Request-Headers", "authorization, content-type, mcp-session-id")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		h := res.Header
+		if res.StatusCode != want || (want == 204 && (h.Get("Access-Control-Allow-Origin") != origin ||
+			!strings.Contains(h.Get("Access-Control-Allow-Methods"), "POST") || !strings.Contains(h.Get("Access-Control-Allow-Headers"), "Authorization") ||
+			!strings.Contains(h.Get("Access-Control-Allow-Headers"), "Mcp-Session-Id"))) || (want != 204 && h.Get("Access-Control-Allow-Origin") != "") {
+			t.Errorf("preflight from %s: %d %v", origin, res.StatusCode, h)
+		}
 	}
 }
 
 // TestParseOrigins: TOOLBELT_MCP_ALLOWED_ORIGINS takes origins only.
 func TestParseOrigins(t *testing.T) {
-	got, err := web.ParseOrigins(" https://A.example.com , http://localhost:8080,,https://b.example.com/ ")
-	if err != nil || strings.Join(got, " ") != "https://a.example.com http://localhost:8080 https://b.example.com" {
+	got, err := web.ParseOrigins(" https://A.example.com , http://localhost:8080,,https://b.example.com/ ,https://c.example.com:443, http://d.example.com:80")
+	if err != nil || strings.Join(got, " ") != "https://a.example.com http://localhost:8080 https://b.example.com https://c.example.com http://d.example.com" {
 		t.Errorf("good list: %v %v", got, err)
 	}
 	for _, bad := range []string{"*", "null", "example.com", "https://*.example.com", "https://example.com/path", "ftp://example.com", "https://user@example.com", "https://example.com?x=1"} {
@@ -378,6 +424,10 @@ func TestMCPRequestWithoutSession(t *testing.T) {
 	if err := json.Unmarshal([]byte(body), &msg); err != nil || status != 400 || msg.ID != 7 || msg.Error.Code != -32600 ||
 		!strings.Contains(msg.Error.Message, "initialize") {
 		t.Errorf("tools/list before initialize: %d %s", status, body)
+	}
+	// ping may come before initialize; the SDK answers it.
+	if status, body := post(`{"jsonrpc":"2.0","id":9,"method":"ping"}`, nil); status == 400 && strings.Contains(body, "needs a session") {
+		t.Errorf("ping before initialize: %d %s", status, body)
 	}
 	meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`
 	status, body = post(`{"jsonrpc":"2.0","id":8,"method":"tools/list","params":{`+meta+`}}`,
