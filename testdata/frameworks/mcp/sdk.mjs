@@ -118,14 +118,9 @@ await step(report, 'dangerous', async (out) => {
   const a = out.call_id ? await approvalOfCall(out.call_id) : null;
   out.approval_id = a?.id ?? '';
   out.approve_status = a ? await approve(a.id) : 0;
-  for (let i = 0; i < 30; i++) {
-    const r = await call('call_result', { call_id: out.call_id || 'missing' });
-    out.results.push(r.text);
-    if (!/(CONFIRMATION_REQUIRED|QUEUED|RUNNING):/.test(r.text)) {
-      break;
-    }
-    await new Promise((ok) => setTimeout(ok, 50));
-  }
+  // As the answer advises: one call_result that waits for the call to end.
+  out.wait_seconds = Number(/"wait_seconds": (\d+)/.exec(first.text)?.[1] ?? 0);
+  out.results.push((await call('call_result', { call_id: out.call_id || 'missing', wait_seconds: out.wait_seconds })).text);
   out.final_model_saw = out.results.at(-1) ?? '';
   return {};
 });
