@@ -30,14 +30,15 @@ func freeForm(doc *openapi3.T) error {
 	for _, name := range slices.Sorted(maps.Keys(doc.Components.Schemas)) {
 		openObjects(doc.Components.Schemas[name], seen)
 	}
-	for _, field := range slices.Sorted(maps.Keys(fieldSchemas)) {
+	fields := fieldSchemas()
+	for _, field := range slices.Sorted(maps.Keys(fields)) {
 		name, prop, _ := strings.Cut(field, "#")
 		def := doc.Components.Schemas[name]
 		if def == nil || def.Value == nil || def.Value.Properties[prop] == nil {
 			return fmt.Errorf("free-form field %s is not in the document", field)
 		}
 		old := def.Value.Properties[prop].Value
-		s := fieldSchemas[field]()
+		s := fields[field]()
 		s.Description, s.Example = old.Description, old.Example
 		def.Value.Properties[prop] = openapi3.NewSchemaRef("", s)
 	}
@@ -46,26 +47,28 @@ func freeForm(doc *openapi3.T) error {
 
 // fieldSchemas are the free-form fields that may hold more than an object,
 // by schema name and property, with the schema of what they hold.
-var fieldSchemas = map[string]func() *openapi3.Schema{
-	// A tool's data is what its runner returned, which the API does not
-	// shape: any JSON value (today's runners answer objects). The Go
-	// client keeps the map it had (x-go-type), which its callers index.
-	"invoke.ToolResult#data": func() *openapi3.Schema {
-		s := openapi3.NewSchema()
-		s.Extensions = map[string]any{"x-go-type": "map[string]interface{}"}
-		return s
-	},
-	// The document to import is a JSON object, or a string holding JSON
-	// or YAML.
-	"handlers.OpenAPIImportRequest#document": func() *openapi3.Schema {
-		return openapi3.NewOneOfSchema(openapi3.NewObjectSchema().WithAnyAdditionalProperties(), openapi3.NewStringSchema())
-	},
-	// A message's content is a string or, in the chat APIs' format, a list
-	// of parts such as {"type": "text", "text": "…"}.
-	"selection.Message#content": func() *openapi3.Schema {
-		return openapi3.NewOneOfSchema(openapi3.NewStringSchema(),
-			openapi3.NewArraySchema().WithItems(openapi3.NewObjectSchema().WithAnyAdditionalProperties()))
-	},
+func fieldSchemas() map[string]func() *openapi3.Schema {
+	return map[string]func() *openapi3.Schema{
+		// A tool's data is what its runner returned, which the API does not
+		// shape: any JSON value (today's runners answer objects). The Go
+		// client keeps the map it had (x-go-type), which its callers index.
+		"invoke.ToolResult#data": func() *openapi3.Schema {
+			s := openapi3.NewSchema()
+			s.Extensions = map[string]any{"x-go-type": "map[string]interface{}"}
+			return s
+		},
+		// The document to import is a JSON object, or a string holding JSON
+		// or YAML.
+		"handlers.OpenAPIImportRequest#document": func() *openapi3.Schema {
+			return openapi3.NewOneOfSchema(openapi3.NewObjectSchema().WithAnyAdditionalProperties(), openapi3.NewStringSchema())
+		},
+		// A message's content is a string or, in the chat APIs' format, a list
+		// of parts such as {"type": "text", "text": "…"}.
+		"selection.Message#content": func() *openapi3.Schema {
+			return openapi3.NewOneOfSchema(openapi3.NewStringSchema(),
+				openapi3.NewArraySchema().WithItems(openapi3.NewObjectSchema().WithAnyAdditionalProperties()))
+		},
+	}
 }
 
 // openObjects marks every object schema in s, and in the schemas it holds,

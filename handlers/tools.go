@@ -11,7 +11,6 @@ import (
 
 	"toolbelt/models"
 	"toolbelt/services/catalog"
-	"toolbelt/services/formats"
 	"toolbelt/services/tooldef"
 )
 
@@ -149,9 +148,6 @@ func (h *Handler) ListTools(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	if deferred && c.Query("format") != formats.FormatAnthropic {
-		return models.ErrInvalid.Errorf("defer_loading is Anthropic's tool search: send it with format=anthropic")
-	}
 	limit, err := intQuery(c, "limit")
 	if err != nil {
 		return err
@@ -169,7 +165,7 @@ func (h *Handler) ListTools(c *gin.Context) error {
 	}
 	page, err := h.Registry.List(c.Request.Context(), catalog.ListOptions{
 		Category: c.Query("category"), Tag: c.Query("tag"), Level: c.Query("level"), Query: c.Query("q"),
-		Format: c.Query("format"), IncludeRetired: includeRetired, Limit: limit, Offset: offset,
+		Format: c.Query("format"), IncludeRetired: includeRetired, Limit: limit, Offset: offset, DeferLoading: deferred,
 	})
 	if err != nil {
 		return err
@@ -179,14 +175,8 @@ func (h *Handler) ListTools(c *gin.Context) error {
 		next = &n
 	}
 	if page.Format != "" {
-		info := pageInfo{Format: page.Format, Total: page.Total, Limit: page.Limit, Offset: page.Offset, NextOffset: next}
-		if deferred {
-			for i, e := range page.Exports {
-				page.Exports[i] = formats.Deferred(e)
-			}
-			info.SearchTool = formats.AnthropicSearchTool()
-		}
-		return writeExports(c, page.Exports, info)
+		return writeExports(c, page.Exports, pageInfo{Format: page.Format, Total: page.Total, Limit: page.Limit, Offset: page.Offset,
+			NextOffset: next, SearchTool: page.SearchTool})
 	}
 	c.JSON(http.StatusOK, ToolList{Tools: page.Tools, Total: page.Total, Limit: page.Limit, Offset: page.Offset, NextOffset: next})
 	return nil

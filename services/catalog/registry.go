@@ -89,6 +89,10 @@ type ListOptions struct {
 	IncludeRetired bool
 	Limit          int
 	Offset         int
+	// DeferLoading, with the anthropic format, lists the tools for
+	// Anthropic's tool search: each marked defer_loading, with the search
+	// tool to send beside them (ToolPage.SearchTool).
+	DeferLoading bool
 }
 
 // Page sizes for listings.
@@ -101,10 +105,13 @@ const (
 type ToolPage struct {
 	Tools   []ToolSummary     `json:"-"`
 	Exports []json.RawMessage `json:"-"`
-	Format  string            `json:"format,omitempty"`
-	Total   int64             `json:"total"`
-	Limit   int               `json:"limit"`
-	Offset  int               `json:"offset"`
+	// SearchTool is, with DeferLoading, the tool a Claude agent sends
+	// undeferred to find the others.
+	SearchTool json.RawMessage `json:"-"`
+	Format     string          `json:"format,omitempty"`
+	Total      int64           `json:"total"`
+	Limit      int             `json:"limit"`
+	Offset     int             `json:"offset"`
 }
 
 // CategoryCount is one row of the category index.
@@ -531,6 +538,9 @@ func (r *Registry) List(ctx context.Context, opts ListOptions) (*ToolPage, error
 	if opts.Format != "" && !slices.Contains(formats.Formats, opts.Format) {
 		bad = append(bad, fmt.Sprintf("format %q is not a format (use one of %s)", opts.Format, strings.Join(formats.Formats, ", ")))
 	}
+	if opts.DeferLoading && opts.Format != formats.FormatAnthropic {
+		bad = append(bad, "defer_loading is Anthropic's tool search: send it with format=anthropic")
+	}
 	if opts.Limit < 1 || opts.Limit > MaxPageSize {
 		bad = append(bad, fmt.Sprintf("limit must be between 1 and %d", MaxPageSize))
 	}
@@ -554,6 +564,12 @@ func (r *Registry) List(ctx context.Context, opts ListOptions) (*ToolPage, error
 		page.Exports = make([]json.RawMessage, len(bodies))
 		for i, b := range bodies {
 			page.Exports[i] = json.RawMessage(b)
+			if opts.DeferLoading {
+				page.Exports[i] = formats.Deferred(page.Exports[i])
+			}
+		}
+		if opts.DeferLoading {
+			page.SearchTool = formats.AnthropicSearchTool()
 		}
 		return page, nil
 	}

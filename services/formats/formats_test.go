@@ -1410,6 +1410,7 @@ func TestDeferred(t *testing.T) {
 		`{"name":"a","input_schema":{}}`: `{"name":"a","input_schema":{},"defer_loading":true}`,
 		`{}`:                             `{"defer_loading":true}`,
 		"{\"name\":\"a\"}\n":             `{"name":"a","defer_loading":true}`,
+		` {"name":"a"}`:                  `{"defer_loading":true,"name":"a"}`,
 		`[1]`:                            `[1]`,
 		``:                               ``,
 		`{`:                              `{`,

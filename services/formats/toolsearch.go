@@ -22,11 +22,18 @@ const SearchToolName = tooldef.MCPSearchTools
 // Deferred is an anthropic rendering marked defer_loading: Claude sees it
 // only once a tool_reference names it. Renderings are compact JSON
 // objects made by Render, so the field is written before the closing
-// brace; anything else comes back unchanged.
+// brace; another object is decoded and encoded again, and what is not an
+// object comes back unchanged.
 func Deferred(rendering json.RawMessage) json.RawMessage {
 	trimmed := bytes.TrimRight(rendering, " \t\r\n")
 	if len(trimmed) < 2 || trimmed[0] != '{' || trimmed[len(trimmed)-1] != '}' {
-		return rendering
+		var obj map[string]any
+		if json.Unmarshal(rendering, &obj) != nil || obj == nil {
+			return rendering
+		}
+		obj["defer_loading"] = true
+		out, _ := json.Marshal(obj)
+		return out
 	}
 	out := make([]byte, 0, len(trimmed)+len(`,"defer_loading":true`))
 	out = append(out, trimmed[:len(trimmed)-1]...)
