@@ -3,8 +3,6 @@ package web_test
 import (
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -77,7 +75,6 @@ func TestAnthropicToolSearch(t *testing.T) {
 
 	// The request an agent sends Claude: the search tool and the deferred
 	// catalog; Claude's call of the search tool; its result, the blocks.
-	dir, _ := nodetest.Frameworks(t)
 	tools, _ := json.Marshal(append([]map[string]any{list.SearchTool}, list.Tools...))
 	refs, _ := json.Marshal(sel.ToolReferences)
 	src := fmt.Sprintf(`import type { MessageCreateParamsNonStreaming, ToolUnion, ToolReferenceBlockParam } from "@anthropic-ai/sdk/resources/messages";
@@ -98,23 +95,7 @@ export const request: MessageCreateParamsNonStreaming = {
 // @ts-expect-error tool_ref is not a content block
 export const control: ToolReferenceBlockParam = { type: "tool_ref", tool_name: "x" };
 `, tools, refs, tools, formats.SearchToolName, refs)
-	tmp := t.TempDir()
-	if err := os.WriteFile(filepath.Join(tmp, "request.ts"), []byte(src), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	sdk := filepath.Join(dir, "node_modules", "@anthropic-ai", "sdk")
-	tsconfig, _ := json.Marshal(map[string]any{
-		"compilerOptions": map[string]any{
-			"strict": true, "noEmit": true, "skipLibCheck": true, "target": "es2022", "module": "esnext",
-			"moduleResolution": "bundler", "types": []string{},
-			"paths": map[string][]string{"@anthropic-ai/sdk/*": {sdk + "/*"}},
-		},
-		"files": []string{"request.ts"},
-	})
-	if err := os.WriteFile(filepath.Join(tmp, "tsconfig.json"), tsconfig, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := nodetest.ExecFramework(t, nil, "tsc", "-p", filepath.Join(tmp, "tsconfig.json")); err != nil {
+	if out, err := nodetest.TypeCheck(t, src, "@anthropic-ai/sdk"); err != nil {
 		t.Fatalf("the tool search request does not type-check with @anthropic-ai/sdk: %v\n%s", err, out)
 	}
 }

@@ -112,6 +112,40 @@ func node22(bundled string) (string, error) {
 	return path, nil
 }
 
+// TypeCheck type-checks src, TypeScript that imports the types of
+// packages installed in testdata/frameworks (such as "@google/genai"),
+// with tsc in strict mode; it returns tsc's output and error. The file is
+// written under t.TempDir(), so each package is mapped to where it is
+// installed rather than found by walking up.
+func TypeCheck(t testing.TB, src string, packages ...string) ([]byte, error) {
+	t.Helper()
+	dir, _ := Frameworks(t)
+	tmp := t.TempDir()
+	if err := os.WriteFile(filepath.Join(tmp, "check.ts"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	paths := map[string][]string{}
+	for _, p := range packages {
+		installed := filepath.Join(dir, "node_modules", filepath.FromSlash(p))
+		paths[p] = []string{installed}
+		paths[p+"/*"] = []string{installed + "/*"}
+	}
+	tsconfig, err := json.Marshal(map[string]any{
+		"compilerOptions": map[string]any{
+			"strict": true, "noEmit": true, "skipLibCheck": true, "target": "es2022", "module": "esnext",
+			"moduleResolution": "bundler", "types": []string{}, "paths": paths,
+		},
+		"files": []string{"check.ts"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(tmp, "tsconfig.json"), tsconfig, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return ExecFramework(t, nil, "tsc", "-p", filepath.Join(tmp, "tsconfig.json"))
+}
+
 // ExecFramework runs script (a file in testdata/frameworks, or the name of
 // an installed package's command) under Node 22 with env added to the
 // environment, and returns its standard output, or the exit error with

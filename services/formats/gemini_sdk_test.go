@@ -3,8 +3,6 @@ package formats
 import (
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -21,7 +19,7 @@ import (
 // Tool's functionDeclarations, and `tsc --noEmit --strict` must find no
 // error: what an agent pastes into its request compiles.
 func TestGeminiSDKTypes(t *testing.T) {
-	dir, _ := nodetest.Frameworks(t)
+	nodetest.Frameworks(t)
 	type named struct {
 		id  string
 		def tooldef.Definition
@@ -59,25 +57,7 @@ func TestGeminiSDKTypes(t *testing.T) {
 	// a Tool holds them too.
 	fmt.Fprintf(&src, "export const tool: Tool = {functionDeclarations: [\n%s\n]};\n", strings.Join(all, ",\n"))
 
-	tmp := t.TempDir()
-	if err := os.WriteFile(filepath.Join(tmp, "gemini.ts"), []byte(src.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	// The file lives outside testdata/frameworks, so the SDK is mapped to
-	// where it is installed rather than found by walking up.
-	tsconfig := map[string]any{
-		"compilerOptions": map[string]any{
-			"strict": true, "noEmit": true, "skipLibCheck": true,
-			"target": "es2022", "module": "esnext", "moduleResolution": "bundler",
-			"types": []string{},
-			"paths": map[string][]string{"@google/genai": {filepath.Join(dir, "node_modules", "@google", "genai")}},
-		},
-		"files": []string{"gemini.ts"},
-	}
-	if err := os.WriteFile(filepath.Join(tmp, "tsconfig.json"), mustMarshal(t, tsconfig), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	out, err := nodetest.ExecFramework(t, nil, "tsc", "--noEmit", "--strict", "-p", filepath.Join(tmp, "tsconfig.json"))
+	out, err := nodetest.TypeCheck(t, src.String(), "@google/genai")
 	if err != nil {
 		errs := regexp.MustCompile(`(?m)error TS\d+`).FindAll(out, -1)
 		const shown = 4000
