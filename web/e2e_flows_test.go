@@ -60,10 +60,16 @@ func TestE2EConsoleFlows(t *testing.T) {
 	if got := e.text(tid("error-parameters")); !strings.Contains(got, "line 3, column 1") {
 		t.Errorf("the schema's error reads %q, want its line and column", got)
 	}
-	e.run("a schema with a misspelt type",
+	// The page already shows an error-parameters: wait for the page the
+	// submission loads (RunResponse), or the wait would find the old one
+	// and the next step run while it is replaced.
+	if _, err := chromedp.RunResponse(e.ctx,
 		chromedp.SetValue(chromedp.CSS("#f-parameters"), `{"type": "object", "properties": {"path": {"type": "strng"}}}`),
-		chromedp.Click(tid("form-submit")), chromedp.WaitVisible(tid("error-parameters")), loaded(),
-	)
+		chromedp.Click(tid("form-submit")),
+	); err != nil {
+		t.Fatalf("submit a schema with a misspelt type: %v", err)
+	}
+	e.run("a schema with a misspelt type", chromedp.WaitVisible(tid("error-parameters")), loaded())
 	if got := e.text(tid("error-parameters")); !strings.Contains(got, `"strng" is not a JSON Schema type: did you mean "string"?`) {
 		t.Errorf("the misspelt type's error reads %q", got)
 	}
