@@ -40,9 +40,8 @@ type principalCtxKey struct{}
 // authentication and Casbin check as the API. The SDK's bearer middleware
 // then turns the principal into the session's token info, which binds
 // each MCP session to its principal and lets every message act as the
-// principal that sent it. Both transports
-// serve the one protocol server, so a client gets the same answers at
-// every version it negotiates.
+// principal that sent it. Both transports serve the one protocol server,
+// so a client gets the same answers at every version it negotiates.
 func mountMCP(r *gin.Engine, d Deps) {
 	srv := d.MCP
 	opts := mcp.StreamableHTTPOptions{

@@ -3,6 +3,7 @@ package mcpserver
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -122,20 +123,30 @@ func (s *Server) cancelled(ctx context.Context, p *models.Principal, res invoke.
 	if err != nil || !models.Terminal(rec.Status) {
 		return res
 	}
-	var end invoke.ToolResult
-	if json.Unmarshal([]byte(rec.Result), &end) != nil || end.CallID == "" {
-		return invoke.ToolResult{CallID: rec.ID, Status: rec.Status}
-	}
+	end, _ := storedResult(rec)
 	return end
+}
+
+// storedResult is the result a call's record holds, or, when the record
+// holds none that reads (a result too large to keep whole, say), its id
+// and status with the decoding error.
+func storedResult(rec *models.Call) (invoke.ToolResult, error) {
+	var res invoke.ToolResult
+	if err := json.Unmarshal([]byte(rec.Result), &res); err != nil || res.CallID == "" {
+		if err == nil {
+			err = errors.New("the stored result names no call")
+		}
+		return invoke.ToolResult{CallID: rec.ID, Status: rec.Status}, err
+	}
+	return res, nil
 }
 
 // ended is the outcome of a call whose record says it ended, its last
 // progress said.
 func (s *Server) ended(ctx context.Context, rec *models.Call, notify func(status, message string, last bool)) invoke.ToolResult {
-	var end invoke.ToolResult
-	if err := json.Unmarshal([]byte(rec.Result), &end); err != nil || end.CallID == "" {
+	end, err := storedResult(rec)
+	if err != nil {
 		s.log.ErrorContext(ctx, "mcp follow: stored result", "call_id", rec.ID, "err", err)
-		end = invoke.ToolResult{CallID: rec.ID, Status: rec.Status}
 	}
 	notify(end.Status, progressMessage(rec.ID, end.Status), true)
 	return end

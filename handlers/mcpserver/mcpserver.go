@@ -525,10 +525,7 @@ func (s *Server) callResult(ctx context.Context, p *models.Principal, raw json.R
 		s.log.ErrorContext(ctx, "mcp call_result", "call_id", args.CallID, "err", err)
 		return refused(models.CodeInternal, "the call could not be read. Try again.")
 	}
-	var res invoke.ToolResult
-	if err := json.Unmarshal([]byte(rec.Result), &res); err != nil || res.CallID == "" {
-		res = invoke.ToolResult{CallID: rec.ID, Status: rec.Status}
-	}
+	res, _ := storedResult(rec)
 	switch res.Status {
 	case models.StatusAwaitingApproval:
 		out := refused(models.CodeConfirmationRequired, fmt.Sprintf("the call %s is still waiting for a human reviewer. Check again later.", rec.ID))
