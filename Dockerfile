@@ -14,8 +14,10 @@ ENV CGO_ENABLED=1
 ENV GOFLAGS=-tags=nomsgpack
 WORKDIR /src
 
-# Dependencies first, so this layer is reused until go.mod or go.sum change.
+# Dependencies first, so this layer is reused until go.mod or go.sum change
+# (and the module go.mod replaces with a local one, third_party/noquic).
 COPY go.mod go.sum ./
+COPY third_party/noquic third_party/noquic
 RUN go mod download
 
 # Generated code (templ components, OpenAPI document) is committed, so the
@@ -39,12 +41,14 @@ RUN apt-get update \
 		nodejs \
 	&& rm -rf /var/lib/apt/lists/*
 
-# An unprivileged user owning the data directory. The directory is created
-# and chowned before VOLUME, so a new named volume starts with this owner.
+# An unprivileged user owning the data directory and its sessions
+# directory. They are created and chowned before VOLUME, so a new named
+# volume mounted on either (deploy/compose.yaml mounts one on sessions)
+# starts with this owner rather than root.
 RUN groupadd --system --gid 10001 toolbelt \
 	&& useradd --system --uid 10001 --gid toolbelt \
 		--home-dir /var/lib/toolbelt --create-home --shell /usr/sbin/nologin toolbelt \
-	&& mkdir -p /var/lib/toolbelt/data \
+	&& mkdir -p /var/lib/toolbelt/data/sessions \
 	&& chown -R toolbelt:toolbelt /var/lib/toolbelt
 
 COPY --from=build /out/toolbelt /usr/local/bin/toolbelt

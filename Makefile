@@ -6,13 +6,13 @@ export CGO_ENABLED := 1
 # handlers.bindJSON); leaving it out saves 9 MB of binary.
 export GOFLAGS := -tags=nomsgpack
 
-.PHONY: all build run test test-postgres node-deps load check generate bench fmt vet clean screenshots wordvec
+.PHONY: all build run test test-postgres node-deps faults load check generate bench fmt vet clean screenshots wordvec
 
 all: build
 
 ## build: compile the server into bin/toolbelt (cgo, for SQLite)
 build:
-	$(GO) build -o $(BIN) .
+	$(GO) build -trimpath -ldflags="-s -w" -o $(BIN) .
 
 ## run: build and start the server on :8080 with its database under ./data
 run: build
@@ -41,6 +41,11 @@ node-deps:
 		npm ci --prefix testdata/frameworks --no-audit --no-fund --loglevel=error; \
 	fi
 
+## faults: the fault suite alone (Postgres restarted and killed, Redis stopped and restarted, an
+## instance killed, the leader frozen, a full disk) against the real binary; prints its figures
+faults:
+	$(GO) test -run '^TestFaults$$' -count=1 -v .
+
 ## load: a minute of steady traffic against the real binary; prints req/s, p50/p95/p99, memory
 load:
 	$(GO) test -run TestLoad -count=1 -v .
@@ -48,11 +53,11 @@ load:
 ## generate: regenerate the templ components, the OpenAPI document (2.0 and 3.0) and the Go client
 generate:
 	$(GO) tool templ generate -path views
-	$(GO) tool swag init -g main.go -o docs --outputTypes go,json,yaml --parseInternal --quiet
+	$(GO) tool swag init -g main.go -o docs --outputTypes json,yaml --parseInternal --quiet
 	$(GO) run ./docs/openapi3 docs/openapi3.json
 	$(GO) tool oapi-codegen -config client/oapi-codegen.yaml docs/openapi3.json
 
-## wordvec: remake the built-in embedder's word table (services/embed/wordvec.bin) from the pinned word lists and model
+## wordvec: remake the built-in embedder's word table (services/embed/wordvec.bin.gz) from the pinned word lists and model
 wordvec: node-deps
 	$(GO) run ./internal/wordvecgen
 
@@ -69,7 +74,7 @@ check: generate node-deps
 	$(GO) vet ./...
 	@if [ -n "$$(git status --porcelain -- docs views client)" ]; then \
 		echo "generated files are stale; run 'make generate' and commit:"; git status --porcelain -- docs views client; exit 1; fi
-	TOOLBELT_CHECK_WORDVEC=1 $(GO) test -count=1 -run '^TestShippedTable$$' -v ./internal/wordvecgen
+	TOOLBELT_CHECK_WORDVEC=1 $(GO) test -count=1 -timeout 20m -run '^TestShippedTable$$' -v ./internal/wordvecgen
 
 ## bench: run the benchmarks (registration, listing, export)
 bench:

@@ -18,6 +18,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"syscall"
 
@@ -36,6 +37,8 @@ func main() {
 		err = serve(args)
 	case "bench":
 		err = bench(args)
+	case "version":
+		fmt.Println(version())
 	case "help":
 		usage(os.Stdout)
 	default:
@@ -55,9 +58,35 @@ Commands:
   serve             run the server (the default)
   bench retrieval   measure tool selection on labelled queries
   bench select      time selection over a synthetic catalog of N tools
+  version           print the build's version, commit and Go release
   help              show this help
 
 Run "toolbelt serve -h", "toolbelt bench retrieval -h" or "toolbelt bench select -h" for the flags.`)
+}
+
+// version describes the build from what the Go toolchain stamped in it:
+// the module version, the commit (with "+dirty" when the tree had
+// changes) and its time, and the Go release.
+func version() string {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "toolbelt (no build information)"
+	}
+	settings := map[string]string{}
+	for _, s := range info.Settings {
+		settings[s.Key] = s.Value
+	}
+	out := "toolbelt " + info.Main.Version
+	if rev := settings["vcs.revision"]; rev != "" {
+		if settings["vcs.modified"] == "true" {
+			rev += "+dirty"
+		}
+		out += " commit " + rev
+		if at := settings["vcs.time"]; at != "" {
+			out += " (" + at + ")"
+		}
+	}
+	return out + " " + info.GoVersion
 }
 
 // serve runs the server until SIGTERM or SIGINT.

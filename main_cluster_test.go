@@ -105,14 +105,7 @@ func TestClusterOfThreeKilledMidTraffic(t *testing.T) {
 	bin := buildBinary(t)
 	db, redisURL := dbtest.Postgres(t), dbtest.Redis(t)
 	const key = "tb_one-admin-key-for-the-whole-cluster"
-	tmp := t.TempDir()
-	// As root, sandboxed commands run as uid 65534, which must traverse
-	// the directories above the data directories.
-	for _, p := range []string{filepath.Dir(tmp), tmp} {
-		if err := os.Chmod(p, 0o711); err != nil {
-			t.Fatal(err)
-		}
-	}
+	tmp := sandboxTraversable(t)
 	names := []string{"a", "b", "c"}
 	dirs := map[string]string{}
 	env := func(name string) []string {

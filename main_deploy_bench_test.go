@@ -50,10 +50,7 @@ func BenchmarkDeployments(b *testing.B) {
 // instances and the admin key.
 func deployment(b *testing.B, bin string, n int, shared bool) ([]*server, string) {
 	const key = "tb_the-benchmark-admin-key-of-every-instance"
-	tmp := b.TempDir()
-	for _, p := range []string{filepath.Dir(tmp), tmp} {
-		_ = os.Chmod(p, 0o711) // as root, the sandbox's uid traverses them
-	}
+	tmp := sandboxTraversable(b)
 	env := []string{"TOOLBELT_ADMIN_KEY=" + key, "TOOLBELT_LOG_LEVEL=warn"}
 	if shared {
 		env = append(env, "TOOLBELT_DATABASE_URL="+dbtest.Postgres(b), "TOOLBELT_REDIS_URL="+dbtest.Redis(b))

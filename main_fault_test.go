@@ -133,6 +133,7 @@ func (l *faultLedger) resetRound() {
 // machine's). Answered synchronous calls survive through the call journal
 // (README "Durability").
 func TestCrashSafety(t *testing.T) {
+	t.Parallel() // its own server, data directory and database
 	if testing.Short() {
 		t.Skip("starts and kills the real binary several times")
 	}

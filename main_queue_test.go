@@ -21,6 +21,7 @@ import (
 // runs, never more than 3 inside at once. Counted on the host, by the
 // service the tool calls.
 func TestQueueSlotsOfAKilledInstanceFree(t *testing.T) {
+	t.Parallel() // its own server, data directory and database
 	bin := buildBinary(t)
 	for _, withRedis := range []bool{true, false} {
 		t.Run(map[bool]string{true: "redis", false: "postgres"}[withRedis], func(t *testing.T) {

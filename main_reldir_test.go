@@ -14,13 +14,9 @@ import (
 // relative path: it must come up (as root the sandbox probe prepares the
 // work directories under it).
 func TestServeRelativeDataDir(t *testing.T) {
+	t.Parallel() // its own server, data directory and database
 	bin := buildBinary(t)
-	dir := t.TempDir()
-	for _, p := range []string{filepath.Dir(dir), dir} {
-		if err := os.Chmod(p, 0o711); err != nil {
-			t.Fatal(err)
-		}
-	}
+	dir := sandboxTraversable(t)
 	cmd := exec.Command(bin, "serve", "--addr", "127.0.0.1:0", "--tools-dir", "")
 	cmd.Dir = dir
 	out, err := cmd.StdoutPipe()

@@ -18,13 +18,17 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"toolbelt/internal/dbtest"
 )
 
 // server is the real binary running on a free loopback port.
 type server struct {
-	cmd    *exec.Cmd
-	mu     sync.Mutex // guards out, which the reader goroutine appends to
-	out    strings.Builder
+	cmd *exec.Cmd
+	mu  sync.Mutex // guards out, which the reader goroutine appends to
+	out strings.Builder
+	// log is what the server logged (its stderr).
+	log    *lockedBuffer
 	base   string
 	key    string
 	exited chan error
@@ -42,14 +46,43 @@ func (s *server) output() string {
 	return s.out.String()
 }
 
+// built is the binary the tests run, built once for the test process
+// (each test building its own cost a link of the whole server each).
+var built struct {
+	once sync.Once
+	dir  string // removed by TestMain
+	bin  string
+	err  error
+}
+
+func TestMain(m *testing.M) {
+	code := dbtest.Run(m)
+	if built.dir != "" {
+		_ = os.RemoveAll(built.dir)
+	}
+	os.Exit(code)
+}
+
+// buildBinary returns the path of the server binary, built on the first
+// call. The tests only run it: each gives it data directories of its own.
 func buildBinary(t testing.TB) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "toolbelt")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	built.once.Do(func() {
+		built.dir, built.err = os.MkdirTemp("", "toolbelt-bin-")
+		if built.err != nil {
+			return
+		}
+		bin := filepath.Join(built.dir, "toolbelt")
+		if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+			built.err = fmt.Errorf("go build: %v\n%s", err, out)
+			return
+		}
+		built.bin = bin
+	})
+	if built.err != nil {
+		t.Fatal(built.err)
 	}
-	return bin
+	return built.bin
 }
 
 // start runs the binary and waits until it prints its URLs.
@@ -64,7 +97,8 @@ func start(t testing.TB, bin, dataDir string, env ...string) *server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.cmd.Stderr = io.Discard
+	s.log = &lockedBuffer{}
+	s.cmd.Stderr = s.log
 	if err := s.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -100,6 +134,24 @@ func start(t testing.TB, bin, dataDir string, env ...string) *server {
 		t.Fatalf("server not ready after 30 s:\n%s", s.output())
 	}
 	return s
+}
+
+// lockedBuffer is a buffer written by one goroutine and read by others.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 func (s *server) get(t testing.TB, path, key string) (int, map[string]any) {
@@ -138,6 +190,7 @@ func (s *server) stop(t testing.TB) {
 // first start creates the database, seeds the built-in tools and prints an
 // admin key once; a restart keeps everything and prints no key.
 func TestServeFirstStartAndRestart(t *testing.T) {
+	t.Parallel() // its own server, data directory and database
 	bin := buildBinary(t)
 	tmp := t.TempDir()
 	// As root, sandboxed commands run as uid 65534, which must traverse
@@ -225,6 +278,7 @@ func TestServeFirstStartAndRestart(t *testing.T) {
 // TestServeAdminKeyFromEnvironment uses TOOLBELT_ADMIN_KEY, and refuses a
 // short one before touching anything.
 func TestServeAdminKeyFromEnvironment(t *testing.T) {
+	t.Parallel() // its own server, data directory and database
 	bin := buildBinary(t)
 	chosen := "operator-chosen-admin-key-0123456789"
 	s := start(t, bin, filepath.Join(t.TempDir(), "data"), "TOOLBELT_ADMIN_KEY="+chosen)
@@ -313,6 +367,7 @@ func embedderComponent(t *testing.T, s *server) map[string]any {
 // the catalog is embedded once, a restart embeds nothing again, and
 // selection uses the model.
 func TestServeWithOllama(t *testing.T) {
+	t.Parallel() // its own server, data directory and database
 	bin := buildBinary(t)
 	ollama, docs := fakeOllama(t)
 	data := filepath.Join(t.TempDir(), "data")
@@ -342,6 +397,7 @@ func TestServeWithOllama(t *testing.T) {
 
 // TestServeOllamaDown falls back to the built-in embedder and says so.
 func TestServeOllamaDown(t *testing.T) {
+	t.Parallel() // its own server, data directory and database
 	bin := buildBinary(t)
 	down := httptest.NewServer(http.NotFoundHandler())
 	url := down.URL

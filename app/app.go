@@ -7,7 +7,6 @@
 package app
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -16,15 +15,13 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/errgroup"
+	"golang.org/x/sys/unix"
 
-	"toolbelt/handlers"
 	"toolbelt/handlers/mcpserver"
 	"toolbelt/models"
 	"toolbelt/services/access"
@@ -36,10 +33,9 @@ import (
 	"toolbelt/services/embed"
 	"toolbelt/services/invoke"
 	"toolbelt/services/ops"
-	"toolbelt/services/redact"
 	"toolbelt/services/runners"
-	"toolbelt/services/sandbox"
 	"toolbelt/services/selection"
+	"toolbelt/services/upstream"
 	"toolbelt/web"
 )
 
@@ -85,8 +81,11 @@ type App struct {
 	Audit *audit.Log
 	// Callbacks deliver the results of calls that name a callback_url.
 	Callbacks *callbacks.Deliverer
-	// Redis is the server instances share counters, cached results and
-	// change notices through (nil without Config.RedisURL).
+	// Upstreams connect to the MCP servers whose tools Toolbelt serves.
+	Upstreams *upstream.Manager
+	// Redis is the server instances share cached results, category
+	// queues and change notices through, falling back to Postgres while it
+	// does not answer (nil without Config.RedisURL).
 	Redis *redis.Client
 	// Notices carry change notices between instances: over Redis, or
 	// over Postgres LISTEN/NOTIFY without it (nil on SQLite).
@@ -111,6 +110,12 @@ type App struct {
 	mcp      *mcpserver.Server
 	srv      *http.Server
 	ln       net.Listener
+	// logBuffer holds log lines for a file or pipe (nil when the log
+	// goes to a terminal or to Options.LogOutput); Close flushes it.
+	logBuffer *logBuffer
+	// requestLine writes the access lines of a JSON log by hand (nil
+	// for text, or when info lines are off).
+	requestLine func(web.RequestLine) bool
 
 	closeOnce sync.Once
 	closeErr  error
@@ -119,258 +124,73 @@ type App struct {
 }
 
 // New builds the service of cfg and listens on cfg.Addr; Run serves. An
-// App that never runs must be closed.
+// App that never runs must be closed. Each stage builds on what the ones
+// before it made; nothing is set on a service after it is made, and
+// nothing starts a goroutine but Run.
 func New(ctx context.Context, cfg Config, opts Options) (_ *App, err error) {
-	logTo := opts.LogOutput
-	if logTo == nil {
-		logTo = os.Stderr
-	}
-	log, err := newLogger(cfg, logTo)
+	a, err := newApp(cfg, opts)
 	if err != nil {
 		return nil, err
 	}
-	stdout := opts.Stdout
-	if stdout == nil {
-		stdout = os.Stdout
-	}
-	if cfg.Instance == "" {
-		cfg.Instance = cluster.DefaultInstance()
-	}
-	log = log.With("instance", cfg.Instance)
-	a := &App{Config: cfg, Log: log, approvalSweep: cmp.Or(opts.ApprovalSweep, 30*time.Second)}
 	defer func() {
 		if err != nil {
 			_ = a.Close()
 		}
 	}()
-
-	if a.Store, err = openStore(ctx, cfg); err != nil {
+	if err := a.openStore(ctx); err != nil {
 		return nil, err
 	}
-	if err := a.openCluster(ctx, cfg); err != nil {
+	if err := a.openCluster(ctx); err != nil {
 		return nil, err
 	}
-	if a.Authz, err = access.NewAuthz(ctx, a.Store, web.RolePolicies()); err != nil {
+	if err := a.buildAccess(ctx); err != nil {
 		return nil, err
 	}
-	guessStore, err := cluster.LimiterStore(a.Redis, a.Store, "guesses")
+	env, err := a.probeHost(ctx, opts.Host)
 	if err != nil {
 		return nil, err
 	}
-	if err := a.Authz.WithWatcher(a.Notices.CasbinWatcher()); err != nil {
+	a.buildCatalog(env)
+	if err := a.buildInvoke(env, opts.Sleep); err != nil {
 		return nil, err
 	}
-	a.Accounts = access.NewAccounts(a.Store, a.Authz, log).WithGuessStore(guessStore)
-	a.Accounts.OnRevoke(func(ctx context.Context) { a.Notices.Send(ctx, cluster.Keys) })
-	a.Notices.On(cluster.Keys, a.Accounts.ForgetKeys)
-	a.Registry = catalog.NewRegistry(a.Store, log)
-	emb, embedNote, err := chooseEmbedder(ctx, cfg.OllamaURL, cfg.EmbedModel)
-	if err != nil {
+	a.connect()
+	if err := a.prepare(ctx, env); err != nil {
 		return nil, err
 	}
-	if embedNote != "" {
-		log.Warn(embedNote)
-	}
-	redactor, err := redact.New(secretValues(cfg))
-	if err != nil {
-		return nil, fmt.Errorf("load secret detection rules: %w", err)
-	}
-	var host ops.HostCaps
-	if opts.Host == nil {
-		host = ops.DetectHost()
-	}
-	// The data directory is the server's alone, but for the sandbox's
-	// group when the server is root: commands run as uid 65534 must
-	// traverse (never list) it to reach their work directories.
-	if err := sandbox.ShareWithSandbox(cfg.DataDir); err != nil {
+	a.buildHandler(env)
+	if err := a.listen(); err != nil {
 		return nil, err
 	}
-	box := sandbox.Probe(ctx, cfg.Sandbox, filepath.Join(cfg.DataDir, "sessions"), log)
-	host.Sandbox = box.Available()
-	if path, err := browser.Find(cfg.Chromium); err == nil {
-		a.chromium = browser.New(path, log)
-		host.Chromium = true // also when TOOLBELT_CHROMIUM names one off PATH
-	} else {
-		host.Chromium = false
-		log.Warn("browser_navigate unavailable", "reason", err.Error())
-	}
-	if opts.Host != nil {
-		host = *opts.Host
-	}
-	a.Metrics = ops.NewMetrics(cfg.Instance)
-	a.Cluster = cluster.New(a.Store, cfg.Instance, log)
-	a.Metrics.Gauge("toolbelt_leader", "1 while this instance leads: it runs the background jobs that run once in a cluster.", func() float64 {
-		if a.Cluster.Leading() {
-			return 1
-		}
-		return 0
-	})
-	a.Selector = selection.NewSelector(a.Store, a.Authz, emb, host, cfg.KeepLearned, log).WithMetrics(a.Metrics)
-	catalogChanged := func() {
-		a.Selector.MarkDirty()
-		if a.Invoker != nil {
-			a.Invoker.CatalogChanged()
-		}
-	}
-	a.Registry.OnChange(func(ctx context.Context) {
-		catalogChanged()
-		a.Notices.Send(ctx, cluster.Catalog)
-	})
-	a.Notices.On(cluster.Catalog, catalogChanged)
-	// Learned queries reach the other instances' rankings at once: the
-	// message names the tools, each instance reads their queries again.
-	a.Selector.OnLearned(func(ctx context.Context, tools []string) {
-		a.Notices.SendMessage(ctx, cluster.Learned, strings.Join(tools, ","))
-	})
-	a.Notices.OnMessage(cluster.Learned, func(body string) { a.Selector.SyncLearnedLater(strings.Split(body, ",")) })
-	if a.AdminKey, err = a.Accounts.Bootstrap(ctx, cfg.AdminKey); err != nil {
-		return nil, err
-	}
-	// Renderings stored by an earlier revision of the renderer are made
-	// again, before anything lists them.
-	if _, err := a.Registry.RenderAgain(ctx); err != nil {
-		return nil, fmt.Errorf("render tools again: %w", err)
-	}
-	seeded, err := a.Registry.SeedBuiltins(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if len(seeded) > 0 {
-		log.Info("built-in tools seeded", "tools", seeded)
-	}
-	if cfg.ToolsDir != "" {
-		a.ToolFiles = catalog.NewToolFiles(cfg.ToolsDir, a.Registry, log)
-		// Instances starting at once apply the files one after the other:
-		// the second finds them applied and changes nothing.
-		if err := a.Store.Exclusive(ctx, "toolfiles", func() error { return a.ToolFiles.Load(ctx) }); err != nil {
-			return nil, err
-		}
-	}
-	if err := a.Selector.Refresh(ctx); err != nil {
-		return nil, err
-	}
-	log.Info("selection index ready", "embedder", a.Selector.Status(), "host", host)
-
-	a.Runners = runners.New(cfg.DataDir, cfg.NetPolicy, log).WithSandbox(box).
-		WithSessionQuota(runners.NewQuota(int64(cfg.SessionQuotaMB) << 20)).WithBrowser(a.chromium).
-		WithSearch(cfg.SearXNG).WithSecrets(cfg.Secrets).WithMetrics(a.Metrics)
-	callbackKey, err := callbacks.LoadKey(cfg.CallbackKey, cfg.DataDir)
-	if err != nil {
-		return nil, err
-	}
-	// Results go where http_request may go, checked the same way.
-	a.Callbacks = callbacks.New(a.Store, callbacks.NewSecrets(a.Store, callbackKey), cfg.NetPolicy, cfg.Callbacks, log)
-	a.Invoker = invoke.NewInvoker(a.Store, a.Selector, a.Authz, redactor, a.Runners, cfg.DataDir, nil, log).
-		WithMetrics(a.Metrics).WithCallbacks(a.Callbacks).WithSharedResults(a.Redis)
-	limitStore, err := cluster.LimiterStore(a.Redis, a.Store, "limits")
-	if err != nil {
-		return nil, err
-	}
-	a.Invoker.WithRateLimitStore(limitStore)
-	// Category limits hold in the cluster when instances share a queue:
-	// in Redis when configured, else in the Postgres database.
-	switch {
-	case a.Redis != nil:
-		a.Invoker.WithSharedQueues(cluster.RedisQueues(a.Redis, a.Notices, log))
-	case a.Store.Shared():
-		a.Invoker.WithSharedQueues(cluster.StoreQueues(a.Store, a.Notices, log))
-	}
-	a.Invoker.ReportQueues(a.Metrics)
-	// Background calls are claimed under this instance's name; the others
-	// reach the calls it runs (cancel, stream) through the notices.
-	var bus invoke.Bus
-	if a.Notices != nil {
-		bus = a.Notices
-	}
-	a.Invoker.WithCluster(cfg.Instance, bus)
-	a.Callbacks.WithOwner(a.Invoker.Owner())
-	if opts.Sleep != nil {
-		a.Invoker.WithSleep(opts.Sleep)
-	}
-	a.Invoker.ReportPendingApprovals(a.Metrics)
-	a.Alerts = ops.NewAlerts(a.Store, cfg.Alerts, a.Metrics, log)
-	a.Audit = audit.New(a.Store, cfg.AuditRetention, log)
-	h := &handlers.Handler{
-		Registry: a.Registry, Selector: a.Selector, Accounts: a.Accounts,
-		Invoker: a.Invoker, CallbackSecrets: a.Callbacks.Secrets(), Health: ops.NewHealth(a.Store, a.Selector, embedNote).WithSandbox(box.Status()).WithToolFiles(a.ToolFiles).WithCluster(a.Cluster), Log: log,
-		Links:  handlers.Links{Swagger: "/swagger/index.html", Healthz: "/healthz", Readyz: "/readyz"},
-		Stats:  ops.NewStats(a.Store, a.Invoker.Flush),
-		Alerts: a.Alerts,
-		Audit:  a.Audit,
-		// Documents fetched by URL follow the same SSRF policy as tool calls.
-		OpenAPI: catalog.NewOpenAPIImporter(a.Registry, cfg.NetPolicy, log),
-	}
-	a.mcp = mcpserver.New(a.Selector, a.Invoker, Version, log)
-	a.Handler = web.New(web.Deps{Handler: h, Accounts: a.Accounts, Authz: a.Authz, Log: log, Metrics: a.Metrics, MCP: a.mcp,
-		TrustedProxies: cfg.TrustedProxies, MCPAllowedOrigins: cfg.MCPAllowedOrigins})
-	a.srv = newHTTPServer(cfg.Addr, a.Handler, serverTimeouts)
-	if a.ln, err = net.Listen("tcp", cfg.Addr); err != nil {
-		return nil, fmt.Errorf("listen on %s: %w", cfg.Addr, err)
-	}
-	a.URL = baseURL(a.ln.Addr().String())
-	if err := a.Invoker.Recover(ctx); err != nil {
-		return nil, fmt.Errorf("recover calls: %w", err)
-	}
-
-	shared := ""
-	if cfg.RedisURL != "" { // one instance on its own shares nothing: the banner does not say "redis none"
-		shared = ", redis " + cfg.RedisName()
-	}
-	fmt.Fprintf(stdout, "\nToolbelt is running on %s (data in %s, database %s%s)\n", a.URL, cfg.DataDir, cfg.DatabaseName(), shared)
-	switch {
-	case a.AdminKey != "":
-		fmt.Fprintf(stdout, "\n  Admin API key (shown once, store it now):\n    %s\n", a.AdminKey)
-	case cfg.AdminKey != "":
-		fmt.Fprintf(stdout, "\n  Admin API key: the one in TOOLBELT_ADMIN_KEY\n")
-	}
-	b := a.URL
-	fmt.Fprintf(stdout, "\n  Home        %s/\n  Console     %s/admin\n  Swagger UI  %s/swagger/index.html\n  OpenAPI 3   %s/openapi.json\n  API         %s/api/v1\n  Health      %s/healthz\n  Readiness   %s/readyz\n\n", b, b, b, b, b, b, b)
-	log.Info("listening", "addr", a.ln.Addr().String(), "data_dir", cfg.DataDir)
+	a.banner(opts.Stdout)
 	return a, nil
 }
 
-// openStore opens the database cfg names: Postgres when a database URL
-// is set, else the SQLite file in the data directory. The data directory
-// is made either way: it holds the session work directories, the call
-// journal and the callback key.
-func openStore(ctx context.Context, cfg Config) (*models.Store, error) {
-	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
-		return nil, fmt.Errorf("create data directory: %w", err)
-	}
-	if cfg.DatabaseURL != "" {
-		return models.OpenPostgres(ctx, cfg.DatabaseURL)
-	}
-	return models.Open(ctx, filepath.Join(cfg.DataDir, "toolbelt.db"))
-}
-
-// openCluster connects to what the instances share: Redis when
-// configured, for counters, cached results and change notices; else, on
-// Postgres, change notices over LISTEN/NOTIFY. One instance on SQLite
-// shares nothing.
-func (a *App) openCluster(ctx context.Context, cfg Config) (err error) {
-	switch {
-	case cfg.RedisURL != "":
-		if a.Redis, err = cluster.OpenRedis(ctx, cfg.RedisURL); err != nil {
-			return err
-		}
-		a.Notices, err = cluster.RedisNotices(ctx, a.Redis, a.Log)
-	case cfg.DatabaseURL != "":
-		a.Notices, err = cluster.PostgresNotices(ctx, cfg.DatabaseURL, a.Log)
-	}
-	return err
-}
-
-// Run serves HTTP and runs the background jobs until ctx ends or serving
-// fails. Then it shuts down: it stops accepting, lets the calls in flight
-// finish until Config.ShutdownTimeout and interrupts the rest, ends the
-// MCP streams, stops the background jobs and waits for every goroutine it
-// started, and closes the store last.
+// Run recovers the calls an earlier run left, then serves HTTP and runs
+// the background loops until ctx ends or serving fails. Then it shuts
+// down: it stops accepting, lets the calls in flight finish until
+// Config.ShutdownTimeout and interrupts the rest, ends the MCP streams,
+// stops the loops and waits for them, and closes the store last.
 func (a *App) Run(ctx context.Context) error {
 	defer a.Close()
-	// The jobs stop once the calls are answered, not when ctx ends: the
+	// The loops stop once the calls are answered, not when ctx ends: the
 	// calls draining may still need them.
-	jobs, stopJobs := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopJobs()
+	loops := startJobs(context.WithoutCancel(ctx))
+	for _, loop := range a.loops() {
+		loops.Go(loop)
+	}
+	// Nothing is served before the calls are recovered: /readyz answers
+	// once they are. The loops run meanwhile (the call records are
+	// written in batches). Stopped meanwhile, Run stops: what is left to
+	// recover waits for the next start, or another instance.
+	if err := a.Invoker.Recover(ctx); err != nil {
+		_ = loops.stop()
+		if ctx.Err() != nil {
+			a.Log.Info("stopped while recovering calls")
+			return nil
+		}
+		return fmt.Errorf("recover calls: %w", err)
+	}
 	g, stopping := errgroup.WithContext(ctx)
 	g.Go(func() error {
 		if err := a.srv.Serve(a.ln); !errors.Is(err, http.ErrServerClosed) {
@@ -380,43 +200,49 @@ func (a *App) Run(ctx context.Context) error {
 	})
 	g.Go(func() error {
 		<-stopping.Done()
-		defer stopJobs()
+		defer loops.stop()
 		return a.shutdown()
 	})
-	// The background jobs run on the leader alone (every instance on
-	// SQLite's one): each would otherwise run once per instance.
-	leaderJobs := []cluster.Job{
-		func(ctx context.Context) { a.Invoker.SweepApprovals(ctx, a.approvalSweep) },
-		a.Alerts.Run,
-		a.pruneHourly,
+	err := g.Wait()
+	if loopErr := loops.stop(); err == nil {
+		err = loopErr
 	}
-	if a.ToolFiles != nil {
-		leaderJobs = append(leaderJobs, func(ctx context.Context) {
-			if err := a.ToolFiles.Watch(ctx); err != nil {
-				a.Log.Warn("tool files are not watched", "dir", a.Config.ToolsDir, "err", err)
-			}
-		})
-	}
-	g.Go(func() error {
-		a.Cluster.Run(jobs, leaderJobs...)
-		return nil
-	})
-	// Every instance renews the claims of the calls it runs and takes
-	// over those of instances that died, and delivers callbacks, each
-	// claimed by one instance at a time.
-	g.Go(func() error {
-		a.Invoker.RunClaims(jobs)
-		return nil
-	})
-	g.Go(func() error {
-		a.Callbacks.Run(jobs)
-		return nil
-	})
-	if err := g.Wait(); err != nil {
+	if err != nil {
 		return err
 	}
 	a.Log.Info("stopped")
 	return nil
+}
+
+// loops are every background loop of the App, each a Run(ctx) that
+// returns when ctx ends. Every instance hears the change notices (none on
+// SQLite: that Run returns at once), writes its call and selection
+// records, renews the claims of the calls it runs and takes over those of
+// instances that died, and delivers callbacks, each claimed by one
+// instance at a time. The other jobs run on the leader alone (every
+// instance on SQLite's one): each would otherwise run once per instance.
+func (a *App) loops() []func(context.Context) error {
+	leaderJobs := []cluster.Job{
+		func(ctx context.Context) error { return a.Invoker.SweepApprovals(ctx, a.approvalSweep) },
+		a.Alerts.Run,
+		a.pruneHourly,
+	}
+	if a.ToolFiles != nil {
+		leaderJobs = append(leaderJobs, func(ctx context.Context) error {
+			if err := a.ToolFiles.Watch(ctx); err != nil {
+				a.Log.Warn("tool files are not watched", "dir", a.Config.ToolsDir, "err", err)
+			}
+			return nil
+		})
+	}
+	return []func(context.Context) error{
+		a.Notices.Run,
+		a.Invoker.Run,
+		a.Selector.Run,
+		func(ctx context.Context) error { return a.Cluster.Run(ctx, leaderJobs...) },
+		a.Callbacks.Run,
+		a.Upstreams.Run,
+	}
 }
 
 // shutdown stops accepting at once, lets calls in flight finish until the
@@ -445,7 +271,7 @@ func (a *App) shutdown() error {
 // pruneHourly deletes expired console sessions (lookups ignore them
 // meanwhile), the audit log entries past their retention and the ended
 // rate-limit windows, now and then hourly, until ctx ends.
-func (a *App) pruneHourly(ctx context.Context) {
+func (a *App) pruneHourly(ctx context.Context) error {
 	t := time.NewTicker(time.Hour)
 	defer t.Stop()
 	for {
@@ -460,16 +286,17 @@ func (a *App) pruneHourly(ctx context.Context) {
 		}
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-t.C:
 		}
 	}
 }
 
-// Close releases what New built, in order: the listener, the calls still
-// running (cancelled and recorded), the selector's goroutines, Chromium,
-// and the store last. Run closes the App; an App that never ran is closed
-// by whoever made it. It is safe to call twice.
+// Close releases what New built, in order: the listener, the connections
+// of the change notices, the calls still running (cancelled and recorded)
+// and the call journal, Redis, Chromium, and the store last. Run closes
+// the App once its loops ended; an App that never ran is closed by
+// whoever made it. It is safe to call twice.
 func (a *App) Close() error {
 	a.closeOnce.Do(func() {
 		if a.ln != nil {
@@ -480,8 +307,8 @@ func (a *App) Close() error {
 		if a.Invoker != nil {
 			a.Invoker.Close(context.Background())
 		}
-		if a.Selector != nil {
-			a.Selector.Close()
+		if a.Upstreams != nil {
+			a.Upstreams.Close()
 		}
 		if a.Redis != nil {
 			_ = a.Redis.Close()
@@ -495,23 +322,61 @@ func (a *App) Close() error {
 		if a.Store != nil {
 			a.closeErr = a.Store.Close()
 		}
+		if a.logBuffer != nil {
+			a.logBuffer.Flush()
+		}
 	})
 	return a.closeErr
 }
 
-func newLogger(cfg Config, w io.Writer) (*slog.Logger, error) {
+// newLogger writes JSON for log collectors and text for people, in the
+// format logFormat chose. Durations are written with their unit
+// ("1.5ms"), in JSON too, where slog would write bare nanoseconds.
+func newLogger(cfg Config, format string, w io.Writer) (*slog.Logger, error) {
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
 		return nil, fmt.Errorf("log level %q: use debug, info, warn or error", cfg.LogLevel)
 	}
 	opts := &slog.HandlerOptions{Level: level}
-	switch cfg.LogFormat {
-	case "json":
+	if format == "json" {
+		opts.ReplaceAttr = durationWithUnit
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
-	case "text":
-		return slog.New(slog.NewTextHandler(w, opts)), nil
 	}
-	return nil, fmt.Errorf("log format %q: use json or text", cfg.LogFormat)
+	return slog.New(slog.NewTextHandler(w, opts)), nil
+}
+
+// logFormat is the format cfg.LogFormat names for the output w: "auto"
+// (the default) picks text when w is a terminal, JSON otherwise.
+func logFormat(cfg Config, w io.Writer) (string, error) {
+	switch cfg.LogFormat {
+	case "json", "text":
+		return cfg.LogFormat, nil
+	case "auto":
+		if isTerminal(w) {
+			return "text", nil
+		}
+		return "json", nil
+	}
+	return "", fmt.Errorf("log format %q: use auto, json or text", cfg.LogFormat)
+}
+
+// durationWithUnit writes a duration as "1.5ms" rather than 1500000.
+func durationWithUnit(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		a.Value = slog.StringValue(a.Value.Duration().String())
+	}
+	return a
+}
+
+// isTerminal reports whether w is a terminal (not a file, a pipe or
+// /dev/null).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
 }
 
 // chooseEmbedder returns Ollama when a URL is configured and it answers,

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"toolbelt/internal/dbtest"
 	"toolbelt/services/ops"
 )
 
@@ -126,9 +127,9 @@ func leftAtStoreClose(a *App, then func()) *[]string {
 	return &left
 }
 
-// runWaits reports whether Run is waiting for its goroutines with only
-// the one running held left (waiting), or has gone on from the wait or
-// returned (past).
+// runWaits reports whether Run is waiting for its goroutines (its
+// shutdown for the loops of its job group) with only the one running held
+// left (waiting), or has gone on from the wait or returned (past).
 func runWaits(held string) (waiting, past bool) {
 	found, only := false, true
 	for _, g := range goroutines()[1:] {
@@ -138,7 +139,11 @@ func runWaits(held string) (waiting, past bool) {
 		case hasFrame(g, "toolbelt/services/cluster.(*Elector).lead("):
 			// The elector waits for the leader's jobs as Run for its group.
 			only = only && hasFrame(g, "sync.(*WaitGroup).Wait")
-		case (hasFrame(g, "toolbelt/app.(*App).Run.func") || hasFrame(g, "toolbelt/services/cluster.(*Elector).lead.func")) && !hasFrame(g, held):
+		case hasFrame(g, "toolbelt/app.(*jobs).stop("):
+			// Run's shutdown waits for the loops of its group.
+			only = only && hasFrame(g, "sync.(*WaitGroup).Wait")
+		case (hasFrame(g, "toolbelt/app.(*App).Run.func") || hasFrame(g, "toolbelt/app.(*jobs).Go.func") ||
+			hasFrame(g, "toolbelt/services/cluster.(*Elector).lead.func")) && !hasFrame(g, held):
 			only = false
 		}
 	}
@@ -293,6 +298,61 @@ func TestRunEndsEveryGoroutine(t *testing.T) {
 	}
 	if strings.Contains(logs.String(), "database is closed") {
 		t.Errorf("the store was used after it closed:\n%s", logs)
+	}
+}
+
+// TestNewStartsNoGoroutine: building the App, over SQLite and over
+// Postgres with Redis (change notices, shared queues), starts no
+// goroutine of the service: Run starts them all.
+func TestNewStartsNoGoroutine(t *testing.T) {
+	for _, shared := range []bool{false, true} {
+		name := "sqlite"
+		if shared {
+			name = "postgres and redis"
+		}
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			tools := filepath.Join(dir, "tools.d")
+			if err := os.Mkdir(tools, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			cfg := testConfig(t, dir, "--tools-dir", tools)
+			if shared {
+				cfg.DatabaseURL, cfg.RedisURL = dbtest.Postgres(t), dbtest.Redis(t)
+			}
+			before := existing()
+			a, err := New(context.Background(), cfg, Options{Stdout: io.Discard, LogOutput: io.Discard})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer a.Close()
+			blocked, busy := ours(before)
+			if started := append(blocked, busy...); len(started) > 0 {
+				t.Errorf("New started %d goroutines of the service:\n\n%s", len(started), strings.Join(started, "\n\n"))
+			}
+		})
+	}
+}
+
+// TestRunStoppedAtOnce: a Run whose context ends before it serves (a
+// SIGTERM as the server starts, while it recovers calls) stops without
+// an error, and closes the store.
+func TestRunStoppedAtOnce(t *testing.T) {
+	a, err := New(context.Background(), testConfig(t, t.TempDir()), Options{Stdout: io.Discard, LogOutput: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := a.Run(ctx); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	db, err := a.Store.DB().DB()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Ping(); err == nil {
+		t.Error("the store is open after Run returned")
 	}
 }
 

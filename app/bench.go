@@ -72,8 +72,7 @@ func Bench(ctx context.Context, cfg BenchConfig, w io.Writer) error {
 	}
 	defer done()
 	log := slog.New(slog.DiscardHandler)
-	sel := selection.NewSelector(store, authz, emb, ops.HostCaps{Chromium: true, Python: true, Node: true, Sandbox: true}, 0, log)
-	defer sel.Close()
+	sel := selection.New(selection.Deps{Store: store, Authz: authz, Embedder: emb, Host: ops.HostCaps{Chromium: true, Python: true, Node: true, Sandbox: true}, Log: log})
 	rep, err := runRetrievalBench(ctx, BenchOptions{Tools: cfg.Tools, Queries: cfg.Queries, History: cfg.History,
 		Registry: catalog.NewRegistry(store, log), Selector: sel})
 	if err != nil {
@@ -165,8 +164,7 @@ func BenchSelect(ctx context.Context, cfg SelectBenchConfig, w io.Writer) error 
 	}
 	rep := SelectBenchReport{Tools: cfg.Tools, Queries: cfg.Queries, ImportS: time.Since(start).Seconds()}
 	emb := embed.NewBuiltin()
-	sel := selection.NewSelector(store, authz, emb, ops.HostCaps{Chromium: true, Python: true, Node: true, Sandbox: true}, 0, log)
-	defer sel.Close()
+	sel := selection.New(selection.Deps{Store: store, Authz: authz, Embedder: emb, Host: ops.HostCaps{Chromium: true, Python: true, Node: true, Sandbox: true}, Log: log})
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
@@ -217,7 +215,7 @@ func benchStore(ctx context.Context) (store *models.Store, authz *access.Authz, 
 		_ = store.Close()
 		os.RemoveAll(dir)
 	}
-	if authz, err = access.NewAuthz(ctx, store, nil); err != nil {
+	if authz, err = access.OpenAuthz(ctx, access.AuthzDeps{Store: store}); err != nil {
 		done()
 		return nil, nil, nil, err
 	}

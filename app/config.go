@@ -75,10 +75,11 @@ type Config struct {
 	DatabaseURL string
 	// RedisURL is the Redis server several instances share what they must
 	// agree on in real time through (TOOLBELT_REDIS_URL, redis://,
-	// rediss:// or unix://): rate limits, the results cache, the key-guess
-	// limiter, the category queues, change notices. Empty: without it,
-	// instances on Postgres send change notices over LISTEN/NOTIFY, count
-	// rates and key guesses and share the category queues in the
+	// rediss:// or unix://): the results cache, the category queues,
+	// change notices; the queues and notices fall back to Postgres while
+	// it does not answer. Rate limits and key guesses are counted in
+	// Postgres either way. Empty: instances on Postgres send change
+	// notices over LISTEN/NOTIFY, share the category queues in the
 	// database, and cache results each on its own. It may hold a
 	// password: never logged, shown redacted.
 	RedisURL string
@@ -114,7 +115,7 @@ func ParseConfig(args []string, lookup func(string) (string, bool)) (Config, err
 	fs.StringVar(&cfg.Addr, "addr", env("TOOLBELT_ADDR", ":8080"), "listen address (TOOLBELT_ADDR)")
 	fs.StringVar(&cfg.DataDir, "data-dir", env("TOOLBELT_DATA_DIR", "./data"), "directory holding the SQLite database (TOOLBELT_DATA_DIR)")
 	fs.StringVar(&cfg.LogLevel, "log-level", env("TOOLBELT_LOG_LEVEL", "info"), "debug, info, warn or error (TOOLBELT_LOG_LEVEL)")
-	fs.StringVar(&cfg.LogFormat, "log-format", env("TOOLBELT_LOG_FORMAT", "json"), "json or text (TOOLBELT_LOG_FORMAT)")
+	fs.StringVar(&cfg.LogFormat, "log-format", env("TOOLBELT_LOG_FORMAT", "auto"), "auto (text on a terminal, JSON otherwise), json or text (TOOLBELT_LOG_FORMAT)")
 	fs.StringVar(&cfg.OllamaURL, "ollama-url", env("TOOLBELT_OLLAMA_URL", ""), "Ollama base URL for embeddings (TOOLBELT_OLLAMA_URL); the built-in embedder when empty or unreachable")
 	fs.StringVar(&cfg.EmbedModel, "embed-model", env("TOOLBELT_EMBED_MODEL", "nomic-embed-text"), "Ollama embedding model (TOOLBELT_EMBED_MODEL)")
 	fs.StringVar(&cfg.Sandbox, "sandbox", env("TOOLBELT_SANDBOX", sandbox.Auto), "auto, bubblewrap, native or none (TOOLBELT_SANDBOX): how commands of tools are isolated")
@@ -274,7 +275,7 @@ func databasePassword(databaseURL string) string {
 
 // alertConfig reads the failure-rate alert settings from the environment.
 func alertConfig(env func(name, def string) string) (ops.AlertConfig, error) {
-	a := ops.DefaultAlertConfig
+	a := ops.DefaultAlertConfig()
 	if v := env("TOOLBELT_ALERT_FAILURE_RATE", ""); v != "" {
 		f, err := strconv.ParseFloat(v, 64)
 		if err != nil || f <= 0 || f > 1 {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"net/netip"
+	"os"
 	"reflect"
 	"slices"
 	"strings"
@@ -29,9 +30,9 @@ func lookupIn(env map[string]string) func(string) (string, bool) {
 // TestParseConfig drives the configuration with flags and variables:
 // defaults, variables, flags over variables, and every refusal.
 func TestParseConfig(t *testing.T) {
-	defaults := Config{Addr: ":8080", DataDir: "./data", LogLevel: "info", LogFormat: "json", EmbedModel: "nomic-embed-text",
+	defaults := Config{Addr: ":8080", DataDir: "./data", LogLevel: "info", LogFormat: "auto", EmbedModel: "nomic-embed-text",
 		KeepLearned: selection.DefaultKeepLearned, Sandbox: "auto", ShutdownTimeout: 20 * time.Second,
-		Alerts: ops.DefaultAlertConfig, ToolsDir: "./tools.d", SessionQuotaMB: runners.DefaultSessionQuota >> 20,
+		Alerts: ops.DefaultAlertConfig(), ToolsDir: "./tools.d", SessionQuotaMB: runners.DefaultSessionQuota >> 20,
 		Callbacks: callbacks.Defaults(), AuditRetention: audit.DefaultRetention}
 	with := func(edit func(*Config)) Config {
 		c := defaults
@@ -69,7 +70,7 @@ func TestParseConfig(t *testing.T) {
 			c.Addr, c.DataDir, c.AdminKey, c.LogLevel, c.LogFormat = "127.0.0.1:9", "/srv/tb", "k", "debug", "text"
 			c.OllamaURL, c.EmbedModel, c.KeepLearned, c.Sandbox, c.SearXNG = "http://ollama:11434", "m", 7, "none", "https://search.example"
 			c.ShutdownTimeout, c.SessionQuotaMB, c.AuditRetention = 3*time.Second, 64, 720*time.Hour
-			c.Alerts = ops.AlertConfig{Threshold: 0.25, Window: 5 * time.Minute, MinCalls: 3, Webhook: "https://hooks.example/x", Every: ops.DefaultAlertConfig.Every}
+			c.Alerts = ops.AlertConfig{Threshold: 0.25, Window: 5 * time.Minute, MinCalls: 3, Webhook: "https://hooks.example/x", Every: ops.DefaultAlertConfig().Every}
 			c.NetPolicy = netpolicy.Policy{AllowHosts: []string{"api.example", ".corp"}, AllowPrivate: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}}
 			c.Secrets = map[string]string{"TOKEN": "s3cret", "MISSING": ""}
 		})},
@@ -180,5 +181,31 @@ func TestParseBenchConfig(t *testing.T) {
 	}
 	if _, err := ParseBenchConfig([]string{"--tools", "t.jsonl"}, env); err == nil || err.Error() != "bench retrieval needs --tools and --queries" {
 		t.Errorf("without --queries: %v", err)
+	}
+}
+
+// Every variable the server reads is in both settings tables: the
+// README's and the operations guide's.
+func TestEverySettingDocumented(t *testing.T) {
+	read := map[string]bool{}
+	if _, err := ParseConfig(nil, func(name string) (string, bool) {
+		read[name] = true
+		return "", false
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(read) < 20 {
+		t.Fatalf("ParseConfig read only %d variables: %v", len(read), read)
+	}
+	for _, doc := range []string{"../README.md", "../docs/operations.md"} {
+		b, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name := range read {
+			if !strings.Contains(string(b), "| `"+name+"` |") {
+				t.Errorf("%s has no row for %s", doc, name)
+			}
+		}
 	}
 }

@@ -95,6 +95,9 @@ func TestComposeExample(t *testing.T) {
 			Volumes     []string                  `yaml:"volumes"`
 			SecurityOpt []string                  `yaml:"security_opt"`
 			Build       *struct{ Context string } `yaml:"build"`
+			Networks    map[string]struct {
+				IPv4 string `yaml:"ipv4_address"`
+			} `yaml:"networks"`
 		} `yaml:"services"`
 		Volumes map[string]any `yaml:"volumes"`
 	}
@@ -102,6 +105,21 @@ func TestComposeExample(t *testing.T) {
 		t.Fatal(err)
 	}
 	nginx, err := os.ReadFile("../deploy/nginx.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The proxy's address is fixed, so the instances can believe its
+	// X-Forwarded-For and nobody else's; every location sends the header.
+	proxyAddr := file.Services["proxy"].Networks["default"].IPv4
+	if proxyAddr == "" {
+		t.Error("the proxy has no fixed address for TOOLBELT_TRUSTED_PROXIES to name")
+	}
+	if n, m := bytes.Count(nginx, []byte("proxy_pass ")), bytes.Count(nginx, []byte("proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;")); n != m {
+		t.Errorf("nginx.conf: %d locations proxy, %d send X-Forwarded-For", n, m)
+	}
+	// A named volume on the sessions directory takes its owner from the
+	// image's directory: the image must make it, owned by the server's user.
+	dockerfile, err := os.ReadFile("../Dockerfile")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,6 +155,12 @@ func TestComposeExample(t *testing.T) {
 		}
 		if mounts[cfg.DataDir] == "" || mounts[path.Join(cfg.DataDir, "sessions")] != "sessions" {
 			t.Errorf("%s: data directory %s or its sessions not mounted as documented: %v", name, cfg.DataDir, mounts)
+		}
+		if !bytes.Contains(dockerfile, []byte("mkdir -p "+path.Join(cfg.DataDir, "sessions"))) {
+			t.Errorf("%s: the image does not make %s, so its volume would be root's", name, path.Join(cfg.DataDir, "sessions"))
+		}
+		if !slices.Contains(cfg.TrustedProxies, proxyAddr+"/32") {
+			t.Errorf("%s trusts %v, not the proxy %s", name, cfg.TrustedProxies, proxyAddr)
 		}
 		// The proxy sends traffic to the port it listens on.
 		_, port, _ := net.SplitHostPort(cfg.Addr)
@@ -251,7 +275,7 @@ func TestKubernetesExample(t *testing.T) {
 	for name, p := range map[string]probe{"readiness": c.ReadinessProbe, "liveness": c.LivenessProbe, "startup": c.StartupProbe} {
 		want := "/healthz"
 		if name == "readiness" {
-			want = "/readyz" // out of the Service while the database or Redis does not answer
+			want = "/readyz" // out of the Service while it cannot record calls or run tools
 		}
 		if p.HTTPGet.Path != want || p.HTTPGet.Port != "http" {
 			t.Errorf("%s probe %+v, want %s on port http", name, p.HTTPGet, want)
@@ -276,5 +300,41 @@ func TestKubernetesExample(t *testing.T) {
 		if _, ok := docs[kind]; !ok {
 			t.Errorf("no %s in the manifest", kind)
 		}
+	}
+}
+
+// The Dockerfile downloads the modules before it copies the source: a
+// module go.mod replaces with a local directory must be copied first, or
+// `go mod download` fails in the image.
+func TestDockerfileCopiesReplacedModules(t *testing.T) {
+	mod, err := os.ReadFile("../go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dockerfile, err := os.ReadFile("../Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	download := bytes.Index(dockerfile, []byte("RUN go mod download"))
+	if download < 0 {
+		t.Fatal("the Dockerfile no longer runs go mod download")
+	}
+	replaced := 0
+	for _, line := range strings.Split(string(mod), "\n") {
+		_, dir, ok := strings.Cut(line, "=> ./")
+		if !strings.HasPrefix(line, "replace ") || !ok {
+			continue
+		}
+		replaced++
+		dir = strings.TrimSpace(dir)
+		if at := bytes.Index(dockerfile, []byte("COPY "+dir+" "+dir+"\n")); at < 0 || at > download {
+			t.Errorf("the Dockerfile does not copy %s before go mod download", dir)
+		}
+		if _, err := os.Stat("../" + dir + "/go.mod"); err != nil {
+			t.Errorf("go.mod replaces a module with %s: %v", dir, err)
+		}
+	}
+	if replaced == 0 {
+		t.Log("go.mod replaces no module with a local one")
 	}
 }

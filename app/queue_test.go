@@ -20,10 +20,10 @@ import (
 	"toolbelt/services/tooldef"
 )
 
-// upstream is the service an http tool calls, which counts on the host
+// origin is the service an http tool calls, which counts on the host
 // how many of its calls are inside at once and the order they came in;
 // each stays until released, oldest first.
-type upstream struct {
+type origin struct {
 	mu           sync.Mutex
 	inside, peak int
 	order        []int
@@ -31,11 +31,11 @@ type upstream struct {
 	arrived      chan int
 }
 
-func newUpstream() *upstream {
-	return &upstream{release: map[int]chan struct{}{}, arrived: make(chan int, 64)}
+func newUpstream() *origin {
+	return &origin{release: map[int]chan struct{}{}, arrived: make(chan int, 64)}
 }
 
-func (u *upstream) gate(n int) chan struct{} {
+func (u *origin) gate(n int) chan struct{} {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	ch, ok := u.release[n]
@@ -46,7 +46,7 @@ func (u *upstream) gate(n int) chan struct{} {
 	return ch
 }
 
-func (u *upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (u *origin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	n, _ := strconv.Atoi(r.URL.Query().Get("n"))
 	u.mu.Lock()
 	u.inside++
@@ -119,7 +119,7 @@ func TestClusterQueuesAreOne(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			limit := invoke.DefaultQueueLimits["browser"]
+			limit := invoke.DefaultQueueLimits()["browser"]
 			const calls, cancelled = 7, 4
 			ids := make([]string, calls)
 			for i := range calls {

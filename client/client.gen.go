@@ -79,6 +79,30 @@ func (e OpsAlertStatus) Valid() bool {
 	}
 }
 
+// Defines values for OpsComponentStatus.
+const (
+	OpsComponentStatusDegraded OpsComponentStatus = "degraded"
+	OpsComponentStatusDown     OpsComponentStatus = "down"
+	OpsComponentStatusFull     OpsComponentStatus = "full"
+	OpsComponentStatusOk       OpsComponentStatus = "ok"
+)
+
+// Valid indicates whether the value is a known member of the OpsComponentStatus enum.
+func (e OpsComponentStatus) Valid() bool {
+	switch e {
+	case OpsComponentStatusDegraded:
+		return true
+	case OpsComponentStatusDown:
+		return true
+	case OpsComponentStatusFull:
+		return true
+	case OpsComponentStatusOk:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for SelectionMessageRole.
 const (
 	SelectionMessageRoleAssistant SelectionMessageRole = "assistant"
@@ -169,6 +193,7 @@ const (
 	TooldefRunnerKindCommand   TooldefRunnerKind = "command"
 	TooldefRunnerKindComposite TooldefRunnerKind = "composite"
 	TooldefRunnerKindHttp      TooldefRunnerKind = "http"
+	TooldefRunnerKindMcp       TooldefRunnerKind = "mcp"
 )
 
 // Valid indicates whether the value is a known member of the TooldefRunnerKind enum.
@@ -181,6 +206,8 @@ func (e TooldefRunnerKind) Valid() bool {
 	case TooldefRunnerKindComposite:
 		return true
 	case TooldefRunnerKindHttp:
+		return true
+	case TooldefRunnerKindMcp:
 		return true
 	default:
 		return false
@@ -202,6 +229,66 @@ func (e TooldefSecurityLevel) Valid() bool {
 	case TooldefSecurityLevelModerate:
 		return true
 	case TooldefSecurityLevelSafe:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for UpstreamOverrideLevel.
+const (
+	UpstreamOverrideLevelDangerous UpstreamOverrideLevel = "dangerous"
+	UpstreamOverrideLevelModerate  UpstreamOverrideLevel = "moderate"
+	UpstreamOverrideLevelSafe      UpstreamOverrideLevel = "safe"
+)
+
+// Valid indicates whether the value is a known member of the UpstreamOverrideLevel enum.
+func (e UpstreamOverrideLevel) Valid() bool {
+	switch e {
+	case UpstreamOverrideLevelDangerous:
+		return true
+	case UpstreamOverrideLevelModerate:
+		return true
+	case UpstreamOverrideLevelSafe:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for UpstreamSpecIsolation.
+const (
+	UpstreamSpecIsolationSession UpstreamSpecIsolation = "session"
+	UpstreamSpecIsolationShared  UpstreamSpecIsolation = "shared"
+)
+
+// Valid indicates whether the value is a known member of the UpstreamSpecIsolation enum.
+func (e UpstreamSpecIsolation) Valid() bool {
+	switch e {
+	case UpstreamSpecIsolationSession:
+		return true
+	case UpstreamSpecIsolationShared:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for UpstreamSpecTransport.
+const (
+	UpstreamSpecTransportHttp  UpstreamSpecTransport = "http"
+	UpstreamSpecTransportSse   UpstreamSpecTransport = "sse"
+	UpstreamSpecTransportStdio UpstreamSpecTransport = "stdio"
+)
+
+// Valid indicates whether the value is a known member of the UpstreamSpecTransport enum.
+func (e UpstreamSpecTransport) Valid() bool {
+	switch e {
+	case UpstreamSpecTransportHttp:
+		return true
+	case UpstreamSpecTransportSse:
+		return true
+	case UpstreamSpecTransportStdio:
 		return true
 	default:
 		return false
@@ -693,6 +780,18 @@ type HandlersAPIError struct {
 	//
 	// Example: ["file_read","file_list"]
 	Suggestions *[]string `json:"suggestions,omitempty"`
+}
+
+// HandlersAcceptedTool defines model for handlers.AcceptedTool.
+type HandlersAcceptedTool struct {
+	// Tool Example: everything__echo
+	Tool *string `json:"tool,omitempty"`
+}
+
+// HandlersAddedUpstream defines model for handlers.AddedUpstream.
+type HandlersAddedUpstream struct {
+	Report *UpstreamReport `json:"report,omitempty"`
+	Server *UpstreamServer `json:"server,omitempty"`
 }
 
 // HandlersApprovalList defines model for handlers.ApprovalList.
@@ -1214,9 +1313,16 @@ type OpsComponent struct {
 	// Detail Example: sqlite, WAL mode
 	Detail *string `json:"detail,omitempty"`
 
-	// Status Example: ok
-	Status *string `json:"status,omitempty"`
+	// Status Status is ok, degraded (works, less well), down, or full (a disk).
+	//
+	// Example: ok
+	Status *OpsComponentStatus `json:"status,omitempty"`
 }
+
+// OpsComponentStatus Status is ok, degraded (works, less well), down, or full (a disk).
+//
+// Example: ok
+type OpsComponentStatus string
 
 // OpsHourCount defines model for ops.HourCount.
 type OpsHourCount struct {
@@ -1237,6 +1343,12 @@ type OpsReadiness struct {
 	// Example: toolbelt-a
 	Instance *string `json:"instance,omitempty"`
 	Ready    *bool   `json:"ready,omitempty"`
+
+	// Reasons Reasons say why the instance is not ready: one for each component
+	// that stops it, naming it.
+	//
+	// Example: ["disk: the data directory's disk is full"]
+	Reasons *[]string `json:"reasons,omitempty"`
 
 	// Role Example: leader
 	Role *string `json:"role,omitempty"`
@@ -1554,9 +1666,18 @@ type TooldefRunner struct {
 	// RunsArgumentAsCode RunsArgumentAsCode lets a command tool put a placeholder in the
 	// script position of a shell or interpreter (sh -c {{script}}): the
 	// tool runs the caller's text as a program, on purpose.
-	RunsArgumentAsCode *bool                   `json:"runsArgumentAsCode,omitempty"`
-	Steps              *[]TooldefCompositeStep `json:"steps,omitempty"`
-	Url                *string                 `json:"url,omitempty"`
+	RunsArgumentAsCode *bool `json:"runsArgumentAsCode,omitempty"`
+
+	// Server Server and Tool name, for an mcp runner, the upstream MCP server
+	// and its tool's own name there.
+	//
+	// Example: everything
+	Server *string                 `json:"server,omitempty"`
+	Steps  *[]TooldefCompositeStep `json:"steps,omitempty"`
+
+	// Tool Example: get-sum
+	Tool *string `json:"tool,omitempty"`
+	Url  *string `json:"url,omitempty"`
 }
 
 // TooldefRunnerKind Example: builtin
@@ -1580,6 +1701,164 @@ type TooldefSecurity struct {
 
 // TooldefSecurityLevel Example: safe
 type TooldefSecurityLevel string
+
+// UpstreamOverride defines model for upstream.Override.
+type UpstreamOverride struct {
+	Category *string                `json:"category,omitempty"`
+	Level    *UpstreamOverrideLevel `json:"level,omitempty"`
+}
+
+// UpstreamOverrideLevel defines model for UpstreamOverride.Level.
+type UpstreamOverrideLevel string
+
+// UpstreamReport defines model for upstream.Report.
+type UpstreamReport struct {
+	// Accepted Accepted are the tools made or published now; Pending the changed
+	// or new ones waiting for an admin; Gone the ones no longer served;
+	// Unchanged how many are as accepted.
+	Accepted *[]string `json:"accepted,omitempty"`
+	Gone     *[]string `json:"gone,omitempty"`
+	Pending  *[]string `json:"pending,omitempty"`
+
+	// Refused Refused are tools that could not become Toolbelt tools, with why.
+	Refused   *map[string]string `json:"refused,omitempty"`
+	Unchanged *int               `json:"unchanged,omitempty"`
+}
+
+// UpstreamServer defines model for upstream.Server.
+type UpstreamServer struct {
+	// Category Category is the category its tools get unless one is set per tool.
+	Category *string `json:"category,omitempty"`
+
+	// Command Command is the program and its arguments (stdio).
+	Command *[]string `json:"command,omitempty"`
+
+	// Connections Connections is how many connections (stdio processes) are open here.
+	Connections *int    `json:"connections,omitempty"`
+	CreatedAt   *string `json:"created_at,omitempty"`
+	CreatedBy   *int    `json:"created_by,omitempty"`
+	DisabledAt  *string `json:"disabled_at,omitempty"`
+
+	// Env Env is the stdio process's whole environment besides PATH and HOME:
+	// each value literal text or {{env.NAME}}, a configured secret.
+	Env *map[string]string `json:"env,omitempty"`
+
+	// Failing Failing says why connecting fails here, while it waits to try again.
+	Failing *string `json:"failing,omitempty"`
+
+	// Headers Headers are sent with every request (http, sse); a value may
+	// reference a secret as {{env.NAME}}.
+	Headers *map[string]string `json:"headers,omitempty"`
+	Id      *int               `json:"id,omitempty"`
+
+	// IdleSeconds IdleSeconds is how long a stdio process stays warm unused.
+	IdleSeconds *int    `json:"idle_seconds,omitempty"`
+	Isolation   *string `json:"isolation,omitempty"`
+
+	// MaxConcurrent MaxConcurrent caps the calls in flight to the server (per process
+	// for stdio).
+	MaxConcurrent *int `json:"max_concurrent,omitempty"`
+
+	// Mounts Mounts are host directories a stdio server reads (its code), by
+	// name: each shown read-only at /opt/<name> in the sandbox.
+	Mounts *map[string]string `json:"mounts,omitempty"`
+	Name   *string            `json:"name,omitempty"`
+
+	// Network Network lets a stdio process reach the network (none by default).
+	Network *bool `json:"network,omitempty"`
+
+	// Stderr Stderr is the end of what its last stdio process here wrote to its
+	// standard error.
+	Stderr    *string         `json:"stderr,omitempty"`
+	Tools     *[]UpstreamTool `json:"tools,omitempty"`
+	Transport *string         `json:"transport,omitempty"`
+	UpdatedAt *string         `json:"updated_at,omitempty"`
+
+	// Url URL is the endpoint (http, sse).
+	Url *string `json:"url,omitempty"`
+}
+
+// UpstreamSpec defines model for upstream.Spec.
+type UpstreamSpec struct {
+	// Category Category is the category of its tools.
+	//
+	// Example: api
+	Category *string `json:"category,omitempty"`
+
+	// Command Command is the program and its arguments (stdio), run in the
+	// sandbox.
+	Command *[]string `json:"command,omitempty"`
+
+	// Env Env is the stdio process's environment: literal values or
+	// {{env.NAME}}, a configured secret.
+	Env *map[string]string `json:"env,omitempty"`
+
+	// Headers Headers are sent with every request (http, sse); credentials as
+	// {{env.NAME}}.
+	Headers *map[string]string `json:"headers,omitempty"`
+
+	// IdleSeconds Example: 300
+	IdleSeconds *int `json:"idle_seconds,omitempty"`
+
+	// Isolation Isolation is shared (one process) or session (one per session, in
+	// its work directory); stdio only.
+	Isolation *UpstreamSpecIsolation `json:"isolation,omitempty"`
+
+	// MaxConcurrent Example: 4
+	MaxConcurrent *int `json:"max_concurrent,omitempty"`
+
+	// Mounts Mounts are host directories a stdio server reads (its code), by
+	// name: each is shown read-only at /opt/<name> in the sandbox, so the
+	// command can be ["node", "/opt/memory/dist/index.js"].
+	Mounts *map[string]string `json:"mounts,omitempty"`
+
+	// Name Name is the server's name, the prefix of its tools' names.
+	//
+	// Example: everything
+	Name *string `json:"name,omitempty"`
+
+	// Network Network lets a stdio process reach the network.
+	Network *bool `json:"network,omitempty"`
+
+	// Transport Example: http
+	Transport *UpstreamSpecTransport `json:"transport,omitempty"`
+
+	// Url URL is the endpoint (http, sse).
+	//
+	// Example: https://mcp.example.com/mcp
+	Url *string `json:"url,omitempty"`
+}
+
+// UpstreamSpecIsolation Isolation is shared (one process) or session (one per session, in
+// its work directory); stdio only.
+type UpstreamSpecIsolation string
+
+// UpstreamSpecTransport Example: http
+type UpstreamSpecTransport string
+
+// UpstreamTool defines model for upstream.Tool.
+type UpstreamTool struct {
+	// Accepted Accepted and Pending are the definitions as served (the MCP tool),
+	// Pending only while a change waits; Changes names the fields that
+	// differ between them.
+	Accepted     *map[string]interface{} `json:"accepted,omitempty"`
+	AcceptedHash *string                 `json:"accepted_hash,omitempty"`
+	Category     *string                 `json:"category,omitempty"`
+	Changes      *[]string               `json:"changes,omitempty"`
+
+	// Level Level and Category, when set, are an admin's choice over the
+	// level the annotations give and the server's category.
+	Level        *string                 `json:"level,omitempty"`
+	Pending      *map[string]interface{} `json:"pending,omitempty"`
+	PendingHash  *string                 `json:"pending_hash,omitempty"`
+	PendingSince *string                 `json:"pending_since,omitempty"`
+	Remote       *string                 `json:"remote,omitempty"`
+	Status       *string                 `json:"status,omitempty"`
+
+	// Tool Tool is the Toolbelt tool's name ('' until first accepted).
+	Tool      *string `json:"tool,omitempty"`
+	UpdatedAt *string `json:"updated_at,omitempty"`
+}
 
 // ListApprovalsParams defines parameters for ListApprovals.
 type ListApprovalsParams struct {
@@ -1748,6 +2027,12 @@ type PublishToolJSONRequestBody = TooldefDefinition
 
 // RollbackToolJSONRequestBody defines body for RollbackTool for application/json ContentType.
 type RollbackToolJSONRequestBody = HandlersRollbackRequest
+
+// AddUpstreamJSONRequestBody defines body for AddUpstream for application/json ContentType.
+type AddUpstreamJSONRequestBody = UpstreamSpec
+
+// SetUpstreamToolJSONRequestBody defines body for SetUpstreamTool for application/json ContentType.
+type SetUpstreamToolJSONRequestBody = UpstreamOverride
 
 // AsHandlersOpenAPIImportRequestDocument0 returns the union data inside the HandlersOpenAPIImportRequest_Document as a HandlersOpenAPIImportRequestDocument0
 func (t HandlersOpenAPIImportRequest_Document) AsHandlersOpenAPIImportRequestDocument0() (HandlersOpenAPIImportRequestDocument0, error) {
@@ -2334,12 +2619,99 @@ type ClientInterface interface {
 	// Corresponds with GET /api/v1/tools/{name}/versions/{version} (the `ToolVersion` operationId).
 	ToolVersion(ctx context.Context, name string, version string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListUpstreams List upstream MCP servers
+	//
+	// Every registered upstream server with its tools: each one's state (active, new: served but never accepted, gone: no longer served) and, while the server serves a definition other than the accepted one, both definitions and the fields that changed.
+	//
+	// Corresponds with GET /api/v1/upstreams (the `ListUpstreams` operationId).
+	ListUpstreams(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AddUpstreamWithBody Add an upstream MCP server
+	//
+	// Connects to an MCP server — a command Toolbelt runs in the sandbox over stdio, or a Streamable HTTP or legacy SSE endpoint reached under the outbound policy — lists its tools and makes each a Toolbelt tool named <server>__<tool> (snake_case), in the server's category, its security level from its MCP annotations (readOnlyHint safe, destructiveHint false moderate, else dangerous: approval), its input schema as served (converted to JSON Schema 2020-12 when it names an older draft). What it serves now is accepted and pinned: later changes wait for an admin (accept). A server that does not start or answer initialize and tools/list is refused (422) and nothing is stored; a tool whose name is taken refuses the whole server (409). Secrets in env and headers are references, {{env.NAME}}, never values.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/upstreams (the `AddUpstream` operationId).
+	AddUpstreamWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AddUpstream Add an upstream MCP server
+	//
+	// Connects to an MCP server — a command Toolbelt runs in the sandbox over stdio, or a Streamable HTTP or legacy SSE endpoint reached under the outbound policy — lists its tools and makes each a Toolbelt tool named <server>__<tool> (snake_case), in the server's category, its security level from its MCP annotations (readOnlyHint safe, destructiveHint false moderate, else dangerous: approval), its input schema as served (converted to JSON Schema 2020-12 when it names an older draft). What it serves now is accepted and pinned: later changes wait for an admin (accept). A server that does not start or answer initialize and tools/list is refused (422) and nothing is stored; a tool whose name is taken refuses the whole server (409). Secrets in env and headers are references, {{env.NAME}}, never values.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/upstreams (the `AddUpstream` operationId).
+	AddUpstream(ctx context.Context, body AddUpstreamJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DeleteUpstream Delete an upstream MCP server
+	//
+	// The server is forgotten and the tools made from it are retired (their calls stay in the history).
+	//
+	// Corresponds with DELETE /api/v1/upstreams/{name} (the `DeleteUpstream` operationId).
+	DeleteUpstream(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetUpstream Show an upstream MCP server
+	//
+	// The server's registration, its open connections here, and its tools as in the list.
+	//
+	// Corresponds with GET /api/v1/upstreams/{name} (the `GetUpstream` operationId).
+	GetUpstream(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DisableUpstream Disable an upstream MCP server
+	//
+	// Its tools refuse calls and its connections close (stdio processes end), until enabled.
+	//
+	// Corresponds with POST /api/v1/upstreams/{name}/disable (the `DisableUpstream` operationId).
+	DisableUpstream(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// EnableUpstream Enable an upstream MCP server
+	//
+	// Its tools run again; a stdio server starts on the next call.
+	//
+	// Corresponds with POST /api/v1/upstreams/{name}/enable (the `EnableUpstream` operationId).
+	EnableUpstream(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SyncUpstream Look again at an upstream's tools
+	//
+	// Lists the server's tools and compares each with the accepted definition: a changed or new one is held pending (audited) and its calls keep the accepted version; one no longer served is gone and its calls are refused; one served again as accepted is active again.
+	//
+	// Corresponds with POST /api/v1/upstreams/{name}/sync (the `SyncUpstream` operationId).
+	SyncUpstream(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SetUpstreamToolWithBody Set an upstream tool's level and category
+	//
+	// Overrides what the tool's MCP annotations (level) and its server (category) give; an empty field goes back to them. The tool's accepted definition is published again as its next patch version with them, audited.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /api/v1/upstreams/{name}/tools/{tool} (the `SetUpstreamTool` operationId).
+	SetUpstreamToolWithBody(ctx context.Context, name string, tool string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SetUpstreamTool Set an upstream tool's level and category
+	//
+	// Overrides what the tool's MCP annotations (level) and its server (category) give; an empty field goes back to them. The tool's accepted definition is published again as its next patch version with them, audited.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PUT /api/v1/upstreams/{name}/tools/{tool} (the `SetUpstreamTool` operationId).
+	SetUpstreamTool(ctx context.Context, name string, tool string, body SetUpstreamToolJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AcceptUpstreamTool Accept an upstream tool's pending definition
+	//
+	// The definition the server serves now becomes the accepted one: a new Toolbelt tool (a new tool) or its next patch version (a changed one), audited. Calls use it from then on.
+	//
+	// Corresponds with POST /api/v1/upstreams/{name}/tools/{tool}/accept (the `AcceptUpstreamTool` operationId).
+	AcceptUpstreamTool(ctx context.Context, name string, tool string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// Healthz Liveness
 	//
 	// Corresponds with GET /healthz (the `Healthz` operationId).
 	Healthz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// Readyz Readiness
+	//
+	// Probes, at most once a second each and within 2 s in all, what the instance needs: `database` (a ping), `disk` (free space on the data directory's file system: `full` below 64 MiB or 1% of it, whichever is smaller), `journal` (the call journal, where calls are spooled while the database is down, takes a write), `sessions` (a work directory can be made and written as sandboxed commands run) and `redis` (a PING, when configured). It answers 503, with `reasons` naming the components, when the instance cannot record calls (the database down and the journal unusable), when the disk is full, or when no work directory can be made; Redis down is `degraded` and stays 200 (instances fall back to Postgres). `embedder`, `host`, `sandbox` and `tool_files` say what is in use: `degraded` at worst.
 	//
 	// Corresponds with GET /readyz (the `Readyz` operationId).
 	Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -3222,6 +3594,201 @@ func (c *Client) ToolVersion(ctx context.Context, name string, version string, r
 	return c.Client.Do(req)
 }
 
+// ListUpstreams List upstream MCP servers
+//
+// Every registered upstream server with its tools: each one's state (active, new: served but never accepted, gone: no longer served) and, while the server serves a definition other than the accepted one, both definitions and the fields that changed.
+//
+// Corresponds with GET /api/v1/upstreams (the `ListUpstreams` operationId).
+func (c *Client) ListUpstreams(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListUpstreamsRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AddUpstreamWithBody Add an upstream MCP server
+//
+// Connects to an MCP server — a command Toolbelt runs in the sandbox over stdio, or a Streamable HTTP or legacy SSE endpoint reached under the outbound policy — lists its tools and makes each a Toolbelt tool named <server>__<tool> (snake_case), in the server's category, its security level from its MCP annotations (readOnlyHint safe, destructiveHint false moderate, else dangerous: approval), its input schema as served (converted to JSON Schema 2020-12 when it names an older draft). What it serves now is accepted and pinned: later changes wait for an admin (accept). A server that does not start or answer initialize and tools/list is refused (422) and nothing is stored; a tool whose name is taken refuses the whole server (409). Secrets in env and headers are references, {{env.NAME}}, never values.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/upstreams (the `AddUpstream` operationId).
+func (c *Client) AddUpstreamWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAddUpstreamRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AddUpstream Add an upstream MCP server
+//
+// Connects to an MCP server — a command Toolbelt runs in the sandbox over stdio, or a Streamable HTTP or legacy SSE endpoint reached under the outbound policy — lists its tools and makes each a Toolbelt tool named <server>__<tool> (snake_case), in the server's category, its security level from its MCP annotations (readOnlyHint safe, destructiveHint false moderate, else dangerous: approval), its input schema as served (converted to JSON Schema 2020-12 when it names an older draft). What it serves now is accepted and pinned: later changes wait for an admin (accept). A server that does not start or answer initialize and tools/list is refused (422) and nothing is stored; a tool whose name is taken refuses the whole server (409). Secrets in env and headers are references, {{env.NAME}}, never values.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/upstreams (the `AddUpstream` operationId).
+func (c *Client) AddUpstream(ctx context.Context, body AddUpstreamJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAddUpstreamRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DeleteUpstream Delete an upstream MCP server
+//
+// The server is forgotten and the tools made from it are retired (their calls stay in the history).
+//
+// Corresponds with DELETE /api/v1/upstreams/{name} (the `DeleteUpstream` operationId).
+func (c *Client) DeleteUpstream(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeleteUpstreamRequest(c.Server, name)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetUpstream Show an upstream MCP server
+//
+// The server's registration, its open connections here, and its tools as in the list.
+//
+// Corresponds with GET /api/v1/upstreams/{name} (the `GetUpstream` operationId).
+func (c *Client) GetUpstream(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetUpstreamRequest(c.Server, name)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DisableUpstream Disable an upstream MCP server
+//
+// Its tools refuse calls and its connections close (stdio processes end), until enabled.
+//
+// Corresponds with POST /api/v1/upstreams/{name}/disable (the `DisableUpstream` operationId).
+func (c *Client) DisableUpstream(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDisableUpstreamRequest(c.Server, name)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// EnableUpstream Enable an upstream MCP server
+//
+// Its tools run again; a stdio server starts on the next call.
+//
+// Corresponds with POST /api/v1/upstreams/{name}/enable (the `EnableUpstream` operationId).
+func (c *Client) EnableUpstream(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewEnableUpstreamRequest(c.Server, name)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SyncUpstream Look again at an upstream's tools
+//
+// Lists the server's tools and compares each with the accepted definition: a changed or new one is held pending (audited) and its calls keep the accepted version; one no longer served is gone and its calls are refused; one served again as accepted is active again.
+//
+// Corresponds with POST /api/v1/upstreams/{name}/sync (the `SyncUpstream` operationId).
+func (c *Client) SyncUpstream(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSyncUpstreamRequest(c.Server, name)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SetUpstreamToolWithBody Set an upstream tool's level and category
+//
+// Overrides what the tool's MCP annotations (level) and its server (category) give; an empty field goes back to them. The tool's accepted definition is published again as its next patch version with them, audited.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /api/v1/upstreams/{name}/tools/{tool} (the `SetUpstreamTool` operationId).
+func (c *Client) SetUpstreamToolWithBody(ctx context.Context, name string, tool string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSetUpstreamToolRequestWithBody(c.Server, name, tool, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SetUpstreamTool Set an upstream tool's level and category
+//
+// Overrides what the tool's MCP annotations (level) and its server (category) give; an empty field goes back to them. The tool's accepted definition is published again as its next patch version with them, audited.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PUT /api/v1/upstreams/{name}/tools/{tool} (the `SetUpstreamTool` operationId).
+func (c *Client) SetUpstreamTool(ctx context.Context, name string, tool string, body SetUpstreamToolJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSetUpstreamToolRequest(c.Server, name, tool, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AcceptUpstreamTool Accept an upstream tool's pending definition
+//
+// The definition the server serves now becomes the accepted one: a new Toolbelt tool (a new tool) or its next patch version (a changed one), audited. Calls use it from then on.
+//
+// Corresponds with POST /api/v1/upstreams/{name}/tools/{tool}/accept (the `AcceptUpstreamTool` operationId).
+func (c *Client) AcceptUpstreamTool(ctx context.Context, name string, tool string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAcceptUpstreamToolRequest(c.Server, name, tool)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // Healthz Liveness
 //
 // Corresponds with GET /healthz (the `Healthz` operationId).
@@ -3238,6 +3805,8 @@ func (c *Client) Healthz(ctx context.Context, reqEditors ...RequestEditorFn) (*h
 }
 
 // Readyz Readiness
+//
+// Probes, at most once a second each and within 2 s in all, what the instance needs: `database` (a ping), `disk` (free space on the data directory's file system: `full` below 64 MiB or 1% of it, whichever is smaller), `journal` (the call journal, where calls are spooled while the database is down, takes a write), `sessions` (a work directory can be made and written as sandboxed commands run) and `redis` (a PING, when configured). It answers 503, with `reasons` naming the components, when the instance cannot record calls (the database down and the journal unusable), when the disk is full, or when no work directory can be made; Redis down is `degraded` and stays 200 (instances fall back to Postgres). `embedder`, `host`, `sandbox` and `tool_files` say what is in use: `degraded` at worst.
 //
 // Corresponds with GET /readyz (the `Readyz` operationId).
 func (c *Client) Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -5025,6 +5594,338 @@ func NewToolVersionRequest(server string, name string, version string) (*http.Re
 	return req, nil
 }
 
+// NewListUpstreamsRequest constructs an http.Request for the ListUpstreams method
+func NewListUpstreamsRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/upstreams")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewAddUpstreamRequest calls the generic AddUpstream builder with application/json body
+func NewAddUpstreamRequest(server string, body AddUpstreamJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewAddUpstreamRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewAddUpstreamRequestWithBody constructs an http.Request for the AddUpstream method, with any body, and a specified content type
+func NewAddUpstreamRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/upstreams")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewDeleteUpstreamRequest constructs an http.Request for the DeleteUpstream method
+func NewDeleteUpstreamRequest(server string, name string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/upstreams/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetUpstreamRequest constructs an http.Request for the GetUpstream method
+func NewGetUpstreamRequest(server string, name string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/upstreams/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewDisableUpstreamRequest constructs an http.Request for the DisableUpstream method
+func NewDisableUpstreamRequest(server string, name string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/upstreams/%s/disable", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewEnableUpstreamRequest constructs an http.Request for the EnableUpstream method
+func NewEnableUpstreamRequest(server string, name string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/upstreams/%s/enable", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSyncUpstreamRequest constructs an http.Request for the SyncUpstream method
+func NewSyncUpstreamRequest(server string, name string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/upstreams/%s/sync", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSetUpstreamToolRequest calls the generic SetUpstreamTool builder with application/json body
+func NewSetUpstreamToolRequest(server string, name string, tool string, body SetUpstreamToolJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewSetUpstreamToolRequestWithBody(server, name, tool, "application/json", bodyReader)
+}
+
+// NewSetUpstreamToolRequestWithBody constructs an http.Request for the SetUpstreamTool method, with any body, and a specified content type
+func NewSetUpstreamToolRequestWithBody(server string, name string, tool string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "tool", tool, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/upstreams/%s/tools/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewAcceptUpstreamToolRequest constructs an http.Request for the AcceptUpstreamTool method
+func NewAcceptUpstreamToolRequest(server string, name string, tool string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "tool", tool, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/upstreams/%s/tools/%s/accept", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewHealthzRequest constructs an http.Request for the Healthz method
 func NewHealthzRequest(server string) (*http.Request, error) {
 	var err error
@@ -5560,6 +6461,105 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /api/v1/tools/{name}/versions/{version} (the `ToolVersion` operationId).
 	ToolVersionWithResponse(ctx context.Context, name string, version string, reqEditors ...RequestEditorFn) (*ToolVersionResponse, error)
 
+	// ListUpstreamsWithResponse List upstream MCP servers
+	//
+	// Every registered upstream server with its tools: each one's state (active, new: served but never accepted, gone: no longer served) and, while the server serves a definition other than the accepted one, both definitions and the fields that changed.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/upstreams (the `ListUpstreams` operationId).
+	ListUpstreamsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListUpstreamsResponse, error)
+
+	// AddUpstreamWithBodyWithResponse Add an upstream MCP server
+	//
+	// Connects to an MCP server — a command Toolbelt runs in the sandbox over stdio, or a Streamable HTTP or legacy SSE endpoint reached under the outbound policy — lists its tools and makes each a Toolbelt tool named <server>__<tool> (snake_case), in the server's category, its security level from its MCP annotations (readOnlyHint safe, destructiveHint false moderate, else dangerous: approval), its input schema as served (converted to JSON Schema 2020-12 when it names an older draft). What it serves now is accepted and pinned: later changes wait for an admin (accept). A server that does not start or answer initialize and tools/list is refused (422) and nothing is stored; a tool whose name is taken refuses the whole server (409). Secrets in env and headers are references, {{env.NAME}}, never values.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/upstreams (the `AddUpstream` operationId).
+	AddUpstreamWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AddUpstreamResponse, error)
+
+	// AddUpstreamWithResponse Add an upstream MCP server
+	//
+	// Connects to an MCP server — a command Toolbelt runs in the sandbox over stdio, or a Streamable HTTP or legacy SSE endpoint reached under the outbound policy — lists its tools and makes each a Toolbelt tool named <server>__<tool> (snake_case), in the server's category, its security level from its MCP annotations (readOnlyHint safe, destructiveHint false moderate, else dangerous: approval), its input schema as served (converted to JSON Schema 2020-12 when it names an older draft). What it serves now is accepted and pinned: later changes wait for an admin (accept). A server that does not start or answer initialize and tools/list is refused (422) and nothing is stored; a tool whose name is taken refuses the whole server (409). Secrets in env and headers are references, {{env.NAME}}, never values.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/upstreams (the `AddUpstream` operationId).
+	AddUpstreamWithResponse(ctx context.Context, body AddUpstreamJSONRequestBody, reqEditors ...RequestEditorFn) (*AddUpstreamResponse, error)
+
+	// DeleteUpstreamWithResponse Delete an upstream MCP server
+	//
+	// The server is forgotten and the tools made from it are retired (their calls stay in the history).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /api/v1/upstreams/{name} (the `DeleteUpstream` operationId).
+	DeleteUpstreamWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*DeleteUpstreamResponse, error)
+
+	// GetUpstreamWithResponse Show an upstream MCP server
+	//
+	// The server's registration, its open connections here, and its tools as in the list.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/upstreams/{name} (the `GetUpstream` operationId).
+	GetUpstreamWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*GetUpstreamResponse, error)
+
+	// DisableUpstreamWithResponse Disable an upstream MCP server
+	//
+	// Its tools refuse calls and its connections close (stdio processes end), until enabled.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/upstreams/{name}/disable (the `DisableUpstream` operationId).
+	DisableUpstreamWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*DisableUpstreamResponse, error)
+
+	// EnableUpstreamWithResponse Enable an upstream MCP server
+	//
+	// Its tools run again; a stdio server starts on the next call.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/upstreams/{name}/enable (the `EnableUpstream` operationId).
+	EnableUpstreamWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*EnableUpstreamResponse, error)
+
+	// SyncUpstreamWithResponse Look again at an upstream's tools
+	//
+	// Lists the server's tools and compares each with the accepted definition: a changed or new one is held pending (audited) and its calls keep the accepted version; one no longer served is gone and its calls are refused; one served again as accepted is active again.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/upstreams/{name}/sync (the `SyncUpstream` operationId).
+	SyncUpstreamWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*SyncUpstreamResponse, error)
+
+	// SetUpstreamToolWithBodyWithResponse Set an upstream tool's level and category
+	//
+	// Overrides what the tool's MCP annotations (level) and its server (category) give; an empty field goes back to them. The tool's accepted definition is published again as its next patch version with them, audited.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /api/v1/upstreams/{name}/tools/{tool} (the `SetUpstreamTool` operationId).
+	SetUpstreamToolWithBodyWithResponse(ctx context.Context, name string, tool string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SetUpstreamToolResponse, error)
+
+	// SetUpstreamToolWithResponse Set an upstream tool's level and category
+	//
+	// Overrides what the tool's MCP annotations (level) and its server (category) give; an empty field goes back to them. The tool's accepted definition is published again as its next patch version with them, audited.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /api/v1/upstreams/{name}/tools/{tool} (the `SetUpstreamTool` operationId).
+	SetUpstreamToolWithResponse(ctx context.Context, name string, tool string, body SetUpstreamToolJSONRequestBody, reqEditors ...RequestEditorFn) (*SetUpstreamToolResponse, error)
+
+	// AcceptUpstreamToolWithResponse Accept an upstream tool's pending definition
+	//
+	// The definition the server serves now becomes the accepted one: a new Toolbelt tool (a new tool) or its next patch version (a changed one), audited. Calls use it from then on.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/upstreams/{name}/tools/{tool}/accept (the `AcceptUpstreamTool` operationId).
+	AcceptUpstreamToolWithResponse(ctx context.Context, name string, tool string, reqEditors ...RequestEditorFn) (*AcceptUpstreamToolResponse, error)
+
 	// HealthzWithResponse Liveness
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -5568,6 +6568,8 @@ type ClientWithResponsesInterface interface {
 	HealthzWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*HealthzResponse, error)
 
 	// ReadyzWithResponse Readiness
+	//
+	// Probes, at most once a second each and within 2 s in all, what the instance needs: `database` (a ping), `disk` (free space on the data directory's file system: `full` below 64 MiB or 1% of it, whichever is smaller), `journal` (the call journal, where calls are spooled while the database is down, takes a write), `sessions` (a work directory can be made and written as sandboxed commands run) and `redis` (a PING, when configured). It answers 503, with `reasons` naming the components, when the instance cannot record calls (the database down and the journal unusable), when the disk is full, or when no work directory can be made; Redis down is `degraded` and stays 200 (instances fall back to Postgres). `embedder`, `host`, `sandbox` and `tool_files` say what is in use: `degraded` at worst.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -5925,6 +6927,8 @@ type CallToolResponse struct {
 	JSON422 *InvokeToolResult
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *InvokeToolResult
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *InvokeToolResult
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -5965,6 +6969,11 @@ func (r CallToolResponse) GetJSON422() *InvokeToolResult {
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
 func (r CallToolResponse) GetJSON429() *InvokeToolResult {
 	return r.JSON429
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r CallToolResponse) GetJSON503() *InvokeToolResult {
+	return r.JSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -8086,6 +9095,662 @@ func (r ToolVersionResponse) ContentType() string {
 	return ""
 }
 
+type ListUpstreamsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *[]UpstreamServer
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *HandlersErrorBody
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *HandlersErrorBody
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListUpstreamsResponse) GetJSON200() *[]UpstreamServer {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListUpstreamsResponse) GetJSON401() *HandlersErrorBody {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ListUpstreamsResponse) GetJSON403() *HandlersErrorBody {
+	return r.JSON403
+}
+
+// GetBody returns the raw response body bytes
+func (r ListUpstreamsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListUpstreamsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListUpstreamsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListUpstreamsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type AddUpstreamResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *HandlersAddedUpstream
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *HandlersErrorBody
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *HandlersErrorBody
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *HandlersErrorBody
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *HandlersErrorBody
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *HandlersErrorBody
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *HandlersErrorBody
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *HandlersErrorBody
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r AddUpstreamResponse) GetJSON201() *HandlersAddedUpstream {
+	return r.JSON201
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r AddUpstreamResponse) GetJSON400() *HandlersErrorBody {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r AddUpstreamResponse) GetJSON401() *HandlersErrorBody {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r AddUpstreamResponse) GetJSON403() *HandlersErrorBody {
+	return r.JSON403
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r AddUpstreamResponse) GetJSON409() *HandlersErrorBody {
+	return r.JSON409
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r AddUpstreamResponse) GetJSON413() *HandlersErrorBody {
+	return r.JSON413
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r AddUpstreamResponse) GetJSON415() *HandlersErrorBody {
+	return r.JSON415
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r AddUpstreamResponse) GetJSON422() *HandlersErrorBody {
+	return r.JSON422
+}
+
+// GetBody returns the raw response body bytes
+func (r AddUpstreamResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r AddUpstreamResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r AddUpstreamResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r AddUpstreamResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type DeleteUpstreamResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *HandlersErrorBody
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *HandlersErrorBody
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *HandlersErrorBody
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *HandlersErrorBody
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r DeleteUpstreamResponse) GetJSON400() *HandlersErrorBody {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r DeleteUpstreamResponse) GetJSON401() *HandlersErrorBody {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r DeleteUpstreamResponse) GetJSON403() *HandlersErrorBody {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r DeleteUpstreamResponse) GetJSON404() *HandlersErrorBody {
+	return r.JSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r DeleteUpstreamResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DeleteUpstreamResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DeleteUpstreamResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DeleteUpstreamResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type GetUpstreamResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *UpstreamServer
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *HandlersErrorBody
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *HandlersErrorBody
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *HandlersErrorBody
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *HandlersErrorBody
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetUpstreamResponse) GetJSON200() *UpstreamServer {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r GetUpstreamResponse) GetJSON400() *HandlersErrorBody {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetUpstreamResponse) GetJSON401() *HandlersErrorBody {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetUpstreamResponse) GetJSON403() *HandlersErrorBody {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r GetUpstreamResponse) GetJSON404() *HandlersErrorBody {
+	return r.JSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r GetUpstreamResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetUpstreamResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetUpstreamResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetUpstreamResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type DisableUpstreamResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *UpstreamServer
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *HandlersErrorBody
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *HandlersErrorBody
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *HandlersErrorBody
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *HandlersErrorBody
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r DisableUpstreamResponse) GetJSON200() *UpstreamServer {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r DisableUpstreamResponse) GetJSON400() *HandlersErrorBody {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r DisableUpstreamResponse) GetJSON401() *HandlersErrorBody {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r DisableUpstreamResponse) GetJSON403() *HandlersErrorBody {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r DisableUpstreamResponse) GetJSON404() *HandlersErrorBody {
+	return r.JSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r DisableUpstreamResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DisableUpstreamResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DisableUpstreamResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DisableUpstreamResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type EnableUpstreamResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *UpstreamServer
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *HandlersErrorBody
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *HandlersErrorBody
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *HandlersErrorBody
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *HandlersErrorBody
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r EnableUpstreamResponse) GetJSON200() *UpstreamServer {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r EnableUpstreamResponse) GetJSON400() *HandlersErrorBody {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r EnableUpstreamResponse) GetJSON401() *HandlersErrorBody {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r EnableUpstreamResponse) GetJSON403() *HandlersErrorBody {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r EnableUpstreamResponse) GetJSON404() *HandlersErrorBody {
+	return r.JSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r EnableUpstreamResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r EnableUpstreamResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r EnableUpstreamResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r EnableUpstreamResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SyncUpstreamResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *UpstreamReport
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *HandlersErrorBody
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *HandlersErrorBody
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *HandlersErrorBody
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *HandlersErrorBody
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *HandlersErrorBody
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SyncUpstreamResponse) GetJSON200() *UpstreamReport {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r SyncUpstreamResponse) GetJSON400() *HandlersErrorBody {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r SyncUpstreamResponse) GetJSON401() *HandlersErrorBody {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r SyncUpstreamResponse) GetJSON403() *HandlersErrorBody {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r SyncUpstreamResponse) GetJSON404() *HandlersErrorBody {
+	return r.JSON404
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r SyncUpstreamResponse) GetJSON500() *HandlersErrorBody {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r SyncUpstreamResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SyncUpstreamResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SyncUpstreamResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SyncUpstreamResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SetUpstreamToolResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *HandlersAcceptedTool
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *HandlersErrorBody
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *HandlersErrorBody
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *HandlersErrorBody
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *HandlersErrorBody
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *HandlersErrorBody
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *HandlersErrorBody
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SetUpstreamToolResponse) GetJSON200() *HandlersAcceptedTool {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r SetUpstreamToolResponse) GetJSON400() *HandlersErrorBody {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r SetUpstreamToolResponse) GetJSON401() *HandlersErrorBody {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r SetUpstreamToolResponse) GetJSON403() *HandlersErrorBody {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r SetUpstreamToolResponse) GetJSON404() *HandlersErrorBody {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r SetUpstreamToolResponse) GetJSON409() *HandlersErrorBody {
+	return r.JSON409
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r SetUpstreamToolResponse) GetJSON422() *HandlersErrorBody {
+	return r.JSON422
+}
+
+// GetBody returns the raw response body bytes
+func (r SetUpstreamToolResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SetUpstreamToolResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SetUpstreamToolResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SetUpstreamToolResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type AcceptUpstreamToolResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *HandlersAcceptedTool
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *HandlersErrorBody
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *HandlersErrorBody
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *HandlersErrorBody
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *HandlersErrorBody
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *HandlersErrorBody
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *HandlersErrorBody
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r AcceptUpstreamToolResponse) GetJSON200() *HandlersAcceptedTool {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r AcceptUpstreamToolResponse) GetJSON400() *HandlersErrorBody {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r AcceptUpstreamToolResponse) GetJSON401() *HandlersErrorBody {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r AcceptUpstreamToolResponse) GetJSON403() *HandlersErrorBody {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r AcceptUpstreamToolResponse) GetJSON404() *HandlersErrorBody {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r AcceptUpstreamToolResponse) GetJSON409() *HandlersErrorBody {
+	return r.JSON409
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r AcceptUpstreamToolResponse) GetJSON422() *HandlersErrorBody {
+	return r.JSON422
+}
+
+// GetBody returns the raw response body bytes
+func (r AcceptUpstreamToolResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r AcceptUpstreamToolResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r AcceptUpstreamToolResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r AcceptUpstreamToolResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type HealthzResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8906,6 +10571,171 @@ func (c *ClientWithResponses) ToolVersionWithResponse(ctx context.Context, name 
 	return ParseToolVersionResponse(rsp)
 }
 
+// ListUpstreamsWithResponse List upstream MCP servers
+//
+// Every registered upstream server with its tools: each one's state (active, new: served but never accepted, gone: no longer served) and, while the server serves a definition other than the accepted one, both definitions and the fields that changed.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/upstreams (the `ListUpstreams` operationId).
+func (c *ClientWithResponses) ListUpstreamsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListUpstreamsResponse, error) {
+	rsp, err := c.ListUpstreams(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListUpstreamsResponse(rsp)
+}
+
+// AddUpstreamWithBodyWithResponse Add an upstream MCP server
+//
+// Connects to an MCP server — a command Toolbelt runs in the sandbox over stdio, or a Streamable HTTP or legacy SSE endpoint reached under the outbound policy — lists its tools and makes each a Toolbelt tool named <server>__<tool> (snake_case), in the server's category, its security level from its MCP annotations (readOnlyHint safe, destructiveHint false moderate, else dangerous: approval), its input schema as served (converted to JSON Schema 2020-12 when it names an older draft). What it serves now is accepted and pinned: later changes wait for an admin (accept). A server that does not start or answer initialize and tools/list is refused (422) and nothing is stored; a tool whose name is taken refuses the whole server (409). Secrets in env and headers are references, {{env.NAME}}, never values.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/upstreams (the `AddUpstream` operationId).
+func (c *ClientWithResponses) AddUpstreamWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AddUpstreamResponse, error) {
+	rsp, err := c.AddUpstreamWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAddUpstreamResponse(rsp)
+}
+
+// AddUpstreamWithResponse Add an upstream MCP server
+//
+// Connects to an MCP server — a command Toolbelt runs in the sandbox over stdio, or a Streamable HTTP or legacy SSE endpoint reached under the outbound policy — lists its tools and makes each a Toolbelt tool named <server>__<tool> (snake_case), in the server's category, its security level from its MCP annotations (readOnlyHint safe, destructiveHint false moderate, else dangerous: approval), its input schema as served (converted to JSON Schema 2020-12 when it names an older draft). What it serves now is accepted and pinned: later changes wait for an admin (accept). A server that does not start or answer initialize and tools/list is refused (422) and nothing is stored; a tool whose name is taken refuses the whole server (409). Secrets in env and headers are references, {{env.NAME}}, never values.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/upstreams (the `AddUpstream` operationId).
+func (c *ClientWithResponses) AddUpstreamWithResponse(ctx context.Context, body AddUpstreamJSONRequestBody, reqEditors ...RequestEditorFn) (*AddUpstreamResponse, error) {
+	rsp, err := c.AddUpstream(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAddUpstreamResponse(rsp)
+}
+
+// DeleteUpstreamWithResponse Delete an upstream MCP server
+//
+// The server is forgotten and the tools made from it are retired (their calls stay in the history).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /api/v1/upstreams/{name} (the `DeleteUpstream` operationId).
+func (c *ClientWithResponses) DeleteUpstreamWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*DeleteUpstreamResponse, error) {
+	rsp, err := c.DeleteUpstream(ctx, name, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeleteUpstreamResponse(rsp)
+}
+
+// GetUpstreamWithResponse Show an upstream MCP server
+//
+// The server's registration, its open connections here, and its tools as in the list.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/upstreams/{name} (the `GetUpstream` operationId).
+func (c *ClientWithResponses) GetUpstreamWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*GetUpstreamResponse, error) {
+	rsp, err := c.GetUpstream(ctx, name, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetUpstreamResponse(rsp)
+}
+
+// DisableUpstreamWithResponse Disable an upstream MCP server
+//
+// Its tools refuse calls and its connections close (stdio processes end), until enabled.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/upstreams/{name}/disable (the `DisableUpstream` operationId).
+func (c *ClientWithResponses) DisableUpstreamWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*DisableUpstreamResponse, error) {
+	rsp, err := c.DisableUpstream(ctx, name, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDisableUpstreamResponse(rsp)
+}
+
+// EnableUpstreamWithResponse Enable an upstream MCP server
+//
+// Its tools run again; a stdio server starts on the next call.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/upstreams/{name}/enable (the `EnableUpstream` operationId).
+func (c *ClientWithResponses) EnableUpstreamWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*EnableUpstreamResponse, error) {
+	rsp, err := c.EnableUpstream(ctx, name, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseEnableUpstreamResponse(rsp)
+}
+
+// SyncUpstreamWithResponse Look again at an upstream's tools
+//
+// Lists the server's tools and compares each with the accepted definition: a changed or new one is held pending (audited) and its calls keep the accepted version; one no longer served is gone and its calls are refused; one served again as accepted is active again.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/upstreams/{name}/sync (the `SyncUpstream` operationId).
+func (c *ClientWithResponses) SyncUpstreamWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*SyncUpstreamResponse, error) {
+	rsp, err := c.SyncUpstream(ctx, name, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSyncUpstreamResponse(rsp)
+}
+
+// SetUpstreamToolWithBodyWithResponse Set an upstream tool's level and category
+//
+// Overrides what the tool's MCP annotations (level) and its server (category) give; an empty field goes back to them. The tool's accepted definition is published again as its next patch version with them, audited.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /api/v1/upstreams/{name}/tools/{tool} (the `SetUpstreamTool` operationId).
+func (c *ClientWithResponses) SetUpstreamToolWithBodyWithResponse(ctx context.Context, name string, tool string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SetUpstreamToolResponse, error) {
+	rsp, err := c.SetUpstreamToolWithBody(ctx, name, tool, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSetUpstreamToolResponse(rsp)
+}
+
+// SetUpstreamToolWithResponse Set an upstream tool's level and category
+//
+// Overrides what the tool's MCP annotations (level) and its server (category) give; an empty field goes back to them. The tool's accepted definition is published again as its next patch version with them, audited.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /api/v1/upstreams/{name}/tools/{tool} (the `SetUpstreamTool` operationId).
+func (c *ClientWithResponses) SetUpstreamToolWithResponse(ctx context.Context, name string, tool string, body SetUpstreamToolJSONRequestBody, reqEditors ...RequestEditorFn) (*SetUpstreamToolResponse, error) {
+	rsp, err := c.SetUpstreamTool(ctx, name, tool, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSetUpstreamToolResponse(rsp)
+}
+
+// AcceptUpstreamToolWithResponse Accept an upstream tool's pending definition
+//
+// The definition the server serves now becomes the accepted one: a new Toolbelt tool (a new tool) or its next patch version (a changed one), audited. Calls use it from then on.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/upstreams/{name}/tools/{tool}/accept (the `AcceptUpstreamTool` operationId).
+func (c *ClientWithResponses) AcceptUpstreamToolWithResponse(ctx context.Context, name string, tool string, reqEditors ...RequestEditorFn) (*AcceptUpstreamToolResponse, error) {
+	rsp, err := c.AcceptUpstreamTool(ctx, name, tool, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAcceptUpstreamToolResponse(rsp)
+}
+
 // HealthzWithResponse Liveness
 //
 // Returns a wrapper object for the known response body format(s).
@@ -8920,6 +10750,8 @@ func (c *ClientWithResponses) HealthzWithResponse(ctx context.Context, reqEditor
 }
 
 // ReadyzWithResponse Readiness
+//
+// Probes, at most once a second each and within 2 s in all, what the instance needs: `database` (a ping), `disk` (free space on the data directory's file system: `full` below 64 MiB or 1% of it, whichever is smaller), `journal` (the call journal, where calls are spooled while the database is down, takes a write), `sessions` (a work directory can be made and written as sandboxed commands run) and `redis` (a PING, when configured). It answers 503, with `reasons` naming the components, when the instance cannot record calls (the database down and the journal unusable), when the disk is full, or when no work directory can be made; Redis down is `degraded` and stays 200 (instances fall back to Postgres). `embedder`, `host`, `sandbox` and `tool_files` say what is in use: `degraded` at worst.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -9269,6 +11101,13 @@ func ParseCallToolResponse(rsp *http.Response) (*CallToolResponse, error) {
 			return nil, err
 		}
 		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest InvokeToolResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
 
 	}
 
@@ -10906,6 +12745,530 @@ func ParseToolVersionResponse(rsp *http.Response) (*ToolVersionResponse, error) 
 			return nil, err
 		}
 		response.JSON404 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseListUpstreamsResponse parses an HTTP response from a ListUpstreamsWithResponse call
+func ParseListUpstreamsResponse(rsp *http.Response) (*ListUpstreamsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListUpstreamsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest []UpstreamServer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseAddUpstreamResponse parses an HTTP response from a AddUpstreamWithResponse call
+func ParseAddUpstreamResponse(rsp *http.Response) (*AddUpstreamResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &AddUpstreamResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest HandlersAddedUpstream
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseDeleteUpstreamResponse parses an HTTP response from a DeleteUpstreamWithResponse call
+func ParseDeleteUpstreamResponse(rsp *http.Response) (*DeleteUpstreamResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DeleteUpstreamResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetUpstreamResponse parses an HTTP response from a GetUpstreamWithResponse call
+func ParseGetUpstreamResponse(rsp *http.Response) (*GetUpstreamResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetUpstreamResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest UpstreamServer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseDisableUpstreamResponse parses an HTTP response from a DisableUpstreamWithResponse call
+func ParseDisableUpstreamResponse(rsp *http.Response) (*DisableUpstreamResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DisableUpstreamResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest UpstreamServer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseEnableUpstreamResponse parses an HTTP response from a EnableUpstreamWithResponse call
+func ParseEnableUpstreamResponse(rsp *http.Response) (*EnableUpstreamResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &EnableUpstreamResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest UpstreamServer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSyncUpstreamResponse parses an HTTP response from a SyncUpstreamWithResponse call
+func ParseSyncUpstreamResponse(rsp *http.Response) (*SyncUpstreamResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SyncUpstreamResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest UpstreamReport
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSetUpstreamToolResponse parses an HTTP response from a SetUpstreamToolWithResponse call
+func ParseSetUpstreamToolResponse(rsp *http.Response) (*SetUpstreamToolResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SetUpstreamToolResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest HandlersAcceptedTool
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseAcceptUpstreamToolResponse parses an HTTP response from a AcceptUpstreamToolWithResponse call
+func ParseAcceptUpstreamToolResponse(rsp *http.Response) (*AcceptUpstreamToolResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &AcceptUpstreamToolResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest HandlersAcceptedTool
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
 
 	}
 

@@ -1,3 +1,6 @@
+// Package docs holds the API document swag generates from the handlers'
+// annotations (swagger.json, Swagger 2.0) and its OpenAPI 3.0 form
+// (openapi3.json), both embedded for the server to serve.
 package docs
 
 import (
@@ -10,9 +13,10 @@ import (
 )
 
 // JSON is the generated OpenAPI (Swagger 2.0) document, served at
-// /swagger/doc.json. docs.go renders the same document through a template
-// that writes an empty "host", which validators reject; this file is the
-// document as swag wrote it.
+// /swagger/doc.json, as swag wrote it. "make generate" has swag write no Go
+// (docs.go) besides: that file registers the document with swag's root
+// package, which is its parser and would link go/types and
+// golang.org/x/tools into the server.
 //
 //go:embed swagger.json
 var JSON []byte

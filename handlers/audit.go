@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/csv"
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
@@ -19,15 +20,15 @@ import (
 // the console alike.
 var auditParams = []string{"actor", "action", "target", "since", "until", "cursor", "limit", "format"}
 
-// auditQuery reads the audit log's filters from the query string.
-func auditQuery(c *gin.Context) (audit.Query, error) {
-	if err := onlyQuery(c, auditParams...); err != nil {
+// AuditQuery reads the audit log's filters from the query string.
+func AuditQuery(c *gin.Context) (audit.Query, error) {
+	if err := OnlyQuery(c, auditParams...); err != nil {
 		return audit.Query{}, err
 	}
 	q := audit.Query{Actor: c.Query("actor"), Action: c.Query("action"), Target: c.Query("target"),
 		Since: c.Query("since"), Until: c.Query("until"), Cursor: c.Query("cursor")}
 	var err error
-	if q.Limit, err = intQuery(c, "limit"); err != nil {
+	if q.Limit, err = IntQuery(c, "limit"); err != nil {
 		return q, err
 	}
 	if q.Limit == 0 && c.Query("limit") != "" {
@@ -61,7 +62,7 @@ func auditQuery(c *gin.Context) (audit.Query, error) {
 //	@Security		BearerAuth
 //	@Router			/api/v1/audit [get]
 func (h *Handler) ListAudit(c *gin.Context) error {
-	q, err := auditQuery(c)
+	q, err := AuditQuery(c)
 	if err != nil {
 		return err
 	}
@@ -74,7 +75,7 @@ func (h *Handler) ListAudit(c *gin.Context) error {
 		c.JSON(http.StatusOK, page)
 		return nil
 	case "ndjson", "csv":
-		h.exportAudit(c, q, format)
+		ExportAudit(c, h.Audit, h.Log, q, format)
 		return nil
 	default:
 		return models.ErrInvalid.Errorf("format=%s: use json, ndjson or csv", strconv.Quote(format))
@@ -84,10 +85,11 @@ func (h *Handler) ListAudit(c *gin.Context) error {
 // auditColumns are the CSV export's columns.
 var auditColumns = []string{"id", "at", "actor", "actor_role", "via", "key_id", "key_label", "client_ip", "request_id", "action", "target", "detail"}
 
-// exportAudit streams every entry of q as NDJSON or CSV. Once the first
+// ExportAudit streams every entry of q in the audit log a as NDJSON or CSV
+// (the API's format=ndjson|csv and the console's export). Once the first
 // byte is out the status is sent: a failure after is logged and cuts the
 // stream short (a client sees a truncated file, never a wrong one).
-func (h *Handler) exportAudit(c *gin.Context, q audit.Query, format string) {
+func ExportAudit(c *gin.Context, a *audit.Log, log *slog.Logger, q audit.Query, format string) {
 	w := bufio.NewWriterSize(c.Writer, 32<<10)
 	c.Header("Cache-Control", "no-store")
 	c.Header("Content-Disposition", `attachment; filename="toolbelt-audit.`+format+`"`)
@@ -108,7 +110,7 @@ func (h *Handler) exportAudit(c *gin.Context, q audit.Query, format string) {
 	}
 	c.Status(http.StatusOK)
 	n := 0
-	err := h.Audit.Export(c.Request.Context(), q, func(e models.AuditEntry) error {
+	err := a.Export(c.Request.Context(), q, func(e models.AuditEntry) error {
 		if err := write(e); err != nil {
 			return err
 		}
@@ -128,7 +130,7 @@ func (h *Handler) exportAudit(c *gin.Context, q audit.Query, format string) {
 	}
 	_ = w.Flush()
 	if err != nil {
-		h.Log.ErrorContext(c.Request.Context(), "audit export cut short", "err", err, "entries", n, "request_id", c.GetString(RequestIDKey))
+		log.ErrorContext(c.Request.Context(), "audit export cut short", "err", err, "entries", n, "request_id", c.GetString(RequestIDKey))
 	}
 }
 

@@ -60,7 +60,7 @@ func (h *Handler) RotateCallbackSecret(c *gin.Context) error {
 //	@Security		BearerAuth
 //	@Router			/api/v1/principals/{id}/callback-secret/rotate [post]
 func (h *Handler) RotatePrincipalCallbackSecret(c *gin.Context) error {
-	id, err := idParam(c, "id")
+	id, err := IDParam(c, "id")
 	if err != nil {
 		return err
 	}

@@ -78,18 +78,23 @@ type CallList struct {
 	Offset int          `json:"offset" example:"0"`
 }
 
-// statusOf is the HTTP status of a call result: 202 while it waits for a
+// StatusOf is the HTTP status of a call result: 202 while it waits for a
 // reviewer or a worker, the status of its code (httpStatus) when a guard
 // refused it, and 200 when the tool ran, even if it failed: the agent
 // feeds the result to its LLM.
-func statusOf(res invoke.ToolResult) int {
+func StatusOf(res invoke.ToolResult) int {
 	if res.Status == models.StatusAwaitingApproval || res.Status == models.StatusQueued {
 		return http.StatusAccepted
+	}
+	if res.Status == models.StatusUnrecorded {
+		// Ran, but not kept: never a 2xx, though the body has the
+		// result (and says not to call again).
+		return http.StatusServiceUnavailable
 	}
 	if res.Status != models.StatusRefused || res.Error == nil {
 		return http.StatusOK
 	}
-	return statusFor(res.Error.Code)
+	return StatusFor(res.Error.Code)
 }
 
 // CallTool runs a tool call through the guard chain.
@@ -109,6 +114,7 @@ func statusOf(res invoke.ToolResult) int {
 //	@Failure		404		{object}	invoke.ToolResult
 //	@Failure		422		{object}	invoke.ToolResult
 //	@Failure		429		{object}	invoke.ToolResult	"rate limit or full queue, with Retry-After"
+//	@Failure		503		{object}	invoke.ToolResult	"status unrecorded, code NOT_RECORDED: the tool ran (its result is in data) but the call could not be recorded; do not call again"
 //	@Security		BearerAuth
 //	@Router			/api/v1/calls [post]
 func (h *Handler) CallTool(c *gin.Context) error {
@@ -123,10 +129,10 @@ func (h *Handler) CallTool(c *gin.Context) error {
 	if res.Error != nil && res.Error.RetryAfter > 0 {
 		c.Header("Retry-After", strconv.Itoa(res.Error.RetryAfter))
 	}
-	if statusOf(res) == http.StatusAccepted {
+	if StatusOf(res) == http.StatusAccepted {
 		c.Header("Location", "/api/v1/calls/"+res.CallID)
 	}
-	c.Data(statusOf(res), "application/json; charset=utf-8", res.JSON())
+	c.Data(StatusOf(res), "application/json; charset=utf-8", res.JSON())
 	return nil
 }
 
@@ -179,20 +185,20 @@ func (h *Handler) GetCall(c *gin.Context) error {
 //	@Security		BearerAuth
 //	@Router			/api/v1/calls [get]
 func (h *Handler) ListCalls(c *gin.Context) error {
-	if err := onlyQuery(c, "tool", "status", "principal", "session_id", "since", "until", "limit", "offset"); err != nil {
+	if err := OnlyQuery(c, "tool", "status", "principal", "session_id", "since", "until", "limit", "offset"); err != nil {
 		return err
 	}
 	f := models.CallFilter{Tool: c.Query("tool"), Status: c.Query("status"), SessionID: c.Query("session_id"), Limit: 50}
 	var err error
 	if c.Query("limit") != "" {
-		if f.Limit, err = intQuery(c, "limit"); err != nil {
+		if f.Limit, err = IntQuery(c, "limit"); err != nil {
 			return err
 		}
 	}
-	if f.Offset, err = intQuery(c, "offset"); err != nil {
+	if f.Offset, err = IntQuery(c, "offset"); err != nil {
 		return err
 	}
-	p, err := intQuery(c, "principal")
+	p, err := IntQuery(c, "principal")
 	if err != nil {
 		return err
 	}
@@ -246,7 +252,7 @@ type ApprovalList struct {
 //	@Security		BearerAuth
 //	@Router			/api/v1/approvals [get]
 func (h *Handler) ListApprovals(c *gin.Context) error {
-	if err := onlyQuery(c, "status"); err != nil {
+	if err := OnlyQuery(c, "status"); err != nil {
 		return err
 	}
 	as, err := h.Invoker.Approvals(c.Request.Context(), c.Query("status"))

@@ -8,7 +8,7 @@ import (
 )
 
 // httpStatus is the one table from the error codes (models/errors.go) to
-// HTTP statuses. Fail answers errors with it, statusOf the calls a guard
+// HTTP statuses. Fail answers errors with it, StatusOf the calls a guard
 // refused, and the console pages their forms; TestEveryCodeHasAStatus
 // fails for a code without an entry.
 var httpStatus = map[string]int{
@@ -23,6 +23,9 @@ var httpStatus = map[string]int{
 	models.CodeValidation:           http.StatusUnprocessableEntity,
 	models.CodeRateLimit:            http.StatusTooManyRequests,
 	models.CodeInternal:             http.StatusInternalServerError,
+	models.CodeNotRecorded:          http.StatusServiceUnavailable,
+	models.CodeUnavailable:          http.StatusServiceUnavailable,
+	models.CodeStorageFull:          http.StatusInsufficientStorage,
 
 	// The codes a guard refuses a call with.
 	models.CodeToolNotFound:         http.StatusNotFound,
@@ -51,9 +54,9 @@ var (
 	errMethod    = models.NewKind(models.CodeMethodNotAllowed, "method not allowed")
 )
 
-// codeOf is the code err answers with (models.CodeOf), counting a body
+// CodeOf is the code err answers with (models.CodeOf), counting a body
 // that net/http's MaxBytesReader cut off as too large.
-func codeOf(err error) string {
+func CodeOf(err error) string {
 	var tooLarge *http.MaxBytesError
 	if errors.As(err, &tooLarge) {
 		return models.CodePayloadTooLarge
@@ -61,14 +64,14 @@ func codeOf(err error) string {
 	return models.CodeOf(err)
 }
 
-// statusFor is the HTTP status of an answer with code; an unknown code
+// StatusFor is the HTTP status of an answer with code; an unknown code
 // (none is: see the test) answers 500.
-func statusFor(code string) int {
+func StatusFor(code string) int {
 	if s, ok := httpStatus[code]; ok {
 		return s
 	}
 	return http.StatusInternalServerError
 }
 
-// errorStatus is the HTTP status err answers with.
-func errorStatus(err error) int { return statusFor(codeOf(err)) }
+// ErrorStatus is the HTTP status err answers with.
+func ErrorStatus(err error) int { return StatusFor(CodeOf(err)) }

@@ -1,7 +1,8 @@
-// Package handlers holds the /api/v1 JSON handlers and the page handlers:
-// each binds its input, calls one service and responds. Fail is the one
-// place that turns errors into HTTP statuses, by their code through the
-// table in errors.go, which call results and console forms answer with too.
+// Package handlers holds the /api/v1 JSON handlers (the console's pages
+// are in handlers/console): each binds its input, calls one service and
+// responds. Fail is the one place that turns errors into HTTP statuses, by
+// their code through the table in errors.go, which call results and
+// console forms answer with too.
 package handlers
 
 import (
@@ -27,12 +28,13 @@ import (
 	"toolbelt/services/invoke"
 	"toolbelt/services/ops"
 	"toolbelt/services/selection"
+	"toolbelt/services/upstream"
 )
 
 // MaxBodyBytes caps every request body.
 const MaxBodyBytes = 1 << 20
 
-// Handler serves the API and the pages. It holds the services it calls and
+// Handler serves the API. It holds the services it calls and
 // nothing else.
 type Handler struct {
 	Registry *catalog.Registry
@@ -46,11 +48,16 @@ type Handler struct {
 	Alerts          *ops.Alerts
 	// OpenAPI imports tools from OpenAPI documents.
 	OpenAPI *catalog.OpenAPIImporter
+	// Upstreams are the MCP servers whose tools Toolbelt serves.
+	Upstreams *upstream.Manager
 	// Audit reads the audit log.
 	Audit *audit.Log
 	Log   *slog.Logger
 	// Links are shown on the home page.
 	Links Links
+	// ErrorPage renders an error for a browser (WantsHTML): the console's
+	// error page, framed for the signed-in user. Nil: errors are JSON.
+	ErrorPage func(c *gin.Context, status int, body ErrorBody)
 }
 
 // Links are the URLs the home page points to.
@@ -89,9 +96,9 @@ func (h *Handler) Wrap(fn func(*gin.Context) error) gin.HandlerFunc {
 // Fail answers err with the status its kind calls for. Server faults are
 // logged with their detail and answered with "internal error" only.
 func (h *Handler) Fail(c *gin.Context, err error) {
-	status, body := h.classify(c, err)
-	if WantsHTML(c) {
-		h.failPage(c, status, body)
+	status, body := Classify(c, h.Log, err)
+	if h.ErrorPage != nil && WantsHTML(c) {
+		h.ErrorPage(c, status, body)
 		return
 	}
 	if status == http.StatusUnauthorized {
@@ -100,14 +107,14 @@ func (h *Handler) Fail(c *gin.Context, err error) {
 	c.AbortWithStatusJSON(status, body)
 }
 
-// classify is the status and body err answers with: the status of its
+// Classify is the status and body err answers with: the status of its
 // code (httpStatus), its message, and what its kind adds (the problems of
 // a validation error, the tools closest to an unknown one, the wait after
 // too many wrong keys). A server fault is logged with its detail and
-// answered "internal error" only.
-func (h *Handler) classify(c *gin.Context, err error) (int, ErrorBody) {
+// answered "internal error" only, log getting the detail.
+func Classify(c *gin.Context, log *slog.Logger, err error) (int, ErrorBody) {
 	reqID := c.GetString(RequestIDKey)
-	code := codeOf(err)
+	code := CodeOf(err)
 	b := ErrorBody{Error: APIError{Code: code, Message: err.Error(), RequestID: reqID}}
 	var ve *models.ValidationError
 	var unknown *selection.UnknownToolError
@@ -122,11 +129,37 @@ func (h *Handler) classify(c *gin.Context, err error) (int, ErrorBody) {
 	case code == models.CodeRateLimit && errors.As(err, &guesses):
 		c.Header("Retry-After", strconv.Itoa(guesses.RetryAfter))
 	case code == models.CodeInternal:
-		h.Log.ErrorContext(c.Request.Context(), "request failed", "err", err, "method", c.Request.Method,
+		log.ErrorContext(c.Request.Context(), "request failed", "err", err, "method", c.Request.Method,
 			"route", c.FullPath(), "request_id", reqID)
 		b.Error.Message = "internal error"
+	case code == models.CodeUnavailable:
+		log.WarnContext(c.Request.Context(), "request failed: the database does not answer", "err", err, "method", c.Request.Method,
+			"route", c.FullPath(), "request_id", reqID)
+		b.Error.Message = "the database does not answer (restarting or unreachable); nothing was done: retry in a few seconds"
+		c.Header("Retry-After", "2")
+	case code == models.CodeStorageFull:
+		// The detail (paths, the engine's text) goes to the log; the
+		// answer names the disk, for whoever reads it to tell an operator.
+		log.ErrorContext(c.Request.Context(), "request failed: disk full", "err", err, "method", c.Request.Method,
+			"route", c.FullPath(), "request_id", reqID)
+		if disk := models.FullDisk(err); disk != "" {
+			b.Error.Message = disk + " is full: the request could not be completed; retry once space is freed"
+		}
 	}
-	return statusFor(code), b
+	return StatusFor(code), b
+}
+
+// WantsHTML reports whether an error should be a page: console paths, and
+// browsers asking for HTML outside the API.
+func WantsHTML(c *gin.Context) bool {
+	p := c.Request.URL.Path
+	if p == "/admin" || strings.HasPrefix(p, "/admin/") {
+		return true
+	}
+	if strings.HasPrefix(p, "/api/") || p == "/mcp" || p == "/metrics" {
+		return false
+	}
+	return strings.Contains(c.GetHeader("Accept"), "text/html")
 }
 
 // NotFound answers requests no route matches.
@@ -170,10 +203,18 @@ func bindJSON(c *gin.Context, v any) error {
 	if err := dec.Decode(v); err != nil {
 		return decodeError(err)
 	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+	if !onlyValue(dec, raw) {
 		return models.ErrInvalid.Errorf("request body holds more than one JSON value")
 	}
 	return nil
+}
+
+// onlyValue says whether nothing but JSON white space follows the value
+// dec decoded from raw: what dec.Token answering io.EOF says, read from
+// raw without refilling the decoder's buffer (a copy of the body) and
+// scanning on.
+func onlyValue(dec *json.Decoder, raw []byte) bool {
+	return len(bytes.TrimLeft(raw[dec.InputOffset():], " \t\r\n")) == 0
 }
 
 // decodeError turns a JSON decoding error into a message a client can act
@@ -234,8 +275,8 @@ func CurrentPrincipal(c *gin.Context) *models.Principal {
 	return pr
 }
 
-// intQuery reads an optional integer query parameter.
-func intQuery(c *gin.Context, name string) (int, error) {
+// IntQuery reads an optional integer query parameter.
+func IntQuery(c *gin.Context, name string) (int, error) {
 	s := c.Query(name)
 	if s == "" {
 		return 0, nil
@@ -247,8 +288,8 @@ func intQuery(c *gin.Context, name string) (int, error) {
 	return n, nil
 }
 
-// idParam reads a positive integer path parameter.
-func idParam(c *gin.Context, name string) (uint, error) {
+// IDParam reads a positive integer path parameter.
+func IDParam(c *gin.Context, name string) (uint, error) {
 	s := c.Param(name)
 	n, err := strconv.ParseUint(s, 10, 32)
 	if err != nil || n == 0 {

@@ -22,17 +22,18 @@ func (h *Handler) Healthz(c *gin.Context) {
 	c.JSON(http.StatusOK, gin.H{"status": "ok"})
 }
 
-// Readyz says whether the service can work, and which embedder and sandbox
-// it uses.
+// Readyz says whether the service can work, what stops it when it cannot,
+// and which embedder and sandbox it uses.
 //
-//	@Summary	Readiness
-//	@ID			readyz
+//	@Summary		Readiness
+//	@ID				readyz
+//	@Description	Probes, at most once a second each and within 2 s in all, what the instance needs: `database` (a ping), `disk` (free space on the data directory's file system: `full` below 64 MiB or 1% of it, whichever is smaller), `journal` (the call journal, where calls are spooled while the database is down, takes a write), `sessions` (a work directory can be made and written as sandboxed commands run) and `redis` (a PING, when configured). It answers 503, with `reasons` naming the components, when the instance cannot record calls (the database down and the journal unusable), when the disk is full, or when no work directory can be made; Redis down is `degraded` and stays 200 (instances fall back to Postgres). `embedder`, `host`, `sandbox` and `tool_files` say what is in use: `degraded` at worst.
 //	@Security
-//	@Tags		health
-//	@Produce	json
-//	@Success	200	{object}	ops.Readiness
-//	@Failure	503	{object}	ops.Readiness
-//	@Router		/readyz [get]
+//	@Tags			health
+//	@Produce		json
+//	@Success		200	{object}	ops.Readiness
+//	@Failure		503	{object}	ops.Readiness
+//	@Router			/readyz [get]
 func (h *Handler) Readyz(c *gin.Context) {
 	r := h.Health.Check(c.Request.Context())
 	status := http.StatusOK

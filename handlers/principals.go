@@ -90,7 +90,7 @@ func (h *Handler) ListPrincipals(c *gin.Context) error {
 //	@Security		BearerAuth
 //	@Router			/api/v1/principals/{id}/keys [post]
 func (h *Handler) IssueKey(c *gin.Context) error {
-	id, err := idParam(c, "id")
+	id, err := IDParam(c, "id")
 	if err != nil {
 		return err
 	}
@@ -125,7 +125,7 @@ func (h *Handler) IssueKey(c *gin.Context) error {
 //	@Security		BearerAuth
 //	@Router			/api/v1/keys/{id} [delete]
 func (h *Handler) RevokeKey(c *gin.Context) error {
-	id, err := idParam(c, "id")
+	id, err := IDParam(c, "id")
 	if err != nil {
 		return err
 	}
@@ -172,7 +172,7 @@ func (h *Handler) DisablePrincipal(c *gin.Context) error { return h.setDisabled(
 func (h *Handler) EnablePrincipal(c *gin.Context) error { return h.setDisabled(c, false) }
 
 func (h *Handler) setDisabled(c *gin.Context, disabled bool) error {
-	id, err := idParam(c, "id")
+	id, err := IDParam(c, "id")
 	if err != nil {
 		return err
 	}
@@ -200,7 +200,7 @@ func (h *Handler) setDisabled(c *gin.Context, disabled bool) error {
 //	@Security		BearerAuth
 //	@Router			/api/v1/principals/{id} [delete]
 func (h *Handler) DeletePrincipal(c *gin.Context) error {
-	id, err := idParam(c, "id")
+	id, err := IDParam(c, "id")
 	if err != nil {
 		return err
 	}
@@ -230,7 +230,7 @@ func (h *Handler) DeletePrincipal(c *gin.Context) error {
 //	@Security		BearerAuth
 //	@Router			/api/v1/principals/{id}/grants [put]
 func (h *Handler) SetGrants(c *gin.Context) error {
-	id, err := idParam(c, "id")
+	id, err := IDParam(c, "id")
 	if err != nil {
 		return err
 	}
@@ -261,7 +261,7 @@ func (h *Handler) SetGrants(c *gin.Context) error {
 //	@Security		BearerAuth
 //	@Router			/api/v1/principals/{id}/grants [get]
 func (h *Handler) Grants(c *gin.Context) error {
-	id, err := idParam(c, "id")
+	id, err := IDParam(c, "id")
 	if err != nil {
 		return err
 	}

@@ -137,7 +137,7 @@ func (h *Handler) LearnedQueries(c *gin.Context) error {
 //	@Security		BearerAuth
 //	@Router			/api/v1/tools/{name}/queries/{id} [delete]
 func (h *Handler) ForgetQuery(c *gin.Context) error {
-	id, err := idParam(c, "id")
+	id, err := IDParam(c, "id")
 	if err != nil {
 		return err
 	}

@@ -32,15 +32,15 @@ type StatsResponse struct {
 //	@Security		BearerAuth
 //	@Router			/api/v1/stats [get]
 func (h *Handler) GetStats(c *gin.Context) error {
-	if err := onlyQuery(c, "hours", "top"); err != nil {
+	if err := OnlyQuery(c, "hours", "top"); err != nil {
 		return err
 	}
 	var q ops.StatsQuery
 	var err error
-	if q.Hours, err = intQuery(c, "hours"); err != nil {
+	if q.Hours, err = IntQuery(c, "hours"); err != nil {
 		return err
 	}
-	if q.Top, err = intQuery(c, "top"); err != nil {
+	if q.Top, err = IntQuery(c, "top"); err != nil {
 		return err
 	}
 	// 0 means the default to the service: asked for, it is out of range.

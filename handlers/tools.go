@@ -141,21 +141,21 @@ func (h *Handler) RegisterTool(c *gin.Context) error {
 //	@Security		BearerAuth
 //	@Router			/api/v1/tools [get]
 func (h *Handler) ListTools(c *gin.Context) error {
-	if err := onlyQuery(c, "category", "tag", "level", "q", "format", "include_retired", "defer_loading", "limit", "offset"); err != nil {
+	if err := OnlyQuery(c, "category", "tag", "level", "q", "format", "include_retired", "defer_loading", "limit", "offset"); err != nil {
 		return err
 	}
 	deferred, err := boolQuery(c, "defer_loading")
 	if err != nil {
 		return err
 	}
-	limit, err := intQuery(c, "limit")
+	limit, err := IntQuery(c, "limit")
 	if err != nil {
 		return err
 	}
 	if c.Query("limit") == "" {
 		limit = catalog.DefaultPageSize
 	}
-	offset, err := intQuery(c, "offset")
+	offset, err := IntQuery(c, "offset")
 	if err != nil {
 		return err
 	}
@@ -200,7 +200,7 @@ func (h *Handler) ListTools(c *gin.Context) error {
 //	@Security		BearerAuth
 //	@Router			/api/v1/tools/{name} [get]
 func (h *Handler) GetTool(c *gin.Context) error {
-	if err := onlyQuery(c, "format", "session_id"); err != nil {
+	if err := OnlyQuery(c, "format", "session_id"); err != nil {
 		return err
 	}
 	if format := c.Query("format"); format != "" {
@@ -389,9 +389,9 @@ func boolQuery(c *gin.Context, name string) (bool, error) {
 	return b, nil
 }
 
-// onlyQuery refuses query parameters the endpoint does not know, so a typo
+// OnlyQuery refuses query parameters the endpoint does not know, so a typo
 // such as "categroy" is an error instead of a silently unfiltered answer.
-func onlyQuery(c *gin.Context, known ...string) error {
+func OnlyQuery(c *gin.Context, known ...string) error {
 	for name := range c.Request.URL.Query() {
 		if !slices.Contains(known, name) {
 			return models.ErrInvalid.Errorf("unknown query parameter %q (this endpoint takes %s)", name, strings.Join(known, ", "))

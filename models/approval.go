@@ -124,10 +124,14 @@ func (s *Store) DecideApproval(ctx context.Context, id, status, reason string, b
 	return &a, nil
 }
 
-// UseApproval marks an approved approval used; false when it was not
-// approved (or already used), so an approval runs one call only.
-func (s *Store) UseApproval(ctx context.Context, id string) (bool, error) {
-	res := s.db.WithContext(ctx).Model(&Approval{}).Where("id = ? AND status = ?", id, ApprovalApproved).Update("status", ApprovalUsed)
+// UseApproval marks an approved approval of call used; false when it was
+// not approved, or is another call's, so an approval runs one call only.
+// Using it again for its own call answers true: a first use whose answer
+// was lost (the database restarting as it committed) is not a refusal,
+// and the call's claim, not the approval, keeps its tool to one run.
+func (s *Store) UseApproval(ctx context.Context, id, call string) (bool, error) {
+	res := s.db.WithContext(ctx).Model(&Approval{}).Where("id = ? AND call_id = ? AND status IN ?", id, call,
+		[]string{ApprovalApproved, ApprovalUsed}).Update("status", ApprovalUsed)
 	if res.Error != nil {
 		return false, fmt.Errorf("use approval %s: %w", id, res.Error)
 	}

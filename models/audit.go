@@ -25,6 +25,15 @@ const (
 	AuditGrantsSet        = "grants.set"
 	AuditApprovalApprove  = "approval.approve"
 	AuditApprovalDeny     = "approval.deny"
+	AuditUpstreamAdd      = "upstream.add"
+	AuditUpstreamDisable  = "upstream.disable"
+	AuditUpstreamEnable   = "upstream.enable"
+	AuditUpstreamDelete   = "upstream.delete"
+	// AuditUpstreamChange records an upstream serving a changed (or new)
+	// tool definition, held pending; AuditUpstreamAccept an admin
+	// accepting it.
+	AuditUpstreamChange = "upstream.change"
+	AuditUpstreamAccept = "upstream.accept"
 )
 
 // AuditActions lists every action, in the order the console offers them.
@@ -32,6 +41,7 @@ var AuditActions = []string{
 	AuditToolRegister, AuditToolPublish, AuditToolRollback, AuditToolRetire, AuditToolImport,
 	AuditPrincipalCreate, AuditPrincipalDisable, AuditPrincipalEnable, AuditPrincipalDelete,
 	AuditKeyIssue, AuditKeyRevoke, AuditGrantsSet, AuditApprovalApprove, AuditApprovalDeny,
+	AuditUpstreamAdd, AuditUpstreamDisable, AuditUpstreamEnable, AuditUpstreamDelete, AuditUpstreamChange, AuditUpstreamAccept,
 }
 
 // AuditDetailMax bounds an entry's detail, in characters.

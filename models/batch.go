@@ -2,31 +2,34 @@ package models
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 )
 
-// Batcher runs one goroutine that takes queued items and hands them to
-// write in batches. Both record writers (selections, calls) stand on it;
-// they keep what is not written yet in memory for readers.
+// Batcher hands queued items to write in batches, on the goroutine of
+// its Run. Both record writers (selections, calls) stand on it; they keep
+// what is not written yet in memory for readers.
 //
 // Queuing an item does not wait for the write: the request path goes on.
 // Whoever must acknowledge the item (an HTTP answer) waits on its ack
 // channel before answering, so what it acknowledges survives a crash.
 // Waiters hurry the writer, and the items answered at the same moment
-// share one write: a group commit.
+// share one write: a group commit. While Run is not running (before it
+// starts, after it ends, or in a tool that never runs it), Enqueue
+// refuses and the caller writes the item itself.
 type Batcher[T any] struct {
 	write func([]T) error
-	// mu is held shared while enqueuing and exclusively to close, so
-	// every item enqueued is in the queue when the writer drains it.
-	mu     sync.RWMutex
-	closed bool
-	queue  chan batchEntry[T]
-	hurry  chan struct{}
-	syncs  chan chan struct{}
-	quit   chan struct{} // closed by close: write what is queued and stop
-	done   chan struct{}
-	once   sync.Once
+	// mu is held shared while enqueuing and exclusively to start or stop
+	// the writer, so every item enqueued is in the queue when the writer
+	// drains it. running says whether Run takes items; done is closed
+	// when the last Run has written what was queued (nil before any).
+	mu      sync.RWMutex
+	running bool
+	done    chan struct{}
+	queue   chan batchEntry[T]
+	hurry   chan struct{}
+	syncs   chan chan struct{}
 }
 
 type batchEntry[T any] struct {
@@ -42,14 +45,52 @@ const (
 	batchLinger = 10 * time.Millisecond
 )
 
-// NewBatcher starts the writer. When every > 0, tick also runs at start
-// and then at that interval on the writer goroutine (housekeeping such as
-// pruning old rows).
-func NewBatcher[T any](write func([]T) error, every time.Duration, tick func()) *Batcher[T] {
-	b := &Batcher[T]{write: write, queue: make(chan batchEntry[T], batchQueue), hurry: make(chan struct{}, 1),
-		syncs: make(chan chan struct{}), quit: make(chan struct{}), done: make(chan struct{})}
-	go b.run(every, tick)
-	return b
+// NewBatcher returns a batcher over write. It starts nothing: items are
+// queued while Run runs.
+func NewBatcher[T any](write func([]T) error) *Batcher[T] {
+	return &Batcher[T]{write: write, queue: make(chan batchEntry[T], batchQueue), hurry: make(chan struct{}, 1),
+		syncs: make(chan chan struct{})}
+}
+
+// errRunning is what a second Run of a batcher returns while the first
+// runs.
+var errRunning = errors.New("the batcher runs already")
+
+// Run writes what is queued until ctx ends, then writes what is left and
+// returns; from then on Enqueue refuses.
+func (b *Batcher[T]) Run(ctx context.Context) error {
+	b.mu.Lock()
+	if b.running {
+		b.mu.Unlock()
+		return errRunning
+	}
+	b.running = true
+	done := make(chan struct{})
+	b.done = done
+	b.mu.Unlock()
+	defer close(done)
+	for {
+		select {
+		case first := <-b.queue:
+			b.flush(ctx, first)
+		case ack := <-b.syncs:
+			b.writeQueued()
+			close(ack)
+		case <-ctx.Done():
+			b.mu.Lock()
+			b.running = false // nothing is enqueued any more
+			b.mu.Unlock()
+			b.writeQueued()
+			return nil
+		}
+	}
+}
+
+// Running reports whether Run takes items.
+func (b *Batcher[T]) Running() bool {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	return b.running
 }
 
 // Enqueue queues an item and returns the channel that receives the result
@@ -58,7 +99,7 @@ func NewBatcher[T any](write func([]T) error, every time.Duration, tick func()) 
 func (b *Batcher[T]) Enqueue(item T) (<-chan error, bool) {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
-	if b.closed {
+	if !b.running {
 		return nil, false
 	}
 	ack := make(chan error, 1)
@@ -90,31 +131,6 @@ func (b *Batcher[T]) Wait(ctx context.Context, ack <-chan error) error {
 	}
 }
 
-func (b *Batcher[T]) run(every time.Duration, tick func()) {
-	defer close(b.done)
-	var ticks <-chan time.Time
-	if every > 0 {
-		t := time.NewTicker(every)
-		defer t.Stop()
-		ticks = t.C
-		tick()
-	}
-	for {
-		select {
-		case first := <-b.queue:
-			b.flush(first)
-		case <-b.quit:
-			b.writeQueued() // nothing is enqueued any more
-			return
-		case ack := <-b.syncs:
-			b.writeQueued()
-			close(ack)
-		case <-ticks:
-			tick()
-		}
-	}
-}
-
 // writeQueued writes the items queued now, at once: a sync waits for
 // what was queued before it, not for what keeps coming.
 func (b *Batcher[T]) writeQueued() {
@@ -133,7 +149,7 @@ func (b *Batcher[T]) writeQueued() {
 // large batches instead of many single rows (each write costs the same
 // fixed price in SQLite), unless someone waits: then it takes what is
 // queued already and writes.
-func (b *Batcher[T]) flush(first batchEntry[T]) {
+func (b *Batcher[T]) flush(ctx context.Context, first batchEntry[T]) {
 	batch := []batchEntry[T]{first}
 	linger := time.NewTimer(batchLinger)
 	defer linger.Stop()
@@ -151,7 +167,7 @@ func (b *Batcher[T]) flush(first batchEntry[T]) {
 		case e := <-b.queue:
 			batch = append(batch, e)
 			continue
-		case <-b.quit:
+		case <-ctx.Done():
 			hurried = true
 			continue
 		case <-b.hurry:
@@ -177,21 +193,16 @@ func (b *Batcher[T]) writeBatch(batch []batchEntry[T]) {
 
 // Sync waits until every item queued so far is written.
 func (b *Batcher[T]) Sync() {
+	b.mu.RLock()
+	done := b.done
+	b.mu.RUnlock()
+	if done == nil {
+		return // never ran: nothing was queued
+	}
 	ack := make(chan struct{})
 	select {
 	case b.syncs <- ack:
 		<-ack
-	case <-b.done:
+	case <-done:
 	}
-}
-
-// Close writes what is queued and stops the writer.
-func (b *Batcher[T]) Close() {
-	b.once.Do(func() {
-		b.mu.Lock()
-		b.closed = true
-		b.mu.Unlock()
-		close(b.quit)
-	})
-	<-b.done
 }

@@ -1,6 +1,7 @@
 package models
 
 import (
+	"context"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -18,8 +19,8 @@ func TestBatcherSyncUnderLoad(t *testing.T) {
 			written.Store(it, true)
 		}
 		return nil
-	}, 0, nil)
-	t.Cleanup(b.Close)
+	})
+	runBatcher(t, b)
 	stop := make(chan struct{})
 	var next atomic.Int64
 	go func() { // a steady stream, faster than the writes
@@ -48,4 +49,64 @@ func TestBatcherSyncUnderLoad(t *testing.T) {
 	if _, ok := written.Load(mine); !ok {
 		t.Fatal("sync returned before the item queued before it was written")
 	}
+}
+
+// runBatcher runs b's writer until the test ends.
+func runBatcher[T any](t *testing.T, b *Batcher[T]) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- b.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	for !b.Running() {
+		runtime.Gosched()
+	}
+}
+
+// Without its Run the batcher takes nothing (the caller writes); while it
+// runs it takes items; when Run ends it has written every item it took,
+// and takes none again.
+func TestBatcherTakesItemsWhileItRuns(t *testing.T) {
+	var mu sync.Mutex
+	var written []int
+	b := NewBatcher(func(items []int) error {
+		mu.Lock()
+		defer mu.Unlock()
+		written = append(written, items...)
+		return nil
+	})
+	if _, ok := b.Enqueue(1); ok {
+		t.Fatal("a batcher that never ran took an item")
+	}
+	b.Sync() // returns: nothing queued
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- b.Run(ctx) }()
+	var ack <-chan error
+	for ok := false; !ok; ack, ok = b.Enqueue(2) {
+		runtime.Gosched()
+	}
+	if err := b.Run(ctx); err == nil {
+		t.Error("a second Run ran")
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-ack; err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	if len(written) == 0 || written[len(written)-1] != 2 {
+		t.Errorf("written %v, want the item taken last", written)
+	}
+	mu.Unlock()
+	if _, ok := b.Enqueue(3); ok {
+		t.Error("a batcher whose Run ended took an item")
+	}
+	b.Sync()
 }

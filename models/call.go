@@ -3,6 +3,7 @@ package models
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -35,7 +36,7 @@ type Call struct {
 	RunMs   int64 `json:"run_ms"`
 	TotalMs int64 `json:"total_ms"`
 	// Stages is the JSON array of the chain's steps as the call ran them
-	// (see invoke's appendStages): each guard's own time, each attempt and
+	// (see invoke's stages.go): each guard's own time, each attempt and
 	// its outcome. Empty for calls recorded before it, and while a call
 	// waits.
 	Stages     string     `gorm:"not null;default:''" json:"-"`
@@ -51,11 +52,24 @@ type Call struct {
 	LeaseUntil      *time.Time `gorm:"<-:false" json:"-"`
 	StartedAt       *time.Time `gorm:"<-:false" json:"-"`
 	CancelRequested bool       `gorm:"<-:false;not null;default:false" json:"-"`
+	// Hold makes SaveCalls write ClaimedBy, LeaseUntil and StartedAt too:
+	// the record of a synchronous call whose tool is about to begin, held
+	// by the instance that runs it as a claimed background call is (in
+	// memory only).
+	Hold bool `gorm:"-" json:"-"`
 }
 
 // SaveCalls inserts or replaces call records in one transaction (a call
 // is saved as queued, running and finished under one id). A batch holding
-// one id twice keeps the last.
+// one id twice keeps the last. A record never moves a call back: one
+// still open (queued, running, awaiting approval) does not replace a
+// finished one, nor a queued one a running one (see forwardOnly), so a
+// record written late (retried, spooled, replayed) cannot undo what
+// happened since.
+//
+// Rows are written in the order of their ids: every statement that
+// locks several call rows (claims renewed, takeovers) locks them in that
+// order too, so two of them never wait for each other (40P01).
 //
 // It is the history's hot path (every call, cached hits included), so it
 // skips gorm's per-row reflection: multi-row upserts, standard SQL that
@@ -64,7 +78,7 @@ type Call struct {
 // statement of a new size cost about 2 µs a row).
 func (s *Store) SaveCalls(ctx context.Context, cs []*Call) error {
 	rows := lastOfEach(cs)
-	if _, err := s.execChunks(ctx, rows, true); err != nil {
+	if _, err := s.execChunks(ctx, rows); err != nil {
 		return fmt.Errorf("record %d calls: %w", len(rows), err)
 	}
 	return nil
@@ -75,9 +89,9 @@ func (s *Store) SaveCalls(ctx context.Context, cs []*Call) error {
 // largest, so a few statements per connection are ever prepared.
 var chunkRows = []int{256, 64, 16, 4, 1}
 
-// execChunks writes rows in one transaction, upserting or inserting
-// those absent; it returns how many rows it inserted or changed.
-func (s *Store) execChunks(ctx context.Context, rows []*Call, replace bool) (int, error) {
+// execChunks upserts rows in one transaction (forward only); it returns
+// how many rows it inserted or changed.
+func (s *Store) execChunks(ctx context.Context, rows []*Call) (int, error) {
 	if len(rows) == 0 {
 		return 0, nil
 	}
@@ -90,24 +104,40 @@ func (s *Store) execChunks(ctx context.Context, rows []*Call, replace bool) (int
 		return 0, err
 	}
 	defer func() { _ = tx.Rollback() }()
+	if s.dialect.postgres && len(rows) > 1 {
+		// The rows that exist are locked first, in the order of their
+		// ids (rows is sorted), whatever order the statements below
+		// write them in (plain ones first): one lock order for every
+		// statement that writes several calls (RenewClaims too).
+		ids := make([]string, len(rows))
+		for i, c := range rows {
+			ids[i] = c.ID
+		}
+		if _, err := tx.ExecContext(ctx, "SELECT 1 FROM calls WHERE id = ANY($1) ORDER BY id FOR UPDATE", ids); err != nil {
+			return 0, err
+		}
+	}
 	// Plain rows (most of them: finished calls without a parent, an
 	// error code or time queued or run, such as cached hits) go in
 	// statements that write those columns as constants: a fifth fewer
 	// values to bind, each a cgo call.
-	plain, other := make([]*Call, 0, len(rows)), make([]*Call, 0)
+	plain, other, held := make([]*Call, 0, len(rows)), make([]*Call, 0), make([]*Call, 0)
 	for _, c := range rows {
-		if c.plain() {
+		switch {
+		case c.Hold:
+			held = append(held, c)
+		case c.plain():
 			plain = append(plain, c)
-		} else {
+		default:
 			other = append(other, c)
 		}
 	}
 	changed := 0
-	args := make([]any, 0, min(len(rows), chunkRows[0])*len(callColumns))
+	args := make([]any, 0, min(len(rows), chunkRows[0])*(len(callColumns)+len(heldColumns)))
 	for _, group := range []struct {
-		rows  []*Call
-		plain bool
-	}{{plain, true}, {other, false}} {
+		rows        []*Call
+		plain, held bool
+	}{{plain, true, false}, {other, false, false}, {held, false, true}} {
 		rows := group.rows
 		for len(rows) > 0 {
 			size := chunkRows[len(chunkRows)-1]
@@ -120,8 +150,11 @@ func (s *Store) execChunks(ctx context.Context, rows []*Call, replace bool) (int
 			args = args[:0]
 			for _, c := range rows[:size] {
 				args = c.appendValues(args, group.plain, s.dialect)
+				if group.held {
+					args = c.appendHold(args, s.dialect)
+				}
 			}
-			res, err := tx.ExecContext(ctx, s.insertCallsSQL(callStatement{size, replace, group.plain}), args...)
+			res, err := tx.ExecContext(ctx, s.insertCallsSQL(callStatement{size, group.plain, group.held}), args...)
 			if err != nil {
 				return 0, err
 			}
@@ -133,8 +166,8 @@ func (s *Store) execChunks(ctx context.Context, rows []*Call, replace bool) (int
 	return changed, tx.Commit()
 }
 
-// lastOfEach keeps the last record of each id, in order (a statement may
-// not hold one id twice: the first would win).
+// lastOfEach keeps the last record of each id, ordered by id (a
+// statement may not hold one id twice: the first would win).
 func lastOfEach(cs []*Call) []*Call {
 	last := make(map[string]int, len(cs))
 	for i, c := range cs {
@@ -146,14 +179,18 @@ func lastOfEach(cs []*Call) []*Call {
 			rows = append(rows, c)
 		}
 	}
+	slices.SortFunc(rows, func(a, b *Call) int { return strings.Compare(a.ID, b.ID) })
 	return rows
 }
 
-// InsertCallsIfAbsent inserts the records the history does not hold yet
-// and leaves the others alone, returning how many it inserted. Of records
-// sharing an id, the last is the one inserted.
-func (s *Store) InsertCallsIfAbsent(ctx context.Context, cs []*Call) (int, error) {
-	n, err := s.execChunks(ctx, lastOfEach(cs), false)
+// RestoreCalls writes records kept outside the database (a journal, a
+// spool) as SaveCalls does, forward only: those the history lacks are
+// inserted, those that take a call further (its end, where the history
+// still has it open or interrupted) replace it, the others are left
+// alone. It returns how many rows it inserted or changed. Of records
+// sharing an id, the last counts.
+func (s *Store) RestoreCalls(ctx context.Context, cs []*Call) (int, error) {
+	n, err := s.execChunks(ctx, lastOfEach(cs))
 	if err != nil {
 		return 0, fmt.Errorf("restore %d calls: %w", len(cs), err)
 	}
@@ -163,6 +200,22 @@ func (s *Store) InsertCallsIfAbsent(ctx context.Context, cs []*Call) (int, error
 // callColumns are the stored columns of Call, in the order of values.
 var callColumns = []string{"id", "principal_id", "session_id", "tool", "version", "parent_id", "arguments", "status", "error_code",
 	"result", "request", "attempts", "cached", "queue_ms", "run_ms", "total_ms", "stages", "created_at", "finished_at"}
+
+// heldColumns are the claim's columns a held row writes too (Hold).
+var heldColumns = []string{"claimed_by", "lease_until", "started_at"}
+
+// appendHold appends the values of heldColumns.
+func (c *Call) appendHold(args []any, d dialect) []any {
+	var buf [64]byte
+	var until, started any
+	if c.LeaseUntil != nil {
+		until = d.timeArg(buf[:], *c.LeaseUntil)
+	}
+	if c.StartedAt != nil {
+		started = d.timeArg(buf[:], *c.StartedAt)
+	}
+	return append(args, c.ClaimedBy, until, started)
+}
 
 // plainColumns are the columns a plain row holds as constants.
 var plainColumns = map[string]string{"parent_id": "''", "error_code": "''", "request": "''", "queue_ms": "0", "run_ms": "0", "stages": "''"}
@@ -190,12 +243,18 @@ func (c *Call) appendValues(args []any, plain bool, d dialect) []any {
 }
 
 // callStatement is the shape of a multi-row statement: its row count,
-// conflict rule and plain or not.
+// and plain or not.
 type callStatement struct {
-	rows    int
-	replace bool
-	plain   bool
+	rows        int
+	plain, held bool
 }
+
+// forwardOnly is the condition under which a record replaces the stored
+// row of its call: unless it would move the call back, from finished to
+// open, or from running to waiting. Open records never replace a
+// finished one, whichever came first to the database.
+const forwardOnly = " WHERE NOT (excluded.status IN ('queued','running','awaiting_approval') AND " +
+	"(calls.status NOT IN ('queued','running','awaiting_approval') OR (calls.status = 'running' AND excluded.status <> 'running')))"
 
 // insertCallsSQL is the statement text of shape k, made once per store.
 func (s *Store) insertCallsSQL(k callStatement) string {
@@ -203,10 +262,14 @@ func (s *Store) insertCallsSQL(k callStatement) string {
 		return q.(string)
 	}
 	rows := k.rows
+	columns := callColumns
+	if k.held {
+		columns = slices.Concat(callColumns, heldColumns)
+	}
 	var b strings.Builder
-	b.WriteString("INSERT INTO calls (" + strings.Join(callColumns, ",") + ") VALUES ")
-	values := make([]string, len(callColumns))
-	for i, col := range callColumns {
+	b.WriteString("INSERT INTO calls (" + strings.Join(columns, ",") + ") VALUES ")
+	values := make([]string, len(columns))
+	for i, col := range columns {
 		values[i] = "?"
 		if constant, ok := plainColumns[col]; ok && k.plain {
 			values[i] = constant
@@ -219,17 +282,14 @@ func (s *Store) insertCallsSQL(k callStatement) string {
 		}
 		b.WriteString(row)
 	}
-	if !k.replace {
-		b.WriteString(" ON CONFLICT (id) DO NOTHING")
-	} else {
-		b.WriteString(" ON CONFLICT (id) DO UPDATE SET ")
-		for i, col := range callColumns[1:] {
-			if i > 0 {
-				b.WriteByte(',')
-			}
-			b.WriteString(col + "=excluded." + col)
+	b.WriteString(" ON CONFLICT (id) DO UPDATE SET ")
+	for i, col := range columns[1:] {
+		if i > 0 {
+			b.WriteByte(',')
 		}
+		b.WriteString(col + "=excluded." + col)
 	}
+	b.WriteString(forwardOnly)
 	q := s.dialect.bind(b.String())
 	s.callStatements.Store(k, q)
 	return q

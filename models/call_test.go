@@ -29,12 +29,13 @@ func TestCallsInStateUsesOpenIndex(t *testing.T) {
 		if len(got) != 2 || got[0].ID != "c1" || got[1].ID != "c4" {
 			t.Fatalf("running calls = %+v, want c1 then c4", got)
 		}
-		// A finished call becomes running again (a retried upsert) and is found.
-		rows[0].Status = "running"
-		if err := store.SaveCalls(ctx, rows[:1]); err != nil {
+		// A queued call becomes running and is found; a finished one saved
+		// running (a late record) stays finished: calls move forward only.
+		rows[0].Status, rows[3].Status = "running", "running"
+		if err := store.SaveCalls(ctx, []*Call{rows[0], rows[3]}); err != nil {
 			t.Fatal(err)
 		}
-		if got, _ = store.CallsInState(ctx, "running"); len(got) != 3 || got[0].ID != "c0" {
+		if got, _ = store.CallsInState(ctx, "running"); len(got) != 3 || got[0].ID != "c1" || got[1].ID != "c3" {
 			t.Fatalf("after update: %+v", got)
 		}
 		if plan := queryPlan(t, store, "SELECT * FROM calls WHERE status = ? AND "+openCalls+" ORDER BY created_at", "running"); !strings.Contains(plan, "idx_calls_open") {
@@ -99,9 +100,25 @@ func TestHistoryQueriesUseIndexes(t *testing.T) {
 	})
 }
 
+// The per-second look for calls to take over reads the partial index of
+// open calls, never the history.
+func TestTakeOverLookUsesOpenIndex(t *testing.T) {
+	eachStore(t, func(t *testing.T, store *Store) {
+		for _, v := range []Void{{Now: time.Now(), Self: "me", Limit: 100}, {All: true}, {Now: time.Now(), Run: "old-run"}} {
+			q := store.db.ToSQL(func(tx *gorm.DB) *gorm.DB {
+				var n int64
+				return voidCalls(tx, v).Limit(1).Count(&n)
+			})
+			if plan := queryPlan(t, store, q); !strings.Contains(plan, "idx_calls_open") {
+				t.Errorf("%+v: plan %s, want idx_calls_open", v, plan)
+			}
+		}
+	})
+}
+
 // A batch is written in chunks of the statement sizes: every row of a
 // batch that needs each size lands, duplicates keep their last state, and
-// inserting the absent ones leaves stored rows alone.
+// a restore takes calls forward, never back.
 func TestSaveCallsInChunks(t *testing.T) {
 	eachStore(t, func(t *testing.T, store *Store) {
 		ctx := context.Background()
@@ -146,26 +163,64 @@ func TestSaveCallsInChunks(t *testing.T) {
 		if c, _ := store.CallByID(ctx, "c0020"); c.ParentID != "" || c.ErrorCode != "" || c.Request != "" || c.RunMs != 0 || c.QueueMs != 0 {
 			t.Fatalf("an upsert of a plain row kept old values: %+v", c)
 		}
-		// Replay: 10 stored rows (changed in memory) and 290 new ones, one of
-		// them journaled twice: its last state is the one inserted.
+		// Replay: 10 stored running rows journaled ended (their end
+		// replaces them), 290 new ones, one of them journaled twice (its
+		// last state is the one inserted), and one stored finished row
+		// journaled queued (left alone: a record never moves a call back).
 		var replay []*Call
 		for i := n - 10; i < n+290; i++ {
 			replay = append(replay, mk(i, "failed"))
 		}
-		replay = append(replay, mk(n+5, "succeeded"))
-		inserted, err := store.InsertCallsIfAbsent(ctx, replay)
-		if err != nil || inserted != 290 {
-			t.Fatalf("inserted %d (%v), want 290", inserted, err)
+		replay = append(replay, mk(n+5, "succeeded"), mk(20, "queued"))
+		restored, err := store.RestoreCalls(ctx, replay)
+		if err != nil || restored != 300 {
+			t.Fatalf("restored %d (%v), want 300", restored, err)
 		}
 		if c, _ := store.CallByID(ctx, fmt.Sprintf("c%04d", n+5)); c.Status != "succeeded" {
 			t.Fatalf("a record journaled twice was restored as %s, not its last state", c.Status)
 		}
-		if c, _ := store.CallByID(ctx, fmt.Sprintf("c%04d", n-1)); c.Status != "running" {
-			t.Fatalf("a stored row was overwritten by the replay: %s", c.Status)
+		if c, _ := store.CallByID(ctx, fmt.Sprintf("c%04d", n-1)); c.Status != "failed" {
+			t.Fatalf("a running row was not ended by its journaled end: %s", c.Status)
+		}
+		if c, _ := store.CallByID(ctx, "c0020"); c.Status != "succeeded" {
+			t.Fatalf("a finished row was moved back to %s by a replayed record", c.Status)
 		}
 		store.db.Model(&Call{}).Count(&count)
 		if count != n+290 {
 			t.Fatalf("stored %d rows after replay, want %d", count, n+290)
+		}
+	})
+}
+
+// A held record (a synchronous call whose tool begins) is written with its
+// claim, so another instance takes it over only once its lease lapsed;
+// its end then replaces it as any record does.
+func TestHeldCallIsClaimed(t *testing.T) {
+	eachStore(t, func(t *testing.T, store *Store) {
+		ctx := context.Background()
+		now := time.Now().UTC().Truncate(time.Millisecond)
+		until := now.Add(5 * time.Second)
+		held := &Call{ID: "h1", Tool: "t", Status: StatusRunning, CreatedAt: now, Hold: true, ClaimedBy: "a#1", LeaseUntil: &until, StartedAt: &now}
+		if err := store.SaveCalls(ctx, []*Call{held, {ID: "p1", Tool: "t", Status: StatusSucceeded, CreatedAt: now}}); err != nil {
+			t.Fatal(err)
+		}
+		got, err := store.CallByID(ctx, "h1")
+		if err != nil || got.ClaimedBy != "a#1" || got.LeaseUntil == nil || !got.LeaseUntil.Equal(until) || got.StartedAt == nil {
+			t.Fatalf("held record stored as %+v (%v), want its claim", got, err)
+		}
+		decide := func(*Call) Takeover { return Takeover{Status: StatusInterrupted, ErrorCode: "INTERNAL", Result: "{}"} }
+		if _, ended, err := store.TakeOverCalls(ctx, Void{Now: now, Self: "b#1", Limit: 10}, decide); err != nil || len(ended) != 0 {
+			t.Fatalf("a held call was taken over within its lease: %v %v", ended, err)
+		}
+		if _, ended, err := store.TakeOverCalls(ctx, Void{Now: until.Add(time.Second), Self: "b#1", Limit: 10}, decide); err != nil || len(ended) != 1 {
+			t.Fatalf("a held call whose lease lapsed was not taken over: %v %v", ended, err)
+		}
+		end := &Call{ID: "h1", Tool: "t", Status: StatusSucceeded, Result: `{"ok":true}`, CreatedAt: now, FinishedAt: &now}
+		if err := store.SaveCalls(ctx, []*Call{end}); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := store.CallByID(ctx, "h1"); got.Status != StatusSucceeded || got.Result != `{"ok":true}` {
+			t.Fatalf("the real end did not replace the takeover's interrupted: %+v", got)
 		}
 	})
 }

@@ -38,7 +38,15 @@ func (s *Store) ClaimCall(ctx context.Context, id, owner string, until time.Time
 // RenewClaims extends to until the leases of the running calls owner
 // holds, and returns how many it holds.
 func (s *Store) RenewClaims(ctx context.Context, owner string, until time.Time) (int64, error) {
-	res := s.db.WithContext(ctx).Exec("UPDATE calls SET lease_until = ? WHERE claimed_by = ? AND status = ?", until.UTC(), owner, StatusRunning)
+	q := "UPDATE calls SET lease_until = ? WHERE claimed_by = ? AND status = ?"
+	if s.dialect.postgres {
+		// Locked in the order of their ids, as SaveCalls locks them: an
+		// UPDATE of many rows otherwise locks them in whatever order it
+		// reads them, and two writers of the same rows deadlock (40P01).
+		q = "UPDATE calls SET lease_until = ? WHERE id IN " +
+			"(SELECT id FROM calls WHERE claimed_by = ? AND status = ? ORDER BY id FOR UPDATE)"
+	}
+	res := s.db.WithContext(ctx).Exec(q, until.UTC(), owner, StatusRunning)
 	if res.Error != nil {
 		return 0, fmt.Errorf("renew call claims: %w", res.Error)
 	}
@@ -140,6 +148,28 @@ type Takeover struct {
 	Status, ErrorCode, Result string
 }
 
+// voidCalls selects the open calls whose claim v voids. Its first
+// condition is the partial index idx_calls_open's own: SQLite uses a
+// partial index only for a query that states its condition, and without
+// it the check that runs every second read the whole history (a scan that
+// grew with every call recorded).
+func voidCalls(tx *gorm.DB, v Void) *gorm.DB {
+	q := tx.Model(&Call{}).Where(openCalls).Where("status IN ?", []string{StatusQueued, StatusRunning})
+	if !v.All {
+		cond := "status = ? OR lease_until IS NULL OR lease_until < ?"
+		args := []any{StatusQueued, v.Now.UTC()}
+		if v.Run != "" {
+			cond += ` OR claimed_by LIKE ? ESCAPE '!'`
+			args = append(args, likePrefix(v.Run))
+		}
+		q = q.Where(cond, args...)
+	}
+	if v.Self != "" {
+		q = q.Where("claimed_by <> ?", v.Self)
+	}
+	return q
+}
+
 // TakeOverCalls takes over, in one transaction, the open background calls
 // whose claim is void: queued calls (which nobody holds) are returned to
 // be claimed; running ones are handed to decide, which queues them again
@@ -148,22 +178,7 @@ type Takeover struct {
 // instances taking over at once share them out, never take one twice.
 // It returns the queued calls, oldest first, and the ended ones.
 func (s *Store) TakeOverCalls(ctx context.Context, v Void, decide func(c *Call) Takeover) (queued, ended []Call, err error) {
-	void := func(tx *gorm.DB) *gorm.DB {
-		q := tx.Model(&Call{}).Where("status IN ?", []string{StatusQueued, StatusRunning})
-		if !v.All {
-			cond := "status = ? OR lease_until IS NULL OR lease_until < ?"
-			args := []any{StatusQueued, v.Now.UTC()}
-			if v.Run != "" {
-				cond += ` OR claimed_by LIKE ? ESCAPE '!'`
-				args = append(args, likePrefix(v.Run))
-			}
-			q = q.Where(cond, args...)
-		}
-		if v.Self != "" {
-			q = q.Where("claimed_by <> ?", v.Self)
-		}
-		return q
-	}
+	void := func(tx *gorm.DB) *gorm.DB { return voidCalls(tx, v) }
 	// Every instance looks every second and nearly always finds nothing:
 	// a read says so without the transaction (on SQLite, the write lock).
 	var due int64

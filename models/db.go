@@ -2,6 +2,7 @@ package models
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -15,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/stdlib"
+	sqlite3 "github.com/mattn/go-sqlite3"
 	"gorm.io/driver/postgres"
 	"gorm.io/driver/sqlite"
 	"gorm.io/gorm"
@@ -78,7 +80,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	// history's chunked upserts above all).
 	q.Set("_stmt_cache_size", "32")
 	dsn := "file:" + path + "?" + q.Encode()
-	db, err := gorm.Open(sqlite.Open(dsn), gormConfig())
+	db, err := gorm.Open(sqlite.New(sqlite.Config{DriverName: sqliteDriver, DSN: dsn}), gormConfig())
 	if err != nil {
 		return nil, fmt.Errorf("open database %s: %w", path, err)
 	}
@@ -87,6 +89,19 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		return nil, fmt.Errorf("open database %s: %w", path, err)
 	}
 	return s, nil
+}
+
+// sqliteDriver is go-sqlite3 with temp_store=MEMORY on each connection.
+// A batch of call records is several statements in one transaction, so
+// SQLite keeps a statement journal for each; past 64 KiB it spills to a
+// temporary file, one pwrite a few rows. In memory it costs no syscall.
+const sqliteDriver = "sqlite3_toolbelt"
+
+func init() {
+	sql.Register(sqliteDriver, &sqlite3.SQLiteDriver{ConnectHook: func(c *sqlite3.SQLiteConn) error {
+		_, err := c.Exec("PRAGMA temp_store = MEMORY", nil)
+		return err
+	}})
 }
 
 // OpenPostgres connects to the Postgres database of databaseURL
@@ -155,7 +170,7 @@ func (s *Store) Shared() bool { return s.dialect.postgres }
 func (s *Store) migrate(ctx context.Context) error {
 	err := s.dialect.lockedMigration(ctx, s.db, func(db *gorm.DB) error {
 		err := db.AutoMigrate(&Tool{}, &ToolVersion{}, &ToolExport{}, &Principal{}, &APIKey{},
-			&ToolEmbedding{}, &LearnedQuery{}, &Selection{}, &Call{}, &Approval{}, &Callback{}, &ConsoleSession{}, &ToolFileRecord{}, &CasbinRule{}, &Setting{}, &RetrievalOutcome{}, &RateCount{}, &AuditEntry{}, &QueueTicket{})
+			&ToolEmbedding{}, &LearnedQuery{}, &Selection{}, &Call{}, &Approval{}, &Callback{}, &ConsoleSession{}, &ToolFileRecord{}, &CasbinRule{}, &Setting{}, &RetrievalOutcome{}, &RateCount{}, &AuditEntry{}, &QueueTicket{}, &Lease{}, &AlertState{}, &Upstream{}, &UpstreamTool{})
 		if err != nil {
 			return err
 		}

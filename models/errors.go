@@ -1,9 +1,16 @@
 package models
 
 import (
+	"database/sql/driver"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"strings"
+	"syscall"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/mattn/go-sqlite3"
 )
 
 // The error codes: every answer that is not a success names one of these,
@@ -45,6 +52,16 @@ const (
 	// CodeInternal is a server fault. An API answer says only "internal
 	// error"; the log has the detail.
 	CodeInternal = "INTERNAL"
+	// CodeStorageFull is a write refused because a disk is full: the
+	// database's (SQLite's SQLITE_FULL, Postgres' disk_full) or the data
+	// directory's (ENOSPC: the call journal, a session's work directory).
+	// The message names which (FullDisk); nothing about the caller's
+	// request was wrong, and it may succeed once space is freed.
+	CodeStorageFull = "STORAGE_FULL"
+	// CodeUnavailable is a request the database could not serve because
+	// it does not answer (restarting, unreachable, shutting down):
+	// nothing was done, and it may succeed in a few seconds.
+	CodeUnavailable = "UNAVAILABLE"
 
 	// CodeToolNotFound is a call of a tool (or version) that does not
 	// exist; the suggestion names the closest tools the caller may use.
@@ -170,7 +187,56 @@ func CodeOf(err error) string {
 			return k.code
 		}
 	}
+	if FullDisk(err) != "" {
+		return CodeStorageFull
+	}
+	if Unavailable(err) {
+		return CodeUnavailable
+	}
 	return CodeInternal
+}
+
+// Unavailable reports whether err says the database does not answer: a
+// connection refused, cut or reset, or Postgres shutting down, starting
+// up or refusing connections (SQLSTATE classes 08 and 57P).
+func Unavailable(err error) bool {
+	var pg *pgconn.PgError
+	var connect *pgconn.ConnectError
+	var op *net.OpError
+	switch {
+	case err == nil:
+		return false
+	case errors.As(err, &pg):
+		return strings.HasPrefix(pg.Code, "08") || strings.HasPrefix(pg.Code, "57P")
+	case errors.As(err, &connect), errors.As(err, &op), errors.Is(err, driver.ErrBadConn),
+		errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET):
+		return true
+	}
+	return pgconn.SafeToRetry(err)
+}
+
+// postgresDiskFull is Postgres' SQLSTATE disk_full.
+const postgresDiskFull = "53100"
+
+// FullDisk names the disk err says is full, for an answer to tell an
+// operator which to free: SQLite's SQLITE_FULL (or an I/O error whose
+// cause is ENOSPC), Postgres' disk_full, or ENOSPC from a file the server
+// writes (the call journal, a session's work directory); "" when err
+// says no disk is full.
+func FullDisk(err error) string {
+	var lite sqlite3.Error
+	var pg *pgconn.PgError
+	switch {
+	case err == nil:
+		return ""
+	case errors.As(err, &lite) && (lite.Code == sqlite3.ErrFull || lite.SystemErrno == syscall.ENOSPC):
+		return "the disk of the SQLite database (in the data directory)"
+	case errors.As(err, &pg) && pg.Code == postgresDiskFull:
+		return "the Postgres server's disk"
+	case errors.Is(err, syscall.ENOSPC):
+		return "the data directory's disk"
+	}
+	return ""
 }
 
 // Problem is one thing wrong with an input, located by a JSON pointer

@@ -11,24 +11,20 @@ import (
 // SessionLock is a Postgres session advisory lock, held on a connection
 // of its own for as long as it is held: Postgres releases it when that
 // connection ends, so a holder that dies (killed, cut off) lets another
-// take it at once. On SQLite, one process's file, every lock is granted
-// and holds until released.
+// take it at once. It serializes work, never grants a role: a frozen
+// holder's session lives on, and so does its lock (leadership is a
+// Lease). On SQLite, one process's file, every lock is granted and holds
+// until released.
 type SessionLock struct {
 	conn *sql.Conn // nil on SQLite
 	key  int64
-}
-
-// TryLock takes the session lock name without waiting: nil (and no
-// error) when another session holds it.
-func (s *Store) TryLock(ctx context.Context, name string) (*SessionLock, error) {
-	return s.lock(ctx, name, "SELECT pg_try_advisory_lock($1)")
 }
 
 // Exclusive runs fn holding the session lock name, waiting for it, so
 // that instances doing the same work at once (applying the tool files at
 // start) do it one after the other.
 func (s *Store) Exclusive(ctx context.Context, name string, fn func() error) error {
-	l, err := s.lock(ctx, name, "SELECT true FROM (SELECT pg_advisory_lock($1)) granted")
+	l, err := s.lock(ctx, name)
 	if err != nil {
 		return err
 	}
@@ -36,9 +32,8 @@ func (s *Store) Exclusive(ctx context.Context, name string, fn func() error) err
 	return fn()
 }
 
-// lock takes lock name on a connection of its own with query, which
-// answers whether it was granted.
-func (s *Store) lock(ctx context.Context, name, query string) (*SessionLock, error) {
+// lock takes lock name on a connection of its own, waiting for it.
+func (s *Store) lock(ctx context.Context, name string) (*SessionLock, error) {
 	if !s.dialect.postgres {
 		return &SessionLock{}, nil
 	}
@@ -51,26 +46,11 @@ func (s *Store) lock(ctx context.Context, name, query string) (*SessionLock, err
 		return nil, fmt.Errorf("lock %s: %w", name, err)
 	}
 	l := &SessionLock{conn: conn, key: lockKey(name)}
-	var granted bool
-	if err := conn.QueryRowContext(ctx, query, l.key).Scan(&granted); err != nil {
+	if _, err := conn.ExecContext(ctx, "SELECT pg_advisory_lock($1)", l.key); err != nil {
 		l.discard()
 		return nil, fmt.Errorf("lock %s: %w", name, err)
 	}
-	// pg_advisory_lock answers once granted: the wrapping select says true.
-	if !granted {
-		_ = conn.Close() // back to the pool: it holds nothing
-		return nil, nil
-	}
 	return l, nil
-}
-
-// Check reports whether the lock is still held: an error when its
-// connection is gone, and the lock with it.
-func (l *SessionLock) Check(ctx context.Context) error {
-	if l.conn == nil {
-		return nil
-	}
-	return l.conn.PingContext(ctx)
 }
 
 // Release lets the lock go: unlocked, and its connection closed rather

@@ -7,9 +7,9 @@ import (
 )
 
 // RateCount is one rate-limit window counted in the database: what
-// several instances over one Postgres share when there is no Redis, so a
-// tool's maxCalls and the key-guess limit hold cluster-wide (slower than
-// Redis: one statement a count). Name is the limiter's key; ExpiresMs,
+// several instances over one Postgres share (with or without Redis, so a
+// count survives a Redis outage or restart), so a tool's maxCalls and the
+// key-guess limit hold cluster-wide (one statement a count). Name is the limiter's key; ExpiresMs,
 // when the window ends, in Unix milliseconds (an integer, so that SQLite
 // compares it as Postgres does).
 type RateCount struct {

@@ -35,7 +35,7 @@ func TestFailureRateAlert(t *testing.T) {
 	app := newTestApp(t)
 	metrics := ops.NewMetrics("")
 	cfg := ops.AlertConfig{Window: 15 * time.Minute, Threshold: 0.5, MinCalls: 10, Webhook: hook.URL, Every: time.Hour}
-	alerts := ops.NewAlerts(app.store, cfg, metrics, discardLog())
+	alerts := ops.NewAlerts(ops.AlertsDeps{Store: app.store, Config: cfg, Metrics: metrics, Log: discardLog()})
 	ctx := context.Background()
 	gauge := func() float64 {
 		fams, _ := metrics.Registry.Gather()
@@ -69,7 +69,7 @@ func TestFailureRateAlert(t *testing.T) {
 
 	app = newTestApp(t)
 	metrics = ops.NewMetrics("")
-	alerts = ops.NewAlerts(app.store, cfg, metrics, discardLog())
+	alerts = ops.NewAlerts(ops.AlertsDeps{Store: app.store, Config: cfg, Metrics: metrics, Log: discardLog()})
 	app.call(t, "admin", map[string]any{"tool": "file_write", "session_id": "al", "arguments": map[string]any{"path": "ok.txt", "content": "ok"}})
 	for range 12 {
 		read("missing.txt")

@@ -328,3 +328,41 @@ func BenchmarkSandboxedEchoHTTP(b *testing.B) {
 	b.ReportMetric(float64(took[len(took)/2].Microseconds())/1000, "p50-ms")
 	b.ReportMetric(float64(took[len(took)*99/100].Microseconds())/1000, "p99-ms")
 }
+
+// BenchmarkCachedCallServer is the server's side of a cached call alone:
+// the request served in process (no network, no client), middleware,
+// authentication, Casbin, the chain up to the cache hit, the history
+// record, the answer. Its allocations and CPU a call (the history rows'
+// writes included, the recorder's requests too) are what a cache hit
+// costs the server beyond what any Gin handler does.
+func BenchmarkCachedCallServer(b *testing.B) {
+	app := newTestApp(b)
+	key := app.keys["admin"]
+	serve := func(payload string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest("POST", "/api/v1/calls", strings.NewReader(payload))
+		req.RemoteAddr = "127.0.0.1:40000"
+		req.Header.Set("Authorization", "Bearer "+key)
+		req.Header.Set("Content-Type", "application/json")
+		w := httptest.NewRecorder()
+		app.handler.ServeHTTP(w, req)
+		return w
+	}
+	serve(`{"tool":"file_write","session_id":"bench","arguments":{"path":"hello.txt","content":"hello"}}`)
+	body := `{"tool":"file_read","session_id":"bench","arguments":{"path":"hello.txt"}}`
+	if w := serve(body); w.Code != 200 {
+		b.Fatalf("status %d: %s", w.Code, w.Body)
+	}
+	b.ReportAllocs()
+	cpu := cpuTime()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if w := serve(body); w.Code != 200 || !strings.Contains(w.Body.String(), `"cached":true`) {
+				b.Errorf("status %d: %s", w.Code, w.Body)
+				return
+			}
+		}
+	})
+	app.invoker.Flush() // the history rows' writes count too
+	b.ReportMetric(float64((cpuTime()-cpu).Microseconds())/float64(b.N), "cpu-µs/op")
+}

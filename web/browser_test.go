@@ -3,8 +3,6 @@ package web_test
 import (
 	"bytes"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -12,6 +10,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"toolbelt/app"
 	"toolbelt/services/browser"
 	"toolbelt/services/netpolicy"
 )
@@ -32,12 +31,10 @@ func TestBrowserNavigate(t *testing.T) {
 		fmt.Fprint(w, `<html><head><title>Release notes</title></head><body><h1>Toolbelt 1.2</h1><p>Sandboxed tools arrived.</p><a href="/changelog">Changelog</a></body></html>`)
 	}))
 	defer page.Close()
-	chromium := browser.New(path, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	defer chromium.Close()
+	withChromium := func(c *app.Config) { c.Chromium = path }
+	allHost := hostCaps{Chromium: true, Python: true, Node: true, Sandbox: true}
 
-	app := newTestAppWith(t, hostCaps{Chromium: true, Python: true, Node: true, Sandbox: true},
-		netpolicy.Policy{AllowPrivate: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}})
-	app.runners.WithBrowser(chromium)
+	app := newTestAppWith(t, allHost, netpolicy.Policy{AllowPrivate: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}, withChromium)
 	code, res := app.call(t, "admin", map[string]any{"tool": "browser_navigate", "session_id": "web",
 		"arguments": map[string]any{"url": page.URL + "/notes", "screenshot": true}})
 	d := data(res)
@@ -54,8 +51,7 @@ func TestBrowserNavigate(t *testing.T) {
 	}
 
 	// The default policy never opens internal addresses.
-	strict := newTestApp(t)
-	strict.runners.WithBrowser(chromium)
+	strict := newTestAppWith(t, allHost, netpolicy.Policy{}, withChromium)
 	code, res = strict.call(t, "admin", map[string]any{"tool": "browser_navigate", "arguments": map[string]any{"url": page.URL}})
 	if errCode(res) != "URL_NOT_ALLOWED" {
 		t.Errorf("internal address: %d %v", code, res)

@@ -21,8 +21,8 @@ var clusterAdminKey = "tb_" + strings.Repeat("c1", 32)
 
 // newCluster starts n instances over one new Postgres database and, with
 // redis, one Redis server, each with its own data directory and handler,
-// as n machines would run them. The first makes the principals; every
-// instance knows their keys.
+// running (serve) as n machines would run them. The first makes the
+// principals; every instance knows their keys.
 func newCluster(t *testing.T, n int, redis bool) []*testApp {
 	t.Helper()
 	return newClusterWith(t, n, redis, netpolicy.Policy{})
@@ -55,6 +55,9 @@ func newClusterWith(t *testing.T, n int, redis bool, policy netpolicy.Policy, ed
 		a := startTestApp(t, host, policy, shared)
 		a.keys, a.ids = apps[0].keys, apps[0].ids
 		apps = append(apps, a)
+	}
+	for _, a := range apps {
+		a.serve(t) // they hear each other's change notices
 	}
 	return apps
 }
@@ -236,7 +239,7 @@ func clusterKeyGuessesAreShared(t *testing.T, redis bool) {
 		a.handler.ServeHTTP(rec, req)
 		return rec.Code
 	}
-	for i := range access.KeyGuesses.Limit {
+	for i := range access.KeyGuesses().Limit {
 		if code := from(apps[int(i)%len(apps)], "tb_guess"+strconv.Itoa(int(i))+strings.Repeat("0", 60)); code != 401 {
 			t.Fatalf("guess %d: %d, want 401", i, code)
 		}

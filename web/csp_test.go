@@ -105,7 +105,7 @@ func inlineCode(t *testing.T, html string) []string {
 
 // The Swagger policy's one hash is that of the only inline style the
 // served Swagger UI page has, and the page has no inline script, so an
-// upgrade of gin-swagger that changes either fails here.
+// update of static/swaggerui that changes either fails here.
 func TestSwaggerCSPHash(t *testing.T) {
 	app := newTestApp(t)
 	rec := httptest.NewRecorder()

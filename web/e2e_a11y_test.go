@@ -36,7 +36,7 @@ func TestE2EAccessibility(t *testing.T) {
 
 	pages := map[string][]string{
 		"admin": {"/admin", "/admin/tools", "/admin/tools/file_read", "/admin/tools/new", "/admin/tools/file_read/edit",
-			"/admin/playground?q=read+a+file", "/admin/calls", "/admin/calls/" + callID, "/admin/approvals", "/admin/access", "/admin/audit", "/admin/audit?action=drop"},
+			"/admin/playground?q=read+a+file", "/admin/calls", "/admin/calls/" + callID, "/admin/approvals", "/admin/access", "/admin/servers", "/admin/audit", "/admin/audit?action=drop"},
 		"reviewer": {"/admin/approvals"},
 	}
 	const run = `axe.run(document, {runOnly: {type: "tag", values: ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa", "wcag22aa"]}})

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,9 +20,10 @@ import (
 // same key works across restarts of the server on one data directory.
 const modelAdminKey = "tb-test-real-model-admin-key-0001"
 
-// startModelApp builds the service as main does over dir, embedding with
-// the Ollama-compatible server at ollamaURL and its model.
-func startModelApp(t *testing.T, dir, ollamaURL, model string) (*app.App, *testApp) {
+// startModelApp builds and runs the service as main does over dir,
+// embedding with the Ollama-compatible server at ollamaURL and its model;
+// stop ends it (so does the test's end).
+func startModelApp(t *testing.T, dir, ollamaURL, model string) (a *app.App, ta *testApp, stop func()) {
 	t.Helper()
 	cfg, err := app.ParseConfig([]string{"--addr", "127.0.0.1:0", "--data-dir", dir, "--tools-dir", "",
 		"--ollama-url", ollamaURL, "--embed-model", model}, func(string) (string, bool) { return "", false })
@@ -31,13 +33,25 @@ func startModelApp(t *testing.T, dir, ollamaURL, model string) (*app.App, *testA
 	cfg.AdminKey = modelAdminKey
 	logs := &logBuffer{}
 	host := hostCaps{Chromium: true, Python: true, Node: true, Sandbox: true}
-	a, err := app.New(context.Background(), cfg, app.Options{Stdout: io.Discard, LogOutput: logs, Host: &host})
+	a, err = app.New(context.Background(), cfg, app.Options{Stdout: io.Discard, LogOutput: logs, Host: &host})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = a.Close() })
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }() // the re-embed is Run's
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
 	return a, &testApp{t: t, handler: a.Handler, store: a.Store, selector: a.Selector, logs: logs,
-		keys: map[string]string{"admin": modelAdminKey, "none": ""}, ids: map[string]uint{"admin": 1}}
+		keys: map[string]string{"admin": modelAdminKey, "none": ""}, ids: map[string]uint{"admin": 1}}, stop
 }
 
 // modelTools is how many tools the real-model tests register: more than
@@ -170,7 +184,7 @@ func TestRealModelPath(t *testing.T) {
 	// run in order in this one test; each says what it checks.
 
 	// Registration embeds and stores vectors.
-	a, ta := startModelApp(t, dir, srv.URL, "use-lite")
+	a, ta, stop := startModelApp(t, dir, srv.URL, "use-lite")
 	{
 		for i := range modelTools {
 			if r := ta.do(t, "admin", http.MethodPost, "/api/v1/tools", modelToolDef(i)); r.Status != http.StatusCreated {
@@ -210,11 +224,11 @@ func TestRealModelPath(t *testing.T) {
 		if top := topTool(t, ta, "what will the weather be like in Lisbon tomorrow"); toolIndex(top)%7 != 0 {
 			t.Errorf("the weather task's best tool is %s, want one about weather (lookup_NN, NN a multiple of 7)", top)
 		}
-		_ = a.Close()
+		stop()
 	}
 
 	// A restart re-embeds nothing.
-	a, ta = startModelApp(t, dir, srv.URL, "use-lite")
+	a, ta, stop = startModelApp(t, dir, srv.URL, "use-lite")
 	{
 		if with, all, running := a.Selector.Embedded(); with != all || all != tools || running {
 			t.Errorf("after the restart %d of %d tools have vectors (re-embedding: %v), want all %d", with, all, running, tools)
@@ -228,7 +242,7 @@ func TestRealModelPath(t *testing.T) {
 		if _, dense := selectDense(t, ta, "convert euros to dollars at today's rate"); dense <= 0 {
 			t.Error("no dense ranking after the restart")
 		}
-		_ = a.Close()
+		stop()
 	}
 
 	// A model change re-embeds in the background, with progress in
@@ -236,7 +250,7 @@ func TestRealModelPath(t *testing.T) {
 	// enough to watch.
 	srv.Stop()
 	srv = nodetest.StartServer(t, "embed-server.mjs", append(models, "--port", port, "--delay-ms", "400")...)
-	a, ta = startModelApp(t, dir, srv.URL, "use-lite-b")
+	a, ta, stop = startModelApp(t, dir, srv.URL, "use-lite-b")
 	{
 		_, detail := readyEmbedder(t, ta)
 		if !strings.Contains(detail, "re-embedding") {
@@ -299,11 +313,11 @@ func TestRealModelPath(t *testing.T) {
 			_, detail := readyEmbedder(t, ta)
 			return strings.Contains(detail, "dimension 256, expected 512")
 		})
-		_ = a.Close()
+		stop()
 
 		// The next start learns the new dimension and embeds the stored
 		// vectors of the old one again.
-		a, ta = startModelApp(t, dir, srv.URL, "use-lite-b")
+		a, ta, stop = startModelApp(t, dir, srv.URL, "use-lite-b")
 		waitFor(t, "the vectors of the new dimension", 2*time.Minute, func() bool {
 			with, all, running := a.Selector.Embedded()
 			return with == all && !running

@@ -7,7 +7,7 @@ package web
 // Row is one row of a route table: its method and path.
 type Row struct{ Method, Path string }
 
-func rows(rs []route) []Row {
+func rows[H any](rs []route[H]) []Row {
 	out := make([]Row, len(rs))
 	for i, r := range rs {
 		out[i] = Row{r.method, r.path}

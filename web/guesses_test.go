@@ -31,7 +31,7 @@ func TestKeyGuessesAreLimited(t *testing.T) {
 	if rec := from("203.0.113.7", app.keys["admin"]); rec.Code != 200 {
 		t.Fatalf("right key: %d", rec.Code)
 	}
-	for i := range access.KeyGuesses.Limit {
+	for i := range access.KeyGuesses().Limit {
 		if rec := from("203.0.113.7", "tb_guess"+strconv.Itoa(int(i))+strings.Repeat("0", 60)); rec.Code != 401 {
 			t.Fatalf("guess %d: %d, want 401", i, rec.Code)
 		}
@@ -39,12 +39,12 @@ func TestKeyGuessesAreLimited(t *testing.T) {
 	wrong := "tb_guess" + strings.Repeat("1", 63)
 	rec := from("203.0.113.7", wrong)
 	if rec.Code != http.StatusTooManyRequests || rec.Header().Get("Retry-After") == "" || !strings.Contains(rec.Body.String(), "RATE_LIMIT_EXCEEDED") {
-		t.Fatalf("after %d wrong keys: %d %v %s", access.KeyGuesses.Limit, rec.Code, rec.Header(), rec.Body)
+		t.Fatalf("after %d wrong keys: %d %v %s", access.KeyGuesses().Limit, rec.Code, rec.Header(), rec.Body)
 	}
 	// The attacker cannot lock the right key out of the same address.
 	for _, key := range []string{app.keys["admin"], app.keys["agent"]} {
 		if rec := from("203.0.113.7", key); rec.Code != 200 {
-			t.Fatalf("a right key after %d wrong ones from its address: %d %s", access.KeyGuesses.Limit, rec.Code, rec.Body)
+			t.Fatalf("a right key after %d wrong ones from its address: %d %s", access.KeyGuesses().Limit, rec.Code, rec.Body)
 		}
 	}
 	if rec := from("198.51.100.9", wrong); rec.Code != 401 {
@@ -65,7 +65,7 @@ func TestKeyGuessesAreLimited(t *testing.T) {
 	// clients all come from 127.0.0.1).
 	b := newBrowserClient(t, app)
 	b.get("/admin/login")
-	for range access.KeyGuesses.Limit {
+	for range access.KeyGuesses().Limit {
 		b.post("/admin/login", url.Values{"key": {"tb_wrongwrongwrongwrong"}})
 	}
 	p := b.post("/admin/login", url.Values{"key": {"tb_wrongwrongwrongwrong"}})
@@ -98,13 +98,13 @@ func TestKeyGuessesBehindTrustedProxy(t *testing.T) {
 	wrong := func(i int) string { return "tb_guess" + strconv.Itoa(i) + strings.Repeat("0", 60) }
 	// The guesser varies the address it claims; the proxy appends its own
 	// view of the client, which is what counts.
-	for i := range int(access.KeyGuesses.Limit) {
+	for i := range int(access.KeyGuesses().Limit) {
 		if code := from("10.9.0.2", "192.0.2."+strconv.Itoa(i+1)+", 203.0.113.7", wrong(i)); code != 401 {
 			t.Fatalf("guess %d through the proxy: %d, want 401", i, code)
 		}
 	}
 	if code := from("10.9.0.2", "192.0.2.250, 203.0.113.7", wrong(999)); code != http.StatusTooManyRequests {
-		t.Fatalf("the guesser behind the proxy after %d guesses: %d, want 429", access.KeyGuesses.Limit, code)
+		t.Fatalf("the guesser behind the proxy after %d guesses: %d, want 429", access.KeyGuesses().Limit, code)
 	}
 	// Another client behind the same proxy is not locked out, nor is the
 	// proxy's own address.
@@ -116,7 +116,7 @@ func TestKeyGuessesBehindTrustedProxy(t *testing.T) {
 	}
 	// A peer outside the trusted range is counted as itself: its header
 	// is not believed.
-	for i := range int(access.KeyGuesses.Limit) {
+	for i := range int(access.KeyGuesses().Limit) {
 		from("203.0.113.99", "198.51.100."+strconv.Itoa(i+1), wrong(2000+i))
 	}
 	if code := from("203.0.113.99", "198.51.100.200", wrong(3000)); code != http.StatusTooManyRequests {

@@ -13,7 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"toolbelt/services/runners"
+	"toolbelt/app"
+	"toolbelt/services/netpolicy"
 )
 
 // hostEntry is what the host sees of one path: enough to tell that
@@ -346,10 +347,10 @@ func TestSpecialFilesNeverBlock(t *testing.T) {
 // refuses past it, the host directory stays near the quota, and freeing
 // space lets the session write again.
 func TestSessionDiskQuota(t *testing.T) {
-	app := newTestApp(t)
-	needSandbox(t, app)
 	const quota = 8 << 20
-	app.runners.WithSessionQuota(runners.NewQuota(quota))
+	app := newTestAppWith(t, hostCaps{Chromium: true, Python: true, Node: true, Sandbox: true}, netpolicy.Policy{},
+		func(c *app.Config) { c.SessionQuotaMB = quota >> 20 })
+	needSandbox(t, app)
 	run := func(code string) map[string]any {
 		t.Helper()
 		_, res := app.call(t, "admin", map[string]any{"tool": "code_execute", "session_id": "q", "arguments": map[string]any{"language": "python", "code": code}})

@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestNoSecretInLogs drives requests full of secrets — API keys in headers,
@@ -92,7 +93,10 @@ func TestAccessLogLine(t *testing.T) {
 			t.Errorf("access line %s = %v, want %v (line %v)", k, line[k], v, line)
 		}
 	}
-	if d, ok := line["duration"].(float64); !ok || d <= 0 {
-		t.Errorf("access line duration = %v", line["duration"])
+	// With its unit, as a person reads it ("1.5ms"), not bare nanoseconds.
+	if raw, ok := line["duration"].(string); !ok {
+		t.Errorf("access line duration = %v, want a duration with its unit", line["duration"])
+	} else if d, err := time.ParseDuration(raw); err != nil || d <= 0 {
+		t.Errorf("access line duration = %q (%v)", raw, err)
 	}
 }

@@ -9,7 +9,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"toolbelt/handlers"
+	"toolbelt/handlers/console"
 	"toolbelt/models"
 	"toolbelt/views"
 )
@@ -21,48 +21,57 @@ const ConsolePrefix = "/admin"
 // roles that may open it, enforced by Casbin from the same RolePolicies.
 // Sign-in and sign-out are outside it (anyone may try to sign in; anyone
 // signed in may sign out).
-var pages = []route{
-	{http.MethodGet, "", everyone, (*handlers.Handler).Dashboard},
+var pages = []route[*console.Handler]{
+	{http.MethodGet, "", everyone, (*console.Handler).Dashboard},
 
-	// Tools: list, detail, register and edit (handlers/console_tools.go).
-	{http.MethodGet, "/tools", everyone, (*handlers.Handler).ToolsPage},
-	{http.MethodGet, "/tools/new", admins, (*handlers.Handler).NewToolPage},
-	{http.MethodPost, "/tools/new", admins, (*handlers.Handler).CreateToolForm},
-	{http.MethodGet, "/tools/:name", everyone, (*handlers.Handler).ToolPage},
-	{http.MethodGet, "/tools/:name/edit", admins, (*handlers.Handler).EditToolPage},
-	{http.MethodPost, "/tools/:name/edit", admins, (*handlers.Handler).PublishToolForm},
-	{http.MethodPost, "/tools/:name/rollback", admins, (*handlers.Handler).RollbackToolForm},
-	{http.MethodPost, "/tools/:name/retire", admins, (*handlers.Handler).RetireToolForm},
-	{http.MethodPost, "/playground/feedback", everyone, (*handlers.Handler).PlaygroundFeedback},
-	{http.MethodPost, "/tools/:name/queries/:id/forget", admins, (*handlers.Handler).ForgetQueryForm},
-	{http.MethodPost, "/tools/:name/try", callers, (*handlers.Handler).TryToolForm},
+	// Tools: list, detail, register and edit (handlers/console/tools.go).
+	{http.MethodGet, "/tools", everyone, (*console.Handler).ToolsPage},
+	{http.MethodGet, "/tools/new", admins, (*console.Handler).NewToolPage},
+	{http.MethodPost, "/tools/new", admins, (*console.Handler).CreateToolForm},
+	{http.MethodGet, "/tools/:name", everyone, (*console.Handler).ToolPage},
+	{http.MethodGet, "/tools/:name/edit", admins, (*console.Handler).EditToolPage},
+	{http.MethodPost, "/tools/:name/edit", admins, (*console.Handler).PublishToolForm},
+	{http.MethodPost, "/tools/:name/rollback", admins, (*console.Handler).RollbackToolForm},
+	{http.MethodPost, "/tools/:name/retire", admins, (*console.Handler).RetireToolForm},
+	{http.MethodPost, "/playground/feedback", everyone, (*console.Handler).PlaygroundFeedback},
+	{http.MethodPost, "/tools/:name/queries/:id/forget", admins, (*console.Handler).ForgetQueryForm},
+	{http.MethodPost, "/tools/:name/try", callers, (*console.Handler).TryToolForm},
 
-	// Retrieval playground (handlers/console_playground.go).
-	{http.MethodGet, "/playground", everyone, (*handlers.Handler).Playground},
+	// Retrieval playground (handlers/console/playground.go).
+	{http.MethodGet, "/playground", everyone, (*console.Handler).Playground},
 
-	// Approvals (handlers/console_approvals.go).
-	{http.MethodGet, "/approvals", deciders, (*handlers.Handler).ApprovalsPage},
-	{http.MethodGet, "/approvals/pending", deciders, (*handlers.Handler).PendingApprovals},
-	{http.MethodPost, "/approvals/:id/approve", deciders, (*handlers.Handler).ApproveInConsole},
-	{http.MethodPost, "/approvals/:id/deny", deciders, (*handlers.Handler).DenyInConsole},
+	// Approvals (handlers/console/approvals.go).
+	{http.MethodGet, "/approvals", deciders, (*console.Handler).ApprovalsPage},
+	{http.MethodGet, "/approvals/pending", deciders, (*console.Handler).PendingApprovals},
+	{http.MethodPost, "/approvals/:id/approve", deciders, (*console.Handler).ApproveInConsole},
+	{http.MethodPost, "/approvals/:id/deny", deciders, (*console.Handler).DenyInConsole},
 
-	// Call history (handlers/console_calls.go).
-	{http.MethodGet, "/calls", everyone, (*handlers.Handler).CallsPage},
-	{http.MethodGet, "/calls/:id", everyone, (*handlers.Handler).CallPage},
+	// Call history (handlers/console/calls.go).
+	{http.MethodGet, "/calls", everyone, (*console.Handler).CallsPage},
+	{http.MethodGet, "/calls/:id", everyone, (*console.Handler).CallPage},
 
-	// Access: principals, keys, grants (handlers/console_access.go).
-	{http.MethodGet, "/access", admins, (*handlers.Handler).Access},
-	{http.MethodPost, "/access/principals", admins, (*handlers.Handler).CreatePrincipalPage},
-	{http.MethodPost, "/access/principals/:id/keys", admins, (*handlers.Handler).IssueKeyPage},
-	{http.MethodPost, "/access/keys/:id/revoke", admins, (*handlers.Handler).RevokeKeyPage},
-	{http.MethodPost, "/access/principals/:id/grants", admins, (*handlers.Handler).SetGrantsPage},
-	{http.MethodPost, "/access/principals/:id/disable", admins, (*handlers.Handler).DisablePrincipalPage},
-	{http.MethodPost, "/access/principals/:id/enable", admins, (*handlers.Handler).EnablePrincipalPage},
-	{http.MethodPost, "/access/principals/:id/delete", admins, (*handlers.Handler).DeletePrincipalPage},
+	// Access: principals, keys, grants (handlers/console/access.go).
+	{http.MethodGet, "/access", admins, (*console.Handler).Access},
+	{http.MethodPost, "/access/principals", admins, (*console.Handler).CreatePrincipalPage},
+	{http.MethodPost, "/access/principals/:id/keys", admins, (*console.Handler).IssueKeyPage},
+	{http.MethodPost, "/access/keys/:id/revoke", admins, (*console.Handler).RevokeKeyPage},
+	{http.MethodPost, "/access/principals/:id/grants", admins, (*console.Handler).SetGrantsPage},
+	{http.MethodPost, "/access/principals/:id/disable", admins, (*console.Handler).DisablePrincipalPage},
+	{http.MethodPost, "/access/principals/:id/enable", admins, (*console.Handler).EnablePrincipalPage},
+	{http.MethodPost, "/access/principals/:id/delete", admins, (*console.Handler).DeletePrincipalPage},
 
-	// The audit log (handlers/console_audit.go): admins only, as in the API.
-	{http.MethodGet, "/audit", admins, (*handlers.Handler).AuditPage},
-	{http.MethodGet, "/audit/export", admins, (*handlers.Handler).AuditExport},
+	// Upstream MCP servers (handlers/console/servers.go).
+	{http.MethodGet, "/servers", admins, (*console.Handler).ServersPage},
+	{http.MethodPost, "/servers", admins, (*console.Handler).AddServerForm},
+	{http.MethodPost, "/servers/:name/sync", admins, (*console.Handler).SyncServerForm},
+	{http.MethodPost, "/servers/:name/disable", admins, (*console.Handler).DisableServerForm},
+	{http.MethodPost, "/servers/:name/enable", admins, (*console.Handler).EnableServerForm},
+	{http.MethodPost, "/servers/:name/delete", admins, (*console.Handler).DeleteServerForm},
+	{http.MethodPost, "/servers/:name/tools/:tool/accept", admins, (*console.Handler).AcceptServerToolForm},
+
+	// The audit log (handlers/console/audit.go): admins only, as in the API.
+	{http.MethodGet, "/audit", admins, (*console.Handler).AuditPage},
+	{http.MethodGet, "/audit/export", admins, (*console.Handler).AuditExport},
 }
 
 // navItems are the console's navigation entries; each is shown only to
@@ -73,6 +82,7 @@ var navItems = []views.NavItem{
 	{Label: "Playground", Href: ConsolePrefix + "/playground"},
 	{Label: "Approvals", Href: ConsolePrefix + "/approvals"},
 	{Label: "History", Href: ConsolePrefix + "/calls"},
+	{Label: "Servers", Href: ConsolePrefix + "/servers"},
 	{Label: "Access", Href: ConsolePrefix + "/access"},
 	{Label: "Audit", Href: ConsolePrefix + "/audit"},
 }
@@ -92,13 +102,13 @@ func consoleNotFound(d Deps) gin.HandlerFunc {
 
 // mountConsole registers the sign-in pages and the page table.
 func mountConsole(r *gin.Engine, d Deps) {
-	r.GET(ConsolePrefix+"/login", d.Handler.SignInPage)
-	r.POST(ConsolePrefix+"/login", d.Handler.SignIn)
+	r.GET(ConsolePrefix+"/login", d.Console.SignInPage)
+	r.POST(ConsolePrefix+"/login", d.Console.SignIn)
 	g := r.Group(ConsolePrefix, consoleAuth(d))
-	g.POST("/logout", d.Handler.Wrap(d.Handler.SignOut))
+	g.POST("/logout", d.Handler.Wrap(d.Console.SignOut))
 	for _, p := range pages {
 		fn := p.handler
-		g.Handle(p.method, p.path, d.Handler.Wrap(func(c *gin.Context) error { return fn(d.Handler, c) }))
+		g.Handle(p.method, p.path, d.Handler.Wrap(func(c *gin.Context) error { return fn(d.Console, c) }))
 	}
 }
 
@@ -109,7 +119,7 @@ func mountConsole(r *gin.Engine, d Deps) {
 func consoleAuth(d Deps) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		ctx := c.Request.Context()
-		token, _ := c.Cookie(handlers.SessionCookie)
+		token, _ := c.Cookie(console.SessionCookie)
 		s, err := d.Accounts.ConsoleSession(ctx, token)
 		if errors.Is(err, models.ErrUnauthorized) && c.GetHeader("HX-Request") == "true" {
 			// htmx (the approvals list polling): send the whole page to
@@ -133,7 +143,7 @@ func consoleAuth(d Deps) gin.HandlerFunc {
 				nav = append(nav, n)
 			}
 		}
-		handlers.SetConsole(c, s, nav)
+		console.SetConsole(c, s, nav)
 		c.Set("principal_name", s.Principal.Name)
 		setActor(c, models.Actor{Principal: s.Principal, KeyID: s.KeyID, KeyLabel: s.KeyLabel, Via: models.ViaConsole})
 		if c.FullPath() == "" { // no such page: a 404 inside the console frame
@@ -141,7 +151,7 @@ func consoleAuth(d Deps) gin.HandlerFunc {
 			return
 		}
 		if c.Request.Method != http.MethodGet && c.Request.Method != http.MethodHead {
-			if err := handlers.CheckCSRF(c, s); err != nil {
+			if err := console.CheckCSRF(c, s); err != nil {
 				d.Handler.Fail(c, err)
 				return
 			}

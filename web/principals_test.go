@@ -101,7 +101,7 @@ func TestKeyLabelAndExpiry(t *testing.T) {
 		t.Fatalf("before expiry: %d", r.Status)
 	}
 	time.Sleep(time.Until(soon) + 50*time.Millisecond)
-	for range access.KeyGuesses.Limit + 2 { // cached or not, and never counted as a guess: never a 429
+	for range access.KeyGuesses().Limit + 2 { // cached or not, and never counted as a guess: never a 429
 		r := app.do(t, "soon", "GET", "/api/v1/me", nil)
 		if r.Status != 401 || !strings.Contains(errMessage(t, r), "expired at") {
 			t.Fatalf("expired key: %d %s", r.Status, r.Body)

@@ -19,7 +19,7 @@ import (
 func TestRBACMatrix(t *testing.T) {
 	const forbidden = http.StatusForbidden
 	publish := func(a *testApp) any {
-		def := a.do(t, "admin", "GET", "/api/v1/tools/file_read", nil).JSON(t)["definition"].(map[string]any)
+		def := a.do(a.t, "admin", "GET", "/api/v1/tools/file_read", nil).JSON(a.t)["definition"].(map[string]any)
 		def["version"] = "1.1.0"
 		return def
 	}
@@ -44,6 +44,17 @@ func TestRBACMatrix(t *testing.T) {
 		{"POST", "/tools/:name/rollback", "/api/v1/tools/file_read/rollback", func(*testApp) any { return map[string]any{"version": "1.0.0"} }, 200, forbidden, forbidden},
 		{"GET", "/categories", "/api/v1/categories", nil, 200, 200, 200},
 		{"POST", "/import/openapi", "/api/v1/import/openapi", func(*testApp) any { return map[string]any{"document": pingDocument} }, 201, forbidden, forbidden},
+		// The admin passes the guard and meets no server of that name
+		// (TestUpstreamOverHTTP serves a real one).
+		{"GET", "/upstreams", "/api/v1/upstreams", nil, 200, forbidden, forbidden},
+		{"POST", "/upstreams", "/api/v1/upstreams", func(*testApp) any { return map[string]any{"name": "x", "transport": "ftp", "category": "api"} }, 422, forbidden, forbidden},
+		{"GET", "/upstreams/:name", "/api/v1/upstreams/nope", nil, 404, forbidden, forbidden},
+		{"DELETE", "/upstreams/:name", "/api/v1/upstreams/nope", nil, 404, forbidden, forbidden},
+		{"POST", "/upstreams/:name/sync", "/api/v1/upstreams/nope/sync", nil, 404, forbidden, forbidden},
+		{"POST", "/upstreams/:name/disable", "/api/v1/upstreams/nope/disable", nil, 404, forbidden, forbidden},
+		{"POST", "/upstreams/:name/enable", "/api/v1/upstreams/nope/enable", nil, 404, forbidden, forbidden},
+		{"PUT", "/upstreams/:name/tools/:tool", "/api/v1/upstreams/nope/tools/echo", func(*testApp) any { return map[string]any{"level": "safe"} }, 404, forbidden, forbidden},
+		{"POST", "/upstreams/:name/tools/:tool/accept", "/api/v1/upstreams/nope/tools/echo/accept", nil, 404, forbidden, forbidden},
 		{"POST", "/principals", "/api/v1/principals", func(*testApp) any { return map[string]any{"name": "bot", "role": "agent"} }, 201, forbidden, forbidden},
 		{"GET", "/principals", "/api/v1/principals", nil, 200, forbidden, forbidden},
 		{"POST", "/principals/:id/keys", "/api/v1/principals/3/keys", nil, 201, forbidden, forbidden},
@@ -72,6 +83,7 @@ func TestRBACMatrix(t *testing.T) {
 	covered := map[string]bool{}
 	for _, tc := range cases {
 		t.Run(tc.method+" "+tc.path, func(t *testing.T) {
+			t.Parallel() // an app of its own
 			app := newTestApp(t)
 			if app.ids["agent"] != 3 || app.ids["reviewer"] != 2 {
 				t.Fatalf("fixture ids changed: %v", app.ids)
@@ -167,6 +179,13 @@ func TestConsoleRBACMatrix(t *testing.T) {
 		{"POST", "/access/principals/:id/disable", "/admin/access/principals/3/disable", []string{"admin"}},
 		{"POST", "/access/principals/:id/enable", "/admin/access/principals/3/enable", []string{"admin"}},
 		{"POST", "/access/principals/:id/delete", "/admin/access/principals/3/delete", []string{"admin"}},
+		{"GET", "/servers", "/admin/servers", []string{"admin"}},
+		{"POST", "/servers", "/admin/servers", []string{"admin"}},
+		{"POST", "/servers/:name/sync", "/admin/servers/nope/sync", []string{"admin"}},
+		{"POST", "/servers/:name/disable", "/admin/servers/nope/disable", []string{"admin"}},
+		{"POST", "/servers/:name/enable", "/admin/servers/nope/enable", []string{"admin"}},
+		{"POST", "/servers/:name/delete", "/admin/servers/nope/delete", []string{"admin"}},
+		{"POST", "/servers/:name/tools/:tool/accept", "/admin/servers/nope/tools/echo/accept", []string{"admin"}},
 		{"GET", "/audit", "/admin/audit?action=grants.set", []string{"admin"}},
 		{"GET", "/audit/export", "/admin/audit/export?format=ndjson", []string{"admin"}},
 	}
@@ -174,6 +193,7 @@ func TestConsoleRBACMatrix(t *testing.T) {
 	for _, tc := range cases {
 		covered[tc.method+" "+tc.route] = true
 		t.Run(tc.method+" "+tc.path, func(t *testing.T) {
+			t.Parallel() // an app of its own
 			app := newTestApp(t)
 			app.do(t, "admin", "PUT", "/api/v1/principals/3/grants", map[string]any{"categories": []string{"filesystem", "shell"}})
 			sel := app.do(t, "agent", "POST", "/api/v1/tools/select", map[string]any{"query": "show the config file"}).JSON(t)["selection_id"].(string)

@@ -11,7 +11,9 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"toolbelt/app"
 	"toolbelt/services/netpolicy"
+	"toolbelt/services/sandbox"
 )
 
 // needSandbox fails in CI (where .ci/run installs bubblewrap) and skips
@@ -121,8 +123,9 @@ func TestSandboxLimitsOverHTTP(t *testing.T) {
 // TestSandboxUnavailable: a tool that needs the sandbox never runs without
 // one.
 func TestSandboxUnavailable(t *testing.T) {
-	app := newTestAppWithHost(t, hostCaps{Chromium: true, Python: true, Node: true, Sandbox: true})
-	app.runners.WithSandbox(nil)
+	// The host claims a sandbox (the tool is offered); the runners have none.
+	app := newTestAppWith(t, hostCaps{Chromium: true, Python: true, Node: true, Sandbox: true}, netpolicy.Policy{},
+		func(c *app.Config) { c.Sandbox = sandbox.None })
 	_, res := app.call(t, "admin", map[string]any{"tool": "code_execute", "arguments": map[string]any{"language": "python", "code": "print(1)"}})
 	if errCode(res) != "SANDBOX_UNAVAILABLE" || res["success"] != false {
 		t.Fatalf("%v", res)
@@ -138,8 +141,8 @@ func TestWebSearch(t *testing.T) {
 		fmt.Fprint(w, `{"query":"go","results":[{"title":"Go","url":"https://go.dev/","content":"The Go language"},{"title":"Tour","url":"https://go.dev/tour","content":"A tour"},{"title":"Third","url":"https://example.com/","content":"x"}]}`)
 	}))
 	defer srv.Close()
-	app := newTestApp(t)
-	app.runners.WithSearch(srv.URL + "/")
+	app := newTestAppWith(t, hostCaps{Chromium: true, Python: true, Node: true, Sandbox: true}, netpolicy.Policy{},
+		func(c *app.Config) { c.SearXNG = srv.URL + "/" })
 	code, res := app.call(t, "admin", map[string]any{"tool": "web_search", "arguments": map[string]any{"query": "go lang", "max_results": 2}})
 	results, _ := data(res)["results"].([]any)
 	if code != 200 || len(results) != 2 || results[0].(map[string]any)["url"] != "https://go.dev/" || results[1].(map[string]any)["snippet"] != "A tour" {
@@ -164,9 +167,10 @@ func TestHTTPRunner(t *testing.T) {
 		fmt.Fprintf(w, `{"echo":%q}`, auth)
 	}))
 	defer srv.Close()
-	app := newTestAppWith(t, hostCaps{Chromium: true, Python: true, Node: true, Sandbox: true},
-		netpolicy.Policy{AllowPrivate: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}})
-	app.runners.WithSecrets(map[string]string{"TB_TEST_TOKEN": "test-configured-secret"})
+	local := netpolicy.Policy{AllowPrivate: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}
+	allHost := hostCaps{Chromium: true, Python: true, Node: true, Sandbox: true}
+	app := newTestAppWith(t, allHost, local,
+		func(c *app.Config) { c.Secrets["TB_TEST_TOKEN"] = "test-configured-secret" })
 	def := toolDef("create_item", func(m map[string]any) {
 		m["category"] = "api"
 		m["parameters"] = map[string]any{"type": "object", "properties": map[string]any{
@@ -190,9 +194,12 @@ func TestHTTPRunner(t *testing.T) {
 	// A secret that is not configured is never read from the environment.
 	// The call fails before any request leaves.
 	t.Setenv("TB_TEST_TOKEN", "test-configured-secret")
-	app.runners.WithSecrets(nil)
+	unset := newTestAppWith(t, allHost, local)
+	if r := unset.do(t, "admin", "POST", "/api/v1/tools", def); r.Status != 201 {
+		t.Fatalf("register: %d %s", r.Status, r.Body)
+	}
 	before := requests.Load()
-	if _, res := app.call(t, "admin", map[string]any{"tool": "create_item", "arguments": map[string]any{"id": "a"}}); errCode(res) != "EXECUTION_FAILED" || requests.Load() != before {
+	if _, res := unset.call(t, "admin", map[string]any{"tool": "create_item", "arguments": map[string]any{"id": "a"}}); errCode(res) != "EXECUTION_FAILED" || requests.Load() != before {
 		t.Errorf("unconfigured secret: %v (%d requests sent)", res, requests.Load()-before)
 	}
 	// A placeholder used in the path and the query is escaped for each.

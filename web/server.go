@@ -15,11 +15,10 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	swaggerFiles "github.com/swaggo/files"
-	ginSwagger "github.com/swaggo/gin-swagger"
 
 	"toolbelt/docs"
 	"toolbelt/handlers"
+	"toolbelt/handlers/console"
 	"toolbelt/handlers/mcpserver"
 	"toolbelt/models"
 	"toolbelt/services/access"
@@ -33,12 +32,14 @@ const APIPrefix = "/api/v1"
 // MetricsPath serves the Prometheus metrics, to admins.
 const MetricsPath = "/metrics"
 
-// route is one API endpoint and the roles that may call it.
-type route struct {
+// route is one endpoint and the roles that may call it, served by a
+// method of H: *handlers.Handler for the API, *console.Handler for the
+// console's pages.
+type route[H any] struct {
 	method  string
 	path    string
 	roles   []string
-	handler func(*handlers.Handler, *gin.Context) error
+	handler func(H, *gin.Context) error
 }
 
 var (
@@ -50,7 +51,7 @@ var (
 
 // routes is the one route table of the API. Who may call what is stated
 // here and enforced by Casbin from the policies RolePolicies derives.
-var routes = []route{
+var routes = []route[*handlers.Handler]{
 	{http.MethodGet, "/me", everyone, (*handlers.Handler).WhoAmI},
 	{http.MethodGet, "/me/callback-secret", callers, (*handlers.Handler).CallbackSecret},
 	{http.MethodPost, "/me/callback-secret/rotate", callers, (*handlers.Handler).RotateCallbackSecret},
@@ -65,6 +66,16 @@ var routes = []route{
 	{http.MethodPost, "/tools/:name/rollback", admins, (*handlers.Handler).RollbackTool},
 	{http.MethodGet, "/categories", everyone, (*handlers.Handler).Categories},
 	{http.MethodPost, "/import/openapi", admins, (*handlers.Handler).ImportOpenAPI},
+
+	{http.MethodGet, "/upstreams", admins, (*handlers.Handler).ListUpstreams},
+	{http.MethodPost, "/upstreams", admins, (*handlers.Handler).AddUpstream},
+	{http.MethodGet, "/upstreams/:name", admins, (*handlers.Handler).GetUpstream},
+	{http.MethodDelete, "/upstreams/:name", admins, (*handlers.Handler).DeleteUpstream},
+	{http.MethodPost, "/upstreams/:name/sync", admins, (*handlers.Handler).SyncUpstream},
+	{http.MethodPost, "/upstreams/:name/disable", admins, (*handlers.Handler).DisableUpstream},
+	{http.MethodPost, "/upstreams/:name/enable", admins, (*handlers.Handler).EnableUpstream},
+	{http.MethodPut, "/upstreams/:name/tools/:tool", admins, (*handlers.Handler).SetUpstreamTool},
+	{http.MethodPost, "/upstreams/:name/tools/:tool/accept", admins, (*handlers.Handler).AcceptUpstreamTool},
 
 	{http.MethodPost, "/tools/select", everyone, (*handlers.Handler).SelectTools},
 	{http.MethodPost, "/selections/:id/feedback", everyone, (*handlers.Handler).SelectionFeedback},
@@ -123,7 +134,10 @@ func RolePolicies() map[string][]access.Route {
 
 // Deps are what the server needs from main.
 type Deps struct {
-	Handler  *handlers.Handler
+	Handler *handlers.Handler
+	// Console serves the admin console's pages; Handler.ErrorPage is
+	// its error page.
+	Console  *console.Handler
 	Accounts *access.Accounts
 	Authz    *access.Authz
 	Log      *slog.Logger
@@ -138,6 +152,19 @@ type Deps struct {
 	// MCPAllowedOrigins are the web origins besides loopback pages whose
 	// requests /mcp serves (app.Config.MCPAllowedOrigins).
 	MCPAllowedOrigins []string
+	// RequestLine, when set, writes each request's access line in place
+	// of Log, as Log would (app writes the JSON line by hand); it
+	// answers false for a line it leaves to Log.
+	RequestLine func(RequestLine) bool
+}
+
+// RequestLine is what the access line of a request says, logged at the
+// info level with the message "request".
+type RequestLine struct {
+	End                                   time.Time
+	RequestID, Method, Path, Route, Actor string
+	Status                                int
+	Took                                  time.Duration
 }
 
 // New returns the HTTP handler of the whole service.
@@ -157,7 +184,7 @@ func New(d Deps) http.Handler {
 	if err := r.SetTrustedProxies(d.TrustedProxies); err != nil {
 		panic(fmt.Sprintf("trusted proxies %v: %v", d.TrustedProxies, err)) // app.ParseConfig checked them
 	}
-	r.Use(requestID(), accessLog(d.Log, d.Metrics), recovery(d.Handler), securityHeaders(), limitBody())
+	r.Use(requestID(), accessLog(d.Log, d.Metrics, d.RequestLine), recovery(d.Handler), securityHeaders(), limitBody())
 	r.NoRoute(consoleNotFound(d))
 	r.NoMethod(d.Handler.MethodNotAllowed)
 
@@ -170,13 +197,13 @@ func New(d Deps) http.Handler {
 	// The OpenAPI 3 form of the document, converted by "make generate":
 	// the one the Go client is generated from.
 	r.GET(OpenAPI3Path, func(c *gin.Context) { c.Data(http.StatusOK, "application/json; charset=utf-8", docs.OpenAPI3JSON) })
-	swaggerUI := ginSwagger.WrapHandler(swaggerFiles.Handler)
+	ui := swaggerUI()
 	r.GET(SwaggerPrefix+"/*any", func(c *gin.Context) {
 		if c.Param("any") == "/doc.json" {
 			c.Data(http.StatusOK, "application/json; charset=utf-8", docs.JSON)
 			return
 		}
-		swaggerUI(c)
+		ui(c)
 	})
 
 	mountConsole(r, d)
@@ -210,7 +237,8 @@ func authenticate(d Deps) gin.HandlerFunc {
 		// The peer's address, or the client a trusted proxy names; never
 		// an X-Forwarded-For from anyone else, which a guesser could vary
 		// at will.
-		p, key, err := d.Accounts.Authenticate(c.Request.Context(), c.ClientIP(), token)
+		ip := c.ClientIP() // once: it parses the peer and walks the proxies
+		p, key, err := d.Accounts.Authenticate(c.Request.Context(), ip, token)
 		if err != nil {
 			d.Handler.Fail(c, err)
 			return
@@ -230,18 +258,22 @@ func authenticate(d Deps) gin.HandlerFunc {
 		if c.FullPath() == MCPPath {
 			via = models.ViaMCP
 		}
-		setActor(c, models.Actor{Principal: p, KeyID: key.ID, KeyLabel: cmp.Or(key.Label, key.Prefix), Via: via})
+		setActor(c, models.Actor{Principal: p, KeyID: key.ID, KeyLabel: cmp.Or(key.Label, key.Prefix), Via: via, ClientIP: ip})
 		c.Next()
 	}
 }
 
 // setActor puts who acts on the request's context, with the client's
-// address and the request id, for the audit log.
+// address (when a.ClientIP is empty) and the request id, for the audit
+// log.
 func setActor(c *gin.Context, a models.Actor) {
 	// The peer's address, or the client a trusted proxy names, as for key
 	// guesses: an X-Forwarded-For from anyone else is whatever the client
 	// says.
-	a.ClientIP, a.RequestID = c.ClientIP(), c.GetString(handlers.RequestIDKey)
+	if a.ClientIP == "" {
+		a.ClientIP = c.ClientIP()
+	}
+	a.RequestID = c.GetString(handlers.RequestIDKey)
 	c.Request = c.Request.WithContext(models.WithActor(c.Request.Context(), a))
 }
 
@@ -261,15 +293,22 @@ var requestIDPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 func requestID() gin.HandlerFunc {
 	return func(c *gin.Context) {
 		id := c.GetHeader("X-Request-ID")
-		if !requestIDPattern.MatchString(id) {
-			b := make([]byte, 8)
-			_, _ = rand.Read(b)
-			id = hex.EncodeToString(b)
+		if id == "" || !requestIDPattern.MatchString(id) {
+			id = newRequestID()
 		}
 		c.Set(handlers.RequestIDKey, id)
 		c.Header("X-Request-ID", id)
 		c.Next()
 	}
+}
+
+// newRequestID is 8 random bytes in hex: one allocation, the string.
+func newRequestID() string {
+	var b [8]byte
+	var h [16]byte
+	_, _ = rand.Read(b[:])
+	hex.Encode(h[:], b[:])
+	return string(h[:])
 }
 
 // accessLog writes one structured line per request. It logs the route
@@ -278,7 +317,7 @@ func requestID() gin.HandlerFunc {
 //
 // It also reports each request to the metrics (by route pattern, so
 // labels stay bounded).
-func accessLog(log *slog.Logger, m *ops.Metrics) gin.HandlerFunc {
+func accessLog(log *slog.Logger, m *ops.Metrics, line func(RequestLine) bool) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		start := time.Now()
 		c.Next()
@@ -286,25 +325,37 @@ func accessLog(log *slog.Logger, m *ops.Metrics) gin.HandlerFunc {
 		if route == "" {
 			route = "unmatched"
 		}
-		took := time.Since(start)
+		end := time.Now() // one clock read for the duration and the line
+		took := end.Sub(start)
 		m.HTTPRequest(route, c.Request.Method, c.Writer.Status(), took)
+		l := RequestLine{End: end, RequestID: c.GetString(handlers.RequestIDKey), Method: c.Request.Method,
+			Path: c.Request.URL.Path, Route: c.FullPath(), Actor: c.GetString("principal_name"),
+			Status: c.Writer.Status(), Took: took}
+		if line != nil && line(l) {
+			return
+		}
 		// Straight to the handler: a request line needs no caller
 		// (LogAttrs would walk the stack for one, on every request).
 		ctx := c.Request.Context()
 		if h := log.Handler(); h.Enabled(ctx, slog.LevelInfo) {
-			r := slog.NewRecord(time.Now(), slog.LevelInfo, "request", 0)
-			r.AddAttrs(
-				slog.String("request_id", c.GetString(handlers.RequestIDKey)),
-				slog.String("method", c.Request.Method),
-				slog.String("path", c.Request.URL.Path),
-				slog.String("route", c.FullPath()),
-				slog.Int("status", c.Writer.Status()),
-				slog.Duration("duration", took),
-				slog.String("principal", c.GetString("principal_name")),
-			)
-			_ = h.Handle(ctx, r)
+			_ = h.Handle(ctx, l.Record())
 		}
 	}
+}
+
+// Record is the line as a log record.
+func (l RequestLine) Record() slog.Record {
+	r := slog.NewRecord(l.End, slog.LevelInfo, "request", 0)
+	r.AddAttrs(
+		slog.String("request_id", l.RequestID),
+		slog.String("method", l.Method),
+		slog.String("path", l.Path),
+		slog.String("route", l.Route),
+		slog.Int("status", l.Status),
+		slog.Duration("duration", l.Took),
+		slog.String("principal", l.Actor),
+	)
+	return r
 }
 
 // recovery turns a panic into a logged 500 with the usual error body.

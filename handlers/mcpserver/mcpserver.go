@@ -315,15 +315,44 @@ func (s *Server) call(ctx context.Context, p *models.Principal, session string, 
 		args = nil
 	}
 	ctx = models.WithDirections(ctx, directions{})
+	token := params.GetProgressToken()
+	if token != nil && ss != nil {
+		ctx = invoke.WithListener(ctx, toolProgress(ctx, ss, token))
+	}
 	res, err := s.invoker.CallAcknowledged(ctx, p, invoke.CallRequest{Tool: params.Name, Arguments: args, SessionID: session})
 	if err != nil {
 		s.log.ErrorContext(ctx, "mcp call not recorded", "call_id", res.CallID, "err", err)
 		return refused(models.CodeInternal, "the call could not be recorded. Try again.")
 	}
-	if token := params.GetProgressToken(); token != nil && ss != nil && !models.Terminal(res.Status) {
+	if token != nil && ss != nil && !models.Terminal(res.Status) {
 		res = s.follow(ctx, p, ss, token, res)
 	}
 	return Result(res)
+}
+
+// toolProgress passes the progress a tool reports while it runs (an
+// upstream MCP server's notifications) on to the client, as progress of
+// its request: numbered here, so that they keep rising across attempts.
+func toolProgress(ctx context.Context, ss *mcp.ServerSession, token any) func(string, any) {
+	var mu sync.Mutex
+	var n float64
+	return func(event string, data any) {
+		if event != "progress" {
+			return
+		}
+		mu.Lock()
+		n++
+		params := &mcp.ProgressNotificationParams{ProgressToken: token, Progress: n}
+		mu.Unlock()
+		if m, ok := data.(map[string]any); ok {
+			if msg, _ := m["message"].(string); msg != "" {
+				params.Message = msg
+			} else if p, ok := m["progress"].(float64); ok {
+				params.Message = fmt.Sprintf("progress %g of %v", p, m["total"])
+			}
+		}
+		_ = ss.NotifyProgress(ctx, params)
+	}
 }
 
 // Result turns a ToolResult into what the model reads: the data on
@@ -338,6 +367,9 @@ func Result(res invoke.ToolResult) *mcp.CallToolResult {
 		out := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(data)}}}
 		if len(data) > 0 && data[0] == '{' {
 			out.StructuredContent = data
+		}
+		if e := res.Error; e != nil { // ran, but not recorded: said beside the data
+			out.Content = append(out.Content, &mcp.TextContent{Text: e.Code + ": " + sentence(e.Message) + " " + sentence(e.Suggestion)})
 		}
 		out.Meta = meta
 		return out

@@ -5,9 +5,10 @@
 // user, reached over a unix socket in that directory, and is stopped when
 // the tests are done. No system service is needed or touched.
 //
-// A test that needs an engine is skipped when it is not installed (or,
-// as root, when the user it runs as is missing), except on CI (CI=true),
-// where it fails. .ci/run installs both and makes the user.
+// A test that needs an engine is skipped when it is not installed, except
+// on CI (CI=true), where it fails. .ci/run installs both. As root the
+// engines run as an unprivileged user, which the tests make when it is
+// missing (see account).
 package dbtest
 
 import (
@@ -26,11 +27,27 @@ import (
 )
 
 // User is the account the engines run as when the tests run as root:
-// initdb and postgres refuse to run as root. .ci/run creates it.
+// initdb and postgres refuse to run as root. .ci/run creates it, and so
+// do the tests when it is missing.
 const User = "toolbelt-db"
 
-// addUser is the command that makes User, for the skip message.
-const addUser = "useradd --system --user-group --no-create-home --shell /usr/sbin/nologin " + User
+// UserEnv names the variable that gives the engines' account another name
+// than User (to try the code that makes it without touching the shared one).
+const UserEnv = "TOOLBELT_TEST_DB_USER"
+
+// engineUser is the name of the engines' account: $UserEnv, else User.
+func engineUser() string {
+	if u := os.Getenv(UserEnv); u != "" {
+		return u
+	}
+	return User
+}
+
+// addUserArgs is the useradd command line that makes name, as .ci/run
+// runs it: a system account with its own group, no home and no shell.
+func addUserArgs(name string) []string {
+	return []string{"useradd", "--system", "--user-group", "--no-create-home", "--shell", "/usr/sbin/nologin", name}
+}
 
 // BackendEnv names the variable choosing the database of tests that run
 // on one backend (modelstest.Store, the web suite): "postgres", or SQLite
@@ -61,15 +78,15 @@ func unavailable(t testing.TB, engine string, err error) {
 	t.Skipf("%s unavailable (.ci/run installs it): %v", engine, err)
 }
 
-// account is who the engines run as: User when the tests run as root,
-// else the tests' own user (nil credential).
+// account is who the engines run as: engineUser() when the tests run as
+// root, made first if missing, else the tests' own user (nil credential).
 func account() (*syscall.Credential, error) {
 	if os.Geteuid() != 0 {
 		return nil, nil
 	}
-	u, err := user.Lookup(User)
+	u, err := ensureUser(engineUser(), userLockPath(), user.Lookup, runUseradd)
 	if err != nil {
-		return nil, fmt.Errorf("the tests run as root and the engines as %s, which is missing (make it: %s)", User, addUser)
+		return nil, err
 	}
 	uid, err := strconv.ParseUint(u.Uid, 10, 32)
 	if err != nil {
@@ -80,6 +97,57 @@ func account() (*syscall.Credential, error) {
 		return nil, err
 	}
 	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), NoSetGroups: false, Groups: []uint32{}}, nil
+}
+
+// runUseradd runs useradd with args and returns what it printed on error.
+func runUseradd(args []string) error {
+	out, err := exec.Command(args[0], args[1:]...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// userLockPath is the file whose lock serializes the test processes that
+// make the engines' account: go test runs packages side by side, and two
+// useradd of one name would see each other's half-written /etc/passwd or
+// refuse the second.
+func userLockPath() string {
+	return filepath.Join(os.TempDir(), "toolbelt-dbtest-useradd.lock")
+}
+
+// ensureUser looks name up and, when it is missing, makes it with add
+// (given addUserArgs(name)) holding an exclusive lock on lockPath, looking
+// again first: another test process may have made it meanwhile.
+func ensureUser(name, lockPath string, lookup func(string) (*user.User, error), add func(args []string) error) (*user.User, error) {
+	if u, err := lookup(name); err == nil {
+		return u, nil
+	}
+	lock, err := os.OpenFile(lockPath, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("lock to make user %s: %w", name, err)
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		return nil, fmt.Errorf("lock %s to make user %s: %w", lockPath, name, err)
+	}
+	defer func() { _ = syscall.Flock(int(lock.Fd()), syscall.LOCK_UN) }()
+	if u, err := lookup(name); err == nil {
+		return u, nil
+	}
+	if err := add(addUserArgs(name)); err != nil {
+		// A process that took another lock file (another TMPDIR) may
+		// have made it meanwhile.
+		if u, lerr := lookup(name); lerr == nil {
+			return u, nil
+		}
+		return nil, fmt.Errorf("the tests run as root and the engines as %s, which is missing and could not be made: %w", name, err)
+	}
+	u, err := lookup(name)
+	if err != nil {
+		return nil, fmt.Errorf("user %s made, but not found: %w", name, err)
+	}
+	return u, nil
 }
 
 // workDir makes a private temporary directory owned by cred's user, named

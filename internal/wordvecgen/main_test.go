@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"math"
 	"os"
@@ -83,11 +84,11 @@ func TestGenerate(t *testing.T) {
 	if err := run(srv.URL, "use-lite", 6, 1, true, cache, dir, out); err != nil {
 		t.Fatal(err)
 	}
-	first, err := os.ReadFile(filepath.Join(out, "wordvec.bin"))
+	first, err := os.ReadFile(filepath.Join(out, "wordvec.bin.gz"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := embed.ParseWordVectors(first)
+	w, err := embed.ReadWordTable(bytes.NewReader(first))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +130,7 @@ func TestGenerate(t *testing.T) {
 	if err := run(srv.URL, "use-lite", 6, 1, true, cache, dir, again); err != nil {
 		t.Fatal(err)
 	}
-	if second, _ := os.ReadFile(filepath.Join(again, "wordvec.bin")); string(second) != string(first) {
+	if second, _ := os.ReadFile(filepath.Join(again, "wordvec.bin.gz")); string(second) != string(first) {
 		t.Error("a second run wrote other bytes")
 	}
 	// Bad settings and a missing list are refused with the reason.
@@ -146,7 +147,7 @@ func TestGenerate(t *testing.T) {
 
 // TestShippedTable remakes the table with the command, as `make wordvec`
 // does (the command starts the model server itself), and compares it with
-// services/embed/wordvec.bin: the binary file in the repository is what
+// services/embed/wordvec.bin.gz: the binary file in the repository is what
 // its source says. The model runs in WebAssembly, whose float sums may
 // differ in the last bits between CPUs, so a component may be off by one
 // step of the int8 scale; the words, keys and all else must be the same.
@@ -172,8 +173,8 @@ func TestShippedTable(t *testing.T) {
 	if msg, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("wordvecgen: %v\n%s", err, msg)
 	}
-	fresh, _ := os.ReadFile(filepath.Join(out, "wordvec.bin"))
-	shipped, err := os.ReadFile(filepath.Join(root, "services", "embed", "wordvec.bin"))
+	fresh, _ := os.ReadFile(filepath.Join(out, "wordvec.bin.gz"))
+	shipped, err := os.ReadFile(filepath.Join(root, "services", "embed", "wordvec.bin.gz"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,11 +185,11 @@ func TestShippedTable(t *testing.T) {
 			t.Errorf("%s differs from the one the command writes", f)
 		}
 	}
-	a, err := embed.ParseWordVectors(fresh)
+	a, err := embed.ReadWordTable(bytes.NewReader(fresh))
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := embed.ParseWordVectors(shipped)
+	b, err := embed.ReadWordTable(bytes.NewReader(shipped))
 	if err != nil {
 		t.Fatal(err)
 	}

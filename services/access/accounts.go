@@ -20,8 +20,9 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/hashicorp/golang-lru/v2/expirable"
+	"github.com/ulule/limiter/v3"
 
+	"toolbelt/internal/ttlcache"
 	"toolbelt/models"
 	"toolbelt/services/tooldef"
 )
@@ -47,17 +48,13 @@ type Accounts struct {
 	// known caches key hash → principal for a few seconds, so a burst of
 	// requests does not query the database each time; revoking a key
 	// clears it at once.
-	known *expirable.LRU[string, authEntry]
+	known *ttlcache.Cache[string, authEntry]
 	// guesses slows brute-forcing of keys, per client address.
 	guesses *guessLimiter
 	// revoked run after a key is revoked or a principal disabled or
 	// deleted (other instances are told).
 	revoked []func(context.Context)
 }
-
-// OnRevoke registers fn to run after every change that stops keys
-// working: a key revoked, a principal disabled or deleted.
-func (a *Accounts) OnRevoke(fn func(context.Context)) { a.revoked = append(a.revoked, fn) }
 
 // ForgetKeys drops the cached authentications, so a key revoked on
 // another instance is refused here at once.
@@ -71,10 +68,25 @@ type authEntry struct {
 // authCacheTTL bounds how long a cached authentication is trusted.
 const authCacheTTL = 10 * time.Second
 
+// AccountsDeps is what the account service needs.
+type AccountsDeps struct {
+	Store *models.Store
+	Authz *Authz
+	Log   *slog.Logger
+	// GuessStore counts wrong API keys per client address (this
+	// process's memory when nil; the database's store shares the count
+	// between instances).
+	GuessStore limiter.Store
+	// OnRevoke run after every change that stops keys working: a key
+	// revoked, a principal disabled or deleted (other instances are told).
+	OnRevoke []func(context.Context)
+}
+
 // NewAccounts returns the account service.
-func NewAccounts(store *models.Store, authz *Authz, log *slog.Logger) *Accounts {
-	return &Accounts{store: store, authz: authz, log: log, touched: map[uint]time.Time{},
-		known: expirable.NewLRU[string, authEntry](4096, nil, authCacheTTL), guesses: newGuessLimiter(KeyGuesses)}
+func NewAccounts(d AccountsDeps) *Accounts {
+	return &Accounts{store: d.Store, authz: d.Authz, log: d.Log, touched: map[uint]time.Time{},
+		known: ttlcache.New[string, authEntry](4096, authCacheTTL), guesses: newGuessLimiter(d.GuessStore, KeyGuesses()),
+		revoked: d.OnRevoke}
 }
 
 // Principal is an account as the API shows it.
@@ -358,7 +370,7 @@ func (a *Accounts) DeletePrincipal(ctx context.Context, id uint, by *models.Prin
 
 // Authenticate returns the principal owning an active key, and the key,
 // for a request from client (its network address). An unknown or revoked
-// key is models.ErrUnauthorized with no hint of which; past KeyGuesses
+// key is models.ErrUnauthorized with no hint of which; past KeyGuesses()
 // such keys from one client, every key from it is refused with a
 // TooManyGuessesError until the window ends. An expired key, or one of a
 // disabled principal, is refused saying so: its holder knows the key
@@ -568,5 +580,7 @@ func keyFromSecret(secret string) *models.APIKey {
 
 func hashKey(secret string) string {
 	sum := sha256.Sum256([]byte(secret))
-	return hex.EncodeToString(sum[:])
+	var h [2 * sha256.Size]byte // on the stack: one allocation, the string
+	hex.Encode(h[:], sum[:])
+	return string(h[:])
 }

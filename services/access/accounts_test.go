@@ -17,11 +17,11 @@ var quiet = slog.New(slog.DiscardHandler)
 func TestBootstrap(t *testing.T) {
 	ctx := context.Background()
 	store, _ := modelstest.Store(t)
-	authz, err := NewAuthz(ctx, store, nil)
+	authz, err := OpenAuthz(ctx, AuthzDeps{Store: store})
 	if err != nil {
 		t.Fatal(err)
 	}
-	acc := NewAccounts(store, authz, quiet)
+	acc := NewAccounts(AccountsDeps{Store: store, Authz: authz, Log: quiet})
 
 	first := "first-operator-key-0123456789"
 	if got, err := acc.Bootstrap(ctx, first); err != nil || got != "" {
@@ -77,7 +77,7 @@ func TestAuthzSeedReplacesEndpointPolicies(t *testing.T) {
 	ctx := context.Background()
 	store, _ := modelstest.Store(t)
 	v1 := map[string][]Route{RoleAgent: {{Method: "GET", Path: "/api/v1/tools"}, {Method: "POST", Path: "/api/v1/old"}}}
-	a, err := NewAuthz(ctx, store, v1)
+	a, err := OpenAuthz(ctx, AuthzDeps{Store: store, Roles: v1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +85,7 @@ func TestAuthzSeedReplacesEndpointPolicies(t *testing.T) {
 		t.Fatal(err)
 	}
 	v2 := map[string][]Route{RoleAgent: {{Method: "GET", Path: "/api/v1/tools"}}, RoleAdmin: {{Method: "*", Path: "/api/v1/*"}}}
-	a, err = NewAuthz(ctx, store, v2)
+	a, err = OpenAuthz(ctx, AuthzDeps{Store: store, Roles: v2})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -74,39 +74,58 @@ func (a *Authz) enforce(sub, obj, act string) (bool, error) {
 	return ok, nil
 }
 
-// NewAuthz loads the policies from store's database and replaces the
-// endpoint policies with rolePolicies, so a new release's route table takes
-// effect at start while grants persist.
-func NewAuthz(ctx context.Context, store *models.Store, rolePolicies map[string][]Route) (*Authz, error) {
+// AuthzDeps is what the enforcer needs.
+type AuthzDeps struct {
+	Store *models.Store
+	// Roles are the endpoint policies of each role (the route table's),
+	// replacing the stored ones, so a new release's route table takes
+	// effect at start while grants persist.
+	Roles map[string][]Route
+	// Watcher, when set, makes the policy changes of other instances take
+	// effect here: it tells them of every change this enforcer makes, and
+	// reloads the policies (and drops the cached decisions) when one of
+	// them changes something. Nil: this instance alone changes its
+	// policies.
+	Watcher persist.Watcher
+}
+
+// OpenAuthz loads the policies from the store's database.
+func OpenAuthz(ctx context.Context, d AuthzDeps) (*Authz, error) {
 	m, err := model.NewModelFromString(casbinModel)
 	if err != nil {
 		return nil, fmt.Errorf("load casbin model: %w", err)
 	}
-	e, err := casbin.NewSyncedEnforcer(m, models.NewCasbinAdapter(ctx, store))
+	e, err := casbin.NewSyncedEnforcer(m, models.NewCasbinAdapter(ctx, d.Store))
 	if err != nil {
 		return nil, fmt.Errorf("load casbin policies: %w", err)
 	}
 	a := &Authz{e: e}
 	for _, role := range Roles {
-		rules := make([][]string, 0, len(rolePolicies[role]))
-		for _, r := range rolePolicies[role] {
+		rules := make([][]string, 0, len(d.Roles[role]))
+		for _, r := range d.Roles[role] {
 			rules = append(rules, []string{"role:" + role, r.Path, r.Method})
 		}
 		if err := a.replace("role:"+role, rules); err != nil {
 			return nil, fmt.Errorf("seed endpoint policies for %s: %w", role, err)
 		}
 	}
+	if d.Watcher != nil {
+		if err := a.watch(d.Watcher); err != nil {
+			return nil, fmt.Errorf("watch casbin policies: %w", err)
+		}
+	}
 	return a, nil
 }
 
-// WithWatcher makes the policy changes of other instances take effect
-// here: w tells them of every change this enforcer makes, and reloads the
-// policies (and drops the cached decisions) when one of them changes
-// something. Nil: this instance alone changes its policies.
-func (a *Authz) WithWatcher(w persist.Watcher) error {
-	if w == nil {
-		return nil
-	}
+// NewAuthz is OpenAuthz without a watcher.
+//
+// Deprecated: use OpenAuthz; kept while services/invoke's tests call it.
+func NewAuthz(ctx context.Context, store *models.Store, rolePolicies map[string][]Route) (*Authz, error) {
+	return OpenAuthz(ctx, AuthzDeps{Store: store, Roles: rolePolicies})
+}
+
+// watch connects the enforcer to w (see AuthzDeps.Watcher).
+func (a *Authz) watch(w persist.Watcher) error {
 	if err := a.e.SetWatcher(w); err != nil {
 		return err
 	}

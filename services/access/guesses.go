@@ -13,7 +13,7 @@ import (
 
 // KeyGuesses is how many wrong API keys one client address may send per
 // window before its wrong keys are answered 429 instead of 401.
-var KeyGuesses = limiter.Rate{Period: time.Minute, Limit: 20}
+func KeyGuesses() limiter.Rate { return limiter.Rate{Period: time.Minute, Limit: 20} }
 
 // guessLimiter slows brute-forcing of API keys: wrong keys count per
 // client address; past the rate, a wrong key from that address is
@@ -26,18 +26,14 @@ type guessLimiter struct {
 	rate  limiter.Rate
 }
 
-// WithGuessStore counts wrong keys in store instead of this process's
-// memory: a Redis store shares the count between instances, so a guesser
-// spreading its keys over them is stopped after the same number.
-func (a *Accounts) WithGuessStore(store limiter.Store) *Accounts {
-	if store != nil {
-		a.guesses.store = store
+// newGuessLimiter counts wrong keys in store, or in this process's memory
+// when nil: the database's store shares the count between instances, so a
+// guesser spreading its keys over them is stopped after the same number.
+func newGuessLimiter(store limiter.Store, rate limiter.Rate) *guessLimiter {
+	if store == nil {
+		store = memory.NewStore()
 	}
-	return a
-}
-
-func newGuessLimiter(rate limiter.Rate) *guessLimiter {
-	return &guessLimiter{store: memory.NewStore(), rate: rate}
+	return &guessLimiter{store: store, rate: rate}
 }
 
 // TooManyGuessesError says how long the client must wait.

@@ -8,6 +8,7 @@
 package callbacks
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -76,13 +77,6 @@ type Deliverer struct {
 	owner string
 }
 
-// WithOwner names the instance run that claims deliveries (the invoker's
-// owner); call before Run.
-func (d *Deliverer) WithOwner(owner string) *Deliverer {
-	d.owner = owner
-	return d
-}
-
 // claimMargin is how long past an attempt's Timeout its claim holds.
 const claimMargin = 5 * time.Second
 
@@ -102,16 +96,30 @@ func (d *Deliverer) claim(ctx context.Context, callID string, from time.Time) er
 	return nil
 }
 
-// New returns a deliverer reaching only what policy allows, signing with
-// secrets.
-func New(store *models.Store, secrets *Secrets, policy netpolicy.Policy, set Settings, log *slog.Logger) *Deliverer {
-	client := policy.Client()
+// Deps is what a deliverer needs.
+type Deps struct {
+	Store *models.Store
+	// Secrets sign the deliveries.
+	Secrets *Secrets
+	// Net is the egress policy: only what it allows is reached.
+	Net      netpolicy.Policy
+	Settings Settings
+	Log      *slog.Logger
+	// Instance names this instance; deliveries are claimed under it and
+	// an id of this run.
+	Instance string
+}
+
+// New returns a deliverer; Run does its work.
+func New(d Deps) *Deliverer {
+	client := d.Net.Client()
 	// A redirect is not followed: a receiver answers where it was asked
 	// (a 3xx is a failed attempt), so no redirect can take a signed result
 	// elsewhere, to a refused address least of all.
 	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	return &Deliverer{store: store, secrets: secrets, policy: policy, client: client, set: set, log: log,
-		wake: make(chan string, 256), active: map[string]bool{}, started: time.Now().UTC(), owner: "toolbelt#" + models.NewID()}
+	return &Deliverer{store: d.Store, secrets: d.Secrets, policy: d.Net, client: client, set: d.Settings, log: d.Log,
+		wake: make(chan string, 256), active: map[string]bool{}, started: time.Now().UTC(),
+		owner: cmp.Or(d.Instance, "toolbelt") + "#" + models.NewID()}
 }
 
 // Secrets are the principals' signing secrets.
@@ -155,7 +163,7 @@ func (d *Deliverer) Due(ctx context.Context, callID string, result []byte) {
 // each delivery made due, and every Rescan what was missed. It returns
 // once the deliveries it started have stopped; one cut short stays
 // pending, to resume at the next start.
-func (d *Deliverer) Run(ctx context.Context) {
+func (d *Deliverer) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	slots := make(chan struct{}, max(d.set.Workers, 1))
@@ -186,7 +194,7 @@ func (d *Deliverer) Run(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case id := <-d.wake:
 			cb, err := d.store.CallbackOf(ctx, id)
 			if err != nil {

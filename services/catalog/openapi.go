@@ -380,7 +380,9 @@ func parseOpenAPI(ctx context.Context, data []byte, where string) (*openapi3.T, 
 	js := data
 	if t := bytes.TrimSpace(data); len(t) == 0 || t[0] != '{' {
 		var err error
-		if js, err = json.Marshal(top); err != nil {
+		// jsonValue: YAML reads unquoted response codes (200:) as
+		// numbers and dates as times, which JSON cannot hold as keys.
+		if js, err = json.Marshal(jsonValue(top)); err != nil {
 			return nil, bad("cannot be read as JSON: %v", err)
 		}
 	}
@@ -758,9 +760,9 @@ func describe(schema map[string]any, desc, where string) map[string]any {
 // toolName is the operationId in snake_case (or the method and path when
 // there is none), after the prefix, unique within the document.
 func (b *toolBuilder) toolName(o operation) string {
-	base := snakeCase(o.op.OperationID)
+	base := SnakeCase(o.op.OperationID)
 	if base == "" {
-		base = snakeCase(strings.ToLower(o.method) + " " + pathParam.ReplaceAllString(o.path, "by $1"))
+		base = SnakeCase(strings.ToLower(o.method) + " " + pathParam.ReplaceAllString(o.path, "by $1"))
 	}
 	if base == "" {
 		base = "operation"
@@ -793,9 +795,9 @@ func uniqueName(base string, used map[string]bool, max int) string {
 	return name
 }
 
-// snakeCase turns findPetsByStatus, find-pets or "GET /pets" into
+// SnakeCase turns findPetsByStatus, find-pets or "GET /pets" into
 // find_pets_by_status, find_pets, get_pets: ASCII letters and digits only.
-func snakeCase(s string) string {
+func SnakeCase(s string) string {
 	var sb strings.Builder
 	rs := []rune(s)
 	sep := false

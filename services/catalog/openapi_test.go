@@ -26,8 +26,8 @@ func TestSnakeCase(t *testing.T) {
 		"Ünïcode":          "n_code",
 		"":                 "",
 	} {
-		if got := snakeCase(in); got != want {
-			t.Errorf("snakeCase(%q) = %q, want %q", in, got, want)
+		if got := SnakeCase(in); got != want {
+			t.Errorf("SnakeCase(%q) = %q, want %q", in, got, want)
 		}
 	}
 }
@@ -127,5 +127,35 @@ func TestBuildJSONVariantBody(t *testing.T) {
 	}
 	if want := `"required":["id","body"]`; !strings.Contains(string(out.Tool.Parameters), want) {
 		t.Errorf("parameters %s lack %s", out.Tool.Parameters, want)
+	}
+}
+
+// A YAML document as people write them: response codes unquoted (YAML
+// reads 200 as a number) and a date in an example; it loads as its JSON
+// twin would.
+func TestParseOpenAPIYAMLNumericKeys(t *testing.T) {
+	doc := `openapi: 3.0.3
+info: {title: Pets, version: "1"}
+paths:
+  /pets/{id}:
+    get:
+      operationId: getPet
+      parameters:
+        - {name: id, in: path, required: true, schema: {type: string}}
+      responses:
+        200:
+          description: the pet
+          content:
+            application/json:
+              schema: {type: object, properties: {born: {type: string, example: 2024-01-02}}}
+        404: {description: none}
+`
+	d, err := parseOpenAPI(context.Background(), []byte(doc), "/document")
+	if err != nil {
+		t.Fatal(err)
+	}
+	op := d.Paths.Find("/pets/{id}").Get
+	if op == nil || op.Responses.Status(200) == nil || op.Responses.Status(404) == nil {
+		t.Fatalf("responses 200 and 404 not read: %+v", op)
 	}
 }

@@ -34,6 +34,10 @@ type Registry struct {
 // selection index follows the registry this way).
 func (r *Registry) OnChange(fn func(context.Context)) { r.watchers = append(r.watchers, fn) }
 
+// Changed tells the watchers of a change made to the catalog's tools
+// outside the registry (an upstream server deleted with its tools).
+func (r *Registry) Changed(ctx context.Context) { r.changed(ctx) }
+
 func (r *Registry) changed(ctx context.Context) {
 	for _, fn := range r.watchers {
 		fn(ctx)

@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+	"go.yaml.in/yaml/v4"
 	"golang.org/x/mod/semver"
-	"sigs.k8s.io/yaml"
 
 	"toolbelt/models"
 	"toolbelt/services/tooldef"
@@ -352,7 +352,11 @@ func (t *ToolFiles) definedElsewhere(tool string) bool { return t.definer(tool, 
 func parseToolFile(name string, raw []byte) (tooldef.Definition, error) {
 	var def tooldef.Definition
 	if !strings.HasSuffix(strings.ToLower(name), ".json") {
-		j, err := yaml.YAMLToJSON(raw)
+		var tree any
+		if err := yaml.Unmarshal(raw, &tree); err != nil {
+			return def, fmt.Errorf("not valid YAML: %w", err)
+		}
+		j, err := json.Marshal(jsonValue(tree))
 		if err != nil {
 			return def, fmt.Errorf("not valid YAML: %w", err)
 		}
@@ -367,4 +371,36 @@ func parseToolFile(name string, raw []byte) (tooldef.Definition, error) {
 		return def, fmt.Errorf("no name: a tool file needs \"name\"")
 	}
 	return def, nil
+}
+
+// jsonValue is a decoded YAML value as JSON can hold it: mapping keys that
+// are not strings (200, true, 1.5) become their text, and timestamps,
+// which YAML reads as times, the text they were (a date alone stays a
+// date), so a YAML tool file reads as its JSON twin would.
+func jsonValue(v any) any {
+	switch v := v.(type) {
+	case map[string]any:
+		for k, e := range v {
+			v[k] = jsonValue(e)
+		}
+		return v
+	case map[any]any:
+		m := make(map[string]any, len(v))
+		for k, e := range v {
+			m[fmt.Sprint(jsonValue(k))] = jsonValue(e)
+		}
+		return m
+	case []any:
+		for i, e := range v {
+			v[i] = jsonValue(e)
+		}
+		return v
+	case time.Time:
+		if v.Equal(v.Truncate(24*time.Hour)) && v.Location() == time.UTC {
+			return v.Format(time.DateOnly)
+		}
+		return v.Format(time.RFC3339Nano)
+	default:
+		return v
+	}
 }

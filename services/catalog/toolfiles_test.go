@@ -248,3 +248,34 @@ func TestToolFilesWrittenBeforeWatch(t *testing.T) {
 
 // quiet discards the logs of the services under test.
 var quiet = slog.New(slog.DiscardHandler)
+
+// A YAML tool file reads as its JSON twin: mapping keys that are not
+// strings become their text and a date stays the text it was; invalid YAML
+// and unknown fields are refused.
+func TestParseToolFileYAML(t *testing.T) {
+	def, err := parseToolFile("t.yaml", []byte(`name: dated
+version: 1.0.0
+examples: [2024-01-01, 2024-01-01T10:00:00Z]
+parameters:
+  type: object
+  properties: {200: {type: string}, true: {type: boolean}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := string(def.Parameters), `{"properties":{"200":{"type":"string"},"true":{"type":"boolean"}},"type":"object"}`; got != want {
+		t.Errorf("parameters %s, want %s", got, want)
+	}
+	if got := strings.Join(def.Examples, " "); got != "2024-01-01 2024-01-01T10:00:00Z" {
+		t.Errorf("examples %q", got)
+	}
+	for body, want := range map[string]string{
+		"name: [broken":         "not valid YAML: ",
+		"name: x\nfield: 1\n":   `not a tool definition: json: unknown field "field"`,
+		"description: nameless": "no name",
+	} {
+		if _, err := parseToolFile("t.yml", []byte(body)); err == nil || !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("%q: error %v, want %q…", body, err, want)
+		}
+	}
+}

@@ -1,17 +1,24 @@
 // Package cluster is what several instances over one database share in
-// real time: a Redis client when TOOLBELT_REDIS_URL is set (rate-limit
-// and key-guess counters, the results cache, change notices over pub/sub),
-// and, without Redis, change notices over Postgres LISTEN/NOTIFY. A change
-// notice names what changed (the catalog, grants, learned queries); each
-// instance that hears it drops or rebuilds what it derived from it, so no
-// instance polls the database for changes. Messages travel the same way
-// with a body (the invoker's: cancel this call, send me its events), for
-// what only another instance can do at once; what must survive a lost
-// message is in the database.
+// real time. On Postgres, the rate-limit and key-guess counters are in
+// the database (rate_counts), so that a limit holds through anything
+// Redis does; the category queues are in Redis when TOOLBELT_REDIS_URL
+// is set, else in the database; change notices travel over Redis pub/sub
+// and Postgres LISTEN/NOTIFY. Redis is an accelerator, never a single
+// point of failure: while it does not answer, the queues and the notices
+// fall back to Postgres, and move back once it answers again (see
+// FailoverQueues for what holds during a switch); a result the cache
+// cannot read from Redis is a miss. A change notice names what changed
+// (the catalog, grants, learned queries); each instance that hears it
+// drops or rebuilds what it derived from it, so no instance polls the
+// database for changes. Messages travel the same way with a body (the
+// invoker's: cancel this call, send me its events), for what only another
+// instance can do at once; what must survive a lost message is in the
+// database.
 package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -22,7 +29,6 @@ import (
 	"github.com/casbin/casbin/v2/persist"
 	"github.com/redis/go-redis/v9"
 	"github.com/ulule/limiter/v3"
-	redisstore "github.com/ulule/limiter/v3/drivers/store/redis"
 
 	"toolbelt/models"
 )
@@ -51,6 +57,10 @@ func OpenRedis(ctx context.Context, url string) (*redis.Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("TOOLBELT_REDIS_URL: use a Redis URL such as redis://:PASSWORD@cache.internal:6379/0")
 	}
+	// A command is retried (MaxRetries) and so is each dial it makes:
+	// go-redis' five dials a try would hold the calls that find Redis
+	// gone about two seconds before they fall back to Postgres.
+	opts.DialerRetries = 1
 	c := redis.NewClient(opts)
 	pingCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
@@ -63,39 +73,52 @@ func OpenRedis(ctx context.Context, url string) (*redis.Client, error) {
 
 // LimiterStore is where ulule/limiter counts, under prefix, so that
 // every instance counts against the same window and a limit is exact
-// cluster-wide: in Redis when client is set; else, when the store is
-// shared (Postgres), in its rate_counts table; else (one instance on
-// SQLite) nil, and the caller keeps its memory store.
-func LimiterStore(client *redis.Client, store *models.Store, prefix string) (limiter.Store, error) {
-	switch {
-	case client != nil:
-		return redisstore.NewStoreWithOptions(client, limiter.StoreOptions{Prefix: "toolbelt:" + prefix, MaxRetry: limiter.DefaultMaxRetry})
-	case store != nil && store.Shared():
-		return &databaseRates{store: store, prefix: prefix, now: time.Now}, nil
+// cluster-wide: when the store is shared (Postgres), in its rate_counts
+// table, whether or not Redis is configured. Counting in Redis would be
+// faster, but a limit must hold through Redis: while it is down, every
+// limited call would fail, and a restart would forget the counts and
+// let a principal make its calls again. One instance on SQLite: nil, and
+// the caller keeps its memory store.
+func LimiterStore(store *models.Store, prefix string) limiter.Store {
+	if store == nil || !store.Shared() {
+		return nil
 	}
-	return nil, nil
+	return &databaseRates{store: store, prefix: prefix, now: time.Now}
 }
 
-// Notices sends change notices to the other instances and runs the
-// handlers of those they send. A nil *Notices (one instance on SQLite)
-// sends nothing and hears nothing.
+// Notices sends change notices to the other instances and, while Run
+// runs, runs the handlers of those they send. A nil *Notices (one
+// instance on SQLite) sends nothing and hears nothing.
 type Notices struct {
 	self string // this instance, so it skips its own notices
 	log  *slog.Logger
 	send func(ctx context.Context, payload string) error
+	// redis is the link to Redis of SharedNotices, which the queues
+	// falling back to Postgres share (nil: the notices use one channel).
+	redis *redisLink
 
 	mu       sync.Mutex
 	handlers map[string][]func()
 	messages map[string][]func(body string)
 
-	stop   context.CancelFunc
-	done   chan struct{}
-	closed atomic.Bool // nothing is sent once closed
+	// listeners hear the notices while Run runs; closers release what
+	// the constructor opened (Close).
+	listeners []listener
+	closers   []func()
+	ran       atomic.Bool
+	closed    atomic.Bool // nothing is sent once closed
+}
+
+// listener hears notices on a connection made at construction: run until
+// its ctx ends, then it closes what it opened; close closes the
+// connection if run never took it.
+type listener struct {
+	run   func(ctx context.Context)
+	close func()
 }
 
 func newNotices(log *slog.Logger) *Notices {
-	return &Notices{self: models.NewID(), log: log, handlers: map[string][]func(){}, messages: map[string][]func(string){},
-		done: make(chan struct{})}
+	return &Notices{self: models.NewID(), log: log, handlers: map[string][]func(){}, messages: map[string][]func(string){}}
 }
 
 // MaxBody bounds the body of a message: Postgres refuses a NOTIFY payload
@@ -193,58 +216,145 @@ func (n *Notices) missed() {
 	}
 }
 
-// Close stops listening and waits for the listener to end. It is safe on
-// nil and to call twice.
+// Run hears the notices and runs their handlers until ctx ends. The
+// handlers are registered before: nothing is handled before Run. It
+// returns at once on nil.
+func (n *Notices) Run(ctx context.Context) error {
+	if n == nil {
+		return nil
+	}
+	if n.ran.Swap(true) {
+		return errors.New("the notices run already")
+	}
+	var wg sync.WaitGroup
+	for _, l := range n.listeners {
+		wg.Go(func() { l.run(ctx) })
+	}
+	wg.Wait()
+	return nil
+}
+
+// Close stops sending and closes the connections; it comes after Run
+// ended, or when it never ran. It is safe on nil and to call twice.
 func (n *Notices) Close() {
-	if n == nil || n.stop == nil {
+	if n == nil || n.closed.Swap(true) {
 		return
 	}
-	n.closed.Store(true)
-	n.stop()
-	<-n.done
+	for _, l := range n.listeners {
+		l.close()
+	}
+	for _, c := range n.closers {
+		c()
+	}
 }
 
 // RedisNotices sends and hears change notices over Redis pub/sub. It is
-// subscribed when it returns.
+// subscribed when it returns: what is sent from then on is heard once Run
+// runs.
 func RedisNotices(ctx context.Context, client *redis.Client, log *slog.Logger) (*Notices, error) {
 	n := newNotices(log)
+	l, err := n.listenRedis(ctx, client)
+	if err != nil {
+		return nil, err
+	}
 	n.send = func(ctx context.Context, payload string) error { return client.Publish(ctx, channel, payload).Err() }
+	n.listeners = []listener{l}
+	return n, nil
+}
+
+// SharedNotices sends and hears change notices over Redis pub/sub and
+// Postgres LISTEN/NOTIFY on the database of url at once: it hears both,
+// and sends each notice over Redis or, while Redis does not answer, over
+// Postgres. One channel a notice, so none is heard twice, but for a send
+// to Redis that failed after Redis took it (a reply lost to a timeout),
+// which goes again over Postgres. After a Redis outage, the notices sent
+// meanwhile came over Postgres, and the Redis listener runs every handler
+// once it is subscribed again, as after any interruption. It is
+// listening on both when it returns; Run hears them.
+func SharedNotices(ctx context.Context, client *redis.Client, url string, log *slog.Logger) (*Notices, error) {
+	n := newNotices(log)
+	sendPostgres, overPostgres, err := n.listenPostgres(ctx, url)
+	if err != nil {
+		return nil, err
+	}
+	overRedis, err := n.listenRedis(ctx, client)
+	if err != nil {
+		overPostgres.close()
+		return nil, err
+	}
+	n.redis = newRedisLink(client, log)
+	n.send = func(ctx context.Context, payload string) error {
+		if n.redis.up() {
+			err := client.Publish(ctx, channel, payload).Err()
+			if !n.redis.fault(ctx, err) {
+				return err
+			}
+		}
+		return sendPostgres(ctx, payload)
+	}
+	n.listeners = []listener{overRedis, overPostgres}
+	n.closers = []func(){n.redis.close}
+	return n, nil
+}
+
+// listenRedis subscribes to the notices over Redis pub/sub; the listener
+// hears them while it runs.
+func (n *Notices) listenRedis(ctx context.Context, client *redis.Client) (l listener, err error) {
 	sub := client.Subscribe(ctx, channel)
 	if _, err := sub.Receive(ctx); err != nil { // the subscription's confirmation
 		_ = sub.Close()
-		return nil, fmt.Errorf("subscribe to change notices: %w", err)
+		return l, fmt.Errorf("subscribe to change notices: %w", err)
 	}
-	listen, cancel := context.WithCancel(context.Background())
-	// Receive does not end with its context while it reads: closing the
-	// subscription ends it.
-	n.stop = func() { cancel(); _ = sub.Close() }
-	go func() {
-		defer close(n.done)
-		for {
-			// Receive (unlike Channel) reports a reconnection, after which
-			// notices sent meanwhile are lost.
-			msg, err := sub.Receive(listen)
-			if listen.Err() != nil {
-				return
+	l.run = func(ctx context.Context) {
+		// Receive does not end with its context while it reads: closing
+		// the subscription ends it.
+		closed := make(chan struct{})
+		stop := context.AfterFunc(ctx, func() {
+			defer close(closed)
+			_ = sub.Close()
+		})
+		n.hearRedis(ctx, sub)
+		if !stop() {
+			<-closed
+		}
+	}
+	l.close = func() { _ = sub.Close() } // a second close does nothing
+	return l, nil
+}
+
+// hearRedis hears the notices on sub until ctx ends.
+func (n *Notices) hearRedis(ctx context.Context, sub *redis.PubSub) {
+	interrupted := false
+	for {
+		// Receive (unlike Channel) reports a reconnection, after which
+		// notices sent meanwhile are lost.
+		msg, err := sub.Receive(ctx)
+		if ctx.Err() != nil || n.closed.Load() {
+			return
+		}
+		switch m := msg.(type) {
+		case *redis.Message:
+			n.heard(m.Payload)
+		case *redis.Subscription: // resubscribed after a lost connection
+			if interrupted {
+				interrupted = false
+				n.log.Info("change notices over redis resumed")
 			}
-			switch m := msg.(type) {
-			case *redis.Message:
-				n.heard(m.Payload)
-			case *redis.Subscription: // resubscribed after a lost connection
-				n.missed()
-			case nil:
-				if err != nil {
-					log.Warn("change notices interrupted", "err", err)
-					select {
-					case <-listen.Done():
-						return
-					case <-time.After(time.Second):
-					}
+			n.missed()
+		case nil:
+			if err != nil {
+				if !interrupted { // once an outage: it is retried every second
+					interrupted = true
+					n.log.Warn("change notices over redis interrupted", "err", err)
+				}
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(time.Second):
 				}
 			}
 		}
-	}()
-	return n, nil
+	}
 }
 
 // CasbinWatcher is a Casbin watcher over these notices: the enforcer calls

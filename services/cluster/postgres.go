@@ -14,17 +14,31 @@ import (
 // PostgresNotices sends and hears change notices over Postgres
 // LISTEN/NOTIFY on connections of their own to the database of url (the
 // store's pool is not held by a listener). It is listening when it
-// returns; after a lost connection it reconnects and runs every handler,
-// since notices sent meanwhile are lost.
+// returns: what is sent from then on is heard once Run runs. After a lost
+// connection Run reconnects and runs every handler, since notices sent
+// meanwhile are lost.
 func PostgresNotices(ctx context.Context, url string, log *slog.Logger) (*Notices, error) {
 	n := newNotices(log)
-	listener, err := listen(ctx, url)
+	send, l, err := n.listenPostgres(ctx, url)
 	if err != nil {
 		return nil, err
 	}
+	n.send = send
+	n.listeners = []listener{l}
+	return n, nil
+}
+
+// listenPostgres listens for the notices on the database of url; the
+// listener hears them while it runs. send notifies on a connection of
+// its own, closed with the listener.
+func (n *Notices) listenPostgres(ctx context.Context, url string) (send func(ctx context.Context, payload string) error, l listener, err error) {
+	conn, err := listen(ctx, url)
+	if err != nil {
+		return nil, l, err
+	}
 	var sendMu sync.Mutex
 	var sender *pgx.Conn
-	n.send = func(ctx context.Context, payload string) error {
+	send = func(ctx context.Context, payload string) error {
 		sendMu.Lock()
 		defer sendMu.Unlock()
 		if sender == nil || sender.IsClosed() {
@@ -37,43 +51,60 @@ func PostgresNotices(ctx context.Context, url string, log *slog.Logger) (*Notice
 		_, err := sender.Exec(ctx, "SELECT pg_notify($1, $2)", channel, payload)
 		return err
 	}
-	run, stop := context.WithCancel(context.Background())
-	n.stop = stop
-	go func() {
-		defer close(n.done)
-		defer func() {
-			sendMu.Lock()
-			if sender != nil {
-				_ = sender.Close(context.Background())
-			}
-			sendMu.Unlock()
-		}()
-		conn := listener
-		for {
-			note, err := conn.WaitForNotification(run)
-			if err == nil {
-				n.heard(note.Payload)
-				continue
-			}
-			_ = conn.Close(context.Background())
-			if run.Err() != nil {
-				return
-			}
-			log.Warn("change notices interrupted; reconnecting", "err", err)
-			for conn = nil; conn == nil; {
-				select {
-				case <-run.Done():
-					return
-				case <-time.After(time.Second):
-				}
-				if conn, err = listen(run, url); err != nil && !errors.Is(err, context.Canceled) {
-					log.Warn("listen for change notices", "err", err)
-				}
-			}
-			n.missed()
+	// run takes the listening connection; close closes it if run did not.
+	var connMu sync.Mutex
+	l.run = func(ctx context.Context) {
+		connMu.Lock()
+		taken := conn
+		conn = nil
+		connMu.Unlock()
+		if taken != nil {
+			n.hearPostgres(ctx, url, taken)
 		}
-	}()
-	return n, nil
+	}
+	l.close = func() {
+		connMu.Lock()
+		if conn != nil {
+			_ = conn.Close(context.Background())
+			conn = nil
+		}
+		connMu.Unlock()
+		sendMu.Lock()
+		if sender != nil {
+			_ = sender.Close(context.Background())
+		}
+		sendMu.Unlock()
+	}
+	return send, l, nil
+}
+
+// hearPostgres hears the notices on conn until ctx ends, reconnecting
+// to url when the connection is lost; the connection it ends with is
+// closed.
+func (n *Notices) hearPostgres(ctx context.Context, url string, conn *pgx.Conn) {
+	for {
+		note, err := conn.WaitForNotification(ctx)
+		if err == nil {
+			n.heard(note.Payload)
+			continue
+		}
+		_ = conn.Close(context.Background())
+		if ctx.Err() != nil {
+			return
+		}
+		n.log.Warn("change notices interrupted; reconnecting", "err", err)
+		for conn = nil; conn == nil; {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Second):
+			}
+			if conn, err = listen(ctx, url); err != nil && !errors.Is(err, context.Canceled) {
+				n.log.Warn("listen for change notices", "err", err)
+			}
+		}
+		n.missed()
+	}
 }
 
 // listen connects to url and listens for change notices.

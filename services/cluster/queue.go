@@ -15,7 +15,8 @@ import (
 // category's limit holds in the cluster (5 shell calls means 5 in the
 // cluster) and its waiters are admitted in the order they arrived,
 // whichever instance took them: a fair semaphore per category, in Redis
-// (queue_redis.go) or, without Redis, in the database (models.TakeSlot).
+// (queue_redis.go) or, without Redis, in the database (models.TakeSlot),
+// or in Redis falling back to the database (FailoverQueues).
 //
 // A call gets a ticket when it must wait; a slot is given to the waiter
 // with the lowest ticket while fewer calls hold one than the limit. Each
@@ -65,9 +66,9 @@ func StoreQueues(store *models.Store, notices *Notices, log *slog.Logger) *Queue
 	return newQueues(&storeQueues{store: store, notices: notices}, notices, log)
 }
 
-// RedisQueues are queues in Redis; a release wakes the other instances
-// over notices' channel (which must be RedisNotices on client; nil: they
-// ask again every QueueRenew).
+// RedisQueues are queues in Redis alone (no database to fall back to); a
+// release wakes the other instances over notices' channel (which must be
+// RedisNotices on client; nil: they ask again every QueueRenew).
 func RedisQueues(client *redis.Client, notices *Notices, log *slog.Logger) *Queues {
 	self := ""
 	if notices != nil {
@@ -79,12 +80,6 @@ func RedisQueues(client *redis.Client, notices *Notices, log *slog.Logger) *Queu
 func newQueues(b queueBackend, notices *Notices, log *slog.Logger) *Queues {
 	q := &Queues{backend: b, log: log, lease: QueueLease, renew: QueueRenew, wakers: wakers{byCat: map[string]chan struct{}{}}}
 	notices.OnMessage(topicQueueFree, q.wakers.wake)
-	return q
-}
-
-// WithTimes replaces QueueLease and QueueRenew (tests).
-func (q *Queues) WithTimes(lease, renew time.Duration) *Queues {
-	q.lease, q.renew = lease, renew
 	return q
 }
 
@@ -187,7 +182,7 @@ func (s *Slot) renewing() {
 		case err != nil:
 			s.q.log.Warn("renew a queue slot", "category", s.category, "err", err)
 		case !held:
-			s.q.log.Warn("a queue slot lapsed while its call ran (this instance paused past its lease): taken back", "category", s.category)
+			s.q.log.Warn("a queue slot lapsed while its call ran (this instance paused past its lease, or Redis lost it): taken back", "category", s.category)
 		}
 	}
 }

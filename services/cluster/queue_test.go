@@ -20,6 +20,20 @@ func TestMain(m *testing.M) { dbtest.Main(m) }
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
+// runNotices runs n until the test ends (before the cleanups registered
+// earlier, which close it).
+func runNotices(t testing.TB, n *Notices) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- n.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+}
+
 // queueBackends make, per engine, instances of shared queues over one
 // real server: each has its own connection and its own notices, as
 // separate processes would.
@@ -39,6 +53,7 @@ var queueBackends = []struct {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { n.Close(); _ = client.Close() })
+			runNotices(t, n)
 			return RedisQueues(client, n, quiet)
 		}
 	}},
@@ -54,6 +69,7 @@ var queueBackends = []struct {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { n.Close(); _ = store.Close() })
+			runNotices(t, n)
 			return StoreQueues(store, n, quiet)
 		}
 	}},
@@ -339,7 +355,9 @@ func TestSharedQueueCancelledWaiterLeaves(t *testing.T) {
 func TestSharedQueueDeadInstanceFreesItsSlot(t *testing.T) {
 	eachQueueBackend(t, 2, func(t *testing.T, qs []*Queues) {
 		const lease, renew = time.Second, 100 * time.Millisecond
-		a, b := qs[0].WithTimes(lease, renew), qs[1].WithTimes(lease, renew)
+		a, b := qs[0], qs[1]
+		a.lease, a.renew = lease, renew // the times of QueueLease and QueueRenew, shortened
+		b.lease, b.renew = lease, renew
 		live, err := a.Acquire(context.Background(), "shell", 1, 8, nil)
 		if err != nil {
 			t.Fatal(err)

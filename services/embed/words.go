@@ -2,6 +2,7 @@ package embed
 
 import (
 	"bytes"
+	"compress/gzip"
 	"crypto/sha256"
 	_ "embed" // the word table
 	"encoding/binary"
@@ -23,7 +24,7 @@ import (
 // is how static embeddings distil a model (as Model2Vec does): the
 // meaning the model gives each word, without the model.
 //
-// internal/wordvecgen makes the table (wordvec.bin) from the SCOWL word
+// internal/wordvecgen makes the table (wordvec.bin.gz) from the SCOWL word
 // lists and the model; wordvec.NOTICE holds both licences.
 type WordVectors struct {
 	dim   int
@@ -33,19 +34,48 @@ type WordVectors struct {
 	id    string           // a digest of the table, for Model
 }
 
-//go:embed wordvec.bin
-var wordvecBin []byte
+// The table is embedded gzip-compressed (4.5 of its 6.1 MB): it is read
+// once, on the first embedding.
+//
+//go:embed wordvec.bin.gz
+var wordvecGz []byte
 
 // wordMagic opens a table file; the 1 is its format's version.
 const wordMagic = "TBWORDS1"
 
 var builtinWords = sync.OnceValue(func() *WordVectors {
-	w, err := ParseWordVectors(wordvecBin)
+	w, err := ReadWordTable(bytes.NewReader(wordvecGz))
 	if err != nil {
 		panic("embed: the built-in word table: " + err.Error()) // the build embeds a broken file
 	}
 	return w
 })
+
+// ReadWordTable reads a gzip-compressed table, as wordvec.bin.gz holds it.
+func ReadWordTable(r io.Reader) (*WordVectors, error) {
+	z, err := gzip.NewReader(r)
+	if err != nil {
+		return nil, fmt.Errorf("not a gzip-compressed word table: %w", err)
+	}
+	b, err := io.ReadAll(z)
+	if err != nil {
+		return nil, fmt.Errorf("not a gzip-compressed word table: %w", err)
+	}
+	return ParseWordVectors(b)
+}
+
+// WriteWordTable writes table compressed as ReadWordTable reads it: the
+// same table gives the same bytes (no name or time in the header).
+func WriteWordTable(w io.Writer, table []byte) error {
+	z, err := gzip.NewWriterLevel(w, gzip.BestCompression)
+	if err != nil {
+		return err
+	}
+	if _, err := z.Write(table); err != nil {
+		return err
+	}
+	return z.Close()
+}
 
 // ParseWordVectors reads a table in the format internal/wordvecgen writes
 // (all numbers little-endian):

@@ -179,3 +179,13 @@ func TestParseWordVectors(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkReadWordTable is the one-time cost of the first embedding:
+// the shipped table decompressed and parsed.
+func BenchmarkReadWordTable(b *testing.B) {
+	for b.Loop() {
+		if _, err := ReadWordTable(bytes.NewReader(wordvecGz)); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

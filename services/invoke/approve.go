@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -32,11 +33,21 @@ func (inv *Invoker) approve(next step) step {
 		}
 		hash := argsHash(c.args)
 		if c.approval != "" {
+			// A store that does not answer is not a mismatch: the call is
+			// refused UNAVAILABLE, its approval unspent, and resume tries
+			// the chain again once the database is back.
 			a, err := inv.store.ApprovalByID(ctx, c.approval)
-			if err != nil || a.VersionID != c.version || a.ArgsHash != hash || a.PrincipalID != principalID(c.caller) {
+			if err != nil && !errors.Is(err, models.ErrNotFound) {
+				return storeFailure(err)
+			}
+			if err != nil || a.CallID != c.id || a.VersionID != c.version || a.ArgsHash != hash || a.PrincipalID != principalID(c.caller) {
 				return refusal(models.CodeConfirmationRequired, "the approval does not match this call", "Call the tool again to ask for a new approval.")
 			}
-			if ok, err := inv.store.UseApproval(ctx, a.ID); err != nil || !ok {
+			ok, err := inv.store.UseApproval(ctx, a.ID, c.id)
+			if err != nil {
+				return storeFailure(err)
+			}
+			if !ok {
 				return refusal(models.CodeConfirmationRequired, "the approval was already used or is not approved", "Call the tool again to ask for a new approval.")
 			}
 			c.approvedRun = true
@@ -69,7 +80,7 @@ func (inv *Invoker) park(ctx context.Context, c *call, hash string) ToolResult {
 	rec.Arguments, rec.Prepared = a.Arguments, true
 	if err := inv.store.CreateApproval(ctx, a, rec, inv.newCallback(c)); err != nil {
 		inv.log.ErrorContext(ctx, "park call for approval", "err", err, "call_id", c.id)
-		return failure(models.CodeInternal, "internal error", true, "Try again.")
+		return storeFailure(err)
 	}
 	c.waiting = true
 	inv.log.InfoContext(ctx, "call awaits approval", "call_id", c.id, "approval_id", a.ID, "tool", c.def.Name)
@@ -79,7 +90,9 @@ func (inv *Invoker) park(ctx context.Context, c *call, hash string) ToolResult {
 func argsHash(args map[string]any) string {
 	canon, _ := json.Marshal(args)
 	sum := sha256.Sum256(canon)
-	return hex.EncodeToString(sum[:])
+	var h [2 * sha256.Size]byte // on the stack: one allocation, the string
+	hex.Encode(h[:], sum[:])
+	return string(h[:])
 }
 
 // ApprovalCheck runs the security checks on the call a pending approval

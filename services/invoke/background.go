@@ -9,17 +9,32 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
+
 	"toolbelt/models"
 	"toolbelt/services/ops"
 )
 
 // background runs calls that answered 202: asynchronous calls, and calls
 // a reviewer approved. Each has a row in the history whose Request lets it
-// run after a restart.
+// run after a restart. Each runs on a goroutine of its own, counted in
+// wg; helpers of a stream (watching a call's record, reading a result
+// another instance sent) are counted in helpers. Close cancels ctx and
+// waits for both.
 type background struct {
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	helpers sync.WaitGroup
+}
+
+// help runs f on a goroutine Close waits for.
+func (b *background) help(f func()) {
+	b.helpers.Add(1)
+	go func() {
+		defer b.helpers.Done()
+		f()
+	}()
 }
 
 func newBackground() *background {
@@ -42,7 +57,7 @@ func (inv *Invoker) enqueue(ctx context.Context, c *call) ToolResult {
 	if cb := inv.newCallback(c); cb != nil {
 		if err := inv.store.CreateCallback(ctx, cb); err != nil {
 			inv.log.ErrorContext(ctx, "store callback", "err", err, "call_id", c.id)
-			return inv.finish(ctx, c, failure(models.CodeInternal, "internal error", true, "Try again."))
+			return inv.finish(ctx, c, storeFailure(err))
 		}
 	}
 	res := ToolResult{CallID: c.id, Status: models.StatusQueued}
@@ -93,25 +108,54 @@ func (inv *Invoker) resume(ctx context.Context, callID, approvalID string) error
 	if asked, err := inv.store.CancelRequested(ctx, callID); err == nil && asked {
 		cancel()
 	}
-	c := &call{id: callID, started: time.Now(), approval: approvalID, created: rec.CreatedAt, tracked: true, claimed: true}
 	var req CallRequest
 	if err := json.Unmarshal([]byte(rec.Request), &req); err != nil {
+		c := &call{id: callID, started: time.Now(), created: rec.CreatedAt, tracked: true, claimed: true}
 		inv.finish(ctx, c, failure(models.CodeInternal, "internal error", false, "Call the tool again."))
 		return fmt.Errorf("decode request of call %s: %w", callID, err)
 	}
-	c.req = req
-	c.req.Async = false
-	if c.caller, err = inv.store.PrincipalByID(ctx, rec.PrincipalID); err != nil {
-		inv.finish(ctx, c, failure(models.CodePermissionDenied, "the caller of this call no longer exists", false, ""))
-		return err
-	}
-	res := inv.finish(ctx, c, inv.guarded(ctx, c))
+	req.Async = false
+	// The agent was told its call runs: a database that does not answer
+	// (a restart) while a guard checks it refuses the call UNAVAILABLE
+	// with nothing run and nothing spent, so the chain is tried again
+	// until the database answers, within unavailableFor.
+	var c *call
+	res, _ := backoff.Retry(ctx, func() (ToolResult, error) {
+		c = &call{id: callID, started: time.Now(), approval: approvalID, created: rec.CreatedAt, tracked: true, claimed: true, req: req}
+		res := inv.runAs(ctx, c, rec.PrincipalID)
+		if res.Error != nil && res.Error.Code == models.CodeUnavailable && !c.began {
+			return res, errUnavailable
+		}
+		return res, nil
+	}, backoff.WithBackOff(&backoff.ExponentialBackOff{InitialInterval: 200 * time.Millisecond, RandomizationFactor: 0.2,
+		Multiplier: 2, MaxInterval: 2 * time.Second}), backoff.WithMaxElapsedTime(unavailableFor))
+	res = inv.finish(ctx, c, res)
 	// Held (its lease renewed) until its end is committed, so no other
 	// instance takes over a call that ended here.
 	if err := inv.calls.wait(context.WithoutCancel(ctx), res.committed); err != nil {
 		return fmt.Errorf("record the end of call %s: %w", callID, err)
 	}
 	return nil
+}
+
+// unavailableFor is how long a background call waits for a database that
+// does not answer before it ends UNAVAILABLE.
+const unavailableFor = time.Minute
+
+var errUnavailable = errors.New("the database does not answer")
+
+// runAs runs a background call through the whole chain as its caller
+// (who may have been deleted since it was queued).
+func (inv *Invoker) runAs(ctx context.Context, c *call, caller uint) ToolResult {
+	p, err := inv.store.PrincipalByID(ctx, caller)
+	switch {
+	case errors.Is(err, models.ErrNotFound):
+		return failure(models.CodePermissionDenied, "the caller of this call no longer exists", false, "")
+	case err != nil:
+		return storeFailure(err)
+	}
+	c.caller = p
+	return inv.guarded(ctx, c)
 }
 
 // interrupted is the result of a call the server stopped while it ran.
@@ -125,6 +169,7 @@ func interrupted() ToolResult {
 // the background) finish until ctx ends, then cancels the rest and records
 // them as interrupted. It returns once every call has ended and its record
 // is written (or after a further grace of 10 s for tools slow to stop).
+// Close follows, once Run ended.
 func (inv *Invoker) Shutdown(ctx context.Context) {
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
@@ -147,12 +192,12 @@ func (inv *Invoker) Shutdown(ctx context.Context) {
 			<-tick.C
 		}
 	}
-	inv.Close(context.Background())
+	inv.waitBackground(context.Background())
 }
 
-// Close cancels background calls still running after ctx ends, and waits
-// for them to be recorded.
-func (inv *Invoker) Close(ctx context.Context) {
+// waitBackground waits for the background calls to end, cancelling those
+// still running when ctx ends.
+func (inv *Invoker) waitBackground(ctx context.Context) {
 	done := make(chan struct{})
 	go func() { inv.bg.wg.Wait(); close(done) }()
 	select {
@@ -161,16 +206,24 @@ func (inv *Invoker) Close(ctx context.Context) {
 		inv.bg.cancel()
 		<-done
 	}
+}
+
+// Close cancels background calls still running after ctx ends, waits for
+// them to be recorded, and closes the call journal. It comes after Run
+// ended, or when the invoker never ran.
+func (inv *Invoker) Close(ctx context.Context) {
+	inv.waitBackground(ctx)
 	inv.bg.cancel()
+	inv.bg.helpers.Wait()
 	inv.calls.close()
 }
 
 // Recover runs at start: the records a crash kept only in the journal
 // are written, then the background calls nobody holds are taken over as
-// RunClaims does (the same claim): queued ones run, those whose tool had
+// runClaims does (the same claim): queued ones run, those whose tool had
 // begun end interrupted, those claimed but not begun run again. The
 // claims of this instance's earlier run are void at once; on SQLite,
-// every claim is.
+// every claim is. The app recovers in Run, before it serves.
 func (inv *Invoker) Recover(ctx context.Context) error {
 	restored, err := inv.calls.replay(ctx)
 	if err != nil {
@@ -293,13 +346,13 @@ func (inv *Invoker) endCall(ctx context.Context, callID, code, msg, suggestion s
 }
 
 // SweepApprovals expires approvals every interval until ctx ends.
-func (inv *Invoker) SweepApprovals(ctx context.Context, every time.Duration) {
+func (inv *Invoker) SweepApprovals(ctx context.Context, every time.Duration) error {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-t.C:
 			if err := inv.expire(ctx); err != nil {
 				inv.log.Error("expire approvals", "err", err)

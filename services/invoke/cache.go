@@ -9,9 +9,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hashicorp/golang-lru/v2/expirable"
 	"github.com/redis/go-redis/v9"
 
+	"toolbelt/internal/ttlcache"
 	"toolbelt/services/redact"
 	"toolbelt/services/tooldef"
 )
@@ -75,25 +75,16 @@ func (inv *Invoker) cacheKey(c *call, args map[string]any) string {
 
 // newResultsCache holds up to 8192 results; each also carries its own
 // expiry from the tool's cacheTTL.
-func newResultsCache() *expirable.LRU[string, *cachedResult] {
-	return expirable.NewLRU[string, *cachedResult](8192, nil, tooldef.MaxCacheTTLMs*time.Millisecond)
+func newResultsCache() *ttlcache.Cache[string, *cachedResult] {
+	return ttlcache.New[string, *cachedResult](8192, tooldef.MaxCacheTTLMs*time.Millisecond)
 }
 
-// WithSharedResults keeps cacheable results in Redis too, under the same
-// keys, so a result computed on one instance is a hit on every other.
-// Each instance still holds the results it served in memory until their
-// TTL; keys name the tool version, so publishing, rolling back or retiring
-// a version makes every instance miss the results of the one it replaced.
-func (inv *Invoker) WithSharedResults(client *redis.Client) *Invoker {
-	if client != nil {
-		inv.shared = &sharedResults{client: client, log: inv.log}
-	}
-	return inv
-}
-
-// sharedResults is the results cache in Redis. A Redis that does not
-// answer makes a lookup miss and a result go unshared: the call is still
-// answered.
+// sharedResults is the results cache in Redis (Deps.SharedResults). Each
+// instance still holds the results it served in memory until their TTL;
+// keys name the tool version, so publishing, rolling back or retiring a
+// version makes every instance miss the results of the one it replaced.
+// A Redis that does not answer makes a lookup miss and a result go
+// unshared: the call is still answered.
 type sharedResults struct {
 	client *redis.Client
 	log    *slog.Logger

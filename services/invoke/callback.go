@@ -5,16 +5,7 @@ import (
 	"time"
 
 	"toolbelt/models"
-	"toolbelt/services/callbacks"
 )
-
-// WithCallbacks makes the invoker accept a callback_url on calls it
-// answers 202 (async, or waiting for approval) and hand their results to
-// d when they end.
-func (inv *Invoker) WithCallbacks(d *callbacks.Deliverer) *Invoker {
-	inv.callbacks = d
-	return inv
-}
 
 // checkCallback refuses a request whose callback_url may not receive
 // results, as a malformed request (ErrInvalid, 400 like an unknown field),

@@ -3,24 +3,39 @@ package invoke
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/cenkalti/backoff/v5"
+	"golang.org/x/sync/errgroup"
 
 	"toolbelt/models"
 )
 
 // callRecorder writes call records in batches, off the call path (the
 // redaction of the arguments happens on the writer too). Before a call is
-// answered its record is made durable (Invoker.Committed): appended to the
-// journal when there is one, otherwise committed with the answers of the
-// same moment (group commit); so no answered call is lost to a crash.
-// Records being written are read from memory; sync waits until
-// everything queued is written (listings use it).
+// answered its record is made durable (acknowledge): appended to the
+// journal on SQLite, otherwise committed with the answers of the same
+// moment (group commit); so no answered call is lost to a crash. Records
+// being written are read from memory; sync waits until everything queued
+// is written (listings use it).
+//
+// A write that fails is retried with backoff (a database restarting, a
+// connection cut); when the database stays unreachable, the records are
+// spooled: appended to the journal and fsync'd, kept in memory (the
+// backlog, still read from there) and written again every
+// drainEvery until the database takes them, or replayed at the next
+// start. Only when the spool fails too (a full disk) does the write
+// fail, and the answer say the call was not recorded.
 type callRecorder struct {
 	store *models.Store
-	log   *slog.Logger
+	// saveCalls writes records: the store's SaveCalls (a test injects
+	// its failures).
+	saveCalls func(context.Context, []*models.Call) error
+	log       *slog.Logger
 	// prepare finishes a record before anyone reads or stores it (the
 	// invoker redacts the arguments there, off the call path).
 	prepare func(*models.Call)
@@ -29,67 +44,98 @@ type callRecorder struct {
 	pending map[string]*models.Call
 	batch   *models.Batcher[*models.Call]
 
-	// journal, when set, makes answered records durable at once.
+	// journal spools what the database could not take, and holds what
+	// an earlier run left behind (replayed at start). answers makes it
+	// the answers' durability too (SQLite: one process, whose journal
+	// its next start reads); on a database several instances share,
+	// answers wait for the commit instead, which they all see.
 	journal *callJournal
-	// leftover is a journal an earlier run left behind, replayed at
-	// start though this one journals nothing (Postgres).
-	leftover *callJournal
-	// failed is set by a write that failed: from then on journal
-	// segments are kept, for the next start to replay.
-	failed atomic.Bool
-	stop   chan struct{}
-	done   chan struct{}
-	once   sync.Once
+	answers bool
+
+	// wmu serializes writes: a batch and the backlog it joins are
+	// written in order, so a spooled record never overwrites a newer
+	// one. backlog holds the records spooled and not written yet, by id.
+	wmu     sync.Mutex
+	backlog map[string]*models.Call
+	backed  atomic.Int64
+	// retryFor bounds the retries of a write before it is spooled.
+	retryFor time.Duration
+
+	once sync.Once // close's
 }
 
-// journalEvery is how often journal segments are retired.
-const journalEvery = time.Second
+// Timings of the recorder: journal segments are retired every
+// journalEvery; a failed write is retried for up to recordRetry before
+// its records are spooled; the backlog is written again every drainEvery.
+const (
+	journalEvery = time.Second
+	recordRetry  = time.Second
+	drainEvery   = 500 * time.Millisecond
+)
 
+// newCallRecorder starts nothing: records are written in batches while
+// run runs, and by whoever saves them otherwise.
 func newCallRecorder(store *models.Store, prepare func(*models.Call), journal *callJournal, log *slog.Logger) *callRecorder {
-	r := &callRecorder{store: store, log: log, prepare: prepare, pending: map[string]*models.Call{}, journal: journal,
-		stop: make(chan struct{}), done: make(chan struct{})}
-	r.batch = models.NewBatcher(r.write, 0, nil)
-	go r.retire()
+	r := &callRecorder{store: store, saveCalls: store.SaveCalls, log: log, prepare: prepare, pending: map[string]*models.Call{}, journal: journal,
+		answers: journal != nil, backlog: map[string]*models.Call{}, retryFor: recordRetry}
+	r.batch = models.NewBatcher(r.write)
 	return r
 }
 
+// run writes the records queued in batches and retires the journal until
+// ctx ends, then writes what is queued and returns.
+func (r *callRecorder) run(ctx context.Context) error {
+	var g errgroup.Group
+	g.Go(func() error { r.retire(ctx); return nil })
+	g.Go(func() error { return r.batch.Run(ctx) })
+	return g.Wait()
+}
+
 // durable returns once the record c (queued with ack) survives a crash:
-// written already, appended to the journal, or else committed.
+// written already, appended to the journal, or else committed (or
+// spooled). Its error means none of these could be done.
 func (r *callRecorder) durable(ctx context.Context, c *models.Call, ack <-chan error) error {
 	select {
 	case err := <-ack:
 		return err
 	default:
 	}
-	if r.journal == nil || c == nil {
-		return r.wait(ctx, ack)
+	if r.answers && c != nil {
+		cp := r.snapshot(c) // journaled arguments are redacted too
+		err := r.journal.append(&cp)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, errJournalClosed) { // shutting down: the writer drains the queue
+			r.log.Warn("journal the call: waiting for the database instead", "call_id", c.ID, "err", err)
+		}
 	}
-	cp := r.snapshot(c) // journaled arguments are redacted too
-	if err := r.journal.append(&cp); errors.Is(err, errJournalClosed) {
-		return r.wait(ctx, ack) // shutting down: the writer drains the queue
-	} else if err != nil {
-		return err
-	}
-	return nil
+	return r.wait(ctx, ack)
 }
 
-// retire deletes the journal segments whose records are all written:
-// every second it closes the current segment and waits until everything
-// queued so far is written (each journaled record was queued before it was
-// journaled).
-func (r *callRecorder) retire() {
-	defer close(r.done)
-	if r.journal == nil {
-		return
-	}
-	t := time.NewTicker(journalEvery)
+// retire deletes the journal segments whose records are all written,
+// and writes the backlog again: every second it closes the current
+// segment and waits until everything queued so far is written (each
+// journaled record was queued before it was journaled); with nothing
+// spooled left, the closed segments are done with. It returns when ctx
+// ends.
+func (r *callRecorder) retire(ctx context.Context) {
+	t := time.NewTicker(drainEvery)
 	defer t.Stop()
+	last := time.Now()
 	for {
 		select {
-		case <-r.stop:
+		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
+		if r.backed.Load() > 0 {
+			_ = r.write(nil) // the backlog alone
+		}
+		if r.journal == nil || time.Since(last) < journalEvery {
+			continue
+		}
+		last = time.Now()
 		segs, err := r.journal.rotate()
 		if err != nil {
 			r.log.Error("rotate call journal", "err", err)
@@ -99,9 +145,11 @@ func (r *callRecorder) retire() {
 			continue
 		}
 		r.batch.Sync()
-		if !r.failed.Load() {
+		r.wmu.Lock()
+		if len(r.backlog) == 0 {
 			r.journal.remove(segs)
 		}
+		r.wmu.Unlock()
 	}
 }
 
@@ -115,10 +163,8 @@ func (r *callRecorder) save(ctx context.Context, c *models.Call) <-chan error {
 	if ack, ok := r.batch.Enqueue(c); ok {
 		return ack
 	}
-	err := r.store.SaveCalls(ctx, r.copies([]*models.Call{c}))
-	r.written([]*models.Call{c})
 	ack := make(chan error, 1)
-	ack <- err
+	ack <- r.write([]*models.Call{c})
 	return ack
 }
 
@@ -148,15 +194,68 @@ func (r *callRecorder) snapshot(c *models.Call) models.Call {
 	return *c
 }
 
-// write stores a batch with one statement.
+// write stores a batch, after the backlog, with one statement: retried
+// with backoff while the database does not answer, then spooled (see
+// callRecorder). A nil error means every record of the batch is written
+// or spooled.
 func (r *callRecorder) write(batch []*models.Call) error {
-	err := r.store.SaveCalls(context.Background(), r.copies(batch))
-	if err != nil {
-		r.failed.Store(true)
-		r.log.Error("record calls", "err", err, "count", len(batch))
+	r.wmu.Lock()
+	defer r.wmu.Unlock()
+	all := batch
+	if len(r.backlog) > 0 {
+		all = make([]*models.Call, 0, len(r.backlog)+len(batch))
+		for _, c := range r.backlog {
+			all = append(all, c)
+		}
+		all = append(all, batch...) // newer: SaveCalls keeps the last of an id
 	}
-	r.written(batch)
-	return err
+	if len(all) == 0 {
+		return nil
+	}
+	rows := r.copies(all)
+	// The database is known to be down while there is a backlog: one
+	// try, not the answers' wait again.
+	tries := uint(0)
+	if len(r.backlog) > 0 {
+		tries = 1
+	}
+	_, err := backoff.Retry(context.Background(), func() (struct{}, error) {
+		return struct{}{}, r.saveCalls(context.Background(), rows)
+	}, backoff.WithBackOff(&backoff.ExponentialBackOff{InitialInterval: 50 * time.Millisecond, RandomizationFactor: 0.2,
+		Multiplier: 2, MaxInterval: 400 * time.Millisecond}), backoff.WithMaxElapsedTime(r.retryFor), backoff.WithMaxTries(tries))
+	if err == nil {
+		if len(r.backlog) > 0 {
+			r.log.Info("spooled call records written", "count", len(r.backlog))
+			clear(r.backlog)
+			r.backed.Store(0)
+		}
+		r.written(all)
+		return nil
+	}
+	// Spooled: fsync'd in the journal, kept for the next try.
+	spooled := r.spool(rows[len(rows)-len(batch):])
+	for _, c := range batch {
+		r.backlog[c.ID] = c
+	}
+	r.backed.Store(int64(len(r.backlog)))
+	if len(batch) > 0 {
+		r.log.Error("record calls", "err", err, "count", len(batch), "spooled", spooled == nil, "backlog", len(r.backlog))
+	}
+	if spooled != nil {
+		return fmt.Errorf("%w; and spooling them failed: %w", err, spooled)
+	}
+	return nil
+}
+
+// spool appends records to the journal and syncs it to disk.
+func (r *callRecorder) spool(rows []*models.Call) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	if r.journal == nil {
+		return errors.New("no call journal to spool to")
+	}
+	return r.journal.appendSync(rows)
 }
 
 // copies prepares records and returns copies of them to save: gorm writes
@@ -198,42 +297,41 @@ func (r *callRecorder) byID(ctx context.Context, id string) (*models.Call, error
 // sync waits until every record queued so far is written.
 func (r *callRecorder) sync() { r.batch.Sync() }
 
-// close writes what is queued and stops the writer.
-// close writes what is queued and stops the writer; then, unless a write
-// failed, the journal is no longer needed.
+// close writes the backlog a last time; then, unless records are still
+// spooled (kept for the next start), the journal is no longer needed. It
+// comes after run ended (or when it never ran).
 func (r *callRecorder) close() {
 	r.once.Do(func() {
-		close(r.stop)
-		<-r.done
-		r.batch.Close()
+		_ = r.write(nil) // the backlog's last chance
 		if r.journal != nil {
 			segs, _ := r.journal.rotate()
-			if !r.failed.Load() {
+			r.wmu.Lock()
+			if len(r.backlog) == 0 {
 				r.journal.remove(segs)
+			} else {
+				r.log.Error("call records left spooled for the next start", "count", len(r.backlog))
 			}
+			r.wmu.Unlock()
 			r.journal.close()
 		}
 	})
 }
 
-// replay inserts the records a previous run journaled but did not write
-// (those the database lacks), then deletes their segments.
+// replay writes the records a previous run journaled or spooled but did
+// not write (forward only: see models.Store.RestoreCalls), then deletes
+// their segments.
 func (r *callRecorder) replay(ctx context.Context) (int, error) {
-	j := r.journal
-	if j == nil {
-		if j = r.leftover; j == nil {
-			return 0, nil
-		}
-		defer func() { j.close(); r.leftover = nil }()
+	if r.journal == nil {
+		return 0, nil
 	}
-	recs, segs, err := j.leftBehind()
+	recs, segs, err := r.journal.leftBehind()
 	if err != nil {
 		return 0, err
 	}
-	n, err := r.store.InsertCallsIfAbsent(ctx, recs)
+	n, err := r.store.RestoreCalls(ctx, recs)
 	if err != nil {
 		return 0, err
 	}
-	j.remove(segs)
+	r.journal.remove(segs)
 	return n, nil
 }

@@ -158,6 +158,10 @@ func compose(guards ...guard) func(step) step {
 // first one's); the last guard's next step, the execution, is timed
 // apart. Two clock reads a guard.
 func (inv *Invoker) timed(i int, last bool, name string, g guard) guard {
+	now := inv.now
+	if now == nil {
+		now = time.Now
+	}
 	return func(next step) step {
 		inner := next
 		if last {
@@ -165,9 +169,9 @@ func (inv *Invoker) timed(i int, last bool, name string, g guard) guard {
 				if inv.metrics == nil {
 					return next(ctx, c)
 				}
-				start := time.Now()
+				start := now()
 				res := next(ctx, c)
-				d := time.Since(start)
+				d := now().Sub(start)
 				c.span[i+1] += d
 				c.self[i+1] += d
 				c.ran |= 1 << (i + 1)
@@ -181,10 +185,10 @@ func (inv *Invoker) timed(i int, last bool, name string, g guard) guard {
 			if inv.metrics == nil {
 				return step(ctx, c)
 			}
-			start := time.Now()
+			start := now()
 			c.span[i+1] = 0
 			res := step(ctx, c)
-			d := time.Since(start)
+			d := now().Sub(start)
 			c.span[i] += d
 			c.self[i] += d - c.span[i+1]
 			c.ran |= 1 << i

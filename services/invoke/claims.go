@@ -5,13 +5,15 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
+
 	"toolbelt/models"
 )
 
 // Several instances over one database run each background call once: the
 // instance that claims a queued call (models.Store.ClaimCall) runs it and
 // renews its lease while it does; the others hear of it through the Bus
-// (cancel, stream) and take it over when the lease lapses (RunClaims). A
+// (cancel, stream) and take it over when the lease lapses (runClaims). A
 // call taken over before its tool began is queued again and runs on
 // whichever instance claims it; one whose tool had begun ends interrupted,
 // since running a tool twice may do its effects twice.
@@ -43,16 +45,16 @@ const (
 	ClaimsEvery = time.Second
 )
 
-// WithCluster names this instance and makes it one of several over one
+// joinCluster names this instance and makes it one of several over one
 // database, exchanging messages on bus (nil: none to hear). Each run of an
 // instance claims calls under its own name, instance#run, so a restarted
 // instance takes the claims of its earlier run for dead at once.
-func (inv *Invoker) WithCluster(instance string, bus Bus) *Invoker {
+func (inv *Invoker) joinCluster(instance string, bus Bus) {
 	inv.instance = instance
 	inv.owner = instance + "#" + models.NewID()
 	inv.bus = bus
 	if bus == nil {
-		return inv
+		return
 	}
 	bus.OnMessage(topicCancel, func(id string) {
 		if cancel, ok := inv.running.Load(id); ok {
@@ -62,15 +64,14 @@ func (inv *Invoker) WithCluster(instance string, bus Bus) *Invoker {
 	bus.OnMessage(topicWatch, func(id string) { inv.watches.add(id, 1) })
 	bus.OnMessage(topicUnwatch, func(id string) { inv.watches.add(id, -1) })
 	bus.OnMessage(topicEvent, inv.heardEvent)
-	return inv
 }
 
 // Owner is the name this run of the instance claims calls under.
 func (inv *Invoker) Owner() string { return inv.owner }
 
-// RunClaims renews the leases of the calls this instance runs and takes
+// runClaims renews the leases of the calls this instance runs and takes
 // over the calls of instances that died, every ClaimsEvery until ctx ends.
-func (inv *Invoker) RunClaims(ctx context.Context) {
+func (inv *Invoker) runClaims(ctx context.Context) {
 	t := time.NewTicker(inv.claimsEvery)
 	defer t.Stop()
 	for {
@@ -79,13 +80,23 @@ func (inv *Invoker) RunClaims(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		if inv.claimed.Load() > 0 {
+		// Held until their end is written, spooled ends included.
+		if inv.claimed.Load() > 0 || inv.calls.backed.Load() > 0 {
 			if _, err := inv.store.RenewClaims(ctx, inv.owner, time.Now().Add(inv.lease)); err != nil && ctx.Err() == nil {
 				inv.log.Warn("renew call claims", "err", err)
+				inv.storeFailed.Store(time.Now().UnixNano())
 			}
+		}
+		// A lease that lapsed while the database was unreachable says
+		// nothing of its holder, which could not renew it either: claims
+		// are taken for dead only once the database has answered here
+		// for a whole lease, time for every live holder to renew.
+		if time.Since(time.Unix(0, inv.storeFailed.Load())) < inv.lease {
+			continue
 		}
 		if err := inv.takeOver(ctx, false); err != nil && ctx.Err() == nil {
 			inv.log.Warn("take over calls", "err", err)
+			inv.storeFailed.Store(time.Now().UnixNano())
 		}
 		inv.watches.prune(time.Now())
 	}
@@ -176,19 +187,59 @@ func (inv *Invoker) claim(ctx context.Context, id string) (bool, error) {
 // error result when this instance no longer holds the call (it must not
 // run: another instance took it over) or the record cannot be written.
 func (inv *Invoker) start(ctx context.Context, c *call) *ToolResult {
-	ok, err := inv.store.StartCall(ctx, c.id, inv.owner, time.Now())
+	// Retried while the database does not answer (a restart), within a
+	// lease: the call is held meanwhile, and once its lease lapsed the
+	// store says whether this instance still holds it.
+	ok, err := backoff.Retry(ctx, func() (bool, error) {
+		return inv.store.StartCall(ctx, c.id, inv.owner, time.Now())
+	}, backoff.WithBackOff(backoff.NewExponentialBackOff()), backoff.WithMaxElapsedTime(inv.lease))
 	if err == nil && ok {
 		c.began = true
 		return nil
 	}
-	if err == nil {
+	switch {
+	case err == nil:
 		c.lost = true
 		inv.log.WarnContext(ctx, "call taken over by another instance before its tool began", "call_id", c.id)
-	} else {
+	case ctx.Err() != nil: // cancelled before its tool began
+		res := failure(models.CodeCancelled, "the call was cancelled", false, "")
+		return &res
+	default:
 		inv.log.ErrorContext(ctx, "record call start", "err", err, "call_id", c.id)
 	}
 	res := failure(models.CodeInternal, "internal error", true, "Try again.")
 	return &res
+}
+
+// begin makes the start of a synchronous call durable before its tool
+// begins: its record running, held by this run of the instance as a
+// claimed background call is (renewed while it runs; see runClaims). A
+// crash from then on leaves the call in the history, ended interrupted
+// by whichever instance takes it over, never missing. The record goes
+// with the others of the moment (group commit; journaled on SQLite, and
+// spooled when the database does not answer); when it cannot be made
+// durable at all, the tool does not run and the call is refused
+// NOT_RECORDED. On success the caller holds one claim (inv.claimed) until
+// the tool ends.
+func (inv *Invoker) begin(ctx context.Context, c *call) *ToolResult {
+	rec, _ := inv.callRecord(c, ToolResult{CallID: c.id, Status: models.StatusRunning})
+	now := time.Now().UTC()
+	until := now.Add(inv.lease)
+	rec.FinishedAt, rec.Stages = nil, ""
+	rec.Hold, rec.ClaimedBy, rec.LeaseUntil, rec.StartedAt = true, inv.owner, &until, &now
+	inv.claimed.Add(1)
+	if err := inv.calls.durable(ctx, rec, inv.calls.save(ctx, rec)); err != nil {
+		inv.claimed.Add(-1)
+		inv.log.ErrorContext(ctx, "record call start", "err", err, "call_id", c.id)
+		res := refusal(models.CodeNotRecorded, "the call's start could not be recorded, so its tool did not run", "Try again in a few seconds.")
+		if disk := models.FullDisk(err); disk != "" {
+			res = refusal(models.CodeStorageFull, disk+" is full: the call's start could not be recorded, so its tool did not run",
+				"Try again once an administrator has freed space.")
+		}
+		res.Error.Retryable = true
+		return &res
+	}
+	return nil
 }
 
 // cancelElsewhere asks for a running call to be cancelled by whichever

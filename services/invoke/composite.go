@@ -166,6 +166,7 @@ func (inv *Invoker) composite(ctx context.Context, c *call) ToolResult {
 		// records are made to survive a crash first, as answered calls.
 		if err := inv.acknowledge(ctx, res); err != nil {
 			inv.log.ErrorContext(ctx, "composite step not recorded", "call_id", res.CallID, "err", err)
+			res = notRecorded(res, err)
 		}
 		entry := map[string]any{"step": i, "tool": st.Tool, "call_id": res.CallID, "status": res.Status}
 		var data any

@@ -19,6 +19,22 @@ type Event struct {
 	Data json.RawMessage `json:"data"`
 }
 
+// listenerKey carries a listener of the events of calls made with a
+// context.
+type listenerKey struct{}
+
+// WithListener returns ctx whose calls also tell fn of the events their
+// tools emit while they run (progress): what a caller following its own
+// synchronous call (an MCP client that sent a progress token) passes on.
+func WithListener(ctx context.Context, fn func(event string, data any)) context.Context {
+	return context.WithValue(ctx, listenerKey{}, fn)
+}
+
+func listenerOf(ctx context.Context) func(event string, data any) {
+	fn, _ := ctx.Value(listenerKey{}).(func(event string, data any))
+	return fn
+}
+
 // broker fans a call's events out to its subscribers (Server-Sent Events
 // clients). Events are not stored: a late subscriber starts from the
 // call's current record.
@@ -97,7 +113,7 @@ func (inv *Invoker) Events(ctx context.Context, caller *models.Principal, id str
 	}
 	inv.bus.SendMessage(ctx, topicWatch, id)
 	done := make(chan struct{})
-	go inv.recheck(id, ch, done)
+	inv.bg.help(func() { inv.recheck(id, ch, done) })
 	var once sync.Once
 	return rec, ch, func() {
 		once.Do(func() {
@@ -170,13 +186,13 @@ func (inv *Invoker) heardEvent(body string) {
 	if name != "result" {
 		return
 	}
-	go func() {
+	inv.bg.help(func() {
 		ctx, cancel := context.WithTimeout(inv.bg.ctx, 5*time.Second)
 		defer cancel()
 		if rec, err := inv.calls.byID(ctx, id); err == nil && models.Terminal(rec.Status) {
 			inv.events.publish(id, name, json.RawMessage(rec.Result))
 		}
-	}()
+	})
 }
 
 // watches counts, per call, the streams other instances hold of it.

@@ -25,6 +25,12 @@ func (inv *Invoker) execute(ctx context.Context, c *call) ToolResult {
 		if res := inv.start(ctx, c); res != nil {
 			return *res
 		}
+	} else {
+		// A synchronous one: in the history before its tool begins.
+		if res := inv.begin(ctx, c); res != nil {
+			return *res
+		}
+		defer inv.claimed.Add(-1)
 	}
 	retries := 0
 	if c.def.Execution.Retryable {
@@ -65,11 +71,17 @@ func (inv *Invoker) attempt(ctx context.Context, c *call) ToolResult {
 	ctx, cancel := context.WithTimeout(ctx, time.Duration(c.def.Execution.Timeout)*time.Millisecond)
 	defer cancel()
 	c.emit = func(event string, data any) { inv.publish(c.id, event, data) }
+	if listen := listenerOf(ctx); listen != nil {
+		c.emit = func(event string, data any) {
+			inv.publish(c.id, event, data)
+			listen(event, data)
+		}
+	}
 	c.emit("attempt", map[string]int{"attempt": c.attempts})
 	if c.def.Runner.Kind == tooldef.RunnerComposite {
 		return inv.composite(ctx, c)
 	}
-	data, err := inv.runners.Run(ctx, &runners.Call{ID: c.id, Def: c.def, Args: c.args, Dir: c.dir, Log: c.log})
+	data, err := inv.runners.Run(ctx, &runners.Call{ID: c.id, Def: c.def, Args: c.args, Session: c.req.SessionID, Dir: c.dir, Log: c.log, Emit: c.emit})
 	if ctx.Err() != nil {
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			return failure(models.CodeTimeout, fmt.Sprintf("%s did not finish within %d ms", c.def.Name, c.def.Execution.Timeout), true, "Retry with a smaller input, or later.")

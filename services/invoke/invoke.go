@@ -7,6 +7,7 @@
 package invoke
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -15,11 +16,15 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/hashicorp/golang-lru/v2/expirable"
+	"github.com/redis/go-redis/v9"
+	"github.com/ulule/limiter/v3"
+	"golang.org/x/sync/errgroup"
 
+	"toolbelt/internal/ttlcache"
 	"toolbelt/models"
 	"toolbelt/services/access"
 	"toolbelt/services/callbacks"
+	"toolbelt/services/cluster"
 	"toolbelt/services/netpolicy"
 	"toolbelt/services/ops"
 	"toolbelt/services/redact"
@@ -34,9 +39,9 @@ type Invoker struct {
 	selector  *selection.Selector
 	authz     *access.Authz
 	log       *slog.Logger
-	schemas   *expirable.LRU[uint, *compiledParams]
-	validated *expirable.LRU[string, struct{}] // validate's memo of arguments that passed
-	results   *expirable.LRU[string, *cachedResult]
+	schemas   *ttlcache.Cache[uint, *compiledParams]
+	validated *ttlcache.Cache[string, struct{}] // validate's memo of arguments that passed
+	results   *ttlcache.Cache[string, *cachedResult]
 	shared    *sharedResults // the results cache in Redis (nil: none)
 	limits    *rateLimits
 	queues    *queues
@@ -49,6 +54,7 @@ type Invoker struct {
 	bg         *background
 	calls      *callRecorder
 	tools      sync.Map     // name → *resolvedTool, the current versions
+	stale      sync.Map     // name → *resolvedTool, the versions before the last catalog change
 	running    sync.Map     // call id → context.CancelFunc of a call in flight
 	inFlight   atomic.Int64 // calls being handled (Call) or run in the background
 	// interrupting is set when Shutdown's deadline passed: calls
@@ -71,56 +77,112 @@ type Invoker struct {
 	bus             Bus
 	watches         watches
 	claimed         atomic.Int64
-	lease           time.Duration
-	claimsEvery     time.Duration
+	// storeFailed is when (Unix ns) the claims loop last found the
+	// database unreachable: takeovers wait a lease after it.
+	storeFailed atomic.Int64
+	lease       time.Duration
+	claimsEvery time.Duration
+	// now is the clock the chain times its stages with (nil: time.Now;
+	// tests pass one that moves only when they say).
+	now func() time.Time
 }
 
-// WithSleep replaces the wait between retries (tests pass a fake clock so
-// they never sleep).
-func (inv *Invoker) WithSleep(sleep func(context.Context, time.Duration) error) *Invoker {
-	inv.sleep = sleep
-	return inv
+// Deps is what an Invoker works with. Store, Selector, Authz, Redactor,
+// Runners and Log are needed; the rest may be left zero.
+type Deps struct {
+	Store    *models.Store
+	Selector *selection.Selector
+	Authz    *access.Authz
+	Redactor *redact.Redactor
+	// Runners execute what passed the chain.
+	Runners *runners.Table
+	// DataDir holds the call journal (see callJournal).
+	DataDir string
+	// QueueLimits overrides DefaultQueueLimits per category.
+	QueueLimits map[string]int
+	Log         *slog.Logger
+	// Metrics, when set, is reported to (ReportQueues and
+	// ReportPendingApprovals too).
+	Metrics *ops.Metrics
+	// Callbacks deliver the results of calls answered 202 (async, or
+	// waiting for approval) that name a callback_url; nil: such calls are
+	// refused.
+	Callbacks *callbacks.Deliverer
+	// SharedResults keeps cacheable results in Redis too, under the same
+	// keys, so a result computed on one instance is a hit on every other
+	// (cache.go); nil: this process's memory only.
+	SharedResults *redis.Client
+	// RateLimits counts calls against security.rateLimit; nil: this
+	// process's memory.
+	RateLimits limiter.Store
+	// SharedQueues makes the category queues those every instance uses:
+	// a category's limit and waiting bound hold in the cluster; nil: this
+	// process's queues.
+	SharedQueues *cluster.Queues
+	// Instance names this instance (default "toolbelt"); Bus carries
+	// messages to the others (nil: none to hear). See joinCluster.
+	Instance string
+	Bus      Bus
+	// Sleep is the wait between retries (tests pass a fake clock); nil:
+	// a real wait.
+	Sleep func(context.Context, time.Duration) error
+	// Lease and ClaimsEvery time the claims of background calls; zero:
+	// the package's Lease and ClaimsEvery.
+	Lease, ClaimsEvery time.Duration
 }
 
-// NewInvoker returns the invoker: calls that pass its chain run on exec's
-// runners, the call journal lives under dataDir (SQLite; see journalFor), and queueLimits
-// overrides DefaultQueueLimits per category.
-func NewInvoker(store *models.Store, selector *selection.Selector, authz *access.Authz, redactor *redact.Redactor, exec *runners.Table, dataDir string, queueLimits map[string]int, log *slog.Logger) *Invoker {
+// New returns the invoker. It starts nothing: Run runs its loops. An
+// invoker that never runs still answers calls, writing each record
+// itself, and runs background calls; Close waits for them.
+func New(d Deps) *Invoker {
 	inv := &Invoker{
-		store: store, selector: selector, authz: authz, redactor: redactor, log: log,
-		net: exec.NetPolicy(), runners: exec,
+		store: d.Store, selector: d.Selector, authz: d.Authz, redactor: d.Redactor, log: d.Log,
+		net: d.Runners.NetPolicy(), runners: d.Runners,
 		schemas: newSchemaCache(), validated: newValidatedMemo(),
-		results: newResultsCache(),
-		limits:  newRateLimits(),
-		queues:  newQueues(queueLimits, 0),
-		sleep:   sleepCtx,
-		bg:      newBackground(),
-		events:  newBroker(),
-		calls: newCallRecorder(store, func(c *models.Call) { c.Arguments = string(redactor.RedactJSON([]byte(c.Arguments))) },
-			journalFor(store, dataDir, log), log),
+		results:   newResultsCache(),
+		limits:    newRateLimits(d.RateLimits),
+		queues:    newQueues(d.QueueLimits, 0),
+		sleep:     d.Sleep,
+		bg:        newBackground(),
+		events:    newBroker(),
+		metrics:   d.Metrics,
+		callbacks: d.Callbacks,
+		lease:     cmp.Or(d.Lease, Lease), claimsEvery: cmp.Or(d.ClaimsEvery, ClaimsEvery),
+		calls: newCallRecorder(d.Store, func(c *models.Call) { c.Arguments = string(d.Redactor.RedactJSON([]byte(c.Arguments))) },
+			openCallJournal(d.DataDir, d.Log), d.Log),
 	}
-	if store.Shared() {
-		inv.calls.leftover = leftoverJournal(dataDir, log)
+	if inv.sleep == nil {
+		inv.sleep = sleepCtx
 	}
+	if d.SharedResults != nil {
+		inv.shared = &sharedResults{client: d.SharedResults, log: d.Log}
+	}
+	inv.queues.shared = d.SharedQueues
+	// On a database several instances share, the journal only spools.
+	inv.calls.answers = inv.calls.journal != nil && !d.Store.Shared()
 	inv.run = inv.chain()(inv.execute)
-	inv.lease, inv.claimsEvery = Lease, ClaimsEvery
-	return inv.WithCluster("toolbelt", nil)
+	inv.joinCluster(cmp.Or(d.Instance, "toolbelt"), d.Bus)
+	if d.Metrics != nil {
+		inv.ReportQueues(d.Metrics)
+		inv.ReportPendingApprovals(d.Metrics)
+	}
+	return inv
 }
 
-// WithClaimTimes replaces Lease and ClaimsEvery (tests).
-func (inv *Invoker) WithClaimTimes(lease, every time.Duration) *Invoker {
-	inv.lease, inv.claimsEvery = lease, every
-	return inv
+// Run runs the invoker's loops until ctx ends: the call recorder's
+// writer with the upkeep of its journal, and the claims of background
+// calls (runClaims). Then the records queued are written, and records
+// are written by whoever makes them. The background calls are not its:
+// Shutdown and Close end them.
+func (inv *Invoker) Run(ctx context.Context) error {
+	var g errgroup.Group
+	g.Go(func() error { inv.runClaims(ctx); return nil })
+	g.Go(func() error { return inv.calls.run(ctx) })
+	return g.Wait()
 }
 
 // Flush waits until every call record queued so far is written.
 func (inv *Invoker) Flush() { inv.calls.sync() }
-
-// WithMetrics makes the invoker report to m.
-func (inv *Invoker) WithMetrics(m *ops.Metrics) *Invoker {
-	inv.metrics = m
-	return inv
-}
 
 // Call runs one tool call through the chain and records it.
 func (inv *Invoker) Call(ctx context.Context, caller *models.Principal, req CallRequest) ToolResult {
@@ -148,7 +210,8 @@ func (inv *Invoker) finish(ctx context.Context, c *call, res ToolResult) ToolRes
 		res = interrupted()
 	}
 	res.CallID = c.id
-	res.Metadata.Duration = time.Since(c.started).Milliseconds()
+	took := time.Since(c.started)
+	res.Metadata.Duration = took.Milliseconds()
 	res.Metadata.Cached = c.cached
 	res.Metadata.Attempts = c.attempts
 	if c.def.Version != "" {
@@ -158,7 +221,7 @@ func (inv *Invoker) finish(ctx context.Context, c *call, res ToolResult) ToolRes
 	if tool == "" {
 		tool = "unknown" // never a name an agent made up: labels stay bounded
 	}
-	inv.metrics.Call(tool, res.Status, time.Since(c.started))
+	inv.metrics.Call(tool, res.Status, took)
 	if c.waiting {
 		return res // parked for approval: recorded with its approval
 	}

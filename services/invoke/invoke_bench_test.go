@@ -44,8 +44,10 @@ func BenchmarkCallChain(b *testing.B) {
 		b.Fatal(err)
 	}
 	sel := selection.NewSelector(store, authz, embed.NewBuiltin(), allHost(), 0, quiet)
-	inv := NewInvoker(store, sel, authz, red, runners.New(b.TempDir(), netpolicy.Policy{}, quiet), b.TempDir(), nil, quiet)
-	b.Cleanup(func() { inv.Close(ctx); sel.Close() })
+	inv := New(Deps{Store: store, Selector: sel, Authz: authz, Redactor: red, Runners: runners.New(b.TempDir(), netpolicy.Policy{}, quiet), DataDir: b.TempDir(), Log: quiet})
+	b.Cleanup(func() { inv.Close(ctx) })
+	running(b, sel.Run)
+	running(b, inv.Run)
 	agent := &models.Principal{ID: 9, Role: access.RoleAgent}
 	if err := authz.SetGrants(9, access.Grants{Tools: []string{"noop"}}); err != nil {
 		b.Fatal(err)

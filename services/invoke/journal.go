@@ -23,6 +23,8 @@ import (
 // record is appended to a journal file as one JSON line, with one write(2)
 // and no fsync — a killed process loses nothing the kernel already has (a
 // power cut can lose the last lines, as SQLite's synchronous=NORMAL can).
+// It is also the spool of records the database could not take (see
+// callRecorder), appended and fsync'd (appendSync).
 //
 // The journal is a directory of numbered segments. Now and then the
 // recorder closes the current segment, waits until every record queued so
@@ -53,37 +55,9 @@ var errJournalClosed = errors.New("the call journal is closed")
 // journalSegmentBytes is the size past which a segment is closed early.
 const journalSegmentBytes = 4 << 20
 
-// journalFor is the call journal of a store: under the data directory
-// on SQLite; none on a database several instances share (Postgres), where
-// answers wait for the commit of their record instead (grouped with the
-// records of the same moment): a record only journaled is in one
-// instance's data directory, which no other instance can read, and lost
-// to them all if that instance never comes back. A journal an earlier
-// version left there is replayed at start all the same (leftoverJournal).
-func journalFor(store *models.Store, dataDir string, log *slog.Logger) *callJournal {
-	if store.Shared() {
-		return nil
-	}
-	return openCallJournal(dataDir, log)
-}
-
-// leftoverJournal opens the journal a previous run left under the data
-// directory, to replay it; nil when there is none.
-func leftoverJournal(dataDir string, log *slog.Logger) *callJournal {
-	dir := filepath.Join(dataDir, "journal")
-	if entries, err := os.ReadDir(dir); err != nil || len(entries) == 0 {
-		return nil
-	}
-	j, err := openJournal(dir, log)
-	if err != nil {
-		log.Error("cannot replay the call journal left behind", "err", err)
-		return nil
-	}
-	return j
-}
-
 // openCallJournal opens the journal under the data directory; without one
-// (it could not be created) answers wait for the database instead.
+// (it could not be created) answers wait for the database instead, and
+// nothing can be spooled.
 func openCallJournal(dataDir string, log *slog.Logger) *callJournal {
 	j, err := openJournal(filepath.Join(dataDir, "journal"), log)
 	if err != nil {
@@ -176,6 +150,30 @@ func (j *callJournal) append(c *models.Call) error {
 	j.size.Add(int64(n))
 	if err != nil {
 		return fmt.Errorf("append to call journal: %w", err)
+	}
+	return nil
+}
+
+// appendSync writes records as lines and syncs the segment to disk: the
+// spool of records the database could not take, which must survive a
+// power cut as a commit would.
+func (j *callJournal) appendSync(cs []*models.Call) error {
+	var buf []byte
+	for _, c := range cs {
+		buf = appendJournalLine(buf, c)
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.f == nil {
+		return errJournalClosed
+	}
+	n, err := j.f.Write(buf)
+	j.size.Add(int64(n))
+	if err == nil {
+		err = j.f.Sync()
+	}
+	if err != nil {
+		return fmt.Errorf("spool to call journal: %w", err)
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -55,7 +56,7 @@ func TestJournalReplay(t *testing.T) {
 
 	// The next start.
 	r := newCallRecorder(store, func(*models.Call) {}, openCallJournal(dir, log), log)
-	t.Cleanup(r.close)
+	runRecorder(t, r)
 	// The new run journals and retires its own segments meanwhile, never
 	// the old ones.
 	fresh := rec("new-run", "succeeded")
@@ -104,7 +105,7 @@ func TestJournalRetires(t *testing.T) {
 	store, _ := modelstest.Store(t)
 	dir, log := t.TempDir(), quiet
 	r := newCallRecorder(store, func(*models.Call) {}, openCallJournal(dir, log), log)
-	t.Cleanup(r.close)
+	runRecorder(t, r)
 	c := &models.Call{ID: "x", Tool: "t", Status: "succeeded", CreatedAt: time.Now().UTC()}
 	ack := r.save(ctx, c)
 	if err := r.durable(ctx, c, ack); err != nil {
@@ -218,5 +219,15 @@ func TestJournalConcurrentAppends(t *testing.T) {
 	}
 	if len(seen) != workers*each {
 		t.Fatalf("%d records read back, want %d", len(seen), workers*each)
+	}
+}
+
+// runRecorder runs r (its batches and the upkeep of its journal) until
+// the test ends, then closes it. It returns once r takes records.
+func runRecorder(t *testing.T, r *callRecorder) {
+	t.Cleanup(r.close)
+	running(t, r.run)
+	for !r.batch.Running() {
+		runtime.Gosched()
 	}
 }

@@ -12,21 +12,18 @@ import (
 )
 
 // rateLimits counts calls per tool and principal (ulule/limiter): in
-// memory, or in the store WithRateLimitStore gives (Redis, shared by every
-// instance, so a limit is exact cluster-wide).
+// memory, or in the store Deps.RateLimits gives (the database's, shared
+// by every instance, so a limit is exact cluster-wide).
 type rateLimits struct {
 	store limiter.Store
 }
 
-func newRateLimits() *rateLimits { return &rateLimits{store: memory.NewStore()} }
-
-// WithRateLimitStore counts calls against security.rateLimit in store
-// instead of this process's memory (nil: memory).
-func (inv *Invoker) WithRateLimitStore(store limiter.Store) *Invoker {
-	if store != nil {
-		inv.limits.store = store
+// newRateLimits counts in store, or in this process's memory when nil.
+func newRateLimits(store limiter.Store) *rateLimits {
+	if store == nil {
+		store = memory.NewStore()
 	}
-	return inv
+	return &rateLimits{store: store}
 }
 
 // limit refuses a call beyond the tool's security.rateLimit for this
@@ -45,7 +42,8 @@ func (inv *Invoker) limit(next step) step {
 		key := fmt.Sprintf("%s|%d|%d|%d", c.def.Name, pid, rl.MaxCalls, rl.WindowMs)
 		lc, err := inv.limits.store.Get(ctx, key, limiter.Rate{Period: time.Duration(rl.WindowMs) * time.Millisecond, Limit: int64(rl.MaxCalls)})
 		if err != nil {
-			return failure(models.CodeInternal, "internal error", true, "Try again.")
+			inv.log.ErrorContext(ctx, "count a rate limit", "err", err, "call_id", c.id)
+			return storeFailure(err)
 		}
 		if lc.Reached {
 			inv.metrics.Limited(c.def.Name)

@@ -40,7 +40,6 @@ func catalogFixture(t *testing.T) (*models.Store, *access.Authz) {
 func newFixtureSelector(t *testing.T, store *models.Store, authz *access.Authz, emb embed.Embedder, keep int) *selection.Selector {
 	t.Helper()
 	s := selection.NewSelector(store, authz, emb, allHost(), keep, quiet)
-	t.Cleanup(s.Close)
 	if err := s.Refresh(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -51,4 +50,17 @@ func newFixtureSelector(t *testing.T, store *models.Store, authz *access.Authz, 
 // through.
 func passed(context.Context, *call) ToolResult {
 	return ToolResult{Status: models.StatusSucceeded, Success: true}
+}
+
+// running runs loop (a Run) until the test ends.
+func running(tb testing.TB, loop func(context.Context) error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- loop(ctx) }()
+	tb.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			tb.Error(err)
+		}
+	})
 }

@@ -16,8 +16,11 @@ import (
 	"toolbelt/services/ops"
 )
 
-// Default concurrency per category: a browser and a shell are heavy.
-var DefaultQueueLimits = map[string]int{"browser": 3, "shell": 5, "filesystem": 16, "search": 8, "code": 4, "api": 16}
+// DefaultQueueLimits is the concurrency per category: a browser and a
+// shell are heavy.
+func DefaultQueueLimits() map[string]int {
+	return map[string]int{"browser": 3, "shell": 5, "filesystem": 16, "search": 8, "code": 4, "api": 16}
+}
 
 // DefaultQueueWaiting bounds the calls waiting per category (in the
 // cluster when the queues are shared).
@@ -33,7 +36,8 @@ type categoryQueue struct {
 }
 
 // queues holds one queue per category: in this process, or shared by
-// the instances (shared, set by WithSharedQueues), when the limits and the
+// the instances (shared: Deps.SharedQueues; waiters are admitted in their order of
+// arrival on any instance), when the limits and the
 // waiting bound hold in the cluster.
 type queues struct {
 	mu      sync.Mutex
@@ -44,10 +48,7 @@ type queues struct {
 }
 
 func newQueues(limits map[string]int, maxWait int) *queues {
-	l := map[string]int{}
-	for k, v := range DefaultQueueLimits {
-		l[k] = v
-	}
+	l := DefaultQueueLimits()
 	for k, v := range limits {
 		l[k] = v
 	}
@@ -67,15 +68,6 @@ func (q *queues) of(category string) *categoryQueue {
 		q.byCat[category] = cq
 	}
 	return cq
-}
-
-// WithSharedQueues makes the category queues those of q, shared by every
-// instance that uses them: a category's limit and waiting bound hold in
-// the cluster, and waiters are admitted in their order of arrival on any
-// instance (nil: this process's queues).
-func (inv *Invoker) WithSharedQueues(q *cluster.Queues) *Invoker {
-	inv.queues.shared = q
-	return inv
 }
 
 // queue runs at most the category's limit of calls at once; past the
@@ -136,7 +128,7 @@ func (inv *Invoker) sharedQueue(ctx context.Context, c *call, next step) ToolRes
 		return cancelledWaiting()
 	case err != nil:
 		inv.log.ErrorContext(ctx, "category queue", "err", err, "category", cat)
-		return failure(models.CodeInternal, "internal error", true, "Try again.")
+		return storeFailure(err)
 	}
 	defer slot.Release()
 	return next(ctx, c)

@@ -65,7 +65,7 @@ func TestQueueGuard(t *testing.T) {
 		t.Errorf("runs %v %v, peak %d (limit 2)", results[0].Success, results[1].Success, peak.Load())
 	}
 	// Another category is not held up by a full one.
-	if cq := inv.queues.of("filesystem"); cq.limit != DefaultQueueLimits["filesystem"] {
+	if cq := inv.queues.of("filesystem"); cq.limit != DefaultQueueLimits()["filesystem"] {
 		t.Errorf("filesystem limit %d", cq.limit)
 	}
 }
@@ -95,7 +95,8 @@ func TestSharedQueueGuard(t *testing.T) {
 	}
 	defer client.Close()
 	shared := cluster.RedisQueues(client, nil, quiet)
-	inv := (&Invoker{queues: newQueues(map[string]int{"shell": 1}, 1), log: quiet}).WithSharedQueues(shared)
+	inv := &Invoker{queues: newQueues(map[string]int{"shell": 1}, 1), log: quiet}
+	inv.queues.shared = shared
 	release := make(chan struct{})
 	step := inv.queue(func(ctx context.Context, c *call) ToolResult {
 		if c.id == "runs-until-cancelled" {

@@ -40,11 +40,12 @@ type statusEvent struct {
 
 // CallAcknowledged runs a call for someone who is answered with it (the
 // API, MCP, the console) and returns once its record survives a crash
-// (journaled, or else committed to the database), so every call answered
-// is kept; the call itself never waits for that. A call that ran is
-// answered even if its record could not be made durable (that is
-// logged); one accepted for later (queued, awaiting approval) is not: the
-// error says so.
+// (journaled, committed, or spooled: see callRecorder), so every call
+// answered is kept; the call itself never waits for that. A call that ran
+// but whose record could not be made durable even so is answered
+// StatusUnrecorded, with CodeNotRecorded and the tool's result (see
+// notRecorded), never as if it were kept; one accepted for later (queued,
+// awaiting approval) is not answered: the error says so.
 //
 // A callback_url that may not receive the result is refused first, with
 // ErrInvalid.
@@ -53,22 +54,48 @@ func (inv *Invoker) CallAcknowledged(ctx context.Context, caller *models.Princip
 		return ToolResult{}, err
 	}
 	res := inv.Call(ctx, caller, req)
-	return res, inv.acknowledge(ctx, res)
+	if err := inv.acknowledge(ctx, res); err != nil {
+		if res.Status == models.StatusAwaitingApproval || res.Status == models.StatusQueued {
+			return res, fmt.Errorf("record call %s: %w", res.CallID, err)
+		}
+		if res.Status == models.StatusRefused { // nothing ran: the refusal is the whole answer
+			inv.log.WarnContext(ctx, "refused call not recorded", "call_id", res.CallID, "err", err)
+			return res, nil
+		}
+		inv.log.ErrorContext(ctx, "call ran but could not be recorded", "call_id", res.CallID, "status", res.Status, "err", err)
+		return notRecorded(res, err), nil
+	}
+	return res, nil
 }
 
-// acknowledge returns once the record of res survives a crash; its error
-// is for a call accepted for later only (see CallAcknowledged).
+// acknowledge returns once the record of res survives a crash, or with
+// the error that kept it from it.
 func (inv *Invoker) acknowledge(ctx context.Context, res ToolResult) error {
 	if res.committed == nil {
 		return nil
 	}
-	if err := inv.calls.durable(ctx, res.record, res.committed); err != nil {
-		if res.Status == models.StatusAwaitingApproval || res.Status == models.StatusQueued {
-			return fmt.Errorf("record call %s: %w", res.CallID, err)
-		}
-		inv.log.ErrorContext(ctx, "call answered but not recorded", "call_id", res.CallID, "err", err)
+	return inv.calls.durable(ctx, res.record, res.committed)
+}
+
+// notRecorded is the answer to a call that ran but whose record could not
+// be made durable (err): its data as the tool returned it, so the agent
+// does not run its effect again, and CodeNotRecorded saying what happened
+// (the tool's own outcome, and a full disk when that is the cause).
+func notRecorded(res ToolResult, err error) ToolResult {
+	cause := "the database and the local spool both refused it"
+	if disk := models.FullDisk(err); disk != "" {
+		cause = disk + " is full"
 	}
-	return nil
+	msg := fmt.Sprintf("the tool ran (%s) but Toolbelt could not record the call: %s", res.Status, cause)
+	if res.Error != nil {
+		msg += fmt.Sprintf("; the tool's own error was %s: %s", res.Error.Code, res.Error.Message)
+	}
+	out := res
+	out.encoded, out.record, out.committed = nil, nil, nil
+	out.Status = models.StatusUnrecorded
+	out.Error = &ToolError{Code: models.CodeNotRecorded, Message: msg, Retryable: false,
+		Suggestion: "Do not call the tool again for this step: it already ran, and its result is in data. The call is missing from the history; tell an administrator."}
+	return out
 }
 
 // callRecord is the history row of a call and its result; a result over

@@ -38,7 +38,7 @@ func (inv *Invoker) resolve(next step) step {
 			return failure(models.CodeInternal, "internal error", false, "Report the call id to an administrator.")
 		case err != nil:
 			inv.log.ErrorContext(ctx, "resolve tool", "err", err, "call_id", c.id)
-			return failure(models.CodeInternal, "internal error", true, "Try again.")
+			return storeFailure(err)
 		}
 		c.def, c.version = rt.def, rt.versionID
 		return next(ctx, c)
@@ -59,6 +59,12 @@ func (inv *Invoker) current(ctx context.Context, name string) (*resolvedTool, er
 	}
 	_, ver, err := inv.store.ToolByName(ctx, name, false)
 	if err != nil {
+		// The database does not answer (a restart): the version this
+		// instance resolved last runs, rather than no tool at all.
+		if last, ok := inv.stale.Load(name); ok && !errors.Is(err, models.ErrNotFound) {
+			inv.log.WarnContext(ctx, "the database does not answer: running the tool's last known version", "tool", name, "err", err)
+			return last.(*resolvedTool), nil
+		}
 		return nil, err
 	}
 	rt, err := resolved(ver)
@@ -102,4 +108,15 @@ type resolvedTool struct {
 
 // CatalogChanged forgets the resolved current versions; the registry calls
 // it after every change.
-func (inv *Invoker) CatalogChanged() { inv.tools.Clear() }
+//
+// The versions resolved until now are kept aside (stale), used only while
+// the database does not answer: a lost notice connection (a Postgres
+// restart) counts as a change, and must not leave the instance unable to
+// run any tool until the database is back.
+func (inv *Invoker) CatalogChanged() {
+	inv.tools.Range(func(name, rt any) bool {
+		inv.stale.Store(name, rt)
+		return true
+	})
+	inv.tools.Clear()
+}

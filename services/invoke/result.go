@@ -153,6 +153,19 @@ func failure(code, msg string, retryable bool, suggestion string) ToolResult {
 	return ToolResult{Status: models.StatusFailed, Error: &ToolError{Code: code, Message: msg, Retryable: retryable, Suggestion: suggestion}}
 }
 
+// storeFailure is the result of a call a guard could not check because
+// the store failed with err: refused UNAVAILABLE (503, retryable after
+// 2 s) when the database does not answer (a restart: nothing ran); else
+// INTERNAL.
+func storeFailure(err error) ToolResult {
+	if models.Unavailable(err) {
+		res := refusal(models.CodeUnavailable, "the database does not answer (restarting or unreachable); the tool did not run", "Try again in a few seconds.")
+		res.Error.Retryable, res.Error.RetryAfter = true, 2
+		return res
+	}
+	return failure(models.CodeInternal, "internal error", true, "Try again.")
+}
+
 // SessionIDRule is what a session id may be: one path element that
 // cannot name a parent, itself or a hidden entry.
 const SessionIDRule = "session_id must be 1 to 128 letters, digits, '.', '_' or '-', not starting with '.' (it names one directory: \".\", \"..\" and hidden names are refused)"

@@ -22,6 +22,10 @@ func (inv *Invoker) secure(next step) step {
 		dir, err := inv.runners.WorkDir(principalID(c.caller), c.req.SessionID)
 		if err != nil {
 			inv.log.ErrorContext(ctx, "make work directory", "err", err, "call_id", c.id)
+			if disk := models.FullDisk(err); disk != "" {
+				return failure(models.CodeStorageFull, disk+" is full: the session's work directory cannot be made", true,
+					"Try again later: the server's administrator must free space first.")
+			}
 			return failure(models.CodeInternal, "internal error", true, "Try again.")
 		}
 		c.dir = dir

@@ -9,11 +9,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hashicorp/golang-lru/v2/expirable"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
 
+	"toolbelt/internal/ttlcache"
 	"toolbelt/models"
 	"toolbelt/services/tooldef"
 )
@@ -42,7 +42,7 @@ func (inv *Invoker) validate(next step) step {
 		if len(bytes.TrimSpace(raw)) == 0 {
 			raw = json.RawMessage(`{}`)
 		}
-		args, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+		args, err := decodeArgs(raw)
 		obj, isObj := args.(map[string]any)
 		if err != nil || !isObj {
 			return ToolResult{Status: models.StatusRefused, Error: &ToolError{Code: models.CodeValidation, Message: "arguments must be a JSON object",
@@ -102,10 +102,26 @@ func (inv *Invoker) validate(next step) step {
 	}
 }
 
+// decodeArgs decodes arguments as jsonschema.UnmarshalJSON does (numbers
+// as json.Number, one value and white space only), without the second
+// read of the decoder's buffer its check for more input costs.
+func decodeArgs(raw []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var doc any
+	if err := dec.Decode(&doc); err != nil {
+		return nil, err
+	}
+	if len(bytes.TrimLeft(raw[dec.InputOffset():], " \t\r\n")) != 0 {
+		return nil, errors.New("invalid character after top-level value")
+	}
+	return doc, nil
+}
+
 // newValidatedMemo remembers, by cache key, the arguments of cacheable
 // tools that passed their version's schema.
-func newValidatedMemo() *expirable.LRU[string, struct{}] {
-	return expirable.NewLRU[string, struct{}](8192, nil, time.Hour)
+func newValidatedMemo() *ttlcache.Cache[string, struct{}] {
+	return ttlcache.New[string, struct{}](8192, time.Hour)
 }
 
 // compiledParams is a version's parameters schema, compiled, and the
@@ -117,6 +133,6 @@ type compiledParams struct {
 }
 
 // newSchemaCache keeps compiled parameter schemas by version id.
-func newSchemaCache() *expirable.LRU[uint, *compiledParams] {
-	return expirable.NewLRU[uint, *compiledParams](4096, nil, time.Hour)
+func newSchemaCache() *ttlcache.Cache[uint, *compiledParams] {
+	return ttlcache.New[uint, *compiledParams](4096, time.Hour)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"toolbelt/models"
@@ -18,73 +19,86 @@ type SelectionStatus interface {
 	Host() HostCaps     // what the host can run
 }
 
-// Health reports whether the service can do its work, and which optional
-// mechanisms (embedder, sandbox) are in use.
-type Health struct {
-	store     *models.Store
-	selector  SelectionStatus
-	embedNote string
-	start     time.Time
-	sandbox   *sandbox.Status
-	toolFiles *catalog.ToolFiles
-	cluster   ClusterStatus
-	checks    []namedCheck
-}
-
 // ClusterStatus is what readiness tells of the instance among others.
 type ClusterStatus interface {
 	Instance() string // its name
 	Role() string     // leader or follower
 }
 
-// namedCheck is a component probed by a function (Redis, say).
-type namedCheck struct {
-	name  string
-	check func(context.Context) Component
+// The states of a component.
+const (
+	StatusOK       = "ok"
+	StatusDegraded = "degraded" // works, less well: the service stays ready
+	StatusDown     = "down"
+	StatusFull     = "full" // a disk below its threshold (DiskProbe)
+)
+
+// HealthDeps are what readiness reports on. Every field may be left out
+// but Store; a probe left out is not reported.
+type HealthDeps struct {
+	Store    *models.Store
+	Selector SelectionStatus
+	// EmbedNote says why the embedder in use was chosen (e.g. Ollama
+	// unreachable), if there is more to say than its name.
+	EmbedNote string
+	Sandbox   *sandbox.Status
+	ToolFiles *catalog.ToolFiles
+	Cluster   ClusterStatus
+
+	// Disk is the data directory's file system (DiskProbe): full, the
+	// instance can record nothing and make no work directory.
+	Disk Probe
+	// Journal is the call journal's directory (JournalProbe), where calls
+	// are spooled while the database cannot take them; nil when there is
+	// none: then calls are recorded in the database alone.
+	Journal Probe
+	// Sessions is the root of the session work directories
+	// (SessionsProbe): down, no call can run (each makes its session's).
+	Sessions Probe
+	// Redis is the Redis server instances share through; nil without.
+	// Down, it degrades the service: instances fall back to Postgres.
+	Redis Probe
+	// Upstreams are the upstream MCP servers: one failing, or with
+	// changes waiting for an admin, degrades the service (only its tools
+	// fail).
+	Upstreams Probe
 }
 
-// WithCluster adds the instance's name and role to the report.
-func (h *Health) WithCluster(c ClusterStatus) *Health {
-	h.cluster = c
+// Health reports whether the service can do its work, and which optional
+// mechanisms (embedder, sandbox) are in use.
+type Health struct {
+	d     HealthDeps
+	start time.Time
+	// The probes that cost I/O, each run at most once a second.
+	database, disk, journal, sessions, redis, upstreams *cachedProbe
+}
+
+// NewHealth returns the readiness checker of d.
+func NewHealth(d HealthDeps) *Health {
+	h := &Health{d: d, start: time.Now()}
+	h.database = cached(func(ctx context.Context) Component {
+		if err := d.Store.Ping(ctx); err != nil {
+			return Component{Status: StatusDown, Detail: d.Store.Engine() + ": " + err.Error()}
+		}
+		return Component{Status: StatusOK, Detail: d.Store.Engine()}
+	})
+	h.disk, h.journal, h.sessions, h.redis, h.upstreams = cached(d.Disk), cached(d.Journal), cached(d.Sessions), cached(d.Redis), cached(d.Upstreams)
 	return h
-}
-
-// WithCheck adds component name, probed by check at each report; a
-// component down makes the service not ready.
-func (h *Health) WithCheck(name string, check func(context.Context) Component) *Health {
-	h.checks = append(h.checks, namedCheck{name, check})
-	return h
-}
-
-// WithToolFiles adds the watched tool files to the report: degraded while
-// a file cannot be applied.
-func (h *Health) WithToolFiles(tf *catalog.ToolFiles) *Health {
-	h.toolFiles = tf
-	return h
-}
-
-// WithSandbox adds the sandbox's isolation level to the report.
-func (h *Health) WithSandbox(st sandbox.Status) *Health {
-	h.sandbox = &st
-	return h
-}
-
-// NewHealth returns the readiness checker. embedNote says why the
-// embedder in use was chosen (e.g. Ollama unreachable), if there is more
-// to say than its name.
-func NewHealth(store *models.Store, selector SelectionStatus, embedNote string) *Health {
-	return &Health{store: store, selector: selector, embedNote: embedNote, start: time.Now()}
 }
 
 // Component is the state of one part of the service.
 type Component struct {
-	Status string `json:"status" example:"ok"`
+	// Status is ok, degraded (works, less well), down, or full (a disk).
+	Status string `json:"status" example:"ok" enums:"ok,degraded,down,full"`
 	Detail string `json:"detail,omitempty" example:"sqlite, WAL mode"`
 }
 
 // Readiness is the answer of /readyz.
 type Readiness struct {
 	Ready bool `json:"ready"`
+	// Reasons say why the instance is not ready: one for each component
+	// that stops it, naming it.
+	Reasons []string `json:"reasons,omitempty" example:"disk: the data directory's disk is full"`
 	// Instance and Role say which instance answered, and whether it runs
 	// the leader-only background jobs (leader) or not (follower).
 	Instance   string               `json:"instance,omitempty" example:"toolbelt-a"`
@@ -93,71 +107,123 @@ type Readiness struct {
 	Components map[string]Component `json:"components"`
 }
 
-// Check probes every component within ctx.
+// checkTimeout bounds a whole report: the probes run at once, each
+// within probeTimeout.
+const checkTimeout = 2 * time.Second
+
+// Check probes every component, at once, within ctx and checkTimeout.
+// The service is not ready when it cannot record calls (the database down
+// and no usable journal), when the data directory's disk is full, or when
+// no session work directory can be made; Redis down only degrades it.
 func (h *Health) Check(ctx context.Context) Readiness {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, checkTimeout)
 	defer cancel()
 	r := Readiness{Ready: true, Uptime: time.Since(h.start).Round(time.Second).String(), Components: map[string]Component{}}
-	if err := h.store.Ping(ctx); err != nil {
+	probes := map[string]*cachedProbe{"database": h.database, "disk": h.disk, "journal": h.journal, "sessions": h.sessions, "redis": h.redis, "upstreams": h.upstreams}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for name, p := range probes {
+		if p == nil {
+			continue
+		}
+		wg.Go(func() {
+			comp := p.get(ctx)
+			mu.Lock()
+			r.Components[name] = comp
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	h.judge(&r)
+	if h.d.Cluster != nil {
+		r.Instance, r.Role = h.d.Cluster.Instance(), h.d.Cluster.Role()
+	}
+	h.describe(&r)
+	return r
+}
+
+// judge decides whether the probed components let the service work.
+func (h *Health) judge(r *Readiness) {
+	notReady := func(name, why string) {
 		r.Ready = false
-		r.Components["database"] = Component{Status: "down", Detail: err.Error()}
-	} else {
-		r.Components["database"] = Component{Status: "ok", Detail: h.store.Engine()}
+		r.Reasons = append(r.Reasons, name+": "+why)
 	}
-	if h.cluster != nil {
-		r.Instance, r.Role = h.cluster.Instance(), h.cluster.Role()
+	db := r.Components["database"]
+	journal, journaled := r.Components["journal"]
+	switch {
+	case db.Status == StatusOK:
+	case journaled && journal.Status == StatusOK:
+		db.Detail += "; calls are spooled to the journal until it is back"
+		r.Components["database"] = db
+	case journaled:
+		notReady("database", "down, and the journal cannot take the calls either: no call can be recorded")
+	default:
+		notReady("database", "down: no call can be recorded")
 	}
-	for _, c := range h.checks {
-		comp := c.check(ctx)
-		if comp.Status == "down" {
-			r.Ready = false
+	if disk, ok := r.Components["disk"]; ok && disk.Status != StatusOK {
+		notReady("disk", disk.Detail)
+	}
+	if s, ok := r.Components["sessions"]; ok && s.Status != StatusOK {
+		notReady("sessions", "no call can run, each needing its work directory: "+s.Detail)
+	}
+	// Upstream servers only degrade it: their tools fail, no other.
+	if up, ok := r.Components["upstreams"]; ok && up.Status == StatusDown {
+		up.Status = StatusDegraded
+		r.Components["upstreams"] = up
+	}
+	// Redis only degrades the service, whatever its probe says.
+	if rd, ok := r.Components["redis"]; ok && rd.Status == StatusDown {
+		rd.Status = StatusDegraded
+		r.Components["redis"] = rd
+	}
+}
+
+// describe adds what the service uses (the embedder, the sandbox, the
+// tool files), which degrades it at most.
+func (h *Health) describe(r *Readiness) {
+	if sel := h.d.Selector; sel != nil {
+		emb := Component{Status: StatusOK, Detail: sel.Status()}
+		if h.d.EmbedNote != "" {
+			emb.Status, emb.Detail = StatusDegraded, emb.Detail+"; "+h.d.EmbedNote
 		}
-		r.Components[c.name] = comp
-	}
-	if h.selector != nil {
-		emb := Component{Status: "ok", Detail: h.selector.Status()}
-		if h.embedNote != "" {
-			emb.Status, emb.Detail = "degraded", emb.Detail+"; "+h.embedNote
-		}
-		if h.selector.EmbedFailing() {
-			emb.Status = "degraded"
+		if sel.EmbedFailing() {
+			emb.Status = StatusDegraded
 		}
 		r.Components["embedder"] = emb
-		host := h.selector.Host()
+		host := sel.Host()
 		yes := map[bool]string{true: "yes", false: "no"}
-		r.Components["host"] = Component{Status: "ok", Detail: fmt.Sprintf("chromium %s, python3 %s, node %s, sandbox %s",
+		r.Components["host"] = Component{Status: StatusOK, Detail: fmt.Sprintf("chromium %s, python3 %s, node %s, sandbox %s",
 			yes[host.Chromium], yes[host.Python], yes[host.Node], yes[host.Sandbox])}
 	}
-	if h.sandbox != nil {
+	if st := h.d.Sandbox; st != nil {
 		// Without a sandbox the service still serves; tools that need one
 		// refuse with SANDBOX_UNAVAILABLE.
-		sb := Component{Status: "ok", Detail: h.sandbox.Backend + ", limits by " + h.sandbox.Limits}
-		if h.sandbox.User != "" {
-			sb.Detail += ", commands run as uid " + h.sandbox.User
+		sb := Component{Status: StatusOK, Detail: st.Backend + ", limits by " + st.Limits}
+		if st.User != "" {
+			sb.Detail += ", commands run as uid " + st.User
 		}
-		if h.sandbox.Seccomp != "" {
-			sb.Detail += ", seccomp: " + h.sandbox.Seccomp
+		if st.Seccomp != "" {
+			sb.Detail += ", seccomp: " + st.Seccomp
 		}
-		if h.sandbox.Backend == sandbox.None {
-			sb.Status, sb.Detail = "degraded", "none: "+h.sandbox.Reason
-		} else if h.sandbox.Reason != "" {
-			sb.Detail += "; " + h.sandbox.Reason
+		if st.Backend == sandbox.None {
+			sb.Status, sb.Detail = StatusDegraded, "none: "+st.Reason
+		} else if st.Reason != "" {
+			sb.Detail += "; " + st.Reason
 		}
 		r.Components["sandbox"] = sb
 	}
-	if h.toolFiles != nil {
-		tf := Component{Status: "ok", Detail: countOf(h.toolFiles.Count(), "tool", "tools") + " from " + h.toolFiles.Dir()}
-		if ps := h.toolFiles.Problems(); len(ps) > 0 {
+	if tf := h.d.ToolFiles; tf != nil {
+		comp := Component{Status: StatusOK, Detail: countOf(tf.Count(), "tool", "tools") + " from " + tf.Dir()}
+		if ps := tf.Problems(); len(ps) > 0 {
 			parts := make([]string, len(ps))
 			for i, p := range ps {
 				parts[i] = p.File + ": " + p.Error
 			}
-			tf.Status = "degraded"
-			tf.Detail += "; not applied (the previous versions stay): " + strings.Join(parts, "; ")
+			comp.Status = StatusDegraded
+			comp.Detail += "; not applied (the previous versions stay): " + strings.Join(parts, "; ")
 		}
-		r.Components["tool_files"] = tf
+		r.Components["tool_files"] = comp
 	}
-	return r
 }
 
 // countOf is n and the noun for it: "1 tool", "2 tools".

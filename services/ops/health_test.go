@@ -25,7 +25,7 @@ func TestHealthToolFiles(t *testing.T) {
 	if err := tf.Load(ctx); err != nil {
 		t.Fatal(err)
 	}
-	ready := NewHealth(store, nil, "").WithToolFiles(tf).Check(ctx)
+	ready := NewHealth(HealthDeps{Store: store, ToolFiles: tf}).Check(ctx)
 	if c := ready.Components["tool_files"]; c.Status != "degraded" || !strings.Contains(c.Detail, "note.yaml: not valid YAML") ||
 		!strings.HasPrefix(c.Detail, "0 tools from ") {
 		t.Errorf("readiness: %+v", c)

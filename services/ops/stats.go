@@ -55,17 +55,23 @@ type Stats struct {
 // database: a record written late into a past hour shows within it.
 const statsRecheck = 30 * time.Second
 
-// NewStats returns the statistics service over store. flush, when not
-// nil, writes the call records still pending before each computation (the
-// invoker's Flush).
-func NewStats(store *models.Store, flush func()) *Stats {
-	return &Stats{store: store, now: time.Now, hours: map[int64]*hourStats{}, flush: flush}
+// StatsDeps is what the statistics service needs.
+type StatsDeps struct {
+	Store *models.Store
+	// Flush, when not nil, writes the call records still pending before
+	// each computation (the invoker's Flush).
+	Flush func()
+	// Now reads the time (time.Now when nil; tests pass a clock).
+	Now func() time.Time
 }
 
-// WithClock makes the service read the time from now (tests).
-func (s *Stats) WithClock(now func() time.Time) *Stats {
-	s.now = now
-	return s
+// NewStats returns the statistics service.
+func NewStats(d StatsDeps) *Stats {
+	now := d.Now
+	if now == nil {
+		now = time.Now
+	}
+	return &Stats{store: d.Store, now: now, hours: map[int64]*hourStats{}, flush: d.Flush}
 }
 
 // StatsQuery chooses the window of a summary.

@@ -36,7 +36,7 @@ func statCall(tool, status, code string, ago time.Duration, ms int64) *models.Ca
 func TestStatsSummary(t *testing.T) {
 	ctx := context.Background()
 	store, _ := modelstest.Store(t)
-	stats := NewStats(store, nil).WithClock(func() time.Time { return statsClock })
+	stats := NewStats(StatsDeps{Store: store, Now: func() time.Time { return statsClock }})
 
 	var calls []*models.Call
 	// file_read: 10 calls over the day, 1 failed, 4 cached, durations 1..10.
@@ -138,7 +138,7 @@ func TestStatsReusesSettledHours(t *testing.T) {
 	ctx := context.Background()
 	store, _ := modelstest.Store(t)
 	clock := statsClock
-	stats := NewStats(store, nil).WithClock(func() time.Time { return clock })
+	stats := NewStats(StatsDeps{Store: store, Now: func() time.Time { return clock }})
 	saveStatCalls(t, store, statCall("file_read", models.StatusSucceeded, "", 5*time.Hour, 3))
 	if sum, err := stats.Summary(ctx, StatsQuery{}); err != nil || sum.Calls != 1 {
 		t.Fatalf("first summary: %v %+v", err, sum)
@@ -218,7 +218,7 @@ func BenchmarkDashboardStats(b *testing.B) {
 	}
 	clock := func() time.Time { return now }
 	b.Run("warm", func(b *testing.B) {
-		stats := NewStats(store, nil).WithClock(clock)
+		stats := NewStats(StatsDeps{Store: store, Now: clock})
 		if _, err := stats.Summary(ctx, StatsQuery{}); err != nil {
 			b.Fatal(err)
 		}
@@ -232,7 +232,7 @@ func BenchmarkDashboardStats(b *testing.B) {
 	})
 	b.Run("recount", func(b *testing.B) {
 		at := now
-		stats := NewStats(store, nil).WithClock(func() time.Time { return at })
+		stats := NewStats(StatsDeps{Store: store, Now: func() time.Time { return at }})
 		if _, err := stats.Summary(ctx, StatsQuery{}); err != nil {
 			b.Fatal(err)
 		}
@@ -246,7 +246,7 @@ func BenchmarkDashboardStats(b *testing.B) {
 	})
 	b.Run("cold", func(b *testing.B) {
 		for b.Loop() {
-			sum, err := NewStats(store, nil).WithClock(clock).Summary(ctx, StatsQuery{})
+			sum, err := NewStats(StatsDeps{Store: store, Now: clock}).Summary(ctx, StatsQuery{})
 			if err != nil || sum.Calls < total-5000 {
 				b.Fatal(err, sum.Calls)
 			}
@@ -261,7 +261,7 @@ func BenchmarkDashboardStats(b *testing.B) {
 func TestStatsRisingNeedsABaseline(t *testing.T) {
 	ctx := context.Background()
 	store, _ := modelstest.Store(t)
-	stats := NewStats(store, nil).WithClock(func() time.Time { return statsClock })
+	stats := NewStats(StatsDeps{Store: store, Now: func() time.Time { return statsClock }})
 	var calls []*models.Call
 	for i := range 8 {
 		calls = append(calls, statCall("new_tool", models.StatusFailed, "UPSTREAM_ERROR", time.Duration(i+1)*time.Minute, 5))

@@ -18,7 +18,6 @@ import (
 	ahocorasick "github.com/BobuSumisu/aho-corasick"
 	"github.com/spf13/viper"
 	"github.com/zricethezav/gitleaks/v8/config"
-	"github.com/zricethezav/gitleaks/v8/detect"
 )
 
 // Redactor removes secrets from tool output and call records before they
@@ -27,8 +26,10 @@ import (
 // values of configured secrets (and Toolbelt's own API keys) are removed
 // whatever they look like.
 type Redactor struct {
-	det *detect.Detector
-	// keywords holds every keyword of det's rules, lowercased: gitleaks runs
+	// find returns the findings of gitleaks' rules in a text (a matcher's
+	// find; the tests put gitleaks' own detector here to compare).
+	find func(string) []finding
+	// keywords holds every keyword of the rules, lowercased: gitleaks runs
 	// a rule only on text holding one of its keywords, so text holding none
 	// cannot produce a finding. Nil when some rule has no keyword.
 	keywords *ahocorasick.Trie
@@ -44,10 +45,11 @@ var redactRules string
 // gitleaksOnce guards the gitleaks configuration, which gitleaks reads
 // through a process-wide viper instance.
 var (
-	gitleaksOnce sync.Once
-	gitleaksDet  *detect.Detector
-	gitleaksKW   *ahocorasick.Trie
-	gitleaksErr  error
+	gitleaksOnce    sync.Once
+	gitleaksCfg     config.Config
+	gitleaksMatcher *matcher
+	gitleaksKW      *ahocorasick.Trie
+	gitleaksErr     error
 )
 
 // MinSecretLen is the shortest configured secret value redacted verbatim;
@@ -58,11 +60,16 @@ var toolbeltKey = regexp.MustCompile(`tb_[0-9a-f]{64}`)
 
 // New returns a redactor that also removes the given secret values.
 func New(secretValues []string) (*Redactor, error) {
-	gitleaksOnce.Do(func() { gitleaksDet, gitleaksKW, gitleaksErr = loadGitleaks() })
+	gitleaksOnce.Do(func() {
+		gitleaksCfg, gitleaksKW, gitleaksErr = loadGitleaks()
+		if gitleaksErr == nil {
+			gitleaksMatcher = newMatcher(gitleaksCfg)
+		}
+	})
 	if gitleaksErr != nil {
 		return nil, gitleaksErr
 	}
-	r := &Redactor{det: gitleaksDet, keywords: gitleaksKW}
+	r := &Redactor{find: gitleaksMatcher.find, keywords: gitleaksKW}
 	for _, v := range secretValues {
 		if len(v) >= MinSecretLen {
 			r.values = append(r.values, v)
@@ -72,20 +79,20 @@ func New(secretValues []string) (*Redactor, error) {
 	return r, nil
 }
 
-// loadGitleaks builds the detector from redact.toml (which extends
-// gitleaks' default configuration) and the keyword prefilter of its rules.
-func loadGitleaks() (*detect.Detector, *ahocorasick.Trie, error) {
+// loadGitleaks reads the rules from redact.toml (which extends gitleaks'
+// default configuration) and builds the keyword prefilter of its rules.
+func loadGitleaks() (config.Config, *ahocorasick.Trie, error) {
 	viper.SetConfigType("toml")
 	if err := viper.ReadConfig(strings.NewReader(redactRules)); err != nil {
-		return nil, nil, err
+		return config.Config{}, nil, err
 	}
 	var vc config.ViperConfig
 	if err := viper.Unmarshal(&vc); err != nil {
-		return nil, nil, err
+		return config.Config{}, nil, err
 	}
 	cfg, err := vc.Translate()
 	if err != nil {
-		return nil, nil, err
+		return config.Config{}, nil, err
 	}
 	kws := make([]string, 0, len(cfg.Keywords))
 	for k := range cfg.Keywords {
@@ -97,7 +104,7 @@ func loadGitleaks() (*detect.Detector, *ahocorasick.Trie, error) {
 			trie = nil // such a rule runs on any text
 		}
 	}
-	return detect.NewDetector(cfg), trie, nil
+	return cfg, trie, nil
 }
 
 // Redact replaces every secret in s with a mark naming what it was. The
@@ -127,7 +134,7 @@ func (r *Redactor) redactFindings(s, view string) string {
 	if r.keywords != nil && r.keywords.MatchFirstString(strings.ToLower(view)) == nil {
 		return s
 	}
-	findings := r.det.DetectString(view)
+	findings := r.find(view)
 	// Longest first: a secret that holds a shorter one is removed whole.
 	sort.SliceStable(findings, func(a, b int) bool { return len(findings[a].Secret) > len(findings[b].Secret) })
 	for _, f := range findings {

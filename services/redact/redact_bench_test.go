@@ -15,6 +15,10 @@ func BenchmarkRedactJSON(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	benchRedactJSON(b, r)
+}
+
+func benchRedactJSON(b *testing.B, r *Redactor) {
 	var src strings.Builder
 	for i := 0; src.Len() < 16<<10; i++ {
 		fmt.Fprintf(&src, "func handler%d(w http.ResponseWriter, req *http.Request) {\n\tlog.Printf(\"serving %%s\", req.URL.Path)\n\tw.WriteHeader(%d)\n}\n\n", i, 200+i%5)

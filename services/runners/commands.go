@@ -26,12 +26,16 @@ func (t *Table) sandboxed(ctx context.Context, c *Call, argv []string, stdin []b
 	dir, err := t.openWorkDir(c)
 	if err != nil {
 		t.log.ErrorContext(ctx, "open work directory", "err", err, "call_id", c.ID)
+		if disk := models.FullDisk(err); disk != "" {
+			return nil, &Error{Code: models.CodeStorageFull, Message: disk + " is full: the session's work directory cannot be opened",
+				Retryable: true, Suggestion: "Try again later: the server's administrator must free space first."}
+		}
 		return nil, &Error{Code: models.CodeInternal, Message: "internal error", Retryable: true, Suggestion: "Try again."}
 	}
 	defer dir.Close()
 	defer c.Dir.usage.stale() // the command may have changed anything in it
 	spec := sandbox.Spec{Argv: argv, Dir: c.Dir.Path, DirFD: dir, Stdin: stdin, Network: c.Def.Security.Network,
-		Limits: sandbox.Limits{Disk: t.quota.disk, FileSize: t.quota.file}}
+		Limits: t.quota.Limits()}
 	res, err := t.sandbox.Run(ctx, spec)
 	if err != nil {
 		if ctx.Err() != nil {

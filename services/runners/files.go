@@ -37,6 +37,9 @@ func pathError(p string, err error) error {
 		return &Error{Code: models.CodePathNotAllowed, Message: fmt.Sprintf("%s leads outside the work directory", p), Suggestion: "Use a path inside the session work directory."}
 	case errors.Is(err, fs.ErrPermission):
 		return &Error{Code: models.CodePathNotAllowed, Message: fmt.Sprintf("%s may not be accessed", p), Suggestion: "Use another file."}
+	case models.FullDisk(err) != "":
+		return &Error{Code: models.CodeStorageFull, Message: fmt.Sprintf("%s: %s is full", p, models.FullDisk(err)), Retryable: true,
+			Suggestion: "Try again later: the server's administrator must free space first."}
 	}
 	return &Error{Code: models.CodeExecutionFailed, Message: fmt.Sprintf("%s: %v", p, err), Suggestion: "Check the path and try again."}
 }

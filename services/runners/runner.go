@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -26,11 +27,19 @@ import (
 // Call is what a runner gets of a call: the tool's definition, the
 // validated arguments and the session's work directory.
 type Call struct {
-	ID   string
-	Def  tooldef.Definition
-	Args map[string]any
-	Dir  WorkDir
-	Log  *slog.Logger
+	ID      string
+	Def     tooldef.Definition
+	Args    map[string]any
+	Session string
+	Dir     WorkDir
+	Log     *slog.Logger
+	// Emit streams the tool's progress to the call's event subscribers
+	// (nil: nobody listens).
+	Emit func(event string, data any)
+	// OpenDir opens Dir again for a sandboxed command to be mounted from,
+	// following no link and checked to be the directory made for the
+	// session (set by Table.Run).
+	OpenDir func() (*os.File, error)
 }
 
 // Runner runs one kind of tool and returns the data of its result, or an
@@ -57,7 +66,7 @@ type Error struct {
 func (e *Error) Error() string { return e.Message }
 
 // Table finds the runner of each definition and holds the mechanisms the
-// runners share. Set its mechanisms before the first call.
+// runners share.
 type Table struct {
 	// builtins are the Go tools by name; kinds the other runner kinds.
 	builtins map[string]Runner
@@ -77,12 +86,45 @@ type Table struct {
 	log          *slog.Logger
 }
 
-// New returns the table of every runner, with sessions under
-// dataDir/sessions and outbound requests held to netPolicy.
-func New(dataDir string, netPolicy netpolicy.Policy, log *slog.Logger) *Table {
+// Deps is what the runners run on.
+type Deps struct {
+	// DataDir holds the session work directories, under sessions/.
+	DataDir string
+	// Net is where outbound requests may go.
+	Net netpolicy.Policy
+	// Sandbox is what tools with security.sandbox (and command runners)
+	// run in; without one they refuse with SANDBOX_UNAVAILABLE, never
+	// running unsandboxed.
+	Sandbox *sandbox.Sandbox
+	// Quota bounds the disk of every session's work directory
+	// (DefaultSessionQuota when zero).
+	Quota Quota
+	// Browser is the Chromium browser_navigate drives (nil: none).
+	Browser *browser.Browser
+	// Search is the SearXNG-compatible endpoint web_search queries.
+	Search string
+	// Secrets are the values, by variable name, that http runners may
+	// reference in headers as {{env.NAME}}: the configured secrets, read
+	// once at start, whose values the redactor already removes from every
+	// output.
+	Secrets map[string]string
+	// Metrics receive the limits that killed a sandboxed command (nil:
+	// none).
+	Metrics *ops.Metrics
+	// MCP runs the tools of upstream MCP servers (nil: none here).
+	MCP Runner
+	Log *slog.Logger
+}
+
+// NewTable returns the table of every runner over d.
+func NewTable(d Deps) *Table {
 	t := &Table{
-		dataDir: dataDir, quota: NewQuota(DefaultSessionQuota), log: log,
-		net: netPolicy, httpClient: netPolicy.Client(), searchClient: &http.Client{Timeout: 30 * time.Second},
+		dataDir: d.DataDir, quota: d.Quota, log: d.Log, sandbox: d.Sandbox, browser: d.Browser,
+		searchURL: strings.TrimRight(d.Search, "/"), secrets: d.Secrets, metrics: d.Metrics,
+		net: d.Net, httpClient: d.Net.Client(), searchClient: &http.Client{Timeout: 30 * time.Second},
+	}
+	if t.quota == (Quota{}) {
+		t.quota = NewQuota(DefaultSessionQuota)
 	}
 	t.builtins = map[string]Runner{
 		"file_read":        files(func(_ context.Context, c *Call) (any, error) { return fileRead(c) }),
@@ -99,7 +141,18 @@ func New(dataDir string, netPolicy netpolicy.Policy, log *slog.Logger) *Table {
 		tooldef.RunnerCommand: RunnerFunc(t.commandRunner),
 		tooldef.RunnerHTTP:    RunnerFunc(t.httpRunner),
 	}
+	if d.MCP != nil {
+		t.kinds[tooldef.RunnerMCP] = d.MCP
+	}
 	return t
+}
+
+// New is NewTable with sessions under dataDir/sessions, outbound requests
+// held to netPolicy and no other mechanism.
+//
+// Deprecated: use NewTable; kept while services/invoke's tests call it.
+func New(dataDir string, netPolicy netpolicy.Policy, log *slog.Logger) *Table {
+	return NewTable(Deps{DataDir: dataDir, Net: netPolicy, Log: log})
 }
 
 // Run runs the call with its definition's runner. Whatever asked for the
@@ -110,6 +163,7 @@ func (t *Table) Run(ctx context.Context, c *Call) (any, error) {
 			return nil, err
 		}
 	}
+	c.OpenDir = func() (*os.File, error) { return t.openWorkDir(c) }
 	r, ok := t.kinds[c.Def.Runner.Kind]
 	if c.Def.Runner.Kind == tooldef.RunnerBuiltin {
 		r, ok = t.builtins[c.Def.Runner.Builtin]
@@ -130,50 +184,8 @@ func files(op RunnerFunc) Runner {
 	})
 }
 
-// WithSandbox sets the sandbox that tools with security.sandbox (and
-// command runners) run in; without one they refuse with
-// SANDBOX_UNAVAILABLE, never running unsandboxed.
-func (t *Table) WithSandbox(s *sandbox.Sandbox) *Table {
-	t.sandbox = s
-	return t
-}
-
 // NetPolicy is where the runners' outbound requests may go.
 func (t *Table) NetPolicy() netpolicy.Policy { return t.net }
 
 // Sandbox is the sandbox in use (nil when none was set).
 func (t *Table) Sandbox() *sandbox.Sandbox { return t.sandbox }
-
-// WithSessionQuota sets the disk quota of every session's work directory
-// (DefaultSessionQuota otherwise).
-func (t *Table) WithSessionQuota(q Quota) *Table {
-	t.quota = q
-	return t
-}
-
-// WithBrowser sets the Chromium that browser_navigate drives.
-func (t *Table) WithBrowser(b *browser.Browser) *Table {
-	t.browser = b
-	return t
-}
-
-// WithSearch sets the SearXNG-compatible endpoint web_search queries.
-func (t *Table) WithSearch(endpoint string) *Table {
-	t.searchURL = strings.TrimRight(endpoint, "/")
-	return t
-}
-
-// WithSecrets sets the values, by variable name, that http runners may
-// reference in headers as {{env.NAME}}: the configured secrets, read once
-// at start, whose values the redactor already removes from every output.
-func (t *Table) WithSecrets(secrets map[string]string) *Table {
-	t.secrets = secrets
-	return t
-}
-
-// WithMetrics makes the sandboxed runners report the limits that killed
-// a command to m.
-func (t *Table) WithMetrics(m *ops.Metrics) *Table {
-	t.metrics = m
-	return t
-}

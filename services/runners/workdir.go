@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+
+	"toolbelt/services/sandbox"
 )
 
 // Session work directories are dataDir/sessions/p<principal>/<session>.
@@ -143,3 +145,6 @@ const DefaultSessionQuota = 1 << 30
 // one large write at once cannot overshoot the quota by much before the
 // sandbox's watch kills them.
 func NewQuota(disk int64) Quota { return Quota{disk: disk, file: max(disk/4, 1)} }
+
+// Limits are the sandbox limits that hold a command to the quota.
+func (q Quota) Limits() sandbox.Limits { return sandbox.Limits{Disk: q.disk, FileSize: q.file} }

@@ -29,6 +29,10 @@ func (b bwrap) name() string { return "bubblewrap" }
 
 func (bwrap) workPath(Spec) string { return "/work" }
 
+// wrappers: bubblewrap (prlimit(1) executes it) and its init, pid 1 of
+// the new pid namespace, whose child is the command.
+func (bwrap) wrappers() int { return 2 }
+
 // bwrapArgs are the options before the command, but for the work
 // directory's mount and the seccomp filter, which command adds; fd 3
 // holds the command until the runner releases it.
@@ -91,6 +95,11 @@ func (b bwrap) command(spec Spec, drop bool, limits []rlimit) (cmd *exec.Cmd, er
 		opts = append(opts, "--bind-fd", fd(os.NewFile(uintptr(dup), "work")), "/work")
 	} else {
 		opts = append(opts, "--bind", spec.Dir, "/work")
+	}
+	// Over the read-only /usr, and apart from the work directory: a mount
+	// point made here is made in the sandbox's own root, never on the host.
+	for _, m := range spec.Mounts {
+		opts = append(opts, "--ro-bind", m.Host, m.At)
 	}
 	if b.filter != nil {
 		f, err := dataPipe(b.filter.bytes())

@@ -200,6 +200,38 @@ func (g *cgroup) oomKilled() bool {
 	return eventCount(filepath.Join(g.memory, "memory.oom_control"), "oom_kill") > 0
 }
 
+// memoryUsed is the memory the group is charged now (pages, tmpfs,
+// kernel memory).
+func (g *cgroup) memoryUsed() int64 {
+	file := "memory.current"
+	if g.version == 1 {
+		file = "memory.usage_in_bytes"
+	}
+	raw, err := os.ReadFile(filepath.Join(g.memory, file))
+	if err != nil {
+		return 0
+	}
+	n, _ := strconv.ParseInt(strings.TrimSpace(string(raw)), 10, 64)
+	return n
+}
+
+// residentSize is the resident memory of the processes pids together
+// (shared pages counted in each), from /proc/<pid>/statm.
+func residentSize(pids []int) int64 {
+	var total int64
+	for _, pid := range pids {
+		raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/statm", pid))
+		if err != nil {
+			continue
+		}
+		if f := strings.Fields(string(raw)); len(f) > 1 {
+			pages, _ := strconv.ParseInt(f[1], 10, 64)
+			total += pages * int64(os.Getpagesize())
+		}
+	}
+	return total
+}
+
 // pidsRefused reports whether a fork was refused at the process limit.
 func (g *cgroup) pidsRefused() bool {
 	return eventCount(filepath.Join(g.pids, "pids.events"), "max") > 0
@@ -318,9 +350,14 @@ func rlimitsFor(l Limits, caps bool, fsize int64, busy int) []rlimit {
 		rlimit{unix.RLIMIT_NPROC, uint64(busy + l.Procs), "--nproc"},
 	)
 	if l.CPU > 0 {
-		out = append(out, rlimit{unix.RLIMIT_CPU, uint64((l.CPU + time.Second - 1) / time.Second), "--cpu"})
+		out = append(out, cpuRlimit(l.CPU))
 	}
 	return out
+}
+
+// cpuRlimit caps CPU time at d, rounded up to a second.
+func cpuRlimit(d time.Duration) rlimit {
+	return rlimit{unix.RLIMIT_CPU, uint64((d + time.Second - 1) / time.Second), "--cpu"}
 }
 
 // setOwnRlimits applies limits to this process.

@@ -27,6 +27,10 @@ func (native) name() string { return "native" }
 
 func (native) workPath(spec Spec) string { return spec.Dir }
 
+// wrappers: none, the helper executes the command (pid 1 of its pid
+// namespace).
+func (native) wrappers() int { return 0 }
+
 // helperArg is the argument that makes this binary the helper (see init).
 const helperArg = "__toolbelt_sandbox_init"
 

@@ -4,7 +4,8 @@
 // process cap (a cgroup where one is writable, resource limits otherwise),
 // an unprivileged uid when the server runs as root, no network unless the
 // tool asks for it, capped output, and a kill of the whole process tree on
-// timeout.
+// timeout. Run runs a command to its end; Start runs one that stays (a
+// stdio MCP server) with live pipes.
 //
 // # Security notes
 //
@@ -49,6 +50,24 @@
 // making one 16 MiB write() left up to 58 MiB over a 16 MiB quota, the
 // bound being about Procs × the per-file cap (min(FileSize, what is
 // left)) — set FileSize well below Disk where that matters.
+//
+// Long-running processes: Start confines its command exactly as Run
+// does (the same backend command, seccomp filter, uid, cgroup or
+// resource limits, work directory mount, network and environment: only
+// Spec.Env or DefaultEnv, and PWD, which bubblewrap sets), but for as
+// long as it lives: its stdin and stdout are pipes to the caller, its
+// stderr is read all along and only its last StderrTail bytes kept (a
+// command writing without pause blocks on nothing but an unread stdout),
+// and the disk quota's watch, with its thread, lasts as long as the
+// process. The context sets no CPU time limit, since a server has no
+// deadline: Limits.CPU, when set, caps each process's CPU time over its
+// whole life. Stop, Kill and the end of the context kill every process
+// of the tree (the cgroup's, and those a walk of /proc finds) and wait
+// for each one to exit; Stop first closes stdin, then sends SIGTERM to
+// the command's processes (not to bubblewrap's), as MCP asks. What such
+// a process holds outlives each request it serves: its memory, its work
+// directory's files and whatever it read stay there for the next one,
+// whoever sends it — a process shared by sessions shares them too.
 package sandbox
 
 import (
@@ -61,6 +80,7 @@ import (
 	"math"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -90,10 +110,13 @@ var ErrUnavailable = errors.New("no sandbox is available on this host")
 
 // Limits bounds one run. Zero fields take the defaults.
 type Limits struct {
-	Memory int64         // bytes
-	Procs  int           // processes and threads
-	Output int           // bytes of stdout and of stderr, each
-	CPU    time.Duration // CPU time, a backstop behind the context's deadline
+	Memory int64 // bytes
+	Procs  int   // processes and threads
+	Output int   // bytes of stdout and of stderr, each (Run's)
+	// CPU caps the CPU time of each process: for Run, without a cgroup,
+	// a backstop behind the context's deadline (which sets it when
+	// zero); for Start, over the process's whole life (none when zero).
+	CPU time.Duration
 	// FileSize caps each file a command writes (RLIMIT_FSIZE): a write
 	// past it fails (EFBIG, or SIGXFSZ kills the writer). 0: no cap but
 	// what Disk leaves.
@@ -130,9 +153,39 @@ type Spec struct {
 	// closes it. The native backend still needs Dir.
 	DirFD   *os.File
 	Env     []string // the whole environment; PATH defaults to the system's
-	Stdin   []byte
+	Stdin   []byte   // Run's input (Start gives a pipe instead)
 	Network bool
 	Limits  Limits
+	// Mounts are host directories the command may read, each at a path
+	// of its own under /opt (bubblewrap only): the code of a server that
+	// is not under /usr.
+	Mounts []Mount
+}
+
+// Mount is a host directory shown read-only at At, a directory below
+// /opt.
+type Mount struct {
+	Host, At string
+}
+
+// checkMounts refuses a mount that is not an absolute host directory
+// shown at one new directory below /opt, where nothing else is mounted.
+func checkMounts(ms []Mount) error {
+	seen := map[string]bool{}
+	for _, m := range ms {
+		name, ok := strings.CutPrefix(m.At, "/opt/")
+		if !ok || name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\x00") || seen[name] {
+			return fmt.Errorf("sandbox: a mount is shown at /opt/<name>, one new directory (not %q)", m.At)
+		}
+		seen[name] = true
+		if !filepath.IsAbs(m.Host) || filepath.Clean(m.Host) != m.Host || strings.ContainsRune(m.Host, 0) {
+			return fmt.Errorf("sandbox: mount %q: the host directory must be an absolute, clean path", m.Host)
+		}
+		if st, err := os.Stat(m.Host); err != nil || !st.IsDir() {
+			return fmt.Errorf("sandbox: mount %q: not a directory on this host", m.Host)
+		}
+	}
+	return nil
 }
 
 // Limit names what stopped a command.
@@ -188,6 +241,9 @@ type backend interface {
 	command(spec Spec, drop bool, limits []rlimit) (*exec.Cmd, error)
 	// workPath is where the command sees the work directory.
 	workPath(spec Spec) string
+	// wrappers is how many processes at the top of a command's tree are
+	// the backend's own rather than the command's.
+	wrappers() int
 }
 
 // Available reports whether commands can run.
@@ -222,168 +278,37 @@ func (s *Sandbox) runUID() int {
 // its exit code; an error means it could not run (or ctx was cancelled,
 // not timed out).
 func (s *Sandbox) Run(ctx context.Context, spec Spec) (*Result, error) {
-	if !s.Available() {
-		return nil, ErrUnavailable
+	if err := s.usable(spec); err != nil {
+		return nil, err
 	}
-	if len(spec.Argv) == 0 {
-		return nil, errors.New("sandbox: empty command")
-	}
-	spec.Limits = spec.Limits.withDefaults()
 	if spec.Limits.CPU <= 0 {
 		if d, ok := ctx.Deadline(); ok {
 			spec.Limits.CPU = time.Until(d) + time.Second
 		}
 	}
-	if len(spec.Env) == 0 {
-		spec.Env = DefaultEnv(s.backend.workPath(spec))
+	stdout := newCapped(spec.Limits.withDefaults().Output)
+	stderr := newCapped(spec.Limits.withDefaults().Output)
+	p, err := s.launch(spec, false, func(cmd *exec.Cmd) {
+		cmd.Stdout, cmd.Stderr = stdout, stderr
+		if spec.Stdin != nil {
+			cmd.Stdin = bytes.NewReader(spec.Stdin)
+		}
+	})
+	if errors.Is(err, ErrTooManyEntries) {
+		return &Result{ExitCode: -1, Limit: LimitDisk, Stderr: fmt.Appendf(nil,
+			"sandbox: the work directory holds more than %d entries or %d levels of directories, more than a session may; use another session (an administrator can remove this one's files)\n", MaxDirEntries, maxDirDepth)}, nil
 	}
-	// The disk quota: each file gets at most what is left, and a watch
-	// measures the directory while the command runs. A directory already
-	// full still runs its command, so that it can delete what the session
-	// no longer needs (there is no other way to), but no file may grow
-	// and the directory may not hold more than it does.
-	fsize, fsizeIsDisk := spec.Limits.FileSize, false
-	var watchFD = -1
-	allowed := spec.Limits.Disk
-	if spec.Limits.Disk > 0 {
-		fd, used, err := openWork(spec)
-		if err != nil {
-			return nil, fmt.Errorf("sandbox: disk quota: %w", err)
-		}
-		if used == math.MaxInt64 {
-			// Past the walk's bounds, the directory cannot be measured,
-			// so no run could be held to the quota: none starts (a run
-			// deleting it could not be told from one growing it past
-			// what is measured).
-			unix.Close(fd)
-			return &Result{ExitCode: -1, Limit: LimitDisk, Stderr: fmt.Appendf(nil,
-				"sandbox: the work directory holds more than %d entries or %d levels of directories, more than a session may; use another session (an administrator can remove this one's files)\n", MaxDirEntries, maxDirDepth)}, nil
-		}
-		if left := spec.Limits.Disk - used; left <= 0 {
-			fsize, fsizeIsDisk, allowed = 1, true, used // RLIMIT_FSIZE 0 would mean none
-		} else if fsize <= 0 || left < fsize {
-			fsize, fsizeIsDisk = left, true
-		}
-		watchFD = fd
-	}
-	defer func() {
-		if watchFD >= 0 {
-			unix.Close(watchFD)
-		}
-	}()
-	release, hold, err := os.Pipe()
 	if err != nil {
 		return nil, err
 	}
-	defer hold.Close()
-	// A cgroup caps memory and processes when one is writable; resource
-	// limits do otherwise.
-	var group *cgroup
-	if s.cgroups != nil {
-		if group, err = s.cgroups.create(spec.Limits); err != nil {
-			s.log.Warn("sandbox cgroup", "err", err)
-			group = nil
-		}
-	}
-	busy := 0
-	if group == nil {
-		busy = tasksOf(s.runUID())
-	}
-	cmd, err := s.backend.command(spec, s.drop, rlimitsFor(spec.Limits, group == nil, fsize, busy))
-	if err != nil {
-		release.Close()
-		group.remove()
-		return nil, err
-	}
-	// The backend's files are the runner's to close once started.
-	defer closeAll(cmd.ExtraFiles)
-	cmd.ExtraFiles = append([]*os.File{release}, cmd.ExtraFiles...)
-	stdout := newCapped(spec.Limits.Output)
-	stderr := newCapped(spec.Limits.Output)
-	cmd.Stdout, cmd.Stderr = stdout, stderr
-	if spec.Stdin != nil {
-		cmd.Stdin = bytes.NewReader(spec.Stdin)
-	}
-	// Wait returns even if an escaped process keeps the pipes open.
-	cmd.WaitDelay = time.Second
-	if cmd.SysProcAttr == nil {
-		cmd.SysProcAttr = &syscall.SysProcAttr{}
-	}
-	cmd.SysProcAttr.Setsid = true
-	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
-	start := time.Now()
-	if err := startOnOwnThread(cmd); err != nil {
-		release.Close()
-		group.remove()
-		return nil, fmt.Errorf("sandbox: start %s: %w", s.backend.name(), err)
-	}
-	release.Close()
-	// The command waits on fd 3 until it is in its cgroup.
-	if group != nil {
-		if err := group.add(cmd.Process.Pid); err != nil {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-			group.kill()
-			group.remove()
-			return nil, fmt.Errorf("sandbox: confine: %w", err)
-		}
-	}
-	hold.Close()
-
 	var diskOver <-chan struct{}
-	var watch *diskWatch
-	// exited is set once the first process has exited, before it is
-	// reaped: until then its pid is its own.
-	var reaping sync.Mutex
-	exited := false
-	if watchFD >= 0 {
-		// The run's processes, for the space their open, deleted files
-		// hold (nil once the first one has exited: its pid may be reused).
-		pids := func() []int {
-			reaping.Lock()
-			defer reaping.Unlock()
-			if exited {
-				return nil
-			}
-			return tree(cmd.Process.Pid)
-		}
-		watch, err = startDiskWatch(watchFD, allowed, pids, func() {
-			// Every process at once, not the first one alone: its death
-			// reaches the others (die-with-parent, the end of the pid
-			// namespace) only when it is scheduled, and they write on
-			// meanwhile.
-			group.kill()
-			reaping.Lock()
-			defer reaping.Unlock()
-			if !exited { // else its pid may be another process's by now
-				for _, pid := range tree(cmd.Process.Pid) {
-					_ = syscall.Kill(pid, syscall.SIGKILL)
-				}
-			}
-		})
-		if err != nil {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-			group.kill()
-			group.remove()
-			return nil, fmt.Errorf("sandbox: disk watch: %w", err)
-		}
-		diskOver = watch.over
+	if p.watch != nil {
+		diskOver = p.watch.over
 	}
-	done := make(chan error, 1)
-	go func() {
-		var info unix.Siginfo
-		for unix.Waitid(unix.P_PID, cmd.Process.Pid, &info, unix.WEXITED|unix.WNOWAIT, nil) == unix.EINTR {
-		}
-		reaping.Lock()
-		exited = true
-		reaping.Unlock()
-		done <- cmd.Wait()
-	}()
 	var waitErr error
 	var limit Limit
 	select {
-	case waitErr = <-done:
+	case waitErr = <-p.done:
 	case <-ctx.Done():
 		limit = LimitTime
 	case <-stdout.full:
@@ -396,20 +321,259 @@ func (s *Sandbox) Run(ctx context.Context, spec Spec) (*Result, error) {
 	if limit != "" {
 		// Killing the first process ends its pid namespace, and with it
 		// every process inside, setsid or not; the cgroup catches the rest.
-		_ = cmd.Process.Kill()
-		group.kill()
-		waitErr = <-done
+		_ = p.cmd.Process.Kill()
+		p.group.kill()
+		waitErr = <-p.done
 	}
-	if watch != nil && limit == "" {
+	res := &Result{ExitCode: exitCode(p.cmd, waitErr), Stdout: stdout.bytes(), Stderr: stderr.bytes(), Duration: time.Since(p.start), Limit: limit}
+	p.finish(res)
+	if limit == LimitTime && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return res, ctx.Err()
+	}
+	return res, nil
+}
+
+// usable checks that spec can run here.
+func (s *Sandbox) usable(spec Spec) error {
+	if !s.Available() {
+		return ErrUnavailable
+	}
+	if len(spec.Argv) == 0 {
+		return errors.New("sandbox: empty command")
+	}
+	if len(spec.Mounts) > 0 && s.backend.name() != "bubblewrap" {
+		return errors.New("sandbox: read-only mounts need bubblewrap")
+	}
+	return checkMounts(spec.Mounts)
+}
+
+// launched is a started command and what confines it: what Run and Start
+// share.
+type launched struct {
+	cmd   *exec.Cmd
+	group *cgroup    // nil with resource limits
+	watch *diskWatch // nil without Limits.Disk
+	// watchFD is the work directory the disk watch measures (-1: none).
+	watchFD int
+	// allowed is what the work directory may hold; fsize the cap of each
+	// file, which is the disk quota's when fsizeIsDisk.
+	allowed     int64
+	fsize       int64
+	fsizeIsDisk bool
+	// wrappers is how many processes at the top of the tree are the
+	// backend's own (see backend.wrappers).
+	wrappers int
+	start    time.Time
+	// exited is set once the first process has exited, before it is
+	// reaped: until then its pid is its own.
+	reaping sync.Mutex
+	exited  bool
+	done    chan error // cmd.Wait's error, once
+}
+
+// launch starts spec isolated: the backend's command, in its own cgroup or
+// under resource limits, with a watch on the work directory under a disk
+// quota. stdio connects the command's standard streams. cpuAlways sets
+// Limits.CPU as a resource limit also where a cgroup caps the rest (Run
+// has its deadline's kill instead). An unmeasurable work directory under
+// a quota is ErrTooManyEntries: no command starts there.
+func (s *Sandbox) launch(spec Spec, cpuAlways bool, stdio func(*exec.Cmd)) (_ *launched, err error) {
+	spec.Limits = spec.Limits.withDefaults()
+	if len(spec.Env) == 0 {
+		spec.Env = DefaultEnv(s.backend.workPath(spec))
+	}
+	p := &launched{watchFD: -1, fsize: spec.Limits.FileSize, allowed: spec.Limits.Disk, wrappers: s.backend.wrappers(), done: make(chan error, 1)}
+	defer func() {
+		if err != nil && p.watchFD >= 0 {
+			unix.Close(p.watchFD)
+		}
+	}()
+	// The disk quota: each file gets at most what is left, and a watch
+	// measures the directory while the command runs. A directory already
+	// full still runs its command, so that it can delete what the session
+	// no longer needs (there is no other way to), but no file may grow
+	// and the directory may not hold more than it does.
+	if spec.Limits.Disk > 0 {
+		fd, used, err := openWork(spec)
+		if err != nil {
+			return nil, fmt.Errorf("sandbox: disk quota: %w", err)
+		}
+		p.watchFD = fd
+		if used == math.MaxInt64 {
+			// Past the walk's bounds, the directory cannot be measured,
+			// so no run could be held to the quota: none starts (a run
+			// deleting it could not be told from one growing it past
+			// what is measured).
+			return nil, fmt.Errorf("sandbox: work directory: %w", ErrTooManyEntries)
+		}
+		if left := spec.Limits.Disk - used; left <= 0 {
+			p.fsize, p.fsizeIsDisk, p.allowed = 1, true, used // RLIMIT_FSIZE 0 would mean none
+		} else if p.fsize <= 0 || left < p.fsize {
+			p.fsize, p.fsizeIsDisk = left, true
+		}
+	}
+	release, hold, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	defer hold.Close()
+	// A cgroup caps memory and processes when one is writable; resource
+	// limits do otherwise.
+	if s.cgroups != nil {
+		if p.group, err = s.cgroups.create(spec.Limits); err != nil {
+			s.log.Warn("sandbox cgroup", "err", err)
+			p.group = nil
+		}
+	}
+	busy := 0
+	if p.group == nil {
+		busy = tasksOf(s.runUID())
+	}
+	limits := rlimitsFor(spec.Limits, p.group == nil, p.fsize, busy)
+	if cpuAlways && p.group != nil && spec.Limits.CPU > 0 {
+		limits = append(limits, cpuRlimit(spec.Limits.CPU))
+	}
+	cmd, err := s.backend.command(spec, s.drop, limits)
+	if err != nil {
+		release.Close()
+		p.group.remove()
+		return nil, err
+	}
+	p.cmd = cmd
+	// The backend's files are the runner's to close once started.
+	defer closeAll(cmd.ExtraFiles)
+	cmd.ExtraFiles = append([]*os.File{release}, cmd.ExtraFiles...)
+	stdio(cmd)
+	// Wait returns even if an escaped process keeps the pipes open.
+	cmd.WaitDelay = time.Second
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Setsid = true
+	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	p.start = time.Now()
+	exited, err := startOnOwnThread(cmd)
+	if err != nil {
+		release.Close()
+		p.group.remove()
+		return nil, fmt.Errorf("sandbox: start %s: %w", s.backend.name(), err)
+	}
+	release.Close()
+	// The command waits on fd 3 until it is in its cgroup.
+	if p.group != nil {
+		if err := p.group.add(cmd.Process.Pid); err != nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			p.group.kill()
+			p.group.remove()
+			return nil, fmt.Errorf("sandbox: confine: %w", err)
+		}
+	}
+	hold.Close()
+
+	if p.watchFD >= 0 {
+		// The run's processes, for the space their open, deleted files
+		// hold (nil once the first one has exited: its pid may be reused).
+		pids := func() []int {
+			p.reaping.Lock()
+			defer p.reaping.Unlock()
+			if p.exited {
+				return nil
+			}
+			return tree(cmd.Process.Pid)
+		}
+		p.watch, err = startDiskWatch(p.watchFD, p.allowed, pids, p.killAll)
+		if err != nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			p.group.kill()
+			p.group.remove()
+			return nil, fmt.Errorf("sandbox: disk watch: %w", err)
+		}
+	}
+	go func() {
+		<-exited
+		p.reaping.Lock()
+		p.exited = true
+		p.reaping.Unlock()
+		p.done <- cmd.Wait()
+	}()
+	return p, nil
+}
+
+// killAll kills every process of the command at once, not the first one
+// alone: its death reaches the others (die-with-parent, the end of the
+// pid namespace) only when it is scheduled, and they run on meanwhile.
+func (p *launched) killAll() {
+	p.group.kill()
+	p.signal(syscall.SIGKILL, 0)
+}
+
+// signal sends sig to the command's processes but the first skip of
+// them, while the first one has not exited (else its pid may be another
+// process's by now).
+func (p *launched) signal(sig syscall.Signal, skip int) {
+	p.reaping.Lock()
+	defer p.reaping.Unlock()
+	if p.exited {
+		return
+	}
+	pids := tree(p.cmd.Process.Pid)
+	for _, pid := range pids[min(skip, len(pids)):] {
+		_ = syscall.Kill(pid, sig)
+	}
+}
+
+// pidfds opens the command's processes (while the first one has not
+// exited), so that their end can be waited for (waitPidfds) whoever reaps
+// them.
+func (p *launched) pidfds() []int {
+	p.reaping.Lock()
+	defer p.reaping.Unlock()
+	if p.exited {
+		return nil
+	}
+	var fds []int
+	for _, pid := range tree(p.cmd.Process.Pid) {
+		if fd, err := unix.PidfdOpen(pid, 0); err == nil {
+			fds = append(fds, fd)
+		}
+	}
+	return fds
+}
+
+// waitPidfds waits, at most until deadline, for the processes of fds to
+// exit, and closes fds.
+func waitPidfds(fds []int, deadline time.Time) {
+	for _, fd := range fds {
+		for {
+			left := time.Until(deadline)
+			if left <= 0 {
+				break
+			}
+			pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+			if n, err := unix.Poll(pfd, int(left/time.Millisecond)+1); n > 0 || err != unix.EINTR {
+				break
+			}
+		}
+		unix.Close(fd)
+	}
+}
+
+// finish completes res, the end of the command (its first process has
+// been waited for), with the limit that stopped it, and releases the
+// cgroup and the disk watch.
+func (p *launched) finish(res *Result) {
+	if p.watch != nil && res.Limit == "" {
 		// The watch kills on its own thread: the command may have ended
-		// by its kill before this select saw it.
+		// by its kill before the caller saw it.
 		select {
-		case <-watch.over:
-			limit = LimitDisk
+		case <-p.watch.over:
+			res.Limit = LimitDisk
 		default:
 		}
 	}
-	res := &Result{ExitCode: exitCode(cmd, waitErr), Stdout: stdout.bytes(), Stderr: stderr.bytes(), Duration: time.Since(start), Limit: limit}
+	group := p.group
 	switch {
 	case group != nil && group.oomKilled():
 		res.Limit = LimitMemory
@@ -419,26 +583,30 @@ func (s *Sandbox) Run(ctx context.Context, spec Spec) (*Result, error) {
 		res.Limit = LimitMemory
 	case (res.Limit == "" || res.Limit == LimitTime) && group == nil && forkRefused(res):
 		res.Limit = LimitProcesses
-	case res.Limit == "" && fsize > 0 && fileTooLarge(res):
+	case res.Limit == "" && p.fsize > 0 && fileTooLarge(res):
 		res.Limit = LimitFileSize
-		if fsizeIsDisk {
+		if p.fsizeIsDisk {
 			res.Limit = LimitDisk
 		}
 	}
 	group.kill()
 	group.remove()
-	if watch != nil {
-		watch.end()
+	if p.watch != nil {
+		p.watch.end()
 		// What the last writes left, measured once every process is gone.
-		if used, err := dirUsageFD(watch.fd, nil); (err != nil || used > allowed) && (res.Limit == "" || res.Limit == LimitFileSize) {
+		if used, err := dirUsageFD(p.watch.fd, nil); (err != nil || used > p.allowed) && (res.Limit == "" || res.Limit == LimitFileSize) {
 			res.Limit = LimitDisk
 		}
 	}
-	if limit == LimitTime && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return res, ctx.Err()
+	if p.watchFD >= 0 {
+		unix.Close(p.watchFD)
+		p.watchFD = -1
 	}
-	return res, nil
 }
+
+// WorkPath is where a command of spec sees its work directory: /work
+// under bubblewrap, the directory itself under the native backend.
+func (s *Sandbox) WorkPath(spec Spec) string { return s.backend.workPath(spec) }
 
 // DefaultEnv is the environment of a command that sets none; work is the
 // work directory as the command sees it.
@@ -563,9 +731,12 @@ var _ io.Writer = (*capped)(nil)
 // started the process ends, not the server: a goroutine that locks its
 // thread and returns (the disk watch does) ends its thread, and a command
 // started from that thread before was killed with it (exit code 137) by
-// another command's end.
-func startOnOwnThread(cmd *exec.Cmd) error {
+// another command's end. exited is closed once the first process has
+// exited, before it is reaped: the thread's wait is the only one (a
+// started process that lives for minutes holds one thread, not two).
+func startOnOwnThread(cmd *exec.Cmd) (exited <-chan struct{}, err error) {
 	started := make(chan error, 1)
+	gone := make(chan struct{})
 	go func() {
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
@@ -579,6 +750,7 @@ func startOnOwnThread(cmd *exec.Cmd) error {
 		var info unix.Siginfo
 		for unix.Waitid(unix.P_PID, cmd.Process.Pid, &info, unix.WEXITED|unix.WNOWAIT, nil) == unix.EINTR {
 		}
+		close(gone)
 	}()
-	return <-started
+	return gone, <-started
 }

@@ -161,23 +161,7 @@ func TestForkBombContained(t *testing.T) {
 }
 
 func TestNetworkIsolation(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	var accepted atomic.Int64
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			accepted.Add(1)
-			c.Close()
-		}
-	}()
-	port := ln.Addr().(*net.TCPAddr).Port
+	port, accepted := loopbackListener(t)
 	connect := fmt.Sprintf("import socket; socket.create_connection(('127.0.0.1', %d), timeout=3); print('connected')", port)
 	for name, s := range backends(t) {
 		t.Run(name, func(t *testing.T) {
@@ -249,6 +233,29 @@ func TestNoSandboxRefuses(t *testing.T) {
 	if _, err := s.Run(context.Background(), Spec{Argv: []string{"true"}}); !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("run without a sandbox: %v", err)
 	}
+}
+
+// loopbackListener listens on the host's loopback, until the test ends,
+// and counts the connections it accepts.
+func loopbackListener(t *testing.T) (port int, accepted *atomic.Int64) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	accepted = new(atomic.Int64)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			c.Close()
+		}
+	}()
+	return ln.Addr().(*net.TCPAddr).Port, accepted
 }
 
 // countProcs counts live processes whose command line is argv.

@@ -15,9 +15,10 @@ import (
 const DenseCandidates = 4096
 
 // denseShare is the share of a large catalog the binary pass keeps, one
-// in 12: at 100,000 tools (8,333 candidates) the selection keeps 99.3% of
-// the exact scan's top 15, against 97.9% with a fixed 4,096
-// (BenchmarkRankRecall; docs/benchmarks.md).
+// in 12: a fixed number of candidates loses more of the exact scan's top
+// tools as the catalog grows, where a share keeps that loss level; a
+// larger share costs more in collecting and fusing candidates than it
+// gains (BenchmarkRankRecall; docs/benchmarks.md#large-catalogs).
 const denseShare = 12
 
 // denseKeep is how many candidates the binary pass keeps in a catalog of
@@ -52,8 +53,9 @@ func quantise(v []float32) qvec {
 }
 
 // dot is the dot product of the float query with the quantised vector:
-// with AVX2 eight dimensions an instruction (dot_amd64.s, 4.6 times
-// faster at 256 dimensions, BenchmarkDot), the rest in Go.
+// with AVX2 eight dimensions an instruction (dot_amd64.s), the rest in
+// Go. The rescoring runs it for every candidate, so the vector form is
+// worth its assembly (BenchmarkDot compares the two).
 func (q qvec) dot(query []float32) float32 {
 	c := q.codes[:len(query)]
 	i, s := 0, float32(0)
@@ -108,8 +110,8 @@ func newDenseIndex(vecs []qvec, dim int, prior float64) denseIndex {
 		return dx
 	}
 	mean := centring(vecs, dim, prior)
-	// Both CPUs for a large catalog: centring 100,000 vectors of 512
-	// dimensions is half a second of one.
+	// Every CPU for a large catalog: centring reads and writes every
+	// component of every vector (BenchmarkPackDense measures it).
 	inParallel(len(vecs), partsOf(len(vecs)), func(_, lo, hi int) {
 		v := make([]float32, dim)
 		for i := lo; i < hi; i++ {
@@ -288,9 +290,9 @@ func newQueryPlanes(q []float32, words int) queryPlanes {
 }
 
 // quartiles returns what slices.Sort would put at len/4, len/2 and
-// 3·len/4 of xs (not empty), reordering it: three selections, not a sort
-// (BenchmarkQuartiles at 512 dimensions: 4 µs, the sort 18). NaN sorts
-// first, as there.
+// 3·len/4 of xs (not empty), reordering it: three selections, which take
+// linear time where a sort does not, on every query (BenchmarkQuartiles
+// compares them). NaN sorts first, as there.
 func quartiles(xs []float32) (q1, q2, q3 float32) {
 	n := len(xs)
 	nan := 0

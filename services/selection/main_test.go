@@ -1,7 +1,9 @@
 package selection
 
 import (
+	"context"
 	"log/slog"
+	"testing"
 
 	"toolbelt/services/tooldef"
 )
@@ -17,4 +19,28 @@ func testTool(name, description string) tooldef.Definition {
 		Security: tooldef.Security{Level: tooldef.LevelSafe},
 		Runner:   tooldef.Runner{Kind: tooldef.RunnerHTTP, Method: "GET", URL: "https://tools.invalid/" + name},
 	}
+}
+
+// start runs s until stop, which returns Run's error.
+func start(s *Selector) (stop func() error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	return func() error {
+		cancel()
+		return <-done
+	}
+}
+
+// running runs run (a Run) until the test ends.
+func running(tb testing.TB, run func(context.Context) error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- run(ctx) }()
+	tb.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			tb.Error(err)
+		}
+	})
 }

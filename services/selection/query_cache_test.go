@@ -89,7 +89,7 @@ func TestQueryEmbeddingComesBack(t *testing.T) {
 	if _, err := s.Select(ctx, nil, SelectRequest{Query: "read a text file", Limit: 1}); err != nil {
 		t.Fatal(err)
 	}
-	s.embedFailUntil.Store(time.Now().Add(-time.Second).UnixNano()) // the pause is over
+	s.queryEmbed.failUntil.Store(time.Now().Add(-time.Second).UnixNano()) // the pause is over
 	if !s.EmbedFailing() {
 		t.Error("EmbedFailing is false before the embedder answered again")
 	}

@@ -57,8 +57,8 @@ func (s *Selector) rank(ctx context.Context, ix *index, t task, in scope, limit 
 	sc.lexHits = ix.lex.score(terms, sc.lex, sc.lexHits)
 	sc.lexHits = ix.lex.scoreWeighted(contextTerms, terms, contextWeight, sc.lex, sc.lexHits)
 	sc.lexHits = keepAllowed(sc.lexHits, ok, sc.lex)
-	li := s.learned.Load()
-	ls := li.score(terms, qvec, s.tune.learnedBM25)
+	li := s.learning.queries.Load()
+	ls := li.score(terms, qvec, s.cfg.tune.learnedBM25)
 	// A query word nobody knows is no evidence, and the score says so
 	// (coverage). Under the built-in embedder every signal counts words,
 	// so coverage counts in full. A real model reads words the catalog
@@ -67,8 +67,8 @@ func (s *Selector) rank(ctx context.Context, ix *index, t task, in scope, limit 
 	// tool, as many real tasks do), so unknown words take only
 	// tuning.modelCoverage of its score away. Coverage scales every tool
 	// alike: it moves scores, not the ranking.
-	cov, share := 1.0, s.tune.modelCoverage
-	if s.local {
+	cov, share := 1.0, s.cfg.tune.modelCoverage
+	if s.cfg.local {
 		share = 1
 	}
 	if share > 0 {
@@ -82,7 +82,7 @@ func (s *Selector) rank(ctx context.Context, ix *index, t task, in scope, limit 
 		}
 	}
 	// A centroid's cosine counts above what any past task has by chance.
-	floor := s.tune.learnedFloor
+	floor := s.cfg.tune.learnedFloor
 	for tool, v := range ls.dense {
 		v = (v - floor) / (1 - floor)
 		if i, found := ix.byName[tool]; found && ok[i] && v > 0 {
@@ -92,9 +92,9 @@ func (s *Selector) rank(ctx context.Context, ix *index, t task, in scope, limit 
 	}
 	weight, top, _ := s.denseTuning()
 	sc.combineTop(sc.cands, sc.dense, weight, top, 1) // cosine
-	sc.combine(sc.lexHits, sc.lex, s.tune.lexical, ix.lex.full(terms))
-	sc.combine(sc.learnLexHits, sc.learnLex, s.tune.learnedLexical, s.tune.learnedFull)
-	sc.combine(sc.learnDenseHits, sc.learnDense, s.tune.learnedDense, s.tune.learnedFull)
+	sc.combine(sc.lexHits, sc.lex, s.cfg.tune.lexical, ix.lex.full(terms))
+	sc.combine(sc.learnLexHits, sc.learnLex, s.cfg.tune.learnedLexical, s.cfg.tune.learnedFull)
+	sc.combine(sc.learnDenseHits, sc.learnDense, s.cfg.tune.learnedDense, s.cfg.tune.learnedFull)
 	if ix.names != nil {
 		// The names' character 4-grams, for each query word, of the tools
 		// whose text lacks the word: names are often words run together
@@ -110,26 +110,26 @@ func (s *Selector) rank(ctx context.Context, ix *index, t task, in scope, limit 
 			sc.nameHits = ix.names.scoreSkipping(grams, ix.lex.postings[s.tok.Stem(w)], sc.name, sc.nameHits)
 		}
 		sc.nameHits = keepAllowed(sc.nameHits, ok, sc.name)
-		sc.combine(sc.nameHits, sc.name, s.tune.nameGrams, ix.names.full(all))
+		sc.combine(sc.nameHits, sc.name, s.cfg.tune.nameGrams, ix.names.full(all))
 	}
-	if s.tune.learnedNear > 0 && !s.local && qvec != nil && li.size() > 0 {
+	if s.cfg.tune.learnedNear > 0 && !s.cfg.local && qvec != nil && li.size() > 0 {
 		// The nearest past task of each tool leading so far: a centroid
 		// blurs a tool's several kinds of task into one. Not under the
 		// built-in embedder, whose vectors re-count the words learned
 		// BM25 counts (docs/benchmarks.md#tuning).
-		pool := topK(sc.hits, sc.fused, s.tune.nearPool)
+		pool := topK(sc.hits, sc.fused, s.cfg.tune.nearPool)
 		names := make([]string, len(pool))
 		for k, i := range pool {
 			names[k] = ix.entries[i].name
 		}
-		for k, v := range li.nearest(names, qvec, s.tune.nearPerTool) {
-			if v > s.tune.nearFloor {
+		for k, v := range li.nearest(names, qvec, s.cfg.tune.nearPerTool) {
+			if v > s.cfg.tune.nearFloor {
 				i := pool[k]
-				sc.learnNear[i] = (v - s.tune.nearFloor) / (1 - s.tune.nearFloor)
+				sc.learnNear[i] = (v - s.cfg.tune.nearFloor) / (1 - s.cfg.tune.nearFloor)
 				sc.learnNearHits = append(sc.learnNearHits, i)
 			}
 		}
-		sc.combine(sc.learnNearHits, sc.learnNear, s.tune.learnedNear, 1)
+		sc.combine(sc.learnNearHits, sc.learnNear, s.cfg.tune.learnedNear, 1)
 	}
 
 	order := topK(sc.hits, sc.fused, limit)
@@ -422,7 +422,8 @@ func topK(hits []int32, fused []float64, k int) []int32 {
 // ranksAmong is, for each score of at, its 1-based rank among listed
 // (1 + the listed scores above it), or 0 when it is not positive: one
 // pass over listed, each score counted against at's (a pass per score of
-// at cost a quarter of a millisecond over 8,000 dense candidates).
+// at would read the thousands of dense candidates a large catalog keeps
+// once per returned tool).
 func ranksAmong(listed, at []float32) []int {
 	// by holds at's positions, best score first, and top their scores;
 	// above[p] counts the listed scores above top[p] and below top[p-1].
@@ -437,7 +438,7 @@ func ranksAmong(listed, at []float32) []int {
 	}
 	above := make([]int, len(at)+1)
 	// A listed score at or below every positive one of at's is above none
-	// that gets a rank: skipped with one comparison (most of 8,000 dense
+	// that gets a rank: skipped with one comparison (most of the dense
 	// candidates, when the tools returned lead the dense ranking).
 	floor := float32(math.Inf(1))
 	for _, s := range at {
@@ -520,6 +521,40 @@ func nameGrams(text string) []string {
 		}
 		if len(r) < 4 {
 			out = append(out, string(r))
+		}
+	}
+	return out
+}
+
+// rankedTool is one tool in a ranking.
+type rankedTool struct {
+	entry   int
+	score   float64
+	reasons Reasons
+}
+
+// wordStems are a query's words that are not stop words, each once in
+// the order the query has them, with their stems: a ranking's reasons
+// name those a tool's text holds, and stem them once, not once a tool.
+type wordStems struct{ words, stems []string }
+
+func queryWords(tok *embed.Tokenizer, query string) wordStems {
+	var ws wordStems
+	for _, w := range embed.Words(query) {
+		if !embed.IsStopWord(w) && !slices.Contains(ws.words, w) {
+			ws.words = append(ws.words, w)
+			ws.stems = append(ws.stems, tok.Stem(w))
+		}
+	}
+	return ws
+}
+
+// matched lists the query's words whose stems the tool's text holds.
+func (ws wordStems) matched(docTerms []string) []string {
+	out := []string{}
+	for k, w := range ws.words {
+		if slices.Contains(docTerms, ws.stems[k]) {
+			out = append(out, w)
 		}
 	}
 	return out

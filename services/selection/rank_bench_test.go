@@ -22,8 +22,8 @@ func memSelector(tb testing.TB, n int) *Selector {
 	ctx := context.Background()
 	store, _ := modelstest.Store(&testing.T{})
 	tb.Cleanup(func() { _ = store.Close() })
-	s := NewSelector(store, nil, embed.NewBuiltin(), allHost(), 0, quiet)
-	tb.Cleanup(s.Close)
+	s := New(Deps{Store: store, Embedder: embed.NewBuiltin(), Host: allHost(), Log: quiet})
+	running(tb, s.Run)
 	defs := SyntheticTools(n, 1)
 	tools := make([]models.ActiveTool, n)
 	texts := make([]string, n)
@@ -38,11 +38,11 @@ func memSelector(tb testing.TB, n int) *Selector {
 		id := uint(i + 1)
 		d := &docInfo{text: texts[i], needs: needsOf(&def), vec: quantise(vecs[i])}
 		d.terms = append(s.tok.Terms(texts[i]), s.tok.Terms(strings.Join(embed.Words(def.Name), " "))...)
-		s.docs[id] = d
+		s.catalog.docs[id] = d
 		tools[i] = models.ActiveTool{Name: def.Name, Category: def.Category, Level: def.Security.Level, VersionID: id}
 	}
 	sort.Slice(tools, func(a, b int) bool { return tools[a].Name < tools[b].Name })
-	s.idx.Store(s.build(tools))
+	s.catalog.snapshot.Store(s.build(tools))
 	return s
 }
 
@@ -52,7 +52,7 @@ func BenchmarkRank(b *testing.B) {
 	for _, n := range []int{1_000, 10_000, 100_000} {
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
 			s := memSelector(b, n)
-			ix := s.idx.Load()
+			ix := s.catalog.snapshot.Load()
 			queries := SyntheticQueries(512, 2)
 			all := scope{vis: visibility{all: true}}
 			ctx := context.Background()
@@ -76,7 +76,7 @@ func BenchmarkRank(b *testing.B) {
 // the approximate dense pass also returns, over queries.
 func recallVsExact(s *Selector, queries []string, limit int) float64 {
 	ctx := context.Background()
-	ix := s.idx.Load()
+	ix := s.catalog.snapshot.Load()
 	exact := *ix
 	exact.keep = 0
 	all := scope{vis: visibility{all: true}}

@@ -24,7 +24,7 @@ import (
 // scored 0.01 under load).
 func TestRankForgetsFilteredScores(t *testing.T) {
 	s := memSelector(t, 500)
-	ix := s.idx.Load()
+	ix := s.catalog.snapshot.Load()
 	ctx := context.Background()
 	all := scope{vis: visibility{all: true}}
 	checked := 0

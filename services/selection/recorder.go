@@ -14,7 +14,9 @@ import (
 // (Selector.Committed: its id is acknowledged to the caller for feedback),
 // sharing one write with the selections answered at the same moment.
 // Records not yet written are served from memory, so feedback right after
-// a selection finds it. Close flushes what is queued.
+// a selection finds it. The batches are written while the selector's Run
+// runs (which writes what is queued when it ends); otherwise each record
+// is written when it is made.
 type selectionRecorder struct {
 	store *models.Store
 	log   *slog.Logger
@@ -30,7 +32,7 @@ func newSelectionRecorder(store *models.Store, log *slog.Logger) *selectionRecor
 		store: store, log: log,
 		pending: map[string]*models.Selection{}, last: map[string]*models.Selection{},
 	}
-	r.batch = models.NewBatcher(r.write, time.Hour, r.prune)
+	r.batch = models.NewBatcher(r.write)
 	return r
 }
 
@@ -58,6 +60,24 @@ func (r *selectionRecorder) record(ctx context.Context, sel *models.Selection) <
 // for feedback and calls to refer to them, short enough that the table
 // does not grow without end.
 const SelectionRetention = 30 * 24 * time.Hour
+
+// pruneEvery is how often Run prunes the records past their retention.
+const pruneEvery = time.Hour
+
+// pruneRecords prunes the records past their retention now and every
+// pruneEvery until ctx ends.
+func (s *Selector) pruneRecords(ctx context.Context) {
+	t := time.NewTicker(pruneEvery)
+	defer t.Stop()
+	for {
+		s.recorder.prune()
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
 
 func (r *selectionRecorder) prune() {
 	n, err := r.store.DeleteSelectionsBefore(context.Background(), time.Now().Add(-SelectionRetention))
@@ -130,6 +150,3 @@ func (r *selectionRecorder) lastKnown(session string, before time.Time) string {
 	}
 	return ""
 }
-
-// close writes what is queued and stops the writer.
-func (r *selectionRecorder) close() { r.batch.Close() }

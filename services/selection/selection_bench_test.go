@@ -28,7 +28,7 @@ func benchCatalogWith(b *testing.B, n int, emb embed.Embedder) (*Selector, []str
 	ctx := context.Background()
 	store, _ := modelstest.Store(&testing.T{})
 	b.Cleanup(func() { _ = store.Close() })
-	authz, err := access.NewAuthz(ctx, store, nil)
+	authz, err := access.OpenAuthz(ctx, access.AuthzDeps{Store: store})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -50,7 +50,7 @@ func benchCatalogWith(b *testing.B, n int, emb embed.Embedder) (*Selector, []str
 			b.Fatal(err)
 		}
 	}
-	s := NewSelector(store, authz, emb, allHost(), 0, quiet)
+	s := New(Deps{Store: store, Authz: authz, Embedder: emb, Host: allHost(), Log: quiet})
 	if err := s.Refresh(ctx); err != nil {
 		b.Fatal(err)
 	}
@@ -92,7 +92,7 @@ func BenchmarkSelect10k(b *testing.B) {
 	var after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&after)
-	ix := s.idx.Load()
+	ix := s.catalog.snapshot.Load()
 	vecBytes := 0
 	if len(ix.entries) > 0 {
 		// The int8 codes and their scale, kept by the tool's version and
@@ -113,10 +113,10 @@ func BenchmarkRegisterIndexed(b *testing.B) {
 	ctx := context.Background()
 	store, _ := modelstest.Store(&testing.T{})
 	b.Cleanup(func() { _ = store.Close() })
-	authz, _ := access.NewAuthz(ctx, store, nil)
+	authz, _ := access.OpenAuthz(ctx, access.AuthzDeps{Store: store})
 	reg := catalog.NewRegistry(store, quiet)
-	s := NewSelector(store, authz, embed.NewBuiltin(), allHost(), 0, quiet)
-	b.Cleanup(s.Close)
+	s := New(Deps{Store: store, Authz: authz, Embedder: embed.NewBuiltin(), Host: allHost(), Log: quiet})
+	running(b, s.Run)
 	reg.OnChange(func(context.Context) { s.MarkDirty() })
 	i := 0
 	for b.Loop() {
@@ -127,7 +127,7 @@ func BenchmarkRegisterIndexed(b *testing.B) {
 		i++
 	}
 	res, err := s.Select(ctx, nil, SelectRequest{Query: "handle request kind", Limit: 1})
-	if err != nil || len(res.Tools) != 1 || len(s.idx.Load().entries) != i {
-		b.Fatalf("index holds %d of %d tools (%v)", len(s.idx.Load().entries), i, err)
+	if err != nil || len(res.Tools) != 1 || len(s.catalog.snapshot.Load().entries) != i {
+		b.Fatalf("index holds %d of %d tools (%v)", len(s.catalog.snapshot.Load().entries), i, err)
 	}
 }

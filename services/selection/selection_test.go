@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"toolbelt/internal/leaktest"
 	"toolbelt/models"
 	"toolbelt/models/modelstest"
 	"toolbelt/services/access"
@@ -60,7 +61,7 @@ func seedCatalog(t testing.TB, reg *catalog.Registry, n int) {
 func catalogFixture(t *testing.T, n int) (*models.Store, *access.Authz) {
 	t.Helper()
 	store, _ := modelstest.Store(t)
-	authz, err := access.NewAuthz(context.Background(), store, nil)
+	authz, err := access.OpenAuthz(context.Background(), access.AuthzDeps{Store: store})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,8 +72,8 @@ func catalogFixture(t *testing.T, n int) (*models.Store, *access.Authz) {
 // newFixtureSelector builds and refreshes a selector over the fixture.
 func newFixtureSelector(t *testing.T, store *models.Store, authz *access.Authz, emb embed.Embedder, keep int) *Selector {
 	t.Helper()
-	s := NewSelector(store, authz, emb, allHost(), keep, quiet)
-	t.Cleanup(s.Close)
+	s := New(Deps{Store: store, Authz: authz, Embedder: emb, Host: allHost(), KeepLearned: keep, Log: quiet})
+	running(t, s.Run)
 	if err := s.Refresh(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -84,12 +85,13 @@ func newFixtureSelector(t *testing.T, store *models.Store, authz *access.Authz, 
 func TestSelectorPersistsVectors(t *testing.T) {
 	ctx := context.Background()
 	store, _ := modelstest.Store(t)
-	authz, _ := access.NewAuthz(ctx, store, nil)
+	authz, _ := access.OpenAuthz(ctx, access.AuthzDeps{Store: store})
 	reg := catalog.NewRegistry(store, quiet)
 	seedCatalog(t, reg, 20)
 
 	first := newCounting("test/model-a")
-	s1 := NewSelector(store, authz, first, allHost(), 0, quiet)
+	s1 := New(Deps{Store: store, Authz: authz, Embedder: first, Host: allHost(), Log: quiet})
+	stop1 := start(s1)
 	if err := s1.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -104,14 +106,16 @@ func TestSelectorPersistsVectors(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Closing writes the queued selection record.
-	s1.Close()
+	// Stopping writes the queued selection record.
+	if err := stop1(); err != nil {
+		t.Fatal(err)
+	}
 	if rec, err := store.SelectionByID(ctx, res.SelectionID); err != nil || rec.SessionID != "s" || rec.Query != res.Query {
-		t.Fatalf("selection record after Close: %v, %v", rec, err)
+		t.Fatalf("selection record after Run ended: %v, %v", rec, err)
 	}
 
 	second := newCounting("test/model-a")
-	s2 := NewSelector(store, authz, second, allHost(), 0, quiet)
+	s2 := New(Deps{Store: store, Authz: authz, Embedder: second, Host: allHost(), Log: quiet})
 	if err := s2.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -122,8 +126,8 @@ func TestSelectorPersistsVectors(t *testing.T) {
 	if err != nil || len(qs) != 1 || qs[0].Query != res.Query || qs[0].Source != "call" {
 		t.Errorf("learned queries after restart: %v, %v", qs, err)
 	}
-	if s2.learned.Load().live != 1 {
-		t.Errorf("learned index after restart holds %d queries", s2.learned.Load().live)
+	if s2.learning.queries.Load().live != 1 {
+		t.Errorf("learned index after restart holds %d queries", s2.learning.queries.Load().live)
 	}
 	// A call in a session without a selection teaches nothing.
 	if err := s2.LearnFromCall(ctx, "no-such-session", "file_read"); err != nil {
@@ -139,15 +143,16 @@ func TestSelectorPersistsVectors(t *testing.T) {
 func TestSelectorModelChangeReembeds(t *testing.T) {
 	ctx := context.Background()
 	store, _ := modelstest.Store(t)
-	authz, _ := access.NewAuthz(ctx, store, nil)
+	authz, _ := access.OpenAuthz(ctx, access.AuthzDeps{Store: store})
 	reg := catalog.NewRegistry(store, quiet)
 	seedCatalog(t, reg, 100)
-	a := NewSelector(store, authz, newCounting("test/model-a"), allHost(), 0, quiet)
+	a := New(Deps{Store: store, Authz: authz, Embedder: newCounting("test/model-a"), Host: allHost(), Log: quiet})
 	if err := a.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
 	b := newCounting("test/model-b")
-	sb := NewSelector(store, authz, b, allHost(), 0, quiet)
+	sb := New(Deps{Store: store, Authz: authz, Embedder: b, Host: allHost(), Log: quiet})
+	running(t, sb.Run)
 	if err := sb.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -156,10 +161,10 @@ func TestSelectorModelChangeReembeds(t *testing.T) {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(30 * time.Second)
-	for sb.embedding.Load() && time.Now().Before(deadline) {
+	for sb.reembed.running.Load() && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
-	if sb.embedding.Load() {
+	if sb.reembed.running.Load() {
 		t.Fatal("background re-embedding did not finish")
 	}
 	ids := make([]uint, 0)
@@ -171,8 +176,8 @@ func TestSelectorModelChangeReembeds(t *testing.T) {
 	if err != nil || len(stored) != len(tools) {
 		t.Fatalf("stored %d vectors under the new model for %d tools (%v)", len(stored), len(tools), err)
 	}
-	if sb.embedDone.Load() != int64(len(tools)) || sb.embedAll.Load() != int64(len(tools)) {
-		t.Errorf("progress %d/%d, want %d", sb.embedDone.Load(), sb.embedAll.Load(), len(tools))
+	if sb.reembed.done.Load() != int64(len(tools)) || sb.reembed.total.Load() != int64(len(tools)) {
+		t.Errorf("progress %d/%d, want %d", sb.reembed.done.Load(), sb.reembed.total.Load(), len(tools))
 	}
 }
 
@@ -199,7 +204,7 @@ func TestLearnedCapDropsOldest(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("kept %v, want %v", got, want)
 	}
-	if live := s.learned.Load().live; live != 3 {
+	if live := s.learning.queries.Load().live; live != 3 {
 		t.Errorf("index holds %d learned queries, want 3", live)
 	}
 	// The same query twice is learned once.
@@ -306,8 +311,10 @@ func TestSelectionRetention(t *testing.T) {
 	if err := store.CreateSelections(ctx, []*models.Selection{old, fresh}); err != nil {
 		t.Fatal(err)
 	}
-	r := newSelectionRecorder(store, quiet)
-	r.close()
+	// Run prunes as it starts.
+	if err := start(New(Deps{Store: store, Embedder: embed.NewBuiltin(), Log: quiet}))(); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := store.SelectionByID(ctx, "old"); err == nil {
 		t.Error("a selection older than the retention was kept")
 	}
@@ -362,5 +369,40 @@ func TestAbsoluteScores(t *testing.T) {
 		if !errors.Is(err, models.ErrInvalid) || !strings.Contains(err.Error(), "/min_score") {
 			t.Errorf("min_score %v: %v, want a validation error naming /min_score", m, err)
 		}
+	}
+}
+
+// A selector that never runs (a tool, a test) starts no goroutine and
+// does its background work in its callers: a selection is recorded when
+// it is made, a call observed is learned at once, and a catalog change
+// waits for the next selection to refresh the index.
+func TestSelectorWithoutRun(t *testing.T) {
+	ctx := context.Background()
+	store, authz := catalogFixture(t, 0)
+	before := leaktest.Take()
+	s := New(Deps{Store: store, Authz: authz, Embedder: embed.NewBuiltin(), Host: allHost(), Log: quiet})
+	if err := s.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.Select(ctx, nil, SelectRequest{Query: "read the text file config.yaml", SessionID: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.SelectionByID(ctx, res.SelectionID); err != nil {
+		t.Errorf("the selection is not recorded: %v", err)
+	}
+	s.ObserveCallLater("s", "file_read", "call-1", true, true)
+	learned, err := store.LearnedQueries(ctx, "file_read")
+	if err != nil || len(learned) != 1 || learned[0].Query != res.Query {
+		t.Errorf("learned %+v (%v), want the selection's query", learned, err)
+	}
+	s.MarkDirty()
+	// database/sql watches a transaction on a goroutine that may outlive
+	// it for a moment.
+	for _, stack := range before.Started("database/sql.") {
+		t.Errorf("a goroutine started:\n%s", stack)
+	}
+	if _, err := s.Select(ctx, nil, SelectRequest{Query: "list files"}); err != nil {
+		t.Fatal(err)
 	}
 }

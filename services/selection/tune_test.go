@@ -57,7 +57,7 @@ func TestTuneRetrieval(t *testing.T) {
 	history := readLines[tuneQuery](t, filepath.Join(dir, "history.jsonl"))
 
 	store, _ := modelstest.Store(t)
-	authz, err := access.NewAuthz(ctx, store, nil)
+	authz, err := access.OpenAuthz(ctx, access.AuthzDeps{Store: store})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,8 +67,8 @@ func TestTuneRetrieval(t *testing.T) {
 			t.Logf("skip %s: %v", tl.Name, err)
 		}
 	}
-	s := NewSelector(store, authz, emb, allHost(), 0, quiet)
-	defer s.Close()
+	s := New(Deps{Store: store, Authz: authz, Embedder: emb, Host: allHost(), Log: quiet})
+	running(t, s.Run)
 	refreshEmbedded(ctx, t, s)
 	// Query vectors, once: dev and history alike.
 	var texts []string
@@ -80,7 +80,7 @@ func TestTuneRetrieval(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, v := range vecs {
-		s.queries.Add(emb.Model(), texts[i], v)
+		s.queryEmbed.cache.Add(emb.Model(), texts[i], v)
 	}
 	// History as feedback records it: one learned query per (tool,
 	// query), the newest DefaultKeepLearned per tool.
@@ -102,7 +102,7 @@ func TestTuneRetrieval(t *testing.T) {
 	}
 	warm := newLearnedIndex(emb.Model(), s.tok, learned)
 	cold := newLearnedIndex(emb.Model(), s.tok, nil)
-	base := s.tune
+	base := s.cfg.tune
 	passes := 2
 	if os.Getenv("TOOLBELT_TUNE_COLD") != "" { // cold only
 		passes = 1
@@ -112,19 +112,19 @@ func TestTuneRetrieval(t *testing.T) {
 		if !only.MatchString(c.name) {
 			continue
 		}
-		s.tune = c.tune
+		s.cfg.tune = c.tune
 		// The terms follow the tuning, and the model's text may: the
 		// vectors are stored by text.
-		s.docs = map[uint]*docInfo{}
+		s.catalog.docs = map[uint]*docInfo{}
 		refreshEmbedded(ctx, t, s)
 		var out []string
 		for _, li := range []*learnedIndex{cold, warm}[:passes] {
-			s.learned.Store(li)
+			s.learning.queries.Store(li)
 			m := measure(ctx, s, dev)
 			out = append(out, m.String())
 		}
 		t.Logf("%-40s cold %s | history %s", c.name, out[0], out[passes-1])
-		s.learned.Store(cold)
+		s.learning.queries.Store(cold)
 		t.Logf("%-40s %s", "", gibberishWeak(ctx, s, dev))
 	}
 }
@@ -150,7 +150,7 @@ func gibberishWeak(ctx context.Context, s *Selector, dev []tuneQuery) string {
 		var tops []float64
 		for _, q := range qs {
 			top := 0.0
-			if ranked := s.rank(ctx, s.idx.Load(), task{focus: q.Query}, scope{vis: visibility{all: true}}, 1); len(ranked) > 0 {
+			if ranked := s.rank(ctx, s.catalog.snapshot.Load(), task{focus: q.Query}, scope{vis: visibility{all: true}}, 1); len(ranked) > 0 {
 				top = ranked[0].score
 			}
 			if top < GoodMatchScore {
@@ -276,7 +276,7 @@ func (m tuneMeasure) String() string {
 // measure ranks every query as a selection of 15 with the default
 // min_score would.
 func measure(ctx context.Context, s *Selector, qs []tuneQuery) tuneMeasure {
-	ix := s.idx.Load()
+	ix := s.catalog.snapshot.Load()
 	all := scope{vis: visibility{all: true}}
 	var m tuneMeasure
 	for _, q := range qs {

@@ -31,6 +31,9 @@ const (
 	RunnerCommand   = "command"
 	RunnerHTTP      = "http"
 	RunnerComposite = "composite"
+	// RunnerMCP sends the call to a tool of an upstream MCP server that
+	// Toolbelt connects to (services/upstream).
+	RunnerMCP = "mcp"
 )
 
 // Definition is the JSON an admin or a tool file registers. It is stored
@@ -78,7 +81,7 @@ type Execution struct {
 
 // Runner says how the tool runs; which fields apply depends on Kind.
 type Runner struct {
-	Kind    string            `json:"kind" example:"builtin" enums:"builtin,command,http,composite"`
+	Kind    string            `json:"kind" example:"builtin" enums:"builtin,command,http,composite,mcp"`
 	Builtin string            `json:"builtin,omitempty" example:"file_read"`
 	Argv    []string          `json:"argv,omitempty"`
 	Method  string            `json:"method,omitempty"`
@@ -86,6 +89,10 @@ type Runner struct {
 	Headers map[string]string `json:"headers,omitempty"`
 	Body    string            `json:"body,omitempty"`
 	Steps   []CompositeStep   `json:"steps,omitempty"`
+	// Server and Tool name, for an mcp runner, the upstream MCP server
+	// and its tool's own name there.
+	Server string `json:"server,omitempty" example:"everything"`
+	Tool   string `json:"tool,omitempty" example:"get-sum"`
 	// RunsArgumentAsCode lets a command tool put a placeholder in the
 	// script position of a shell or interpreter (sh -c {{script}}): the
 	// tool runs the caller's text as a program, on purpose.

@@ -49,6 +49,10 @@ var (
 	// NamePattern is the rule for tool names: snake_case ASCII, so the name
 	// fits every LLM format and cannot hide a look-alike character or a path.
 	NamePattern = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
+	// ServerNamePattern is the rule for upstream MCP server names: the
+	// prefix of their tools' names (everything__get_sum), so short and
+	// without '_' ('-' becomes '_' in the prefix).
+	ServerNamePattern = regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}$`)
 	// semverPattern is the official semver.org regular expression.
 	semverPattern = regexp.MustCompile(`^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-((?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?$`)
 	TagPattern    = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,31}$`)
@@ -389,6 +393,7 @@ var runnerFields = map[string][]string{
 	RunnerCommand:   {"argv"},
 	RunnerHTTP:      {"method", "url", "headers", "body"},
 	RunnerComposite: {"steps"},
+	RunnerMCP:       {"server", "tool"},
 }
 
 // validateRunner checks that the runner's fields fit its kind, and that
@@ -400,9 +405,10 @@ func validateRunner(def *Definition, props map[string]bool, known func(string) b
 	set := map[string]bool{
 		"builtin": r.Builtin != "", "argv": len(r.Argv) > 0, "method": r.Method != "", "url": r.URL != "",
 		"headers": len(r.Headers) > 0, "body": r.Body != "", "steps": len(r.Steps) > 0,
+		"server": r.Server != "", "tool": r.Tool != "",
 	}
 	if uses, ok := runnerFields[r.Kind]; ok {
-		for _, field := range []string{"builtin", "argv", "method", "url", "headers", "body", "steps"} {
+		for _, field := range []string{"builtin", "argv", "method", "url", "headers", "body", "steps", "server", "tool"} {
 			if set[field] && !slices.Contains(uses, field) {
 				ps.Add("/runner/"+field, "does not apply to runner kind %q", r.Kind)
 			}
@@ -496,10 +502,17 @@ func validateRunner(def *Definition, props map[string]bool, known func(string) b
 				}
 			}
 		}
+	case RunnerMCP:
+		if !ServerNamePattern.MatchString(r.Server) {
+			ps.Add("/runner/server", "%q is not an upstream server name (lower-case letters, digits and '-', at most 32)", r.Server)
+		}
+		if r.Tool == "" || len(r.Tool) > 128 || strings.ContainsFunc(r.Tool, func(c rune) bool { return c < 0x21 || c > 0x7e }) {
+			ps.Add("/runner/tool", "%q is not the name of an upstream tool (1 to 128 printable ASCII characters)", r.Tool)
+		}
 	case "":
-		ps.Add("/runner/kind", "is required: builtin, command, http or composite")
+		ps.Add("/runner/kind", "is required: builtin, command, http, composite or mcp")
 	default:
-		ps.Add("/runner/kind", "%q is not a runner kind; use builtin, command, http or composite", r.Kind)
+		ps.Add("/runner/kind", "%q is not a runner kind; use builtin, command, http, composite or mcp", r.Kind)
 	}
 }
 

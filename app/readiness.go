@@ -1,0 +1,32 @@
+package app
+
+import (
+	"path/filepath"
+
+	"toolbelt/services/cluster"
+	"toolbelt/services/ops"
+	"toolbelt/services/sandbox"
+)
+
+// health is the readiness report of the App: what it uses (the embedder,
+// the sandbox, the tool files, its place in the cluster) and what it
+// needs to work, probed: the database, the data directory's disk, the
+// call journal (where calls are recorded, or spooled while the database
+// cannot take them), the session work directories as the sandbox's user
+// writes them, and Redis when configured.
+func (a *App) health(box *sandbox.Sandbox, embedNote string) *ops.Health {
+	st := box.Status()
+	d := ops.HealthDeps{
+		Store: a.Store, Selector: a.Selector, EmbedNote: embedNote, Sandbox: &st, ToolFiles: a.ToolFiles, Cluster: a.Cluster,
+		Disk:     ops.DiskProbe(a.Config.DataDir),
+		Journal:  ops.JournalProbe(filepath.Join(a.Config.DataDir, "journal")),
+		Sessions: ops.SessionsProbe(box, filepath.Join(a.Config.DataDir, "sessions")),
+	}
+	if a.Redis != nil {
+		d.Redis = cluster.RedisCheck(a.Redis)
+	}
+	if a.Upstreams != nil {
+		d.Upstreams = a.Upstreams.Health
+	}
+	return ops.NewHealth(d)
+}

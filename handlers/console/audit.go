@@ -1,0 +1,103 @@
+package console
+
+import (
+	"cmp"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+
+	"github.com/gin-gonic/gin"
+
+	"toolbelt/handlers"
+	"toolbelt/models"
+	"toolbelt/services/audit"
+	"toolbelt/views"
+)
+
+// AuditPage shows the audit log, newest first, filtered, a page of 50 at
+// a time. Filters that cannot be right answer 400 with the page and the
+// reason, never a query.
+func (h *Handler) AuditPage(c *gin.Context) error {
+	d := views.AuditData{Actions: models.AuditActions, Actors: []string{models.ActorName(nil)},
+		Filter: views.AuditFilterForm{Actor: c.Query("actor"), Action: c.Query("action"), Target: c.Query("target"),
+			Since: c.Query("since"), Until: c.Query("until")},
+		Paged: c.Query("cursor") != ""}
+	d.Filtered = d.Filter != (views.AuditFilterForm{})
+	if r := h.Audit.Retention(); r > 0 {
+		d.Retention = fmt.Sprintf("Entries are kept %d days.", int(r.Hours()/24))
+	}
+	ps, err := h.Accounts.Principals(c.Request.Context())
+	if err != nil {
+		return err
+	}
+	for _, p := range ps {
+		d.Actors = append(d.Actors, p.Name)
+	}
+	// A deleted principal's name is still an actor the log knows.
+	if a := d.Filter.Actor; a != "" && !slices.Contains(d.Actors, a) {
+		d.Actors = append(d.Actors, a)
+	}
+	keep := url.Values{}
+	for k, v := range map[string]string{"actor": d.Filter.Actor, "action": d.Filter.Action, "target": d.Filter.Target, "since": d.Filter.Since, "until": d.Filter.Until} {
+		if v != "" {
+			keep.Set(k, v)
+		}
+	}
+	d.NewestURL = "/admin/audit?" + keep.Encode()
+	exp := url.Values{}
+	for k, v := range keep {
+		exp[k] = v
+	}
+	exp.Set("format", "csv")
+	d.ExportCSV = "/admin/audit/export?" + exp.Encode()
+
+	q, err := handlers.AuditQuery(c)
+	var page *audit.Page
+	if err == nil {
+		page, err = h.Audit.List(c.Request.Context(), q)
+	}
+	if handlers.CodeOf(err) == models.CodeInvalidRequest {
+		d.Error = "Not a filter the log can use: " + personMessage(err) + "."
+		return h.Render(c, handlers.ErrorStatus(err), views.Audit(h.Page(c, "Audit log"), d))
+	}
+	if err != nil {
+		return err
+	}
+	for _, e := range page.Entries {
+		row := views.AuditRow{At: e.At, Actor: e.Actor, Role: e.ActorRole, Via: e.Via, ClientIP: e.ClientIP,
+			Action: e.Action, Target: e.Target, Detail: e.Detail}
+		if e.KeyID != 0 {
+			row.Key = strconv.FormatUint(uint64(e.KeyID), 10)
+			if e.KeyLabel != "" {
+				row.Key = e.KeyLabel + " (" + row.Key + ")"
+			}
+		}
+		d.Rows = append(d.Rows, row)
+	}
+	if page.NextCursor != "" {
+		older := url.Values{}
+		for k, v := range keep {
+			older[k] = v
+		}
+		older.Set("cursor", page.NextCursor)
+		d.OlderURL = "/admin/audit?" + older.Encode()
+	}
+	return h.Render(c, http.StatusOK, views.Audit(h.Page(c, "Audit log"), d))
+}
+
+// AuditExport streams the audit log as CSV (or NDJSON with
+// format=ndjson) for a signed-in admin, with the page's filters.
+func (h *Handler) AuditExport(c *gin.Context) error {
+	q, err := handlers.AuditQuery(c)
+	if err != nil {
+		return err
+	}
+	format := cmp.Or(c.Query("format"), "csv")
+	if format != "csv" && format != "ndjson" {
+		return models.ErrInvalid.Errorf("format=%s: use csv or ndjson", strconv.Quote(format))
+	}
+	handlers.ExportAudit(c, h.Audit, h.Log, q, format)
+	return nil
+}

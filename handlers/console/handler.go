@@ -1,0 +1,34 @@
+// Package console holds the admin console's page handlers: each reads a
+// form or a query, calls one service and renders a templ page from views.
+// What it shares with the API's handlers (the error classification, the
+// request's principal) comes from package handlers.
+package console
+
+import (
+	"log/slog"
+
+	"toolbelt/services/access"
+	"toolbelt/services/audit"
+	"toolbelt/services/catalog"
+	"toolbelt/services/invoke"
+	"toolbelt/services/ops"
+	"toolbelt/services/selection"
+	"toolbelt/services/upstream"
+)
+
+// Handler serves the console's pages. It holds the services they call and
+// nothing else.
+type Handler struct {
+	Registry *catalog.Registry
+	Selector *selection.Selector
+	Invoker  *invoke.Invoker
+	Accounts *access.Accounts
+	Health   *ops.Health
+	Stats    *ops.Stats
+	Alerts   *ops.Alerts
+	// Audit reads the audit log.
+	Audit *audit.Log
+	// Upstreams are the MCP servers whose tools Toolbelt serves.
+	Upstreams *upstream.Manager
+	Log       *slog.Logger
+}

@@ -1,0 +1,296 @@
+package handlers
+
+import (
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+
+	"toolbelt/models"
+	"toolbelt/services/tooldef"
+	"toolbelt/services/upstream"
+)
+
+// AddedUpstream is the answer to adding an upstream server: the server
+// and what was found on it.
+type AddedUpstream struct {
+	Server *upstream.Server `json:"server"`
+	Report *upstream.Report `json:"report"`
+}
+
+// AcceptedTool names the Toolbelt tool an accepted definition made or
+// published.
+type AcceptedTool struct {
+	Tool string `json:"tool" example:"everything__echo"`
+}
+
+// serverName reads the :name path parameter as an upstream's name.
+func serverName(c *gin.Context) (string, error) {
+	name := c.Param("name")
+	if !tooldef.ServerNamePattern.MatchString(name) {
+		return "", models.ErrInvalid.Errorf("%q is not an upstream server name (lower-case letters, digits and '-', at most 32)", name)
+	}
+	return name, nil
+}
+
+// AddUpstream registers an upstream MCP server.
+//
+//	@Summary		Add an upstream MCP server
+//	@ID			addUpstream
+//	@Description	Connects to an MCP server — a command Toolbelt runs in the sandbox over stdio, or a Streamable HTTP or legacy SSE endpoint reached under the outbound policy — lists its tools and makes each a Toolbelt tool named <server>__<tool> (snake_case), in the server's category, its security level from its MCP annotations (readOnlyHint safe, destructiveHint false moderate, else dangerous: approval), its input schema as served (converted to JSON Schema 2020-12 when it names an older draft). What it serves now is accepted and pinned: later changes wait for an admin (accept). A server that does not start or answer initialize and tools/list is refused (422) and nothing is stored; a tool whose name is taken refuses the whole server (409). Secrets in env and headers are references, {{env.NAME}}, never values.
+//	@Tags			upstreams
+//	@Accept			json
+//	@Produce		json
+//	@Param			server	body		upstream.Spec	true	"The server"
+//	@Success		201		{object}	AddedUpstream
+//	@Failure		400		{object}	ErrorBody	"malformed JSON or unknown field"
+//	@Failure		401		{object}	ErrorBody
+//	@Failure		403		{object}	ErrorBody
+//	@Failure		409		{object}	ErrorBody	"the server's name or one of its tools' names is taken"
+//	@Failure		413		{object}	ErrorBody
+//	@Failure		415		{object}	ErrorBody
+//	@Failure		422		{object}	ErrorBody	"an invalid field, or a server that does not start or answer"
+//	@Security		BearerAuth
+//	@Router			/api/v1/upstreams [post]
+func (h *Handler) AddUpstream(c *gin.Context) error {
+	var spec upstream.Spec
+	if err := bindJSON(c, &spec); err != nil {
+		return err
+	}
+	ctx := c.Request.Context()
+	u, rep, err := h.Upstreams.Add(ctx, spec, CurrentPrincipal(c))
+	if err != nil {
+		return err
+	}
+	s, err := h.Upstreams.Server(ctx, u.Name)
+	if err != nil {
+		return err
+	}
+	c.JSON(http.StatusCreated, AddedUpstream{Server: s, Report: rep})
+	return nil
+}
+
+// ListUpstreams lists the upstream servers.
+//
+//	@Summary		List upstream MCP servers
+//	@ID			listUpstreams
+//	@Description	Every registered upstream server with its tools: each one's state (active, new: served but never accepted, gone: no longer served) and, while the server serves a definition other than the accepted one, both definitions and the fields that changed.
+//	@Tags			upstreams
+//	@Produce		json
+//	@Success		200	{array}		upstream.Server
+//	@Failure		401	{object}	ErrorBody
+//	@Failure		403	{object}	ErrorBody
+//	@Security		BearerAuth
+//	@Router			/api/v1/upstreams [get]
+func (h *Handler) ListUpstreams(c *gin.Context) error {
+	if err := OnlyQuery(c); err != nil {
+		return err
+	}
+	out, err := h.Upstreams.Servers(c.Request.Context())
+	if err != nil {
+		return err
+	}
+	c.JSON(http.StatusOK, out)
+	return nil
+}
+
+// GetUpstream shows one upstream server.
+//
+//	@Summary		Show an upstream MCP server
+//	@ID			getUpstream
+//	@Description	The server's registration, its open connections here, and its tools as in the list.
+//	@Tags			upstreams
+//	@Produce		json
+//	@Param			name	path		string	true	"Server name"
+//	@Success		200		{object}	upstream.Server
+//	@Failure		400		{object}	ErrorBody
+//	@Failure		401		{object}	ErrorBody
+//	@Failure		403		{object}	ErrorBody
+//	@Failure		404		{object}	ErrorBody
+//	@Security		BearerAuth
+//	@Router			/api/v1/upstreams/{name} [get]
+func (h *Handler) GetUpstream(c *gin.Context) error {
+	name, err := serverName(c)
+	if err != nil {
+		return err
+	}
+	s, err := h.Upstreams.Server(c.Request.Context(), name)
+	if err != nil {
+		return err
+	}
+	c.JSON(http.StatusOK, s)
+	return nil
+}
+
+// SyncUpstream reads what an upstream serves now.
+//
+//	@Summary		Look again at an upstream's tools
+//	@ID			syncUpstream
+//	@Description	Lists the server's tools and compares each with the accepted definition: a changed or new one is held pending (audited) and its calls keep the accepted version; one no longer served is gone and its calls are refused; one served again as accepted is active again.
+//	@Tags			upstreams
+//	@Produce		json
+//	@Param			name	path		string	true	"Server name"
+//	@Success		200		{object}	upstream.Report
+//	@Failure		400		{object}	ErrorBody
+//	@Failure		401		{object}	ErrorBody
+//	@Failure		403		{object}	ErrorBody
+//	@Failure		404		{object}	ErrorBody
+//	@Failure		500		{object}	ErrorBody	"the server could not be reached"
+//	@Security		BearerAuth
+//	@Router			/api/v1/upstreams/{name}/sync [post]
+func (h *Handler) SyncUpstream(c *gin.Context) error {
+	name, err := serverName(c)
+	if err != nil {
+		return err
+	}
+	rep, err := h.Upstreams.Sync(c.Request.Context(), name, false, CurrentPrincipal(c))
+	if err != nil {
+		return err
+	}
+	c.JSON(http.StatusOK, rep)
+	return nil
+}
+
+// AcceptUpstreamTool accepts a tool's pending definition.
+//
+//	@Summary		Accept an upstream tool's pending definition
+//	@ID			acceptUpstreamTool
+//	@Description	The definition the server serves now becomes the accepted one: a new Toolbelt tool (a new tool) or its next patch version (a changed one), audited. Calls use it from then on.
+//	@Tags			upstreams
+//	@Produce		json
+//	@Param			name	path		string	true	"Server name"
+//	@Param			tool	path		string	true	"The tool's name on the server"
+//	@Success		200		{object}	AcceptedTool
+//	@Failure		400		{object}	ErrorBody
+//	@Failure		401		{object}	ErrorBody
+//	@Failure		403		{object}	ErrorBody
+//	@Failure		404		{object}	ErrorBody
+//	@Failure		409		{object}	ErrorBody	"nothing pending"
+//	@Failure		422		{object}	ErrorBody	"the definition cannot be a Toolbelt tool"
+//	@Security		BearerAuth
+//	@Router			/api/v1/upstreams/{name}/tools/{tool}/accept [post]
+func (h *Handler) AcceptUpstreamTool(c *gin.Context) error {
+	name, err := serverName(c)
+	if err != nil {
+		return err
+	}
+	tool, err := h.Upstreams.Accept(c.Request.Context(), name, c.Param("tool"), CurrentPrincipal(c))
+	if err != nil {
+		return err
+	}
+	c.JSON(http.StatusOK, AcceptedTool{Tool: tool})
+	return nil
+}
+
+// DisableUpstream stops an upstream's tools running.
+//
+//	@Summary		Disable an upstream MCP server
+//	@ID			disableUpstream
+//	@Description	Its tools refuse calls and its connections close (stdio processes end), until enabled.
+//	@Tags			upstreams
+//	@Produce		json
+//	@Param			name	path		string	true	"Server name"
+//	@Success		200		{object}	upstream.Server
+//	@Failure		400		{object}	ErrorBody
+//	@Failure		401		{object}	ErrorBody
+//	@Failure		403		{object}	ErrorBody
+//	@Failure		404		{object}	ErrorBody
+//	@Security		BearerAuth
+//	@Router			/api/v1/upstreams/{name}/disable [post]
+func (h *Handler) DisableUpstream(c *gin.Context) error { return h.setUpstreamDisabled(c, true) }
+
+// EnableUpstream lets a disabled upstream's tools run again.
+//
+//	@Summary		Enable an upstream MCP server
+//	@ID			enableUpstream
+//	@Description	Its tools run again; a stdio server starts on the next call.
+//	@Tags			upstreams
+//	@Produce		json
+//	@Param			name	path		string	true	"Server name"
+//	@Success		200		{object}	upstream.Server
+//	@Failure		400		{object}	ErrorBody
+//	@Failure		401		{object}	ErrorBody
+//	@Failure		403		{object}	ErrorBody
+//	@Failure		404		{object}	ErrorBody
+//	@Security		BearerAuth
+//	@Router			/api/v1/upstreams/{name}/enable [post]
+func (h *Handler) EnableUpstream(c *gin.Context) error { return h.setUpstreamDisabled(c, false) }
+
+func (h *Handler) setUpstreamDisabled(c *gin.Context, disabled bool) error {
+	name, err := serverName(c)
+	if err != nil {
+		return err
+	}
+	ctx := c.Request.Context()
+	if err := h.Upstreams.SetDisabled(ctx, name, disabled); err != nil {
+		return err
+	}
+	s, err := h.Upstreams.Server(ctx, name)
+	if err != nil {
+		return err
+	}
+	c.JSON(http.StatusOK, s)
+	return nil
+}
+
+// DeleteUpstream removes an upstream server.
+//
+//	@Summary		Delete an upstream MCP server
+//	@ID			deleteUpstream
+//	@Description	The server is forgotten and the tools made from it are retired (their calls stay in the history).
+//	@Tags			upstreams
+//	@Param			name	path	string	true	"Server name"
+//	@Success		204
+//	@Failure		400	{object}	ErrorBody
+//	@Failure		401	{object}	ErrorBody
+//	@Failure		403	{object}	ErrorBody
+//	@Failure		404	{object}	ErrorBody
+//	@Security		BearerAuth
+//	@Router			/api/v1/upstreams/{name} [delete]
+func (h *Handler) DeleteUpstream(c *gin.Context) error {
+	name, err := serverName(c)
+	if err != nil {
+		return err
+	}
+	if err := h.Upstreams.Delete(c.Request.Context(), name); err != nil {
+		return err
+	}
+	c.Status(http.StatusNoContent)
+	return nil
+}
+
+// SetUpstreamTool sets an admin's level and category for an upstream tool.
+//
+//	@Summary		Set an upstream tool's level and category
+//	@ID			setUpstreamTool
+//	@Description	Overrides what the tool's MCP annotations (level) and its server (category) give; an empty field goes back to them. The tool's accepted definition is published again as its next patch version with them, audited.
+//	@Tags			upstreams
+//	@Accept			json
+//	@Produce		json
+//	@Param			name		path		string				true	"Server name"
+//	@Param			tool		path		string				true	"The tool's name on the server"
+//	@Param			override	body		upstream.Override	true	"Level and category"
+//	@Success		200			{object}	AcceptedTool
+//	@Failure		400			{object}	ErrorBody
+//	@Failure		401			{object}	ErrorBody
+//	@Failure		403			{object}	ErrorBody
+//	@Failure		404			{object}	ErrorBody
+//	@Failure		409			{object}	ErrorBody	"the tool was never accepted"
+//	@Failure		422			{object}	ErrorBody
+//	@Security		BearerAuth
+//	@Router			/api/v1/upstreams/{name}/tools/{tool} [put]
+func (h *Handler) SetUpstreamTool(c *gin.Context) error {
+	name, err := serverName(c)
+	if err != nil {
+		return err
+	}
+	var o upstream.Override
+	if err := bindJSON(c, &o); err != nil {
+		return err
+	}
+	tool, err := h.Upstreams.SetOverride(c.Request.Context(), name, c.Param("tool"), o, CurrentPrincipal(c))
+	if err != nil {
+		return err
+	}
+	c.JSON(http.StatusOK, AcceptedTool{Tool: tool})
+	return nil
+}

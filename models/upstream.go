@@ -1,0 +1,169 @@
+package models
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"gorm.io/gorm"
+)
+
+// Upstream transports: a command Toolbelt starts in the sandbox and talks
+// to over its standard input and output, a Streamable HTTP endpoint, or
+// the legacy HTTP+SSE one.
+const (
+	TransportStdio = "stdio"
+	TransportHTTP  = "http"
+	TransportSSE   = "sse"
+)
+
+// Isolation of a stdio upstream: one process shared by every call, or one
+// per session, working in that session's directory.
+const (
+	IsolationShared  = "shared"
+	IsolationSession = "session"
+)
+
+// Upstream is an MCP server an admin registered: Toolbelt connects to it,
+// and its tools become Toolbelt tools (each an UpstreamTool).
+type Upstream struct {
+	ID        uint   `gorm:"primaryKey" json:"id"`
+	Name      string `gorm:"size:32;not null;uniqueIndex" json:"name"`
+	Transport string `gorm:"size:8;not null" json:"transport"`
+	// Command is the program and its arguments (stdio).
+	Command []string `gorm:"serializer:json" json:"command,omitempty"`
+	// Env is the stdio process's whole environment besides PATH and HOME:
+	// each value literal text or {{env.NAME}}, a configured secret.
+	Env map[string]string `gorm:"serializer:json" json:"env,omitempty"`
+	// Mounts are host directories a stdio server reads (its code), by
+	// name: each shown read-only at /opt/<name> in the sandbox.
+	Mounts map[string]string `gorm:"serializer:json" json:"mounts,omitempty"`
+	// URL is the endpoint (http, sse).
+	URL string `gorm:"size:2048;not null;default:''" json:"url,omitempty"`
+	// Headers are sent with every request (http, sse); a value may
+	// reference a secret as {{env.NAME}}.
+	Headers map[string]string `gorm:"serializer:json" json:"headers,omitempty"`
+	// Network lets a stdio process reach the network (none by default).
+	Network   bool   `gorm:"not null;default:false" json:"network"`
+	Isolation string `gorm:"size:8;not null;default:'shared'" json:"isolation"`
+	// MaxConcurrent caps the calls in flight to the server (per process
+	// for stdio).
+	MaxConcurrent int `gorm:"not null;default:4" json:"max_concurrent"`
+	// IdleSeconds is how long a stdio process stays warm unused.
+	IdleSeconds int `gorm:"not null;default:300" json:"idle_seconds"`
+	// Category is the category its tools get unless one is set per tool.
+	Category   string     `gorm:"size:16;not null" json:"category"`
+	DisabledAt *time.Time `json:"disabled_at,omitempty"`
+	CreatedBy  *uint      `json:"created_by,omitempty"`
+	CreatedAt  time.Time  `json:"created_at"`
+	UpdatedAt  time.Time  `json:"updated_at"`
+}
+
+// UpstreamTool states of a tool an upstream serves.
+const (
+	// UpstreamToolActive: accepted, a Toolbelt tool.
+	UpstreamToolActive = "active"
+	// UpstreamToolNew: served, never accepted: not a tool yet.
+	UpstreamToolNew = "new"
+	// UpstreamToolGone: accepted once, no longer served: its Toolbelt tool
+	// refuses calls until the upstream serves it again.
+	UpstreamToolGone = "gone"
+)
+
+// UpstreamTool is one tool an upstream serves, as accepted (pinned) and
+// as last served when that differs (pending an admin's acceptance).
+type UpstreamTool struct {
+	ID         uint   `gorm:"primaryKey" json:"-"`
+	UpstreamID uint   `gorm:"not null;uniqueIndex:idx_upstream_tool,priority:1" json:"-"`
+	Remote     string `gorm:"size:128;not null;uniqueIndex:idx_upstream_tool,priority:2" json:"remote"`
+	// Tool is the Toolbelt tool's name ('' until first accepted).
+	Tool   string `gorm:"size:64;not null;default:''" json:"tool,omitempty"`
+	Status string `gorm:"size:8;not null" json:"status"`
+	// Level and Category, when set, are an admin's choice over the
+	// level the annotations give and the server's category.
+	Level    string `gorm:"size:16;not null;default:''" json:"level,omitempty"`
+	Category string `gorm:"size:16;not null;default:''" json:"category,omitempty"`
+	// Accepted is the definition the upstream served when an admin
+	// accepted it (the MCP tool's JSON), and its hash.
+	Accepted     string `gorm:"not null;default:''" json:"-"`
+	AcceptedHash string `gorm:"size:64;not null;default:''" json:"accepted_hash,omitempty"`
+	// Pending is what the upstream serves now when it differs from
+	// Accepted, waiting for an admin.
+	Pending      string     `gorm:"not null;default:''" json:"-"`
+	PendingHash  string     `gorm:"size:64;not null;default:''" json:"pending_hash,omitempty"`
+	PendingSince *time.Time `json:"pending_since,omitempty"`
+	UpdatedAt    time.Time  `json:"updated_at"`
+}
+
+// CreateUpstream stores a new upstream; a taken name is ErrConflict.
+func (s *Store) CreateUpstream(ctx context.Context, u *Upstream) error {
+	err := s.db.WithContext(ctx).Create(u).Error
+	if errors.Is(err, gorm.ErrDuplicatedKey) {
+		return ErrConflict.Errorf("upstream server %q", u.Name)
+	}
+	if err != nil {
+		return fmt.Errorf("create upstream %q: %w", u.Name, err)
+	}
+	return nil
+}
+
+// Upstreams lists the registered upstreams by name.
+func (s *Store) Upstreams(ctx context.Context) ([]Upstream, error) {
+	var out []Upstream
+	if err := s.db.WithContext(ctx).Order("name").Find(&out).Error; err != nil {
+		return nil, fmt.Errorf("list upstreams: %w", err)
+	}
+	return out, nil
+}
+
+// UpstreamByName returns one upstream.
+func (s *Store) UpstreamByName(ctx context.Context, name string) (*Upstream, error) {
+	var u Upstream
+	if err := s.db.WithContext(ctx).Where("name = ?", name).First(&u).Error; err != nil {
+		return nil, notFound(err, "upstream server %q", name)
+	}
+	return &u, nil
+}
+
+// SetUpstreamDisabled disables (at) or enables (nil) an upstream.
+func (s *Store) SetUpstreamDisabled(ctx context.Context, name string, at *time.Time) error {
+	res := s.db.WithContext(ctx).Model(&Upstream{}).Where("name = ?", name).Update("disabled_at", at)
+	if res.Error != nil {
+		return fmt.Errorf("disable upstream %q: %w", name, res.Error)
+	}
+	if res.RowsAffected == 0 {
+		return ErrNotFound.Errorf("upstream server %q", name)
+	}
+	return nil
+}
+
+// DeleteUpstream removes an upstream and its tools' pins; run it in an
+// Audited transaction with the retiring of the tools made from them.
+func (s *Store) DeleteUpstream(ctx context.Context, u *Upstream) error {
+	db := s.db.WithContext(ctx)
+	if err := db.Where("upstream_id = ?", u.ID).Delete(&UpstreamTool{}).Error; err != nil {
+		return fmt.Errorf("delete upstream %q: %w", u.Name, err)
+	}
+	if err := db.Delete(u).Error; err != nil {
+		return fmt.Errorf("delete upstream %q: %w", u.Name, err)
+	}
+	return nil
+}
+
+// UpstreamTools lists the tools an upstream serves or served, by name.
+func (s *Store) UpstreamTools(ctx context.Context, upstreamID uint) ([]UpstreamTool, error) {
+	var out []UpstreamTool
+	if err := s.db.WithContext(ctx).Where("upstream_id = ?", upstreamID).Order("remote").Find(&out).Error; err != nil {
+		return nil, fmt.Errorf("list upstream tools: %w", err)
+	}
+	return out, nil
+}
+
+// SaveUpstreamTool creates or updates one upstream tool's row.
+func (s *Store) SaveUpstreamTool(ctx context.Context, t *UpstreamTool) error {
+	if err := s.db.WithContext(ctx).Save(t).Error; err != nil {
+		return fmt.Errorf("save upstream tool %q: %w", t.Remote, err)
+	}
+	return nil
+}

@@ -1,0 +1,298 @@
+package upstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"toolbelt/models"
+	"toolbelt/services/tooldef"
+)
+
+// Spec is an upstream server as an admin registers it.
+type Spec struct {
+	// Name is the server's name, the prefix of its tools' names.
+	Name      string `json:"name" example:"everything"`
+	Transport string `json:"transport" example:"http" enums:"stdio,http,sse"`
+	// Command is the program and its arguments (stdio), run in the
+	// sandbox.
+	Command []string `json:"command,omitempty"`
+	// Env is the stdio process's environment: literal values or
+	// {{env.NAME}}, a configured secret.
+	Env map[string]string `json:"env,omitempty"`
+	// Mounts are host directories a stdio server reads (its code), by
+	// name: each is shown read-only at /opt/<name> in the sandbox, so the
+	// command can be ["node", "/opt/memory/dist/index.js"].
+	Mounts map[string]string `json:"mounts,omitempty"`
+	// URL is the endpoint (http, sse).
+	URL string `json:"url,omitempty" example:"https://mcp.example.com/mcp"`
+	// Headers are sent with every request (http, sse); credentials as
+	// {{env.NAME}}.
+	Headers map[string]string `json:"headers,omitempty"`
+	// Network lets a stdio process reach the network.
+	Network bool `json:"network,omitempty"`
+	// Isolation is shared (one process) or session (one per session, in
+	// its work directory); stdio only.
+	Isolation     string `json:"isolation,omitempty" enums:"shared,session"`
+	MaxConcurrent int    `json:"max_concurrent,omitempty" example:"4"`
+	IdleSeconds   int    `json:"idle_seconds,omitempty" example:"300"`
+	// Category is the category of its tools.
+	Category string `json:"category" example:"api"`
+}
+
+// Limits of a registration.
+const (
+	MaxConcurrentLimit = 64
+	MaxIdleSeconds     = 24 * 3600
+)
+
+// check validates s, filling defaults, and reports every problem at once.
+func (s *Spec) check() error {
+	var ps models.Problems
+	s.Name = strings.TrimSpace(s.Name)
+	if !tooldef.ServerNamePattern.MatchString(s.Name) {
+		ps.Add("/name", "%q must be a lower-case letter, then up to 31 lower-case letters, digits or '-'", s.Name)
+	}
+	if s.Isolation == "" {
+		s.Isolation = models.IsolationShared
+	}
+	if s.MaxConcurrent == 0 {
+		s.MaxConcurrent = 4
+	}
+	if s.IdleSeconds == 0 {
+		s.IdleSeconds = 300
+	}
+	switch s.Transport {
+	case models.TransportStdio:
+		if len(s.Command) == 0 || strings.TrimSpace(s.Command[0]) == "" {
+			ps.Add("/command", "is required for stdio: the program and its arguments, e.g. [\"npx\", \"@modelcontextprotocol/server-memory\"]")
+		}
+		for i, a := range s.Command {
+			if strings.ContainsRune(a, 0) {
+				ps.Add(fmt.Sprintf("/command/%d", i), "must not contain NUL")
+			}
+		}
+		if s.URL != "" || len(s.Headers) > 0 {
+			ps.Add("/url", "url and headers are for http and sse servers, not stdio")
+		}
+		for name, dir := range s.Mounts {
+			ptr := "/mounts/" + tooldef.EscapePointer(name)
+			if !mountName.MatchString(name) {
+				ps.Add(ptr, "%q must be a lower-case letter or digit, then up to 31 of them, '.', '_' or '-': the directory /opt/<name>", name)
+			}
+			if !filepath.IsAbs(dir) || filepath.Clean(dir) != dir {
+				ps.Add(ptr, "%q must be an absolute, clean path to a directory on the server", dir)
+			}
+		}
+		for name, v := range s.Env {
+			ptr := "/env/" + tooldef.EscapePointer(name)
+			if !envName(name) {
+				ps.Add(ptr, "%q is not an environment variable name (letters, digits and '_')", name)
+			}
+			checkSecretRefs(ptr, v, tooldef.SecretHeader.MatchString(name), &ps)
+		}
+	case models.TransportHTTP, models.TransportSSE:
+		if !strings.HasPrefix(s.URL, "http://") && !strings.HasPrefix(s.URL, "https://") {
+			ps.Add("/url", "%q must be an absolute http or https URL", s.URL)
+		}
+		if len(s.Command) > 0 || len(s.Env) > 0 || len(s.Mounts) > 0 || s.Network {
+			ps.Add("/command", "command, env, mounts and network are for stdio servers")
+		}
+		if s.Isolation != models.IsolationShared {
+			ps.Add("/isolation", "only stdio servers run one process per session")
+		}
+		for name, v := range s.Headers {
+			ptr := "/headers/" + tooldef.EscapePointer(name)
+			if http.CanonicalHeaderKey(name) == "" || strings.ContainsAny(name, " :\r\n") {
+				ps.Add(ptr, "%q is not an HTTP header name", name)
+			}
+			checkSecretRefs(ptr, v, tooldef.SecretHeader.MatchString(name), &ps)
+		}
+	default:
+		ps.Add("/transport", "%q is not a transport; use stdio, http or sse", s.Transport)
+	}
+	if s.Isolation != models.IsolationShared && s.Isolation != models.IsolationSession {
+		ps.Add("/isolation", "%q is not an isolation; use shared or session", s.Isolation)
+	}
+	if s.MaxConcurrent < 1 || s.MaxConcurrent > MaxConcurrentLimit {
+		ps.Add("/max_concurrent", "must be 1 to %d", MaxConcurrentLimit)
+	}
+	if s.IdleSeconds < 1 || s.IdleSeconds > MaxIdleSeconds {
+		ps.Add("/idle_seconds", "must be 1 to %d", MaxIdleSeconds)
+	}
+	if !slices.Contains(tooldef.Categories, s.Category) {
+		ps.Add("/category", "%q is not a category; use one of %s", s.Category, strings.Join(tooldef.Categories, ", "))
+	}
+	if len(ps) > 0 {
+		return &models.ValidationError{What: "upstream server", Problems: ps}
+	}
+	return nil
+}
+
+var mountName = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,31}$`)
+
+func envName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i, r := range s {
+		if !(r == '_' || r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' || i > 0 && r >= '0' && r <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// checkSecretRefs: placeholders in a value may only be {{env.NAME}}, and
+// a value that carries a credential must come from one (never stored).
+func checkSecretRefs(ptr, v string, credential bool, ps *models.Problems) {
+	refs := tooldef.Placeholder.FindAllStringSubmatch(v, -1)
+	for _, m := range refs {
+		if name, ok := strings.CutPrefix(m[1], "env."); !ok || !envName(name) || strings.ToUpper(name) != name {
+			ps.Add(ptr, "{{%s}}: only secrets may be referenced, as {{env.NAME}} with NAME in upper case", m[1])
+		}
+	}
+	if credential && len(refs) == 0 {
+		ps.Add(ptr, "carries a credential: reference it as {{env.NAME}}, a secret listed in TOOLBELT_SECRETS; secrets are never stored")
+	}
+	if strings.ContainsAny(v, "\r\n\x00") {
+		ps.Add(ptr, "must be one line")
+	}
+}
+
+// Add registers an upstream server: it connects, lists the tools the
+// server serves, and stores the server and its tools, each accepted as
+// served (the admin adding it accepts what it serves now). A server that
+// does not start or answer is refused and nothing is stored.
+func (m *Manager) Add(ctx context.Context, s Spec, by *models.Principal) (*models.Upstream, *Report, error) {
+	if err := s.check(); err != nil {
+		return nil, nil, err
+	}
+	u := &models.Upstream{Name: s.Name, Transport: s.Transport, Command: s.Command, Env: s.Env, Mounts: s.Mounts, URL: s.URL,
+		Headers: s.Headers, Network: s.Network, Isolation: s.Isolation, MaxConcurrent: s.MaxConcurrent,
+		IdleSeconds: s.IdleSeconds, Category: s.Category}
+	if by != nil {
+		u.CreatedBy = &by.ID
+	}
+	if _, err := m.d.Store.UpstreamByName(ctx, s.Name); err == nil {
+		return nil, nil, models.ErrConflict.Errorf("upstream server %q", s.Name)
+	}
+	// Tried before anything is stored.
+	tools, err := m.list(ctx, u)
+	if err != nil {
+		m.Drop(u.Name)
+		return nil, nil, unreachable(u, err.Error())
+	}
+	for _, t := range tools {
+		if taken, err := m.d.Registry.Taken(ctx, ToolName(u.Name, t.Name)); err != nil || taken {
+			m.Drop(u.Name)
+			if err != nil {
+				return nil, nil, err
+			}
+			return nil, nil, models.ErrConflict.Errorf("tool %s (of %s's %s) is already registered", ToolName(u.Name, t.Name), u.Name, t.Name)
+		}
+	}
+	err = m.d.Store.Audited(ctx, models.AuditUpstreamAdd, func(tx *models.Store) (string, string, error) {
+		return "upstream:" + u.Name, fmt.Sprintf("%s %s serving %d tools", u.Transport, describe(u), len(tools)), tx.CreateUpstream(ctx, u)
+	})
+	if err != nil {
+		m.Drop(u.Name)
+		return nil, nil, err
+	}
+	rep, err := m.compare(ctx, u, tools, true, by)
+	return u, rep, err
+}
+
+// unreachable is a server that did not start or answer, refused at the
+// field that says where it runs.
+func unreachable(u *models.Upstream, msg string) error {
+	where := "/url"
+	if u.Transport == models.TransportStdio {
+		where = "/command"
+	}
+	return &models.ValidationError{What: "upstream server", Problems: []models.Problem{{Pointer: where, Message: msg}}}
+}
+
+// Try connects to a server as Add would and lists the tools it serves,
+// storing nothing: the console's "test the connection".
+func (m *Manager) Try(ctx context.Context, s Spec) ([]string, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	// Under a name of its own, so no registered server's connection is
+	// used or disturbed.
+	u := &models.Upstream{Name: "try-" + models.NewID(), Transport: s.Transport, Command: s.Command, Env: s.Env, Mounts: s.Mounts,
+		URL: s.URL, Headers: s.Headers, Network: s.Network, Isolation: s.Isolation, MaxConcurrent: s.MaxConcurrent, IdleSeconds: s.IdleSeconds, Category: s.Category}
+	defer m.Drop(u.Name)
+	tools, err := m.list(ctx, u)
+	if err != nil {
+		return nil, unreachable(u, strings.ReplaceAll(err.Error(), u.Name, s.Name))
+	}
+	names := make([]string, len(tools))
+	for i, t := range tools {
+		names[i] = t.Name
+	}
+	return names, nil
+}
+
+// describe names where a server runs, without its secrets.
+func describe(u *models.Upstream) string {
+	if u.Transport == models.TransportStdio {
+		return strings.Join(u.Command, " ")
+	}
+	return u.URL
+}
+
+// SetDisabled disables or enables a server: a disabled server's tools
+// refuse calls and its connections close.
+func (m *Manager) SetDisabled(ctx context.Context, name string, disabled bool) error {
+	var at *time.Time
+	action := models.AuditUpstreamEnable
+	if disabled {
+		now := time.Now().UTC()
+		at, action = &now, models.AuditUpstreamDisable
+	}
+	err := m.d.Store.Audited(ctx, action, func(tx *models.Store) (string, string, error) {
+		return "upstream:" + name, "", tx.SetUpstreamDisabled(ctx, name, at)
+	})
+	if err == nil {
+		m.Drop(name)
+	}
+	return err
+}
+
+// Delete removes a server and retires the tools made from it (their
+// history stays).
+func (m *Manager) Delete(ctx context.Context, name string) error {
+	err := m.d.Store.Audited(ctx, models.AuditUpstreamDelete, func(tx *models.Store) (string, string, error) {
+		u, err := tx.UpstreamByName(ctx, name)
+		if err != nil {
+			return "", "", err
+		}
+		rows, err := tx.UpstreamTools(ctx, u.ID)
+		if err != nil {
+			return "", "", err
+		}
+		var retired []string
+		for _, r := range rows {
+			if r.Tool != "" {
+				if err := tx.RetireTool(ctx, r.Tool); err != nil && !errors.Is(err, models.ErrNotFound) {
+					return "", "", err
+				}
+				retired = append(retired, r.Tool)
+			}
+		}
+		return "upstream:" + name, fmt.Sprintf("retired %d tools: %s", len(retired), strings.Join(retired, ", ")), tx.DeleteUpstream(ctx, u)
+	})
+	if err == nil {
+		m.Drop(name)
+		m.d.Registry.Changed(ctx)
+	}
+	return err
+}

@@ -1,0 +1,160 @@
+package upstream
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"toolbelt/models"
+	"toolbelt/services/runners"
+)
+
+// MaxResultBytes bounds an upstream tool's result, as encoded.
+const MaxResultBytes = 1 << 20
+
+// Result is what an upstream tool answered: its content blocks and, when
+// the tool returns structured output, that.
+type Result struct {
+	Content           []json.RawMessage `json:"content"`
+	StructuredContent any               `json:"structuredContent,omitempty"`
+}
+
+// Runner is the mcp runner (runners.Deps.MCP).
+func (m *Manager) Runner() runners.Runner { return runners.RunnerFunc(m.call) }
+
+// call runs a call of the mcp runner: its validated arguments sent upstream as
+// tools/call, its progress passed on to the call's events, cancelled
+// upstream when the call is. A result the tool marks isError is the
+// call's failure, in the tool's words.
+func (m *Manager) call(ctx context.Context, c *runners.Call) (any, error) {
+	u, served, err := m.callable(ctx, c.Def.Runner.Server)
+	if errors.Is(err, models.ErrNotFound) {
+		return nil, &runners.Error{Code: models.CodeExecutionFailed, Message: fmt.Sprintf("the upstream server %s of %s is no longer registered", c.Def.Runner.Server, c.Def.Name),
+			Suggestion: "Do not retry; choose another tool."}
+	}
+	if err != nil {
+		return nil, err
+	}
+	if u.DisabledAt != nil {
+		return nil, &runners.Error{Code: models.CodeExecutionFailed, Message: fmt.Sprintf("the upstream server %s is disabled", u.Name),
+			Suggestion: "Do not retry; choose another tool, or ask an administrator to enable the server."}
+	}
+	if !served[c.Def.Runner.Tool] {
+		return nil, &runners.Error{Code: models.CodeExecutionFailed, Message: fmt.Sprintf("the upstream server %s no longer serves %s", u.Name, c.Def.Runner.Tool),
+			Suggestion: "Do not retry; choose another tool."}
+	}
+	cn, err := m.acquire(ctx, u, c)
+	if err != nil {
+		return nil, err
+	}
+	defer cn.release()
+	params := &mcp.CallToolParams{Name: c.Def.Runner.Tool, Arguments: c.Args}
+	if c.Emit != nil {
+		params.Meta = mcp.Meta{"progressToken": c.ID}
+		cn.progress.Store(c.ID, c.Emit)
+		defer cn.progress.Delete(c.ID)
+	}
+	res, err := cn.cs.CallTool(ctx, params)
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	if err != nil {
+		if errors.Is(err, mcp.ErrConnectionClosed) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			m.discard(cn)
+			return nil, &runners.Error{Code: models.CodeExecutionFailed, Retryable: true,
+				Message:    fmt.Sprintf("the upstream server %s stopped during the call: %v", u.Name, err),
+				Suggestion: "Try again: the server is started again on the next call."}
+		}
+		return nil, &runners.Error{Code: models.CodeExecutionFailed, Message: fmt.Sprintf("upstream server %s: %v", u.Name, err),
+			Suggestion: "Check the arguments and try again."}
+	}
+	out := Result{Content: make([]json.RawMessage, 0, len(res.Content)), StructuredContent: res.StructuredContent}
+	size := 0
+	for _, block := range res.Content {
+		raw, err := json.Marshal(block)
+		if err != nil {
+			return nil, fmt.Errorf("encode a content block of %s: %w", c.Def.Name, err)
+		}
+		size += len(raw)
+		out.Content = append(out.Content, raw)
+	}
+	if res.StructuredContent != nil {
+		raw, _ := json.Marshal(res.StructuredContent)
+		size += len(raw)
+	}
+	if size > MaxResultBytes {
+		return nil, &runners.Error{Code: models.CodeExecutionFailed,
+			Message:    fmt.Sprintf("%s answered %d bytes, more than the %d a result may hold", c.Def.Name, size, MaxResultBytes),
+			Suggestion: "Ask for less (a narrower query, a smaller page)."}
+	}
+	if res.IsError {
+		return nil, &runners.Error{Code: models.CodeExecutionFailed, Message: fmt.Sprintf("%s failed: %s", c.Def.Name, text(res.Content)),
+			Suggestion: "Read the message, correct the arguments and try again."}
+	}
+	return out, nil
+}
+
+// text joins a result's text blocks, for an error message.
+func text(blocks []mcp.Content) string {
+	var parts []string
+	for _, b := range blocks {
+		if t, ok := b.(*mcp.TextContent); ok {
+			parts = append(parts, strings.TrimSpace(t.Text))
+		}
+	}
+	if len(parts) == 0 {
+		return "no message"
+	}
+	return strings.Join(parts, "; ")
+}
+
+// Fresh is how long a call trusts what it read of a server (enabled, the
+// tools it serves) without reading it again: changes made on this
+// instance apply at once, those made on another within Fresh.
+const Fresh = 2 * time.Second
+
+// known is what calls read of a server.
+type known struct {
+	u      *models.Upstream
+	served map[string]bool // the tools it serves, accepted
+	at     time.Time
+}
+
+// callable is a server and the tools it serves, read at most Fresh ago.
+func (m *Manager) callable(ctx context.Context, name string) (*models.Upstream, map[string]bool, error) {
+	m.mu.Lock()
+	k, ok := m.known[name]
+	m.mu.Unlock()
+	if ok && time.Since(k.at) < Fresh {
+		return k.u, k.served, nil
+	}
+	u, err := m.d.Store.UpstreamByName(ctx, name)
+	if err != nil {
+		return nil, nil, err
+	}
+	rows, err := m.d.Store.UpstreamTools(ctx, u.ID)
+	if err != nil {
+		return nil, nil, err
+	}
+	served := map[string]bool{}
+	for _, r := range rows {
+		served[r.Remote] = r.Status == models.UpstreamToolActive
+	}
+	m.mu.Lock()
+	m.known[name] = known{u: u, served: served, at: time.Now()}
+	m.mu.Unlock()
+	return u, served, nil
+}
+
+// forgetKnown makes the next call read a server again (it changed here).
+func (m *Manager) forgetKnown(name string) {
+	m.mu.Lock()
+	delete(m.known, name)
+	m.mu.Unlock()
+}

@@ -1,0 +1,137 @@
+package upstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"toolbelt/models"
+	"toolbelt/services/runners"
+	"toolbelt/services/sandbox"
+)
+
+// Sandboxed starts stdio servers in the sandbox, with the limits of tool
+// commands: no network unless the server's registration allows it, an
+// environment of the sandbox's defaults and the server's own variables
+// only, and one writable directory: the session's work directory for a
+// server with session isolation, else the server's own directory under
+// DataDir/upstreams.
+type Sandboxed struct {
+	Box     *sandbox.Sandbox
+	DataDir string
+	Limits  sandbox.Limits
+
+	mu     sync.Mutex
+	stderr map[string]*sandbox.Process // the last process of each server
+	live   map[*sandbox.Process]string // the running processes, by server
+}
+
+// StopGrace is how long a stdio server has to exit once its input
+// closes, before it is terminated.
+const StopGrace = 2 * time.Second
+
+// Start starts u's command.
+func (s *Sandboxed) Start(ctx context.Context, u *models.Upstream, call *runners.Call, env []string) (mcp.Transport, error) {
+	if !s.Box.Available() {
+		return nil, sandbox.ErrUnavailable
+	}
+	var mounts []sandbox.Mount
+	data, err := filepath.Abs(s.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	for name, host := range u.Mounts {
+		if within(host, data) || within(data, host) {
+			return nil, fmt.Errorf("mount %s: %s holds or is inside the server's data directory, which no sandbox sees", name, host)
+		}
+		mounts = append(mounts, sandbox.Mount{Host: host, At: "/opt/" + name})
+	}
+	var dir *os.File
+	if call != nil {
+		dir, err = call.OpenDir()
+	} else {
+		dir, err = s.Box.PrepareDir(filepath.Join(s.DataDir, "upstreams"), u.Name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("work directory: %w", err)
+	}
+	defer dir.Close()
+	spec := sandbox.Spec{Argv: u.Command, Dir: dir.Name(), DirFD: dir, Network: u.Network, Limits: s.Limits, Mounts: mounts}
+	spec.Env = append(sandbox.DefaultEnv(s.Box.WorkPath(spec)), env...)
+	p, err := s.Box.Start(ctx, spec)
+	if err != nil {
+		return nil, fmt.Errorf("start %s: %w", u.Command[0], err)
+	}
+	s.mu.Lock()
+	if s.stderr == nil {
+		s.stderr, s.live = map[string]*sandbox.Process{}, map[*sandbox.Process]string{}
+	}
+	s.stderr[u.Name], s.live[p] = p, u.Name
+	s.mu.Unlock()
+	return &mcp.IOTransport{Reader: p.Stdout, Writer: &stdin{p: p, stopped: func() {
+		s.mu.Lock()
+		delete(s.live, p)
+		s.mu.Unlock()
+	}}}, nil
+}
+
+// StderrTail is the end of what a server's last process wrote to its
+// standard error ("" when none ran here).
+func (s *Sandboxed) StderrTail(server string) string {
+	s.mu.Lock()
+	p := s.stderr[server]
+	s.mu.Unlock()
+	if p == nil {
+		return ""
+	}
+	return string(p.StderrTail())
+}
+
+// stdin is a process's input; closing it ends the process (its input
+// closes, then it is terminated after StopGrace) and releases it.
+type stdin struct {
+	p       *sandbox.Process
+	stopped func()
+	once    sync.Once
+}
+
+func (w *stdin) Write(b []byte) (int, error) {
+	n, err := w.p.Stdin.Write(b)
+	if errors.Is(err, os.ErrClosed) {
+		err = mcp.ErrConnectionClosed
+	}
+	return n, err
+}
+
+func (w *stdin) Close() error {
+	w.once.Do(func() {
+		w.p.Stop(StopGrace)
+		w.stopped()
+	})
+	return nil
+}
+
+// within reports whether path is dir or below it.
+func within(path, dir string) bool {
+	rel, err := filepath.Rel(dir, path)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
+}
+
+// Memory is what each server's running processes use, in bytes (their
+// cgroup's charge, or their resident memory without one).
+func (s *Sandboxed) Memory() map[string]int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]int64{}
+	for p, server := range s.live {
+		out[server] += p.Memory()
+	}
+	return out
+}

@@ -1,0 +1,470 @@
+// Package upstream puts the MCP servers an organisation already runs
+// behind Toolbelt: it connects to each registered server (a command in
+// the sandbox over stdio, or a Streamable HTTP or SSE endpoint), pins the
+// tools it serves as Toolbelt tools, holds later changes for an admin to
+// accept, and runs calls of the mcp runner as tools/call upstream.
+//
+// Connections: one per server, or for a stdio server with session
+// isolation one process per session, made on first use, kept while used
+// and closed once idle (Run). A connection that fails is made again on
+// the next call, after a backoff that grows while it keeps failing.
+package upstream
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"toolbelt/models"
+	"toolbelt/services/catalog"
+	"toolbelt/services/netpolicy"
+	"toolbelt/services/runners"
+	"toolbelt/services/tooldef"
+)
+
+// Deps is what the manager works with.
+type Deps struct {
+	Store    *models.Store
+	Registry *catalog.Registry
+	// Net is where remote servers may be reached.
+	Net netpolicy.Policy
+	// Secrets are the configured secrets headers and environments may
+	// reference as {{env.NAME}}.
+	Secrets map[string]string
+	// Stdio starts a stdio server's process (nil: stdio servers cannot
+	// run here).
+	Stdio StdioStarter
+	Log   *slog.Logger
+}
+
+// StdioStarter starts a stdio server's command and returns the transport
+// to it; the process ends when the transport's connection closes. call is
+// the call the process is started for when the server runs one process
+// per session (its work directory is the session's), nil for a shared
+// one.
+type StdioStarter interface {
+	Start(ctx context.Context, u *models.Upstream, call *runners.Call, env []string) (mcp.Transport, error)
+}
+
+// Manager holds the connections to upstream servers.
+type Manager struct {
+	d   Deps
+	mu  sync.Mutex
+	cns map[connKey]*conn
+	// failures counts each connection's consecutive failures to connect,
+	// and when the next try may be.
+	failures map[connKey]failure
+	// watchers are the goroutines that forget a connection once it ends.
+	watchers sync.WaitGroup
+	// known is what calls read of each server, by name (see callable).
+	known map[string]known
+	// closed is set by Close: no connection is made after it.
+	closed bool
+}
+
+type connKey struct{ server, session string }
+
+type failure struct {
+	n     int
+	until time.Time
+	err   error
+}
+
+// New returns a manager over d; Run closes idle connections.
+func New(d Deps) *Manager {
+	if d.Log == nil {
+		d.Log = slog.Default()
+	}
+	return &Manager{d: d, cns: map[connKey]*conn{}, failures: map[connKey]failure{}, known: map[string]known{}}
+}
+
+// conn is one live MCP session to an upstream.
+type conn struct {
+	key  connKey
+	cs   *mcp.ClientSession
+	end  context.CancelFunc // ends the connection's context
+	sem  chan struct{}
+	idle time.Duration
+	mu   sync.Mutex
+	used time.Time
+	busy int
+	// progress routes notifications/progress to the call whose token
+	// they carry.
+	progress sync.Map // token string → func(event string, data any)
+}
+
+// acquire is the connection for call (see connect), holding one of its
+// slots; the caller releases it.
+func (m *Manager) acquire(ctx context.Context, u *models.Upstream, call *runners.Call) (*conn, error) {
+	c, err := m.connect(ctx, u, call)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.acquire(ctx); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// close ends the session (a stdio process exits) and its context.
+func (c *conn) close() {
+	_ = c.cs.Close()
+	c.end()
+}
+
+func (c *conn) acquire(ctx context.Context) error {
+	select {
+	case c.sem <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	c.mu.Lock()
+	c.busy++
+	c.mu.Unlock()
+	return nil
+}
+
+func (c *conn) release() {
+	c.mu.Lock()
+	c.busy--
+	c.used = time.Now()
+	c.mu.Unlock()
+	<-c.sem
+}
+
+// idleSince is when the connection was last used, or zero while in use.
+func (c *conn) idleSince() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.busy > 0 {
+		return time.Time{}
+	}
+	return c.used
+}
+
+// MaxBackoff caps the wait before a connection that keeps failing is
+// tried again.
+const MaxBackoff = time.Minute
+
+// connect returns the live connection for key, making it if needed.
+// For a stdio server with session isolation, call is the call the
+// connection is for (nil: the shared one, which lists the tools).
+func (m *Manager) connect(ctx context.Context, u *models.Upstream, call *runners.Call) (*conn, error) {
+	key := connKey{u.Name, ""}
+	if u.Transport == models.TransportStdio && u.Isolation == models.IsolationSession && call != nil {
+		// A session belongs to a principal: its directory names both.
+		key.session = call.Dir.Path
+	} else {
+		call = nil
+	}
+	m.mu.Lock()
+	if c, ok := m.cns[key]; ok {
+		m.mu.Unlock()
+		return c, nil
+	}
+	if f, ok := m.failures[key]; ok && time.Now().Before(f.until) {
+		m.mu.Unlock()
+		return nil, &runners.Error{Code: models.CodeExecutionFailed, Retryable: true,
+			Message:    fmt.Sprintf("upstream server %s failed to start or answer (%v); it is tried again in %s", u.Name, f.err, time.Until(f.until).Round(time.Second)),
+			Suggestion: "Try again later, or choose another tool."}
+	}
+	m.mu.Unlock()
+	c, err := m.dial(ctx, u, key, call)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err != nil {
+		f := m.failures[key]
+		f.n++
+		f.err = err
+		f.until = time.Now().Add(min(time.Second<<min(f.n-1, 6), MaxBackoff))
+		m.failures[key] = f
+		return nil, &runners.Error{Code: models.CodeExecutionFailed, Retryable: true,
+			Message: fmt.Sprintf("upstream server %s: %v", u.Name, err), Suggestion: "Try again later, or choose another tool."}
+	}
+	delete(m.failures, key)
+	if m.closed {
+		c.close()
+		return nil, &runners.Error{Code: models.CodeExecutionFailed, Retryable: true,
+			Message: "the server is shutting down", Suggestion: "Try again in a moment."}
+	}
+	if old, ok := m.cns[key]; ok { // another call connected meanwhile
+		c.close()
+		return old, nil
+	}
+	m.cns[key] = c
+	m.watchers.Go(func() { m.forget(key, c) })
+	return c, nil
+}
+
+// discard drops a connection that failed a call (its process died): the
+// next call makes a new one at once.
+func (m *Manager) discard(c *conn) {
+	m.mu.Lock()
+	if m.cns[c.key] == c {
+		delete(m.cns, c.key)
+	}
+	m.mu.Unlock()
+	c.close()
+}
+
+// forget drops a connection once its session ends (the process exited,
+// the server closed it): the next call makes a new one.
+func (m *Manager) forget(key connKey, c *conn) {
+	err := c.cs.Wait()
+	c.end()
+	m.mu.Lock()
+	if m.cns[key] == c {
+		delete(m.cns, key)
+	}
+	m.mu.Unlock()
+	if err != nil {
+		m.d.Log.Warn("upstream connection ended", "server", key.server, "session", key.session, "err", err)
+	}
+}
+
+// ConnectTimeout bounds connecting and the initialize handshake.
+const ConnectTimeout = 30 * time.Second
+
+func (m *Manager) dial(ctx context.Context, u *models.Upstream, key connKey, call *runners.Call) (*conn, error) {
+	c := &conn{key: key, sem: make(chan struct{}, max(u.MaxConcurrent, 1)), idle: time.Duration(u.IdleSeconds) * time.Second, used: time.Now()}
+	var t mcp.Transport
+	switch u.Transport {
+	case models.TransportStdio:
+		if m.d.Stdio == nil {
+			return nil, fmt.Errorf("stdio servers cannot run on this server (no sandbox)")
+		}
+		env, err := m.environment(u)
+		if err != nil {
+			return nil, err
+		}
+		// The process outlives the call that started it: its context is
+		// not the call's.
+		if t, err = m.d.Stdio.Start(context.WithoutCancel(ctx), u, call, env); err != nil {
+			return nil, err
+		}
+	case models.TransportHTTP, models.TransportSSE:
+		if msg := m.d.Net.CheckURL(u.URL); msg != "" {
+			return nil, fmt.Errorf("the outbound policy refuses %s: %s", u.URL, msg)
+		}
+		client, err := m.httpClient(u)
+		if err != nil {
+			return nil, err
+		}
+		if u.Transport == models.TransportHTTP {
+			t = &mcp.StreamableClientTransport{Endpoint: u.URL, HTTPClient: client, MaxRetries: -1}
+		} else {
+			t = &mcp.SSEClientTransport{Endpoint: u.URL, HTTPClient: client}
+		}
+	default:
+		return nil, fmt.Errorf("transport %q is not one of stdio, http, sse", u.Transport)
+	}
+	client := mcp.NewClient(&mcp.Implementation{Name: "toolbelt", Version: "1"}, &mcp.ClientOptions{
+		Capabilities: &mcp.ClientCapabilities{},
+		// A server saying its tools changed is looked at again at once:
+		// a change is held pending, never taken as it comes.
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+			if key.session != "" {
+				return // the shared view is the one pinned
+			}
+			m.mu.Lock()
+			defer m.mu.Unlock()
+			if m.closed {
+				return
+			}
+			m.watchers.Go(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), ConnectTimeout)
+				defer cancel()
+				if _, err := m.Sync(ctx, u.Name, false, nil); err != nil {
+					m.d.Log.Warn("upstream tools changed: look again", "server", u.Name, "err", err)
+				}
+			})
+		},
+		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+			token := fmt.Sprint(req.Params.ProgressToken)
+			if emit, ok := c.progress.Load(token); ok {
+				emit.(func(string, any))("progress", map[string]any{"progress": req.Params.Progress, "total": req.Params.Total, "message": req.Params.Message})
+			}
+		},
+	})
+	// The context a transport connects with is its streams' lifetime
+	// (the SSE transport's GET): the connection's own, ended by close; the
+	// handshake has ConnectTimeout.
+	life, end := context.WithCancel(context.WithoutCancel(ctx))
+	timer := time.AfterFunc(ConnectTimeout, end)
+	cs, err := client.Connect(life, t, nil)
+	if !timer.Stop() {
+		err = fmt.Errorf("no answer to initialize within %s", ConnectTimeout)
+	}
+	if err != nil {
+		end()
+		err = fmt.Errorf("connect: %w", err)
+		if tail := m.stderrTail(u.Name); tail != "" {
+			err = fmt.Errorf("%w; its standard error ends: %s", err, tail)
+		}
+		return nil, err
+	}
+	c.cs, c.end = cs, end
+	m.d.Log.Info("upstream connected", "server", u.Name, "session", key.session, "transport", u.Transport)
+	return c, nil
+}
+
+// stderrTail is the last lines a stdio server wrote to its standard
+// error, when its starter keeps them.
+func (m *Manager) stderrTail(server string) string {
+	st, ok := m.d.Stdio.(interface{ StderrTail(string) string })
+	if !ok {
+		return ""
+	}
+	lines := strings.Split(strings.TrimSpace(st.StderrTail(server)), "\n")
+	lines = lines[max(len(lines)-5, 0):]
+	return strings.Join(lines, " | ")
+}
+
+// environment is a stdio server's environment: its own variables, each
+// secret reference filled, and nothing of the host's.
+func (m *Manager) environment(u *models.Upstream) ([]string, error) {
+	env := make([]string, 0, len(u.Env))
+	for name, tmpl := range u.Env {
+		v, err := m.expand(tmpl)
+		if err != nil {
+			return nil, fmt.Errorf("environment variable %s: %w", name, err)
+		}
+		env = append(env, name+"="+v)
+	}
+	return env, nil
+}
+
+// expand fills {{env.NAME}} references with configured secrets.
+func (m *Manager) expand(tmpl string) (string, error) {
+	var bad error
+	out := tooldef.Placeholder.ReplaceAllStringFunc(tmpl, func(s string) string {
+		name, ok := strings.CutPrefix(tooldef.Placeholder.FindStringSubmatch(s)[1], "env.")
+		v := m.d.Secrets[name]
+		if !ok || v == "" {
+			bad = fmt.Errorf("the secret %s is not configured on this server (list it in TOOLBELT_SECRETS)", name)
+		}
+		return v
+	})
+	return out, bad
+}
+
+// httpClient is the outbound policy's client, sending the server's
+// headers with every request.
+func (m *Manager) httpClient(u *models.Upstream) (*http.Client, error) {
+	h := http.Header{}
+	for name, tmpl := range u.Headers {
+		v, err := m.expand(tmpl)
+		if err != nil {
+			return nil, fmt.Errorf("header %s: %w", name, err)
+		}
+		h.Set(name, v)
+	}
+	client := m.d.Net.Client()
+	client.Transport = headers{next: client.Transport, h: h}
+	// Streams stay open for as long as the session: no response
+	// deadline beyond the one for headers.
+	return client, nil
+}
+
+type headers struct {
+	next http.RoundTripper
+	h    http.Header
+}
+
+func (t headers) RoundTrip(req *http.Request) (*http.Response, error) {
+	req = req.Clone(req.Context())
+	for k, v := range t.h {
+		req.Header[k] = v
+	}
+	return t.next.RoundTrip(req)
+}
+
+// SweepEvery is how often Run looks for idle connections.
+const SweepEvery = 5 * time.Second
+
+// Run closes connections idle longer than their server's idle time,
+// until ctx ends; then it closes every connection.
+func (m *Manager) Run(ctx context.Context) error {
+	tick := time.NewTicker(SweepEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			m.Close()
+			return nil
+		case now := <-tick.C:
+			m.Sweep(now)
+		}
+	}
+}
+
+// Sweep closes the connections idle longer than their server's idle
+// time at now.
+func (m *Manager) Sweep(now time.Time) {
+	m.mu.Lock()
+	var idle []*conn
+	for key, c := range m.cns {
+		if since := c.idleSince(); !since.IsZero() && now.Sub(since) > c.idle {
+			delete(m.cns, key)
+			idle = append(idle, c)
+			m.d.Log.Info("upstream connection idle: closed", "server", key.server, "session", key.session)
+		}
+	}
+	m.mu.Unlock()
+	for _, c := range idle {
+		c.close()
+	}
+}
+
+// Close closes every connection (stdio processes end).
+func (m *Manager) Close() {
+	m.mu.Lock()
+	m.closed = true
+	all := m.cns
+	m.cns = map[connKey]*conn{}
+	m.mu.Unlock()
+	for _, c := range all {
+		c.close()
+	}
+	m.watchers.Wait()
+}
+
+// Drop closes a server's connections (after it was changed, disabled or
+// deleted).
+func (m *Manager) Drop(server string) {
+	m.mu.Lock()
+	var gone []*conn
+	for key, c := range m.cns {
+		if key.server == server {
+			delete(m.cns, key)
+			gone = append(gone, c)
+		}
+	}
+	for key := range m.failures {
+		if key.server == server {
+			delete(m.failures, key)
+		}
+	}
+	delete(m.known, server)
+	m.mu.Unlock()
+	for _, c := range gone {
+		c.close()
+	}
+}
+
+// Warm reports how many connections are open per server.
+func (m *Manager) Warm() map[string]int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := map[string]int{}
+	for key := range m.cns {
+		out[key.server]++
+	}
+	return out
+}

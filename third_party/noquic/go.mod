@@ -1,0 +1,3 @@
+module github.com/quic-go/quic-go
+
+go 1.26

@@ -1,0 +1,87 @@
+package web
+
+import (
+	"bytes"
+	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/gin-gonic/gin"
+)
+
+// The large Swagger UI files are stored compressed: a browser gets them
+// gzip-encoded, any other client the bytes of swagger-ui-dist 4.15.5 as
+// published (their SHA-256 here), and each variant has its own ETag.
+func TestSwaggerAssetsCompressed(t *testing.T) {
+	gin.SetMode(gin.TestMode)
+	r := gin.New()
+	r.GET("/swagger/*any", swaggerUI())
+	get := func(path, accept, ifNoneMatch string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(http.MethodGet, path, nil)
+		if accept != "" {
+			req.Header.Set("Accept-Encoding", accept)
+		}
+		if ifNoneMatch != "" {
+			req.Header.Set("If-None-Match", ifNoneMatch)
+		}
+		rec := httptest.NewRecorder()
+		r.ServeHTTP(rec, req)
+		return rec
+	}
+	for name, want := range map[string]string{
+		"swagger-ui-bundle.js":            "fd76294e33356ab3fd111ddaeeb10d3f79de8ae1a4d34dbf777f5eef224648d9",
+		"swagger-ui-standalone-preset.js": "8e910e1d42309b49aec560301a5d32930c698848df752ced0490691918ce9a5b",
+		"swagger-ui.css":                  "e883f234c6ef0b7dbb6d473fb45a00b85e98d58282f9dd1cc70bcc57ef12ef6a",
+	} {
+		plain := get("/swagger/"+name, "", "")
+		if plain.Code != http.StatusOK || plain.Header().Get("Content-Encoding") != "" || sha(plain.Body.Bytes()) != want {
+			t.Fatalf("%s without gzip: %d, encoding %q, sha256 %s; want the published bytes", name, plain.Code,
+				plain.Header().Get("Content-Encoding"), sha(plain.Body.Bytes()))
+		}
+		zipped := get("/swagger/"+name, "br, gzip;q=0.8", "")
+		if zipped.Header().Get("Content-Encoding") != "gzip" || zipped.Header().Get("Vary") != "Accept-Encoding" {
+			t.Fatalf("%s with gzip: encoding %q, vary %q", name, zipped.Header().Get("Content-Encoding"), zipped.Header().Get("Vary"))
+		}
+		z, err := gzip.NewReader(bytes.NewReader(zipped.Body.Bytes()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(z)
+		if err != nil || sha(body) != want || zipped.Body.Len() >= len(body) {
+			t.Fatalf("%s gzip: %d bytes for %d, sha256 %s (%v)", name, zipped.Body.Len(), len(body), sha(body), err)
+		}
+		if plain.Header().Get("ETag") == zipped.Header().Get("ETag") {
+			t.Errorf("%s: both encodings have ETag %s", name, plain.Header().Get("ETag"))
+		}
+		if rec := get("/swagger/"+name, "gzip", zipped.Header().Get("ETag")); rec.Code != http.StatusNotModified {
+			t.Errorf("%s: If-None-Match of the gzip variant: %d, want 304", name, rec.Code)
+		}
+		if rec := get("/swagger/"+name, "gzip;q=0", ""); rec.Header().Get("Content-Encoding") != "" {
+			t.Errorf("%s: gzip;q=0 got %q", name, rec.Header().Get("Content-Encoding"))
+		}
+	}
+	if rec := get("/swagger/swagger-ui-bundle.js.gz", "gzip", ""); rec.Code != http.StatusNotFound {
+		t.Errorf("the stored .gz name answers %d, want 404", rec.Code)
+	}
+	if rec := get("/swagger/index.html", "gzip", ""); rec.Code != http.StatusOK || rec.Header().Get("Content-Encoding") != "" {
+		t.Errorf("index.html: %d, encoding %q", rec.Code, rec.Header().Get("Content-Encoding"))
+	}
+}
+
+func TestAcceptsGzip(t *testing.T) {
+	for header, want := range map[string]bool{
+		"": false, "gzip": true, "GZIP": true, "x-gzip": true, "*": true, "br": false, "gzip;q=0": false,
+		"gzip; q=0.0": false, "deflate, gzip;q=0.5": true, "gzip;q=bad": false, "identity": false, " br ,  gzip ": true,
+		"*;q=1, gzip;q=0": false, "gzip;q=0, *": false, "br, *;q=0.1": true, "*;q=0": false,
+	} {
+		if got := acceptsGzip(header); got != want {
+			t.Errorf("acceptsGzip(%q) = %v, want %v", header, got, want)
+		}
+	}
+}
+
+func sha(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(s[:]) }
