@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -81,32 +82,37 @@ func TestProcessCapIsPerRunWithoutCgroup(t *testing.T) {
 			const procs = 16
 			uid := s.runUID()
 			before := tasksOf(uid)
-			// (sh gives up at its first refused fork: python keeps what it has)
+			// The hog forks until the kernel refuses it, then says so in
+			// its work directory and keeps what it has (sh would give up).
+			// That refusal, not a count, tells the test it is at its cap:
+			// the cap is the uid's tasks when the hog starts plus procs,
+			// and other runs under the same uid come and go meanwhile.
 			const hog = `import os, time
-for i in range(64):
+for i in range(512):
     try:
         if os.fork() == 0:
             time.sleep(30)
             os._exit(0)
     except OSError:
+        open("hog-full", "w").close()
         break
 time.sleep(30)`
+			dir := workDir(t, s)
 			ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
 			defer cancel()
 			done := make(chan *Result, 1)
 			start := time.Now()
 			go func() {
-				res, _ := s.Run(ctx, Spec{Argv: []string{"python3", "-c", hog}, Dir: workDir(t, s), Limits: Limits{Procs: procs}})
+				res, _ := s.Run(ctx, Spec{Argv: []string{"python3", "-c", hog}, Dir: dir, Limits: Limits{Procs: procs}})
 				done <- res
 			}()
-			// The hog is at its cap when its uid holds procs tasks more
-			// than before (less a few: the cap is counted when it starts),
-			// or when it holds nearly procs processes itself: other tests'
-			// runs under the same uid that ended before the hog started
-			// left its cap below before+procs.
-			for tasksOf(uid) < before+procs-2 && countProcs("python3", "-c", hog) < procs-2 {
+			for {
+				if _, err := os.Stat(filepath.Join(dir, "hog-full")); err == nil {
+					break
+				}
 				if time.Since(start) > 20*time.Second {
-					t.Fatalf("the hog never filled its cap: %d tasks, %d before", tasksOf(uid), before)
+					t.Fatalf("the hog was never refused a fork: %d processes, its uid %d tasks (%d before)",
+						countProcs("python3", "-c", hog), tasksOf(uid), before)
 				}
 				time.Sleep(20 * time.Millisecond)
 			}
