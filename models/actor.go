@@ -39,10 +39,24 @@ func WithActor(ctx context.Context, a Actor) context.Context {
 	return context.WithValue(ctx, actorKey{}, a)
 }
 
-// ActorOf is the actor ctx carries; without one, the server itself.
+// ActorOf is the actor ctx carries; without one, the server itself. An
+// actor with no principal at one of the doors is someone not (yet)
+// known: a console sign-in, say, whose address the audit log keeps.
 func ActorOf(ctx context.Context) Actor {
-	if a, ok := ctx.Value(actorKey{}).(Actor); ok && a.Principal != nil {
+	if a, ok := ctx.Value(actorKey{}).(Actor); ok && (a.Principal != nil || a.Via != "" && a.Via != ViaSystem) {
 		return a
 	}
 	return Actor{Via: ViaSystem}
+}
+
+// Anonymous is the audit log's actor for someone at a door who is not a
+// principal (a wrong key at the console's sign-in).
+const Anonymous = "anonymous"
+
+// Name is how the audit log names the actor.
+func (a Actor) Name() string {
+	if a.Principal == nil && a.Via != ViaSystem {
+		return Anonymous
+	}
+	return ActorName(a.Principal)
 }

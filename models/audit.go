@@ -34,6 +34,17 @@ const (
 	// accepting it.
 	AuditUpstreamChange = "upstream.change"
 	AuditUpstreamAccept = "upstream.accept"
+	AuditUpstreamSync   = "upstream.sync"
+	// What callers do besides their calls and selections (which their
+	// own histories record): cancel a call, rotate a callback secret,
+	// teach or unteach the index, sign in to and out of the console.
+	AuditCallCancel     = "call.cancel"
+	AuditCallbackRotate = "callback_secret.rotate"
+	AuditSelectionLearn = "selection.feedback"
+	AuditQueryForget    = "query.forget"
+	AuditSignIn         = "console.sign_in"
+	AuditSignInFailed   = "console.sign_in_failed"
+	AuditSignOut        = "console.sign_out"
 )
 
 // AuditActions lists every action, in the order the console offers them.
@@ -41,7 +52,8 @@ var AuditActions = []string{
 	AuditToolRegister, AuditToolPublish, AuditToolRollback, AuditToolRetire, AuditToolImport,
 	AuditPrincipalCreate, AuditPrincipalDisable, AuditPrincipalEnable, AuditPrincipalDelete,
 	AuditKeyIssue, AuditKeyRevoke, AuditGrantsSet, AuditApprovalApprove, AuditApprovalDeny,
-	AuditUpstreamAdd, AuditUpstreamDisable, AuditUpstreamEnable, AuditUpstreamDelete, AuditUpstreamChange, AuditUpstreamAccept,
+	AuditUpstreamAdd, AuditUpstreamDisable, AuditUpstreamEnable, AuditUpstreamDelete, AuditUpstreamChange, AuditUpstreamAccept, AuditUpstreamSync,
+	AuditCallCancel, AuditCallbackRotate, AuditSelectionLearn, AuditQueryForget, AuditSignIn, AuditSignInFailed, AuditSignOut,
 }
 
 // AuditDetailMax bounds an entry's detail, in characters.
@@ -91,7 +103,7 @@ func (s *Store) Audited(ctx context.Context, action string, fn func(tx *Store) (
 
 func auditEntry(ctx context.Context, action, target, detail string) AuditEntry {
 	a := ActorOf(ctx)
-	e := AuditEntry{At: time.Now().UTC(), Actor: ActorName(a.Principal), Via: a.Via, KeyID: a.KeyID,
+	e := AuditEntry{At: time.Now().UTC(), Actor: a.Name(), Via: a.Via, KeyID: a.KeyID,
 		KeyLabel: clip(a.KeyLabel, 64), ClientIP: clip(a.ClientIP, 64), RequestID: clip(a.RequestID, 64),
 		Action: action, Target: clip(target, 200), Detail: clip(detail, AuditDetailMax)}
 	if a.Principal != nil {

@@ -209,7 +209,7 @@ func TestAuditAPIFilters(t *testing.T) {
 		{"target=" + url.QueryEscape("key:%"), 0}, // a value, not a pattern
 		{"until=2026-11-01T00:10:00Z", 10},
 		{"actor=bob&since=2026-11-01T00:00&until=2026-11-01T00:09", 3},
-		{"actor=system", fixture},
+		{"actor=system", fixture - 2}, // less the agent's and the reviewer's sign-ins above
 	} {
 		seen, pages := map[float64]bool{}, 0
 		cursor, prev := "", 1e18
@@ -286,7 +286,7 @@ func TestConsoleAudit(t *testing.T) {
 	}
 	p := b.get("/admin/audit?actor=admin")
 	rows := p.TestID("audit-row")
-	if p.Status != 200 || rows.Length() != 2 { // bot, then its key revoked
+	if p.Status != 200 || rows.Length() != 3 { // the sign-in, bot, then its key revoked
 		t.Fatalf("audit page: %d, %d rows", p.Status, rows.Length())
 	}
 	first := rows.First()
@@ -299,6 +299,9 @@ func TestConsoleAudit(t *testing.T) {
 	}
 	if got := rows.Eq(1).Find(`[data-testid="audit-from"]`).Text(); !strings.Contains(got, "api") || !strings.Contains(got, "192.0.2.1") {
 		t.Errorf("the API's row from %q", got)
+	}
+	if got := rows.Eq(2).Find(`[data-testid="audit-action"]`).Text(); got != models.AuditSignIn {
+		t.Errorf("the oldest row is %q, want the admin's sign-in", got)
 	}
 	if p := b.get("/admin/audit?actor=admin&action=principal.create"); p.TestID("audit-row").Length() != 1 ||
 		p.TestID("audit-target").Text() != "principal:4" {

@@ -18,22 +18,30 @@ type forecastIn struct {
 	City string `json:"city" jsonschema:"the city"`
 }
 
+// weatherServer serves the go-sdk's MCP server over Streamable HTTP, with
+// one read-only tool, forecast, until the test ends; forecast sets its
+// description (the server tells its clients the list changed).
+func weatherServer(t *testing.T) (srv *httptest.Server, forecast func(description string)) {
+	s := mcp.NewServer(&mcp.Implementation{Name: "weather", Version: "1"}, nil)
+	forecast = func(description string) {
+		mcp.AddTool(s, &mcp.Tool{Name: "forecast", Description: description, Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+			func(context.Context, *mcp.CallToolRequest, forecastIn) (*mcp.CallToolResult, any, error) {
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "sun"}}}, nil, nil
+			})
+	}
+	forecast("Tell the weather in a city.")
+	srv = httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
+	t.Cleanup(srv.Close)
+	return srv, forecast
+}
+
 // TestConsoleServers: an admin tests a server's connection, adds it,
 // sees its tools, finds a description the server changed waiting with
 // both definitions, accepts it, disables and deletes the server, all in
 // the Servers page; a bad form comes back with each problem at its
 // field. The server is the go-sdk's, whose tool the test changes.
 func TestConsoleServers(t *testing.T) {
-	srv := mcp.NewServer(&mcp.Implementation{Name: "weather", Version: "1"}, nil)
-	forecast := func(description string) {
-		mcp.AddTool(srv, &mcp.Tool{Name: "forecast", Description: description, Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
-			func(context.Context, *mcp.CallToolRequest, forecastIn) (*mcp.CallToolResult, any, error) {
-				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "sun"}}}, nil, nil
-			})
-	}
-	forecast("Tell the weather in a city.")
-	up := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
-	defer up.Close()
+	up, forecast := weatherServer(t)
 	app := newTestAppWith(t, hostCaps{Chromium: true, Python: true, Node: true, Sandbox: true},
 		netpolicy.Policy{AllowPrivate: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}})
 	b := signedIn(t, app, "admin")

@@ -119,7 +119,8 @@ func (h *Handler) SignIn(c *gin.Context) {
 		_ = h.Render(c, handlers.StatusFor(models.CodeValidation), views.SignIn(views.SignInData{CSRF: want, Next: next, Error: "Enter an API key."}))
 		return
 	}
-	s, err := h.Accounts.SignIn(c.Request.Context(), c.ClientIP(), key) // see web.Deps.TrustedProxies
+	ctx := models.WithActor(c.Request.Context(), models.Actor{Via: models.ViaConsole, RequestID: c.GetString(handlers.RequestIDKey)})
+	s, err := h.Accounts.SignIn(ctx, c.ClientIP(), key) // see web.Deps.TrustedProxies
 	if err != nil {
 		status, body := handlers.Classify(c, h.Log, err)
 		_ = h.Render(c, status, views.SignIn(views.SignInData{CSRF: want, Next: next, Error: body.Error.Message}))

@@ -1,11 +1,13 @@
 package access
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"time"
 
 	"toolbelt/models"
@@ -30,25 +32,33 @@ type ConsoleSession struct {
 // client (its network address). A wrong or revoked key is
 // models.ErrUnauthorized, with no hint of which; wrong keys count against
 // the client's guesses as in Authenticate (a right key is always let in).
+// The audit log records each sign-in, and each refused key up to the
+// client's guess limit (a flood of guesses past it writes nothing more).
 func (a *Accounts) SignIn(ctx context.Context, client, secret string) (*ConsoleSession, error) {
+	ctx = models.WithActor(ctx, models.Actor{Via: models.ViaConsole, ClientIP: client, RequestID: models.ActorOf(ctx).RequestID})
 	bad := models.ErrUnauthorized.Errorf("that API key is not valid")
 	if len(secret) < len(KeyPrefix)+8 {
-		return nil, a.guesses.refuse(ctx, client, bad)
+		return nil, a.refuseSignIn(ctx, client, bad, true, "not a key")
 	}
 	key, p, err := a.store.KeyByHash(ctx, hashKey(secret))
 	if errors.Is(err, models.ErrNotFound) {
-		return nil, a.guesses.refuse(ctx, client, bad)
+		return nil, a.refuseSignIn(ctx, client, bad, true, "unknown key")
 	}
 	if err != nil {
 		return nil, err
 	}
 	if err := usable(key, p, time.Now()); err != nil {
-		return nil, err
+		return nil, a.refuseSignIn(ctx, client, err, false, fmt.Sprintf("key %d of principal %d: %v", key.ID, p.ID, err))
 	}
 	token := rand.Text() + rand.Text() // 2 × 130 bits
 	now := time.Now().UTC()
 	cs := &models.ConsoleSession{Hash: hashKey(token), PrincipalID: p.ID, KeyID: key.ID, CreatedAt: now, ExpiresAt: now.Add(ConsoleSessionTTL)}
-	if err := a.store.CreateConsoleSession(ctx, cs); err != nil {
+	ctx = models.WithActor(ctx, models.Actor{Principal: p, KeyID: key.ID, KeyLabel: cmp.Or(key.Label, key.Prefix), Via: models.ViaConsole,
+		ClientIP: client, RequestID: models.ActorOf(ctx).RequestID})
+	err = a.store.Audited(ctx, models.AuditSignIn, func(tx *models.Store) (string, string, error) {
+		return fmt.Sprintf("principal:%d", p.ID), "", tx.CreateConsoleSession(ctx, cs)
+	})
+	if err != nil {
 		return nil, err
 	}
 	a.touch(ctx, key.ID)
@@ -73,9 +83,34 @@ func (a *Accounts) ConsoleSession(ctx context.Context, token string) (*ConsoleSe
 	return &ConsoleSession{KeyID: cs.KeyID, KeyLabel: cs.KeyLabel, Token: token, CSRF: CSRFToken(token), Principal: p, ExpiresAt: cs.ExpiresAt}, nil
 }
 
+// refuseSignIn records a refused sign-in and answers err. A guess (a
+// key that is none of ours) counts against the client's guesses; once
+// they are spent the answer is TooManyGuessesError, recorded no more:
+// the limit, not the log, answers a flood.
+func (a *Accounts) refuseSignIn(ctx context.Context, client string, err error, guess bool, why string) error {
+	if guess {
+		if err = a.guesses.refuse(ctx, client, err); !errors.Is(err, models.ErrUnauthorized) {
+			return err
+		}
+	}
+	if aerr := a.store.Audited(ctx, models.AuditSignInFailed, func(*models.Store) (string, string, error) {
+		return "console", why, nil
+	}); aerr != nil {
+		a.log.WarnContext(ctx, "audit a refused sign-in", "err", aerr)
+	}
+	return err
+}
+
 // SignOut ends the session of a cookie token.
 func (a *Accounts) SignOut(ctx context.Context, token string) error {
-	return a.store.DeleteConsoleSession(ctx, hashKey(token))
+	return a.store.Audited(ctx, models.AuditSignOut, func(tx *models.Store) (string, string, error) {
+		p := models.ActorOf(ctx).Principal
+		target := "console"
+		if p != nil {
+			target = fmt.Sprintf("principal:%d", p.ID)
+		}
+		return target, "", tx.DeleteConsoleSession(ctx, hashKey(token))
+	})
 }
 
 // PruneConsoleSessions removes expired sessions.

@@ -64,6 +64,29 @@ var (
 	targetPattern = regexp.MustCompile(`^[a-z_]{1,16}(:[!-~]{1,180})?$`)
 )
 
+// actionList names every action, those of one subject together, as
+// "tool.{register,publish}, key.{issue,revoke}", to keep an error short.
+var actionList = func() string {
+	var subjects []string
+	verbs := map[string][]string{}
+	for _, a := range models.AuditActions {
+		subject, verb, _ := strings.Cut(a, ".")
+		if verbs[subject] == nil {
+			subjects = append(subjects, subject)
+		}
+		verbs[subject] = append(verbs[subject], verb)
+	}
+	out := make([]string, len(subjects))
+	for i, s := range subjects {
+		if vs := verbs[s]; len(vs) == 1 {
+			out[i] = s + "." + vs[0]
+		} else {
+			out[i] = s + ".{" + strings.Join(vs, ",") + "}"
+		}
+	}
+	return strings.Join(out, ", ")
+}()
+
 // Filter checks q and turns it into the store's filter. Anything odd (an
 // unknown action, a target or actor that cannot be one, a bad time or
 // cursor) is models.ErrInvalid naming the parameter.
@@ -73,7 +96,7 @@ func (q Query) Filter() (models.AuditFilter, error) {
 		return f, models.ErrInvalid.Errorf("actor=%s is not a principal name (letters, digits, '.', '_' or '-', at most 64)", quote(f.Actor))
 	}
 	if f.Action != "" && !slices.Contains(models.AuditActions, f.Action) {
-		return f, models.ErrInvalid.Errorf("action=%s is not an action; use one of %s", quote(f.Action), strings.Join(models.AuditActions, ", "))
+		return f, models.ErrInvalid.Errorf("action=%s is not an action; use one of %s", quote(f.Action), actionList)
 	}
 	if f.Target != "" && !targetPattern.MatchString(f.Target) {
 		return f, models.ErrInvalid.Errorf("target=%s is not a target such as tool:file_read, principal:2, key:3 or approval:<id>", quote(f.Target))

@@ -121,9 +121,15 @@ func (s *Secrets) secret(principalID, gen uint) Secret {
 }
 
 // Rotate replaces a principal's secret with the next generation's and
-// returns it: deliveries from then on are signed with it only.
+// returns it: deliveries from then on are signed with it only. The audit
+// log records who rotated it (the principal itself, or an admin).
 func (s *Secrets) Rotate(ctx context.Context, principalID uint) (Secret, error) {
-	gen, err := s.store.RotateCallbackSecret(ctx, principalID)
+	var gen uint
+	err := s.store.Audited(ctx, models.AuditCallbackRotate, func(tx *models.Store) (string, string, error) {
+		var err error
+		gen, err = tx.RotateCallbackSecret(ctx, principalID)
+		return fmt.Sprintf("principal:%d", principalID), fmt.Sprintf("generation %d", gen), err
+	})
 	if err != nil {
 		return Secret{}, err
 	}

@@ -370,6 +370,18 @@ func (inv *Invoker) Cancel(ctx context.Context, caller *models.Principal, id str
 	if err != nil {
 		return err
 	}
+	if err := inv.cancel(ctx, rec); err != nil {
+		return err
+	}
+	// Recorded once the cancel is asked: it ends in the call's own record
+	// (as CANCELLED), on whichever instance runs it.
+	return inv.store.Audited(ctx, models.AuditCallCancel, func(*models.Store) (string, string, error) {
+		return "call:" + id, fmt.Sprintf("%s of principal %d, %s", rec.Tool, rec.PrincipalID, rec.Status), nil
+	})
+}
+
+func (inv *Invoker) cancel(ctx context.Context, rec *models.Call) (err error) {
+	id := rec.ID
 	if cancel, ok := inv.running.Load(id); ok {
 		cancel.(context.CancelFunc)()
 		return nil

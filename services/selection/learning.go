@@ -242,18 +242,44 @@ func (s *Selector) learn(ctx context.Context, sel *models.Selection, tools []str
 	} else {
 		model = ""
 	}
+	type lesson struct {
+		q       models.LearnedQuery
+		dropped []uint
+	}
+	var lessons []lesson
+	write := func(st *models.Store) error {
+		lessons = lessons[:0]
+		for _, t := range tools {
+			q := models.LearnedQuery{ToolName: t, Query: sel.Query, Source: source, SelectionID: sel.ID, Model: model, Vector: vec}
+			added, dropped, err := st.AddLearnedQuery(ctx, &q, s.cfg.keep)
+			if err != nil {
+				return err
+			}
+			if added {
+				lessons = append(lessons, lesson{q, dropped})
+			}
+		}
+		return nil
+	}
+	// What a caller teaches is audited; what calls teach is not (the
+	// calls are recorded).
+	var err error
+	if source == "feedback" {
+		err = s.store.Audited(ctx, models.AuditSelectionLearn, func(tx *models.Store) (string, string, error) {
+			err := write(tx)
+			return "selection:" + sel.ID, fmt.Sprintf("%d of %s learned", len(lessons), strings.Join(tools, ", ")), err
+		})
+	} else {
+		err = write(s.store)
+	}
+	if err != nil {
+		return nil, err
+	}
 	var learned []string
 	li := s.learning.queries.Load()
-	for _, t := range tools {
-		q := models.LearnedQuery{ToolName: t, Query: sel.Query, Source: source, SelectionID: sel.ID, Model: model, Vector: vec}
-		added, dropped, err := s.store.AddLearnedQuery(ctx, &q, s.cfg.keep)
-		if err != nil {
-			return nil, err
-		}
-		if added {
-			li.add(q, dropped)
-			learned = append(learned, t)
-		}
+	for _, l := range lessons {
+		li.add(l.q, l.dropped)
+		learned = append(learned, l.q.ToolName)
 	}
 	s.learnedChanged(ctx, learned...)
 	return learned, nil
@@ -315,7 +341,10 @@ func (s *Selector) ForgetQuery(ctx context.Context, tool string, id uint) error 
 	if err := tooldef.CheckName(tool); err != nil {
 		return err
 	}
-	if err := s.store.DeleteLearnedQuery(ctx, tool, id); err != nil {
+	err := s.store.Audited(ctx, models.AuditQueryForget, func(tx *models.Store) (string, string, error) {
+		return "tool:" + tool, fmt.Sprintf("learned query %d", id), tx.DeleteLearnedQuery(ctx, tool, id)
+	})
+	if err != nil {
 		return err
 	}
 	s.learning.queries.Load().remove([]uint{id})

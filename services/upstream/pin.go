@@ -152,7 +152,17 @@ func (m *Manager) Sync(ctx context.Context, name string, acceptAll bool, by *mod
 	if err != nil {
 		return nil, err
 	}
-	return m.compare(ctx, u, tools, acceptAll, by)
+	rep, err := m.compare(ctx, u, tools, acceptAll, by)
+	if err != nil || by == nil {
+		return rep, err
+	}
+	// An admin's sync is recorded whatever it found: what the server
+	// served when someone looked is part of the story.
+	err = m.d.Store.Audited(ctx, models.AuditUpstreamSync, func(*models.Store) (string, string, error) {
+		return "upstream:" + name, fmt.Sprintf("%d unchanged, %d accepted, %d pending, %d gone",
+			rep.Unchanged, len(rep.Accepted), len(rep.Pending), len(rep.Gone)), nil
+	})
+	return rep, err
 }
 
 // compare is Sync's work on the tools u serves now.
