@@ -145,17 +145,34 @@ const unavailableFor = time.Minute
 var errUnavailable = errors.New("the database does not answer")
 
 // runAs runs a background call through the whole chain as its caller
-// (who may have been deleted since it was queued).
+// (who may have been deleted or disabled since it was queued).
 func (inv *Invoker) runAs(ctx context.Context, c *call, caller uint) ToolResult {
-	p, err := inv.store.PrincipalByID(ctx, caller)
-	switch {
-	case errors.Is(err, models.ErrNotFound):
-		return failure(models.CodePermissionDenied, "the caller of this call no longer exists", false, "")
-	case err != nil:
-		return storeFailure(err)
+	p, res := inv.callerNow(ctx, caller)
+	if res != nil {
+		return *res
 	}
 	c.caller = p
 	return inv.guarded(ctx, c)
+}
+
+// callerNow reads a background call's caller as it is now: a refusal
+// when it was deleted or disabled since the call was made (its approved,
+// queued and waiting calls then never run, on any instance: each checks
+// when the work would begin).
+func (inv *Invoker) callerNow(ctx context.Context, id uint) (*models.Principal, *ToolResult) {
+	p, err := inv.store.PrincipalByID(ctx, id)
+	var res ToolResult
+	switch {
+	case errors.Is(err, models.ErrNotFound):
+		res = failure(models.CodePermissionDenied, "the caller of this call no longer exists", false, "")
+	case err != nil:
+		res = storeFailure(err)
+	case p.DisabledAt != nil:
+		res = failure(models.CodePermissionDenied, "the caller of this call was disabled", false, "")
+	default:
+		return p, nil
+	}
+	return nil, &res
 }
 
 // interrupted is the result of a call the server stopped while it ran.

@@ -187,6 +187,13 @@ func (inv *Invoker) claim(ctx context.Context, id string) (bool, error) {
 // error result when this instance no longer holds the call (it must not
 // run: another instance took it over) or the record cannot be written.
 func (inv *Invoker) start(ctx context.Context, c *call) *ToolResult {
+	// The caller may have been disabled while the call waited for its
+	// queue's slot.
+	if c.caller != nil {
+		if _, res := inv.callerNow(ctx, c.caller.ID); res != nil {
+			return res
+		}
+	}
 	// Retried while the database does not answer (a restart), within a
 	// lease: the call is held meanwhile, and once its lease lapsed the
 	// store says whether this instance still holds it.
