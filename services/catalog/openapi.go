@@ -158,7 +158,7 @@ func (im *OpenAPIImporter) Import(ctx context.Context, req OpenAPIImportRequest,
 			return nil, err
 		}
 	}
-	doc, err := parseOpenAPI(ctx, data, where)
+	doc, err := parseOpenAPI(ctx, data, where, req.Tags, req.Operations)
 	if err != nil {
 		return nil, err
 	}
@@ -189,8 +189,7 @@ func (im *OpenAPIImporter) Import(ctx context.Context, req OpenAPIImportRequest,
 		return nil, &models.ValidationError{What: "OpenAPI import", Problems: []models.Problem{{
 			Pointer: where, Message: "holds no operation to import (check the tags and operations filters)"}}}
 	case n > MaxImportOperations:
-		return nil, &models.ValidationError{What: "OpenAPI import", Problems: []models.Problem{{
-			Pointer: where, Message: fmt.Sprintf("holds %d operations; import at most %d at once (filter by tags or operations)", n, MaxImportOperations)}}}
+		return nil, tooMany(where, n)
 	}
 	for _, op := range ops {
 		res.Operations = append(res.Operations, b.build(op))
@@ -362,23 +361,24 @@ func (im *OpenAPIImporter) fetch(ctx context.Context, raw string) ([]byte, *url.
 // parseOpenAPI reads JSON or YAML and loads it as OpenAPI 3, or as Swagger
 // 2 converted to OpenAPI 3, then validates it. External $refs are refused
 // by the loader: nothing else is ever fetched.
-func parseOpenAPI(ctx context.Context, data []byte, where string) (*openapi3.T, error) {
+//
+// The operations the tags and ids filters keep are counted before the
+// document is loaded, and more than MaxImportOperations refused: a
+// document of tens of thousands of operations took the OpenAPI library
+// half a minute and most of a gigabyte to refuse on the loaded count.
+func parseOpenAPI(ctx context.Context, data []byte, where string, tags, ids []string) (*openapi3.T, error) {
 	bad := func(format string, args ...any) error {
 		return &models.ValidationError{What: "OpenAPI document", Problems: []models.Problem{{Pointer: where, Message: fmt.Sprintf(format, args...)}}}
 	}
 	if !utf8.Valid(data) {
 		return nil, bad("is not UTF-8 text")
 	}
-	var tree any
-	if err := yaml.Unmarshal(data, &tree); err != nil {
-		return nil, bad("is neither JSON nor YAML: %v", err)
-	}
-	top, ok := tree.(map[string]any)
-	if !ok {
-		return nil, bad("is not an OpenAPI document: expected an object with \"openapi\" or \"swagger\"")
+	top, asIs, err := decodeOpenAPI(data, where, tags, ids)
+	if err != nil {
+		return nil, err
 	}
 	js := data
-	if t := bytes.TrimSpace(data); len(t) == 0 || t[0] != '{' {
+	if !asIs {
 		var err error
 		// jsonValue: YAML reads unquoted response codes (200:) as
 		// numbers and dates as times, which JSON cannot hold as keys.
@@ -497,6 +497,166 @@ func operationsOf(doc *openapi3.T) []operation {
 		}
 	}
 	return out
+}
+
+// decodeOpenAPI decodes a JSON or YAML document into plain values,
+// refusing one with more than MaxImportOperations operations to import
+// before the costly part of its decoding. JSON is decoded as JSON: the
+// YAML decoder took seconds and most of a gigabyte for a 3 MB JSON
+// document. YAML is parsed to nodes (linear in its size), counted, and
+// decoded without the path items the filters leave out: decoding a
+// mapping checks each key against the ones before it, so a mapping of
+// 20,000 paths took seconds where its nodes took a tenth of one. A '{'
+// document that is not JSON (YAML's flow style) goes the YAML way. The
+// path items the filters leave out are dropped (they are not imported,
+// and the OpenAPI library need not load them); asIs says data is JSON
+// still holding all of top.
+func decodeOpenAPI(data []byte, where string, tags, ids []string) (top map[string]any, asIs bool, err error) {
+	bad := func(format string, args ...any) error {
+		return &models.ValidationError{What: "OpenAPI document", Problems: []models.Problem{{Pointer: where, Message: fmt.Sprintf(format, args...)}}}
+	}
+	notOpenAPI := bad("is not an OpenAPI document: expected an object with \"openapi\" or \"swagger\"")
+	filtered := len(tags) > 0 || len(ids) > 0
+	var tree any
+	if t := bytes.TrimSpace(data); len(t) > 0 && t[0] == '{' && json.Unmarshal(t, &tree) == nil {
+		top, ok := tree.(map[string]any)
+		if !ok {
+			return nil, false, notOpenAPI
+		}
+		if n := countOperations(top, tags, ids); n > MaxImportOperations {
+			return nil, false, tooMany(where, n)
+		}
+		return top, !filtered, nil
+	}
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		return nil, false, bad("is neither JSON nor YAML: %v", err)
+	}
+	if n := countNodeOperations(&root, tags, ids); n > MaxImportOperations {
+		return nil, false, tooMany(where, n)
+	}
+	if err := root.Decode(&tree); err != nil {
+		return nil, false, bad("is neither JSON nor YAML: %v", err)
+	}
+	top, ok := tree.(map[string]any)
+	if !ok {
+		return nil, false, notOpenAPI
+	}
+	return top, false, nil
+}
+
+// countNodeOperations counts, and keeps in the document, the operations
+// of a parsed YAML document that the filters keep, as countOperations
+// does on decoded values; path items holding none are dropped from it.
+func countNodeOperations(root *yaml.Node, tags, ids []string) int {
+	top := deref(root)
+	if top.Kind == yaml.DocumentNode && len(top.Content) == 1 {
+		top = deref(top.Content[0])
+	}
+	paths := field(top, "paths")
+	if paths == nil || paths.Kind != yaml.MappingNode {
+		return 0
+	}
+	n := 0
+	kept := paths.Content[:0:0]
+	for i := 0; i+1 < len(paths.Content); i += 2 {
+		item, found := deref(paths.Content[i+1]), 0
+		for _, m := range httpMethods {
+			op := field(item, m)
+			if op == nil {
+				continue
+			}
+			var opTags []string
+			if ts := field(op, "tags"); ts != nil && ts.Kind == yaml.SequenceNode {
+				for _, t := range ts.Content {
+					opTags = append(opTags, deref(t).Value)
+				}
+			}
+			var id string
+			if f := field(op, "operationId"); f != nil {
+				id = f.Value
+			}
+			if wanted(&openapi3.Operation{OperationID: id, Tags: opTags}, tags, ids) {
+				found++
+			}
+		}
+		if found > 0 || item.Kind != yaml.MappingNode {
+			kept = append(kept, paths.Content[i], paths.Content[i+1])
+		}
+		n += found
+	}
+	if len(tags) > 0 || len(ids) > 0 {
+		paths.Content = kept
+	}
+	return n
+}
+
+// field is the value of key in a YAML mapping node, or nil.
+func field(m *yaml.Node, key string) *yaml.Node {
+	m = deref(m)
+	if m == nil || m.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			return deref(m.Content[i+1])
+		}
+	}
+	return nil
+}
+
+// deref follows an alias to the node it names.
+func deref(n *yaml.Node) *yaml.Node {
+	if n != nil && n.Kind == yaml.AliasNode {
+		return n.Alias
+	}
+	return n
+}
+
+// tooMany refuses an import of n operations, over the cap.
+func tooMany(where string, n int) error {
+	return &models.ValidationError{What: "OpenAPI import", Problems: []models.Problem{{
+		Pointer: where, Message: fmt.Sprintf("holds %d operations; import at most %d at once (filter by tags or operations)", n, MaxImportOperations)}}}
+}
+
+// httpMethods are the keys of a path item that are operations, in
+// OpenAPI 3 and Swagger 2 alike.
+var httpMethods = []string{"get", "put", "post", "delete", "options", "head", "patch", "trace"}
+
+// countOperations counts the operations of a decoded document (its
+// paths, as plain maps) that the tags and operation ids filters keep, as
+// wanted does on the loaded one; with a filter, path items holding none
+// are dropped from it.
+func countOperations(top map[string]any, tags, ids []string) int {
+	paths, _ := top["paths"].(map[string]any)
+	n := 0
+	for path, item := range paths {
+		item, isMap := item.(map[string]any)
+		found := 0
+		for _, m := range httpMethods {
+			op, ok := item[m].(map[string]any)
+			if !ok {
+				continue
+			}
+			id, _ := op["operationId"].(string)
+			var opTags []string
+			if ts, ok := op["tags"].([]any); ok {
+				for _, t := range ts {
+					if s, ok := t.(string); ok {
+						opTags = append(opTags, s)
+					}
+				}
+			}
+			if wanted(&openapi3.Operation{OperationID: id, Tags: opTags}, tags, ids) {
+				found++
+			}
+		}
+		if found == 0 && isMap && (len(tags) > 0 || len(ids) > 0) {
+			delete(paths, path)
+		}
+		n += found
+	}
+	return n
 }
 
 func wanted(op *openapi3.Operation, tags, ids []string) bool {

@@ -7,9 +7,15 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"go.yaml.in/yaml/v4"
 
 	"toolbelt/models"
 )
@@ -92,7 +98,7 @@ func TestParseOpenAPIExternalRef(t *testing.T) {
 	doc := `{"openapi": "3.0.3", "info": {"title": "x", "version": "1"}, "paths": {"/p": {"post": {
 		"requestBody": {"content": {"application/json": {"schema": {"$ref": "` + srv.URL + `/defs.json#/Pet"}}}},
 		"responses": {"200": {"description": "ok"}}}}}}`
-	_, err := parseOpenAPI(context.Background(), []byte(doc), "/document")
+	_, err := parseOpenAPI(context.Background(), []byte(doc), "/document", nil, nil)
 	var ve *models.ValidationError
 	if !errors.As(err, &ve) || ve.Problems[0].Pointer != "/document" {
 		t.Fatalf("err = %v", err)
@@ -110,7 +116,7 @@ func TestBuildJSONVariantBody(t *testing.T) {
 	"requestBody": {"required": true, "content": {"application/merge-patch+json": {"schema": {"$ref": "#/components/schemas/Item"}}}},
 	"responses": {"200": {"description": "ok"}}}}},
 	"components": {"schemas": {"Item": {"type": "object", "properties": {"name": {"type": ["string", "null"]}}}}}}`
-	d, err := parseOpenAPI(context.Background(), []byte(doc), "/document")
+	d, err := parseOpenAPI(context.Background(), []byte(doc), "/document", nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,12 +156,113 @@ paths:
               schema: {type: object, properties: {born: {type: string, example: 2024-01-02}}}
         404: {description: none}
 `
-	d, err := parseOpenAPI(context.Background(), []byte(doc), "/document")
+	d, err := parseOpenAPI(context.Background(), []byte(doc), "/document", nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	op := d.Paths.Find("/pets/{id}").Get
 	if op == nil || op.Responses.Status(200) == nil || op.Responses.Status(404) == nil {
 		t.Fatalf("responses 200 and 404 not read: %+v", op)
+	}
+}
+
+// countOperations, on the decoded document, keeps what wanted keeps on
+// the loaded one, for each filter, in OpenAPI 3 and Swagger 2.
+func TestCountOperationsAgreesWithTheLoadedDocument(t *testing.T) {
+	for _, name := range []string{"petstore.yaml", "petstore-swagger2.json"} {
+		data, err := os.ReadFile(filepath.Join("..", "..", "web", "testdata", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		doc, err := parseOpenAPI(context.Background(), data, "/document", nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range []struct{ tags, ids []string }{
+			{}, {tags: []string{"pets"}}, {tags: []string{"store", "nope"}}, {ids: []string{"listPets", "addPet"}},
+			{tags: []string{"pets"}, ids: []string{"listPets"}}, {ids: []string{"none"}},
+		} {
+			want := 0
+			for _, op := range operationsOf(doc) {
+				if wanted(op.op, f.tags, f.ids) {
+					want++
+				}
+			}
+			var top map[string]any
+			if err := yaml.Unmarshal(data, &top); err != nil {
+				t.Fatal(err)
+			}
+			var root yaml.Node
+			if err := yaml.Unmarshal(data, &root); err != nil {
+				t.Fatal(err)
+			}
+			if got, nodes := countOperations(top, f.tags, f.ids), countNodeOperations(&root, f.tags, f.ids); got != want || nodes != want {
+				t.Errorf("%s %+v: counted %d (on nodes %d), the loaded document has %d", name, f, got, nodes, want)
+			}
+			// What is left of the document holds them all.
+			filtered, err := parseOpenAPI(context.Background(), data, "/document", f.tags, f.ids)
+			if want == 0 {
+				continue
+			}
+			if err != nil {
+				t.Fatalf("%s %+v: %v", name, f, err)
+			}
+			left := 0
+			for _, op := range operationsOf(filtered) {
+				if wanted(op.op, f.tags, f.ids) {
+					left++
+				}
+			}
+			if left != want {
+				t.Errorf("%s %+v: %d operations left after pruning, want %d", name, f, left, want)
+			}
+		}
+	}
+}
+
+// A document of 35,000 operations, as JSON or YAML, is refused on its
+// count before the OpenAPI library loads it (it then cost half a minute
+// and most of a gigabyte), and the same document filtered down to two
+// operations imports them without loading the rest. What each costs in
+// allocations stays within a few dozen times the document's size.
+func TestHugeDocumentRefusedBeforeLoading(t *testing.T) {
+	var js, ym strings.Builder
+	js.WriteString(`{"openapi":"3.0.3","info":{"title":"Huge","version":"1"},"servers":[{"url":"https://huge.example.com"}],"paths":{`)
+	ym.WriteString("openapi: 3.0.3\ninfo:\n  title: Huge\n  version: '1'\nservers:\n  - url: https://huge.example.com\npaths:\n")
+	for i := range 35_000 {
+		if i > 0 {
+			js.WriteByte(',')
+		}
+		fmt.Fprintf(&js, `"/p%d":{"get":{"operationId":"op%d","responses":{"200":{"description":"ok"}}}}`, i, i)
+		fmt.Fprintf(&ym, "  /p%d:\n    get:\n      operationId: op%d\n      responses:\n        '200':\n          description: ok\n", i, i)
+	}
+	js.WriteString(`}}`)
+	for format, data := range map[string][]byte{"JSON": []byte(js.String()), "YAML": []byte(ym.String())} {
+		allocated := func(f func()) uint64 {
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			f()
+			runtime.ReadMemStats(&after)
+			return after.TotalAlloc - before.TotalAlloc
+		}
+		var err error
+		alloc := allocated(func() { _, err = parseOpenAPI(context.Background(), data, "/url", nil, nil) })
+		var ve *models.ValidationError
+		if !errors.As(err, &ve) || !strings.Contains(ve.Error(), "holds 35000 operations; import at most 500") {
+			t.Fatalf("%s refusal: %v", format, err)
+		}
+		if alloc > 40*uint64(len(data)) {
+			t.Errorf("refusing a %d-byte %s document allocated %d bytes", len(data), format, alloc)
+		}
+		var doc *openapi3.T
+		alloc = allocated(func() { doc, err = parseOpenAPI(context.Background(), data, "/url", nil, []string{"op7", "op34999"}) })
+		if err != nil || doc.Paths.Len() != 2 {
+			t.Fatalf("%s filtered to two: %v", format, err)
+		}
+		if alloc > 40*uint64(len(data)) {
+			t.Errorf("two operations of a %d-byte %s document allocated %d bytes", len(data), format, alloc)
+		}
+		t.Logf("%s, %d bytes: the filtered import allocated %d MiB", format, len(data), alloc>>20)
 	}
 }
