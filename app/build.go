@@ -237,7 +237,8 @@ func (a *App) buildInvoke(env hostEnv, sleep func(context.Context, time.Duration
 func (a *App) newInvoker(redactor *redact.Redactor, sleep func(context.Context, time.Duration) error) *invoke.Invoker {
 	d := invoke.Deps{Store: a.Store, Selector: a.Selector, Authz: a.Authz, Redactor: redactor, Runners: a.Runners,
 		DataDir: a.Config.DataDir, Log: a.Log, Metrics: a.Metrics, Callbacks: a.Callbacks, SharedResults: a.Redis,
-		RateLimits: cluster.LimiterStore(a.Store, "limits"), Instance: a.Config.Instance, Sleep: sleep}
+		RateLimits: cluster.LimiterStore(a.Store, "limits"), Instance: a.Config.Instance, Sleep: sleep,
+		MaxPendingApprovals: a.Config.Caps.PendingApprovals}
 	// Category limits hold in the cluster when instances share a queue:
 	// in Redis when configured, falling back to the Postgres database
 	// while it does not answer; else in the Postgres database.
@@ -325,9 +326,12 @@ func (a *App) buildHandler(env hostEnv) {
 		OpenAPI:   catalog.NewOpenAPIImporter(a.Registry, cfg.NetPolicy, a.Log),
 		Upstreams: a.Upstreams,
 		ErrorPage: con.ErrorPage,
+		EventStreams: access.NewHolds("call event streams", cfg.Caps.EventStreams,
+			func() { a.Metrics.CapRefused("event_streams") }),
 	}
 	a.mcp = mcpserver.New(a.Selector, a.Invoker, Version, a.Log)
 	a.Handler = web.New(web.Deps{Handler: h, Console: con, Accounts: a.Accounts, Authz: a.Authz, Log: a.Log, RequestLine: a.requestLine, Metrics: a.Metrics, MCP: a.mcp,
+		MCPSessions:    access.NewHolds("MCP sessions", cfg.Caps.MCPSessions, func() { a.Metrics.CapRefused("mcp_sessions") }),
 		TrustedProxies: cfg.TrustedProxies, MCPAllowedOrigins: cfg.MCPAllowedOrigins})
 	a.srv = newHTTPServer(cfg.Addr, a.Handler, serverTimeouts)
 }

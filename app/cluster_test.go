@@ -177,7 +177,7 @@ func TestOneLeaderRunsTheJobs(t *testing.T) {
 	call := &models.Call{ID: "call-expiring", Tool: "echo", Status: models.StatusAwaitingApproval, CreatedAt: past}
 	approval := &models.Approval{ID: "approval-expiring", CallID: call.ID, Tool: "echo", Status: models.ApprovalPending,
 		ExpiresAt: past, CreatedAt: past}
-	if err := leader.Store.CreateApproval(ctx, approval, call, nil); err != nil {
+	if err := leader.Store.CreateApproval(ctx, approval, call, nil, 0); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(5 * time.Second)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"toolbelt/services/access"
 	"toolbelt/services/audit"
 	"toolbelt/services/callbacks"
 	"toolbelt/services/netpolicy"
@@ -38,6 +39,8 @@ type Config struct {
 	KeepLearned int
 	Sandbox     string
 	SearXNG     string
+	// Caps bound what one principal may hold at once (access.PrincipalCaps).
+	Caps access.PrincipalCaps
 	// ShutdownTimeout is how long calls in flight may finish after
 	// SIGTERM or SIGINT before they are cancelled as interrupted.
 	ShutdownTimeout time.Duration
@@ -127,6 +130,18 @@ func ParseConfig(args []string, lookup func(string) (string, bool)) (Config, err
 		return cfg, fmt.Errorf("TOOLBELT_LEARNED_PER_TOOL must be a positive integer")
 	}
 	fs.IntVar(&cfg.KeepLearned, "learned-per-tool", keep, "learned queries kept per tool, oldest dropped (TOOLBELT_LEARNED_PER_TOOL)")
+	caps := access.DefaultPrincipalCaps()
+	for _, c := range []struct {
+		name string
+		to   *int
+	}{{"TOOLBELT_MAX_PENDING_APPROVALS", &caps.PendingApprovals}, {"TOOLBELT_MAX_MCP_SESSIONS", &caps.MCPSessions}, {"TOOLBELT_MAX_EVENT_STREAMS", &caps.EventStreams}} {
+		v, err := strconv.Atoi(env(c.name, strconv.Itoa(*c.to)))
+		if err != nil || v < 1 {
+			return cfg, fmt.Errorf("%s must be a positive integer: what one principal may hold at once", c.name)
+		}
+		*c.to = v
+	}
+	cfg.Caps = caps
 	grace, err := time.ParseDuration(env("TOOLBELT_SHUTDOWN_TIMEOUT", "20s"))
 	if err != nil || grace < 0 {
 		return cfg, fmt.Errorf("TOOLBELT_SHUTDOWN_TIMEOUT must be a duration such as 20s")

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"toolbelt/services/access"
 	"toolbelt/services/audit"
 	"toolbelt/services/callbacks"
 	"toolbelt/services/netpolicy"
@@ -33,7 +34,7 @@ func TestParseConfig(t *testing.T) {
 	defaults := Config{Addr: ":8080", DataDir: "./data", LogLevel: "info", LogFormat: "auto", EmbedModel: "nomic-embed-text",
 		KeepLearned: selection.DefaultKeepLearned, Sandbox: "auto", ShutdownTimeout: 20 * time.Second,
 		Alerts: ops.DefaultAlertConfig(), ToolsDir: "./tools.d", SessionQuotaMB: runners.DefaultSessionQuota >> 20,
-		Callbacks: callbacks.Defaults(), AuditRetention: audit.DefaultRetention}
+		Callbacks: callbacks.Defaults(), AuditRetention: audit.DefaultRetention, Caps: access.DefaultPrincipalCaps()}
 	with := func(edit func(*Config)) Config {
 		c := defaults
 		edit(&c)
@@ -53,7 +54,8 @@ func TestParseConfig(t *testing.T) {
 			"TOOLBELT_LOG_FORMAT": "text", "TOOLBELT_OLLAMA_URL": "http://ollama:11434", "TOOLBELT_EMBED_MODEL": "m",
 			"TOOLBELT_LEARNED_PER_TOOL": "7", "TOOLBELT_SANDBOX": "none", "TOOLBELT_SEARXNG_URL": "https://search.example",
 			"TOOLBELT_SHUTDOWN_TIMEOUT": "3s", "TOOLBELT_TOOLS_DIR": "", "TOOLBELT_SESSION_QUOTA_MB": "64",
-			"TOOLBELT_AUDIT_RETENTION":    "720h",
+			"TOOLBELT_AUDIT_RETENTION":       "720h",
+			"TOOLBELT_MAX_PENDING_APPROVALS": "5", "TOOLBELT_MAX_MCP_SESSIONS": "6", "TOOLBELT_MAX_EVENT_STREAMS": "7",
 			"TOOLBELT_ALERT_FAILURE_RATE": "0.25", "TOOLBELT_ALERT_WINDOW": "5m", "TOOLBELT_ALERT_MIN_CALLS": "3",
 			"TOOLBELT_ALERT_WEBHOOK":    "https://hooks.example/x",
 			"TOOLBELT_HTTP_ALLOW_HOSTS": "api.example, .corp", "TOOLBELT_HTTP_ALLOW_PRIVATE": "10.0.0.0/8",
@@ -73,6 +75,7 @@ func TestParseConfig(t *testing.T) {
 			c.Alerts = ops.AlertConfig{Threshold: 0.25, Window: 5 * time.Minute, MinCalls: 3, Webhook: "https://hooks.example/x", Every: ops.DefaultAlertConfig().Every}
 			c.NetPolicy = netpolicy.Policy{AllowHosts: []string{"api.example", ".corp"}, AllowPrivate: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}}
 			c.Secrets = map[string]string{"TOKEN": "s3cret", "MISSING": ""}
+			c.Caps = access.PrincipalCaps{PendingApprovals: 5, MCPSessions: 6, EventStreams: 7}
 		})},
 		{name: "flags over variables",
 			args: []string{"--addr", ":1", "--data-dir", "d", "--log-level", "warn", "--log-format", "text", "--ollama-url", "http://o",
@@ -94,6 +97,8 @@ func TestParseConfig(t *testing.T) {
 		{name: "bad --sandbox", args: []string{"--sandbox", "docker"}, wantErr: `--sandbox "docker": use auto, bubblewrap, native or none`},
 		{name: "bad --searxng-url", args: []string{"--searxng-url", "search.example"}, wantErr: `--searxng-url "search.example": use an absolute http or https URL`},
 		{name: "arguments", args: []string{"extra"}, wantErr: "unexpected arguments: extra"},
+		{name: "bad TOOLBELT_MAX_MCP_SESSIONS", env: map[string]string{"TOOLBELT_MAX_MCP_SESSIONS": "0"}, wantErr: "TOOLBELT_MAX_MCP_SESSIONS must be a positive integer"},
+		{name: "bad TOOLBELT_MAX_PENDING_APPROVALS", env: map[string]string{"TOOLBELT_MAX_PENDING_APPROVALS": "many"}, wantErr: "TOOLBELT_MAX_PENDING_APPROVALS must be a positive integer"},
 		{name: "short callback key", env: map[string]string{"TOOLBELT_CALLBACK_KEY": "short"}, wantErr: "TOOLBELT_CALLBACK_KEY must be at least 32 bytes"},
 		{name: "bad alert rate", env: map[string]string{"TOOLBELT_ALERT_FAILURE_RATE": "2"}, wantErr: `TOOLBELT_ALERT_FAILURE_RATE "2": use a share between 0 and 1, such as 0.5`},
 		{name: "bad alert window", env: map[string]string{"TOOLBELT_ALERT_WINDOW": "30s"}, wantErr: `TOOLBELT_ALERT_WINDOW "30s": use a duration of at least 1m, such as 15m`},

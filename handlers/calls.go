@@ -355,9 +355,17 @@ func (h *Handler) CancelCall(c *gin.Context) error {
 //	@Failure		401	{object}	ErrorBody
 //	@Failure		403	{object}	ErrorBody
 //	@Failure		404	{object}	ErrorBody
+//	@Failure		429	{object}	ErrorBody	"the caller holds its most event streams open"
 //	@Security		BearerAuth
 //	@Router			/api/v1/calls/{id}/events [get]
 func (h *Handler) CallEvents(c *gin.Context) error {
+	if h.EventStreams != nil {
+		release, err := h.EventStreams.Take(CurrentPrincipal(c).ID, 0)
+		if err != nil {
+			return err
+		}
+		defer release()
+	}
 	rec, events, stop, err := h.Invoker.Events(c.Request.Context(), CurrentPrincipal(c), c.Param("id"))
 	if err != nil {
 		return err

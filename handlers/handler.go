@@ -52,7 +52,10 @@ type Handler struct {
 	Upstreams *upstream.Manager
 	// Audit reads the audit log.
 	Audit *audit.Log
-	Log   *slog.Logger
+	// EventStreams, when set, caps the call event streams each principal
+	// holds open.
+	EventStreams *access.Holds
+	Log          *slog.Logger
 	// Links are shown on the home page.
 	Links Links
 	// ErrorPage renders an error for a browser (WantsHTML): the console's

@@ -2,6 +2,7 @@ package models
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -42,9 +43,26 @@ type Approval struct {
 }
 
 // CreateApproval stores a pending approval and its waiting call at once,
-// with the call's callback delivery when it names one (cb not nil).
-func (s *Store) CreateApproval(ctx context.Context, a *Approval, c *Call, cb *Callback) error {
+// with the call's callback delivery when it names one (cb not nil). A
+// principal already waiting on max approvals (max > 0) gets
+// ErrRateLimited and nothing is stored: counted in the transaction under
+// a lock of the principal's, so two instances cannot both take the last
+// place.
+func (s *Store) CreateApproval(ctx context.Context, a *Approval, c *Call, cb *Callback, max int) error {
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if max > 0 {
+			if err := s.dialect.serialize(tx, fmt.Sprintf("approvals-of:%d", a.PrincipalID)); err != nil {
+				return err
+			}
+			var n int64
+			if err := tx.Model(&Approval{}).Where("principal_id = ? AND status = ? AND expires_at > ?", a.PrincipalID, ApprovalPending, time.Now().UTC()).
+				Count(&n).Error; err != nil {
+				return err
+			}
+			if n >= int64(max) {
+				return ErrRateLimited.Errorf("%d of your calls are waiting for a reviewer, the most one principal may have", n)
+			}
+		}
 		if err := tx.Save(c).Error; err != nil {
 			return err
 		}
@@ -55,6 +73,9 @@ func (s *Store) CreateApproval(ctx context.Context, a *Approval, c *Call, cb *Ca
 		}
 		return tx.Create(a).Error
 	})
+	if errors.Is(err, ErrRateLimited) {
+		return err
+	}
 	if err != nil {
 		return fmt.Errorf("create approval for call %s: %w", c.ID, err)
 	}

@@ -74,7 +74,7 @@ func TestCountPendingApprovals(t *testing.T) {
 		} {
 			c := &Call{ID: "call" + a.ID, Tool: "t", Status: "awaiting_approval", CreatedAt: now.Add(time.Duration(i) * time.Second)}
 			a.CallID = c.ID
-			if err := store.CreateApproval(ctx, &a, c, nil); err != nil {
+			if err := store.CreateApproval(ctx, &a, c, nil, 0); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -78,7 +78,20 @@ func mountMCP(r *gin.Engine, d Deps) {
 		return mcpserver.TokenInfo(p), nil
 	}, nil)(streamable)
 	serve := func(c *gin.Context) {
-		ctx := context.WithValue(c.Request.Context(), principalCtxKey{}, handlers.CurrentPrincipal(c))
+		p := handlers.CurrentPrincipal(c)
+		// A POST without a session id opens a session: one principal may
+		// hold only so many at once (the SDK closes idle ones after
+		// MCPSessionTimeout).
+		if d.MCPSessions != nil && c.Request.Method == http.MethodPost && c.GetHeader("Mcp-Session-Id") == "" &&
+			c.GetHeader("MCP-Protocol-Version") < StatelessProtocolVersion {
+			release, err := d.MCPSessions.Take(p.ID, srv.SessionsOf(p.ID))
+			if err != nil {
+				d.Handler.Fail(c, err)
+				return
+			}
+			defer release() // once answered, the session counts among SessionsOf
+		}
+		ctx := context.WithValue(c.Request.Context(), principalCtxKey{}, p)
 		verified.ServeHTTP(c.Writer, c.Request.WithContext(ctx))
 	}
 	for _, m := range mcpMethods {

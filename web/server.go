@@ -144,8 +144,10 @@ type Deps struct {
 	// Metrics, when set, are served at /metrics (admins) and receive
 	// every request's route, status and latency.
 	Metrics *ops.Metrics
-	// MCP, when set, is served at /mcp to every role.
-	MCP *mcpserver.Server
+	// MCP, when set, is served at /mcp to every role; MCPSessions, when
+	// set, caps the sessions each principal holds open.
+	MCP         *mcpserver.Server
+	MCPSessions *access.Holds
 	// TrustedProxies are the reverse proxies whose X-Forwarded-For names
 	// the client (app.Config.TrustedProxies); none: the peer is.
 	TrustedProxies []string

@@ -85,6 +85,9 @@ type Server struct {
 	closeOnce     sync.Once
 	followFor     time.Duration
 	progressEvery time.Duration
+	// owners maps each session (*mcp.ServerSession) to the id of the
+	// principal that opened it (SessionsOf).
+	owners sync.Map
 }
 
 // New returns the MCP server of Toolbelt. version is reported to clients.
@@ -118,11 +121,37 @@ func (s *Server) Close() {
 	}
 }
 
+// SessionsOf counts the MCP sessions principal id has open on this
+// instance (sessions live in its memory), forgetting those that ended.
+func (s *Server) SessionsOf(id uint) int {
+	live := map[*mcp.ServerSession]bool{}
+	n := 0
+	for ss := range s.mcp.Sessions() {
+		live[ss] = true
+		if owner, ok := s.owners.Load(ss); ok && owner.(uint) == id {
+			n++
+		}
+	}
+	s.owners.Range(func(k, _ any) bool {
+		if !live[k.(*mcp.ServerSession)] {
+			s.owners.Delete(k)
+		}
+		return true
+	})
+	return n
+}
+
 // tools is the receiving middleware that answers tools/list and
 // tools/call; every other method goes on to the SDK.
 func (s *Server) tools(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		switch method {
+		case "initialize":
+			if p, err := principalOf(req); err == nil {
+				if ss, ok := req.GetSession().(*mcp.ServerSession); ok {
+					s.owners.Store(ss, p.ID)
+				}
+			}
 		case "tools/list":
 			r, ok := req.(*mcp.ListToolsRequest)
 			if !ok {

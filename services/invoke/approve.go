@@ -78,7 +78,17 @@ func (inv *Invoker) park(ctx context.Context, c *call, hash string) ToolResult {
 	rec, _ := inv.callRecord(c, res)
 	rec.Request = inv.requestJSON(c)
 	rec.Arguments, rec.Prepared = a.Arguments, true
-	if err := inv.store.CreateApproval(ctx, a, rec, inv.newCallback(c)); err != nil {
+	err := inv.store.CreateApproval(ctx, a, rec, inv.newCallback(c), inv.maxPending)
+	if errors.Is(err, models.ErrRateLimited) {
+		// One agent's calls must not bury the others' in the reviewers'
+		// queue.
+		inv.metrics.CapRefused("pending_approvals")
+		res := refusal(models.CodeRateLimit, models.Detail(err),
+			"Wait for a reviewer to decide the calls you have waiting (or cancel some), then call again.")
+		res.Error.Retryable = true
+		return res
+	}
+	if err != nil {
 		inv.log.ErrorContext(ctx, "park call for approval", "err", err, "call_id", c.id)
 		return storeFailure(err)
 	}

@@ -62,7 +62,9 @@ type Invoker struct {
 	interrupting atomic.Bool
 	events       *broker
 	metrics      *ops.Metrics
-	run          step
+	// maxPending caps each principal's calls waiting for approval.
+	maxPending int
+	run        step
 	// runners execute what passed the chain.
 	runners *runners.Table
 	// callbacks deliver the results of calls answered 202 that name a
@@ -129,6 +131,9 @@ type Deps struct {
 	// Lease and ClaimsEvery time the claims of background calls; zero:
 	// the package's Lease and ClaimsEvery.
 	Lease, ClaimsEvery time.Duration
+	// MaxPendingApprovals caps the calls one principal may have waiting
+	// for a reviewer, in the cluster; 0: no cap.
+	MaxPendingApprovals int
 }
 
 // New returns the invoker. It starts nothing: Run runs its loops. An
@@ -139,15 +144,16 @@ func New(d Deps) *Invoker {
 		store: d.Store, selector: d.Selector, authz: d.Authz, redactor: d.Redactor, log: d.Log,
 		net: d.Runners.NetPolicy(), runners: d.Runners,
 		schemas: newSchemaCache(), validated: newValidatedMemo(),
-		results:   newResultsCache(),
-		limits:    newRateLimits(d.RateLimits),
-		queues:    newQueues(d.QueueLimits, 0),
-		sleep:     d.Sleep,
-		bg:        newBackground(),
-		events:    newBroker(),
-		metrics:   d.Metrics,
-		callbacks: d.Callbacks,
-		lease:     cmp.Or(d.Lease, Lease), claimsEvery: cmp.Or(d.ClaimsEvery, ClaimsEvery),
+		results:    newResultsCache(),
+		limits:     newRateLimits(d.RateLimits),
+		queues:     newQueues(d.QueueLimits, 0),
+		sleep:      d.Sleep,
+		bg:         newBackground(),
+		events:     newBroker(),
+		metrics:    d.Metrics,
+		callbacks:  d.Callbacks,
+		maxPending: d.MaxPendingApprovals,
+		lease:      cmp.Or(d.Lease, Lease), claimsEvery: cmp.Or(d.ClaimsEvery, ClaimsEvery),
 		calls: newCallRecorder(d.Store, func(c *models.Call) { c.Arguments = string(d.Redactor.RedactJSON([]byte(c.Arguments))) },
 			openCallJournal(d.DataDir, d.Log), d.Log),
 	}

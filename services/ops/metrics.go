@@ -40,6 +40,7 @@ type Metrics struct {
 	retrievalRank    prometheus.Histogram
 	httpRequests     *prometheus.CounterVec
 	httpSeconds      *prometheus.HistogramVec
+	principalCaps    *prometheus.CounterVec
 	// resolved holds the series of callLabels and httpLabels met so far
 	// (bounded: tools are registered names, routes are patterns).
 	resolved sync.Map
@@ -94,9 +95,11 @@ func NewMetrics(instance string) *Metrics {
 			Help: "HTTP requests by route pattern, method and status."}, []string{"route", "method", "status"}),
 		httpSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "toolbelt_http_request_duration_seconds",
 			Help: "HTTP request latency by route pattern.", Buckets: latencyBuckets}, []string{"route"}),
+		principalCaps: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "toolbelt_principal_cap_refusals_total",
+			Help: "Requests refused because their principal already held its most of a resource, by resource (pending_approvals, mcp_sessions, event_streams)."}, []string{"resource"}),
 	}
 	for _, c := range []prometheus.Collector{m.calls, m.callSeconds, m.guardSeconds, m.cache, m.rateLimited, m.queueDepth,
-		m.queueWait, m.approvalsDecided, m.takenOver, m.sandboxKills, m.embedSeconds, m.embedErrors, m.selectSeconds, m.retrieval, m.retrievalRank, m.httpRequests, m.httpSeconds,
+		m.queueWait, m.approvalsDecided, m.takenOver, m.sandboxKills, m.embedSeconds, m.embedErrors, m.selectSeconds, m.retrieval, m.retrievalRank, m.httpRequests, m.httpSeconds, m.principalCaps,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
 		f(c)
 	}
@@ -184,6 +187,13 @@ func (m *Metrics) CacheLookup(hit bool) {
 func (m *Metrics) Limited(tool string) {
 	if m != nil {
 		m.rateLimited.WithLabelValues(tool).Inc()
+	}
+}
+
+// CapRefused counts a request refused at its principal's cap of resource.
+func (m *Metrics) CapRefused(resource string) {
+	if m != nil {
+		m.principalCaps.WithLabelValues(resource).Inc()
 	}
 }
 
