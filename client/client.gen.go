@@ -1663,6 +1663,11 @@ type TooldefRunner struct {
 	Kind   *TooldefRunnerKind `json:"kind,omitempty"`
 	Method *string            `json:"method,omitempty"`
 
+	// OptionArguments OptionArguments names the parameters of a command tool whose values
+	// may be options of the program (start with "-"); any other value
+	// that would be read as an option is refused when the call is made.
+	OptionArguments *[]string `json:"optionArguments,omitempty"`
+
 	// RunsArgumentAsCode RunsArgumentAsCode lets a command tool put a placeholder in the
 	// script position of a shell or interpreter (sh -c {{script}}): the
 	// tool runs the caller's text as a program, on purpose.

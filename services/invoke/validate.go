@@ -94,6 +94,16 @@ func (inv *Invoker) validate(next step) step {
 				Problems:   ps,
 				Suggestion: fmt.Sprintf("Fix the fields listed and call %s again. Its parameters schema is: %s", c.def.Name, string(c.def.Parameters))}}
 		}
+		// A command tool's arguments are checked for their place in its
+		// template too, before the call waits for a reviewer or a queue
+		// slot: a value the program would read as an option never runs.
+		if c.def.Runner.Kind == tooldef.RunnerCommand {
+			var ae *tooldef.ArgvError
+			if _, err := tooldef.FillArgv(c.def, obj); errors.As(err, &ae) {
+				return ToolResult{Status: models.StatusRefused, Error: &ToolError{Code: models.CodeValidation, Message: ae.Message,
+					Problems: []models.Problem{{Pointer: "/" + tooldef.EscapePointer(ae.Param), Message: ae.Message}}, Suggestion: ae.Suggestion}}
+			}
+		}
 		c.args = obj
 		if c.def.Execution.Cacheable {
 			inv.validated.Add(inv.cacheKey(c, obj), struct{}{})

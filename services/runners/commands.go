@@ -2,10 +2,8 @@ package runners
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -132,47 +130,16 @@ func (t *Table) codeExecute(ctx context.Context, c *Call) (any, error) {
 // commandRunner runs a registered command tool: each argv element that is
 // a {{placeholder}} becomes exactly one argument, the argument's value
 // (never split or interpreted by a shell); an element whose optional
-// argument is absent is left out.
+// argument is absent is left out, and a value the program would read as
+// an option is refused (tooldef.FillArgv).
 func (t *Table) commandRunner(ctx context.Context, c *Call) (any, error) {
-	argv, err := expandArgv(c.Def.Runner.Argv, c.Args)
+	argv, err := tooldef.FillArgv(c.Def, c.Args)
 	if err != nil {
+		var ae *tooldef.ArgvError
+		if errors.As(err, &ae) {
+			return nil, &Error{Code: models.CodeValidation, Message: ae.Message, Suggestion: ae.Suggestion}
+		}
 		return nil, err
 	}
 	return t.sandboxed(ctx, c, argv, nil)
-}
-
-func expandArgv(tmpl []string, args map[string]any) ([]string, error) {
-	out := make([]string, 0, len(tmpl))
-	for _, el := range tmpl {
-		m := tooldef.Placeholder.FindStringSubmatch(el)
-		if m == nil {
-			out = append(out, el)
-			continue
-		}
-		v, ok := args[m[1]]
-		if !ok || v == nil {
-			continue
-		}
-		s, err := scalarString(v)
-		if err != nil {
-			return nil, &Error{Code: models.CodeValidation, Message: fmt.Sprintf("argument %q: %v", m[1], err), Suggestion: "Pass a string, number or boolean."}
-		}
-		out = append(out, s)
-	}
-	return out, nil
-}
-
-// scalarString is a JSON scalar as text.
-func scalarString(v any) (string, error) {
-	switch x := v.(type) {
-	case string:
-		return x, nil
-	case bool:
-		return strconv.FormatBool(x), nil
-	case json.Number:
-		return x.String(), nil
-	case float64:
-		return strconv.FormatFloat(x, 'f', -1, 64), nil
-	}
-	return "", errors.New("must be a string, number or boolean to fill a template")
 }

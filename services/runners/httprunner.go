@@ -92,7 +92,7 @@ func fillQuery(tmpl string, args map[string]any) (string, error) {
 				continue
 			case []any:
 				for _, e := range v {
-					s, err := scalarString(e)
+					s, err := tooldef.ScalarString(e)
 					if err != nil {
 						return "", &Error{Code: models.CodeValidation, Message: fmt.Sprintf("argument %q: each element %v", m[1], err), Suggestion: "Pass an array of strings, numbers or booleans."}
 					}
@@ -129,7 +129,7 @@ func fillTemplate(tmpl string, args map[string]any, escape func(string) string) 
 		if args[name] == nil {
 			return ""
 		}
-		s, err := scalarString(args[name])
+		s, err := tooldef.ScalarString(args[name])
 		if err != nil {
 			bad = &Error{Code: models.CodeValidation, Message: fmt.Sprintf("argument %q: %v", name, err), Suggestion: "Pass a string, number or boolean."}
 		}
@@ -161,7 +161,7 @@ func (t *Table) expandHeader(tmpl string, args map[string]any) (string, error) {
 			}
 			return v
 		}
-		s, err := scalarString(args[name])
+		s, err := tooldef.ScalarString(args[name])
 		if err != nil || strings.ContainsAny(s, "\r\n") {
 			bad = &Error{Code: models.CodeValidation, Message: fmt.Sprintf("argument %q cannot fill a header", name), Suggestion: "Pass a single-line string."}
 		}

@@ -33,19 +33,36 @@ type argvRule struct {
 	// option fails closed: what follows it might be its value or the script, so a later placeholder
 	// is refused
 	letters string // single-letter options (clustered, after - or +) known to take no value
+	// stops says options end at the script: what follows it are the
+	// script's own arguments, not the interpreter's options (sh, python,
+	// node, perl, ruby; not sed or awk, whose GNU versions read options
+	// anywhere).
+	stops bool
+	plus  bool     // a leading "+" is an option or a command too (vim +cmd, less +cmd, sh +o)
+	pairs []string // options followed by two plain values (jq --arg name value)
+	// assigns says an operand with "=" is a variable assignment the
+	// program evaluates (make 'X:=$(shell cmd)'), not a plain value.
+	assigns bool
 }
 
 var (
 	shellRule = argvRule{code: []string{"-c", "--command"}, values: []string{"-o", "+o", "-O", "+O", "--rcfile", "--init-file"},
 		flags:   []string{"--norc", "--noprofile", "--posix", "--login", "--restricted", "--verbose", "--noediting", "--"},
-		letters: "abefhkmnprstuvxBCEHPTil", script: true, combined: true}
+		letters: "abefhkmnprstuvxBCEHPTil", script: true, combined: true, stops: true, plus: true}
 	pythonRule = argvRule{code: []string{"-c", "-m"}, values: []string{"-W", "-X", "--check-hash-based-pycs"},
-		letters: "bBdEiIOPqRsSuvx", script: true, combined: true}
+		letters: "bBdEiIOPqRsSuvx", script: true, combined: true, stops: true}
 	nodeRule = argvRule{code: []string{"-e", "--eval", "-p", "--print"}, values: []string{"-r", "--require", "--import"},
-		flags: []string{"--no-warnings", "--enable-source-maps", "--no-deprecation", "--trace-warnings"}, script: true}
+		flags: []string{"--no-warnings", "--enable-source-maps", "--no-deprecation", "--trace-warnings"}, script: true, stops: true}
 	awkRule   = argvRule{code: []string{"--source", "-e", "-f", "--file"}, values: []string{"-F", "-v"}, script: true}
 	pwshRule  = argvRule{code: []string{"-c", "-command", "-encodedcommand", "-e", "-ec", "-f", "-file"}, script: true}
 	plainWrap = argvRule{wrapper: true}
+	vimRule   = argvRule{code: []string{"-c", "--cmd", "-S", "-s", "-u", "-U"}, plus: true}
+	pagerRule = argvRule{plus: true} // less +cmd runs a pager command; !cmd in one runs a shell
+	jqRule    = argvRule{code: []string{"-f", "--from-file"}, values: []string{"--indent", "-L"},
+		pairs: []string{"--arg", "--argjson", "--slurpfile", "--rawfile"}, script: true,
+		flags: []string{"-n", "--null-input", "-r", "--raw-output", "-j", "--join-output", "-c", "--compact-output",
+			"-s", "--slurp", "-e", "--exit-status", "-S", "--sort-keys", "-a", "--ascii-output", "-R", "--raw-input",
+			"--tab", "--seq", "-C", "-M", "--args", "--jsonargs", "--"}}
 )
 
 var argvRules = map[string]argvRule{
@@ -53,8 +70,8 @@ var argvRules = map[string]argvRule{
 	"ash": shellRule, "csh": shellRule, "tcsh": shellRule, "fish": shellRule, "rbash": shellRule,
 	"python": pythonRule, "pypy": pythonRule, "ipython": pythonRule, "pythonw": pythonRule,
 	"node": nodeRule, "nodejs": nodeRule, "bun": nodeRule, "deno": {code: []string{"eval", "-e", "--eval"}, script: true},
-	"perl": {code: []string{"-e", "-E"}, values: []string{"-I"}, script: true},
-	"ruby": {code: []string{"-e"}, values: []string{"-I", "-r"}, script: true},
+	"perl": {code: []string{"-e", "-E"}, values: []string{"-I"}, script: true, stops: true},
+	"ruby": {code: []string{"-e"}, values: []string{"-I", "-r"}, script: true, stops: true},
 	"php":  {code: []string{"-r", "-B", "-E", "-R", "-F"}, script: true},
 	"lua":  {code: []string{"-e"}, script: true}, "luajit": {code: []string{"-e"}, script: true},
 	"rscript": {code: []string{"-e"}, script: true}, "r": {code: []string{"-e"}, script: true},
@@ -69,9 +86,14 @@ var argvRules = map[string]argvRule{
 	"sqlite": {code: []string{"-cmd", "-init"}, operands: 1, allCode: true}, // sqlite3, its version stripped
 	"psql":   {code: []string{"-c", "--command", "-f", "--file"}, values: []string{"-d", "-U", "-h", "-p"}},
 	"mysql":  {code: []string{"-e", "--execute"}, values: []string{"-u", "-h", "-P", "-D"}},
-	"make":   {code: []string{"--eval", "-f", "--file", "--makefile"}, values: []string{"-C", "-j"}},
-	"vim":    {code: []string{"-c", "--cmd", "-S"}}, "vi": {code: []string{"-c", "--cmd", "-S"}}, "nvim": {code: []string{"-c", "--cmd", "-S"}},
-	"ex": {code: []string{"-c", "--cmd", "-S"}}, "emacs": {code: []string{"--eval", "-l", "--load", "-f", "--funcall"}},
+	"make":   {code: []string{"--eval", "-f", "--file", "--makefile"}, values: []string{"-C", "-j"}, assigns: true},
+	"vim":    vimRule, "vi": vimRule, "nvim": vimRule, "ex": vimRule, "view": vimRule, "rvim": vimRule, "vimdiff": vimRule, "gvim": vimRule,
+	"less": pagerRule, "more": pagerRule,
+	"emacs": {code: []string{"--eval", "-l", "--load", "-f", "--funcall"}},
+	// jq's filter is a program (it reads $ENV, env and input files);
+	// sort runs its --compress-program on its temporary files.
+	"jq": jqRule, "gojq": jqRule, "jaq": jqRule, "yq": jqRule,
+	"sort":     {code: []string{"--compress-program"}},
 	"man":      {code: []string{"-P", "--pager", "-H", "--html"}},
 	"rsync":    {code: []string{"-e", "--rsh", "--rsync-path"}},
 	"ssh":      {values: []string{"-p", "-l", "-i", "-o", "-F", "-J", "-b", "-c", "-D", "-E", "-e", "-I", "-L", "-m", "-O", "-Q", "-R", "-S", "-W", "-w"}, operands: 1, allCode: true},
@@ -190,6 +212,8 @@ func commandAt(argv []string, i, depth int) (int, string) {
 				return j + 1, prog // a value the caller picks before the script: refused to be safe
 			}
 			j++
+		case !fixed && isFlag(prog, a, rule.pairs):
+			j += 2 // jq --arg name {{value}}: data, bound to a variable the filter reads
 		case isFlag(prog, a, rule.sub):
 			end := j + 1
 			for end < len(argv) && argv[end] != ";" && argv[end] != "+" {

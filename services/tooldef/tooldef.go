@@ -97,6 +97,10 @@ type Runner struct {
 	// script position of a shell or interpreter (sh -c {{script}}): the
 	// tool runs the caller's text as a program, on purpose.
 	RunsArgumentAsCode bool `json:"runsArgumentAsCode,omitempty"`
+	// OptionArguments names the parameters of a command tool whose values
+	// may be options of the program (start with "-"); any other value
+	// that would be read as an option is refused when the call is made.
+	OptionArguments []string `json:"optionArguments,omitempty"`
 }
 
 // CompositeStep is one call a composite tool makes; its arguments may refer

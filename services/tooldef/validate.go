@@ -390,7 +390,7 @@ func validateExecution(e Execution, ps *models.Problems) {
 // runnerFields lists the runner fields each kind uses.
 var runnerFields = map[string][]string{
 	RunnerBuiltin:   {"builtin"},
-	RunnerCommand:   {"argv"},
+	RunnerCommand:   {"argv", "optionArguments"},
 	RunnerHTTP:      {"method", "url", "headers", "body"},
 	RunnerComposite: {"steps"},
 	RunnerMCP:       {"server", "tool"},
@@ -405,10 +405,10 @@ func validateRunner(def *Definition, props map[string]bool, known func(string) b
 	set := map[string]bool{
 		"builtin": r.Builtin != "", "argv": len(r.Argv) > 0, "method": r.Method != "", "url": r.URL != "",
 		"headers": len(r.Headers) > 0, "body": r.Body != "", "steps": len(r.Steps) > 0,
-		"server": r.Server != "", "tool": r.Tool != "",
+		"server": r.Server != "", "tool": r.Tool != "", "optionArguments": len(r.OptionArguments) > 0,
 	}
 	if uses, ok := runnerFields[r.Kind]; ok {
-		for _, field := range []string{"builtin", "argv", "method", "url", "headers", "body", "steps", "server", "tool"} {
+		for _, field := range []string{"builtin", "argv", "optionArguments", "method", "url", "headers", "body", "steps", "server", "tool"} {
 			if set[field] && !slices.Contains(uses, field) {
 				ps.Add("/runner/"+field, "does not apply to runner kind %q", r.Kind)
 			}
@@ -447,6 +447,7 @@ func validateRunner(def *Definition, props map[string]bool, known func(string) b
 				checkPlaceholders(ptr, a)
 			}
 			checkCodeArgument(r, ps)
+			checkOptionArguments(r, def.Parameters, ps)
 		}
 		if !def.Security.Sandbox {
 			ps.Add("/security/sandbox", "must be true: command tools always run in the sandbox")
