@@ -125,6 +125,9 @@ var argvRules = map[string]argvRule{
 	"npx":      {code: []string{"-c", "--call"}, values: []string{"-p", "--package"}, wrapper: true},
 	"setsid":   plainWrap, "nohup": plainWrap, "exec": plainWrap, "command": plainWrap, "time": plainWrap, "setpriv": plainWrap,
 	"unshare": plainWrap, "nsenter": plainWrap, "firejail": plainWrap, "sg": {operands: 1, wrapper: true},
+	"eatmydata": plainWrap, "nocache": plainWrap, "chronic": plainWrap, "unbuffer": plainWrap, "torsocks": plainWrap,
+	"proxychains": plainWrap, "catchsegv": plainWrap, "dbus-run-session": plainWrap, "systemd-run": plainWrap,
+	"faketime": {operands: 1, wrapper: true},
 }
 
 var versionSuffix = regexp.MustCompile(`[0-9.\-]+$`)

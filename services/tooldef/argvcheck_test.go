@@ -56,6 +56,11 @@ func TestCodeArgument(t *testing.T) {
 		{[]string{"nohup", "{{x}}", "arg"}, 1},
 		{[]string{"taskset", "0x3", "sh", "-c", "{{x}}"}, 4},
 		{[]string{"uv", "run", "python", "-c", "{{x}}"}, 4},
+		{[]string{"eatmydata", "sh", "-c", "{{x}}"}, 3},
+		{[]string{"sort", "-S", "1M", "--compress-program", "{{x}}", "f"}, 4},
+		{[]string{"jq", "-r", "{{x}}", "data.json"}, 2},
+		{[]string{"jq", "-n", "--arg", "v", "{{x}}", "{{y}}"}, 5},
+		{[]string{"vim", "-u", "{{x}}"}, 2},
 		{[]string{"vim", "-c", "{{x}}", "file.txt"}, 2},
 		// Found by attacking the second version: it failed open on what
 		// it did not understand.
@@ -97,6 +102,8 @@ func TestCodeArgument(t *testing.T) {
 		{[]string{"python3", "-u", "-I", "tool.py", "{{x}}"}, -1},
 		{[]string{"timeout", "--foreground", "5", "grep", "{{p}}", "f"}, -1},
 		{[]string{"xargs", "-0", "-n", "1", "echo"}, -1},
+		{[]string{"jq", "-n", "--arg", "v", "{{x}}", "$v"}, -1},
+		{[]string{"sort", "-r", "{{x}}"}, -1},
 	} {
 		if got, _ := codeArgument(tc.argv); got != tc.want {
 			t.Errorf("%q: %d, want %d", tc.argv, got, tc.want)

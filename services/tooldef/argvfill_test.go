@@ -35,6 +35,8 @@ func TestFillArgvRefusesOptions(t *testing.T) {
 		// it reads options again.
 		{[]string{"timeout", "--", "5", "make", "{{o}}"}, map[string]any{"o": "--eval=x"}, nil, nil, nil},
 		{[]string{"env", "--", "make", "{{o}}"}, map[string]any{"o": "--eval=x"}, nil, nil, nil},
+		{[]string{"eatmydata", "--", "make", "{{o}}"}, map[string]any{"o": "--eval=x"}, nil, nil, nil},
+		{[]string{"faketime", "--", "2020-01-01", "git", "{{o}}"}, map[string]any{"o": "-c"}, nil, nil, nil},
 		{[]string{"find", ".", "-exec", "grep", "{{o}}", "{}", ";"}, map[string]any{"o": "-f/etc/passwd"}, nil, nil, nil},
 		{[]string{"find", "--", ".", "-exec", "grep", "{{o}}", "{}", ";"}, map[string]any{"o": "-f/etc/passwd"}, nil, nil, nil},
 		// A fixed script may pass its argument on as an option.
