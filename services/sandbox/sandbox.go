@@ -13,9 +13,12 @@
 // system calls on x86-64 fail with EPERM (mounts, namespaces, ptrace and
 // process_vm_*, bpf, perf_event_open, io_uring, keyrings, userfaultfd,
 // modules, kexec, reboot, swap, clocks…), as does clone with a namespace
-// flag; clone3 fails with ENOSYS, so libc and Go fall back to clone,
-// whose flags a filter can read; a call through another ABI (i386 by int
-// 0x80 on x86-64, x32) fails with ENOSYS.
+// flag; socket and socketpair of any family but unix, inet and inet6
+// fail with EAFNOSUPPORT (vsock, which no network namespace isolates,
+// netlink, packet, alg, key and the rest); clone3 fails with ENOSYS, so
+// libc and Go fall back to clone, whose flags a filter can read; a call
+// through another ABI (i386 by int 0x80 on x86-64, x32) fails with
+// ENOSYS.
 //
 // What the sandbox sees of the host: bubblewrap's options, which name the
 // work directory's host path, reach it through a pipe (--args), so its
@@ -220,7 +223,7 @@ type Status struct {
 	Limits  string `json:"limits" example:"cgroup v1"`   // cgroup v1, cgroup v2 or rlimits
 	User    string `json:"user,omitempty" example:"65534"`
 	// Seccomp describes the system call filter of sandboxed commands.
-	Seccomp string `json:"seccomp" example:"deny 51 system calls and clone with namespace flags (EPERM); clone3 and other ABIs ENOSYS"`
+	Seccomp string `json:"seccomp" example:"deny 51 system calls and clone with namespace flags (EPERM); sockets but unix, inet and inet6 (EAFNOSUPPORT); clone3 and other ABIs ENOSYS"`
 	Reason  string `json:"reason,omitempty"` // why no sandbox, or what is degraded
 }
 

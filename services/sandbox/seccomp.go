@@ -33,7 +33,24 @@ var deniedSyscalls = []string{
 	"init_module", "finit_module", "delete_module", "kexec_load", "kexec_file_load",
 	"reboot", "swapon", "swapoff", "acct", "settimeofday", "clock_settime", "clock_adjtime", "adjtimex",
 	"syslog", "vhangup", "iopl", "ioperm", "uselib",
+	// socket calls multiplexed through one number (i386, s390x, ppc64):
+	// the family sits in memory a filter cannot read, so socketFamilies
+	// could not hold; libc uses the direct calls on kernels since 4.3
+	"socketcall",
 }
+
+// socketFamilies are the only address families socket(2) and
+// socketpair(2) may name; any other fails with EAFNOSUPPORT, as on a
+// kernel built without it, so a program falls back as it would there.
+// Tools need unix sockets and, with network on, inet and inet6 (with it
+// off they reach only the sandbox's own loopback). The rest reach past
+// the network namespace or into kernel code no tool needs: vsock talks to
+// the hypervisor's host whatever the namespace, netlink configures the
+// kernel, packet and XDP sockets see raw frames, alg and key sockets
+// drive the crypto and IPsec code, and the long tail (bluetooth, tipc,
+// rds, can…) is where socket bugs have been found. Netlink being refused,
+// getifaddrs(3) fails inside (there are no interfaces to list but lo).
+var socketFamilies = []uint64{unix.AF_UNIX, unix.AF_INET, unix.AF_INET6}
 
 // namespaceFlags are clone(2)'s flags that make new namespaces
 // (CLONE_NEWTIME is not among them: clone's low byte is the exit signal).
@@ -46,6 +63,10 @@ const namespaceFlags = unix.CLONE_NEWNS | unix.CLONE_NEWCGROUP | unix.CLONE_NEWU
 //   - deniedSyscalls fail with EPERM;
 //   - clone with a namespace flag fails with EPERM (its flags are the first
 //     argument on every architecture Go supports but s390x);
+//   - socket and socketpair of a family not in socketFamilies fail with
+//     EAFNOSUPPORT (all 64 bits of the family are compared: a family
+//     with its upper bits set, which the kernel would truncate, is
+//     refused);
 //   - clone3, whose flags sit in memory a filter cannot read, fails with
 //     ENOSYS, so that libc and Go fall back to clone;
 //   - a system call of another ABI than this architecture's (i386 through
@@ -76,7 +97,7 @@ func buildSeccomp() (*seccompFilter, error) {
 			Conditions: seccomp.ArgumentConditions{{Argument: 0, Operation: seccomp.BitsSet, Value: namespaceFlags}},
 		}}
 	}
-	policy := seccomp.Policy{DefaultAction: seccomp.ActionAllow, Syscalls: []seccomp.SyscallGroup{deny}}
+	policy := seccomp.Policy{DefaultAction: seccomp.ActionAllow, Syscalls: []seccomp.SyscallGroup{deny, socketGroup(info)}}
 	insts, err := policy.Assemble()
 	if err != nil {
 		return nil, fmt.Errorf("seccomp policy: %w", err)
@@ -101,11 +122,28 @@ func buildSeccomp() (*seccompFilter, error) {
 		}
 		prog = append(prog, unix.SockFilter{Code: raw.Op, Jt: raw.Jt, Jf: raw.Jf, K: raw.K})
 	}
-	summary := fmt.Sprintf("deny %d system calls and clone with namespace flags (EPERM); clone3 and other ABIs ENOSYS", len(names))
+	summary := fmt.Sprintf("deny %d system calls and clone with namespace flags (EPERM); sockets but unix, inet and inet6 (EAFNOSUPPORT); clone3 and other ABIs ENOSYS", len(names))
 	if runtime.GOARCH == "s390x" {
-		summary = fmt.Sprintf("deny %d system calls (EPERM); clone3 and other ABIs ENOSYS", len(names))
+		summary = fmt.Sprintf("deny %d system calls (EPERM); sockets but unix, inet and inet6 (EAFNOSUPPORT); clone3 and other ABIs ENOSYS", len(names))
 	}
 	return &seccompFilter{program: prog, summary: summary}, nil
+}
+
+// socketGroup refuses socket and socketpair of a family not in
+// socketFamilies: all the conditions of one call must hold, so a call
+// matches when its family differs from every allowed one.
+func socketGroup(info *arch.Info) seccomp.SyscallGroup {
+	var other seccomp.ArgumentConditions
+	for _, f := range socketFamilies {
+		other = append(other, seccomp.Condition{Argument: 0, Operation: seccomp.NotEqual, Value: f})
+	}
+	g := seccomp.SyscallGroup{Action: seccomp.ActionErrno | seccomp.Action(unix.EAFNOSUPPORT)}
+	for _, name := range []string{"socket", "socketpair"} {
+		if _, ok := info.SyscallNames[name]; ok {
+			g.NamesWithCondtions = append(g.NamesWithCondtions, seccomp.NameWithConditions{Name: name, Conditions: other})
+		}
+	}
+	return g
 }
 
 // bytes is the program as bubblewrap's --seccomp reads it: struct
