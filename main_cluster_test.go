@@ -24,7 +24,7 @@ import (
 func TestLeaderKilledHandsOver(t *testing.T) {
 	bin := buildBinary(t)
 	db := dbtest.Postgres(t)
-	const key = "tb_one-admin-key-for-the-whole-cluster"
+	const key = testAdminKey
 	servers := map[string]*server{}
 	for _, name := range []string{"a", "b"} {
 		servers[name] = start(t, bin, t.TempDir(), "TOOLBELT_DATABASE_URL="+db, "TOOLBELT_INSTANCE="+name, "TOOLBELT_ADMIN_KEY="+key)
@@ -104,7 +104,7 @@ type clusterCall struct {
 func TestClusterOfThreeKilledMidTraffic(t *testing.T) {
 	bin := buildBinary(t)
 	db, redisURL := dbtest.Postgres(t), dbtest.Redis(t)
-	const key = "tb_one-admin-key-for-the-whole-cluster"
+	const key = testAdminKey
 	tmp := sandboxTraversable(t)
 	names := []string{"a", "b", "c"}
 	dirs := map[string]string{}

@@ -49,7 +49,7 @@ func BenchmarkDeployments(b *testing.B) {
 // be 1) and registers the benchmark's read tools; it returns the
 // instances and the admin key.
 func deployment(b *testing.B, bin string, n int, shared bool) ([]*server, string) {
-	const key = "tb_the-benchmark-admin-key-of-every-instance"
+	const key = testAdminKey
 	tmp := sandboxTraversable(b)
 	env := []string{"TOOLBELT_ADMIN_KEY=" + key, "TOOLBELT_LOG_LEVEL=warn"}
 	if shared {

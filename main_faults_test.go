@@ -469,7 +469,7 @@ func newFaultRig(t *testing.T, bin string) *faultRig {
 	pg, redis := dbtest.PostgresServer(t), dbtest.RedisServer(t)
 	db := pg.Database(t, "toolbelt")
 	r := &faultRig{t: t, bin: bin, names: []string{"a", "b", "c"}, dirs: map[string]string{}, pg: pg, redis: redis,
-		key: "tb_one-admin-key-for-the-whole-cluster", keys: map[string]string{},
+		key: testAdminKey, keys: map[string]string{},
 		servers: map[string]*server{}, clients: map[string]*faultClient{}, down: map[string]bool{}}
 	r.env = func(name string) []string {
 		return []string{"TOOLBELT_DATABASE_URL=" + db, "TOOLBELT_REDIS_URL=" + redis.URL(), "TOOLBELT_INSTANCE=" + name, "TOOLBELT_ADMIN_KEY=" + r.key}
@@ -755,7 +755,7 @@ func fullDiskFault(t *testing.T, bin string) faultReport {
 	}
 	t.Cleanup(func() { _ = exec.Command("umount", "-l", data).Run() })
 	r := &faultRig{t: t, bin: bin, names: []string{"a"}, dirs: map[string]string{"a": data},
-		key: "tb_one-admin-key-for-the-single-one", keys: map[string]string{},
+		key: testAdminKey, keys: map[string]string{},
 		servers: map[string]*server{}, clients: map[string]*faultClient{}, down: map[string]bool{}}
 	r.env = func(string) []string { return []string{"TOOLBELT_ADMIN_KEY=" + r.key} }
 	r.startInstance("a")

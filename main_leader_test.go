@@ -27,7 +27,7 @@ import (
 func TestFrozenLeaderLosesLeadership(t *testing.T) {
 	bin := buildBinary(t)
 	db := dbtest.Postgres(t)
-	const key = "tb_one-admin-key-for-the-whole-cluster"
+	const key = testAdminKey
 	// The bound, and an allowance for a busy machine to schedule the
 	// instances and answer the polls.
 	const bound, slack = cluster.LeaderLease + cluster.Retry, 2 * time.Second

@@ -47,7 +47,7 @@ func TestQueueSlotsOfAKilledInstanceFree(t *testing.T) {
 			}))
 			defer up.Close()
 			defer close(hold)
-			const key = "tb_one-admin-key-for-the-whole-cluster"
+			const key = testAdminKey
 			env := []string{"TOOLBELT_DATABASE_URL=" + dbtest.Postgres(t), "TOOLBELT_ADMIN_KEY=" + key, "TOOLBELT_HTTP_ALLOW_PRIVATE=127.0.0.1/32"}
 			if withRedis {
 				env = append(env, "TOOLBELT_REDIS_URL="+dbtest.Redis(t))

@@ -48,6 +48,9 @@ type hostEnv struct {
 // newApp is the App of cfg with its log and metrics, before anything is
 // opened.
 func newApp(cfg Config, opts Options) (*App, error) {
+	if err := cfg.checkKeys(); err != nil {
+		return nil, err
+	}
 	out := opts.LogOutput
 	if out == nil {
 		out = os.Stderr

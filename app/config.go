@@ -189,6 +189,9 @@ func ParseConfig(args []string, lookup func(string) (string, bool)) (Config, err
 	if cfg.CallbackKey != "" && len(cfg.CallbackKey) < 32 {
 		return cfg, fmt.Errorf("TOOLBELT_CALLBACK_KEY must be at least 32 bytes (such as the output of: openssl rand -hex 32)")
 	}
+	if err := cfg.checkKeys(); err != nil {
+		return cfg, err
+	}
 	if cfg.DatabaseURL != "" {
 		// The message never repeats the URL: it holds a password.
 		if u, err := url.Parse(cfg.DatabaseURL); err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {

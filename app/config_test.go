@@ -50,7 +50,7 @@ func TestParseConfig(t *testing.T) {
 		{name: "defaults", want: defaults},
 		{name: "empty variables are unset", env: map[string]string{"TOOLBELT_ADDR": "", "TOOLBELT_SHUTDOWN_TIMEOUT": ""}, want: defaults},
 		{name: "variables", env: map[string]string{
-			"TOOLBELT_ADDR": "127.0.0.1:9", "TOOLBELT_DATA_DIR": "/srv/tb", "TOOLBELT_ADMIN_KEY": "k", "TOOLBELT_LOG_LEVEL": "debug",
+			"TOOLBELT_ADDR": "127.0.0.1:9", "TOOLBELT_DATA_DIR": "/srv/tb", "TOOLBELT_ADMIN_KEY": testAdminKey, "TOOLBELT_LOG_LEVEL": "debug",
 			"TOOLBELT_LOG_FORMAT": "text", "TOOLBELT_OLLAMA_URL": "http://ollama:11434", "TOOLBELT_EMBED_MODEL": "m",
 			"TOOLBELT_LEARNED_PER_TOOL": "7", "TOOLBELT_SANDBOX": "none", "TOOLBELT_SEARXNG_URL": "https://search.example",
 			"TOOLBELT_SHUTDOWN_TIMEOUT": "3s", "TOOLBELT_TOOLS_DIR": "", "TOOLBELT_SESSION_QUOTA_MB": "64",
@@ -60,16 +60,16 @@ func TestParseConfig(t *testing.T) {
 			"TOOLBELT_ALERT_WEBHOOK":    "https://hooks.example/x",
 			"TOOLBELT_HTTP_ALLOW_HOSTS": "api.example, .corp", "TOOLBELT_HTTP_ALLOW_PRIVATE": "10.0.0.0/8",
 			"TOOLBELT_SECRETS": "TOKEN, MISSING,,", "TOKEN": "s3cret",
-			"TOOLBELT_CALLBACK_KEY":    "0123456789abcdef0123456789abcdef",
+			"TOOLBELT_CALLBACK_KEY":    testCallbackKey,
 			"TOOLBELT_DATABASE_URL":    "postgres://tb:pw@db:5432/tb",
 			"TOOLBELT_REDIS_URL":       "redis://:pw@cache:6379/0",
 			"TOOLBELT_TRUSTED_PROXIES": " 10.9.0.0/16, 192.168.1.5,fd00::1, 10.1.2.3/8",
 		}, want: with(func(c *Config) {
 			c.TrustedProxies = []string{"10.9.0.0/16", "192.168.1.5/32", "fd00::1/128", "10.0.0.0/8"}
 			c.RedisURL = "redis://:pw@cache:6379/0"
-			c.CallbackKey = "0123456789abcdef0123456789abcdef"
+			c.CallbackKey = testCallbackKey
 			c.DatabaseURL = "postgres://tb:pw@db:5432/tb"
-			c.Addr, c.DataDir, c.AdminKey, c.LogLevel, c.LogFormat = "127.0.0.1:9", "/srv/tb", "k", "debug", "text"
+			c.Addr, c.DataDir, c.AdminKey, c.LogLevel, c.LogFormat = "127.0.0.1:9", "/srv/tb", testAdminKey, "debug", "text"
 			c.OllamaURL, c.EmbedModel, c.KeepLearned, c.Sandbox, c.SearXNG = "http://ollama:11434", "m", 7, "none", "https://search.example"
 			c.ShutdownTimeout, c.SessionQuotaMB, c.AuditRetention = 3*time.Second, 64, 720*time.Hour
 			c.Alerts = ops.AlertConfig{Threshold: 0.25, Window: 5 * time.Minute, MinCalls: 3, Webhook: "https://hooks.example/x", Every: ops.DefaultAlertConfig().Every}

@@ -3,8 +3,11 @@ package app
 import (
 	"bufio"
 	"bytes"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"io"
+	"maps"
 	"net"
 	"net/url"
 	"os"
@@ -24,10 +27,26 @@ import (
 // the tests: what they would do with the files is their documented
 // behaviour; these are the files' links to Toolbelt.)
 
-// parsed configures the server from env the way the deployment would,
-// and fails on any TOOLBELT_ variable the parser never reads.
+// parsed configures the server from env the way the deployment would
+// once its operator has replaced the example's keys, and fails on any
+// TOOLBELT_ variable the parser never reads. Each key the example sets
+// must be a placeholder the server refuses to start with: an operator
+// who leaves one in place gets an error, not an admin key anyone who
+// read the example knows.
 func parsed(t *testing.T, where string, env map[string]string) Config {
 	t.Helper()
+	env = maps.Clone(env)
+	for _, name := range []string{"TOOLBELT_ADMIN_KEY", "TOOLBELT_CALLBACK_KEY"} {
+		if env[name] == "" {
+			continue
+		}
+		if _, err := ParseConfig(nil, lookupIn(map[string]string{name: env[name]})); err == nil || !strings.Contains(err.Error(), name+" is a placeholder") {
+			t.Errorf("%s: the server would start with the %s it ships (%v)", where, name, err)
+		}
+		key := make([]byte, 32)
+		_, _ = rand.Read(key)
+		env[name] = hex.EncodeToString(key)
+	}
 	read := map[string]bool{}
 	cfg, err := ParseConfig(nil, func(name string) (string, bool) {
 		read[name] = true

@@ -25,7 +25,6 @@ func TestInstancesStartTogetherOnPostgres(t *testing.T) {
 	const password = "pg-password-in-url"
 	// The test server trusts its socket, so any password is accepted.
 	databaseURL := strings.Replace(dbtest.Postgres(t), "postgres@", "postgres:"+password+"@", 1)
-	const adminKey = "tb_the-same-admin-key-on-every-instance"
 	var (
 		wg      sync.WaitGroup
 		apps    = make([]*App, 3)
@@ -34,7 +33,7 @@ func TestInstancesStartTogetherOnPostgres(t *testing.T) {
 	)
 	for i := range apps {
 		cfg := testConfig(t, t.TempDir())
-		cfg.DatabaseURL, cfg.AdminKey = databaseURL, adminKey
+		cfg.DatabaseURL, cfg.AdminKey = databaseURL, testAdminKey
 		wg.Go(func() {
 			apps[i], errs[i] = New(context.Background(), cfg, Options{Stdout: &banners[i], LogOutput: io.Discard})
 		})

@@ -345,7 +345,7 @@ func TestCallbackURLRefused(t *testing.T) {
 // first start made), and delivered once.
 func TestCallbackResumesAfterRestart(t *testing.T) {
 	dir := t.TempDir()
-	const adminKey = "tb_callback-restart-test-admin-key-0123456789"
+	const adminKey = "tb_736a7f06cab7907e4fc6a1c111f6f7339c0c7be674e0c14776f3b5f22826e877"
 	env := map[string]string{"TOOLBELT_ADMIN_KEY": adminKey, "TOOLBELT_HTTP_ALLOW_PRIVATE": "127.0.0.1/32"}
 	start := func() (*testApp, func()) {
 		cfg, err := app.ParseConfig([]string{"--addr", "127.0.0.1:0", "--data-dir", dir, "--tools-dir", "", "--sandbox", "none"},

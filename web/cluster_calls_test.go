@@ -296,7 +296,7 @@ func TestClusterTakesOverCalls(t *testing.T) {
 // Completion callbacks are delivered once per call whichever instance ran
 // it: every instance delivers, each delivery claimed by one at a time.
 func TestClusterCallbacksOnce(t *testing.T) {
-	key := strings.Repeat("k", 32)
+	const key = "e8c12e896becfb5baa55727d1f26e9dcbcbc8408a3fc0e370b0d5a9406f161f8"
 	apps := newClusterWith(t, 3, true, loopback, fastCallbacks(5), func(c *app.Config) { c.CallbackKey = key })
 	register(t, apps[0], countingTool("tally", "0"))
 	recv := newReceiver(t, 1)

@@ -16,8 +16,9 @@ import (
 )
 
 // clusterAdminKey is the admin key every instance of a test cluster is
-// configured with.
-var clusterAdminKey = "tb_" + strings.Repeat("c1", 32)
+// configured with (openssl rand -hex 32: the server refuses a guessable
+// one).
+const clusterAdminKey = "tb_0e9574dcc83363a5b0354e4534a5919847d906cb890c95bb9fc8b53500bebada"
 
 // newCluster starts n instances over one new Postgres database and, with
 // redis, one Redis server, each with its own data directory and handler,

@@ -18,7 +18,7 @@ import (
 
 // modelAdminKey is the admin key the real-model tests configure, so the
 // same key works across restarts of the server on one data directory.
-const modelAdminKey = "tb-test-real-model-admin-key-0001"
+const modelAdminKey = "ca76707f44c4b4075252121c0e17432d474758b5bac470e9616f11993f4f73bf"
 
 // startModelApp builds and runs the service as main does over dir,
 // embedding with the Ollama-compatible server at ollamaURL and its model;
