@@ -36,12 +36,20 @@ func TestPrincipalsAndKeys(t *testing.T) {
 		{"unknown role", map[string]any{"name": "x", "role": "root"}, 422},
 		{"bad name", map[string]any{"name": "a b/c", "role": "agent"}, 422},
 		{"empty", map[string]any{}, 422},
+		{"right-to-left override in the name", map[string]any{"name": "ci\u202Etob", "role": "agent"}, 422},
+		{"right-to-left override in the key label", map[string]any{"name": "ci-1", "role": "agent", "key_label": "ci\u202Eyolped"}, 422},
+		{"isolate in the key label", map[string]any{"name": "ci-2", "role": "agent", "key_label": "ci \u2067deploy\u2069"}, 422},
+		{"escape in the key label", map[string]any{"name": "ci-3", "role": "agent", "key_label": "ci \x1b[2Jdeploy"}, 422},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if r := app.do(t, "admin", "POST", "/api/v1/principals", tc.body); r.Status != tc.status {
 				t.Errorf("status %d, want %d: %s", r.Status, tc.status, r.Body)
 			}
 		})
+	}
+
+	if r := app.do(t, "admin", "POST", "/api/v1/principals/"+itoa(created["id"])+"/keys", map[string]any{"label": "ci\u200Fdeploy"}); r.Status != 422 || !strings.Contains(string(r.Body), "U+200F") {
+		t.Errorf("a key label with U+200F: %d %s", r.Status, r.Body)
 	}
 
 	// A second key works alongside the first; revoking one stops only it.

@@ -17,7 +17,7 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode"
+
 	"unicode/utf8"
 
 	"github.com/ulule/limiter/v3"
@@ -125,9 +125,7 @@ func (o *KeyOptions) check(ps *models.Problems, at string, now time.Time) {
 	if utf8.RuneCountInString(o.Label) > 64 {
 		ps.Add(at+"label", "is longer than 64 characters")
 	}
-	if strings.IndexFunc(o.Label, unicode.IsControl) >= 0 {
-		ps.Add(at+"label", "holds a control character")
-	}
+	ps.CheckText(at+"label", o.Label, false)
 	if o.ExpiresAt != nil {
 		if !o.ExpiresAt.After(now) {
 			ps.Add(at+"expires_at", "%s is not in the future", o.ExpiresAt.Format(time.RFC3339))

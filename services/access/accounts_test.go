@@ -12,16 +12,22 @@ import (
 
 var quiet = slog.New(slog.DiscardHandler)
 
+// newAccounts is Accounts over a fresh database, and the database.
+func newAccounts(t *testing.T) (*Accounts, *models.Store) {
+	t.Helper()
+	store, _ := modelstest.Store(t)
+	authz, err := OpenAuthz(context.Background(), AuthzDeps{Store: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return NewAccounts(AccountsDeps{Store: store, Authz: authz, Log: quiet}), store
+}
+
 // TestBootstrap creates the admin once, takes an operator's key without
 // returning it, and adds a newly configured key on a later start.
 func TestBootstrap(t *testing.T) {
 	ctx := context.Background()
-	store, _ := modelstest.Store(t)
-	authz, err := OpenAuthz(ctx, AuthzDeps{Store: store})
-	if err != nil {
-		t.Fatal(err)
-	}
-	acc := NewAccounts(AccountsDeps{Store: store, Authz: authz, Log: quiet})
+	acc, store := newAccounts(t)
 
 	first := "first-operator-key-0123456789"
 	if got, err := acc.Bootstrap(ctx, first); err != nil || got != "" {

@@ -125,6 +125,7 @@ func Validate(def *Definition, known func(string) bool) (*jsonschema.Schema, mod
 	case n > MaxDescriptionLen:
 		ps.Add("/description", "is %d characters long; at most %d are allowed", n, MaxDescriptionLen)
 	}
+	ps.CheckText("/description", def.Description, true)
 	if !slices.Contains(Categories, def.Category) {
 		ps.Add("/category", "%q is not a category; use one of %s", def.Category, strings.Join(Categories, ", "))
 	}
@@ -148,6 +149,7 @@ func Validate(def *Definition, known func(string) bool) (*jsonschema.Schema, mod
 		if n := utf8.RuneCountInString(strings.TrimSpace(e)); n == 0 || n > MaxExampleLen {
 			ps.Add("/examples/"+strconv.Itoa(i), "must be 1 to %d characters long", MaxExampleLen)
 		}
+		ps.CheckText("/examples/"+strconv.Itoa(i), e, false)
 	}
 	schema, props := validateParameters(def.Parameters, &ps)
 	validateSecurity(def, &ps)
@@ -193,6 +195,7 @@ func validateParameters(raw json.RawMessage, ps *models.Problems) (*jsonschema.S
 		ps.Add("/parameters/type", "must be \"object\": tool arguments are a JSON object")
 	}
 	before := len(*ps)
+	checkSchemaText(root, "/parameters", ps)
 	checkRequired(root, "/parameters", ps)
 	checkTypeNames(root, "/parameters", ps)
 	if len(*ps) > before {
@@ -232,6 +235,39 @@ type noLoader struct{}
 
 func (noLoader) Load(url string) (any, error) {
 	return nil, fmt.Errorf("external reference %q is not allowed; define it under $defs", url)
+}
+
+// checkSchemaText refuses hidden characters (models.HiddenRune) where the
+// console and an agent's LLM read the schema as text: property names and
+// other keys, titles and descriptions. Values an argument is checked
+// against (enum, const, default, examples) are data and left alone.
+func checkSchemaText(v any, ptr string, ps *models.Problems) {
+	switch n := v.(type) {
+	case map[string]any:
+		for _, k := range slices.Sorted(maps.Keys(n)) {
+			at := ptr + "/" + EscapePointer(k)
+			ps.CheckText(at, k, false)
+			s, isString := n[k].(string)
+			named, isMap := n[k].(map[string]any)
+			switch {
+			case k == "enum" || k == "const" || k == "default" || k == "examples":
+			case (k == "title" || k == "description") && isString:
+				ps.CheckText(at, s, true)
+			case isMap && (k == "properties" || k == "patternProperties" || k == "$defs" || k == "definitions" || k == "dependentSchemas"):
+				// Names, not keywords: a property may be called "enum".
+				for _, name := range slices.Sorted(maps.Keys(named)) {
+					ps.CheckText(at+"/"+EscapePointer(name), name, false)
+					checkSchemaText(named[name], at+"/"+EscapePointer(name), ps)
+				}
+			default:
+				checkSchemaText(n[k], at, ps)
+			}
+		}
+	case []any:
+		for i, child := range n {
+			checkSchemaText(child, fmt.Sprintf("%s/%d", ptr, i), ps)
+		}
+	}
 }
 
 // checkRequired walks every subschema with "properties" and reports required
