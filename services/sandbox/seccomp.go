@@ -33,9 +33,11 @@ var deniedSyscalls = []string{
 	"init_module", "finit_module", "delete_module", "kexec_load", "kexec_file_load",
 	"reboot", "swapon", "swapoff", "acct", "settimeofday", "clock_settime", "clock_adjtime", "adjtimex",
 	"syslog", "vhangup", "iopl", "ioperm", "uselib",
-	// socket calls multiplexed through one number (i386, s390x, ppc64):
-	// the family sits in memory a filter cannot read, so socketFamilies
-	// could not hold; libc uses the direct calls on kernels since 4.3
+	// socket calls multiplexed through one number (i386, s390x, ppc64,
+	// none of them x86-64 or arm64): the family sits in memory a filter
+	// cannot read, so socketFamilies could not hold. A libc built for
+	// kernels older than 4.3 makes every socket call through it, and so
+	// has no sockets in the sandbox on those architectures.
 	"socketcall",
 }
 
