@@ -121,3 +121,58 @@ func insertSecret(v any, target *int, at int, line string) any {
 	}
 	return v
 }
+
+// FuzzPlainView: the character view is the text with each of its pieces
+// replaced by what that piece reads as on its own, and every span of the
+// view maps back to the span of the text it came from (checked against a
+// map kept byte by byte): what the redactor removes for a secret found in
+// the view is where the text spells that secret.
+func FuzzPlainView(f *testing.F) {
+	for _, s := range []string{`a\u0041b`, "x\u200by", `&#103;&amp;\x41`, "k:\n        v", `\\x41\"`, "&#x67&#104;z\u202e", "&#001"} {
+		f.Add(s, uint(1), uint(3))
+	}
+	f.Fuzz(func(t *testing.T, s string, a, b uint) {
+		v := newPlainView(s)
+		// The view rebuilt from the pieces, and where each of its bytes
+		// came from.
+		var rebuilt strings.Builder
+		var from [][2]int
+		copied := 0
+		copyTo := func(end int) {
+			for i := copied; i < end; i++ {
+				from = append(from, [2]int{i, i + 1})
+			}
+			rebuilt.WriteString(s[copied:end])
+		}
+		for _, pc := range v.pieces {
+			if pc.orig < copied || pc.origEnd < pc.orig || pc.origEnd > len(s) {
+				t.Fatalf("%q: piece %+v out of order", s, pc)
+			}
+			copyTo(pc.orig)
+			if got, want := newPlainView(s[pc.orig:pc.origEnd]).text, v.text[pc.view:pc.viewEnd]; got != want {
+				t.Fatalf("%q: piece %q reads %q on its own, %q in the view", s, s[pc.orig:pc.origEnd], got, want)
+			}
+			for range pc.viewEnd - pc.view {
+				from = append(from, [2]int{pc.orig, pc.origEnd})
+			}
+			rebuilt.WriteString(v.text[pc.view:pc.viewEnd])
+			copied = pc.origEnd
+		}
+		copyTo(len(s))
+		if rebuilt.String() != v.text {
+			t.Fatalf("%q: view %q, rebuilt %q", s, v.text, rebuilt.String())
+		}
+		if len(v.text) == 0 {
+			return
+		}
+		start, end := int(a%uint(len(v.text))), int(b%uint(len(v.text)))
+		if start > end {
+			start, end = end, start
+		}
+		end++
+		os, oe := v.original(start, end)
+		if os != from[start][0] || oe != from[end-1][1] {
+			t.Fatalf("%q: view [%d,%d) maps to [%d,%d), want [%d,%d)", s, start, end, os, oe, from[start][0], from[end-1][1])
+		}
+	})
+}

@@ -7,13 +7,10 @@ import (
 	"bytes"
 	_ "embed"
 	"encoding/json"
-	"fmt"
 	"regexp"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
-	"unicode/utf8"
 
 	ahocorasick "github.com/BobuSumisu/aho-corasick"
 	"github.com/spf13/viper"
@@ -108,9 +105,11 @@ func loadGitleaks() (config.Config, *ahocorasick.Trie, error) {
 }
 
 // Redact replaces every secret in s with a mark naming what it was. The
-// rules see s as it is and, when s quotes text itself (a JSON or shell
-// file holding \" or \n) or indents it deeply, also as that text reads
-// unquoted: gitleaks' patterns want a quote, not \", before a value.
+// rules see s as it is and, when s spells text otherwise (a JSON or shell
+// file holding \" or \n, escapes, HTML references, invisible characters,
+// base64, hex or %xx: see decoded.go), also as that text reads once
+// undone: gitleaks' patterns want a quote, not \", before a value, and a
+// configured secret is known only as it is.
 func (r *Redactor) Redact(s string) string {
 	if s == "" {
 		return s
@@ -121,117 +120,24 @@ func (r *Redactor) Redact(s string) string {
 	if strings.Contains(s, "tb_") {
 		s = toolbeltKey.ReplaceAllString(s, "[REDACTED:toolbelt-api-key]")
 	}
-	s = r.redactFindings(s, s)
-	if v := unquotedView(s); v != s {
-		s = r.redactFindings(s, v)
-	}
-	return s
+	s = r.redactFindings(s)
+	return r.redactDecoded(s)
 }
 
-// redactFindings removes from s the secrets the rules find in view, which
-// is s itself or s unquoted.
-func (r *Redactor) redactFindings(s, view string) string {
-	if r.keywords != nil && r.keywords.MatchFirstString(strings.ToLower(view)) == nil {
+// redactFindings removes from s the secrets the rules find in it.
+func (r *Redactor) redactFindings(s string) string {
+	if r.keywords != nil && r.keywords.MatchFirstString(strings.ToLower(s)) == nil {
 		return s
 	}
-	findings := r.find(view)
+	findings := r.find(s)
 	// Longest first: a secret that holds a shorter one is removed whole.
 	sort.SliceStable(findings, func(a, b int) bool { return len(findings[a].Secret) > len(findings[b].Secret) })
 	for _, f := range findings {
-		if f.Secret == "" {
-			continue
-		}
-		mark := "[REDACTED:" + f.RuleID + "]"
-		if strings.Contains(s, f.Secret) {
-			s = strings.ReplaceAll(s, f.Secret, mark)
-		} else {
-			s = quotedPattern(f.Secret).ReplaceAllLiteralString(s, mark)
+		if f.Secret != "" {
+			s = strings.ReplaceAll(s, f.Secret, "[REDACTED:"+f.RuleID+"]")
 		}
 	}
 	return s
-}
-
-// unquotedView returns s with the backslash escapes of a string literal
-// undone and runs of more than five blanks (gitleaks' patterns allow up to
-// five between a key and its value) shortened to one line break or space.
-func unquotedView(s string) string {
-	if !strings.Contains(s, `\`) && !strings.Contains(s, "      ") {
-		return s
-	}
-	var b strings.Builder
-	b.Grow(len(s))
-	var run []byte // the blanks since the last other character
-	flush := func() {
-		switch {
-		case len(run) <= 5:
-			b.Write(run)
-		case bytes.IndexByte(run, '\n') >= 0:
-			b.WriteByte('\n')
-		default:
-			b.WriteByte(' ')
-		}
-		run = run[:0]
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c == '\\' && i+5 < len(s) && s[i+1] == 'u' {
-			if n, err := strconv.ParseUint(s[i+2:i+6], 16, 16); err == nil && (n < 0xd800 || n > 0xdfff) {
-				flush()
-				b.WriteRune(rune(n)) // \u003c, as Go's encoder writes <
-				i += 5
-				continue
-			}
-		}
-		if c == '\\' && i+1 < len(s) {
-			switch s[i+1] {
-			case 'n':
-				c, i = '\n', i+1
-			case 'r':
-				c, i = '\r', i+1
-			case 't':
-				c, i = '\t', i+1
-			case '"', '\'', '\\', '/':
-				c, i = s[i+1], i+1
-			}
-		}
-		if c == ' ' || c == '\t' || c == '\n' || c == '\r' {
-			run = append(run, c)
-			continue
-		}
-		flush()
-		b.WriteByte(c)
-	}
-	flush()
-	return b.String()
-}
-
-// quotedPattern matches secret, found in s's unquoted view, as s holds it:
-// each quote, slash or backslash perhaps escaped, each run of blanks as any
-// blanks or escaped blanks.
-func quotedPattern(secret string) *regexp.Regexp {
-	var b strings.Builder
-	inBlank := false
-	for _, c := range secret {
-		if c == ' ' || c == '\t' || c == '\n' || c == '\r' {
-			if !inBlank {
-				b.WriteString(`(?:\s|\\[nrt])+`)
-			}
-			inBlank = true
-			continue
-		}
-		inBlank = false
-		switch {
-		case c == '"' || c == '\'' || c == '\\' || c == '/':
-			b.WriteString(`\\?` + regexp.QuoteMeta(string(c)))
-		case c < utf8.RuneSelf:
-			// Any ASCII character may stand as \uXXXX in a file that is
-			// JSON itself ("\u0067hp_…" is a GitHub token).
-			fmt.Fprintf(&b, `(?:%s|(?i:\\u%04x))`, regexp.QuoteMeta(string(c)), c)
-		default:
-			b.WriteString(regexp.QuoteMeta(string(c)))
-		}
-	}
-	return regexp.MustCompile(b.String())
 }
 
 // RedactJSON redacts every string (keys included) inside a JSON document

@@ -205,8 +205,8 @@ func TestRedactHeldOutSecrets(t *testing.T) {
 	}
 }
 
-func everyNth(xs []secretExample, n int) []secretExample {
-	var out []secretExample
+func everyNth[T any](xs []T, n int) []T {
+	var out []T
 	for i := 0; i < len(xs); i += n {
 		out = append(out, xs[i])
 	}

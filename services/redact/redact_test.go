@@ -1,8 +1,12 @@
 package redact
 
 import (
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -111,6 +115,74 @@ func TestRedactUnicodeEscapedSecret(t *testing.T) {
 		out := string(r.RedactJSON(raw))
 		if strings.Contains(out, token[8:20]) {
 			t.Errorf("%s came back as %s", file, out)
+		}
+	}
+}
+
+// TestRedactSpelledSecrets: a secret spelled otherwise than as it is
+// matched is removed where the text spells it, and the text around it is
+// kept (issue 30: a TOOLBELT_SECRETS value and an API key came back whole
+// once their first characters were \u-escaped; base64, hex, %xx, \xNN,
+// HTML references and zero-width characters got through).
+func TestRedactSpelledSecrets(t *testing.T) {
+	const configured = "orbit-maple-quartz-7731"
+	r, err := New([]string{configured})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := "tb_" + strings.Repeat("3f9a0c", 10) + "beef"
+	token := "ghp_4Qx9cVb7Lm2Np8Rt6Yw3Zs5Ka1Df0Gh9Jk2L"
+	b64 := base64.StdEncoding.EncodeToString
+	cases := []struct{ name, in, secret string }{
+		{"configured, first letter \\u-escaped", `\u006frbit-maple-quartz-7731`, configured},
+		{"configured, an escape inside", `orbit-maple\u002dquartz-7731`, configured},
+		{"api key, first letters \\u-escaped", `\u0074\u0062_` + key[3:], key},
+		{"api key, base64", b64([]byte(key)), key},
+		{"api key, zero-width joiners", strings.Join(strings.Split(key, ""), "\u200d"), key},
+		{"token, base64 of its line", b64([]byte("token = " + token)), token},
+		{"token, url-safe base64", base64.RawURLEncoding.EncodeToString([]byte(token)), token},
+		{"token, hex", hex.EncodeToString([]byte(token)), token},
+		{"token, %xx", url.PathEscape(token[:4]) + "%" + strings.ToUpper(hex.EncodeToString([]byte(token[4:5]))) + token[5:], token},
+		{"token, every byte %xx", perByte(token, "%%%02X"), token},
+		{"token, \\xNN", perByte(token, `\x%02x`), token},
+		{"token, decimal references", "&#103;&#104;&#112;&#95;" + token[4:], token},
+		{"token, hex references without semicolons", "&#x67&#x68&#x70_" + token[4:], token},
+		{"token, bidi controls", "\u202e" + token[:9] + "\u2066" + token[9:] + "\u202c", token},
+		{"token, base64 of %xx", b64([]byte(perByte(token, "%%%02X"))), token},
+		{"token, base64 of base64", b64([]byte(b64([]byte(token)))), token},
+		{"configured, hex of base64", hex.EncodeToString([]byte(b64([]byte("pw: " + configured)))), configured},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			in := "before " + tc.in + " after"
+			got := r.Redact(in)
+			if !strings.HasPrefix(got, "before ") || !strings.HasSuffix(got, " after") || !strings.Contains(got, "[REDACTED:") {
+				t.Fatalf("Redact(%q) = %q", in, got)
+			}
+			// Nothing of the spelling is left between the two words (an
+			// invisible character at either end may be).
+			rest := strings.TrimSuffix(strings.TrimPrefix(got, "before "), " after")
+			rest = regexp.MustCompile(`\[REDACTED:[a-z0-9-]+\]|\p{Cf}`).ReplaceAllString(rest, "")
+			if len(rest) > 4 {
+				t.Errorf("Redact(%q) left %q", in, rest)
+			}
+			raw, _ := json.Marshal(map[string]string{"content": in})
+			if out := string(r.RedactJSON(raw)); strings.Contains(out, tc.secret) || strings.Contains(out, tc.in) {
+				t.Errorf("RedactJSON(%s) = %s", raw, out)
+			}
+		})
+	}
+	// Escapes, references and invisible characters around no secret are
+	// left as they are.
+	for _, s := range []string{
+		`"name": "caf\u00e9", "path": "C:\\Users\\x", "sep": "\t"`,
+		"&lt;a href=&quot;/docs?q=a%20b&amp;page=2&quot;&gt; &#169; 2026",
+		"family: 👨\u200d👩\u200d👧, persian: می\u200cخواهم, soft: hy\u00adphen",
+		"sha256: 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+		"aGVsbG8gd29ybGQsIHRoaXMgaXMgYmFzZTY0IG9mIG9yZGluYXJ5IHRleHQ=",
+	} {
+		if got := r.Redact(s); got != s {
+			t.Errorf("altered %q -> %q", s, got)
 		}
 	}
 }
