@@ -2,11 +2,14 @@ package web_test
 
 import (
 	"bufio"
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -260,6 +263,76 @@ func TestCallRedaction(t *testing.T) {
 	if stored := app.stored(t); strings.Contains(stored, secret) || strings.Contains(stored, "test-configured-secret") {
 		t.Error("the database holds a secret in plain text")
 	}
+}
+
+// TestCallRedactionEncoded: an agent writes secrets spelled in encodings
+// into a file and reads it back; neither the answer, nor either call's
+// record, nor the database gives them away (issue 30: 216 of 300 encoded
+// secrets came back, the configured secret and an API key among them
+// once their first letters were \u-escaped).
+func TestCallRedactionEncoded(t *testing.T) {
+	app := newTestApp(t)
+	agent := fmt.Sprint(app.ids["agent"])
+	app.do(t, "admin", "PUT", "/api/v1/principals/"+agent+"/grants", map[string]any{"categories": []string{"filesystem"}})
+	aws := "AKIAZ7VRSQ4TJNWDEMPX"
+	token := "ghp_4Qx9cVb7Lm2Np8Rt6Yw3Zs5Ka1Df0Gh9Jk2L"
+	key := app.keys["reviewer"] // another principal's key, known to the agent
+	zeroWidth := strings.Join(strings.Split(token, ""), "\u200b")
+	secrets := []string{aws, token, key, testSecret}
+	lines := []string{
+		base64.StdEncoding.EncodeToString([]byte("aws_access_key_id = " + aws)),
+		`configured: \u0074est-configured-secret`,
+		`key: \u0074\u0062_` + key[3:],
+		"hex: " + hex.EncodeToString([]byte(token)),
+		"entities: &#116;&#101;&#115;&#116;" + testSecret[4:],
+		"invisible: " + zeroWidth,
+		"url: https://ci.acme.dev/hook?t=" + url.PathEscape(token[:3]) + "%5F" + token[4:],
+	}
+	content := strings.Join(lines, "\n") + "\n"
+	code, w := app.call(t, "agent", map[string]any{"tool": "file_write", "session_id": "enc", "arguments": map[string]any{"path": "notes.txt", "content": content}})
+	if code != 200 || w["success"] != true {
+		t.Fatalf("write: %d %v", code, w)
+	}
+	code, r := app.call(t, "agent", map[string]any{"tool": "file_read", "session_id": "enc", "arguments": map[string]any{"path": "notes.txt"}})
+	if code != 200 || r["success"] != true {
+		t.Fatalf("read: %d %v", code, r)
+	}
+	// What each place gives away: the secret as it is or as the file
+	// spells it (each spelling's tail is unique to it), marks aside.
+	marks := regexp.MustCompile(`\[REDACTED:[a-z0-9-]+\]`)
+	leaks := func(where, text string) {
+		t.Helper()
+		text = marks.ReplaceAllString(text, "")
+		plain := strings.Map(func(c rune) rune {
+			if c == '\u200b' {
+				return -1
+			}
+			return c
+		}, text)
+		for _, s := range secrets {
+			if strings.Contains(plain, s) || strings.Contains(text, s[4:]) {
+				t.Errorf("%s gives away %q", where, s)
+			}
+		}
+		for _, l := range lines {
+			if tail := l[len(l)-16:]; strings.Contains(text, tail) {
+				t.Errorf("%s holds %q", where, l)
+			}
+		}
+	}
+	got := r["data"].(map[string]any)["content"].(string)
+	leaks("the answer", got)
+	if n := strings.Count(got, "[REDACTED:"); n < len(lines) || !strings.HasPrefix(strings.Split(got, "\n")[1], "configured: ") {
+		t.Errorf("answer %q: want each line's secret redacted and the rest kept", got)
+	}
+	for _, res := range []map[string]any{w, r} {
+		rec := app.do(t, "agent", "GET", "/api/v1/calls/"+res["call_id"].(string), nil)
+		if rec.Status != 200 {
+			t.Fatalf("GET call: %d %s", rec.Status, rec.Body)
+		}
+		leaks("GET /calls/"+res["call_id"].(string), string(rec.Body))
+	}
+	leaks("the database", app.stored(t))
 }
 
 // TestCallShellCommandCheck refuses chained commands before anything runs.
