@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"html"
 	"sort"
-	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -84,11 +83,13 @@ func mayDecode(text string) bool {
 		c := text[i]
 		switch {
 		case c == '%' && i+2 < len(text):
-			if n, err := strconv.ParseUint(text[i+1:i+3], 16, 8); err == nil && printable(rune(n)) {
+			if n, ok := hexValue(text[i+1 : i+3]); ok && printable(n) {
 				return true
 			}
-		case c == '\\' && i+5 < len(text) && (text[i+1] == 'u' || text[i+1] == 'U') && isHex(text[i+2:i+6]):
-			return true
+		case c == '\\' && i+5 < len(text) && (text[i+1] == 'u' || text[i+1] == 'U'):
+			if _, ok := hexValue(text[i+2 : i+6]); ok {
+				return true
+			}
 		case isBase64Char(c):
 			end := i + 1
 			for end < len(text) && isBase64Char(text[end]) {
@@ -109,13 +110,34 @@ func isBase64Char(c byte) bool {
 	return isAlnum(c) || c == '_' || c == '/' || c == '+' || c == '-'
 }
 
-func isHex(s string) bool {
+func isHexDigit(c byte) bool {
+	_, ok := hexDigit(c)
+	return ok
+}
+
+// hexValue reads s, of hex digits only, as a number.
+func hexValue(s string) (rune, bool) {
+	var n rune
 	for i := 0; i < len(s); i++ {
-		if !('0' <= s[i] && s[i] <= '9' || 'a' <= s[i] && s[i] <= 'f' || 'A' <= s[i] && s[i] <= 'F') {
-			return false
+		d, ok := hexDigit(s[i])
+		if !ok {
+			return 0, false
 		}
+		n = n<<4 | d
 	}
-	return true
+	return n, true
+}
+
+func hexDigit(c byte) (rune, bool) {
+	switch {
+	case '0' <= c && c <= '9':
+		return rune(c - '0'), true
+	case 'a' <= c && c <= 'f':
+		return rune(c-'a') + 10, true
+	case 'A' <= c && c <= 'F':
+		return rune(c-'A') + 10, true
+	}
+	return 0, false
 }
 
 // decodesToText reports whether run, of base64 characters, holds what
@@ -124,7 +146,7 @@ func isHex(s string) bool {
 func decodesToText(run string) bool {
 	for i := 0; i < len(run); {
 		end := i
-		for end < len(run) && isHex(run[end:end+1]) {
+		for end < len(run) && isHexDigit(run[end]) {
 			end++
 		}
 		if h := run[i:end]; len(h) >= 32 && (hexToText(h) || hexToText(h[1:])) {
@@ -339,14 +361,14 @@ func unescape(s string) (string, int) {
 		return s[1:2], 2
 	case 'x', 'X':
 		if len(s) >= 4 {
-			if n, err := strconv.ParseUint(s[2:4], 16, 8); err == nil && printable(rune(n)) {
-				return string(rune(n)), 4
+			if n, ok := hexValue(s[2:4]); ok && printable(n) {
+				return string(n), 4
 			}
 		}
 	case 'u', 'U':
 		if len(s) >= 6 {
-			if n, err := strconv.ParseUint(s[2:6], 16, 16); err == nil && printable(rune(n)) {
-				return string(rune(n)), 6
+			if n, ok := hexValue(s[2:6]); ok && printable(n) {
+				return string(n), 6
 			}
 		}
 	}
