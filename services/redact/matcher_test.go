@@ -99,7 +99,7 @@ func checkSame(t *testing.T, m *matcher, d *detect.Detector, name, s string) int
 }
 
 // TestMatcherCorpus: on every example of testdata/secrets, in every
-// context redact_corpus_test.go puts it in and in the unquoted view Redact
+// context redact_corpus_test.go puts it in and in the character view Redact
 // also scans, the matcher finds what gitleaks' detector finds.
 func TestMatcherCorpus(t *testing.T) {
 	d := gitleaksDetector(t)
@@ -126,7 +126,7 @@ func TestMatcherCorpus(t *testing.T) {
 			found += checkSame(t, m, d, e.Rule+"/"+ctx.name, in)
 			if v := newPlainView(in).text; v != in {
 				texts++
-				found += checkSame(t, m, d, e.Rule+"/"+ctx.name+"/unquoted", v)
+				found += checkSame(t, m, d, e.Rule+"/"+ctx.name+"/view", v)
 			}
 		}
 	}

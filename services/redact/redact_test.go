@@ -98,8 +98,8 @@ func TestRedactJSONDecodedStrings(t *testing.T) {
 }
 
 // A file that is JSON itself may spell a secret's letters as \uXXXX
-// escapes: the unquoted view finds it, and the removal matches it as the
-// file spells it (issue 14 review: "\u0067hp_…" came back from file_read).
+// escapes: the character view finds it, and the span removed is the one
+// the file spells it with (issue 14 review: "\u0067hp_…" came back from file_read).
 func TestRedactUnicodeEscapedSecret(t *testing.T) {
 	r, err := New(nil)
 	if err != nil {
