@@ -1,13 +1,18 @@
 // Package redact removes secrets from what tools return and what calls record:
 // gitleaks' rules (extended by redact.toml) plus the exact configured secret
-// values, in plain text and in every string of a JSON document.
+// values and Toolbelt's API keys, in plain text and in every string of a JSON
+// document, as written and as they read once escapes, character references,
+// invisible characters, base64, hex and %xx are undone (decoded.go).
 package redact
 
 import (
 	"bytes"
 	_ "embed"
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -30,7 +35,9 @@ type Redactor struct {
 	// a rule only on text holding one of its keywords, so text holding none
 	// cannot produce a finding. Nil when some rule has no keyword.
 	keywords *ahocorasick.Trie
-	values   []string // exact secret values, longest first
+	// values holds the configured secret values, each also in hex and
+	// base64, longest first.
+	values []string
 }
 
 // redactRules extends gitleaks' default rules with the credentials tool
@@ -70,10 +77,26 @@ func New(secretValues []string) (*Redactor, error) {
 	for _, v := range secretValues {
 		if len(v) >= MinSecretLen {
 			r.values = append(r.values, v)
+			r.values = append(r.values, encodedValue(v)...)
 		}
 	}
 	sort.Slice(r.values, func(a, b int) bool { return len(r.values[a]) > len(r.values[b]) })
 	return r, nil
+}
+
+// encodedValue returns v in hex and base64 as a text would spell it on
+// its own: gitleaks' decoder, which finds other secrets in encoded text,
+// passes over hex shorter than 32 digits and base64 shorter than 16
+// characters, which a short password fills. (Inside a longer blob it is
+// the decoder's.) The base64 forms lack their padding, which may follow.
+func encodedValue(v string) []string {
+	b := []byte(v)
+	return slices.Compact(slices.Sorted(slices.Values([]string{
+		hex.EncodeToString(b),
+		strings.ToUpper(hex.EncodeToString(b)),
+		base64.RawStdEncoding.EncodeToString(b),
+		base64.RawURLEncoding.EncodeToString(b),
+	})))
 }
 
 // loadGitleaks reads the rules from redact.toml (which extends gitleaks'

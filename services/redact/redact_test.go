@@ -125,8 +125,8 @@ func TestRedactUnicodeEscapedSecret(t *testing.T) {
 // once their first characters were \u-escaped; base64, hex, %xx, \xNN,
 // HTML references and zero-width characters got through).
 func TestRedactSpelledSecrets(t *testing.T) {
-	const configured = "orbit-maple-quartz-7731"
-	r, err := New([]string{configured})
+	const configured, short = "orbit-maple-quartz-7731", "Zq7!pw-91x"
+	r, err := New([]string{configured, short})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,6 +150,10 @@ func TestRedactSpelledSecrets(t *testing.T) {
 		{"token, bidi controls", "\u202e" + token[:9] + "\u2066" + token[9:] + "\u202c", token},
 		{"token, base64 of %xx", b64([]byte(perByte(token, "%%%02X"))), token},
 		{"token, base64 of base64", b64([]byte(b64([]byte(token)))), token},
+		// Too short for gitleaks' decoder (32 hex digits, 16 base64
+		// characters), as a password may be.
+		{"short configured, hex", strings.ToUpper(hex.EncodeToString([]byte(short))), short},
+		{"short configured, base64", b64([]byte(short)), short},
 		{"configured, hex of base64", hex.EncodeToString([]byte(b64([]byte("pw: " + configured)))), configured},
 	}
 	for _, tc := range cases {
