@@ -91,11 +91,12 @@ func mayDecode(text string) bool {
 				return true
 			}
 		case isBase64Char(c):
-			end := i + 1
+			end, plus := i+1, false
 			for end < len(text) && isBase64Char(text[end]) {
+				plus = plus || text[end] == '+'
 				end++
 			}
-			if run := text[i:end]; strings.Contains(run, "U+") || len(run) >= 16 && decodesToText(run) {
+			if run := text[i:end]; plus && strings.Contains(run, "U+") || len(run) >= 16 && decodesToText(run) {
 				return true
 			}
 			i = end
@@ -106,9 +107,7 @@ func mayDecode(text string) bool {
 	return false
 }
 
-func isBase64Char(c byte) bool {
-	return isAlnum(c) || c == '_' || c == '/' || c == '+' || c == '-'
-}
+func isBase64Char(c byte) bool { return byteClass[c] == base64Char }
 
 func isHexDigit(c byte) bool {
 	_, ok := hexDigit(c)
@@ -327,24 +326,47 @@ func newPlainView(s string) plainView {
 
 // mayBeSpelled reports whether s holds anything newPlainView undoes.
 func mayBeSpelled(s string) bool {
-	if strings.ContainsAny(s, `\&`) {
+	if strings.IndexByte(s, '\\') >= 0 || strings.IndexByte(s, '&') >= 0 {
 		return true
 	}
 	blanks := 0
 	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+		switch byteClass[s[i]] {
+		case blank:
 			if blanks++; blanks > 5 {
 				return true
 			}
 			continue
-		case c >= utf8.RuneSelf:
+		case nonASCII:
 			return true
 		}
 		blanks = 0
 	}
 	return false
 }
+
+// byteClass sorts bytes for the scans that decide whether a text needs a
+// view or a decoding pass, which look at every byte of every output.
+var byteClass = func() (t [256]uint8) {
+	for c := range 256 {
+		switch {
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+			t[c] = blank
+		case c >= utf8.RuneSelf:
+			t[c] = nonASCII
+		case isAlnum(byte(c)) || c == '_' || c == '/' || c == '+' || c == '-':
+			t[c] = base64Char
+		}
+	}
+	return t
+}()
+
+const (
+	other uint8 = iota
+	blank
+	nonASCII
+	base64Char
+)
 
 // unescape undoes the backslash escape s starts with: what it stands for
 // and its length, or 0 when s starts with none (or one standing for a
