@@ -176,15 +176,8 @@ func revealPattern(pattern string, base, bits int) func(string) []string {
 	}
 }
 
-// encodedSecret is one test input: a secret's snippet with the secret (or
-// the whole snippet) spelled in an encoding.
-type encodedSecret struct {
-	encoding, form, rule, source string
-	in, secret                   string
-}
-
-// encodedForms spells e's secret in enc every way enc allows: the value
-// itself, its first one to three characters only, the whole snippet.
+// encodedForms spells secret, in text, in enc every way enc allows: the
+// value itself, its first one to three characters only, the whole text.
 func encodedForms(enc secretEncoding, text, secret string, rng *rand.Rand) map[string]string {
 	forms := map[string]string{"value": strings.ReplaceAll(text, secret, enc.encode(secret, rng))}
 	if enc.perChar {
