@@ -34,6 +34,10 @@ const (
 	// accepting it.
 	AuditUpstreamChange = "upstream.change"
 	AuditUpstreamAccept = "upstream.accept"
+	// AuditUpstreamRefuse records an upstream serving what cannot be a
+	// Toolbelt tool (no name, a name served twice, a definition too
+	// large or invalid), with why.
+	AuditUpstreamRefuse = "upstream.refuse"
 	AuditUpstreamSync   = "upstream.sync"
 	// What callers do besides their calls and selections (which their
 	// own histories record): cancel a call, rotate a callback secret,
@@ -53,6 +57,7 @@ var AuditActions = []string{
 	AuditPrincipalCreate, AuditPrincipalDisable, AuditPrincipalEnable, AuditPrincipalDelete,
 	AuditKeyIssue, AuditKeyRevoke, AuditGrantsSet, AuditApprovalApprove, AuditApprovalDeny,
 	AuditUpstreamAdd, AuditUpstreamDisable, AuditUpstreamEnable, AuditUpstreamDelete, AuditUpstreamChange, AuditUpstreamAccept, AuditUpstreamSync,
+	AuditUpstreamRefuse,
 	AuditCallCancel, AuditCallbackRotate, AuditSelectionLearn, AuditQueryForget, AuditSignIn, AuditSignInFailed, AuditSignOut,
 }
 

@@ -55,9 +55,12 @@ type Upstream struct {
 	// Category is the category its tools get unless one is set per tool.
 	Category   string     `gorm:"size:16;not null" json:"category"`
 	DisabledAt *time.Time `json:"disabled_at,omitempty"`
-	CreatedBy  *uint      `json:"created_by,omitempty"`
-	CreatedAt  time.Time  `json:"created_at"`
-	UpdatedAt  time.Time  `json:"updated_at"`
+	// Refused says what the last look at its tools refused that is no
+	// one tool's: tools served without a name, tools past the limit.
+	Refused   []string  `gorm:"serializer:json" json:"refused,omitempty"`
+	CreatedBy *uint     `json:"created_by,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
 }
 
 // UpstreamTool states of a tool an upstream serves.
@@ -80,6 +83,16 @@ type UpstreamTool struct {
 	// Tool is the Toolbelt tool's name ('' until first accepted).
 	Tool   string `gorm:"size:64;not null;default:''" json:"tool,omitempty"`
 	Status string `gorm:"size:8;not null" json:"status"`
+	// Alias is the Toolbelt name an admin chose instead of
+	// <server>__<tool> ('' for that one).
+	Alias string `gorm:"size:64;not null;default:''" json:"alias,omitempty"`
+	// DisabledAt is when an admin disabled the tool: it is out of the
+	// catalog and its calls are refused until enabled.
+	DisabledAt *time.Time `json:"disabled_at,omitempty"`
+	// Refused says why what the server serves under this name cannot be
+	// a Toolbelt tool ('' when it can): the accepted definition, if any,
+	// stays.
+	Refused string `gorm:"size:1000;not null;default:''" json:"refused,omitempty"`
 	// Level and Category, when set, are an admin's choice over the
 	// level the annotations give and the server's category.
 	Level    string `gorm:"size:16;not null;default:''" json:"level,omitempty"`
@@ -164,6 +177,15 @@ func (s *Store) UpstreamTools(ctx context.Context, upstreamID uint) ([]UpstreamT
 func (s *Store) SaveUpstreamTool(ctx context.Context, t *UpstreamTool) error {
 	if err := s.db.WithContext(ctx).Save(t).Error; err != nil {
 		return fmt.Errorf("save upstream tool %q: %w", t.Remote, err)
+	}
+	return nil
+}
+
+// SetUpstreamRefused stores what the last look at u's tools refused that
+// is no one tool's (u.Refused).
+func (s *Store) SetUpstreamRefused(ctx context.Context, u *Upstream) error {
+	if err := s.db.WithContext(ctx).Model(u).Select("refused").Updates(u).Error; err != nil {
+		return fmt.Errorf("upstream %q: %w", u.Name, err)
 	}
 	return nil
 }

@@ -184,28 +184,19 @@ func (m *Manager) Add(ctx context.Context, s Spec, by *models.Principal) (*model
 		return nil, nil, models.ErrConflict.Errorf("upstream server %q", s.Name)
 	}
 	// Tried before anything is stored.
-	tools, err := m.list(ctx, u)
+	l, err := m.list(ctx, u)
 	if err != nil {
 		m.Drop(u.Name)
 		return nil, nil, unreachable(u, err.Error())
 	}
-	for _, t := range tools {
-		if taken, err := m.d.Registry.Taken(ctx, ToolName(u.Name, t.Name)); err != nil || taken {
-			m.Drop(u.Name)
-			if err != nil {
-				return nil, nil, err
-			}
-			return nil, nil, models.ErrConflict.Errorf("tool %s (of %s's %s) is already registered", ToolName(u.Name, t.Name), u.Name, t.Name)
-		}
-	}
 	err = m.d.Store.Audited(ctx, models.AuditUpstreamAdd, func(tx *models.Store) (string, string, error) {
-		return "upstream:" + u.Name, fmt.Sprintf("%s %s serving %d tools", u.Transport, describe(u), len(tools)), tx.CreateUpstream(ctx, u)
+		return "upstream:" + u.Name, fmt.Sprintf("%s %s serving %d tools", u.Transport, describe(u), len(l.tools)+len(l.refused)+len(l.unnamed)), tx.CreateUpstream(ctx, u)
 	})
 	if err != nil {
 		m.Drop(u.Name)
 		return nil, nil, err
 	}
-	rep, err := m.compare(ctx, u, tools, true, by)
+	rep, err := m.compare(ctx, u, l, true, by)
 	return u, rep, err
 }
 
@@ -230,12 +221,12 @@ func (m *Manager) Try(ctx context.Context, s Spec) ([]string, error) {
 	u := &models.Upstream{Name: "try-" + models.NewID(), Transport: s.Transport, Command: s.Command, Env: s.Env, Mounts: s.Mounts,
 		URL: s.URL, Headers: s.Headers, Network: s.Network, Isolation: s.Isolation, MaxConcurrent: s.MaxConcurrent, IdleSeconds: s.IdleSeconds, Category: s.Category}
 	defer m.Drop(u.Name)
-	tools, err := m.list(ctx, u)
+	l, err := m.list(ctx, u)
 	if err != nil {
 		return nil, unreachable(u, strings.ReplaceAll(err.Error(), u.Name, s.Name))
 	}
-	names := make([]string, len(tools))
-	for i, t := range tools {
+	names := make([]string, len(l.tools))
+	for i, t := range l.tools {
 		names[i] = t.Name
 	}
 	return names, nil

@@ -8,9 +8,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -39,34 +42,102 @@ func pin(t *mcp.Tool) (string, string) {
 	return string(raw), hex.EncodeToString(sum[:])
 }
 
-// MaxTools bounds the tools one upstream may serve.
-const MaxTools = 500
+// Bounds of what an upstream serves: the tools looked at (those past
+// MaxTools are skipped), a name's length (MCP's), and one tool's
+// definition as encoded (a schema or description of megabytes would
+// bloat every prompt that shows it).
+const (
+	MaxTools          = 500
+	MaxRemoteName     = 128
+	MaxDefinitionSize = 128 << 10
+)
 
-// list asks the upstream for every tool it serves.
-func (m *Manager) list(ctx context.Context, u *models.Upstream) ([]*mcp.Tool, error) {
+// listing is what an upstream serves: the tools that may become Toolbelt
+// tools, the ones refused (by name, with why), and what was refused that
+// names no tool it could be stored as.
+type listing struct {
+	tools   []*mcp.Tool
+	refused map[string]string
+	unnamed []string
+}
+
+// list asks the upstream for every tool it serves and sorts out what it
+// cannot serve as a Toolbelt tool: one tool's fault never refuses the
+// others.
+func (m *Manager) list(ctx context.Context, u *models.Upstream) (*listing, error) {
 	c, err := m.acquire(ctx, u, nil)
 	if err != nil {
 		return nil, err
 	}
 	defer c.release()
-	var out []*mcp.Tool
-	seen := map[string]bool{}
+	var served []*mcp.Tool
 	for t, err := range c.cs.Tools(ctx, nil) {
 		if err != nil {
 			return nil, fmt.Errorf("upstream server %s: tools/list: %w", u.Name, err)
 		}
-		switch {
-		case t == nil || t.Name == "":
-			return nil, fmt.Errorf("upstream server %s: tools/list served a tool without a name", u.Name)
-		case seen[t.Name]:
-			return nil, fmt.Errorf("upstream server %s: tools/list served %q twice", u.Name, t.Name)
-		case len(out) == MaxTools:
-			return nil, fmt.Errorf("upstream server %s serves more than %d tools", u.Name, MaxTools)
+		if len(served) == MaxTools {
+			// Paging on would let a server keep Toolbelt reading forever.
+			return sortOut(served, fmt.Sprintf("the server serves more than %d tools: %+q and those after it are skipped", MaxTools, t.Name)), nil
 		}
-		seen[t.Name] = true
-		out = append(out, t)
+		served = append(served, t)
 	}
-	return out, nil
+	return sortOut(served, ""), nil
+}
+
+// sortOut refuses the tools served without a usable name, under a name
+// served twice, or with a definition too large; over adds a refusal of
+// the list itself.
+func sortOut(served []*mcp.Tool, over string) *listing {
+	l := &listing{refused: map[string]string{}}
+	count := map[string]int{}
+	for _, t := range served {
+		count[t.Name]++
+	}
+	for i, t := range served {
+		if msg := nameProblem(t.Name); msg != "" {
+			l.unnamed = append(l.unnamed, fmt.Sprintf("tool #%d (%+q) %s: skipped", i+1, t.Name, msg))
+			continue
+		}
+		if count[t.Name] > 1 {
+			l.refused[t.Name] = fmt.Sprintf("the server serves %d tools named %q: which one a call would run is unknown", count[t.Name], t.Name)
+			continue
+		}
+		if raw, _ := pin(t); len(raw) > MaxDefinitionSize {
+			l.refused[t.Name] = fmt.Sprintf("its definition is %d bytes, more than the %d a tool may have (a description or schema this large would fill every prompt that shows it)", len(raw), MaxDefinitionSize)
+			continue
+		}
+		l.tools = append(l.tools, t)
+	}
+	if over != "" {
+		l.unnamed = append(l.unnamed, over)
+	}
+	return l
+}
+
+// nameProblem says why a served name cannot be a tool's ("" when it
+// can). Only printable ASCII: a control, bidi or zero-width character
+// would make one name display as another, and any character beyond ASCII
+// would vanish from the Toolbelt name.
+func nameProblem(name string) string {
+	switch {
+	case name == "":
+		return "has no name"
+	case !utf8.ValidString(name):
+		return "has a name that is not UTF-8"
+	case len(name) > MaxRemoteName:
+		return fmt.Sprintf("has a name of %d bytes, more than MCP's %d", len(name), MaxRemoteName)
+	}
+	for _, r := range name {
+		switch {
+		case unicode.IsControl(r) || unicode.Is(unicode.Cf, r):
+			return fmt.Sprintf("has a name holding %U, a control or formatting character that changes how the name reads", r)
+		case r > unicode.MaxASCII:
+			return fmt.Sprintf("has a name holding %U: a tool's name must be ASCII letters, digits and punctuation", r)
+		case r == ' ':
+			return "has a name holding a space"
+		}
+	}
+	return ""
 }
 
 // ToolName is the Toolbelt name of an upstream's tool: the server's name
@@ -74,6 +145,12 @@ func (m *Manager) list(ctx context.Context, u *models.Upstream) ([]*mcp.Tool, er
 // OpenAPI imports make it (catalog.SnakeCase).
 func ToolName(server, remote string) string {
 	return strings.ReplaceAll(server, "-", "_") + "__" + catalog.SnakeCase(remote)
+}
+
+// toolbeltName is the name of an upstream's tool in Toolbelt: the one it
+// was accepted as, else the alias an admin gave it, else ToolName.
+func toolbeltName(server string, row *models.UpstreamTool) string {
+	return cmp.Or(row.Tool, row.Alias, ToolName(server, row.Remote))
 }
 
 // Level is the security level an upstream tool gets from its MCP
@@ -115,7 +192,7 @@ func define(u *models.Upstream, row *models.UpstreamTool, pinned, version string
 	level := cmp.Or(row.Level, Level(t.Annotations))
 	readOnly := t.Annotations != nil && t.Annotations.ReadOnlyHint
 	def := tooldef.Definition{
-		Name: ToolName(u.Name, t.Name), Version: version, Description: desc, Category: cmp.Or(row.Category, u.Category),
+		Name: toolbeltName(u.Name, row), Version: version, Description: desc, Category: cmp.Or(row.Category, u.Category),
 		Tags:       []string{"mcp", u.Name},
 		Parameters: params,
 		Security:   tooldef.Security{Level: level, Sandbox: u.Transport == models.TransportStdio, Network: u.Transport != models.TransportStdio || u.Network},
@@ -141,18 +218,19 @@ type Report struct {
 // Sync reads what the upstream serves now and compares it with what was
 // accepted: a changed or new tool is held pending (and audited), a tool
 // no longer served is marked gone (its calls refused), one served again
-// as accepted is active again. With acceptAll, every pending tool is
+// as accepted is active again, one that cannot be a Toolbelt tool is
+// refused (audited, with why). With acceptAll, every pending tool is
 // accepted at once (when an admin adds the server, or asks).
 func (m *Manager) Sync(ctx context.Context, name string, acceptAll bool, by *models.Principal) (*Report, error) {
 	u, err := m.d.Store.UpstreamByName(ctx, name)
 	if err != nil {
 		return nil, err
 	}
-	tools, err := m.list(ctx, u)
+	l, err := m.list(ctx, u)
 	if err != nil {
 		return nil, err
 	}
-	rep, err := m.compare(ctx, u, tools, acceptAll, by)
+	rep, err := m.compare(ctx, u, l, acceptAll, by)
 	if err != nil || by == nil {
 		return rep, err
 	}
@@ -165,8 +243,8 @@ func (m *Manager) Sync(ctx context.Context, name string, acceptAll bool, by *mod
 	return rep, err
 }
 
-// compare is Sync's work on the tools u serves now.
-func (m *Manager) compare(ctx context.Context, u *models.Upstream, tools []*mcp.Tool, acceptAll bool, by *models.Principal) (*Report, error) {
+// compare is Sync's work on what u serves now.
+func (m *Manager) compare(ctx context.Context, u *models.Upstream, l *listing, acceptAll bool, by *models.Principal) (*Report, error) {
 	rows, err := m.d.Store.UpstreamTools(ctx, u.ID)
 	if err != nil {
 		return nil, err
@@ -175,18 +253,52 @@ func (m *Manager) compare(ctx context.Context, u *models.Upstream, tools []*mcp.
 	for i := range rows {
 		byRemote[rows[i].Remote] = &rows[i]
 	}
-	rep := &Report{Accepted: []string{}, Pending: []string{}, Gone: []string{}}
+	defer m.forgetKnown(u.Name)
+	rep := &Report{Accepted: []string{}, Pending: []string{}, Gone: []string{}, Refused: map[string]string{}}
+	if err := m.refuseList(ctx, u, l.unnamed); err != nil {
+		return nil, err
+	}
+	refused := maps.Clone(l.refused)
+	if err := m.refuse(ctx, u, l.tools, byRemote, refused); err != nil {
+		return nil, err
+	}
+	for _, remote := range slices.Sorted(maps.Keys(refused)) {
+		row := byRemote[remote]
+		delete(byRemote, remote)
+		if row == nil {
+			row = &models.UpstreamTool{UpstreamID: u.ID, Remote: remote, Status: models.UpstreamToolNew}
+		}
+		why := clip(refused[remote], refusedMax)
+		rep.Refused[remote] = why
+		if row.Refused == why {
+			continue
+		}
+		row.Refused = why
+		err := m.d.Store.Audited(ctx, models.AuditUpstreamRefuse, func(tx *models.Store) (string, string, error) {
+			return "upstream:" + u.Name, fmt.Sprintf("%s serves %s, refused: %s", u.Name, remote, why), tx.SaveUpstreamTool(ctx, row)
+		})
+		if err != nil {
+			return nil, err
+		}
+		m.d.Log.WarnContext(ctx, "upstream tool refused", "server", u.Name, "tool", remote, "why", why)
+	}
 	now := time.Now().UTC()
-	for _, t := range tools {
+	for _, t := range l.tools {
+		if refused[t.Name] != "" {
+			continue
+		}
 		raw, hash := pin(t)
 		row := byRemote[t.Name]
 		delete(byRemote, t.Name)
 		if row == nil {
 			row = &models.UpstreamTool{UpstreamID: u.ID, Remote: t.Name, Status: models.UpstreamToolNew}
 		}
+		// Served acceptably again: what was refused is not any more.
+		cleared := row.Refused != ""
+		row.Refused = ""
 		switch {
 		case hash == row.AcceptedHash:
-			if row.Status == models.UpstreamToolGone || row.PendingHash != "" {
+			if cleared || row.Status == models.UpstreamToolGone || row.PendingHash != "" {
 				row.Status, row.Pending, row.PendingHash, row.PendingSince = models.UpstreamToolActive, "", "", nil
 				if err := m.d.Store.SaveUpstreamTool(ctx, row); err != nil {
 					return nil, err
@@ -213,6 +325,10 @@ func (m *Manager) compare(ctx context.Context, u *models.Upstream, tools []*mcp.
 				return nil, err
 			}
 			m.d.Log.WarnContext(ctx, "upstream tool definition changed: pending an admin", "server", u.Name, "tool", t.Name)
+		case cleared && !acceptAll:
+			if err := m.d.Store.SaveUpstreamTool(ctx, row); err != nil {
+				return nil, err
+			}
 		}
 		if !acceptAll {
 			rep.Pending = append(rep.Pending, t.Name)
@@ -220,9 +336,6 @@ func (m *Manager) compare(ctx context.Context, u *models.Upstream, tools []*mcp.
 		}
 		tool, err := m.accept(ctx, u, row, by)
 		if err != nil {
-			if rep.Refused == nil {
-				rep.Refused = map[string]string{}
-			}
 			rep.Refused[t.Name] = err.Error()
 			rep.Pending = append(rep.Pending, t.Name)
 			if err := m.d.Store.SaveUpstreamTool(ctx, row); err != nil { // held pending
@@ -233,8 +346,11 @@ func (m *Manager) compare(ctx context.Context, u *models.Upstream, tools []*mcp.
 		rep.Accepted = append(rep.Accepted, tool)
 	}
 	for _, row := range byRemote {
-		if row.Status == models.UpstreamToolActive {
-			row.Status = models.UpstreamToolGone
+		if row.Status == models.UpstreamToolActive || row.Refused != "" {
+			if row.Status == models.UpstreamToolActive {
+				row.Status = models.UpstreamToolGone
+			}
+			row.Refused = ""
 			if err := m.d.Store.SaveUpstreamTool(ctx, row); err != nil {
 				return nil, err
 			}
@@ -243,8 +359,99 @@ func (m *Manager) compare(ctx context.Context, u *models.Upstream, tools []*mcp.
 		rep.Gone = append(rep.Gone, row.Remote)
 	}
 	slices.Sort(rep.Gone)
-	m.forgetKnown(u.Name)
+	if len(rep.Refused) == 0 {
+		rep.Refused = nil
+	}
 	return rep, nil
+}
+
+// refusedMax bounds a refusal as stored.
+const refusedMax = 1000
+
+// refuse adds to refused the served tools that cannot be Toolbelt tools:
+// two that would have one Toolbelt name (after snake_case, or an alias),
+// one whose name is another tool's, one Toolbelt's validation refuses.
+// The tool that already holds a name keeps it.
+func (m *Manager) refuse(ctx context.Context, u *models.Upstream, tools []*mcp.Tool, byRemote map[string]*models.UpstreamTool, refused map[string]string) error {
+	row := func(remote string) *models.UpstreamTool {
+		if r := byRemote[remote]; r != nil {
+			return r
+		}
+		return &models.UpstreamTool{Remote: remote}
+	}
+	byName := map[string][]string{}
+	for _, t := range tools {
+		name := toolbeltName(u.Name, row(t.Name))
+		byName[name] = append(byName[name], t.Name)
+	}
+	for name, remotes := range byName {
+		if len(remotes) < 2 {
+			continue
+		}
+		for _, r := range remotes {
+			if row(r).Tool == name {
+				continue
+			}
+			others := slices.DeleteFunc(slices.Clone(remotes), func(o string) bool { return o == r })
+			refused[r] = fmt.Sprintf("its Toolbelt name %s would also be that of %s, which the server serves too: give one an alias", name, strings.Join(others, ", "))
+		}
+	}
+	for _, t := range tools {
+		r := row(t.Name)
+		raw, hash := pin(t)
+		if refused[t.Name] != "" || hash == r.AcceptedHash {
+			continue
+		}
+		name := toolbeltName(u.Name, r)
+		if r.Tool == "" {
+			taken, err := m.d.Registry.Taken(ctx, name)
+			if err != nil {
+				return err
+			}
+			if taken {
+				refused[t.Name] = fmt.Sprintf("its Toolbelt name %s is already another tool's: give it an alias", name)
+				continue
+			}
+		}
+		def, err := define(u, r, raw, "1.0.0")
+		if err == nil {
+			_, err = m.d.Registry.Check(ctx, def)
+		}
+		var ve *models.ValidationError
+		switch {
+		case errors.As(err, &ve):
+			refused[t.Name] = "it cannot be a Toolbelt tool: " + ve.Error()
+		case err != nil:
+			return err
+		}
+	}
+	return nil
+}
+
+// refuseList records (and audits, when it changed) what the last look
+// refused that is no one tool's.
+func (m *Manager) refuseList(ctx context.Context, u *models.Upstream, refused []string) error {
+	for i := range refused {
+		refused[i] = clip(refused[i], refusedMax)
+	}
+	if slices.Equal(u.Refused, refused) {
+		return nil
+	}
+	u.Refused = refused
+	if len(refused) == 0 {
+		return m.d.Store.SetUpstreamRefused(ctx, u)
+	}
+	return m.d.Store.Audited(ctx, models.AuditUpstreamRefuse, func(tx *models.Store) (string, string, error) {
+		return "upstream:" + u.Name, clip(strings.Join(refused, "; "), models.AuditDetailMax), tx.SetUpstreamRefused(ctx, u)
+	})
+}
+
+// clip cuts s to at most n characters.
+func clip(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	return string([]rune(s)[:n-1]) + "…"
 }
 
 // Accept makes a tool's pending definition the accepted one: a new
