@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"toolbelt/internal/nodetest"
+	"toolbelt/services/upstream"
 )
 
 // stdioServer registers a server from testdata/node's packages, run by
@@ -194,4 +196,31 @@ func waitForProcess(t *testing.T, marker string) int {
 	}
 	t.Fatalf("no process runs %s", marker)
 	return 0
+}
+
+// TestUpstreamTryLeavesNothing: testing a stdio server's connection (the
+// console's "test the connection") runs it in a work directory of its
+// own, removed afterwards, whether the server answered or not.
+func TestUpstreamTryLeavesNothing(t *testing.T) {
+	app := newTestApp(t)
+	needSandbox(t, app)
+	spec := upstream.Spec{Name: "everything", Transport: "stdio", Category: "api", Mounts: map[string]string{"node": nodetest.Dir(t)},
+		Command: []string{"node", serversAt + "server-everything/dist/index.js", "stdio"}}
+	if tools, err := app.app.Upstreams.Try(t.Context(), spec); err != nil || !slices.Contains(tools, "echo") {
+		t.Fatalf("try: %v %v", tools, err)
+	}
+	spec.Command = []string{"node", "/opt/node/no-such-server.js"}
+	if _, err := app.app.Upstreams.Try(t.Context(), spec); err == nil || !strings.Contains(err.Error(), "MODULE_NOT_FOUND") {
+		t.Errorf("a server that does not start: %v", err)
+	}
+	entries, err := os.ReadDir(filepath.Join(app.app.Config.DataDir, "upstreams"))
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		t.Errorf("a tried server left %s behind", e.Name())
+	}
+	if r := app.do(t, "admin", "GET", "/api/v1/upstreams", nil); r.Status != 200 || string(r.Body) != "[]" {
+		t.Errorf("a tried server was stored: %s", r.Body)
+	}
 }

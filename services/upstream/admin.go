@@ -220,7 +220,7 @@ func (m *Manager) Try(ctx context.Context, s Spec) ([]string, error) {
 	// used or disturbed.
 	u := &models.Upstream{Name: "try-" + models.NewID(), Transport: s.Transport, Command: s.Command, Env: s.Env, Mounts: s.Mounts,
 		URL: s.URL, Headers: s.Headers, Network: s.Network, Isolation: s.Isolation, MaxConcurrent: s.MaxConcurrent, IdleSeconds: s.IdleSeconds, Category: s.Category}
-	defer m.Drop(u.Name)
+	defer m.forgetTried(u.Name)
 	l, err := m.list(ctx, u)
 	if err != nil {
 		return nil, unreachable(u, strings.ReplaceAll(err.Error(), u.Name, s.Name))
@@ -230,6 +230,17 @@ func (m *Manager) Try(ctx context.Context, s Spec) ([]string, error) {
 		names[i] = t.Name
 	}
 	return names, nil
+}
+
+// forgetTried drops a server that was only tried and removes what it left
+// here (its work directory, its standard error).
+func (m *Manager) forgetTried(name string) {
+	m.Drop(name)
+	if f, ok := m.d.Stdio.(interface{ Forget(string) error }); ok {
+		if err := f.Forget(name); err != nil {
+			m.d.Log.Warn("remove a tried upstream's work directory", "server", name, "err", err)
+		}
+	}
 }
 
 // describe names where a server runs, without its secrets.

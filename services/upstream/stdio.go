@@ -94,6 +94,16 @@ func (s *Sandboxed) StderrTail(server string) string {
 	return string(p.StderrTail())
 }
 
+// Forget removes what a server's processes left here: its work
+// directory under DataDir/upstreams and the end of its standard error.
+// Its processes must have stopped (Manager.Drop).
+func (s *Sandboxed) Forget(server string) error {
+	s.mu.Lock()
+	delete(s.stderr, server)
+	s.mu.Unlock()
+	return os.RemoveAll(filepath.Join(s.DataDir, "upstreams", server))
+}
+
 // stdin is a process's input; closing it ends the process (its input
 // closes, then it is terminated after StopGrace) and releases it.
 type stdin struct {
