@@ -27,8 +27,11 @@ type Tool struct {
 	Tags        string     `gorm:"size:1024;not null;default:''"`
 	Description string     `gorm:"not null"`
 	RetiredAt   *time.Time `gorm:"index:idx_tools_listing,priority:1"`
-	CreatedAt   time.Time
-	UpdatedAt   time.Time
+	// RetiredWhy says to a caller of the retired tool why it is out of
+	// service, when more than retired can be said ("" otherwise).
+	RetiredWhy string `gorm:"size:300;not null;default:''"`
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
 }
 
 // ToolVersion is one immutable version of a tool: the definition as
@@ -246,10 +249,15 @@ func (s *Store) SetCurrentVersion(ctx context.Context, name, version string, sum
 
 // RetireTool takes a tool out of the catalog; its versions stay readable.
 func (s *Store) RetireTool(ctx context.Context, name string) error {
+	return s.RetireToolWhy(ctx, name, "")
+}
+
+// RetireToolWhy retires a tool saying why, for its callers.
+func (s *Store) RetireToolWhy(ctx context.Context, name, why string) error {
 	now := time.Now().UTC()
 	res := s.db.WithContext(ctx).Model(&Tool{}).
 		Where("name = ? AND retired_at IS NULL", name).
-		Update("retired_at", now)
+		Updates(map[string]any{"retired_at": now, "retired_why": why})
 	if res.Error != nil {
 		return fmt.Errorf("retire tool %q: %w", name, res.Error)
 	}

@@ -516,11 +516,17 @@ func (r *Registry) ToolFiles(ctx context.Context, name string) ([]string, error)
 // Retire takes a tool out of the catalog and of selection; its history
 // stays readable and a new version or a rollback restores it.
 func (r *Registry) Retire(ctx context.Context, name string, by *models.Principal) error {
+	return r.RetireWhy(ctx, name, "", by)
+}
+
+// RetireWhy retires a tool as Retire does; its callers are told why
+// (a sentence such as "an administrator disabled it").
+func (r *Registry) RetireWhy(ctx context.Context, name, why string, by *models.Principal) error {
 	if err := tooldef.CheckName(name); err != nil {
 		return err
 	}
 	err := r.store.Audited(ctx, models.AuditToolRetire, func(tx *models.Store) (string, string, error) {
-		return toolTarget(name), "no longer offered; its calls are refused", tx.RetireTool(ctx, name)
+		return toolTarget(name), strings.TrimSpace("no longer offered; its calls are refused. " + why), tx.RetireToolWhy(ctx, name, why)
 	})
 	if err != nil {
 		return err

@@ -28,6 +28,8 @@ func (inv *Invoker) resolve(next step) step {
 			msg := fmt.Sprintf("tool %q does not exist", name)
 			if c.req.Version != "" && tooldef.NamePattern.MatchString(name) {
 				msg = fmt.Sprintf("tool %q has no version %q (or does not exist)", name, c.req.Version)
+			} else if why := inv.retiredWhy(ctx, name); why != "" {
+				msg = fmt.Sprintf("tool %q is out of service: %s", name, why)
 			}
 			hint := "Call " + models.DirectionsOf(ctx).SearchTools() + " with your task to find the right tool."
 			if len(sug) > 0 {
@@ -43,6 +45,19 @@ func (inv *Invoker) resolve(next step) step {
 		c.def, c.version = rt.def, rt.versionID
 		return next(ctx, c)
 	}
+}
+
+// retiredWhy is why a retired tool is out of service, when its retiring
+// said ("" otherwise, and for a name that is no tool).
+func (inv *Invoker) retiredWhy(ctx context.Context, name string) string {
+	if !tooldef.NamePattern.MatchString(name) {
+		return ""
+	}
+	t, _, err := inv.store.ToolByName(ctx, name, true)
+	if err != nil || t.RetiredAt == nil {
+		return ""
+	}
+	return t.RetiredWhy
 }
 
 // errUndecodable is a stored definition that does not decode.
