@@ -1707,6 +1707,12 @@ type TooldefSecurity struct {
 // TooldefSecurityLevel Example: safe
 type TooldefSecurityLevel string
 
+// UpstreamAlias defines model for upstream.Alias.
+type UpstreamAlias struct {
+	// Alias Example: weather_now
+	Alias *string `json:"alias,omitempty"`
+}
+
 // UpstreamOverride defines model for upstream.Override.
 type UpstreamOverride struct {
 	Category *string                `json:"category,omitempty"`
@@ -1771,6 +1777,10 @@ type UpstreamServer struct {
 
 	// Network Network lets a stdio process reach the network (none by default).
 	Network *bool `json:"network,omitempty"`
+
+	// Refused Refused says what the last look at its tools refused that is no
+	// one tool's: tools served without a name, tools past the limit.
+	Refused *[]string `json:"refused,omitempty"`
 
 	// Stderr Stderr is the end of what its last stdio process here wrote to its
 	// standard error.
@@ -1848,8 +1858,16 @@ type UpstreamTool struct {
 	// differ between them.
 	Accepted     *map[string]interface{} `json:"accepted,omitempty"`
 	AcceptedHash *string                 `json:"accepted_hash,omitempty"`
-	Category     *string                 `json:"category,omitempty"`
-	Changes      *[]string               `json:"changes,omitempty"`
+
+	// Alias Alias is the Toolbelt name an admin chose instead of
+	// <server>__<tool> ('' for that one).
+	Alias    *string   `json:"alias,omitempty"`
+	Category *string   `json:"category,omitempty"`
+	Changes  *[]string `json:"changes,omitempty"`
+
+	// DisabledAt DisabledAt is when an admin disabled the tool: it is out of the
+	// catalog and its calls are refused until enabled.
+	DisabledAt *string `json:"disabled_at,omitempty"`
 
 	// Level Level and Category, when set, are an admin's choice over the
 	// level the annotations give and the server's category.
@@ -1857,8 +1875,13 @@ type UpstreamTool struct {
 	Pending      *map[string]interface{} `json:"pending,omitempty"`
 	PendingHash  *string                 `json:"pending_hash,omitempty"`
 	PendingSince *string                 `json:"pending_since,omitempty"`
-	Remote       *string                 `json:"remote,omitempty"`
-	Status       *string                 `json:"status,omitempty"`
+
+	// Refused Refused says why what the server serves under this name cannot be
+	// a Toolbelt tool ('' when it can): the accepted definition, if any,
+	// stays.
+	Refused *string `json:"refused,omitempty"`
+	Remote  *string `json:"remote,omitempty"`
+	Status  *string `json:"status,omitempty"`
 
 	// Tool Tool is the Toolbelt tool's name ('' until first accepted).
 	Tool      *string `json:"tool,omitempty"`
@@ -2038,6 +2061,9 @@ type AddUpstreamJSONRequestBody = UpstreamSpec
 
 // SetUpstreamToolJSONRequestBody defines body for SetUpstreamTool for application/json ContentType.
 type SetUpstreamToolJSONRequestBody = UpstreamOverride
+
+// SetUpstreamToolAliasJSONRequestBody defines body for SetUpstreamToolAlias for application/json ContentType.
+type SetUpstreamToolAliasJSONRequestBody = UpstreamAlias
 
 // AsHandlersOpenAPIImportRequestDocument0 returns the union data inside the HandlersOpenAPIImportRequest_Document as a HandlersOpenAPIImportRequestDocument0
 func (t HandlersOpenAPIImportRequest_Document) AsHandlersOpenAPIImportRequestDocument0() (HandlersOpenAPIImportRequestDocument0, error) {
@@ -2708,6 +2734,38 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /api/v1/upstreams/{name}/tools/{tool}/accept (the `AcceptUpstreamTool` operationId).
 	AcceptUpstreamTool(ctx context.Context, name string, tool string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SetUpstreamToolAliasWithBody Rename an upstream tool (an alias)
+	//
+	// The tool's Toolbelt name becomes the alias instead of <server>__<tool> (an empty alias goes back to that). An accepted tool is published under the new name and its old name retired, its callers told the new one; the name is kept when later definitions are accepted. A name any other tool has or had (retired tools keep their names), or another upstream tool would take, is refused (409). Audited as upstream.alias.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /api/v1/upstreams/{name}/tools/{tool}/alias (the `SetUpstreamToolAlias` operationId).
+	SetUpstreamToolAliasWithBody(ctx context.Context, name string, tool string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SetUpstreamToolAlias Rename an upstream tool (an alias)
+	//
+	// The tool's Toolbelt name becomes the alias instead of <server>__<tool> (an empty alias goes back to that). An accepted tool is published under the new name and its old name retired, its callers told the new one; the name is kept when later definitions are accepted. A name any other tool has or had (retired tools keep their names), or another upstream tool would take, is refused (409). Audited as upstream.alias.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PUT /api/v1/upstreams/{name}/tools/{tool}/alias (the `SetUpstreamToolAlias` operationId).
+	SetUpstreamToolAlias(ctx context.Context, name string, tool string, body SetUpstreamToolAliasJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DisableUpstreamTool Disable one tool of an upstream server
+	//
+	// Its Toolbelt tool is retired — out of the catalog, selection and exports — and its calls are refused saying an administrator disabled it, until enabled. Audited as upstream.tool.disable.
+	//
+	// Corresponds with POST /api/v1/upstreams/{name}/tools/{tool}/disable (the `DisableUpstreamTool` operationId).
+	DisableUpstreamTool(ctx context.Context, name string, tool string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// EnableUpstreamTool Enable one tool of an upstream server
+	//
+	// Its accepted definition is published again as its next patch version: it is in the catalog and runs. Audited as upstream.tool.enable.
+	//
+	// Corresponds with POST /api/v1/upstreams/{name}/tools/{tool}/enable (the `EnableUpstreamTool` operationId).
+	EnableUpstreamTool(ctx context.Context, name string, tool string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// Healthz Liveness
 	//
@@ -3784,6 +3842,78 @@ func (c *Client) SetUpstreamTool(ctx context.Context, name string, tool string, 
 // Corresponds with POST /api/v1/upstreams/{name}/tools/{tool}/accept (the `AcceptUpstreamTool` operationId).
 func (c *Client) AcceptUpstreamTool(ctx context.Context, name string, tool string, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewAcceptUpstreamToolRequest(c.Server, name, tool)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SetUpstreamToolAliasWithBody Rename an upstream tool (an alias)
+//
+// The tool's Toolbelt name becomes the alias instead of <server>__<tool> (an empty alias goes back to that). An accepted tool is published under the new name and its old name retired, its callers told the new one; the name is kept when later definitions are accepted. A name any other tool has or had (retired tools keep their names), or another upstream tool would take, is refused (409). Audited as upstream.alias.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /api/v1/upstreams/{name}/tools/{tool}/alias (the `SetUpstreamToolAlias` operationId).
+func (c *Client) SetUpstreamToolAliasWithBody(ctx context.Context, name string, tool string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSetUpstreamToolAliasRequestWithBody(c.Server, name, tool, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SetUpstreamToolAlias Rename an upstream tool (an alias)
+//
+// The tool's Toolbelt name becomes the alias instead of <server>__<tool> (an empty alias goes back to that). An accepted tool is published under the new name and its old name retired, its callers told the new one; the name is kept when later definitions are accepted. A name any other tool has or had (retired tools keep their names), or another upstream tool would take, is refused (409). Audited as upstream.alias.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PUT /api/v1/upstreams/{name}/tools/{tool}/alias (the `SetUpstreamToolAlias` operationId).
+func (c *Client) SetUpstreamToolAlias(ctx context.Context, name string, tool string, body SetUpstreamToolAliasJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSetUpstreamToolAliasRequest(c.Server, name, tool, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DisableUpstreamTool Disable one tool of an upstream server
+//
+// Its Toolbelt tool is retired — out of the catalog, selection and exports — and its calls are refused saying an administrator disabled it, until enabled. Audited as upstream.tool.disable.
+//
+// Corresponds with POST /api/v1/upstreams/{name}/tools/{tool}/disable (the `DisableUpstreamTool` operationId).
+func (c *Client) DisableUpstreamTool(ctx context.Context, name string, tool string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDisableUpstreamToolRequest(c.Server, name, tool)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// EnableUpstreamTool Enable one tool of an upstream server
+//
+// Its accepted definition is published again as its next patch version: it is in the catalog and runs. Audited as upstream.tool.enable.
+//
+// Corresponds with POST /api/v1/upstreams/{name}/tools/{tool}/enable (the `EnableUpstreamTool` operationId).
+func (c *Client) EnableUpstreamTool(ctx context.Context, name string, tool string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewEnableUpstreamToolRequest(c.Server, name, tool)
 	if err != nil {
 		return nil, err
 	}
@@ -5931,6 +6061,142 @@ func NewAcceptUpstreamToolRequest(server string, name string, tool string) (*htt
 	return req, nil
 }
 
+// NewSetUpstreamToolAliasRequest calls the generic SetUpstreamToolAlias builder with application/json body
+func NewSetUpstreamToolAliasRequest(server string, name string, tool string, body SetUpstreamToolAliasJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewSetUpstreamToolAliasRequestWithBody(server, name, tool, "application/json", bodyReader)
+}
+
+// NewSetUpstreamToolAliasRequestWithBody constructs an http.Request for the SetUpstreamToolAlias method, with any body, and a specified content type
+func NewSetUpstreamToolAliasRequestWithBody(server string, name string, tool string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "tool", tool, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/upstreams/%s/tools/%s/alias", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewDisableUpstreamToolRequest constructs an http.Request for the DisableUpstreamTool method
+func NewDisableUpstreamToolRequest(server string, name string, tool string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "tool", tool, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/upstreams/%s/tools/%s/disable", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewEnableUpstreamToolRequest constructs an http.Request for the EnableUpstreamTool method
+func NewEnableUpstreamToolRequest(server string, name string, tool string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "tool", tool, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/upstreams/%s/tools/%s/enable", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewHealthzRequest constructs an http.Request for the Healthz method
 func NewHealthzRequest(server string) (*http.Request, error) {
 	var err error
@@ -6564,6 +6830,42 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /api/v1/upstreams/{name}/tools/{tool}/accept (the `AcceptUpstreamTool` operationId).
 	AcceptUpstreamToolWithResponse(ctx context.Context, name string, tool string, reqEditors ...RequestEditorFn) (*AcceptUpstreamToolResponse, error)
+
+	// SetUpstreamToolAliasWithBodyWithResponse Rename an upstream tool (an alias)
+	//
+	// The tool's Toolbelt name becomes the alias instead of <server>__<tool> (an empty alias goes back to that). An accepted tool is published under the new name and its old name retired, its callers told the new one; the name is kept when later definitions are accepted. A name any other tool has or had (retired tools keep their names), or another upstream tool would take, is refused (409). Audited as upstream.alias.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /api/v1/upstreams/{name}/tools/{tool}/alias (the `SetUpstreamToolAlias` operationId).
+	SetUpstreamToolAliasWithBodyWithResponse(ctx context.Context, name string, tool string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SetUpstreamToolAliasResponse, error)
+
+	// SetUpstreamToolAliasWithResponse Rename an upstream tool (an alias)
+	//
+	// The tool's Toolbelt name becomes the alias instead of <server>__<tool> (an empty alias goes back to that). An accepted tool is published under the new name and its old name retired, its callers told the new one; the name is kept when later definitions are accepted. A name any other tool has or had (retired tools keep their names), or another upstream tool would take, is refused (409). Audited as upstream.alias.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /api/v1/upstreams/{name}/tools/{tool}/alias (the `SetUpstreamToolAlias` operationId).
+	SetUpstreamToolAliasWithResponse(ctx context.Context, name string, tool string, body SetUpstreamToolAliasJSONRequestBody, reqEditors ...RequestEditorFn) (*SetUpstreamToolAliasResponse, error)
+
+	// DisableUpstreamToolWithResponse Disable one tool of an upstream server
+	//
+	// Its Toolbelt tool is retired — out of the catalog, selection and exports — and its calls are refused saying an administrator disabled it, until enabled. Audited as upstream.tool.disable.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/upstreams/{name}/tools/{tool}/disable (the `DisableUpstreamTool` operationId).
+	DisableUpstreamToolWithResponse(ctx context.Context, name string, tool string, reqEditors ...RequestEditorFn) (*DisableUpstreamToolResponse, error)
+
+	// EnableUpstreamToolWithResponse Enable one tool of an upstream server
+	//
+	// Its accepted definition is published again as its next patch version: it is in the catalog and runs. Audited as upstream.tool.enable.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/upstreams/{name}/tools/{tool}/enable (the `EnableUpstreamTool` operationId).
+	EnableUpstreamToolWithResponse(ctx context.Context, name string, tool string, reqEditors ...RequestEditorFn) (*EnableUpstreamToolResponse, error)
 
 	// HealthzWithResponse Liveness
 	//
@@ -9756,6 +10058,241 @@ func (r AcceptUpstreamToolResponse) ContentType() string {
 	return ""
 }
 
+type SetUpstreamToolAliasResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *HandlersAcceptedTool
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *HandlersErrorBody
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *HandlersErrorBody
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *HandlersErrorBody
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *HandlersErrorBody
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *HandlersErrorBody
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *HandlersErrorBody
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SetUpstreamToolAliasResponse) GetJSON200() *HandlersAcceptedTool {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r SetUpstreamToolAliasResponse) GetJSON400() *HandlersErrorBody {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r SetUpstreamToolAliasResponse) GetJSON401() *HandlersErrorBody {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r SetUpstreamToolAliasResponse) GetJSON403() *HandlersErrorBody {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r SetUpstreamToolAliasResponse) GetJSON404() *HandlersErrorBody {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r SetUpstreamToolAliasResponse) GetJSON409() *HandlersErrorBody {
+	return r.JSON409
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r SetUpstreamToolAliasResponse) GetJSON422() *HandlersErrorBody {
+	return r.JSON422
+}
+
+// GetBody returns the raw response body bytes
+func (r SetUpstreamToolAliasResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SetUpstreamToolAliasResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SetUpstreamToolAliasResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SetUpstreamToolAliasResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type DisableUpstreamToolResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *HandlersAcceptedTool
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *HandlersErrorBody
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *HandlersErrorBody
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *HandlersErrorBody
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *HandlersErrorBody
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *HandlersErrorBody
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r DisableUpstreamToolResponse) GetJSON200() *HandlersAcceptedTool {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r DisableUpstreamToolResponse) GetJSON400() *HandlersErrorBody {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r DisableUpstreamToolResponse) GetJSON401() *HandlersErrorBody {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r DisableUpstreamToolResponse) GetJSON403() *HandlersErrorBody {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r DisableUpstreamToolResponse) GetJSON404() *HandlersErrorBody {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r DisableUpstreamToolResponse) GetJSON409() *HandlersErrorBody {
+	return r.JSON409
+}
+
+// GetBody returns the raw response body bytes
+func (r DisableUpstreamToolResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DisableUpstreamToolResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DisableUpstreamToolResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DisableUpstreamToolResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type EnableUpstreamToolResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *HandlersAcceptedTool
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *HandlersErrorBody
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *HandlersErrorBody
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *HandlersErrorBody
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *HandlersErrorBody
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *HandlersErrorBody
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r EnableUpstreamToolResponse) GetJSON200() *HandlersAcceptedTool {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r EnableUpstreamToolResponse) GetJSON400() *HandlersErrorBody {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r EnableUpstreamToolResponse) GetJSON401() *HandlersErrorBody {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r EnableUpstreamToolResponse) GetJSON403() *HandlersErrorBody {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r EnableUpstreamToolResponse) GetJSON404() *HandlersErrorBody {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r EnableUpstreamToolResponse) GetJSON409() *HandlersErrorBody {
+	return r.JSON409
+}
+
+// GetBody returns the raw response body bytes
+func (r EnableUpstreamToolResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r EnableUpstreamToolResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r EnableUpstreamToolResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r EnableUpstreamToolResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type HealthzResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -10739,6 +11276,66 @@ func (c *ClientWithResponses) AcceptUpstreamToolWithResponse(ctx context.Context
 		return nil, err
 	}
 	return ParseAcceptUpstreamToolResponse(rsp)
+}
+
+// SetUpstreamToolAliasWithBodyWithResponse Rename an upstream tool (an alias)
+//
+// The tool's Toolbelt name becomes the alias instead of <server>__<tool> (an empty alias goes back to that). An accepted tool is published under the new name and its old name retired, its callers told the new one; the name is kept when later definitions are accepted. A name any other tool has or had (retired tools keep their names), or another upstream tool would take, is refused (409). Audited as upstream.alias.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /api/v1/upstreams/{name}/tools/{tool}/alias (the `SetUpstreamToolAlias` operationId).
+func (c *ClientWithResponses) SetUpstreamToolAliasWithBodyWithResponse(ctx context.Context, name string, tool string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SetUpstreamToolAliasResponse, error) {
+	rsp, err := c.SetUpstreamToolAliasWithBody(ctx, name, tool, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSetUpstreamToolAliasResponse(rsp)
+}
+
+// SetUpstreamToolAliasWithResponse Rename an upstream tool (an alias)
+//
+// The tool's Toolbelt name becomes the alias instead of <server>__<tool> (an empty alias goes back to that). An accepted tool is published under the new name and its old name retired, its callers told the new one; the name is kept when later definitions are accepted. A name any other tool has or had (retired tools keep their names), or another upstream tool would take, is refused (409). Audited as upstream.alias.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /api/v1/upstreams/{name}/tools/{tool}/alias (the `SetUpstreamToolAlias` operationId).
+func (c *ClientWithResponses) SetUpstreamToolAliasWithResponse(ctx context.Context, name string, tool string, body SetUpstreamToolAliasJSONRequestBody, reqEditors ...RequestEditorFn) (*SetUpstreamToolAliasResponse, error) {
+	rsp, err := c.SetUpstreamToolAlias(ctx, name, tool, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSetUpstreamToolAliasResponse(rsp)
+}
+
+// DisableUpstreamToolWithResponse Disable one tool of an upstream server
+//
+// Its Toolbelt tool is retired — out of the catalog, selection and exports — and its calls are refused saying an administrator disabled it, until enabled. Audited as upstream.tool.disable.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/upstreams/{name}/tools/{tool}/disable (the `DisableUpstreamTool` operationId).
+func (c *ClientWithResponses) DisableUpstreamToolWithResponse(ctx context.Context, name string, tool string, reqEditors ...RequestEditorFn) (*DisableUpstreamToolResponse, error) {
+	rsp, err := c.DisableUpstreamTool(ctx, name, tool, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDisableUpstreamToolResponse(rsp)
+}
+
+// EnableUpstreamToolWithResponse Enable one tool of an upstream server
+//
+// Its accepted definition is published again as its next patch version: it is in the catalog and runs. Audited as upstream.tool.enable.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/upstreams/{name}/tools/{tool}/enable (the `EnableUpstreamTool` operationId).
+func (c *ClientWithResponses) EnableUpstreamToolWithResponse(ctx context.Context, name string, tool string, reqEditors ...RequestEditorFn) (*EnableUpstreamToolResponse, error) {
+	rsp, err := c.EnableUpstreamTool(ctx, name, tool, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseEnableUpstreamToolResponse(rsp)
 }
 
 // HealthzWithResponse Liveness
@@ -13274,6 +13871,196 @@ func ParseAcceptUpstreamToolResponse(rsp *http.Response) (*AcceptUpstreamToolRes
 			return nil, err
 		}
 		response.JSON422 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSetUpstreamToolAliasResponse parses an HTTP response from a SetUpstreamToolAliasWithResponse call
+func ParseSetUpstreamToolAliasResponse(rsp *http.Response) (*SetUpstreamToolAliasResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SetUpstreamToolAliasResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest HandlersAcceptedTool
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseDisableUpstreamToolResponse parses an HTTP response from a DisableUpstreamToolWithResponse call
+func ParseDisableUpstreamToolResponse(rsp *http.Response) (*DisableUpstreamToolResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DisableUpstreamToolResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest HandlersAcceptedTool
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseEnableUpstreamToolResponse parses an HTTP response from a EnableUpstreamToolWithResponse call
+func ParseEnableUpstreamToolResponse(rsp *http.Response) (*EnableUpstreamToolResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &EnableUpstreamToolResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest HandlersAcceptedTool
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
 
 	}
 

@@ -294,3 +294,95 @@ func (h *Handler) SetUpstreamTool(c *gin.Context) error {
 	c.JSON(http.StatusOK, AcceptedTool{Tool: tool})
 	return nil
 }
+
+// SetUpstreamToolAlias names an upstream tool in Toolbelt.
+//
+//	@Summary		Rename an upstream tool (an alias)
+//	@ID			setUpstreamToolAlias
+//	@Description	The tool's Toolbelt name becomes the alias instead of <server>__<tool> (an empty alias goes back to that). An accepted tool is published under the new name and its old name retired, its callers told the new one; the name is kept when later definitions are accepted. A name any other tool has or had (retired tools keep their names), or another upstream tool would take, is refused (409). Audited as upstream.alias.
+//	@Tags			upstreams
+//	@Accept			json
+//	@Produce		json
+//	@Param			name	path		string			true	"Server name"
+//	@Param			tool	path		string			true	"The tool's name on the server"
+//	@Param			alias	body		upstream.Alias	true	"The Toolbelt name"
+//	@Success		200		{object}	AcceptedTool
+//	@Failure		400		{object}	ErrorBody
+//	@Failure		401		{object}	ErrorBody
+//	@Failure		403		{object}	ErrorBody
+//	@Failure		404		{object}	ErrorBody
+//	@Failure		409		{object}	ErrorBody	"the name is taken, or the tool is disabled"
+//	@Failure		422		{object}	ErrorBody	"not a tool name"
+//	@Security		BearerAuth
+//	@Router			/api/v1/upstreams/{name}/tools/{tool}/alias [put]
+func (h *Handler) SetUpstreamToolAlias(c *gin.Context) error {
+	name, err := serverName(c)
+	if err != nil {
+		return err
+	}
+	var a upstream.Alias
+	if err := bindJSON(c, &a); err != nil {
+		return err
+	}
+	tool, err := h.Upstreams.SetAlias(c.Request.Context(), name, c.Param("tool"), a.Alias, CurrentPrincipal(c))
+	if err != nil {
+		return err
+	}
+	c.JSON(http.StatusOK, AcceptedTool{Tool: tool})
+	return nil
+}
+
+// DisableUpstreamTool switches one upstream tool off.
+//
+//	@Summary		Disable one tool of an upstream server
+//	@ID			disableUpstreamTool
+//	@Description	Its Toolbelt tool is retired — out of the catalog, selection and exports — and its calls are refused saying an administrator disabled it, until enabled. Audited as upstream.tool.disable.
+//	@Tags			upstreams
+//	@Produce		json
+//	@Param			name	path		string	true	"Server name"
+//	@Param			tool	path		string	true	"The tool's name on the server"
+//	@Success		200		{object}	AcceptedTool
+//	@Failure		400		{object}	ErrorBody
+//	@Failure		401		{object}	ErrorBody
+//	@Failure		403		{object}	ErrorBody
+//	@Failure		404		{object}	ErrorBody
+//	@Failure		409		{object}	ErrorBody	"the tool was never accepted"
+//	@Security		BearerAuth
+//	@Router			/api/v1/upstreams/{name}/tools/{tool}/disable [post]
+func (h *Handler) DisableUpstreamTool(c *gin.Context) error {
+	return h.setUpstreamToolDisabled(c, true)
+}
+
+// EnableUpstreamTool switches a disabled upstream tool on again.
+//
+//	@Summary		Enable one tool of an upstream server
+//	@ID			enableUpstreamTool
+//	@Description	Its accepted definition is published again as its next patch version: it is in the catalog and runs. Audited as upstream.tool.enable.
+//	@Tags			upstreams
+//	@Produce		json
+//	@Param			name	path		string	true	"Server name"
+//	@Param			tool	path		string	true	"The tool's name on the server"
+//	@Success		200		{object}	AcceptedTool
+//	@Failure		400		{object}	ErrorBody
+//	@Failure		401		{object}	ErrorBody
+//	@Failure		403		{object}	ErrorBody
+//	@Failure		404		{object}	ErrorBody
+//	@Failure		409		{object}	ErrorBody	"the tool was never accepted"
+//	@Security		BearerAuth
+//	@Router			/api/v1/upstreams/{name}/tools/{tool}/enable [post]
+func (h *Handler) EnableUpstreamTool(c *gin.Context) error {
+	return h.setUpstreamToolDisabled(c, false)
+}
+
+func (h *Handler) setUpstreamToolDisabled(c *gin.Context, disabled bool) error {
+	name, err := serverName(c)
+	if err != nil {
+		return err
+	}
+	tool, err := h.Upstreams.SetToolDisabled(c.Request.Context(), name, c.Param("tool"), disabled, CurrentPrincipal(c))
+	if err != nil {
+		return err
+	}
+	c.JSON(http.StatusOK, AcceptedTool{Tool: tool})
+	return nil
+}

@@ -38,7 +38,13 @@ const (
 	// Toolbelt tool (no name, a name served twice, a definition too
 	// large or invalid), with why.
 	AuditUpstreamRefuse = "upstream.refuse"
-	AuditUpstreamSync   = "upstream.sync"
+	// AuditUpstreamAlias records an admin renaming an upstream's tool;
+	// AuditUpstreamToolDisable and …Enable an admin switching one tool
+	// off and on.
+	AuditUpstreamAlias       = "upstream.alias"
+	AuditUpstreamToolDisable = "upstream.tool.disable"
+	AuditUpstreamToolEnable  = "upstream.tool.enable"
+	AuditUpstreamSync        = "upstream.sync"
 	// What callers do besides their calls and selections (which their
 	// own histories record): cancel a call, rotate a callback secret,
 	// teach or unteach the index, sign in to and out of the console.
@@ -57,7 +63,7 @@ var AuditActions = []string{
 	AuditPrincipalCreate, AuditPrincipalDisable, AuditPrincipalEnable, AuditPrincipalDelete,
 	AuditKeyIssue, AuditKeyRevoke, AuditGrantsSet, AuditApprovalApprove, AuditApprovalDeny,
 	AuditUpstreamAdd, AuditUpstreamDisable, AuditUpstreamEnable, AuditUpstreamDelete, AuditUpstreamChange, AuditUpstreamAccept, AuditUpstreamSync,
-	AuditUpstreamRefuse,
+	AuditUpstreamRefuse, AuditUpstreamAlias, AuditUpstreamToolDisable, AuditUpstreamToolEnable,
 	AuditCallCancel, AuditCallbackRotate, AuditSelectionLearn, AuditQueryForget, AuditSignIn, AuditSignInFailed, AuditSignOut,
 }
 

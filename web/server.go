@@ -76,6 +76,9 @@ var routes = []route[*handlers.Handler]{
 	{http.MethodPost, "/upstreams/:name/enable", admins, (*handlers.Handler).EnableUpstream},
 	{http.MethodPut, "/upstreams/:name/tools/:tool", admins, (*handlers.Handler).SetUpstreamTool},
 	{http.MethodPost, "/upstreams/:name/tools/:tool/accept", admins, (*handlers.Handler).AcceptUpstreamTool},
+	{http.MethodPut, "/upstreams/:name/tools/:tool/alias", admins, (*handlers.Handler).SetUpstreamToolAlias},
+	{http.MethodPost, "/upstreams/:name/tools/:tool/disable", admins, (*handlers.Handler).DisableUpstreamTool},
+	{http.MethodPost, "/upstreams/:name/tools/:tool/enable", admins, (*handlers.Handler).EnableUpstreamTool},
 
 	{http.MethodPost, "/tools/select", everyone, (*handlers.Handler).SelectTools},
 	{http.MethodPost, "/selections/:id/feedback", everyone, (*handlers.Handler).SelectionFeedback},

@@ -166,3 +166,92 @@ func TestUpstreamOverHTTP(t *testing.T) {
 		t.Errorf("a deleted server's tool: %d %v", code, res)
 	}
 }
+
+// TestUpstreamToolAliasAndDisable: through the API an admin renames an
+// upstream tool (the old name's callers are told the new one; a name
+// another tool has is refused) and disables one tool (its calls are
+// refused saying so, it is not selected, the server's other tools run),
+// then enables it again. Only admins may.
+func TestUpstreamToolAliasAndDisable(t *testing.T) {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "weather", Version: "1"}, nil)
+	for _, name := range []string{"forecast", "tides"} {
+		mcp.AddTool(srv, &mcp.Tool{Name: name, Description: "Tell the " + name + " of a city.", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+			func(context.Context, *mcp.CallToolRequest, forecastIn) (*mcp.CallToolResult, any, error) {
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: name + ": fine"}}}, nil, nil
+			})
+	}
+	up := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	t.Cleanup(up.Close) // after the app's cleanup closed its connection to it
+	app := newTestAppWith(t, hostCaps{Chromium: true, Python: true, Node: true, Sandbox: true},
+		netpolicy.Policy{AllowPrivate: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}})
+	if r := app.do(t, "admin", "POST", "/api/v1/upstreams", map[string]any{"name": "weather", "transport": "http", "url": up.URL, "category": "search"}); r.Status != 201 {
+		t.Fatalf("add: %d %s", r.Status, r.Body)
+	}
+	app.do(t, "admin", "PUT", "/api/v1/principals/"+itoa(app.ids["agent"])+"/grants", map[string]any{"categories": []string{"search"}})
+	call := func(tool string) (int, map[string]any) {
+		return app.call(t, "agent", map[string]any{"tool": tool, "arguments": map[string]any{"city": "Oslo"}, "session_id": "w"})
+	}
+
+	for _, tc := range []struct {
+		role, alias string
+		code        int
+		want        string
+	}{
+		{"agent", "forecast_now", 403, ""},
+		{"admin", "weather__tides", 409, "weather__tides is another tool's"},
+		{"admin", "file_read", 409, "another tool's"},
+		{"admin", "Forecast Now", 422, "snake_case"},
+	} {
+		r := app.do(t, tc.role, "PUT", "/api/v1/upstreams/weather/tools/forecast/alias", map[string]any{"alias": tc.alias})
+		if r.Status != tc.code || !strings.Contains(string(r.Body), tc.want) {
+			t.Errorf("alias %q by %s: %d %s", tc.alias, tc.role, r.Status, r.Body)
+		}
+	}
+	if r := app.do(t, "admin", "PUT", "/api/v1/upstreams/weather/tools/forecast/alias", map[string]any{"alias": "forecast_now"}); r.Status != 200 || !strings.Contains(string(r.Body), `"tool":"forecast_now"`) {
+		t.Fatalf("alias: %d %s", r.Status, r.Body)
+	}
+	if code, res := call("forecast_now"); code != 200 || !strings.Contains(string(mustJSON(res["data"])), "forecast: fine") {
+		t.Errorf("the renamed tool: %d %v", code, res)
+	}
+	if code, res := call("weather__forecast"); code != 404 || !strings.Contains(string(mustJSON(res)), "renamed it forecast_now") {
+		t.Errorf("the old name: %d %v", code, res)
+	}
+	if r := app.do(t, "admin", "GET", "/api/v1/upstreams/weather", nil); !strings.Contains(string(r.Body), `"alias":"forecast_now"`) {
+		t.Errorf("the server does not show the alias: %s", r.Body)
+	}
+
+	// Disabled: refused saying so, not selected; tides runs.
+	if r := app.do(t, "agent", "POST", "/api/v1/upstreams/weather/tools/forecast/disable", nil); r.Status != 403 {
+		t.Errorf("an agent disabled a tool: %d", r.Status)
+	}
+	if r := app.do(t, "admin", "POST", "/api/v1/upstreams/weather/tools/forecast/disable", nil); r.Status != 200 {
+		t.Fatalf("disable: %d %s", r.Status, r.Body)
+	}
+	if code, res := call("forecast_now"); code != 404 || !strings.Contains(string(mustJSON(res)), "an administrator disabled it on its MCP server weather") {
+		t.Errorf("a disabled tool's call: %d %v", code, res)
+	}
+	if names := selectedNames(t, app.do(t, "agent", "POST", "/api/v1/tools/select", map[string]any{"query": "weather forecast of a city", "limit": 5})); slices.Contains(names, "forecast_now") {
+		t.Errorf("a disabled tool was selected: %v", names)
+	}
+	if code, res := call("weather__tides"); code != 200 {
+		t.Errorf("the server's other tool: %d %v", code, res)
+	}
+	if r := app.do(t, "admin", "GET", "/api/v1/upstreams/weather", nil); !strings.Contains(string(r.Body), `"disabled_at"`) {
+		t.Errorf("the server does not show the tool disabled: %s", r.Body)
+	}
+	if r := app.do(t, "admin", "POST", "/api/v1/upstreams/weather/tools/forecast/enable", nil); r.Status != 200 {
+		t.Fatalf("enable: %d %s", r.Status, r.Body)
+	}
+	if code, res := call("forecast_now"); code != 200 {
+		t.Errorf("enabled again: %d %v", code, res)
+	}
+	if r := app.do(t, "admin", "POST", "/api/v1/upstreams/weather/tools/nope/disable", nil); r.Status != 404 {
+		t.Errorf("a tool the server never served: %d %s", r.Status, r.Body)
+	}
+	audit := app.do(t, "admin", "GET", "/api/v1/audit?target=upstream:weather", nil)
+	for _, action := range []string{"upstream.alias", "upstream.tool.disable", "upstream.tool.enable"} {
+		if !strings.Contains(string(audit.Body), `"action":"`+action+`"`) {
+			t.Errorf("%s is not audited: %s", action, audit.Body)
+		}
+	}
+}

@@ -33,7 +33,7 @@ func (m *Manager) Runner() runners.Runner { return runners.RunnerFunc(m.call) }
 // upstream when the call is. A result the tool marks isError is the
 // call's failure, in the tool's words.
 func (m *Manager) call(ctx context.Context, c *runners.Call) (any, error) {
-	u, served, err := m.callable(ctx, c.Def.Runner.Server)
+	u, tools, err := m.callable(ctx, c.Def.Runner.Server)
 	if errors.Is(err, models.ErrNotFound) {
 		return nil, &runners.Error{Code: models.CodeExecutionFailed, Message: fmt.Sprintf("the upstream server %s of %s is no longer registered", c.Def.Runner.Server, c.Def.Name),
 			Suggestion: "Do not retry; choose another tool."}
@@ -45,9 +45,13 @@ func (m *Manager) call(ctx context.Context, c *runners.Call) (any, error) {
 		return nil, &runners.Error{Code: models.CodeExecutionFailed, Message: fmt.Sprintf("the upstream server %s is disabled", u.Name),
 			Suggestion: "Do not retry; choose another tool, or ask an administrator to enable the server."}
 	}
-	if !served[c.Def.Runner.Tool] {
+	switch row, ok := tools[c.Def.Runner.Tool]; {
+	case !ok || row.Status != models.UpstreamToolActive:
 		return nil, &runners.Error{Code: models.CodeExecutionFailed, Message: fmt.Sprintf("the upstream server %s no longer serves %s", u.Name, c.Def.Runner.Tool),
 			Suggestion: "Do not retry; choose another tool."}
+	case row.DisabledAt != nil:
+		return nil, &runners.Error{Code: models.CodeExecutionFailed, Message: fmt.Sprintf("%s is disabled: an administrator disabled it on its MCP server %s", c.Def.Name, u.Name),
+			Suggestion: "Do not retry; choose another tool, or ask an administrator to enable it."}
 	}
 	cn, err := m.acquire(ctx, u, c)
 	if err != nil {
@@ -121,18 +125,18 @@ const Fresh = 2 * time.Second
 
 // known is what calls read of a server.
 type known struct {
-	u      *models.Upstream
-	served map[string]bool // the tools it serves, accepted
-	at     time.Time
+	u     *models.Upstream
+	tools map[string]models.UpstreamTool // by name on the server
+	at    time.Time
 }
 
-// callable is a server and the tools it serves, read at most Fresh ago.
-func (m *Manager) callable(ctx context.Context, name string) (*models.Upstream, map[string]bool, error) {
+// callable is a server and its tools, read at most Fresh ago.
+func (m *Manager) callable(ctx context.Context, name string) (*models.Upstream, map[string]models.UpstreamTool, error) {
 	m.mu.Lock()
 	k, ok := m.known[name]
 	m.mu.Unlock()
 	if ok && time.Since(k.at) < Fresh {
-		return k.u, k.served, nil
+		return k.u, k.tools, nil
 	}
 	u, err := m.d.Store.UpstreamByName(ctx, name)
 	if err != nil {
@@ -142,14 +146,14 @@ func (m *Manager) callable(ctx context.Context, name string) (*models.Upstream, 
 	if err != nil {
 		return nil, nil, err
 	}
-	served := map[string]bool{}
+	tools := make(map[string]models.UpstreamTool, len(rows))
 	for _, r := range rows {
-		served[r.Remote] = r.Status == models.UpstreamToolActive
+		tools[r.Remote] = r
 	}
 	m.mu.Lock()
-	m.known[name] = known{u: u, served: served, at: time.Now()}
+	m.known[name] = known{u: u, tools: tools, at: time.Now()}
 	m.mu.Unlock()
-	return u, served, nil
+	return u, tools, nil
 }
 
 // forgetKnown makes the next call read a server again (it changed here).

@@ -31,6 +31,9 @@ type echoIn struct {
 var echoTool = &mcp.Tool{Name: "echo", Description: "Say the message back.", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
 	InputSchema: map[string]any{"type": "object", "properties": map[string]any{"message": map[string]any{"type": "string"}}}}
 
+var pingTool = &mcp.Tool{Name: "ping", Description: "Answer pong.", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
+	InputSchema: map[string]any{"type": "object", "properties": map[string]any{}}}
+
 func newBroken(t *testing.T, tools ...*mcp.Tool) *broken {
 	t.Helper()
 	b := &broken{tools: tools}
@@ -38,6 +41,10 @@ func newBroken(t *testing.T, tools ...*mcp.Tool) *broken {
 	mcp.AddTool(srv, &mcp.Tool{Name: "echo", Description: echoTool.Description, Annotations: echoTool.Annotations},
 		func(_ context.Context, _ *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, any, error) {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "echo: " + in.Message}}}, nil, nil
+		})
+	mcp.AddTool(srv, &mcp.Tool{Name: "ping", Description: pingTool.Description, Annotations: pingTool.Annotations},
+		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "pong"}}}, nil, nil
 		})
 	srv.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {

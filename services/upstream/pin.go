@@ -468,39 +468,47 @@ func (m *Manager) Accept(ctx context.Context, name, remote string, by *models.Pr
 }
 
 func (m *Manager) accept(ctx context.Context, u *models.Upstream, row *models.UpstreamTool, by *models.Principal) (string, error) {
-	version := "1.0.0"
-	if row.Tool != "" {
-		next, err := m.d.Registry.NextPatch(ctx, row.Tool)
+	name, version := toolbeltName(u.Name, row), "1.0.0"
+	// A disabled tool stays out of the catalog: enabling it publishes
+	// what was accepted meanwhile.
+	if row.DisabledAt == nil {
+		if row.Tool != "" {
+			next, err := m.d.Registry.NextPatch(ctx, row.Tool)
+			if err != nil {
+				return "", err
+			}
+			version = next
+		}
+		def, err := define(u, row, row.Pending, version)
 		if err != nil {
 			return "", err
 		}
-		version = next
-	}
-	def, err := define(u, row, row.Pending, version)
-	if err != nil {
-		return "", err
-	}
-	if row.Tool == "" {
-		_, err = m.d.Registry.Register(ctx, def, by)
-	} else {
-		_, err = m.d.Registry.Publish(ctx, row.Tool, def, by)
-	}
-	var ve *models.ValidationError
-	if errors.As(err, &ve) {
-		return "", fmt.Errorf("%s cannot be a Toolbelt tool: %w", def.Name, err)
-	}
-	if err != nil {
-		return "", err
+		if row.Tool == "" {
+			_, err = m.d.Registry.Register(ctx, def, by)
+		} else {
+			_, err = m.d.Registry.Publish(ctx, row.Tool, def, by)
+		}
+		var ve *models.ValidationError
+		if errors.As(err, &ve) {
+			return "", fmt.Errorf("%s cannot be a Toolbelt tool: %w", def.Name, err)
+		}
+		if err != nil {
+			return "", err
+		}
 	}
 	hash := row.PendingHash
-	row.Tool, row.Status = def.Name, models.UpstreamToolActive
+	row.Tool, row.Status = name, models.UpstreamToolActive
 	row.Accepted, row.AcceptedHash = row.Pending, row.PendingHash
 	row.Pending, row.PendingHash, row.PendingSince = "", "", nil
 	defer m.forgetKnown(u.Name)
-	err = m.d.Store.Audited(ctx, models.AuditUpstreamAccept, func(tx *models.Store) (string, string, error) {
-		return "upstream:" + u.Name, fmt.Sprintf("accepted %s as %s %s (sha256 %s)", row.Remote, def.Name, version, hash[:12]), tx.SaveUpstreamTool(ctx, row)
+	err := m.d.Store.Audited(ctx, models.AuditUpstreamAccept, func(tx *models.Store) (string, string, error) {
+		what := fmt.Sprintf("accepted %s as %s %s (sha256 %s)", row.Remote, name, version, hash[:12])
+		if row.DisabledAt != nil {
+			what = fmt.Sprintf("accepted %s as %s, disabled: published when enabled (sha256 %s)", row.Remote, name, hash[:12])
+		}
+		return "upstream:" + u.Name, what, tx.SaveUpstreamTool(ctx, row)
 	})
-	return def.Name, err
+	return name, err
 }
 
 // Override is an admin's choice for one upstream tool, over what its
@@ -531,16 +539,10 @@ func (m *Manager) SetOverride(ctx context.Context, name, remote string, o Overri
 		return "", models.ErrConflict.Errorf("tool %s of %s was never accepted; accept it first", remote, name)
 	}
 	row.Level, row.Category = o.Level, o.Category
-	next, err := m.d.Registry.NextPatch(ctx, row.Tool)
-	if err != nil {
-		return "", err
-	}
-	def, err := define(u, row, row.Accepted, next)
-	if err != nil {
-		return "", err
-	}
-	if _, err := m.d.Registry.Publish(ctx, row.Tool, def, by); err != nil {
-		return "", err
+	if row.DisabledAt == nil { // else published when enabled
+		if err := m.republish(ctx, u, row, by); err != nil {
+			return "", err
+		}
 	}
 	return row.Tool, m.d.Store.SaveUpstreamTool(ctx, row)
 }
