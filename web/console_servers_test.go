@@ -86,6 +86,31 @@ func TestConsoleServers(t *testing.T) {
 		t.Errorf("the tool after accepting: %s", r.Body)
 	}
 
+	// Renamed, disabled and enabled one tool from its row.
+	p = b.post("/admin/servers/weather/tools/forecast/alias", url.Values{"alias": {"forecast_now"}})
+	row := p.TestID("server-weather").Find(`[data-testid="server-tool-forecast"]`)
+	if row.Find(`a[href="/admin/tools/forecast_now"]`).Length() != 1 || row.Find(`input[name="alias"]`).AttrOr("value", "") != "forecast_now" {
+		t.Errorf("renamed: %q", row.Text())
+	}
+	if p := b.post("/admin/servers/weather/tools/forecast/alias", url.Values{"alias": {"file_read"}}); p.Status != 409 || !strings.Contains(p.TestID("alert").Text(), "another tool") {
+		t.Errorf("a taken name: %d %q", p.Status, p.TestID("alert").Text())
+	}
+	p = b.post("/admin/servers/weather/tools/forecast/disable", url.Values{})
+	row = p.TestID("server-weather").Find(`[data-testid="server-tool-forecast"]`)
+	if got := row.Find(`[data-testid="tool-status"]`).Text(); !strings.Contains(got, "disabled") || row.Find(`[data-testid="tool-enable"]`).Length() != 1 {
+		t.Errorf("disabled: %q", row.Text())
+	}
+	if r := app.do(t, "admin", "GET", "/api/v1/tools/forecast_now", nil); r.Status != 404 {
+		t.Errorf("a disabled tool in the catalog: %d", r.Status)
+	}
+	p = b.post("/admin/servers/weather/tools/forecast/enable", url.Values{})
+	if got := p.TestID("server-weather").Find(`[data-testid="server-tool-forecast"] [data-testid="tool-status"]`).Text(); strings.Contains(got, "disabled") {
+		t.Errorf("enabled: %q", got)
+	}
+	if r := app.do(t, "admin", "GET", "/api/v1/tools/forecast_now", nil); r.Status != 200 {
+		t.Errorf("an enabled tool: %d %s", r.Status, r.Body)
+	}
+
 	p = b.post("/admin/servers/weather/disable", url.Values{})
 	if got := p.TestID("server-weather").Find(`[data-testid="server-state"]`).Text(); got != "disabled" {
 		t.Errorf("disabled: state %q", got)

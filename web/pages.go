@@ -68,6 +68,9 @@ var pages = []route[*console.Handler]{
 	{http.MethodPost, "/servers/:name/enable", admins, (*console.Handler).EnableServerForm},
 	{http.MethodPost, "/servers/:name/delete", admins, (*console.Handler).DeleteServerForm},
 	{http.MethodPost, "/servers/:name/tools/:tool/accept", admins, (*console.Handler).AcceptServerToolForm},
+	{http.MethodPost, "/servers/:name/tools/:tool/alias", admins, (*console.Handler).AliasServerToolForm},
+	{http.MethodPost, "/servers/:name/tools/:tool/disable", admins, (*console.Handler).DisableServerToolForm},
+	{http.MethodPost, "/servers/:name/tools/:tool/enable", admins, (*console.Handler).EnableServerToolForm},
 
 	// The audit log (handlers/console/audit.go): admins only, as in the API.
 	{http.MethodGet, "/audit", admins, (*console.Handler).AuditPage},

@@ -36,12 +36,13 @@ func (h *Handler) renderServers(c *gin.Context, status int, d views.ServersData)
 	}
 	for _, s := range servers {
 		card := views.ServerCard{Name: s.Name, Transport: s.Transport, Where: s.URL, Isolation: s.Isolation, Category: s.Category,
-			Disabled: s.DisabledAt != nil, Connections: s.Connections, Failing: s.Failing, Stderr: s.Stderr}
+			Disabled: s.DisabledAt != nil, Connections: s.Connections, Failing: s.Failing, Stderr: s.Stderr, Refused: s.Refused}
 		if s.Transport == models.TransportStdio {
 			card.Where = strings.Join(s.Command, " ")
 		}
 		for _, t := range s.Tools {
 			card.Tools = append(card.Tools, views.ServerTool{Remote: t.Remote, Tool: t.UpstreamTool.Tool, Status: t.Status, Level: t.Level,
+				Alias: t.Alias, Disabled: t.DisabledAt != nil, Refused: t.Refused,
 				Changes: t.Changes, Accepted: indent(t.Accepted), Pending: indent(t.Pending)})
 		}
 		d.Servers = append(d.Servers, card)
@@ -168,6 +169,37 @@ func (h *Handler) AcceptServerToolForm(c *gin.Context) error {
 		return h.serverRefused(c, err)
 	}
 	return Redirect(c, serversPage, fmt.Sprintf("%s now has the definition the server serves.", tool))
+}
+
+// AliasServerToolForm names a tool in Toolbelt (an empty alias goes
+// back to <server>__<tool>).
+func (h *Handler) AliasServerToolForm(c *gin.Context) error {
+	tool, err := h.Upstreams.SetAlias(c.Request.Context(), c.Param("name"), c.Param("tool"), strings.TrimSpace(c.PostForm("alias")), handlers.CurrentPrincipal(c))
+	if err != nil {
+		return h.serverRefused(c, err)
+	}
+	return Redirect(c, serversPage, fmt.Sprintf("%s of %s is now the tool %s.", c.Param("tool"), c.Param("name"), tool))
+}
+
+// DisableServerToolForm and EnableServerToolForm switch one tool off and on.
+func (h *Handler) DisableServerToolForm(c *gin.Context) error {
+	return h.setServerToolDisabled(c, true)
+}
+
+// EnableServerToolForm publishes a disabled tool again.
+func (h *Handler) EnableServerToolForm(c *gin.Context) error {
+	return h.setServerToolDisabled(c, false)
+}
+
+func (h *Handler) setServerToolDisabled(c *gin.Context, disabled bool) error {
+	tool, err := h.Upstreams.SetToolDisabled(c.Request.Context(), c.Param("name"), c.Param("tool"), disabled, handlers.CurrentPrincipal(c))
+	if err != nil {
+		return h.serverRefused(c, err)
+	}
+	if disabled {
+		return Redirect(c, serversPage, tool+" disabled: it is out of the catalog and its calls are refused.")
+	}
+	return Redirect(c, serversPage, tool+" enabled: it runs again.")
 }
 
 // DisableServerForm and EnableServerForm switch a server's tools off and on.
