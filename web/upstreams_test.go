@@ -100,6 +100,20 @@ func TestUpstreamOverHTTP(t *testing.T) {
 	if err != nil || out.IsError || !strings.Contains(string(mustJSON(out.Content)), "Long running operation completed") || progress.Load() < 3 {
 		t.Errorf("through /mcp: %v %v; %d progress notifications", mustJSON(out), err, progress.Load())
 	}
+	// The upstream's content blocks reach the client as blocks — an image
+	// as an image, text as text — and its structured content as such.
+	img, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "everything__get_tiny_image", Arguments: map[string]any{}})
+	if err != nil || img.IsError || !slices.ContainsFunc(img.Content, func(c mcp.Content) bool {
+		i, ok := c.(*mcp.ImageContent)
+		return ok && i.MIMEType == "image/png" && len(i.Data) > 0
+	}) {
+		t.Errorf("an image through /mcp: %s %v", mustJSON(img), err)
+	}
+	sc, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "everything__get_structured_content", Arguments: map[string]any{"location": "New York"}})
+	if err != nil || sc.IsError || len(sc.Content) == 0 || strings.Contains(string(mustJSON(sc.Content)), `structuredContent`) ||
+		!strings.Contains(string(mustJSON(sc.StructuredContent)), "temperature") || strings.Contains(string(mustJSON(sc.StructuredContent)), `"content"`) {
+		t.Errorf("structured content through /mcp: %s %v", mustJSON(sc), err)
+	}
 	slow, cancel := context.WithTimeout(t.Context(), 700*time.Millisecond)
 	start := time.Now()
 	_, err = cs.CallTool(slow, &mcp.CallToolParams{Name: "everything__trigger_long_running_operation", Arguments: map[string]any{"duration": 30, "steps": 30}})

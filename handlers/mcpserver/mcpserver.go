@@ -356,7 +356,24 @@ func (s *Server) call(ctx context.Context, p *models.Principal, session string, 
 	if token != nil && ss != nil && !models.Terminal(res.Status) {
 		res = s.follow(ctx, p, ss, token, res)
 	}
-	return Result(res)
+	return s.result(ctx, params.Name, res)
+}
+
+// result is Result, but an upstream MCP server's tool answers with its
+// own content blocks (text, images, resources…) and structured content,
+// as the server sent them (redacted), rather than their JSON as text.
+func (s *Server) result(ctx context.Context, tool string, res invoke.ToolResult) *mcp.CallToolResult {
+	out := Result(res)
+	if !res.Success || s.invoker.Runner(ctx, tool) != tooldef.RunnerMCP {
+		return out
+	}
+	var blocks mcp.CallToolResult
+	if err := json.Unmarshal(res.Data, &blocks); err != nil || blocks.Content == nil {
+		return out // not blocks any more: the JSON, as for any tool
+	}
+	blocks.Meta = out.Meta
+	blocks.Content = append(blocks.Content, out.Content[1:]...) // what Result said beside the data
+	return &blocks
 }
 
 // toolProgress passes the progress a tool reports while it runs (an
@@ -597,7 +614,7 @@ func (s *Server) callResult(ctx context.Context, p *models.Principal, raw json.R
 		out.Meta = mcp.Meta{"toolbelt/call_id": rec.ID, "toolbelt/status": res.Status}
 		return out
 	}
-	return Result(res)
+	return s.result(ctx, rec.Tool, res)
 }
 
 // waitCall reads the record of a caller's call, once it has ended or

@@ -60,6 +60,16 @@ func (inv *Invoker) retiredWhy(ctx context.Context, name string) string {
 	return t.RetiredWhy
 }
 
+// Runner is the kind of runner the tool named runs with ("" when no tool
+// of that name is in service): how its results read.
+func (inv *Invoker) Runner(ctx context.Context, name string) string {
+	rt, err := inv.current(ctx, name)
+	if err != nil {
+		return ""
+	}
+	return rt.def.Runner.Kind
+}
+
 // errUndecodable is a stored definition that does not decode.
 var errUndecodable = errors.New("stored tool definition does not decode")
 
