@@ -2659,7 +2659,7 @@ type ClientInterface interface {
 
 	// AddUpstreamWithBody Add an upstream MCP server
 	//
-	// Connects to an MCP server — a command Toolbelt runs in the sandbox over stdio, or a Streamable HTTP or legacy SSE endpoint reached under the outbound policy — lists its tools and makes each a Toolbelt tool named <server>__<tool> (snake_case), in the server's category, its security level from its MCP annotations (readOnlyHint safe, destructiveHint false moderate, else dangerous: approval), its input schema as served (converted to JSON Schema 2020-12 when it names an older draft). What it serves now is accepted and pinned: later changes wait for an admin (accept). A server that does not start or answer initialize and tools/list is refused (422) and nothing is stored; a tool whose name is taken refuses the whole server (409). Secrets in env and headers are references, {{env.NAME}}, never values.
+	// Connects to an MCP server — a command Toolbelt runs in the sandbox over stdio, or a Streamable HTTP or legacy SSE endpoint reached under the outbound policy — lists its tools and makes each a Toolbelt tool named <server>__<tool> (snake_case), in the server's category, its security level from its MCP annotations (readOnlyHint safe, destructiveHint false moderate, else dangerous: approval), its input schema as served (converted to JSON Schema 2020-12 when it names an older draft). What it serves now is accepted and pinned: later changes wait for an admin (accept). A server that does not start or answer initialize and tools/list is refused (422) and nothing is stored; a taken server name is 409. A tool that cannot be a Toolbelt tool (no name, a name served twice or holding control, bidi or non-ASCII characters, a Toolbelt name another tool has, an invalid or oversized definition) is refused alone, with why, in report.refused and on the server; the other tools are accepted. Secrets in env and headers are references, {{env.NAME}}, never values.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2668,7 +2668,7 @@ type ClientInterface interface {
 
 	// AddUpstream Add an upstream MCP server
 	//
-	// Connects to an MCP server — a command Toolbelt runs in the sandbox over stdio, or a Streamable HTTP or legacy SSE endpoint reached under the outbound policy — lists its tools and makes each a Toolbelt tool named <server>__<tool> (snake_case), in the server's category, its security level from its MCP annotations (readOnlyHint safe, destructiveHint false moderate, else dangerous: approval), its input schema as served (converted to JSON Schema 2020-12 when it names an older draft). What it serves now is accepted and pinned: later changes wait for an admin (accept). A server that does not start or answer initialize and tools/list is refused (422) and nothing is stored; a tool whose name is taken refuses the whole server (409). Secrets in env and headers are references, {{env.NAME}}, never values.
+	// Connects to an MCP server — a command Toolbelt runs in the sandbox over stdio, or a Streamable HTTP or legacy SSE endpoint reached under the outbound policy — lists its tools and makes each a Toolbelt tool named <server>__<tool> (snake_case), in the server's category, its security level from its MCP annotations (readOnlyHint safe, destructiveHint false moderate, else dangerous: approval), its input schema as served (converted to JSON Schema 2020-12 when it names an older draft). What it serves now is accepted and pinned: later changes wait for an admin (accept). A server that does not start or answer initialize and tools/list is refused (422) and nothing is stored; a taken server name is 409. A tool that cannot be a Toolbelt tool (no name, a name served twice or holding control, bidi or non-ASCII characters, a Toolbelt name another tool has, an invalid or oversized definition) is refused alone, with why, in report.refused and on the server; the other tools are accepted. Secrets in env and headers are references, {{env.NAME}}, never values.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2705,7 +2705,7 @@ type ClientInterface interface {
 
 	// SyncUpstream Look again at an upstream's tools
 	//
-	// Lists the server's tools and compares each with the accepted definition: a changed or new one is held pending (audited) and its calls keep the accepted version; one no longer served is gone and its calls are refused; one served again as accepted is active again.
+	// Lists the server's tools and compares each with the accepted definition: a changed or new one is held pending (audited) and its calls keep the accepted version; one no longer served is gone and its calls are refused; one served again as accepted is active again; one that cannot be a Toolbelt tool is refused with why (report.refused, the tool's refused, audited as upstream.refuse) and its accepted definition, if any, kept.
 	//
 	// Corresponds with POST /api/v1/upstreams/{name}/sync (the `SyncUpstream` operationId).
 	SyncUpstream(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -3676,7 +3676,7 @@ func (c *Client) ListUpstreams(ctx context.Context, reqEditors ...RequestEditorF
 
 // AddUpstreamWithBody Add an upstream MCP server
 //
-// Connects to an MCP server — a command Toolbelt runs in the sandbox over stdio, or a Streamable HTTP or legacy SSE endpoint reached under the outbound policy — lists its tools and makes each a Toolbelt tool named <server>__<tool> (snake_case), in the server's category, its security level from its MCP annotations (readOnlyHint safe, destructiveHint false moderate, else dangerous: approval), its input schema as served (converted to JSON Schema 2020-12 when it names an older draft). What it serves now is accepted and pinned: later changes wait for an admin (accept). A server that does not start or answer initialize and tools/list is refused (422) and nothing is stored; a tool whose name is taken refuses the whole server (409). Secrets in env and headers are references, {{env.NAME}}, never values.
+// Connects to an MCP server — a command Toolbelt runs in the sandbox over stdio, or a Streamable HTTP or legacy SSE endpoint reached under the outbound policy — lists its tools and makes each a Toolbelt tool named <server>__<tool> (snake_case), in the server's category, its security level from its MCP annotations (readOnlyHint safe, destructiveHint false moderate, else dangerous: approval), its input schema as served (converted to JSON Schema 2020-12 when it names an older draft). What it serves now is accepted and pinned: later changes wait for an admin (accept). A server that does not start or answer initialize and tools/list is refused (422) and nothing is stored; a taken server name is 409. A tool that cannot be a Toolbelt tool (no name, a name served twice or holding control, bidi or non-ASCII characters, a Toolbelt name another tool has, an invalid or oversized definition) is refused alone, with why, in report.refused and on the server; the other tools are accepted. Secrets in env and headers are references, {{env.NAME}}, never values.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3695,7 +3695,7 @@ func (c *Client) AddUpstreamWithBody(ctx context.Context, contentType string, bo
 
 // AddUpstream Add an upstream MCP server
 //
-// Connects to an MCP server — a command Toolbelt runs in the sandbox over stdio, or a Streamable HTTP or legacy SSE endpoint reached under the outbound policy — lists its tools and makes each a Toolbelt tool named <server>__<tool> (snake_case), in the server's category, its security level from its MCP annotations (readOnlyHint safe, destructiveHint false moderate, else dangerous: approval), its input schema as served (converted to JSON Schema 2020-12 when it names an older draft). What it serves now is accepted and pinned: later changes wait for an admin (accept). A server that does not start or answer initialize and tools/list is refused (422) and nothing is stored; a tool whose name is taken refuses the whole server (409). Secrets in env and headers are references, {{env.NAME}}, never values.
+// Connects to an MCP server — a command Toolbelt runs in the sandbox over stdio, or a Streamable HTTP or legacy SSE endpoint reached under the outbound policy — lists its tools and makes each a Toolbelt tool named <server>__<tool> (snake_case), in the server's category, its security level from its MCP annotations (readOnlyHint safe, destructiveHint false moderate, else dangerous: approval), its input schema as served (converted to JSON Schema 2020-12 when it names an older draft). What it serves now is accepted and pinned: later changes wait for an admin (accept). A server that does not start or answer initialize and tools/list is refused (422) and nothing is stored; a taken server name is 409. A tool that cannot be a Toolbelt tool (no name, a name served twice or holding control, bidi or non-ASCII characters, a Toolbelt name another tool has, an invalid or oversized definition) is refused alone, with why, in report.refused and on the server; the other tools are accepted. Secrets in env and headers are references, {{env.NAME}}, never values.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -3782,7 +3782,7 @@ func (c *Client) EnableUpstream(ctx context.Context, name string, reqEditors ...
 
 // SyncUpstream Look again at an upstream's tools
 //
-// Lists the server's tools and compares each with the accepted definition: a changed or new one is held pending (audited) and its calls keep the accepted version; one no longer served is gone and its calls are refused; one served again as accepted is active again.
+// Lists the server's tools and compares each with the accepted definition: a changed or new one is held pending (audited) and its calls keep the accepted version; one no longer served is gone and its calls are refused; one served again as accepted is active again; one that cannot be a Toolbelt tool is refused with why (report.refused, the tool's refused, audited as upstream.refuse) and its accepted definition, if any, kept.
 //
 // Corresponds with POST /api/v1/upstreams/{name}/sync (the `SyncUpstream` operationId).
 func (c *Client) SyncUpstream(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -6743,7 +6743,7 @@ type ClientWithResponsesInterface interface {
 
 	// AddUpstreamWithBodyWithResponse Add an upstream MCP server
 	//
-	// Connects to an MCP server — a command Toolbelt runs in the sandbox over stdio, or a Streamable HTTP or legacy SSE endpoint reached under the outbound policy — lists its tools and makes each a Toolbelt tool named <server>__<tool> (snake_case), in the server's category, its security level from its MCP annotations (readOnlyHint safe, destructiveHint false moderate, else dangerous: approval), its input schema as served (converted to JSON Schema 2020-12 when it names an older draft). What it serves now is accepted and pinned: later changes wait for an admin (accept). A server that does not start or answer initialize and tools/list is refused (422) and nothing is stored; a tool whose name is taken refuses the whole server (409). Secrets in env and headers are references, {{env.NAME}}, never values.
+	// Connects to an MCP server — a command Toolbelt runs in the sandbox over stdio, or a Streamable HTTP or legacy SSE endpoint reached under the outbound policy — lists its tools and makes each a Toolbelt tool named <server>__<tool> (snake_case), in the server's category, its security level from its MCP annotations (readOnlyHint safe, destructiveHint false moderate, else dangerous: approval), its input schema as served (converted to JSON Schema 2020-12 when it names an older draft). What it serves now is accepted and pinned: later changes wait for an admin (accept). A server that does not start or answer initialize and tools/list is refused (422) and nothing is stored; a taken server name is 409. A tool that cannot be a Toolbelt tool (no name, a name served twice or holding control, bidi or non-ASCII characters, a Toolbelt name another tool has, an invalid or oversized definition) is refused alone, with why, in report.refused and on the server; the other tools are accepted. Secrets in env and headers are references, {{env.NAME}}, never values.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -6752,7 +6752,7 @@ type ClientWithResponsesInterface interface {
 
 	// AddUpstreamWithResponse Add an upstream MCP server
 	//
-	// Connects to an MCP server — a command Toolbelt runs in the sandbox over stdio, or a Streamable HTTP or legacy SSE endpoint reached under the outbound policy — lists its tools and makes each a Toolbelt tool named <server>__<tool> (snake_case), in the server's category, its security level from its MCP annotations (readOnlyHint safe, destructiveHint false moderate, else dangerous: approval), its input schema as served (converted to JSON Schema 2020-12 when it names an older draft). What it serves now is accepted and pinned: later changes wait for an admin (accept). A server that does not start or answer initialize and tools/list is refused (422) and nothing is stored; a tool whose name is taken refuses the whole server (409). Secrets in env and headers are references, {{env.NAME}}, never values.
+	// Connects to an MCP server — a command Toolbelt runs in the sandbox over stdio, or a Streamable HTTP or legacy SSE endpoint reached under the outbound policy — lists its tools and makes each a Toolbelt tool named <server>__<tool> (snake_case), in the server's category, its security level from its MCP annotations (readOnlyHint safe, destructiveHint false moderate, else dangerous: approval), its input schema as served (converted to JSON Schema 2020-12 when it names an older draft). What it serves now is accepted and pinned: later changes wait for an admin (accept). A server that does not start or answer initialize and tools/list is refused (422) and nothing is stored; a taken server name is 409. A tool that cannot be a Toolbelt tool (no name, a name served twice or holding control, bidi or non-ASCII characters, a Toolbelt name another tool has, an invalid or oversized definition) is refused alone, with why, in report.refused and on the server; the other tools are accepted. Secrets in env and headers are references, {{env.NAME}}, never values.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -6797,7 +6797,7 @@ type ClientWithResponsesInterface interface {
 
 	// SyncUpstreamWithResponse Look again at an upstream's tools
 	//
-	// Lists the server's tools and compares each with the accepted definition: a changed or new one is held pending (audited) and its calls keep the accepted version; one no longer served is gone and its calls are refused; one served again as accepted is active again.
+	// Lists the server's tools and compares each with the accepted definition: a changed or new one is held pending (audited) and its calls keep the accepted version; one no longer served is gone and its calls are refused; one served again as accepted is active again; one that cannot be a Toolbelt tool is refused with why (report.refused, the tool's refused, audited as upstream.refuse) and its accepted definition, if any, kept.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -11130,7 +11130,7 @@ func (c *ClientWithResponses) ListUpstreamsWithResponse(ctx context.Context, req
 
 // AddUpstreamWithBodyWithResponse Add an upstream MCP server
 //
-// Connects to an MCP server — a command Toolbelt runs in the sandbox over stdio, or a Streamable HTTP or legacy SSE endpoint reached under the outbound policy — lists its tools and makes each a Toolbelt tool named <server>__<tool> (snake_case), in the server's category, its security level from its MCP annotations (readOnlyHint safe, destructiveHint false moderate, else dangerous: approval), its input schema as served (converted to JSON Schema 2020-12 when it names an older draft). What it serves now is accepted and pinned: later changes wait for an admin (accept). A server that does not start or answer initialize and tools/list is refused (422) and nothing is stored; a tool whose name is taken refuses the whole server (409). Secrets in env and headers are references, {{env.NAME}}, never values.
+// Connects to an MCP server — a command Toolbelt runs in the sandbox over stdio, or a Streamable HTTP or legacy SSE endpoint reached under the outbound policy — lists its tools and makes each a Toolbelt tool named <server>__<tool> (snake_case), in the server's category, its security level from its MCP annotations (readOnlyHint safe, destructiveHint false moderate, else dangerous: approval), its input schema as served (converted to JSON Schema 2020-12 when it names an older draft). What it serves now is accepted and pinned: later changes wait for an admin (accept). A server that does not start or answer initialize and tools/list is refused (422) and nothing is stored; a taken server name is 409. A tool that cannot be a Toolbelt tool (no name, a name served twice or holding control, bidi or non-ASCII characters, a Toolbelt name another tool has, an invalid or oversized definition) is refused alone, with why, in report.refused and on the server; the other tools are accepted. Secrets in env and headers are references, {{env.NAME}}, never values.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -11145,7 +11145,7 @@ func (c *ClientWithResponses) AddUpstreamWithBodyWithResponse(ctx context.Contex
 
 // AddUpstreamWithResponse Add an upstream MCP server
 //
-// Connects to an MCP server — a command Toolbelt runs in the sandbox over stdio, or a Streamable HTTP or legacy SSE endpoint reached under the outbound policy — lists its tools and makes each a Toolbelt tool named <server>__<tool> (snake_case), in the server's category, its security level from its MCP annotations (readOnlyHint safe, destructiveHint false moderate, else dangerous: approval), its input schema as served (converted to JSON Schema 2020-12 when it names an older draft). What it serves now is accepted and pinned: later changes wait for an admin (accept). A server that does not start or answer initialize and tools/list is refused (422) and nothing is stored; a tool whose name is taken refuses the whole server (409). Secrets in env and headers are references, {{env.NAME}}, never values.
+// Connects to an MCP server — a command Toolbelt runs in the sandbox over stdio, or a Streamable HTTP or legacy SSE endpoint reached under the outbound policy — lists its tools and makes each a Toolbelt tool named <server>__<tool> (snake_case), in the server's category, its security level from its MCP annotations (readOnlyHint safe, destructiveHint false moderate, else dangerous: approval), its input schema as served (converted to JSON Schema 2020-12 when it names an older draft). What it serves now is accepted and pinned: later changes wait for an admin (accept). A server that does not start or answer initialize and tools/list is refused (422) and nothing is stored; a taken server name is 409. A tool that cannot be a Toolbelt tool (no name, a name served twice or holding control, bidi or non-ASCII characters, a Toolbelt name another tool has, an invalid or oversized definition) is refused alone, with why, in report.refused and on the server; the other tools are accepted. Secrets in env and headers are references, {{env.NAME}}, never values.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -11220,7 +11220,7 @@ func (c *ClientWithResponses) EnableUpstreamWithResponse(ctx context.Context, na
 
 // SyncUpstreamWithResponse Look again at an upstream's tools
 //
-// Lists the server's tools and compares each with the accepted definition: a changed or new one is held pending (audited) and its calls keep the accepted version; one no longer served is gone and its calls are refused; one served again as accepted is active again.
+// Lists the server's tools and compares each with the accepted definition: a changed or new one is held pending (audited) and its calls keep the accepted version; one no longer served is gone and its calls are refused; one served again as accepted is active again; one that cannot be a Toolbelt tool is refused with why (report.refused, the tool's refused, audited as upstream.refuse) and its accepted definition, if any, kept.
 //
 // Returns a wrapper object for the known response body format(s).
 //

@@ -36,7 +36,7 @@ func serverName(c *gin.Context) (string, error) {
 //
 //	@Summary		Add an upstream MCP server
 //	@ID			addUpstream
-//	@Description	Connects to an MCP server — a command Toolbelt runs in the sandbox over stdio, or a Streamable HTTP or legacy SSE endpoint reached under the outbound policy — lists its tools and makes each a Toolbelt tool named <server>__<tool> (snake_case), in the server's category, its security level from its MCP annotations (readOnlyHint safe, destructiveHint false moderate, else dangerous: approval), its input schema as served (converted to JSON Schema 2020-12 when it names an older draft). What it serves now is accepted and pinned: later changes wait for an admin (accept). A server that does not start or answer initialize and tools/list is refused (422) and nothing is stored; a tool whose name is taken refuses the whole server (409). Secrets in env and headers are references, {{env.NAME}}, never values.
+//	@Description	Connects to an MCP server — a command Toolbelt runs in the sandbox over stdio, or a Streamable HTTP or legacy SSE endpoint reached under the outbound policy — lists its tools and makes each a Toolbelt tool named <server>__<tool> (snake_case), in the server's category, its security level from its MCP annotations (readOnlyHint safe, destructiveHint false moderate, else dangerous: approval), its input schema as served (converted to JSON Schema 2020-12 when it names an older draft). What it serves now is accepted and pinned: later changes wait for an admin (accept). A server that does not start or answer initialize and tools/list is refused (422) and nothing is stored; a taken server name is 409. A tool that cannot be a Toolbelt tool (no name, a name served twice or holding control, bidi or non-ASCII characters, a Toolbelt name another tool has, an invalid or oversized definition) is refused alone, with why, in report.refused and on the server; the other tools are accepted. Secrets in env and headers are references, {{env.NAME}}, never values.
 //	@Tags			upstreams
 //	@Accept			json
 //	@Produce		json
@@ -45,7 +45,7 @@ func serverName(c *gin.Context) (string, error) {
 //	@Failure		400		{object}	ErrorBody	"malformed JSON or unknown field"
 //	@Failure		401		{object}	ErrorBody
 //	@Failure		403		{object}	ErrorBody
-//	@Failure		409		{object}	ErrorBody	"the server's name or one of its tools' names is taken"
+//	@Failure		409		{object}	ErrorBody	"the server's name is taken"
 //	@Failure		413		{object}	ErrorBody
 //	@Failure		415		{object}	ErrorBody
 //	@Failure		422		{object}	ErrorBody	"an invalid field, or a server that does not start or answer"
@@ -125,7 +125,7 @@ func (h *Handler) GetUpstream(c *gin.Context) error {
 //
 //	@Summary		Look again at an upstream's tools
 //	@ID			syncUpstream
-//	@Description	Lists the server's tools and compares each with the accepted definition: a changed or new one is held pending (audited) and its calls keep the accepted version; one no longer served is gone and its calls are refused; one served again as accepted is active again.
+//	@Description	Lists the server's tools and compares each with the accepted definition: a changed or new one is held pending (audited) and its calls keep the accepted version; one no longer served is gone and its calls are refused; one served again as accepted is active again; one that cannot be a Toolbelt tool is refused with why (report.refused, the tool's refused, audited as upstream.refuse) and its accepted definition, if any, kept.
 //	@Tags			upstreams
 //	@Produce		json
 //	@Param			name	path		string	true	"Server name"
