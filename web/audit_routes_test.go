@@ -172,6 +172,9 @@ func TestEveryStateChangeIsRecorded(t *testing.T) {
 			return api("POST", "/api/v1/upstreams/weather/sync", nil)(role)
 		}, models.AuditUpstreamSync},
 		{"POST /api/v1/upstreams/:name/tools/:tool/accept", "admin", api("POST", "/api/v1/upstreams/weather/tools/forecast/accept", nil), models.AuditUpstreamAccept},
+		{"PUT /api/v1/upstreams/:name/tools/:tool/alias", "admin", api("PUT", "/api/v1/upstreams/weather/tools/forecast/alias", map[string]any{"alias": "weather_forecast"}), models.AuditUpstreamAlias},
+		{"POST /api/v1/upstreams/:name/tools/:tool/disable", "admin", api("POST", "/api/v1/upstreams/weather/tools/forecast/disable", nil), models.AuditUpstreamToolDisable},
+		{"POST /api/v1/upstreams/:name/tools/:tool/enable", "admin", api("POST", "/api/v1/upstreams/weather/tools/forecast/enable", nil), models.AuditUpstreamToolEnable},
 		{"POST /api/v1/upstreams/:name/disable", "admin", api("POST", "/api/v1/upstreams/weather/disable", nil), models.AuditUpstreamDisable},
 		{"POST /api/v1/upstreams/:name/enable", "admin", api("POST", "/api/v1/upstreams/weather/enable", nil), models.AuditUpstreamEnable},
 		{"DELETE /api/v1/upstreams/:name", "admin", api("DELETE", "/api/v1/upstreams/weather", nil), models.AuditUpstreamDelete},
@@ -255,6 +258,9 @@ func TestEveryStateChangeIsRecorded(t *testing.T) {
 			return form(fixed("/admin/servers/weather2/sync"), url.Values{})(role)
 		}, models.AuditUpstreamSync},
 		{"POST /admin/servers/:name/tools/:tool/accept", "admin", form(fixed("/admin/servers/weather2/tools/forecast/accept"), url.Values{}), models.AuditUpstreamAccept},
+		{"POST /admin/servers/:name/tools/:tool/alias", "admin", form(fixed("/admin/servers/weather2/tools/forecast/alias"), url.Values{"alias": {"weather2_forecast"}}), models.AuditUpstreamAlias},
+		{"POST /admin/servers/:name/tools/:tool/disable", "admin", form(fixed("/admin/servers/weather2/tools/forecast/disable"), url.Values{}), models.AuditUpstreamToolDisable},
+		{"POST /admin/servers/:name/tools/:tool/enable", "admin", form(fixed("/admin/servers/weather2/tools/forecast/enable"), url.Values{}), models.AuditUpstreamToolEnable},
 		{"POST /admin/servers/:name/disable", "admin", form(fixed("/admin/servers/weather2/disable"), url.Values{}), models.AuditUpstreamDisable},
 		{"POST /admin/servers/:name/enable", "admin", form(fixed("/admin/servers/weather2/enable"), url.Values{}), models.AuditUpstreamEnable},
 		{"POST /admin/servers/:name/delete", "admin", form(fixed("/admin/servers/weather2/delete"), url.Values{}), models.AuditUpstreamDelete},
