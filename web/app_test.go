@@ -283,7 +283,7 @@ func toolDef(name string, edits ...func(m map[string]any)) map[string]any {
 		},
 		"security":  map[string]any{"level": "safe"},
 		"execution": map[string]any{"timeout": 5000},
-		"runner":    map[string]any{"kind": "command", "argv": []any{"wc", "-w", "{{text}}"}},
+		"runner":    map[string]any{"kind": "command", "argv": []any{"wc", "-w", "--", "{{text}}"}},
 	}
 	m["security"].(map[string]any)["sandbox"] = true
 	for _, e := range edits {

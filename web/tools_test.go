@@ -54,7 +54,7 @@ func TestRegisterValidation(t *testing.T) {
 		{"long description", toolDef("t1", set("description", strings.Repeat("d", 2049))), []string{"/description"}},
 		{"unknown category", toolDef("t1", set("category", "database")), []string{"/category"}},
 		{"bad tag", toolDef("t1", set("tags", []any{"ok", "Not OK"})), []string{"/tags/1"}},
-		{"root not object", toolDef("t1", set("parameters", map[string]any{"type": "array"})), []string{"/parameters/type", "/runner/argv/2"}},
+		{"root not object", toolDef("t1", set("parameters", map[string]any{"type": "array"})), []string{"/parameters/type", "/runner/argv/3"}},
 		{"required names a missing property", toolDef("t1", set("parameters.required", []any{"text", "lang"})), []string{"/parameters/required/1"}},
 		{"schema does not compile", toolDef("t1", set("parameters.properties", map[string]any{"text": map[string]any{"type": "strin"}})), []string{"/parameters/properties/text/type"}},
 		{"bad pattern", toolDef("t1", set("parameters.properties", map[string]any{"text": map[string]any{"type": "string", "pattern": "(["}})), []string{"/parameters/properties/text/pattern"}},
