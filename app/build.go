@@ -229,7 +229,7 @@ func (a *App) buildInvoke(env hostEnv, sleep func(context.Context, time.Duration
 	}
 	// Results go where http_request may go, checked the same way.
 	a.Callbacks = callbacks.New(callbacks.Deps{Store: a.Store, Secrets: callbacks.NewSecrets(a.Store, callbackKey),
-		Net: cfg.NetPolicy, Settings: cfg.Callbacks, Log: a.Log, Instance: cfg.Instance})
+		Net: cfg.NetPolicy, Settings: cfg.Callbacks, Log: a.Log, Instance: cfg.Instance, Metrics: a.Metrics})
 	a.Invoker = a.newInvoker(redactor, sleep)
 	a.Alerts = ops.NewAlerts(ops.AlertsDeps{Store: a.Store, Config: cfg.Alerts, Metrics: a.Metrics, Log: a.Log})
 	a.Audit = audit.New(a.Store, cfg.AuditRetention, a.Log)
@@ -241,7 +241,8 @@ func (a *App) newInvoker(redactor *redact.Redactor, sleep func(context.Context, 
 	d := invoke.Deps{Store: a.Store, Selector: a.Selector, Authz: a.Authz, Redactor: redactor, Runners: a.Runners,
 		DataDir: a.Config.DataDir, Log: a.Log, Metrics: a.Metrics, Callbacks: a.Callbacks, SharedResults: a.Redis,
 		RateLimits: cluster.LimiterStore(a.Store, "limits"), Instance: a.Config.Instance, Sleep: sleep,
-		MaxPendingApprovals: a.Config.Caps.PendingApprovals}
+		MaxPendingApprovals: a.Config.Caps.PendingApprovals,
+		QueueWaiting:        a.Config.QueueWaiting, QueueWaitingEach: a.Config.QueueWaitingEach}
 	// Category limits hold in the cluster when instances share a queue:
 	// in Redis when configured, falling back to the Postgres database
 	// while it does not answer; else in the Postgres database.

@@ -17,6 +17,7 @@ import (
 	"toolbelt/services/access"
 	"toolbelt/services/audit"
 	"toolbelt/services/callbacks"
+	"toolbelt/services/invoke"
 	"toolbelt/services/netpolicy"
 	"toolbelt/services/ops"
 	"toolbelt/services/runners"
@@ -99,6 +100,11 @@ type Config struct {
 	// loopback names. A request without Origin (every non-browser client)
 	// is not affected.
 	MCPAllowedOrigins []string
+	// QueueWaiting bounds the calls waiting per category queue
+	// (TOOLBELT_QUEUE_WAITING) and QueueWaitingEach those of one principal
+	// among them (TOOLBELT_QUEUE_WAITING_PER_PRINCIPAL), async calls
+	// counted from their submission.
+	QueueWaiting, QueueWaitingEach int
 }
 
 // ParseConfig reads the serve command's configuration from args and the
@@ -209,8 +215,29 @@ func ParseConfig(args []string, lookup func(string) (string, bool)) (Config, err
 	if cfg.MCPAllowedOrigins, err = web.ParseOrigins(env("TOOLBELT_MCP_ALLOWED_ORIGINS", "")); err != nil {
 		return cfg, fmt.Errorf("TOOLBELT_MCP_ALLOWED_ORIGINS: %w", err)
 	}
+	if cfg.QueueWaiting, err = positive(env, "TOOLBELT_QUEUE_WAITING", invoke.DefaultQueueWaiting); err != nil {
+		return cfg, err
+	}
+	if cfg.QueueWaitingEach, err = positive(env, "TOOLBELT_QUEUE_WAITING_PER_PRINCIPAL", invoke.DefaultQueueWaitingEach); err != nil {
+		return cfg, err
+	}
+	if cfg.Callbacks.Workers, err = positive(env, "TOOLBELT_CALLBACK_WORKERS", cfg.Callbacks.Workers); err != nil {
+		return cfg, err
+	}
+	if cfg.Callbacks.WorkersEach, err = positive(env, "TOOLBELT_CALLBACK_WORKERS_PER_PRINCIPAL", cfg.Callbacks.WorkersEach); err != nil {
+		return cfg, err
+	}
 	cfg.Secrets = secrets(env)
 	return cfg, nil
+}
+
+// positive reads the positive integer setting name, def when unset.
+func positive(env func(name, def string) string, name string, def int) (int, error) {
+	n, err := strconv.Atoi(env(name, strconv.Itoa(def)))
+	if err != nil || n < 1 {
+		return def, fmt.Errorf("%s must be a positive integer", name)
+	}
+	return n, nil
 }
 
 // trustedProxies reads TOOLBELT_TRUSTED_PROXIES: addresses or CIDR

@@ -14,6 +14,7 @@ import (
 	"toolbelt/services/access"
 	"toolbelt/services/audit"
 	"toolbelt/services/callbacks"
+	"toolbelt/services/invoke"
 	"toolbelt/services/netpolicy"
 	"toolbelt/services/ops"
 	"toolbelt/services/runners"
@@ -34,7 +35,8 @@ func TestParseConfig(t *testing.T) {
 	defaults := Config{Addr: ":8080", DataDir: "./data", LogLevel: "info", LogFormat: "auto", EmbedModel: "nomic-embed-text",
 		KeepLearned: selection.DefaultKeepLearned, Sandbox: "auto", ShutdownTimeout: 20 * time.Second,
 		Alerts: ops.DefaultAlertConfig(), ToolsDir: "./tools.d", SessionQuotaMB: runners.DefaultSessionQuota >> 20,
-		Callbacks: callbacks.Defaults(), AuditRetention: audit.DefaultRetention, Caps: access.DefaultPrincipalCaps()}
+		Callbacks: callbacks.Defaults(), AuditRetention: audit.DefaultRetention, Caps: access.DefaultPrincipalCaps(),
+		QueueWaiting: invoke.DefaultQueueWaiting, QueueWaitingEach: invoke.DefaultQueueWaitingEach}
 	with := func(edit func(*Config)) Config {
 		c := defaults
 		edit(&c)
@@ -64,7 +66,10 @@ func TestParseConfig(t *testing.T) {
 			"TOOLBELT_DATABASE_URL":    "postgres://tb:pw@db:5432/tb",
 			"TOOLBELT_REDIS_URL":       "redis://:pw@cache:6379/0",
 			"TOOLBELT_TRUSTED_PROXIES": " 10.9.0.0/16, 192.168.1.5,fd00::1, 10.1.2.3/8",
+			"TOOLBELT_QUEUE_WAITING":   "32", "TOOLBELT_QUEUE_WAITING_PER_PRINCIPAL": "4",
+			"TOOLBELT_CALLBACK_WORKERS": "16", "TOOLBELT_CALLBACK_WORKERS_PER_PRINCIPAL": "3",
 		}, want: with(func(c *Config) {
+			c.QueueWaiting, c.QueueWaitingEach, c.Callbacks.Workers, c.Callbacks.WorkersEach = 32, 4, 16, 3
 			c.TrustedProxies = []string{"10.9.0.0/16", "192.168.1.5/32", "fd00::1/128", "10.0.0.0/8"}
 			c.RedisURL = "redis://:pw@cache:6379/0"
 			c.CallbackKey = testCallbackKey
@@ -114,6 +119,8 @@ func TestParseConfig(t *testing.T) {
 			wantErr: `TOOLBELT_TRUSTED_PROXIES: "::/0" would trust`},
 		{name: "not a proxy address", env: map[string]string{"TOOLBELT_TRUSTED_PROXIES": "proxy.internal"},
 			wantErr: `TOOLBELT_TRUSTED_PROXIES: "proxy.internal" is neither an address nor a CIDR range`},
+		{name: "bad queue bound", env: map[string]string{"TOOLBELT_QUEUE_WAITING_PER_PRINCIPAL": "0"}, wantErr: "TOOLBELT_QUEUE_WAITING_PER_PRINCIPAL must be a positive integer"},
+		{name: "bad callback share", env: map[string]string{"TOOLBELT_CALLBACK_WORKERS_PER_PRINCIPAL": "two"}, wantErr: "TOOLBELT_CALLBACK_WORKERS_PER_PRINCIPAL must be a positive integer"},
 		{name: "bad private range", env: map[string]string{"TOOLBELT_HTTP_ALLOW_PRIVATE": "ten"}, wantErr: "TOOLBELT_HTTP_ALLOW_PRIVATE: "},
 	}
 	for _, tc := range cases {

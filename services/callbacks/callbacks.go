@@ -4,7 +4,10 @@
 // caller's secret (sign.go), retried with exponential backoff, refused by
 // the egress policy of http_request, and recorded on the call. A delivery
 // is stored when its call is accepted, so it survives a restart and
-// resumes; it stops at its first 2xx.
+// resumes; it stops at its first 2xx. Retries are due times in a schedule
+// (schedule.go): a worker makes one attempt and takes the next due
+// delivery, never sleeping through a backoff, and no principal's
+// deliveries hold more than their share of the workers.
 package callbacks
 
 import (
@@ -14,6 +17,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -25,6 +29,7 @@ import (
 
 	"toolbelt/models"
 	"toolbelt/services/netpolicy"
+	"toolbelt/services/ops"
 )
 
 // Settings bound a delivery's retries.
@@ -38,8 +43,10 @@ type Settings struct {
 	MaxTime     time.Duration
 	// Timeout is each attempt's, from connecting to reading the answer.
 	Timeout time.Duration
-	// Workers bounds the deliveries attempted at once.
-	Workers int
+	// Workers bounds the deliveries attempted at once, and WorkersEach
+	// those of one principal among them, so one principal's slow or
+	// failing receiver cannot hold every worker.
+	Workers, WorkersEach int
 	// Rescan is how often deliveries left open are looked for (a wake-up
 	// missed, a call ended through a path that does not announce it).
 	Rescan time.Duration
@@ -49,7 +56,7 @@ type Settings struct {
 // between attempts, at most 12 attempts within 24 h, 10 s each.
 func Defaults() Settings {
 	return Settings{FirstWait: time.Second, MaxWait: 10 * time.Minute, MaxAttempts: 12, MaxTime: 24 * time.Hour,
-		Timeout: 10 * time.Second, Workers: 8, Rescan: 30 * time.Second}
+		Timeout: 10 * time.Second, Workers: 8, WorkersEach: 2, Rescan: 30 * time.Second}
 }
 
 // MaxURL is the longest callback URL accepted.
@@ -69,8 +76,8 @@ type Deliverer struct {
 	// can belong to calls a crash lost.
 	started time.Time
 
-	mu     sync.Mutex
-	active map[string]bool // call ids being delivered
+	// due are the pending deliveries by due time, taken by the workers.
+	due *schedule
 	// owner is the instance run deliveries are claimed under: every
 	// instance delivers, one at a time each delivery
 	// (models.Store.ClaimCallback).
@@ -108,6 +115,9 @@ type Deps struct {
 	// Instance names this instance; deliveries are claimed under it and
 	// an id of this run.
 	Instance string
+	// Metrics, when set, counts the deliveries held back for their
+	// principal's share.
+	Metrics *ops.Metrics
 }
 
 // New returns a deliverer; Run does its work.
@@ -118,7 +128,7 @@ func New(d Deps) *Deliverer {
 	// elsewhere, to a refused address least of all.
 	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	return &Deliverer{store: d.Store, secrets: d.Secrets, policy: d.Net, client: client, set: d.Settings, log: d.Log,
-		wake: make(chan string, 256), active: map[string]bool{}, started: time.Now().UTC(),
+		wake: make(chan string, 256), due: newSchedule(d.Settings.WorkersEach, d.Metrics), started: time.Now().UTC(),
 		owner: cmp.Or(d.Instance, "toolbelt") + "#" + models.NewID()}
 }
 
@@ -160,35 +170,26 @@ func (d *Deliverer) Due(ctx context.Context, callID string, result []byte) {
 }
 
 // Run delivers until ctx ends: first what a previous run left open, then
-// each delivery made due, and every Rescan what was missed. It returns
-// once the deliveries it started have stopped; one cut short stays
-// pending, to resume at the next start.
+// each delivery made due, and every Rescan what was missed. Workers take
+// the deliveries whose time has come from the schedule, one attempt each.
+// It returns once the attempts it started have stopped; one cut short
+// stays pending, to resume at the next start.
 func (d *Deliverer) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	slots := make(chan struct{}, max(d.set.Workers, 1))
-	start := func(cb models.Callback) {
-		d.mu.Lock()
-		busy := d.active[cb.CallID]
-		d.active[cb.CallID] = true
-		d.mu.Unlock()
-		if busy {
-			return
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { d.mu.Lock(); delete(d.active, cb.CallID); d.mu.Unlock() }()
-			select {
-			case slots <- struct{}{}:
-			case <-ctx.Done():
-				return
+	for range max(d.set.Workers, 1) {
+		wg.Go(func() {
+			for {
+				cb, ok := d.due.next(ctx)
+				if !ok {
+					return
+				}
+				d.deliver(ctx, cb)
+				d.due.done(cb)
 			}
-			defer func() { <-slots }()
-			d.deliver(ctx, cb)
-		}()
+		})
 	}
-	d.scan(ctx, true, start)
+	d.scan(ctx, true, d.start)
 	t := time.NewTicker(max(d.set.Rescan, time.Millisecond))
 	defer t.Stop()
 	for {
@@ -202,12 +203,33 @@ func (d *Deliverer) Run(ctx context.Context) error {
 				continue
 			}
 			if cb.State == models.CallbackPending {
-				start(*cb)
+				d.start(ctx, *cb)
 			}
 		case <-t.C:
-			d.scan(ctx, false, start)
+			d.scan(ctx, false, d.start)
 		}
 	}
+}
+
+// start schedules a pending delivery at its next attempt's time (now for
+// a new one), claimed for this run until that attempt could have ended:
+// an instance that finds it held by a live run leaves it to that run. A
+// delivery scheduled or being attempted here already is left as it is.
+func (d *Deliverer) start(ctx context.Context, cb models.Callback) {
+	at := time.Now()
+	if cb.NextAt != nil && cb.NextAt.After(at) {
+		at = *cb.NextAt
+	}
+	if d.due.has(cb.CallID) {
+		return
+	}
+	if err := d.claim(ctx, cb.CallID, at); err != nil {
+		if !errors.Is(err, errClaimed) && ctx.Err() == nil {
+			d.log.Error("claim callback", "call_id", cb.CallID, "err", err)
+		}
+		return
+	}
+	d.due.add(cb, at)
 }
 
 // scan starts the pending deliveries, and makes due the waiting ones whose
@@ -215,7 +237,7 @@ func (d *Deliverer) Run(ctx context.Context) error {
 // the two, a call ended at start). At start (first), a waiting delivery
 // of a previous run whose call is not recorded is dropped: its acceptance
 // was lost (a call of this run may still be on its way to the database).
-func (d *Deliverer) scan(ctx context.Context, first bool, start func(models.Callback)) {
+func (d *Deliverer) scan(ctx context.Context, first bool, start func(context.Context, models.Callback)) {
 	open, err := d.store.OpenCallbacks(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -239,7 +261,7 @@ func (d *Deliverer) scan(ctx context.Context, first bool, start func(models.Call
 			}
 			cb.State, cb.Body, cb.EndedAt = models.CallbackPending, rec.Result, &now
 		}
-		start(cb)
+		start(ctx, cb)
 	}
 }
 
@@ -257,90 +279,82 @@ func (d *Deliverer) lostBefore() time.Time {
 // errGone is a receiver answering 410: it wants no more deliveries.
 var errGone = errors.New("the receiver answered 410 Gone")
 
-// deliver attempts a pending delivery until it succeeds, is refused for
-// good, or its attempts or time run out, recording each attempt. A
-// delivery resumed after a restart goes on from its recorded attempts and
-// next attempt's time.
+// deliver makes one attempt of a delivery whose time has come and
+// records it: a success or a refusal for good ends it, as does the last
+// attempt its bounds allow; otherwise its next attempt is scheduled after
+// the backoff (or the receiver's Retry-After), held for this run until
+// then. A delivery found past its bounds (the server was down) gets this
+// one last attempt.
 func (d *Deliverer) deliver(ctx context.Context, cb models.Callback) {
-	from := time.Now()
-	if cb.NextAt != nil && cb.NextAt.After(from) {
-		from = *cb.NextAt
-	}
-	// Held from now until the first attempt has ended: an instance that
-	// finds it held by a live run leaves it to that run.
-	if err := d.claim(ctx, cb.CallID, from); err != nil {
-		if !errors.Is(err, errClaimed) && ctx.Err() == nil {
+	if err := d.claim(ctx, cb.CallID, time.Now()); err != nil {
+		switch {
+		case errors.Is(err, errClaimed):
+			d.log.Info("callback taken over by another instance", "call_id", cb.CallID)
+		case ctx.Err() == nil:
 			d.log.Error("claim callback", "call_id", cb.CallID, "err", err)
 		}
 		return
 	}
-	if cb.NextAt != nil {
-		if wait := time.Until(*cb.NextAt); wait > 0 {
-			t := time.NewTimer(wait)
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				t.Stop()
-				return
-			}
-		}
+	status, err := d.attempt(ctx, &cb)
+	if ctx.Err() != nil {
+		return // cut short: not counted, resumed at the next start
 	}
-	tries := d.set.MaxAttempts - cb.Attempts
-	elapsed := time.Duration(0)
-	if cb.EndedAt != nil {
-		elapsed = time.Since(*cb.EndedAt)
-	}
-	if tries < 1 || elapsed >= d.set.MaxTime {
-		tries = 1 // a delivery found past its bounds (the server was down) gets one last attempt
-	}
-	wait := &backoff.ExponentialBackOff{InitialInterval: d.set.FirstWait, RandomizationFactor: 0.1, Multiplier: 2, MaxInterval: d.set.MaxWait}
-	_, err := backoff.Retry(ctx, func() (struct{}, error) {
-		if err := d.claim(ctx, cb.CallID, time.Now()); err != nil {
-			return struct{}{}, backoff.Permanent(err)
-		}
-		status, err := d.attempt(ctx, &cb)
-		if ctx.Err() != nil {
-			return struct{}{}, backoff.Permanent(ctx.Err()) // cut short: not counted, resumed at the next start
-		}
-		cb.Attempts++
-		cb.LastStatus, cb.LastError = status, ""
-		if err != nil {
-			cb.LastError = err.Error()
-		}
-		if err == nil {
-			now := time.Now().UTC()
-			cb.State, cb.DeliveredAt = models.CallbackDelivered, &now
-		}
+	cb.Attempts++
+	cb.LastStatus, cb.LastError = status, ""
+	if err == nil {
+		now := time.Now().UTC()
+		cb.State, cb.DeliveredAt = models.CallbackDelivered, &now
 		if err := d.store.SaveCallbackAttempt(ctx, &cb); err != nil {
-			return struct{}{}, backoff.Permanent(err)
+			d.log.Error("record delivered callback", "call_id", cb.CallID, "err", err)
 		}
-		return struct{}{}, err
-	}, backoff.WithBackOff(wait), backoff.WithMaxTries(uint(tries)), backoff.WithMaxElapsedTime(max(d.set.MaxTime-elapsed, time.Nanosecond)),
-		backoff.WithNotify(func(_ error, next time.Duration) {
-			at := time.Now().Add(next).UTC()
-			cb.NextAt = &at
-			// Held until the next attempt has ended: no other instance
-			// attempts it meanwhile, unless this one dies.
-			if err := d.claim(ctx, cb.CallID, at); err != nil {
-				d.log.Warn("hold callback until its next attempt", "call_id", cb.CallID, "err", err)
-			}
-			if err := d.store.SaveCallbackAttempt(ctx, &cb); err != nil {
-				d.log.Error("record callback retry", "call_id", cb.CallID, "err", err)
-			}
-		}))
-	switch {
-	case err == nil:
 		d.log.Info("callback delivered", "call_id", cb.CallID, "attempts", cb.Attempts, "status", cb.LastStatus)
-	case ctx.Err() != nil:
-	case errors.Is(err, errClaimed):
-		d.log.Info("callback taken over by another instance", "call_id", cb.CallID)
-	case cb.State == models.CallbackPending:
-		cb.State = models.CallbackFailed
-		if err := d.store.SaveCallbackAttempt(ctx, &cb); err != nil {
-			d.log.Error("record failed callback", "call_id", cb.CallID, "err", err)
-		}
-		d.log.Warn("callback failed", "call_id", cb.CallID, "attempts", cb.Attempts, "last_status", cb.LastStatus, "last_error", cb.LastError)
+		return
 	}
+	cb.LastError = err.Error()
+	if wait, again := d.retryIn(&cb, err); again {
+		at := time.Now().Add(wait).UTC()
+		cb.NextAt = &at
+		// Held until the next attempt has ended: no other instance
+		// attempts it meanwhile, unless this one dies.
+		if err := d.claim(ctx, cb.CallID, at); err != nil {
+			d.log.Warn("hold callback until its next attempt", "call_id", cb.CallID, "err", err)
+		}
+		if err := d.store.SaveCallbackAttempt(ctx, &cb); err != nil {
+			d.log.Error("record callback retry", "call_id", cb.CallID, "err", err)
+			return // left pending: the next scan takes it again
+		}
+		d.due.add(cb, at)
+		return
+	}
+	cb.State = models.CallbackFailed
+	if err := d.store.SaveCallbackAttempt(ctx, &cb); err != nil {
+		d.log.Error("record failed callback", "call_id", cb.CallID, "err", err)
+	}
+	d.log.Warn("callback failed", "call_id", cb.CallID, "attempts", cb.Attempts, "last_status", cb.LastStatus, "last_error", cb.LastError)
+}
+
+// retryIn says when a failed delivery is attempted again: FirstWait
+// doubling with each attempt up to MaxWait (10% jitter either way), or
+// the receiver's Retry-After; false when the failure is for good or the
+// delivery's attempts or time are spent.
+func (d *Deliverer) retryIn(cb *models.Callback, err error) (time.Duration, bool) {
+	var permanent *backoff.PermanentError
+	if errors.As(err, &permanent) || cb.Attempts >= d.set.MaxAttempts {
+		return 0, false
+	}
+	wait := d.set.MaxWait
+	if n := cb.Attempts - 1; n < 30 {
+		wait = min(d.set.FirstWait<<n, d.set.MaxWait)
+	}
+	wait += time.Duration((rand.Float64()*0.2 - 0.1) * float64(wait))
+	var after *backoff.RetryAfterError
+	if errors.As(err, &after) {
+		wait = after.Duration
+	}
+	if cb.EndedAt != nil && time.Since(*cb.EndedAt)+wait > d.set.MaxTime {
+		return 0, false
+	}
+	return wait, true
 }
 
 // attempt POSTs the result once, signed, and returns the status the

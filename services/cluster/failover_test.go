@@ -85,7 +85,7 @@ func TestQueuesFallBackToPostgres(t *testing.T) {
 	ctx := context.Background()
 	none := [2]int64{}
 
-	s, err := a.queues.Acquire(ctx, "shell", 1, 8, nil)
+	s, err := a.queues.Acquire(ctx, Ask{Category: "shell", Limit: 1, MaxWait: 8}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +94,7 @@ func TestQueuesFallBackToPostgres(t *testing.T) {
 	inEach(t, a, "shell", none, none)
 
 	rs.Stop()
-	held, err := b.queues.Acquire(ctx, "shell", 1, 8, nil)
+	held, err := b.queues.Acquire(ctx, Ask{Category: "shell", Limit: 1, MaxWait: 8}, nil)
 	if err != nil {
 		t.Fatalf("acquire while redis is down: %v", err)
 	}
@@ -102,7 +102,7 @@ func TestQueuesFallBackToPostgres(t *testing.T) {
 	inEach(t, a, "shell", down, [2]int64{1, 0})
 	got := make(chan error, 1)
 	go func() {
-		s, err := a.queues.Acquire(ctx, "shell", 1, 8, nil)
+		s, err := a.queues.Acquire(ctx, Ask{Category: "shell", Limit: 1, MaxWait: 8}, nil)
 		if err == nil {
 			s.Release()
 		}
@@ -117,7 +117,7 @@ func TestQueuesFallBackToPostgres(t *testing.T) {
 
 	rs.Start()
 	redisUp(t, a)
-	s, err = a.queues.Acquire(ctx, "shell", 1, 8, nil)
+	s, err = a.queues.Acquire(ctx, Ask{Category: "shell", Limit: 1, MaxWait: 8}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,13 +126,13 @@ func TestQueuesFallBackToPostgres(t *testing.T) {
 	inEach(t, b, "shell", none, none)
 
 	rs.Restart()
-	s, err = b.queues.Acquire(ctx, "shell", 1, 8, nil)
+	s, err = b.queues.Acquire(ctx, Ask{Category: "shell", Limit: 1, MaxWait: 8}, nil)
 	if err != nil {
 		t.Fatalf("acquire after a restart: %v", err)
 	}
 	redisUp(t, b)
 	s.Release()
-	s, err = b.queues.Acquire(ctx, "shell", 1, 8, nil)
+	s, err = b.queues.Acquire(ctx, Ask{Category: "shell", Limit: 1, MaxWait: 8}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,12 +149,12 @@ func TestQueueSlotReleasedWhereTaken(t *testing.T) {
 	a := instance(t)
 	ctx := context.Background()
 	none := [2]int64{}
-	inRedis, err := a.queues.Acquire(ctx, "code", 2, 8, nil)
+	inRedis, err := a.queues.Acquire(ctx, Ask{Category: "code", Limit: 2, MaxWait: 8}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	rs.Stop()
-	inPostgres, err := a.queues.Acquire(ctx, "code", 2, 8, nil)
+	inPostgres, err := a.queues.Acquire(ctx, Ask{Category: "code", Limit: 2, MaxWait: 8}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,8 @@ package cluster
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -18,8 +20,11 @@ import (
 // (queue_redis.go) or, without Redis, in the database (models.TakeSlot),
 // or in Redis falling back to the database (FailoverQueues).
 //
-// A call gets a ticket when it must wait; a slot is given to the waiter
-// with the lowest ticket while fewer calls hold one than the limit. Each
+// A call gets a ticket when it must wait; while fewer calls hold a slot
+// than the limit, a slot is given to the first waiter of the principal
+// holding the fewest slots (models.FairOrder), so one principal's flood
+// yields to the others' calls, and each principal has a waiting bound of
+// its own besides the category's. Each
 // place and slot has a lease its instance renews (a slot every QueueRenew by
 // a goroutine of its own, a place each time its waiter asks again), so an
 // instance that dies frees its slots and places within QueueLease. A release,
@@ -51,12 +56,15 @@ type queueBackend interface {
 	// take is models.Store.TakeSlot's decision.
 	take(ctx context.Context, r models.SlotRequest) (models.Admission, error)
 	// renew extends a held slot's lease (false: it had lapsed and was
-	// taken back).
-	renew(ctx context.Context, category, token string, lease time.Duration) (bool, error)
+	// taken back, as principal's).
+	renew(ctx context.Context, category, token, principal string, lease time.Duration) (bool, error)
 	// release gives up the slot or place of token and tells the other
 	// instances.
 	release(ctx context.Context, category, token string) error
 	depth(ctx context.Context, category string) (holding, waiting int64, err error)
+	// line counts the slots held and the waiters of category, and
+	// principal's waiters.
+	line(ctx context.Context, category, principal string) (Line, error)
 }
 
 // StoreQueues are queues in store's database (Postgres without Redis),
@@ -83,14 +91,24 @@ func newQueues(b queueBackend, notices *Notices, log *slog.Logger) *Queues {
 	return q
 }
 
-// Acquire waits for a slot of category, of which at most limit are held
-// at once in the cluster, in the order of arrival; models.ErrQueueFull
-// when maxWait calls wait already. waiting, when set, is told once when
-// the call has to wait. When ctx ends first, the call leaves the queue
-// (its place given up, the waiters behind it woken) and Acquire returns
-// ctx's error. The caller releases the slot it gets.
-func (q *Queues) Acquire(ctx context.Context, category string, limit, maxWait int, waiting func()) (*Slot, error) {
-	r := models.SlotRequest{Category: category, Token: models.NewID(), Limit: max(1, limit), MaxWait: maxWait, Lease: q.lease}
+// Ask is what a call asks a queue for: a slot of Category, of which at
+// most Limit are held at once in the cluster, with at most MaxWait calls
+// waiting, and at most MaxWaitEach of Principal (0: no bound of its own).
+type Ask struct {
+	Category, Principal         string
+	Limit, MaxWait, MaxWaitEach int
+}
+
+// Acquire waits for a slot as a asks, given fairly between principals
+// (models.FairOrder); models.ErrQueueFull when MaxWait calls wait already
+// or MaxWaitEach of a.Principal (the error says which). waiting, when
+// set, is told once when the call has to wait. When ctx ends first, the
+// call leaves the queue (its place given up, the waiters behind it woken)
+// and Acquire returns ctx's error. The caller releases the slot it gets.
+func (q *Queues) Acquire(ctx context.Context, a Ask, waiting func()) (*Slot, error) {
+	category := a.Category
+	r := models.SlotRequest{Category: category, Principal: a.Principal, Token: models.NewID(), Limit: max(1, a.Limit),
+		MaxWait: a.MaxWait, MaxWaitEach: a.MaxWaitEach, Lease: q.lease}
 	var timer *time.Timer
 	defer func() {
 		if timer != nil {
@@ -111,9 +129,11 @@ func (q *Queues) Acquire(ctx context.Context, category string, limit, maxWait in
 		}
 		switch got {
 		case models.SlotHeld:
-			return q.hold(category, r.Token), nil
+			return q.hold(category, r.Token, r.Principal), nil
 		case models.SlotFull:
-			return nil, models.ErrQueueFull.Errorf("%d %s calls wait already", maxWait, category)
+			return nil, models.ErrQueueFull.Errorf("%d %s calls wait already", a.MaxWait, category)
+		case models.SlotPrincipalFull:
+			return nil, fmt.Errorf("%w: %w", ErrPrincipalFull, models.ErrQueueFull.Errorf("%d %s calls of yours wait already", a.MaxWaitEach, category))
 		}
 		if timer == nil {
 			if waiting != nil {
@@ -144,6 +164,22 @@ func (q *Queues) leave(category, token string) {
 	q.wakers.wake(category)
 }
 
+// ErrPrincipalFull marks a refusal for the caller's own waiting bound
+// (wrapped with models.ErrQueueFull).
+var ErrPrincipalFull = errors.New("the caller's waiting bound")
+
+// Line is a category queue as one principal sees it: the slots held,
+// the calls waiting, and the principal's calls among them.
+type Line struct {
+	Holding, Waiting, Mine int64
+}
+
+// Waiting counts the calls of category holding a slot and waiting in the
+// cluster, and principal's waiting.
+func (q *Queues) Waiting(ctx context.Context, category, principal string) (Line, error) {
+	return q.backend.line(ctx, category, principal)
+}
+
 // Depth counts the calls of category holding a slot and waiting, in the
 // cluster.
 func (q *Queues) Depth(ctx context.Context, category string) (holding, waiting int64, err error) {
@@ -152,14 +188,14 @@ func (q *Queues) Depth(ctx context.Context, category string) (holding, waiting i
 
 // Slot is a held slot of a shared queue, renewed until released.
 type Slot struct {
-	q               *Queues
-	category, token string
-	stop, done      chan struct{}
-	once            sync.Once
+	q                          *Queues
+	category, token, principal string
+	stop, done                 chan struct{}
+	once                       sync.Once
 }
 
-func (q *Queues) hold(category, token string) *Slot {
-	s := &Slot{q: q, category: category, token: token, stop: make(chan struct{}), done: make(chan struct{})}
+func (q *Queues) hold(category, token, principal string) *Slot {
+	s := &Slot{q: q, category: category, token: token, principal: principal, stop: make(chan struct{}), done: make(chan struct{})}
 	go s.renewing()
 	return s
 }
@@ -176,7 +212,7 @@ func (s *Slot) renewing() {
 		case <-t.C:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), s.q.renew)
-		held, err := s.q.backend.renew(ctx, s.category, s.token, s.q.lease)
+		held, err := s.q.backend.renew(ctx, s.category, s.token, s.principal, s.q.lease)
 		cancel()
 		switch {
 		case err != nil:
@@ -245,8 +281,8 @@ func (b *storeQueues) take(ctx context.Context, r models.SlotRequest) (models.Ad
 	return b.store.TakeSlot(ctx, r)
 }
 
-func (b *storeQueues) renew(ctx context.Context, category, token string, lease time.Duration) (bool, error) {
-	return b.store.RenewSlot(ctx, category, token, time.Now(), lease)
+func (b *storeQueues) renew(ctx context.Context, category, token, principal string, lease time.Duration) (bool, error) {
+	return b.store.RenewSlot(ctx, category, token, principal, time.Now(), lease)
 }
 
 func (b *storeQueues) release(ctx context.Context, category, token string) error {
@@ -259,4 +295,9 @@ func (b *storeQueues) release(ctx context.Context, category, token string) error
 
 func (b *storeQueues) depth(ctx context.Context, category string) (int64, int64, error) {
 	return b.store.QueueDepth(ctx, category, time.Now())
+}
+
+func (b *storeQueues) line(ctx context.Context, category, principal string) (Line, error) {
+	holding, waiting, mine, err := b.store.QueueLine(ctx, category, principal, time.Now())
+	return Line{Holding: holding, Waiting: waiting, Mine: mine}, err
 }

@@ -109,15 +109,15 @@ func (f *failoverQueues) take(ctx context.Context, r models.SlotRequest) (models
 	return got, err
 }
 
-func (f *failoverQueues) renew(ctx context.Context, category, token string, lease time.Duration) (bool, error) {
+func (f *failoverQueues) renew(ctx context.Context, category, token, principal string, lease time.Duration) (bool, error) {
 	if f.placed(token) == f.store {
-		return f.store.renew(ctx, category, token, lease)
+		return f.store.renew(ctx, category, token, principal, lease)
 	}
 	if !f.link.up() {
 		// The slot lapses in Redis; the call runs on (see FailoverQueues).
 		return true, nil
 	}
-	held, err := f.redis.renew(ctx, category, token, lease)
+	held, err := f.redis.renew(ctx, category, token, principal, lease)
 	if f.link.fault(ctx, err) {
 		return true, nil
 	}
@@ -149,4 +149,17 @@ func (f *failoverQueues) depth(ctx context.Context, category string) (int64, int
 		return holding, waiting, nil
 	}
 	return holding + h, waiting + w, err
+}
+
+// line counts both queues, as depth does.
+func (f *failoverQueues) line(ctx context.Context, category, principal string) (Line, error) {
+	l, err := f.store.line(ctx, category, principal)
+	if err != nil || !f.link.up() {
+		return l, err
+	}
+	r, err := f.redis.line(ctx, category, principal)
+	if f.link.fault(ctx, err) {
+		return l, nil
+	}
+	return Line{Holding: l.Holding + r.Holding, Waiting: l.Waiting + r.Waiting, Mine: l.Mine + r.Mine}, err
 }

@@ -138,7 +138,7 @@ func newHost(n int) *host {
 // call acquires a slot on q as call i, holds it until released, and
 // gives it back.
 func (h *host) call(ctx context.Context, q *Queues, i, limit, maxWait int) {
-	slot, err := q.Acquire(ctx, "shell", limit, maxWait, nil)
+	slot, err := q.Acquire(ctx, Ask{Category: "shell", Limit: limit, MaxWait: maxWait}, nil)
 	if err != nil {
 		h.errs[i] = err
 		h.admitted <- -1
@@ -205,7 +205,7 @@ func TestSharedQueueUnderContention(t *testing.T) {
 		var wg sync.WaitGroup
 		for i := range calls {
 			wg.Go(func() {
-				slot, err := qs[i%len(qs)].Acquire(context.Background(), "shell", limit, calls, nil)
+				slot, err := qs[i%len(qs)].Acquire(context.Background(), Ask{Category: "shell", Limit: limit, MaxWait: calls}, nil)
 				if err != nil {
 					t.Error(err)
 					return
@@ -236,7 +236,7 @@ func TestSharedQueueUnderContention(t *testing.T) {
 func TestSharedQueueFullInTheCluster(t *testing.T) {
 	eachQueueBackend(t, 3, func(t *testing.T, qs []*Queues) {
 		a, b, c := qs[0], qs[1], qs[2]
-		held, err := a.Acquire(context.Background(), "shell", 1, 2, nil)
+		held, err := a.Acquire(context.Background(), Ask{Category: "shell", Limit: 1, MaxWait: 2}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -247,7 +247,7 @@ func TestSharedQueueFullInTheCluster(t *testing.T) {
 			ctx context.Context
 		}{{b, ctxB}, {c, context.Background()}} {
 			go func() {
-				slot, err := on.q.Acquire(on.ctx, "shell", 1, 2, nil)
+				slot, err := on.q.Acquire(on.ctx, Ask{Category: "shell", Limit: 1, MaxWait: 2}, nil)
 				if err == nil {
 					slot.Release()
 				}
@@ -255,7 +255,7 @@ func TestSharedQueueFullInTheCluster(t *testing.T) {
 			}()
 		}
 		depthIs(t, a, "shell", 1, 2)
-		_, err = a.Acquire(context.Background(), "shell", 1, 2, nil)
+		_, err = a.Acquire(context.Background(), Ask{Category: "shell", Limit: 1, MaxWait: 2}, nil)
 		if !errors.Is(err, models.ErrQueueFull) || models.CodeOf(err) != models.CodeQueueFull {
 			t.Fatalf("a third waiter: %v; want QUEUE_FULL", err)
 		}
@@ -265,7 +265,7 @@ func TestSharedQueueFullInTheCluster(t *testing.T) {
 		}
 		depthIs(t, a, "shell", 1, 1)
 		go func() {
-			slot, err := a.Acquire(context.Background(), "shell", 1, 2, nil)
+			slot, err := a.Acquire(context.Background(), Ask{Category: "shell", Limit: 1, MaxWait: 2}, nil)
 			if err == nil {
 				slot.Release()
 			}
@@ -291,7 +291,7 @@ func TestSharedQueueCancelledWaiterLeaves(t *testing.T) {
 		const limit = 2
 		var held []*Slot
 		for range limit {
-			s, err := a.Acquire(context.Background(), "shell", limit, 8, nil)
+			s, err := a.Acquire(context.Background(), Ask{Category: "shell", Limit: limit, MaxWait: 8}, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -300,7 +300,7 @@ func TestSharedQueueCancelledWaiterLeaves(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		first := make(chan error, 1)
 		go func() {
-			s, err := b.Acquire(ctx, "shell", limit, 8, nil)
+			s, err := b.Acquire(ctx, Ask{Category: "shell", Limit: limit, MaxWait: 8}, nil)
 			if err == nil {
 				s.Release()
 			}
@@ -309,7 +309,7 @@ func TestSharedQueueCancelledWaiterLeaves(t *testing.T) {
 		depthIs(t, a, "shell", limit, 1)
 		second := make(chan *Slot, 1)
 		go func() {
-			s, err := a.Acquire(context.Background(), "shell", limit, 8, nil)
+			s, err := a.Acquire(context.Background(), Ask{Category: "shell", Limit: limit, MaxWait: 8}, nil)
 			if err != nil {
 				t.Error(err)
 			}
@@ -333,7 +333,7 @@ func TestSharedQueueCancelledWaiterLeaves(t *testing.T) {
 			var again []*Slot
 			for range limit {
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				s, err := q.Acquire(ctx, "shell", limit, 0, nil) // maxWait 0: only a free slot will do
+				s, err := q.Acquire(ctx, Ask{Category: "shell", Limit: limit, MaxWait: 0}, nil) // maxWait 0: only a free slot will do
 				cancel()
 				if err != nil {
 					t.Fatalf("the limit does not run at once afterwards: %v", err)
@@ -358,7 +358,7 @@ func TestSharedQueueDeadInstanceFreesItsSlot(t *testing.T) {
 		a, b := qs[0], qs[1]
 		a.lease, a.renew = lease, renew // the times of QueueLease and QueueRenew, shortened
 		b.lease, b.renew = lease, renew
-		live, err := a.Acquire(context.Background(), "shell", 1, 8, nil)
+		live, err := a.Acquire(context.Background(), Ask{Category: "shell", Limit: 1, MaxWait: 8}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -370,7 +370,7 @@ func TestSharedQueueDeadInstanceFreesItsSlot(t *testing.T) {
 		}
 		got := make(chan *Slot, 1)
 		go func() {
-			s, err := b.Acquire(ctx, "shell", 1, 8, nil)
+			s, err := b.Acquire(ctx, Ask{Category: "shell", Limit: 1, MaxWait: 8}, nil)
 			if err != nil {
 				t.Error(err)
 			}
@@ -402,51 +402,62 @@ func TestSharedQueueDeadInstanceFreesItsSlot(t *testing.T) {
 // ticket as slots free, the waiting bound counts waiters only, and a
 // release of what is not held changes nothing.
 func TestSharedQueueDecisions(t *testing.T) {
-	type step struct {
-		token string
-		op    string // take, release
-		want  models.Admission
-	}
-	steps := []step{
-		{"h1", "take", models.SlotHeld},
-		{"h2", "take", models.SlotHeld},
-		{"w1", "take", models.SlotWaiting},
-		{"w2", "take", models.SlotWaiting},
-		{"full", "take", models.SlotFull}, // two wait: the bound
-		{"h1", "release", 0},
-		{"late", "take", models.SlotFull},  // a slot is free, but w1 and w2 wait: no barging, and the list is full
-		{"w2", "take", models.SlotWaiting}, // w1 is first
-		{"w1", "take", models.SlotHeld},
-		{"w2", "take", models.SlotWaiting}, // both slots held again
-		{"late", "take", models.SlotWaiting},
-		{"h2", "release", 0},
-		{"late", "take", models.SlotWaiting}, // behind w2
-		{"w2", "take", models.SlotHeld},
-		{"w2", "take", models.SlotHeld}, // asking again while holding keeps it
-		{"nobody", "release", 0},
-		{"late", "take", models.SlotWaiting},
-		{"late", "release", 0}, // leaves the line
-		{"w1", "release", 0},
-		{"next", "take", models.SlotHeld}, // nobody waits, a slot is free
+	steps := []decision{
+		{"h1", "", "take", models.SlotHeld},
+		{"h2", "", "take", models.SlotHeld},
+		{"w1", "", "take", models.SlotWaiting},
+		{"w2", "", "take", models.SlotWaiting},
+		{"full", "", "take", models.SlotFull}, // two wait: the bound
+		{"h1", "", "release", 0},
+		{"late", "", "take", models.SlotFull},  // a slot is free, but w1 and w2 wait: no barging, and the list is full
+		{"w2", "", "take", models.SlotWaiting}, // w1 is first
+		{"w1", "", "take", models.SlotHeld},
+		{"w2", "", "take", models.SlotWaiting}, // both slots held again
+		{"late", "", "take", models.SlotWaiting},
+		{"h2", "", "release", 0},
+		{"late", "", "take", models.SlotWaiting}, // behind w2
+		{"w2", "", "take", models.SlotHeld},
+		{"w2", "", "take", models.SlotHeld}, // asking again while holding keeps it
+		{"nobody", "", "release", 0},
+		{"late", "", "take", models.SlotWaiting},
+		{"late", "", "release", 0}, // leaves the line
+		{"w1", "", "release", 0},
+		{"next", "", "take", models.SlotHeld}, // nobody waits, a slot is free
 	}
 	eachQueueBackend(t, 1, func(t *testing.T, qs []*Queues) {
-		ctx := context.Background()
-		for i, s := range steps {
-			if s.op == "release" {
-				if err := qs[0].backend.release(ctx, "code", s.token); err != nil {
-					t.Fatal(err)
-				}
-				continue
-			}
-			got, err := qs[0].backend.take(ctx, models.SlotRequest{Category: "code", Token: s.token, Limit: 2, MaxWait: 2, Lease: time.Minute, Now: time.Now()})
-			if err != nil || got != s.want {
-				t.Fatalf("step %d, %s takes: %v %v; want %v", i, s.token, got, err, s.want)
-			}
-		}
-		if h, w, err := qs[0].Depth(ctx, "code"); err != nil || h != 2 || w != 0 {
+		play(t, qs[0], models.SlotRequest{Limit: 2, MaxWait: 2}, steps)
+		if h, w, err := qs[0].Depth(context.Background(), "code"); err != nil || h != 2 || w != 0 {
 			t.Errorf("depth %d holding, %d waiting, %v; want 2, 0", h, w, err)
 		}
 	})
+}
+
+// decision is a step of a queue's decisions: token of principal takes
+// (wanting want) or releases.
+type decision struct {
+	token, principal string
+	op               string // take, release
+	want             models.Admission
+}
+
+// play takes the steps in the code category of q's backend with the
+// bounds of r, failing at the first decision not wanted.
+func play(t *testing.T, q *Queues, r models.SlotRequest, steps []decision) {
+	t.Helper()
+	ctx := context.Background()
+	for i, s := range steps {
+		if s.op == "release" {
+			if err := q.backend.release(ctx, "code", s.token); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		r.Category, r.Token, r.Principal, r.Lease, r.Now = "code", s.token, s.principal, time.Minute, time.Now()
+		got, err := q.backend.take(ctx, r)
+		if err != nil || got != s.want {
+			t.Fatalf("step %d, %s of %q takes: %v %v; want %v", i, s.token, s.principal, got, err, s.want)
+		}
+	}
 }
 
 // BenchmarkSharedQueue measures acquiring and releasing a free slot of a
@@ -459,7 +470,7 @@ func BenchmarkSharedQueue(b *testing.B) {
 			q := be.open(b)(b)
 			ctx := context.Background()
 			for b.Loop() {
-				s, err := q.Acquire(ctx, "shell", 5, 64, nil)
+				s, err := q.Acquire(ctx, Ask{Category: "shell", Limit: 5, MaxWait: 64}, nil)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -484,12 +495,12 @@ func TestSharedQueueLapsedSlotTakenBack(t *testing.T) {
 			}
 		}
 		depthIs(t, qs[0], "api", 0, 0) // both leases have lapsed, nothing swept them yet
-		held, err := b.renew(ctx, "api", "paused-holder", time.Minute)
+		held, err := b.renew(ctx, "api", "paused-holder", "", time.Minute)
 		if err != nil || held {
 			t.Fatalf("renewing a lapsed slot: %v %v; want taken back", held, err)
 		}
 		depthIs(t, qs[0], "api", 1, 0)
-		if held, err := b.renew(ctx, "api", "paused-holder", time.Minute); err != nil || !held {
+		if held, err := b.renew(ctx, "api", "paused-holder", "", time.Minute); err != nil || !held {
 			t.Fatalf("renewing a held slot: %v %v", held, err)
 		}
 		// The slot is held: a newcomer waits.
@@ -514,7 +525,7 @@ func BenchmarkSharedQueueContended(b *testing.B) {
 			b.RunParallel(func(pb *testing.PB) {
 				q := qs[next.Add(1)%int64(len(qs))]
 				for pb.Next() {
-					s, err := q.Acquire(ctx, "shell", 4, 64, nil)
+					s, err := q.Acquire(ctx, Ask{Category: "shell", Limit: 4, MaxWait: 64}, nil)
 					if err != nil {
 						b.Error(err)
 						return
@@ -524,4 +535,44 @@ func BenchmarkSharedQueueContended(b *testing.B) {
 			})
 		})
 	}
+}
+
+// TestSharedQueueFairBetweenPrincipals plays a flood against a victim
+// in the shared queue's decisions, on Redis and on Postgres: the flood
+// fills the slots and waits, the victim's one call comes after it, yet the
+// next free slot is the victim's (it holds none, the flood holds some);
+// the flood's own waiting bound refuses its excess while the victim still
+// gets a place; and within the flood the order of arrival holds.
+func TestSharedQueueFairBetweenPrincipals(t *testing.T) {
+	steps := []decision{
+		{"f1", "flood", "take", models.SlotHeld},
+		{"f2", "flood", "take", models.SlotHeld},
+		{"f3", "flood", "take", models.SlotWaiting},
+		{"f4", "flood", "take", models.SlotWaiting},
+		{"f5", "flood", "take", models.SlotWaiting},
+		{"f6", "flood", "take", models.SlotPrincipalFull}, // three of the flood's wait: its own bound
+		{"v1", "victim", "take", models.SlotWaiting},      // the category's bound (8) is far
+		{"f1", "flood", "release", 0},
+		{"f3", "flood", "take", models.SlotWaiting}, // first in line, but the flood holds a slot and the victim none
+		{"v1", "victim", "take", models.SlotHeld},
+		{"f2", "flood", "release", 0},
+		{"f4", "flood", "take", models.SlotWaiting}, // the flood's order holds: f3 first
+		{"f3", "flood", "take", models.SlotHeld},
+		{"v2", "victim", "take", models.SlotWaiting},
+		{"f3", "flood", "release", 0},
+		{"v2", "victim", "take", models.SlotWaiting}, // now the victim holds one and the flood none: f4 goes first
+		{"f4", "flood", "take", models.SlotHeld},
+	}
+	eachQueueBackend(t, 1, func(t *testing.T, qs []*Queues) {
+		ctx := context.Background()
+		play(t, qs[0], models.SlotRequest{Limit: 2, MaxWait: 8, MaxWaitEach: 3}, steps)
+		if line, err := qs[0].Waiting(ctx, "code", "flood"); err != nil || line != (Line{Holding: 2, Waiting: 2, Mine: 1}) {
+			t.Errorf("the line as the flood sees it: %+v, %v; want 2 holding (v1, f4), 2 waiting (f5, v2), 1 of the flood", line, err)
+		}
+		// The refusal for the caller's own bound says so.
+		_, err := qs[0].Acquire(ctx, Ask{Category: "code", Principal: "victim", Limit: 2, MaxWait: 8, MaxWaitEach: 1}, nil)
+		if !errors.Is(err, models.ErrQueueFull) || !errors.Is(err, ErrPrincipalFull) {
+			t.Errorf("the victim's second waiter with a bound of 1: %v", err)
+		}
+	})
 }

@@ -45,11 +45,16 @@ func newBackground() *background {
 // enqueue records an asynchronous call as queued and runs it in the
 // background; the caller polls its URL. The cheap guards (resolve,
 // validate, authorize) run first, so an unknown tool, bad arguments or a
-// missing permission are answered at once; the whole chain runs again in
-// the background.
+// missing permission are answered at once; then the call reserves its
+// place in its category's queue, so a caller past a waiting bound is
+// answered QUEUE_FULL (429) now, not 202 and a refusal later. The whole
+// chain runs again in the background.
 func (inv *Invoker) enqueue(ctx context.Context, c *call) ToolResult {
 	if res := inv.precheck(ctx, c); res.Error != nil {
 		return inv.finish(ctx, c, res)
+	}
+	if res := inv.reserve(ctx, c); res != nil {
+		return inv.finish(ctx, c, *res)
 	}
 	// The delivery of the result is stored before the call is answered:
 	// acknowledged, it is kept (a delivery whose call a crash lost is
@@ -57,6 +62,7 @@ func (inv *Invoker) enqueue(ctx context.Context, c *call) ToolResult {
 	if cb := inv.newCallback(c); cb != nil {
 		if err := inv.store.CreateCallback(ctx, cb); err != nil {
 			inv.log.ErrorContext(ctx, "store callback", "err", err, "call_id", c.id)
+			inv.unreserve(c.id)
 			return inv.finish(ctx, c, storeFailure(err))
 		}
 	}
@@ -67,11 +73,13 @@ func (inv *Invoker) enqueue(ctx context.Context, c *call) ToolResult {
 }
 
 // runLater runs a recorded call in the background, optionally consuming
-// an approval.
+// an approval. The queue place the call reserved when it was accepted is
+// given up when it ends, if the call did not reach its queue.
 func (inv *Invoker) runLater(callID, approvalID string) {
 	inv.bg.wg.Add(1)
 	go func() {
 		defer inv.bg.wg.Done()
+		defer inv.unreserve(callID)
 		if err := inv.resume(inv.bg.ctx, callID, approvalID); err != nil {
 			inv.log.Error("run call in the background", "err", err, "call_id", callID)
 		}

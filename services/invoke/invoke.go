@@ -102,7 +102,11 @@ type Deps struct {
 	DataDir string
 	// QueueLimits overrides DefaultQueueLimits per category.
 	QueueLimits map[string]int
-	Log         *slog.Logger
+	// QueueWaiting and QueueWaitingEach bound the calls waiting per
+	// category, and those of one principal among them; zero:
+	// DefaultQueueWaiting and DefaultQueueWaitingEach.
+	QueueWaiting, QueueWaitingEach int
+	Log                            *slog.Logger
 	// Metrics, when set, is reported to (ReportQueues and
 	// ReportPendingApprovals too).
 	Metrics *ops.Metrics
@@ -146,7 +150,7 @@ func New(d Deps) *Invoker {
 		schemas: newSchemaCache(), validated: newValidatedMemo(),
 		results:    newResultsCache(),
 		limits:     newRateLimits(d.RateLimits),
-		queues:     newQueues(d.QueueLimits, 0),
+		queues:     newQueues(d.QueueLimits, d.QueueWaiting, d.QueueWaitingEach),
 		sleep:      d.Sleep,
 		bg:         newBackground(),
 		events:     newBroker(),

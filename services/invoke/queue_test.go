@@ -2,6 +2,9 @@ package invoke
 
 import (
 	"context"
+	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -17,7 +20,7 @@ import (
 // blocks: the limit holds, the waiting list is bounded, and a call
 // cancelled while waiting leaves.
 func TestQueueGuard(t *testing.T) {
-	inv := &Invoker{queues: newQueues(map[string]int{"shell": 2}, 1)}
+	inv := &Invoker{queues: newQueues(map[string]int{"shell": 2}, 1, 0)}
 	release := make(chan struct{})
 	var running, peak atomic.Int64
 	step := inv.queue(func(ctx context.Context, c *call) ToolResult {
@@ -42,16 +45,16 @@ func TestQueueGuard(t *testing.T) {
 	// The third waits; the fourth finds the waiting list full.
 	ctx, cancel := context.WithCancel(context.Background())
 	wg.Go(func() { results[2] = step(ctx, shell()) })
-	waitFor(t, func() bool { return inv.queues.of("shell").waiting.Load() == 1 })
+	waitFor(t, func() bool { return waitingIn(inv.queues.of("shell")) == 1 })
 	if res := step(context.Background(), shell()); res.Error == nil || res.Error.Code != models.CodeQueueFull || res.Error.RetryAfter == 0 {
 		t.Fatalf("fourth call: %+v", res)
 	}
 	cancel()
-	waitFor(t, func() bool { return inv.queues.of("shell").waiting.Load() == 0 })
+	waitFor(t, func() bool { return waitingIn(inv.queues.of("shell")) == 0 })
 	// A waiter that gets a slot runs, and its wait is measured.
 	waiter := shell()
 	wg.Go(func() { results[3] = step(context.Background(), waiter) })
-	waitFor(t, func() bool { return inv.queues.of("shell").waiting.Load() == 1 })
+	waitFor(t, func() bool { return waitingIn(inv.queues.of("shell")) == 1 })
 	time.Sleep(30 * time.Millisecond)
 	close(release)
 	wg.Wait()
@@ -95,7 +98,7 @@ func TestSharedQueueGuard(t *testing.T) {
 	}
 	defer client.Close()
 	shared := cluster.RedisQueues(client, nil, quiet)
-	inv := &Invoker{queues: newQueues(map[string]int{"shell": 1}, 1), log: quiet}
+	inv := &Invoker{queues: newQueues(map[string]int{"shell": 1}, 1, 0), log: quiet}
 	inv.queues.shared = shared
 	release := make(chan struct{})
 	step := inv.queue(func(ctx context.Context, c *call) ToolResult {
@@ -152,11 +155,201 @@ func TestSharedQueueGuard(t *testing.T) {
 // step that does nothing, with a free slot (the path of every call on
 // one instance).
 func BenchmarkQueueGuard(b *testing.B) {
-	inv := &Invoker{queues: newQueues(nil, 0)}
+	inv := &Invoker{queues: newQueues(nil, 0, 0)}
 	step := inv.queue(func(ctx context.Context, c *call) ToolResult { return ToolResult{Success: true} })
 	c := &call{def: tooldef.Definition{Category: "shell"}}
 	ctx := context.Background()
 	for b.Loop() {
 		step(ctx, c)
 	}
+}
+
+// waitingIn counts the calls waiting in cq (and the places reserved).
+func waitingIn(cq *categoryQueue) int {
+	cq.mu.Lock()
+	defer cq.mu.Unlock()
+	return cq.waitCount
+}
+
+// flooded is a category queue under a flood: each call of the step under
+// test blocks until released by id, and the ids are admitted in order.
+type flooded struct {
+	inv      *Invoker
+	step     step
+	admitted chan string
+	mu       sync.Mutex
+	release  map[string]chan struct{}
+}
+
+func newFlooded(limit, maxWait, maxWaitEach int) *flooded {
+	f := &flooded{inv: &Invoker{queues: newQueues(map[string]int{"code": limit}, maxWait, maxWaitEach), log: quiet},
+		admitted: make(chan string, 64), release: map[string]chan struct{}{}}
+	f.step = f.inv.queue(func(ctx context.Context, c *call) ToolResult {
+		f.admitted <- c.id
+		<-f.gate(c.id)
+		return ToolResult{Status: models.StatusSucceeded, Success: true}
+	})
+	return f
+}
+
+func (f *flooded) gate(id string) chan struct{} {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ch, ok := f.release[id]
+	if !ok {
+		ch = make(chan struct{})
+		f.release[id] = ch
+	}
+	return ch
+}
+
+// codeCall is a call of principal id in the code category.
+func codeCall(id string, principal uint) *call {
+	return &call{id: id, caller: &models.Principal{ID: principal}, def: tooldef.Definition{Category: "code"}}
+}
+
+// A flood principal fills the code category (2 running, 6 waiting); the
+// victim's call, last to arrive, runs at the first free slot, before the
+// flood's waiters; the flood's own waiting bound refuses its excess with
+// QUEUE_FULL saying so, while the victim still gets a place.
+func TestQueueFairAcrossPrincipals(t *testing.T) {
+	const flood, victim = 1, 2
+	f := newFlooded(2, 64, 8)
+	results := make(chan ToolResult, 32)
+	run := func(c *call) { go func() { results <- f.step(context.Background(), c) }() }
+	for i := range 8 {
+		run(codeCall(fmt.Sprintf("f%d", i), flood))
+		if i < 2 {
+			<-f.admitted
+		} else {
+			waitFor(t, func() bool { return waitingIn(f.inv.queues.of("code")) == i-1 })
+		}
+	}
+	run(codeCall("v", victim))
+	waitFor(t, func() bool { return waitingIn(f.inv.queues.of("code")) == 7 })
+	close(f.gate("f0"))
+	<-results
+	next := <-f.admitted
+	t.Logf("at the first free slot, %s runs (the victim waited behind %d of the flood's calls)", next,
+		map[bool]int{true: 0, false: 6}[next == "v"])
+	if next != "v" {
+		t.Fatalf("the first free slot went to %s; want the victim's call", next)
+	}
+	// The flood has 6 waiting: 2 more reach its bound of 8.
+	run(codeCall("f8", flood))
+	run(codeCall("f9", flood))
+	waitFor(t, func() bool { return waitingIn(f.inv.queues.of("code")) == 8 })
+	res := f.step(context.Background(), codeCall("f10", flood))
+	if res.Error == nil || res.Error.Code != models.CodeQueueFull || res.Error.RetryAfter == 0 || !strings.Contains(res.Error.Message, "you have 8 code calls waiting") {
+		t.Fatalf("the flood past its bound: %+v", res.Error)
+	}
+	run(codeCall("v2", victim))
+	waitFor(t, func() bool { return waitingIn(f.inv.queues.of("code")) == 9 })
+	// The flood's order holds among its calls; while the victim's first
+	// call holds one of the two slots, the flood has the other, and the
+	// victim's second call runs when its first ends.
+	var order []string
+	for _, id := range []string{"f1", "f2", "f3", "f4", "f5", "f6", "f7", "f8", "f9", "v", "v2"} {
+		close(f.gate(id))
+		<-results
+		if len(order) < 9 {
+			order = append(order, <-f.admitted)
+		}
+	}
+	if want := []string{"f2", "f3", "f4", "f5", "f6", "f7", "f8", "f9", "v2"}; !slices.Equal(order, want) {
+		t.Errorf("admitted %v; want %v", order, want)
+	}
+}
+
+// An async call reserves its place when it is submitted: past the
+// caller's bound it is refused then (QUEUE_FULL), another principal is
+// not; a reserved call that reaches the queue is not refused again, and a
+// reservation given up frees its place.
+func TestQueueReservedAtSubmission(t *testing.T) {
+	const flood, victim = 1, 2
+	f := newFlooded(1, 64, 2)
+	ctx := context.Background()
+	results := make(chan ToolResult, 8)
+	go func() { results <- f.step(ctx, codeCall("running", flood)) }()
+	<-f.admitted
+	for _, id := range []string{"a1", "a2"} {
+		if res := f.inv.reserve(ctx, codeCall(id, flood)); res != nil {
+			t.Fatalf("%s: %+v", id, res.Error)
+		}
+	}
+	if res := f.inv.reserve(ctx, codeCall("a3", flood)); res == nil || res.Error.Code != models.CodeQueueFull {
+		t.Fatalf("the flood's third async call past its bound of 2 was accepted")
+	}
+	if res := f.inv.reserve(ctx, codeCall("v", victim)); res != nil {
+		t.Fatalf("the victim's async call: %+v", res.Error)
+	}
+	// a1 reaches the queue: it converts its place, it is not refused.
+	go func() { results <- f.step(ctx, codeCall("a1", flood)) }()
+	waitFor(t, func() bool {
+		f.inv.queues.mu.Lock()
+		defer f.inv.queues.mu.Unlock()
+		_, still := f.inv.queues.reserved["a1"]
+		return !still
+	})
+	if n := waitingIn(f.inv.queues.of("code")); n != 3 {
+		t.Fatalf("%d waiting or reserved; want 3 (a1 waiting, a2 and v reserved)", n)
+	}
+	// a2 ended before it queued (a guard refused it): its place is free.
+	f.inv.unreserve("a2")
+	if res := f.inv.reserve(ctx, codeCall("a4", flood)); res != nil {
+		t.Fatalf("a place given up was not freed: %+v", res.Error)
+	}
+	f.inv.unreserve("a4")
+	f.inv.unreserve("v")
+	close(f.gate("running"))
+	close(f.gate("a1"))
+	for range 2 {
+		if res := <-results; !res.Success {
+			t.Errorf("%+v", res)
+		}
+	}
+	<-f.admitted
+	if n := waitingIn(f.inv.queues.of("code")); n != 0 {
+		t.Errorf("%d left waiting", n)
+	}
+}
+
+// BenchmarkQueueVictimUnderFlood measures the victim's wait in the code
+// category (limit 4) under a flood principal's 68 calls of 2 ms each (4
+// running, 64 waiting) when its call arrives: victim-ms is the time from
+// the flood's start to the victim's call running.
+func BenchmarkQueueVictimUnderFlood(b *testing.B) {
+	const flood, victim = 1, 2
+	var waited time.Duration
+	for b.Loop() {
+		inv := &Invoker{queues: newQueues(map[string]int{"code": 4}, 128, 128), log: quiet}
+		gate := make(chan struct{})
+		ran := make(chan struct{})
+		step := inv.queue(func(ctx context.Context, c *call) ToolResult {
+			if c.caller.ID == victim {
+				close(ran)
+				return ToolResult{Success: true}
+			}
+			<-gate
+			time.Sleep(2 * time.Millisecond) // the flood's tool at work
+			return ToolResult{Success: true}
+		})
+		var wg sync.WaitGroup
+		for i := range 68 {
+			wg.Go(func() { step(context.Background(), codeCall(fmt.Sprintf("f%d", i), flood)) })
+		}
+		for waitingIn(inv.queues.of("code")) < 64 {
+			time.Sleep(100 * time.Microsecond)
+		}
+		wg.Go(func() { step(context.Background(), codeCall("v", victim)) })
+		for waitingIn(inv.queues.of("code")) < 65 {
+			time.Sleep(100 * time.Microsecond)
+		}
+		start := time.Now()
+		close(gate)
+		<-ran
+		waited += time.Since(start)
+		wg.Wait()
+	}
+	b.ReportMetric(float64(waited.Microseconds())/1000/float64(b.N), "victim-ms")
 }

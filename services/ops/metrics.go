@@ -30,6 +30,8 @@ type Metrics struct {
 	rateLimited      *prometheus.CounterVec
 	queueDepth       *prometheus.GaugeVec
 	queueWait        *prometheus.HistogramVec
+	queueRefused     *prometheus.CounterVec
+	callbackHeld     prometheus.Counter
 	approvalsDecided *prometheus.CounterVec
 	takenOver        *prometheus.CounterVec
 	sandboxKills     *prometheus.CounterVec
@@ -75,6 +77,10 @@ func NewMetrics(instance string) *Metrics {
 			Help: "Calls waiting for a slot in their category's queue on this instance (toolbelt_queue_cluster_waiting: in the cluster)."}, []string{"category"}),
 		queueWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "toolbelt_queue_wait_seconds",
 			Help: "Time calls waited for a slot in their category's queue.", Buckets: latencyBuckets}, []string{"category"}),
+		queueRefused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "toolbelt_queue_refused_total",
+			Help: "Calls refused QUEUE_FULL, by category and the waiting bound they passed: category (the category's) or principal (the caller's own)."}, []string{"category", "bound"}),
+		callbackHeld: prometheus.NewCounter(prometheus.CounterOpts{Name: "toolbelt_callbacks_held_back_total",
+			Help: "Callback deliveries that were due while their principal's share of the delivery workers was busy (each counted once)."}),
 		approvalsDecided: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "toolbelt_approvals_decided_total",
 			Help: "Approvals decided, by decision (approved, denied, expired)."}, []string{"decision"}),
 		takenOver: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "toolbelt_calls_taken_over_total",
@@ -99,7 +105,7 @@ func NewMetrics(instance string) *Metrics {
 			Help: "Requests refused because their principal already held its most of a resource, by resource (pending_approvals, mcp_sessions, event_streams)."}, []string{"resource"}),
 	}
 	for _, c := range []prometheus.Collector{m.calls, m.callSeconds, m.guardSeconds, m.cache, m.rateLimited, m.queueDepth,
-		m.queueWait, m.approvalsDecided, m.takenOver, m.sandboxKills, m.embedSeconds, m.embedErrors, m.selectSeconds, m.retrieval, m.retrievalRank, m.httpRequests, m.httpSeconds, m.principalCaps,
+		m.queueWait, m.queueRefused, m.callbackHeld, m.approvalsDecided, m.takenOver, m.sandboxKills, m.embedSeconds, m.embedErrors, m.selectSeconds, m.retrieval, m.retrievalRank, m.httpRequests, m.httpSeconds, m.principalCaps,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
 		f(c)
 	}
@@ -239,6 +245,22 @@ func (c *clusterQueues) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(c.running, prometheus.GaugeValue, float64(running), cat)
 		ch <- prometheus.MustNewConstMetric(c.waiting, prometheus.GaugeValue, float64(waiting), cat)
+	}
+}
+
+// QueueRefused counts a call refused QUEUE_FULL at bound ("category" or
+// "principal").
+func (m *Metrics) QueueRefused(category, bound string) {
+	if m != nil {
+		m.queueRefused.WithLabelValues(category, bound).Inc()
+	}
+}
+
+// CallbackHeldBack counts a due delivery held back for its principal's
+// share of the delivery workers.
+func (m *Metrics) CallbackHeldBack() {
+	if m != nil {
+		m.callbackHeld.Inc()
 	}
 }
 
