@@ -15,6 +15,7 @@ import (
 
 	"toolbelt/internal/dbtest"
 	"toolbelt/models"
+	"toolbelt/services/access"
 	"toolbelt/services/invoke"
 	"toolbelt/services/netpolicy"
 	"toolbelt/services/tooldef"
@@ -196,5 +197,104 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("not reached: %s", what)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Fairness and the caller's own waiting bound hold in the cluster: a
+// flood principal's async calls on instance a fill the browser category
+// (3 running, 3 waiting: its bound), its next one is refused QUEUE_FULL
+// at submission; a victim principal's call on instance b, made after
+// them all, runs at the first free slot, before the flood's waiters.
+func TestClusterQueuesAreFair(t *testing.T) {
+	for _, redis := range []bool{true, false} {
+		t.Run(map[bool]string{true: "redis", false: "postgres"}[redis], func(t *testing.T) {
+			up := newUpstream()
+			srv := httptest.NewServer(up)
+			defer srv.Close()
+			db, redisURL := dbtest.Postgres(t), ""
+			if redis {
+				redisURL = dbtest.Redis(t)
+			}
+			const bound = 3
+			apps := startInstancesWith(t, func(cfg *Config) {
+				cfg.DatabaseURL, cfg.RedisURL, cfg.QueueWaitingEach = db, redisURL, bound
+				cfg.NetPolicy = netpolicy.Policy{AllowPrivate: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}
+			}, "a", "b")
+			ctx := context.Background()
+			def := tooldef.Definition{
+				Name: "slow_page", Version: "1.0.0", Description: "Fetch a numbered page and wait for it. Input: n. Output: the page.",
+				Category:   "browser",
+				Parameters: json.RawMessage(`{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}`),
+				Execution:  tooldef.Execution{Timeout: 60_000},
+				Runner:     tooldef.Runner{Kind: tooldef.RunnerHTTP, Method: "GET", URL: srv.URL + "/run?n={{n}}"},
+			}
+			if _, err := apps[0].Registry.Register(ctx, def, nil); err != nil {
+				t.Fatal(err)
+			}
+			flood, err := apps[0].Store.PrincipalByID(ctx, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			made, err := apps[0].Accounts.CreatePrincipal(ctx, access.NewPrincipal{Name: "victim", Role: access.RoleAdmin}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			victim, err := apps[1].Store.PrincipalByID(ctx, made.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Whatever the test finds, every call held is let go at its end.
+			defer func() {
+				for _, n := range append(slices.Collect(func(yield func(int) bool) {
+					for n := range 2*bound + 1 {
+						yield(n)
+					}
+				}), 100) {
+					select {
+					case <-up.gate(n):
+					default:
+						close(up.gate(n))
+					}
+				}
+			}()
+			limit := invoke.DefaultQueueLimits()["browser"]
+			for i := 0; i <= limit+bound; i++ {
+				res, err := apps[0].Invoker.CallAcknowledged(ctx, flood, invoke.CallRequest{Tool: "slow_page", SessionID: "flood",
+					Arguments: json.RawMessage(fmt.Sprintf(`{"n":%d}`, i)), Async: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if i == limit+bound {
+					if res.Error == nil || res.Error.Code != models.CodeQueueFull || res.Error.RetryAfter == 0 {
+						t.Fatalf("the flood's call past its bound of %d: %+v", bound, res)
+					}
+					break
+				}
+				if res.Status != models.StatusQueued {
+					t.Fatalf("flood call %d: %+v", i, res)
+				}
+				if i < limit {
+					<-up.arrived
+				}
+			}
+			waiting := func(n float64) func() bool {
+				return func() bool { return clusterGauge(t, apps[1].App, "toolbelt_queue_cluster_waiting", "browser") == n }
+			}
+			waitFor(t, "the flood's calls waiting", waiting(bound))
+			answered := make(chan invoke.ToolResult, 1)
+			go func() {
+				answered <- apps[1].Invoker.Call(ctx, victim, invoke.CallRequest{Tool: "slow_page", SessionID: "victim",
+					Arguments: json.RawMessage(`{"n":100}`)})
+			}()
+			waitFor(t, "the victim's call waiting", waiting(bound+1))
+			close(up.gate(0))
+			if next := <-up.arrived; next != 100 {
+				t.Fatalf("the first free slot went to the flood's call %d; want the victim's", next)
+			}
+			close(up.gate(100))
+			if res := <-answered; !res.Success {
+				t.Errorf("the victim's call: %+v", res)
+			}
+		})
 	}
 }

@@ -341,9 +341,8 @@ func (inv *Invoker) queue(next step) step {
 func (inv *Invoker) sharedQueue(ctx context.Context, c *call, next step) ToolResult {
 	cat := c.def.Category
 	limit := max(1, inv.queues.limits[cat])
-	// A place reserved at submission counts here until the call has one
-	// in the shared queue (or is refused there).
-	defer inv.queues.claimReservation(c.id)
+	// A place reserved at submission counts here until the call has a
+	// place or a slot in the shared queue, or is refused there.
 	var waitStart time.Time
 	slot, err := inv.queues.shared.Acquire(ctx, cluster.Ask{Category: cat, Principal: principalKey(c), Limit: limit,
 		MaxWait: inv.queues.maxWait, MaxWaitEach: inv.queues.maxWaitEach}, func() {
@@ -351,6 +350,7 @@ func (inv *Invoker) sharedQueue(ctx context.Context, c *call, next step) ToolRes
 		waitStart = time.Now()
 		inv.metrics.Queued(cat, 1)
 	})
+	inv.queues.claimReservation(c.id)
 	if !waitStart.IsZero() {
 		inv.metrics.Queued(cat, -1)
 		inv.metrics.QueueWaited(cat, time.Since(waitStart))
