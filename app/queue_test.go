@@ -84,6 +84,42 @@ func clusterGauge(t *testing.T, a *App, name, category string) float64 {
 	return -1
 }
 
+// slowPageCluster starts instances over one Postgres (and Redis, when
+// redis) with the configuration edit makes, and registers slow_page, a
+// browser tool whose calls the returned origin holds; admin is the first
+// principal.
+func slowPageCluster(t *testing.T, redis bool, edit func(*Config), names ...string) (up *origin, apps []*running, admin *models.Principal) {
+	t.Helper()
+	up = newUpstream()
+	srv := httptest.NewServer(up)
+	t.Cleanup(srv.Close)
+	db, redisURL := dbtest.Postgres(t), ""
+	if redis {
+		redisURL = dbtest.Redis(t)
+	}
+	apps = startInstancesWith(t, func(cfg *Config) {
+		cfg.DatabaseURL, cfg.RedisURL = db, redisURL
+		cfg.NetPolicy = netpolicy.Policy{AllowPrivate: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}
+		edit(cfg)
+	}, names...)
+	ctx := context.Background()
+	def := tooldef.Definition{
+		Name: "slow_page", Version: "1.0.0", Description: "Fetch a numbered page and wait for it. Input: n. Output: the page.",
+		Category:   "browser",
+		Parameters: json.RawMessage(`{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}`),
+		Execution:  tooldef.Execution{Timeout: 60_000},
+		Runner:     tooldef.Runner{Kind: tooldef.RunnerHTTP, Method: "GET", URL: srv.URL + "/run?n={{n}}"},
+	}
+	if _, err := apps[0].Registry.Register(ctx, def, nil); err != nil {
+		t.Fatal(err)
+	}
+	admin, err := apps[0].Store.PrincipalByID(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return up, apps, admin
+}
+
 // A category's limit holds in the cluster: background calls of a tool
 // whose category allows 3 at once, made one after the other on three
 // instances (over Redis, or Postgres alone), reach the service the tool
@@ -94,32 +130,8 @@ func clusterGauge(t *testing.T, a *App, name, category string) float64 {
 func TestClusterQueuesAreOne(t *testing.T) {
 	for _, redis := range []bool{true, false} {
 		t.Run(map[bool]string{true: "redis", false: "postgres"}[redis], func(t *testing.T) {
-			up := newUpstream()
-			srv := httptest.NewServer(up)
-			defer srv.Close()
-			db, redisURL := dbtest.Postgres(t), ""
-			if redis {
-				redisURL = dbtest.Redis(t)
-			}
-			apps := startInstancesWith(t, func(cfg *Config) {
-				cfg.DatabaseURL, cfg.RedisURL = db, redisURL
-				cfg.NetPolicy = netpolicy.Policy{AllowPrivate: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}
-			}, "a", "b", "c")
+			up, apps, admin := slowPageCluster(t, redis, func(*Config) {}, "a", "b", "c")
 			ctx := context.Background()
-			def := tooldef.Definition{
-				Name: "slow_page", Version: "1.0.0", Description: "Fetch a numbered page and wait for it. Input: n. Output: the page.",
-				Category:   "browser",
-				Parameters: json.RawMessage(`{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}`),
-				Execution:  tooldef.Execution{Timeout: 60_000},
-				Runner:     tooldef.Runner{Kind: tooldef.RunnerHTTP, Method: "GET", URL: srv.URL + "/run?n={{n}}"},
-			}
-			if _, err := apps[0].Registry.Register(ctx, def, nil); err != nil {
-				t.Fatal(err)
-			}
-			admin, err := apps[0].Store.PrincipalByID(ctx, 1)
-			if err != nil {
-				t.Fatal(err)
-			}
 			limit := invoke.DefaultQueueLimits()["browser"]
 			const calls, cancelled = 7, 4
 			ids := make([]string, calls)
@@ -208,33 +220,9 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 func TestClusterQueuesAreFair(t *testing.T) {
 	for _, redis := range []bool{true, false} {
 		t.Run(map[bool]string{true: "redis", false: "postgres"}[redis], func(t *testing.T) {
-			up := newUpstream()
-			srv := httptest.NewServer(up)
-			defer srv.Close()
-			db, redisURL := dbtest.Postgres(t), ""
-			if redis {
-				redisURL = dbtest.Redis(t)
-			}
 			const bound = 3
-			apps := startInstancesWith(t, func(cfg *Config) {
-				cfg.DatabaseURL, cfg.RedisURL, cfg.QueueWaitingEach = db, redisURL, bound
-				cfg.NetPolicy = netpolicy.Policy{AllowPrivate: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}
-			}, "a", "b")
+			up, apps, flood := slowPageCluster(t, redis, func(cfg *Config) { cfg.QueueWaitingEach = bound }, "a", "b")
 			ctx := context.Background()
-			def := tooldef.Definition{
-				Name: "slow_page", Version: "1.0.0", Description: "Fetch a numbered page and wait for it. Input: n. Output: the page.",
-				Category:   "browser",
-				Parameters: json.RawMessage(`{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}`),
-				Execution:  tooldef.Execution{Timeout: 60_000},
-				Runner:     tooldef.Runner{Kind: tooldef.RunnerHTTP, Method: "GET", URL: srv.URL + "/run?n={{n}}"},
-			}
-			if _, err := apps[0].Registry.Register(ctx, def, nil); err != nil {
-				t.Fatal(err)
-			}
-			flood, err := apps[0].Store.PrincipalByID(ctx, 1)
-			if err != nil {
-				t.Fatal(err)
-			}
 			made, err := apps[0].Accounts.CreatePrincipal(ctx, access.NewPrincipal{Name: "victim", Role: access.RoleAdmin}, nil)
 			if err != nil {
 				t.Fatal(err)
