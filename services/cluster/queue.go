@@ -174,9 +174,9 @@ type Line struct {
 	Holding, Waiting, Mine int64
 }
 
-// Waiting counts the calls of category holding a slot and waiting in the
+// Line counts the calls of category holding a slot and waiting in the
 // cluster, and principal's waiting.
-func (q *Queues) Waiting(ctx context.Context, category, principal string) (Line, error) {
+func (q *Queues) Line(ctx context.Context, category, principal string) (Line, error) {
 	return q.backend.line(ctx, category, principal)
 }
 

@@ -566,7 +566,7 @@ func TestSharedQueueFairBetweenPrincipals(t *testing.T) {
 	eachQueueBackend(t, 1, func(t *testing.T, qs []*Queues) {
 		ctx := context.Background()
 		play(t, qs[0], models.SlotRequest{Limit: 2, MaxWait: 8, MaxWaitEach: 3}, steps)
-		if line, err := qs[0].Waiting(ctx, "code", "flood"); err != nil || line != (Line{Holding: 2, Waiting: 2, Mine: 1}) {
+		if line, err := qs[0].Line(ctx, "code", "flood"); err != nil || line != (Line{Holding: 2, Waiting: 2, Mine: 1}) {
 			t.Errorf("the line as the flood sees it: %+v, %v; want 2 holding (v1, f4), 2 waiting (f5, v2), 1 of the flood", line, err)
 		}
 		// The refusal for the caller's own bound says so.

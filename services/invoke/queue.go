@@ -222,40 +222,14 @@ func (cq *categoryQueue) unwait(principal string) {
 func (inv *Invoker) reserve(ctx context.Context, c *call) *ToolResult {
 	q, cat, who := inv.queues, c.def.Category, principalKey(c)
 	var refused string
-	if q.shared != nil {
-		line, err := q.shared.Waiting(ctx, cat, who)
-		if err != nil {
+	if q.shared == nil {
+		refused = q.reserveLocal(c.id, cat, who)
+	} else {
+		var err error
+		if refused, err = q.reserveShared(ctx, c.id, cat, who); err != nil {
 			inv.log.ErrorContext(ctx, "count a category queue", "err", err, "category", cat)
 			res := storeFailure(err)
 			return &res
-		}
-		q.mu.Lock()
-		defer q.mu.Unlock()
-		for k, n := range q.pending {
-			if k[0] == cat {
-				line.Waiting += int64(n)
-				if k[1] == who {
-					line.Mine += int64(n)
-				}
-			}
-		}
-		free := int64(max(1, q.limits[cat])) - line.Holding
-		if refused = pastBound(free, line.Waiting, line.Mine, q.maxWait, q.maxWaitEach); refused == "" {
-			q.reserved[c.id] = reservation{cat, who}
-			q.pending[[2]string{cat, who}]++
-		}
-	} else {
-		cq := q.of(cat)
-		cq.mu.Lock()
-		if refused = cq.full(who, q.maxWait, q.maxWaitEach); refused == "" {
-			cq.waiting[who]++
-			cq.waitCount++
-		}
-		cq.mu.Unlock()
-		if refused == "" {
-			q.mu.Lock()
-			q.reserved[c.id] = reservation{cat, who}
-			q.mu.Unlock()
 		}
 	}
 	if refused == "" {
@@ -263,6 +237,52 @@ func (inv *Invoker) reserve(ctx context.Context, c *call) *ToolResult {
 	}
 	res := inv.queueFull(cat, refused)
 	return &res
+}
+
+// reserveLocal counts the place of call id as waiting in its category's
+// queue of this process, unless a bound refuses it (which it names).
+func (q *queues) reserveLocal(id, category, principal string) string {
+	cq := q.of(category)
+	cq.mu.Lock()
+	refused := cq.full(principal, q.maxWait, q.maxWaitEach)
+	if refused == "" {
+		cq.waiting[principal]++
+		cq.waitCount++
+	}
+	cq.mu.Unlock()
+	if refused == "" {
+		q.mu.Lock()
+		q.reserved[id] = reservation{category, principal}
+		q.mu.Unlock()
+	}
+	return refused
+}
+
+// reserveShared counts the place of call id here until it queues in the
+// shared queue, unless the cluster's waiters and the places reserved
+// here pass a bound (which it names).
+func (q *queues) reserveShared(ctx context.Context, id, category, principal string) (string, error) {
+	line, err := q.shared.Line(ctx, category, principal)
+	if err != nil {
+		return "", err
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for k, n := range q.pending {
+		if k[0] == category {
+			line.Waiting += int64(n)
+			if k[1] == principal {
+				line.Mine += int64(n)
+			}
+		}
+	}
+	free := int64(max(1, q.limits[category])) - line.Holding
+	refused := pastBound(free, line.Waiting, line.Mine, q.maxWait, q.maxWaitEach)
+	if refused == "" {
+		q.reserved[id] = reservation{category, principal}
+		q.pending[[2]string{category, principal}]++
+	}
+	return refused, nil
 }
 
 // claimReservation takes the reservation of call id out of the table:
