@@ -236,9 +236,10 @@ func TestQueueFairAcrossPrincipals(t *testing.T) {
 		t.Fatalf("the first free slot went to %s; want the victim's call", next)
 	}
 	// The flood has 6 waiting: 2 more reach its bound of 8.
-	run(codeCall("f8", flood))
-	run(codeCall("f9", flood))
-	waitFor(t, func() bool { return waitingIn(f.inv.queues.of("code")) == 8 })
+	for i, id := range []string{"f8", "f9"} { // one after the other: their order is the flood's
+		run(codeCall(id, flood))
+		waitFor(t, func() bool { return waitingIn(f.inv.queues.of("code")) == 7+i })
+	}
 	res := f.step(context.Background(), codeCall("f10", flood))
 	if res.Error == nil || res.Error.Code != models.CodeQueueFull || res.Error.RetryAfter == 0 || !strings.Contains(res.Error.Message, "you have 8 code calls waiting") {
 		t.Fatalf("the flood past its bound: %+v", res.Error)
