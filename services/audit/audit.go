@@ -8,6 +8,7 @@ package audit
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"regexp"
 	"slices"
@@ -64,28 +65,26 @@ var (
 	targetPattern = regexp.MustCompile(`^[a-z_]{1,16}(:[!-~]{1,180})?$`)
 )
 
-// actionList names every action, those of one subject together, as
-// "tool.{register,publish}, key.{issue,revoke}", to keep an error short.
-var actionList = func() string {
-	var subjects []string
-	verbs := map[string][]string{}
+// unknownAction says what the actions are, briefly: those of the
+// subject action names ("key.steal": key.issue, key.revoke), or the
+// subjects when it names none of them.
+func unknownAction(action string) string {
+	subject, _, _ := strings.Cut(action, ".")
+	var same, subjects []string
 	for _, a := range models.AuditActions {
-		subject, verb, _ := strings.Cut(a, ".")
-		if verbs[subject] == nil {
-			subjects = append(subjects, subject)
+		s, _, _ := strings.Cut(a, ".")
+		if s == subject {
+			same = append(same, a)
 		}
-		verbs[subject] = append(verbs[subject], verb)
-	}
-	out := make([]string, len(subjects))
-	for i, s := range subjects {
-		if vs := verbs[s]; len(vs) == 1 {
-			out[i] = s + "." + vs[0]
-		} else {
-			out[i] = s + ".{" + strings.Join(vs, ",") + "}"
+		if !slices.Contains(subjects, s) {
+			subjects = append(subjects, s)
 		}
 	}
-	return strings.Join(out, ", ")
-}()
+	if len(same) > 0 {
+		return fmt.Sprintf("the %s actions are %s", subject, strings.Join(same, ", "))
+	}
+	return fmt.Sprintf("use an action of %s (such as %s)", strings.Join(subjects, ", "), models.AuditKeyRevoke)
+}
 
 // Filter checks q and turns it into the store's filter. Anything odd (an
 // unknown action, a target or actor that cannot be one, a bad time or
@@ -96,7 +95,7 @@ func (q Query) Filter() (models.AuditFilter, error) {
 		return f, models.ErrInvalid.Errorf("actor=%s is not a principal name (letters, digits, '.', '_' or '-', at most 64)", quote(f.Actor))
 	}
 	if f.Action != "" && !slices.Contains(models.AuditActions, f.Action) {
-		return f, models.ErrInvalid.Errorf("action=%s is not an action; use one of %s", quote(f.Action), actionList)
+		return f, models.ErrInvalid.Errorf("action=%s is not an action; %s", quote(f.Action), unknownAction(f.Action))
 	}
 	if f.Target != "" && !targetPattern.MatchString(f.Target) {
 		return f, models.ErrInvalid.Errorf("target=%s is not a target such as tool:file_read, principal:2, key:3 or approval:<id>", quote(f.Target))
