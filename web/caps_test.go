@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -122,10 +123,17 @@ func TestPrincipalCapsHoldAgainstAFlood(t *testing.T) {
 	}
 
 	metrics := string(a.do(t, "admin", "GET", "/metrics", nil).Body)
-	for resource, want := range map[string]string{"pending_approvals": "5", "mcp_sessions": "1", "event_streams": "1"} {
+	// The streams' count is at least 1: the loop above may be refused
+	// again before the server sees the closed stream go.
+	for resource, want := range map[string]int{"pending_approvals": 5, "mcp_sessions": 1, "event_streams": 1} {
 		re := regexp.MustCompile(`(?m)^toolbelt_principal_cap_refusals_total\{[^}]*resource="` + resource + `"\} (\d+)$`)
-		if m := re.FindStringSubmatch(metrics); m == nil || m[1] != want {
-			t.Errorf("toolbelt_principal_cap_refusals_total of %s: %v, want %s", resource, m, want)
+		m := re.FindStringSubmatch(metrics)
+		if m == nil {
+			t.Errorf("no toolbelt_principal_cap_refusals_total of %s", resource)
+			continue
+		}
+		if n, _ := strconv.Atoi(m[1]); n < want || (resource != "event_streams" && n != want) {
+			t.Errorf("toolbelt_principal_cap_refusals_total of %s: %d, want %d", resource, n, want)
 		}
 	}
 }
