@@ -110,9 +110,6 @@ func TestEveryStateChangeIsRecorded(t *testing.T) {
 		}
 		return itoa(qs[0].(map[string]any)["id"])
 	}
-	principalOf := func(r map[string]any) (id, key string) {
-		return itoa(r["id"]), itoa(r["key_id"])
-	}
 	edited := toolRegisterForm("console_tool")
 	edited.Set("version", "1.1.0")
 	steps := []step{
@@ -150,7 +147,7 @@ func TestEveryStateChangeIsRecorded(t *testing.T) {
 		{"POST /api/v1/me/callback-secret/rotate", "agent", api("POST", "/api/v1/me/callback-secret/rotate", nil), models.AuditCallbackRotate},
 		{"POST /api/v1/principals", "admin", func(role string) int {
 			r := app.do(t, role, "POST", "/api/v1/principals", map[string]any{"name": "rec-bot", "role": "agent"})
-			botID, _ = principalOf(r.JSON(t))
+			botID = itoa(r.JSON(t)["id"])
 			return r.Status
 		}, models.AuditPrincipalCreate},
 		{"POST /api/v1/principals/:id/keys", "admin", func(role string) int {

@@ -35,7 +35,8 @@ type ConsoleSession struct {
 // The audit log records each sign-in, and each refused key up to the
 // client's guess limit (a flood of guesses past it writes nothing more).
 func (a *Accounts) SignIn(ctx context.Context, client, secret string) (*ConsoleSession, error) {
-	ctx = models.WithActor(ctx, models.Actor{Via: models.ViaConsole, ClientIP: client, RequestID: models.ActorOf(ctx).RequestID})
+	actor := models.Actor{Via: models.ViaConsole, ClientIP: client, RequestID: models.ActorOf(ctx).RequestID}
+	ctx = models.WithActor(ctx, actor)
 	bad := models.ErrUnauthorized.Errorf("that API key is not valid")
 	if len(secret) < len(KeyPrefix)+8 {
 		return nil, a.refuseSignIn(ctx, client, bad, true, "not a key")
@@ -53,10 +54,10 @@ func (a *Accounts) SignIn(ctx context.Context, client, secret string) (*ConsoleS
 	token := rand.Text() + rand.Text() // 2 × 130 bits
 	now := time.Now().UTC()
 	cs := &models.ConsoleSession{Hash: hashKey(token), PrincipalID: p.ID, KeyID: key.ID, CreatedAt: now, ExpiresAt: now.Add(ConsoleSessionTTL)}
-	ctx = models.WithActor(ctx, models.Actor{Principal: p, KeyID: key.ID, KeyLabel: cmp.Or(key.Label, key.Prefix), Via: models.ViaConsole,
-		ClientIP: client, RequestID: models.ActorOf(ctx).RequestID})
+	actor.Principal, actor.KeyID, actor.KeyLabel = p, key.ID, cmp.Or(key.Label, key.Prefix)
+	ctx = models.WithActor(ctx, actor)
 	err = a.store.Audited(ctx, models.AuditSignIn, func(tx *models.Store) (string, string, error) {
-		return fmt.Sprintf("principal:%d", p.ID), "", tx.CreateConsoleSession(ctx, cs)
+		return principalTarget(p.ID), "", tx.CreateConsoleSession(ctx, cs)
 	})
 	if err != nil {
 		return nil, err
@@ -104,10 +105,9 @@ func (a *Accounts) refuseSignIn(ctx context.Context, client string, err error, g
 // SignOut ends the session of a cookie token.
 func (a *Accounts) SignOut(ctx context.Context, token string) error {
 	return a.store.Audited(ctx, models.AuditSignOut, func(tx *models.Store) (string, string, error) {
-		p := models.ActorOf(ctx).Principal
 		target := "console"
-		if p != nil {
-			target = fmt.Sprintf("principal:%d", p.ID)
+		if p := models.ActorOf(ctx).Principal; p != nil {
+			target = principalTarget(p.ID)
 		}
 		return target, "", tx.DeleteConsoleSession(ctx, hashKey(token))
 	})
