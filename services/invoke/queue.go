@@ -67,6 +67,12 @@ type queues struct {
 	reserved map[string]reservation
 	// pending counts reserved by category and principal (shared queues).
 	pending map[[2]string]int
+	// transit orders a reserved call's first ask of the shared queue
+	// (which may put its place there) and the claim of its reservation
+	// (read-locked together) against reserveShared's count (locked): so a
+	// place is never counted both here and in the shared queue, nor in
+	// neither.
+	transit sync.RWMutex
 }
 
 // reservation is the place an accepted async call holds in its
@@ -262,6 +268,8 @@ func (q *queues) reserveLocal(id, category, principal string) string {
 // shared queue, unless the cluster's waiters and the places reserved
 // here pass a bound (which it names).
 func (q *queues) reserveShared(ctx context.Context, id, category, principal string) (string, error) {
+	q.transit.Lock()
+	defer q.transit.Unlock()
 	line, err := q.shared.Line(ctx, category, principal)
 	if err != nil {
 		return "", err
@@ -302,6 +310,26 @@ func (q *queues) claimReservation(id string) (reservation, bool) {
 		}
 	}
 	return r, true
+}
+
+// transitClaim read-locks transit when call id holds a reservation and
+// returns the claim of it, which unlocks (once; later calls do nothing).
+func (q *queues) transitClaim(id string) func() {
+	q.mu.Lock()
+	_, reserved := q.reserved[id]
+	q.mu.Unlock()
+	if !reserved {
+		return func() {}
+	}
+	q.transit.RLock()
+	done := false
+	return func() {
+		if !done {
+			done = true
+			q.claimReservation(id)
+			q.transit.RUnlock()
+		}
+	}
 }
 
 // unreserve gives up the place of call id if it still holds one (the
@@ -362,15 +390,17 @@ func (inv *Invoker) sharedQueue(ctx context.Context, c *call, next step) ToolRes
 	cat := c.def.Category
 	limit := max(1, inv.queues.limits[cat])
 	// A place reserved at submission counts here until the call has a
-	// place or a slot in the shared queue, or is refused there.
+	// place or a slot in the shared queue, or is refused there: its first
+	// ask and the claim happen under transit's read lock.
+	claim := inv.queues.transitClaim(c.id)
 	var waitStart time.Time
 	slot, err := inv.queues.shared.Acquire(ctx, cluster.Ask{Category: cat, Principal: principalKey(c), Limit: limit,
 		MaxWait: inv.queues.maxWait, MaxWaitEach: inv.queues.maxWaitEach}, func() {
-		inv.queues.claimReservation(c.id)
+		claim()
 		waitStart = time.Now()
 		inv.metrics.Queued(cat, 1)
 	})
-	inv.queues.claimReservation(c.id)
+	claim()
 	if !waitStart.IsZero() {
 		inv.metrics.Queued(cat, -1)
 		inv.metrics.QueueWaited(cat, time.Since(waitStart))
