@@ -2059,6 +2059,9 @@ type RollbackToolJSONRequestBody = HandlersRollbackRequest
 // AddUpstreamJSONRequestBody defines body for AddUpstream for application/json ContentType.
 type AddUpstreamJSONRequestBody = UpstreamSpec
 
+// UpdateUpstreamJSONRequestBody defines body for UpdateUpstream for application/json ContentType.
+type UpdateUpstreamJSONRequestBody = UpstreamSpec
+
 // SetUpstreamToolJSONRequestBody defines body for SetUpstreamTool for application/json ContentType.
 type SetUpstreamToolJSONRequestBody = UpstreamOverride
 
@@ -2688,6 +2691,24 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /api/v1/upstreams/{name} (the `GetUpstream` operationId).
 	GetUpstream(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// UpdateUpstreamWithBody Change an upstream MCP server's registration
+	//
+	// Replaces where and how the server runs (transport, command, env, mounts, url, headers, network, isolation, limits, category) with the body, a whole registration as added; its name is the path's (a body naming another server is 422). The new registration is tried first: a server that does not start or answer is refused (422) and the old registration stays. Then it is stored (audited as upstream.update), the server's connections close, and its tools are compared with what was accepted: a changed or new tool is held pending for an admin as a sync holds it, so a new command or URL never changes a tool unseen. A body registering the server as it is changes nothing (report null).
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /api/v1/upstreams/{name} (the `UpdateUpstream` operationId).
+	UpdateUpstreamWithBody(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// UpdateUpstream Change an upstream MCP server's registration
+	//
+	// Replaces where and how the server runs (transport, command, env, mounts, url, headers, network, isolation, limits, category) with the body, a whole registration as added; its name is the path's (a body naming another server is 422). The new registration is tried first: a server that does not start or answer is refused (422) and the old registration stays. Then it is stored (audited as upstream.update), the server's connections close, and its tools are compared with what was accepted: a changed or new tool is held pending for an admin as a sync holds it, so a new command or URL never changes a tool unseen. A body registering the server as it is changes nothing (report null).
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PUT /api/v1/upstreams/{name} (the `UpdateUpstream` operationId).
+	UpdateUpstream(ctx context.Context, name string, body UpdateUpstreamJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// DisableUpstream Disable an upstream MCP server
 	//
@@ -3736,6 +3757,44 @@ func (c *Client) DeleteUpstream(ctx context.Context, name string, reqEditors ...
 // Corresponds with GET /api/v1/upstreams/{name} (the `GetUpstream` operationId).
 func (c *Client) GetUpstream(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetUpstreamRequest(c.Server, name)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// UpdateUpstreamWithBody Change an upstream MCP server's registration
+//
+// Replaces where and how the server runs (transport, command, env, mounts, url, headers, network, isolation, limits, category) with the body, a whole registration as added; its name is the path's (a body naming another server is 422). The new registration is tried first: a server that does not start or answer is refused (422) and the old registration stays. Then it is stored (audited as upstream.update), the server's connections close, and its tools are compared with what was accepted: a changed or new tool is held pending for an admin as a sync holds it, so a new command or URL never changes a tool unseen. A body registering the server as it is changes nothing (report null).
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /api/v1/upstreams/{name} (the `UpdateUpstream` operationId).
+func (c *Client) UpdateUpstreamWithBody(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUpdateUpstreamRequestWithBody(c.Server, name, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// UpdateUpstream Change an upstream MCP server's registration
+//
+// Replaces where and how the server runs (transport, command, env, mounts, url, headers, network, isolation, limits, category) with the body, a whole registration as added; its name is the path's (a body naming another server is 422). The new registration is tried first: a server that does not start or answer is refused (422) and the old registration stays. Then it is stored (audited as upstream.update), the server's connections close, and its tools are compared with what was accepted: a changed or new tool is held pending for an admin as a sync holds it, so a new command or URL never changes a tool unseen. A body registering the server as it is changes nothing (report null).
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PUT /api/v1/upstreams/{name} (the `UpdateUpstream` operationId).
+func (c *Client) UpdateUpstream(ctx context.Context, name string, body UpdateUpstreamJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUpdateUpstreamRequest(c.Server, name, body)
 	if err != nil {
 		return nil, err
 	}
@@ -5864,6 +5923,53 @@ func NewGetUpstreamRequest(server string, name string) (*http.Request, error) {
 	return req, nil
 }
 
+// NewUpdateUpstreamRequest calls the generic UpdateUpstream builder with application/json body
+func NewUpdateUpstreamRequest(server string, name string, body UpdateUpstreamJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewUpdateUpstreamRequestWithBody(server, name, "application/json", bodyReader)
+}
+
+// NewUpdateUpstreamRequestWithBody constructs an http.Request for the UpdateUpstream method, with any body, and a specified content type
+func NewUpdateUpstreamRequestWithBody(server string, name string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/upstreams/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewDisableUpstreamRequest constructs an http.Request for the DisableUpstream method
 func NewDisableUpstreamRequest(server string, name string) (*http.Request, error) {
 	var err error
@@ -6776,6 +6882,24 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /api/v1/upstreams/{name} (the `GetUpstream` operationId).
 	GetUpstreamWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*GetUpstreamResponse, error)
+
+	// UpdateUpstreamWithBodyWithResponse Change an upstream MCP server's registration
+	//
+	// Replaces where and how the server runs (transport, command, env, mounts, url, headers, network, isolation, limits, category) with the body, a whole registration as added; its name is the path's (a body naming another server is 422). The new registration is tried first: a server that does not start or answer is refused (422) and the old registration stays. Then it is stored (audited as upstream.update), the server's connections close, and its tools are compared with what was accepted: a changed or new tool is held pending for an admin as a sync holds it, so a new command or URL never changes a tool unseen. A body registering the server as it is changes nothing (report null).
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /api/v1/upstreams/{name} (the `UpdateUpstream` operationId).
+	UpdateUpstreamWithBodyWithResponse(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateUpstreamResponse, error)
+
+	// UpdateUpstreamWithResponse Change an upstream MCP server's registration
+	//
+	// Replaces where and how the server runs (transport, command, env, mounts, url, headers, network, isolation, limits, category) with the body, a whole registration as added; its name is the path's (a body naming another server is 422). The new registration is tried first: a server that does not start or answer is refused (422) and the old registration stays. Then it is stored (audited as upstream.update), the server's connections close, and its tools are compared with what was accepted: a changed or new tool is held pending for an admin as a sync holds it, so a new command or URL never changes a tool unseen. A body registering the server as it is changes nothing (report null).
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /api/v1/upstreams/{name} (the `UpdateUpstream` operationId).
+	UpdateUpstreamWithResponse(ctx context.Context, name string, body UpdateUpstreamJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateUpstreamResponse, error)
 
 	// DisableUpstreamWithResponse Disable an upstream MCP server
 	//
@@ -9678,6 +9802,96 @@ func (r GetUpstreamResponse) ContentType() string {
 	return ""
 }
 
+type UpdateUpstreamResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *HandlersAddedUpstream
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *HandlersErrorBody
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *HandlersErrorBody
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *HandlersErrorBody
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *HandlersErrorBody
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *HandlersErrorBody
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *HandlersErrorBody
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *HandlersErrorBody
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r UpdateUpstreamResponse) GetJSON200() *HandlersAddedUpstream {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r UpdateUpstreamResponse) GetJSON400() *HandlersErrorBody {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r UpdateUpstreamResponse) GetJSON401() *HandlersErrorBody {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r UpdateUpstreamResponse) GetJSON403() *HandlersErrorBody {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r UpdateUpstreamResponse) GetJSON404() *HandlersErrorBody {
+	return r.JSON404
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r UpdateUpstreamResponse) GetJSON413() *HandlersErrorBody {
+	return r.JSON413
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r UpdateUpstreamResponse) GetJSON415() *HandlersErrorBody {
+	return r.JSON415
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r UpdateUpstreamResponse) GetJSON422() *HandlersErrorBody {
+	return r.JSON422
+}
+
+// GetBody returns the raw response body bytes
+func (r UpdateUpstreamResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r UpdateUpstreamResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r UpdateUpstreamResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r UpdateUpstreamResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type DisableUpstreamResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -11186,6 +11400,36 @@ func (c *ClientWithResponses) GetUpstreamWithResponse(ctx context.Context, name 
 		return nil, err
 	}
 	return ParseGetUpstreamResponse(rsp)
+}
+
+// UpdateUpstreamWithBodyWithResponse Change an upstream MCP server's registration
+//
+// Replaces where and how the server runs (transport, command, env, mounts, url, headers, network, isolation, limits, category) with the body, a whole registration as added; its name is the path's (a body naming another server is 422). The new registration is tried first: a server that does not start or answer is refused (422) and the old registration stays. Then it is stored (audited as upstream.update), the server's connections close, and its tools are compared with what was accepted: a changed or new tool is held pending for an admin as a sync holds it, so a new command or URL never changes a tool unseen. A body registering the server as it is changes nothing (report null).
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /api/v1/upstreams/{name} (the `UpdateUpstream` operationId).
+func (c *ClientWithResponses) UpdateUpstreamWithBodyWithResponse(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateUpstreamResponse, error) {
+	rsp, err := c.UpdateUpstreamWithBody(ctx, name, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseUpdateUpstreamResponse(rsp)
+}
+
+// UpdateUpstreamWithResponse Change an upstream MCP server's registration
+//
+// Replaces where and how the server runs (transport, command, env, mounts, url, headers, network, isolation, limits, category) with the body, a whole registration as added; its name is the path's (a body naming another server is 422). The new registration is tried first: a server that does not start or answer is refused (422) and the old registration stays. Then it is stored (audited as upstream.update), the server's connections close, and its tools are compared with what was accepted: a changed or new tool is held pending for an admin as a sync holds it, so a new command or URL never changes a tool unseen. A body registering the server as it is changes nothing (report null).
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /api/v1/upstreams/{name} (the `UpdateUpstream` operationId).
+func (c *ClientWithResponses) UpdateUpstreamWithResponse(ctx context.Context, name string, body UpdateUpstreamJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateUpstreamResponse, error) {
+	rsp, err := c.UpdateUpstream(ctx, name, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseUpdateUpstreamResponse(rsp)
 }
 
 // DisableUpstreamWithResponse Disable an upstream MCP server
@@ -13566,6 +13810,81 @@ func ParseGetUpstreamResponse(rsp *http.Response) (*GetUpstreamResponse, error) 
 			return nil, err
 		}
 		response.JSON404 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseUpdateUpstreamResponse parses an HTTP response from a UpdateUpstreamWithResponse call
+func ParseUpdateUpstreamResponse(rsp *http.Response) (*UpdateUpstreamResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &UpdateUpstreamResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest HandlersAddedUpstream
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
 
 	}
 

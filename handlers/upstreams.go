@@ -56,17 +56,62 @@ func (h *Handler) AddUpstream(c *gin.Context) error {
 	if err := bindJSON(c, &spec); err != nil {
 		return err
 	}
-	ctx := c.Request.Context()
-	u, rep, err := h.Upstreams.Add(ctx, spec, CurrentPrincipal(c))
+	u, rep, err := h.Upstreams.Add(c.Request.Context(), spec, CurrentPrincipal(c))
+	return h.answerUpstream(c, http.StatusCreated, u, rep, err)
+}
+
+// answerUpstream answers with u as it stands and what was found on it,
+// or with err.
+func (h *Handler) answerUpstream(c *gin.Context, status int, u *models.Upstream, rep *upstream.Report, err error) error {
 	if err != nil {
 		return err
 	}
-	s, err := h.Upstreams.Server(ctx, u.Name)
+	s, err := h.Upstreams.Server(c.Request.Context(), u.Name)
 	if err != nil {
 		return err
 	}
-	c.JSON(http.StatusCreated, AddedUpstream{Server: s, Report: rep})
+	c.JSON(status, AddedUpstream{Server: s, Report: rep})
 	return nil
+}
+
+// UpdateUpstream changes an upstream server's registration.
+//
+//	@Summary		Change an upstream MCP server's registration
+//	@ID			updateUpstream
+//	@Description	Replaces where and how the server runs (transport, command, env, mounts, url, headers, network, isolation, limits, category) with the body, a whole registration as added; its name is the path's (a body naming another server is 422). The new registration is tried first: a server that does not start or answer is refused (422) and the old registration stays. Then it is stored (audited as upstream.update), the server's connections close, and its tools are compared with what was accepted: a changed or new tool is held pending for an admin as a sync holds it, so a new command or URL never changes a tool unseen. A body registering the server as it is changes nothing (report null).
+//	@Tags			upstreams
+//	@Accept			json
+//	@Produce		json
+//	@Param			name	path		string			true	"Server name"
+//	@Param			server	body		upstream.Spec	true	"The whole registration"
+//	@Success		200		{object}	AddedUpstream
+//	@Failure		400		{object}	ErrorBody	"malformed JSON or unknown field"
+//	@Failure		401		{object}	ErrorBody
+//	@Failure		403		{object}	ErrorBody
+//	@Failure		404		{object}	ErrorBody
+//	@Failure		413		{object}	ErrorBody
+//	@Failure		415		{object}	ErrorBody
+//	@Failure		422		{object}	ErrorBody	"an invalid field, another server's name, or a server that does not start or answer"
+//	@Security		BearerAuth
+//	@Router			/api/v1/upstreams/{name} [put]
+func (h *Handler) UpdateUpstream(c *gin.Context) error {
+	name, err := serverName(c)
+	if err != nil {
+		return err
+	}
+	var spec upstream.Spec
+	if err := bindJSON(c, &spec); err != nil {
+		return err
+	}
+	if spec.Name == "" {
+		spec.Name = name
+	}
+	if spec.Name != name {
+		return &models.ValidationError{What: "upstream server", Problems: []models.Problem{{Pointer: "/name",
+			Message: "names " + spec.Name + ", not " + name + ": a server cannot be renamed; add it under the new name and delete the old one"}}}
+	}
+	u, rep, err := h.Upstreams.Update(c.Request.Context(), spec, CurrentPrincipal(c))
+	return h.answerUpstream(c, http.StatusOK, u, rep, err)
 }
 
 // ListUpstreams lists the upstream servers.

@@ -26,6 +26,7 @@ const (
 	AuditApprovalApprove  = "approval.approve"
 	AuditApprovalDeny     = "approval.deny"
 	AuditUpstreamAdd      = "upstream.add"
+	AuditUpstreamUpdate   = "upstream.update"
 	AuditUpstreamDisable  = "upstream.disable"
 	AuditUpstreamEnable   = "upstream.enable"
 	AuditUpstreamDelete   = "upstream.delete"
@@ -62,7 +63,7 @@ var AuditActions = []string{
 	AuditToolRegister, AuditToolPublish, AuditToolRollback, AuditToolRetire, AuditToolImport,
 	AuditPrincipalCreate, AuditPrincipalDisable, AuditPrincipalEnable, AuditPrincipalDelete,
 	AuditKeyIssue, AuditKeyRevoke, AuditGrantsSet, AuditApprovalApprove, AuditApprovalDeny,
-	AuditUpstreamAdd, AuditUpstreamDisable, AuditUpstreamEnable, AuditUpstreamDelete, AuditUpstreamChange, AuditUpstreamAccept, AuditUpstreamSync,
+	AuditUpstreamAdd, AuditUpstreamUpdate, AuditUpstreamDisable, AuditUpstreamEnable, AuditUpstreamDelete, AuditUpstreamChange, AuditUpstreamAccept, AuditUpstreamSync,
 	AuditUpstreamRefuse, AuditUpstreamAlias, AuditUpstreamToolDisable, AuditUpstreamToolEnable,
 	AuditCallCancel, AuditCallbackRotate, AuditSelectionLearn, AuditQueryForget, AuditSignIn, AuditSignInFailed, AuditSignOut,
 }

@@ -121,6 +121,20 @@ func (s *Store) CreateUpstream(ctx context.Context, u *Upstream) error {
 	return nil
 }
 
+// UpdateUpstream stores u's registration (where and how it runs, its
+// limits and category) over the one of its id.
+func (s *Store) UpdateUpstream(ctx context.Context, u *Upstream) error {
+	res := s.db.WithContext(ctx).Model(u).Select("transport", "command", "env", "mounts", "url", "headers", "network",
+		"isolation", "max_concurrent", "idle_seconds", "category").Updates(u)
+	if res.Error != nil {
+		return fmt.Errorf("update upstream %q: %w", u.Name, res.Error)
+	}
+	if res.RowsAffected == 0 {
+		return ErrNotFound.Errorf("upstream server %q", u.Name)
+	}
+	return nil
+}
+
 // Upstreams lists the registered upstreams by name.
 func (s *Store) Upstreams(ctx context.Context) ([]Upstream, error) {
 	var out []Upstream

@@ -163,6 +163,7 @@ func TestEveryStateChangeIsRecorded(t *testing.T) {
 		{"POST /api/v1/principals/:id/enable", "admin", apiFn("POST", func() string { return "/api/v1/principals/" + botID + "/enable" }, func() any { return nil }), models.AuditPrincipalEnable},
 		{"DELETE /api/v1/principals/:id", "admin", apiFn("DELETE", func() string { return "/api/v1/principals/" + botID }, func() any { return nil }), models.AuditPrincipalDelete},
 		{"POST /api/v1/upstreams", "admin", api("POST", "/api/v1/upstreams", map[string]any{"name": "weather", "transport": "http", "url": upSrv.URL, "category": "search"}), models.AuditUpstreamAdd},
+		{"PUT /api/v1/upstreams/:name", "admin", api("PUT", "/api/v1/upstreams/weather", map[string]any{"transport": "http", "url": upSrv.URL, "category": "api"}), models.AuditUpstreamUpdate},
 		{"PUT /api/v1/upstreams/:name/tools/:tool", "admin", api("PUT", "/api/v1/upstreams/weather/tools/forecast", map[string]any{"level": "moderate"}), models.AuditToolPublish},
 		{"POST /api/v1/upstreams/:name/sync", "admin", func(role string) int {
 			forecast("Tell the weather in a city, in detail.")

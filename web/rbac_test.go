@@ -49,6 +49,9 @@ func TestRBACMatrix(t *testing.T) {
 		{"GET", "/upstreams", "/api/v1/upstreams", nil, 200, forbidden, forbidden},
 		{"POST", "/upstreams", "/api/v1/upstreams", func(*testApp) any { return map[string]any{"name": "x", "transport": "ftp", "category": "api"} }, 422, forbidden, forbidden},
 		{"GET", "/upstreams/:name", "/api/v1/upstreams/nope", nil, 404, forbidden, forbidden},
+		{"PUT", "/upstreams/:name", "/api/v1/upstreams/nope", func(*testApp) any {
+			return map[string]any{"transport": "http", "url": "http://127.0.0.1:9/mcp", "category": "api"}
+		}, 404, forbidden, forbidden},
 		{"DELETE", "/upstreams/:name", "/api/v1/upstreams/nope", nil, 404, forbidden, forbidden},
 		{"POST", "/upstreams/:name/sync", "/api/v1/upstreams/nope/sync", nil, 404, forbidden, forbidden},
 		{"POST", "/upstreams/:name/disable", "/api/v1/upstreams/nope/disable", nil, 404, forbidden, forbidden},

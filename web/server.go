@@ -70,6 +70,7 @@ var routes = []route[*handlers.Handler]{
 	{http.MethodGet, "/upstreams", admins, (*handlers.Handler).ListUpstreams},
 	{http.MethodPost, "/upstreams", admins, (*handlers.Handler).AddUpstream},
 	{http.MethodGet, "/upstreams/:name", admins, (*handlers.Handler).GetUpstream},
+	{http.MethodPut, "/upstreams/:name", admins, (*handlers.Handler).UpdateUpstream},
 	{http.MethodDelete, "/upstreams/:name", admins, (*handlers.Handler).DeleteUpstream},
 	{http.MethodPost, "/upstreams/:name/sync", admins, (*handlers.Handler).SyncUpstream},
 	{http.MethodPost, "/upstreams/:name/disable", admins, (*handlers.Handler).DisableUpstream},

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -51,6 +52,13 @@ const (
 	MaxConcurrentLimit = 64
 	MaxIdleSeconds     = 24 * 3600
 )
+
+// upstream is the registration s asks for.
+func (s *Spec) upstream() *models.Upstream {
+	return &models.Upstream{Name: s.Name, Transport: s.Transport, Command: s.Command, Env: s.Env, Mounts: s.Mounts, URL: s.URL,
+		Headers: s.Headers, Network: s.Network, Isolation: s.Isolation, MaxConcurrent: s.MaxConcurrent,
+		IdleSeconds: s.IdleSeconds, Category: s.Category}
+}
 
 // check validates s, filling defaults, and reports every problem at once.
 func (s *Spec) check() error {
@@ -174,9 +182,7 @@ func (m *Manager) Add(ctx context.Context, s Spec, by *models.Principal) (*model
 	if err := s.check(); err != nil {
 		return nil, nil, err
 	}
-	u := &models.Upstream{Name: s.Name, Transport: s.Transport, Command: s.Command, Env: s.Env, Mounts: s.Mounts, URL: s.URL,
-		Headers: s.Headers, Network: s.Network, Isolation: s.Isolation, MaxConcurrent: s.MaxConcurrent,
-		IdleSeconds: s.IdleSeconds, Category: s.Category}
+	u := s.upstream()
 	if by != nil {
 		u.CreatedBy = &by.ID
 	}
@@ -200,6 +206,94 @@ func (m *Manager) Add(ctx context.Context, s Spec, by *models.Principal) (*model
 	return u, rep, err
 }
 
+// Update changes a registered server's registration (s.Name's) to s.
+// The new registration is tried first: a server that does not start or
+// answer is refused and the old one stays. Then it is stored, the
+// server's connections close (the next call starts it as registered
+// now), and what it serves is compared with what was accepted: a changed
+// tool is held pending for an admin, as a sync holds it, so a new
+// command or URL cannot change a tool's definition unseen. A
+// registration that is the same as stored changes nothing (nil report).
+func (m *Manager) Update(ctx context.Context, s Spec, by *models.Principal) (*models.Upstream, *Report, error) {
+	if err := s.check(); err != nil {
+		return nil, nil, err
+	}
+	cur, err := m.d.Store.UpstreamByName(ctx, s.Name)
+	if err != nil {
+		return nil, nil, err
+	}
+	next := s.upstream()
+	next.ID, next.CreatedBy, next.CreatedAt, next.DisabledAt, next.Refused = cur.ID, cur.CreatedBy, cur.CreatedAt, cur.DisabledAt, cur.Refused
+	if sameRegistration(cur, next) {
+		return cur, nil, nil
+	}
+	l, err := m.try(ctx, next)
+	if err != nil {
+		return nil, nil, err
+	}
+	err = m.d.Store.Audited(ctx, models.AuditUpstreamUpdate, func(tx *models.Store) (string, string, error) {
+		return "upstream:" + s.Name, fmt.Sprintf("%s %s, was %s %s", next.Transport, describe(next), cur.Transport, describe(cur)), tx.UpdateUpstream(ctx, next)
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	m.Drop(s.Name)
+	if next.Category != cur.Category || next.Transport != cur.Transport || next.Network != cur.Network {
+		// What its tools' definitions take from the server changed.
+		if err := m.republishAll(ctx, next, by); err != nil {
+			return nil, nil, err
+		}
+	}
+	rep, err := m.compare(ctx, next, l, false, by)
+	return next, rep, err
+}
+
+// republishAll publishes the accepted definition of each of u's tools in
+// service again, as its next version made with u as registered now.
+func (m *Manager) republishAll(ctx context.Context, u *models.Upstream, by *models.Principal) error {
+	rows, err := m.d.Store.UpstreamTools(ctx, u.ID)
+	if err != nil {
+		return err
+	}
+	for i := range rows {
+		if r := &rows[i]; r.Tool != "" && r.Status == models.UpstreamToolActive && r.DisabledAt == nil {
+			if err := m.republish(ctx, u, r, by); err != nil {
+				return fmt.Errorf("publish %s again: %w", r.Tool, err)
+			}
+		}
+	}
+	return nil
+}
+
+// sameRegistration reports whether a and b register a server alike:
+// where and how it runs, its limits and category.
+func sameRegistration(a, b *models.Upstream) bool {
+	reg := func(u *models.Upstream) models.Upstream {
+		return models.Upstream{Name: u.Name, Transport: u.Transport, Command: u.Command, Env: u.Env, Mounts: u.Mounts, URL: u.URL,
+			Headers: u.Headers, Network: u.Network, Isolation: u.Isolation, MaxConcurrent: u.MaxConcurrent,
+			IdleSeconds: u.IdleSeconds, Category: u.Category}
+	}
+	return reflect.DeepEqual(normalized(reg(a)), normalized(reg(b)))
+}
+
+// normalized makes empty maps and lists nil, as the store reads them
+// back either way.
+func normalized(u models.Upstream) models.Upstream {
+	if len(u.Command) == 0 {
+		u.Command = nil
+	}
+	if len(u.Env) == 0 {
+		u.Env = nil
+	}
+	if len(u.Mounts) == 0 {
+		u.Mounts = nil
+	}
+	if len(u.Headers) == 0 {
+		u.Headers = nil
+	}
+	return u
+}
+
 // unreachable is a server that did not start or answer, refused at the
 // field that says where it runs.
 func unreachable(u *models.Upstream, msg string) error {
@@ -218,18 +312,31 @@ func (m *Manager) Try(ctx context.Context, s Spec) ([]string, error) {
 	}
 	// Under a name of its own, so no registered server's connection is
 	// used or disturbed.
-	u := &models.Upstream{Name: "try-" + models.NewID(), Transport: s.Transport, Command: s.Command, Env: s.Env, Mounts: s.Mounts,
-		URL: s.URL, Headers: s.Headers, Network: s.Network, Isolation: s.Isolation, MaxConcurrent: s.MaxConcurrent, IdleSeconds: s.IdleSeconds, Category: s.Category}
-	defer m.forgetTried(u.Name)
-	l, err := m.list(ctx, u)
+	l, err := m.try(ctx, s.upstream())
 	if err != nil {
-		return nil, unreachable(u, strings.ReplaceAll(err.Error(), u.Name, s.Name))
+		return nil, err
 	}
 	names := make([]string, len(l.tools))
 	for i, t := range l.tools {
 		names[i] = t.Name
 	}
 	return names, nil
+}
+
+// try lists the tools u would serve under a name of its own, so no
+// registered server's connection is used or disturbed, and forgets the
+// connection after: what Add or Update would find, refused at the field
+// that says where it runs when it does not start or answer.
+func (m *Manager) try(ctx context.Context, u *models.Upstream) (*listing, error) {
+	name := u.Name
+	tried := *u
+	tried.Name = "try-" + models.NewID()
+	defer m.forgetTried(tried.Name)
+	l, err := m.list(ctx, &tried)
+	if err != nil {
+		return nil, unreachable(u, strings.ReplaceAll(err.Error(), tried.Name, name))
+	}
+	return l, nil
 }
 
 // forgetTried drops a server that was only tried and removes what it left
