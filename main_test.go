@@ -92,10 +92,16 @@ func buildBinary(t testing.TB) string {
 // start runs the binary and waits until it prints its URLs.
 func start(t testing.TB, bin, dataDir string, env ...string) *server {
 	t.Helper()
+	return startWithTools(t, bin, dataDir, "", env...)
+}
+
+// startWithTools is start with toolsDir as the tool files directory.
+func startWithTools(t testing.TB, bin, dataDir, toolsDir string, env ...string) *server {
+	t.Helper()
 	s := &server{exited: make(chan error, 1)}
 	// No tool files unless a test brings its own (the repository's
 	// tools.d holds examples).
-	s.cmd = exec.Command(bin, "serve", "--addr", "127.0.0.1:0", "--data-dir", dataDir, "--tools-dir", "")
+	s.cmd = exec.Command(bin, "serve", "--addr", "127.0.0.1:0", "--data-dir", dataDir, "--tools-dir", toolsDir)
 	s.cmd.Env = append(os.Environ(), env...)
 	stdout, err := s.cmd.StdoutPipe()
 	if err != nil {

@@ -186,16 +186,12 @@ func (a *App) probeHost(ctx context.Context, host *ops.HostCaps) (env hostEnv, e
 	return env, nil
 }
 
-// buildCatalog makes the registry, the tool files (not yet applied) and
-// the selector. Learned queries reach the other instances' rankings at
-// once: the message names the tools, each instance reads their queries
-// again.
+// buildCatalog makes the registry and the selector. Learned queries
+// reach the other instances' rankings at once: the message names the
+// tools, each instance reads their queries again.
 func (a *App) buildCatalog(env hostEnv) {
 	cfg := a.Config
 	a.Registry = catalog.NewRegistry(a.Store, a.Log)
-	if cfg.ToolsDir != "" {
-		a.ToolFiles = catalog.NewToolFiles(cfg.ToolsDir, a.Registry, a.Log)
-	}
 	a.Selector = selection.New(selection.Deps{Store: a.Store, Authz: a.Authz, Embedder: env.emb, Host: env.host,
 		KeepLearned: cfg.KeepLearned, Metrics: a.Metrics, Log: a.Log,
 		OnLearned: func(ctx context.Context, tools []string) {
@@ -203,9 +199,10 @@ func (a *App) buildCatalog(env hostEnv) {
 		}})
 }
 
-// buildInvoke makes the invoke stage and what it runs on: the runners,
-// the callbacks, the invoker; and the alerts and the audit log over the
-// calls it records. sleep, when set, replaces the wait between retries.
+// buildInvoke makes the invoke stage and what it runs on: the upstream
+// servers, the runners, the callbacks, the invoker; the tool files (not
+// yet applied), which may define upstream servers; and the alerts and the
+// audit log over the calls it records. sleep, when set, replaces the wait between retries.
 func (a *App) buildInvoke(env hostEnv, sleep func(context.Context, time.Duration) error) error {
 	cfg := a.Config
 	redactor, err := redact.New(secretValues(cfg))
@@ -220,6 +217,9 @@ func (a *App) buildInvoke(env hostEnv, sleep func(context.Context, time.Duration
 	}
 	a.Upstreams = upstream.New(upstream.Deps{Store: a.Store, Registry: a.Registry, Net: cfg.NetPolicy, Secrets: cfg.Secrets, Stdio: stdio, Log: a.Log})
 	a.Metrics.Register(a.Upstreams.Collector())
+	if cfg.ToolsDir != "" {
+		a.ToolFiles = catalog.NewToolFiles(cfg.ToolsDir, a.Registry, a.Upstreams, a.Log)
+	}
 	a.Runners = runners.NewTable(runners.Deps{DataDir: cfg.DataDir, Net: cfg.NetPolicy, Sandbox: env.box,
 		Quota: quota, Browser: a.chromium, Search: cfg.SearXNG,
 		Secrets: cfg.Secrets, Metrics: a.Metrics, MCP: a.Upstreams.Runner(), Log: a.Log})

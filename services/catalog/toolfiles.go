@@ -35,6 +35,10 @@ import (
 // A file that leaves out "version" gets one: 1.0.0 for a new tool, the
 // next patch version on each change. A file that states one must raise it
 // to change the tool: versions are immutable.
+//
+// A file holding "mcp_server" alone defines an upstream MCP server
+// instead (Servers applies it): registered when the file appears, its
+// registration changed with the file, deleted when the file goes.
 type ToolFiles struct {
 	dir string
 	// key is dir made absolute: the tools each file registered are
@@ -42,14 +46,39 @@ type ToolFiles struct {
 	// retires its tool at the next start.
 	key string
 	reg *Registry
-	log *slog.Logger
+	// servers applies the files that define MCP servers (nil: such files
+	// are refused).
+	servers ServerFiles
+	log     *slog.Logger
 
 	mu    sync.Mutex
 	files map[string]*toolFile // file name → what it last defined
 }
 
+// ServerFiles keeps the upstream MCP servers that tool files define
+// (upstream.Manager).
+type ServerFiles interface {
+	// ApplyServer registers the server spec (a registration as the REST
+	// API takes it) describes, or changes its registration to spec.
+	ApplyServer(ctx context.Context, spec json.RawMessage) error
+	// RemoveServer deletes a server whose file is gone.
+	RemoveServer(ctx context.Context, name string) error
+}
+
+// serverKey is what a file that defines server name records in place of a
+// tool's name: no tool name holds a colon.
+func serverKey(name string) string { return "server:" + name }
+
+// defines names what a file's record key stands for, for messages.
+func defines(key string) string {
+	if name, ok := strings.CutPrefix(key, "server:"); ok {
+		return "the MCP server " + name
+	}
+	return key
+}
+
 type toolFile struct {
-	tool string
+	tool string // the tool's name, or serverKey of the server's
 	sum  [32]byte
 	err  string
 }
@@ -66,13 +95,14 @@ const toolFileDebounce = 150 * time.Millisecond
 // maxToolFileBytes bounds a tool file.
 const maxToolFileBytes = 1 << 20
 
-// NewToolFiles watches dir for tool files; reg applies them.
-func NewToolFiles(dir string, reg *Registry, log *slog.Logger) *ToolFiles {
+// NewToolFiles watches dir for tool files; reg applies them, and servers
+// the files that define MCP servers (nil: refused).
+func NewToolFiles(dir string, reg *Registry, servers ServerFiles, log *slog.Logger) *ToolFiles {
 	key, err := filepath.Abs(dir)
 	if err != nil {
 		key = filepath.Clean(dir)
 	}
-	return &ToolFiles{dir: dir, key: key, reg: reg, log: log, files: map[string]*toolFile{}}
+	return &ToolFiles{dir: dir, key: key, reg: reg, servers: servers, log: log, files: map[string]*toolFile{}}
 }
 
 // Dir is the watched directory.
@@ -179,17 +209,20 @@ func (t *ToolFiles) Problems() []FileProblem {
 	return out
 }
 
-// Count is how many files define a tool now.
-func (t *ToolFiles) Count() int {
+// Count is how many files define a tool now, and how many an MCP
+// server.
+func (t *ToolFiles) Count() (tools, servers int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	n := 0
 	for _, f := range t.files {
-		if f.tool != "" {
-			n++
+		switch {
+		case strings.HasPrefix(f.tool, "server:"):
+			servers++
+		case f.tool != "":
+			tools++
 		}
 	}
-	return n
+	return tools, servers
 }
 
 // apply brings the registry in line with one file.
@@ -227,25 +260,37 @@ func (t *ToolFiles) apply(ctx context.Context, name string) {
 	if sum == prev.sum && prev.err == "" {
 		return // unchanged
 	}
-	def, err := parseToolFile(name, raw)
+	def, server, err := parseToolFile(name, raw)
 	if err != nil {
 		fail(err)
 		return
 	}
-	if prev.tool != "" && def.Name != prev.tool {
-		fail(fmt.Errorf("the file defined %s and now names %s: a tool cannot be renamed; retire it by removing the file and add a new file", prev.tool, def.Name))
+	key := def.Name
+	if server != nil {
+		key = serverKey(def.Name)
+	}
+	if prev.tool != "" && key != prev.tool {
+		fail(fmt.Errorf("the file defined %s and now %s: what a file defines cannot be renamed; remove the file and add a new one", defines(prev.tool), defines(key)))
 		return
 	}
-	if other := t.definer(def.Name, name); other != "" {
-		fail(fmt.Errorf("%s is already defined by %s", def.Name, other))
+	if other := t.definer(key, name); other != "" {
+		fail(fmt.Errorf("%s is already defined by %s", defines(key), other))
 		return
 	}
-	if err := t.register(ctx, def); err != nil {
+	switch {
+	case server != nil && t.servers == nil:
+		err = errors.New("MCP servers cannot be defined here: this server runs no upstream servers")
+	case server != nil:
+		err = t.servers.ApplyServer(ctx, server)
+	default:
+		err = t.register(ctx, def)
+	}
+	if err != nil {
 		fail(err)
 		return
 	}
-	prev.tool, prev.sum, prev.err = def.Name, sum, ""
-	if err := t.reg.store.SaveToolFileRecord(ctx, models.ToolFileRecord{Dir: t.key, File: name, Tool: def.Name}); err != nil {
+	prev.tool, prev.sum, prev.err = key, sum, ""
+	if err := t.reg.store.SaveToolFileRecord(ctx, models.ToolFileRecord{Dir: t.key, File: name, Tool: key}); err != nil {
 		t.log.Error("record a tool file", "file", name, "err", err)
 	}
 }
@@ -266,7 +311,13 @@ func (t *ToolFiles) forget(ctx context.Context, name, tool string) {
 			}
 		}
 	}
-	if tool != "" && !t.definedElsewhere(tool) {
+	if server, ok := strings.CutPrefix(tool, "server:"); ok && t.servers != nil && !t.definedElsewhere(tool) {
+		if err := t.servers.RemoveServer(ctx, server); err != nil && !errors.Is(err, models.ErrNotFound) {
+			t.log.Error("delete the MCP server of a removed file", "file", name, "server", server, "err", err)
+			return
+		}
+		t.log.Info("tool file removed: MCP server deleted", "file", name, "server", server)
+	} else if !ok && tool != "" && !t.definedElsewhere(tool) {
 		if err := t.reg.Retire(ctx, tool, nil); err != nil && !errors.Is(err, models.ErrNotFound) {
 			t.log.Error("retire the tool of a removed file", "file", name, "tool", tool, "err", err)
 			return
@@ -348,29 +399,47 @@ func (t *ToolFiles) definer(tool, except string) string {
 func (t *ToolFiles) definedElsewhere(tool string) bool { return t.definer(tool, "") != "" }
 
 // parseToolFile reads one tool definition, strictly: unknown fields are
-// errors.
-func parseToolFile(name string, raw []byte) (tooldef.Definition, error) {
-	var def tooldef.Definition
+// errors. A file holding "mcp_server" alone defines an MCP server: its
+// registration is returned as server (as JSON, for ServerFiles to read
+// strictly), and def holds only its name.
+func parseToolFile(name string, raw []byte) (def tooldef.Definition, server json.RawMessage, err error) {
 	if !strings.HasSuffix(strings.ToLower(name), ".json") {
 		var tree any
 		if err := yaml.Unmarshal(raw, &tree); err != nil {
-			return def, fmt.Errorf("not valid YAML: %w", err)
+			return def, nil, fmt.Errorf("not valid YAML: %w", err)
 		}
 		j, err := json.Marshal(jsonValue(tree))
 		if err != nil {
-			return def, fmt.Errorf("not valid YAML: %w", err)
+			return def, nil, fmt.Errorf("not valid YAML: %w", err)
 		}
 		raw = j
+	}
+	var top map[string]json.RawMessage
+	if json.Unmarshal(raw, &top) == nil && top["mcp_server"] != nil {
+		if len(top) > 1 {
+			return def, nil, errors.New("a file with \"mcp_server\" defines that server alone: move the other fields to a file of their own")
+		}
+		var head struct {
+			Name string `json:"name"`
+		}
+		if err := json.Unmarshal(top["mcp_server"], &head); err != nil {
+			return def, nil, fmt.Errorf("mcp_server is not an MCP server's registration: %w", err)
+		}
+		if head.Name == "" {
+			return def, nil, errors.New("no name: an MCP server needs \"name\"")
+		}
+		def.Name = head.Name
+		return def, top["mcp_server"], nil
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&def); err != nil {
-		return def, fmt.Errorf("not a tool definition: %w", err)
+		return def, nil, fmt.Errorf("not a tool definition: %w", err)
 	}
 	if def.Name == "" {
-		return def, fmt.Errorf("no name: a tool file needs \"name\"")
+		return def, nil, fmt.Errorf("no name: a tool file needs \"name\"")
 	}
-	return def, nil
+	return def, nil, nil
 }
 
 // jsonValue is a decoded YAML value as JSON can hold it: mapping keys that

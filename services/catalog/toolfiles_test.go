@@ -19,7 +19,7 @@ func toolFilesFixture(t *testing.T) (*Registry, string, *ToolFiles) {
 	store, _ := modelstest.Store(t)
 	reg := NewRegistry(store, quiet)
 	dir := t.TempDir()
-	return reg, dir, NewToolFiles(dir, reg, quiet)
+	return reg, dir, NewToolFiles(dir, reg, nil, quiet)
 }
 
 const noteTool = `name: note_words
@@ -118,8 +118,8 @@ func TestToolFilesWatched(t *testing.T) {
 		t.Fatal(err)
 	}
 	within("a removed file retires its tool", func() bool { return version() == "" })
-	if tf.Count() != 1 {
-		t.Errorf("files defining a tool: %d, want 1", tf.Count())
+	if tools, servers := tf.Count(); tools != 1 || servers != 0 {
+		t.Errorf("files defining a tool: %d, a server: %d; want 1 and 0", tools, servers)
 	}
 }
 
@@ -134,7 +134,7 @@ func TestToolFilesRestart(t *testing.T) {
 		if err := tf.Load(ctx); err != nil {
 			t.Fatal(err)
 		}
-		tf = NewToolFiles(dir, reg, tf.log) // the next start
+		tf = NewToolFiles(dir, reg, nil, tf.log) // the next start
 	}
 	versions, err := reg.Versions(ctx, "note_words")
 	if err != nil || len(versions) != 1 {
@@ -162,7 +162,7 @@ func TestToolFilesRestart(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "chars.yaml"), []byte("name: [broken"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	tf = NewToolFiles(dir, reg, tf.log)
+	tf = NewToolFiles(dir, reg, nil, tf.log)
 	if err := tf.Load(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +173,7 @@ func TestToolFilesRestart(t *testing.T) {
 		}
 	}
 	// Another start changes nothing more.
-	tf = NewToolFiles(dir, reg, tf.log)
+	tf = NewToolFiles(dir, reg, nil, tf.log)
 	if err := tf.Load(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -185,12 +185,12 @@ func TestToolFilesRestart(t *testing.T) {
 // The examples shipped in tools.d are valid.
 func TestShippedToolFiles(t *testing.T) {
 	reg, _, _ := toolFilesFixture(t)
-	tf := NewToolFiles(filepath.Join("..", "..", "tools.d"), reg, quiet)
+	tf := NewToolFiles(filepath.Join("..", "..", "tools.d"), reg, nil, quiet)
 	if err := tf.Load(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if ps := tf.Problems(); len(ps) > 0 || tf.Count() < 2 {
-		t.Fatalf("shipped tool files: %d applied, problems %v", tf.Count(), ps)
+	if tools, _ := tf.Count(); len(tf.Problems()) > 0 || tools < 2 {
+		t.Fatalf("shipped tool files: %d applied, problems %v", tools, tf.Problems())
 	}
 }
 
@@ -204,7 +204,7 @@ func TestToolFilesVersionAfterRollback(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(dir, "note.yaml"), []byte(body), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		tf = NewToolFiles(dir, reg, tf.log) // applied at a start
+		tf = NewToolFiles(dir, reg, nil, tf.log) // applied at a start
 		if err := tf.Load(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -253,7 +253,7 @@ var quiet = slog.New(slog.DiscardHandler)
 // strings become their text and a date stays the text it was; invalid YAML
 // and unknown fields are refused.
 func TestParseToolFileYAML(t *testing.T) {
-	def, err := parseToolFile("t.yaml", []byte(`name: dated
+	def, _, err := parseToolFile("t.yaml", []byte(`name: dated
 version: 1.0.0
 examples: [2024-01-01, 2024-01-01T10:00:00Z]
 parameters:
@@ -274,7 +274,7 @@ parameters:
 		"name: x\nfield: 1\n":   `not a tool definition: json: unknown field "field"`,
 		"description: nameless": "no name",
 	} {
-		if _, err := parseToolFile("t.yml", []byte(body)); err == nil || !strings.HasPrefix(err.Error(), want) {
+		if _, _, err := parseToolFile("t.yml", []byte(body)); err == nil || !strings.HasPrefix(err.Error(), want) {
 			t.Errorf("%q: error %v, want %q…", body, err, want)
 		}
 	}

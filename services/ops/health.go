@@ -213,7 +213,12 @@ func (h *Health) describe(r *Readiness) {
 		r.Components["sandbox"] = sb
 	}
 	if tf := h.d.ToolFiles; tf != nil {
-		comp := Component{Status: StatusOK, Detail: countOf(tf.Count(), "tool", "tools") + " from " + tf.Dir()}
+		tools, servers := tf.Count()
+		what := countOf(tools, "tool", "tools")
+		if servers > 0 {
+			what += " and " + countOf(servers, "MCP server", "MCP servers")
+		}
+		comp := Component{Status: StatusOK, Detail: what + " from " + tf.Dir()}
 		if ps := tf.Problems(); len(ps) > 0 {
 			parts := make([]string, len(ps))
 			for i, p := range ps {

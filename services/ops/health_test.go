@@ -21,7 +21,7 @@ func TestHealthToolFiles(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "note.yaml"), []byte("name: note_words\nparameters: [not, a, schema\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	tf := catalog.NewToolFiles(dir, catalog.NewRegistry(store, quiet), quiet)
+	tf := catalog.NewToolFiles(dir, catalog.NewRegistry(store, quiet), nil, quiet)
 	if err := tf.Load(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,9 @@
 package upstream
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -405,3 +407,28 @@ func (m *Manager) Delete(ctx context.Context, name string) error {
 	}
 	return err
 }
+
+// ApplyServer registers the server a tool file defines (spec, read as
+// the REST API reads a registration: unknown fields are errors), or
+// changes its registration to spec (Update: changed tools wait for an
+// admin). A file that registers a server as it is changes nothing, so a
+// restart starts no process.
+func (m *Manager) ApplyServer(ctx context.Context, spec json.RawMessage) error {
+	var s Spec
+	dec := json.NewDecoder(bytes.NewReader(spec))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&s); err != nil {
+		return fmt.Errorf("mcp_server is not an MCP server's registration: %w", err)
+	}
+	_, err := m.d.Store.UpstreamByName(ctx, s.Name)
+	switch {
+	case errors.Is(err, models.ErrNotFound):
+		_, _, err = m.Add(ctx, s, nil)
+	case err == nil:
+		_, _, err = m.Update(ctx, s, nil)
+	}
+	return err
+}
+
+// RemoveServer deletes the server of a tool file that is gone.
+func (m *Manager) RemoveServer(ctx context.Context, name string) error { return m.Delete(ctx, name) }
