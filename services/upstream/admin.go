@@ -192,6 +192,7 @@ func (m *Manager) Add(ctx context.Context, s Spec, by *models.Principal) (*model
 		return nil, nil, models.ErrConflict.Errorf("upstream server %q", s.Name)
 	}
 	// Tried before anything is stored.
+	defer m.unregistered(u.Name)()
 	l, err := m.list(ctx, u)
 	if err != nil {
 		m.Drop(u.Name)
@@ -333,12 +334,27 @@ func (m *Manager) try(ctx context.Context, u *models.Upstream) (*listing, error)
 	name := u.Name
 	tried := *u
 	tried.Name = "try-" + models.NewID()
+	defer m.unregistered(tried.Name)()
 	defer m.forgetTried(tried.Name)
 	l, err := m.list(ctx, &tried)
 	if err != nil {
 		return nil, unreachable(u, strings.ReplaceAll(err.Error(), tried.Name, name))
 	}
 	return l, nil
+}
+
+// unregistered marks name as a server connected to before it is
+// registered (tried, or being added), whose connections Reconcile must
+// leave alone, until the returned func is called.
+func (m *Manager) unregistered(name string) func() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.trying[name] = true
+	return func() {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		delete(m.trying, name)
+	}
 }
 
 // forgetTried drops a server that was only tried and removes what it left

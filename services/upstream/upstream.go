@@ -66,6 +66,9 @@ type Manager struct {
 	known map[string]known
 	// closed is set by Close: no connection is made after it.
 	closed bool
+	// trying are the names servers are connected to under before they
+	// are registered (tried, or being added): Reconcile leaves them be.
+	trying map[string]bool
 }
 
 type connKey struct{ server, session string }
@@ -81,12 +84,14 @@ func New(d Deps) *Manager {
 	if d.Log == nil {
 		d.Log = slog.Default()
 	}
-	return &Manager{d: d, cns: map[connKey]*conn{}, failures: map[connKey]failure{}, known: map[string]known{}}
+	return &Manager{d: d, cns: map[connKey]*conn{}, failures: map[connKey]failure{}, known: map[string]known{}, trying: map[string]bool{}}
 }
 
 // conn is one live MCP session to an upstream.
 type conn struct {
-	key  connKey
+	key connKey
+	// reg is the registration the connection was made with.
+	reg  *models.Upstream
 	cs   *mcp.ClientSession
 	end  context.CancelFunc // ends the connection's context
 	sem  chan struct{}
@@ -232,7 +237,7 @@ func (m *Manager) forget(key connKey, c *conn) {
 const ConnectTimeout = 30 * time.Second
 
 func (m *Manager) dial(ctx context.Context, u *models.Upstream, key connKey, call *runners.Call) (*conn, error) {
-	c := &conn{key: key, sem: make(chan struct{}, max(u.MaxConcurrent, 1)), idle: time.Duration(u.IdleSeconds) * time.Second, used: time.Now()}
+	c := &conn{key: key, reg: u, sem: make(chan struct{}, max(u.MaxConcurrent, 1)), idle: time.Duration(u.IdleSeconds) * time.Second, used: time.Now()}
 	var t mcp.Transport
 	switch u.Transport {
 	case models.TransportStdio:
@@ -388,7 +393,8 @@ func (t headers) RoundTrip(req *http.Request) (*http.Response, error) {
 // SweepEvery is how often Run looks for idle connections.
 const SweepEvery = 5 * time.Second
 
-// Run closes connections idle longer than their server's idle time,
+// Run closes connections idle longer than their server's idle time, and
+// those of servers changed, disabled or deleted on another instance,
 // until ctx ends; then it closes every connection.
 func (m *Manager) Run(ctx context.Context) error {
 	tick := time.NewTicker(SweepEvery)
@@ -400,8 +406,52 @@ func (m *Manager) Run(ctx context.Context) error {
 			return nil
 		case now := <-tick.C:
 			m.Sweep(now)
+			if err := m.Reconcile(ctx); err != nil && ctx.Err() == nil {
+				m.d.Log.Warn("compare upstream connections with the registrations", "err", err)
+			}
 		}
 	}
+}
+
+// Reconcile closes the connections whose server is no longer registered
+// as they were made: deleted, disabled, or registered anew (on another
+// instance of a cluster; this one's own changes close them at once), so
+// no process keeps running a registration that is gone. It reads the
+// registrations only while connections are open.
+func (m *Manager) Reconcile(ctx context.Context) error {
+	m.mu.Lock()
+	made := map[string]*models.Upstream{}
+	for key, c := range m.cns {
+		if !m.trying[key.server] {
+			made[key.server] = c.reg
+		}
+	}
+	m.mu.Unlock()
+	if len(made) == 0 {
+		return nil
+	}
+	stored, err := m.d.Store.Upstreams(ctx)
+	if err != nil {
+		return err
+	}
+	now := map[string]*models.Upstream{}
+	for i := range stored {
+		now[stored[i].Name] = &stored[i]
+	}
+	for name, reg := range made {
+		switch u := now[name]; {
+		case u == nil:
+			m.d.Log.Info("upstream server deleted: its connections closed", "server", name)
+		case u.DisabledAt != nil:
+			m.d.Log.Info("upstream server disabled: its connections closed", "server", name)
+		case !sameRegistration(u, reg):
+			m.d.Log.Info("upstream server registered anew: its connections closed", "server", name)
+		default:
+			continue
+		}
+		m.Drop(name)
+	}
+	return nil
 }
 
 // Sweep closes the connections idle longer than their server's idle
