@@ -199,7 +199,12 @@ func New(d Deps) http.Handler {
 	r.HEAD("/healthz", d.Handler.Healthz)
 	r.GET("/readyz", d.Handler.Readyz)
 	r.HEAD("/readyz", d.Handler.Readyz)
-	r.StaticFS("/static", http.FS(static.FS))
+	r.GET(static.Prefix+"*file", serveStatic)
+	r.HEAD(static.Prefix+"*file", serveStatic)
+	// Browsers ask for it whatever the page links.
+	favicon := func(c *gin.Context) { static.Serve(c.Writer, c.Request, "favicon.svg") }
+	r.GET("/favicon.ico", favicon)
+	r.HEAD("/favicon.ico", favicon)
 	// The OpenAPI 3 form of the document, converted by "make generate":
 	// the one the Go client is generated from.
 	r.GET(OpenAPI3Path, func(c *gin.Context) { c.Data(http.StatusOK, "application/json; charset=utf-8", docs.OpenAPI3JSON) })
@@ -228,6 +233,13 @@ func New(d Deps) http.Handler {
 		api.Handle(rt.method, rt.path, d.Handler.Wrap(func(c *gin.Context) error { return fn(d.Handler, c) }))
 	}
 	return r
+}
+
+// serveStatic answers a static file (static.Serve), or 404.
+func serveStatic(c *gin.Context) {
+	if !static.Serve(c.Writer, c.Request, strings.TrimPrefix(c.Param("file"), "/")) {
+		c.String(http.StatusNotFound, "404 page not found")
+	}
 }
 
 // authenticate resolves the bearer key to a principal (401 when missing or
