@@ -37,23 +37,36 @@ func TimeLeft(now, t time.Time) string {
 	return strconv.Itoa(h) + " h " + strconv.Itoa(m) + " min left"
 }
 
-// CallMillis formats a duration in milliseconds for the timing tables.
-func CallMillis(ms int64) string {
-	if ms < 1000 {
-		return strconv.FormatInt(ms, 10) + " ms"
-	}
-	return strconv.FormatFloat(float64(ms)/1000, 'f', 2, 64) + " s"
-}
+// CallMillis formats a duration in milliseconds (Duration).
+func CallMillis(ms int64) string { return Duration(time.Duration(ms) * time.Millisecond) }
 
-// Micros writes a time in microseconds as µs, ms or s.
-func Micros(us int64) string {
+// Micros formats a duration in microseconds (Duration).
+func Micros(us int64) string { return Duration(time.Duration(us) * time.Microsecond) }
+
+// Duration writes d for a person, the same way on every page, with at
+// most three significant figures and the unit that keeps them short:
+// "840 µs", "2.4 ms", "628 ms", "12.5 s", "10 min 28 s", "2 h 5 min".
+func Duration(d time.Duration) string {
 	switch {
-	case us < 1000:
-		return strconv.FormatInt(us, 10) + " µs"
-	case us < 1_000_000:
-		return strconv.FormatFloat(float64(us)/1000, 'f', 1, 64) + " ms"
+	case d < 0:
+		return "-" + Duration(-d)
+	case d < time.Millisecond:
+		return strconv.FormatInt(d.Microseconds(), 10) + " µs"
+	// Each bound is where rounding would carry into the next unit.
+	case d < 10*time.Millisecond-50*time.Microsecond:
+		return strconv.FormatFloat(float64(d.Microseconds())/1000, 'f', 1, 64) + " ms"
+	case d < time.Second-500*time.Microsecond:
+		return strconv.FormatInt(d.Round(time.Millisecond).Milliseconds(), 10) + " ms"
+	case d < 10*time.Second-5*time.Millisecond:
+		return strconv.FormatFloat(float64(d.Milliseconds())/1000, 'f', 2, 64) + " s"
+	case d < time.Minute-50*time.Millisecond:
+		return strconv.FormatFloat(float64(d.Round(100*time.Millisecond).Milliseconds())/1000, 'f', 1, 64) + " s"
+	case d < time.Hour:
+		d = d.Round(time.Second)
+		return strconv.Itoa(int(d.Minutes())) + " min " + strconv.Itoa(int(d.Seconds())%60) + " s"
 	}
-	return strconv.FormatFloat(float64(us)/1e6, 'f', 2, 64) + " s"
+	d = d.Round(time.Minute)
+	return strconv.Itoa(int(d.Hours())) + " h " + strconv.Itoa(int(d.Minutes())%60) + " min"
 }
 
 // stageLabel names a stage for a person: "attempt 2", "queue".

@@ -126,13 +126,8 @@ func dashCount(n int64, one, many string) string {
 // dashPct formats a rate between 0 and 1 as a percentage.
 func dashPct(r float64) string { return strconv.FormatFloat(r*100, 'f', 1, 64) + "%" }
 
-// dashMs formats a duration in milliseconds.
-func dashMs(ms int64) string {
-	if ms >= 10_000 {
-		return strconv.FormatFloat(float64(ms)/1000, 'f', 1, 64) + " s"
-	}
-	return strconv.FormatInt(ms, 10) + " ms"
-}
+// dashMs formats a duration in milliseconds (Duration).
+func dashMs(ms int64) string { return CallMillis(ms) }
 
 func dashInt(n int64) string { return strconv.FormatInt(n, 10) }
 

@@ -3,6 +3,7 @@ package web_test
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -83,5 +84,28 @@ func TestE2EDashboardNarrow(t *testing.T) {
 	px, err := chromedp.Run(e.ctx, chromedp.Evaluate[float64](`Math.min(...[...document.querySelectorAll("svg.chart text")].map(t => t.getBoundingClientRect().height))`))
 	if err != nil || px < 9 {
 		t.Errorf("the chart's smallest label is %.1f px high at 390 px, want 9 or more (%v)", px, err)
+	}
+	// It opens on the newest hours: the rightmost label is on the screen.
+	newest, err := chromedp.Run(e.ctx, chromedp.Evaluate[[]float64](`(() => {
+		const r = [...document.querySelectorAll("svg.chart text")].map(t => t.getBoundingClientRect()).reduce((a, b) => a.right > b.right ? a : b);
+		return [r.left, r.right, window.innerWidth];
+	})()`))
+	if err != nil || len(newest) != 3 || newest[0] < 0 || newest[1] > newest[2] {
+		t.Errorf("the newest hour's label at 390 px (left, right, width): %v %v", newest, err)
+	}
+	// The ranges are a control of separate, padded links, the current one
+	// marked.
+	ranges, err := chromedp.Run(e.ctx, chromedp.Evaluate[[]float64](`[...document.querySelectorAll(".dash-ranges a")].map(a => parseFloat(getComputedStyle(a).paddingLeft))`))
+	if err != nil || len(ranges) != 3 || slices.Min(ranges) < 8 {
+		t.Errorf("the range links' padding: %v %v", ranges, err)
+	}
+	// A refusal has one colour: the chart's key, and History's badge.
+	colours, err := chromedp.Run(e.ctx, chromedp.Evaluate[[]string](`(() => {
+		document.body.insertAdjacentHTML("beforeend", '<span class="badge refused" id="probe">refused</span>');
+		const key = document.querySelector(".dash-key.refused-key");
+		return [key ? getComputedStyle(key).backgroundColor : "", getComputedStyle(document.getElementById("probe")).color];
+	})()`))
+	if err != nil || len(colours) != 2 || colours[0] == "" || colours[0] != colours[1] {
+		t.Errorf("refused in the chart's key and in a badge: %v %v", colours, err)
 	}
 }
