@@ -403,6 +403,22 @@ func TestConsoleTryIt(t *testing.T) {
 		t.Errorf("escaping path: %d %q", p.Status, p.TestID("try-code").Text())
 	}
 
+	// A command that exits 1 is a call that succeeded, not a green one:
+	// the exit code is shown beside the status, in the failure colour.
+	needSandbox(t, app)
+	if r := app.do(t, "admin", "POST", "/api/v1/tools", toolDef("count_words")); r.Status != 201 {
+		t.Fatalf("register: %d %s", r.Status, r.Body)
+	}
+	p = b.post("/admin/tools/count_words/try", url.Values{"arg.text": {"no-such-file.txt"}, "session_id": {"try-1"}})
+	if st := p.TestID("try-status"); st.Text() != "succeeded" || st.HasClass("succeeded") || !p.TestID("try-exit").HasClass("failed") ||
+		p.TestID("try-exit").Text() != "exit code 1" || !strings.Contains(p.TestID("try-exit-note").Text(), "exited with 1") {
+		t.Errorf("a command that exited 1: %s", p.TestID("try-result").Text())
+	}
+	p = b.post("/admin/tools/count_words/try", url.Values{"arg.text": {"notes/hello.txt"}, "session_id": {"try-1"}})
+	if !p.TestID("try-status").HasClass("succeeded") || p.TestID("try-exit").Length() != 0 {
+		t.Errorf("a command that exited 0: %s", p.TestID("try-result").Text())
+	}
+
 	// A dangerous tool waits for approval, with its call id.
 	p = b.post("/admin/tools/shell_exec/try", url.Values{"arg.command": {"echo hi"}, "session_id": {"try-1"}})
 	if p.Status != 202 || p.TestID("try-status").Text() != "awaiting_approval" || !strings.Contains(p.TestID("try-awaiting").Text(), p.TestID("try-call-id").Text()) {

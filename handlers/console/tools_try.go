@@ -290,6 +290,12 @@ func tryResult(res invoke.ToolResult, reviewer bool) *views.TryResult {
 		Duration: res.Metadata.Duration, Attempts: res.Metadata.Attempts, Cached: res.Metadata.Cached, Version: res.Metadata.ToolVersion}
 	if len(res.Data) > 0 && !bytes.Equal(res.Data, []byte("null")) {
 		r.Data = views.PrettyJSON(string(res.Data))
+		var ran struct {
+			ExitCode *int `json:"exit_code"`
+		}
+		if json.Unmarshal(res.Data, &ran) == nil && ran.ExitCode != nil {
+			r.ExitCode, r.HasExit = *ran.ExitCode, true
+		}
 	}
 	if e := res.Error; e != nil {
 		r.Code, r.Message, r.Suggestion = e.Code, e.Message, e.Suggestion
