@@ -68,8 +68,8 @@ func (s *Store) ScanCallStats(ctx context.Context, since, until time.Time, fn fu
 }
 
 // ToolOutcome counts the calls of a tool that ran to an end (succeeded,
-// failed or interrupted: not the refused, which no tool ran) and how many
-// of them did not succeed.
+// failed or interrupted: not the refused or denied, which no tool ran;
+// NothingRan) and how many of them did not succeed.
 type ToolOutcome struct {
 	Tool     string
 	Finished int64
@@ -81,7 +81,7 @@ type ToolOutcome struct {
 func (s *Store) ToolOutcomes(ctx context.Context, since, until time.Time) ([]ToolOutcome, error) {
 	var out []ToolOutcome
 	err := s.db.WithContext(ctx).Raw(`SELECT tool, COUNT(*) AS finished, SUM(CASE WHEN status <> 'succeeded' THEN 1 ELSE 0 END) AS failed
-FROM calls WHERE created_at >= ? AND created_at < ? AND NOT (`+openCalls+`) AND status <> 'refused' GROUP BY tool`, since.UTC(), until.UTC()).Scan(&out).Error
+FROM calls WHERE created_at >= ? AND created_at < ? AND NOT (`+openCalls+`) AND NOT `+nothingRanSQL+` GROUP BY tool`, since.UTC(), until.UTC()).Scan(&out).Error
 	if err != nil {
 		return nil, fmt.Errorf("count call outcomes: %w", err)
 	}

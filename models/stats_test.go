@@ -20,6 +20,8 @@ func TestCallStatsQueries(t *testing.T) {
 			{ID: "b", Tool: "file_read", Status: "failed", ErrorCode: "TIMEOUT", TotalMs: 10_000, CreatedAt: hour.Add(59 * time.Minute)},
 			{ID: "c", Tool: "web_search", Status: "running", CreatedAt: hour.Add(time.Hour)},
 			{ID: "d", Tool: "web_search", Status: "refused", ErrorCode: "VALIDATION_ERROR", CreatedAt: hour.Add(90 * time.Minute)},
+			// A reviewer denied it: nothing ran either.
+			{ID: "e", Tool: "file_read", Status: "failed", ErrorCode: CodeConfirmationDenied, TotalMs: 60_000, CreatedAt: hour.Add(100 * time.Minute)},
 		}
 		if err := store.SaveCalls(ctx, rows); err != nil {
 			t.Fatal(err)
@@ -41,11 +43,12 @@ func TestCallStatsQueries(t *testing.T) {
 			}
 		}
 		counts, err := store.CountCallsBetween(ctx, []time.Time{hour, hour.Add(time.Hour), hour.Add(2 * time.Hour)})
-		if err != nil || len(counts) != 2 || counts[0] != 2 || counts[1] != 2 {
+		if err != nil || len(counts) != 2 || counts[0] != 2 || counts[1] != 3 {
 			t.Fatalf("counts %v %v", counts, err)
 		}
 		outcomes, err := store.ToolOutcomes(ctx, hour, hour.Add(2*time.Hour))
-		// A running call has not ended, and a refused one never ran.
+		// A running call has not ended, and a refused or denied one never
+		// ran.
 		if err != nil || len(outcomes) != 1 || outcomes[0] != (ToolOutcome{Tool: "file_read", Finished: 2, Failed: 1}) {
 			t.Fatalf("outcomes %+v %v, want file_read's 2 calls, 1 failed", outcomes, err)
 		}

@@ -15,6 +15,18 @@ const (
 	StatusUnrecorded = "unrecorded"
 )
 
+// NothingRan reports whether a call that ended with status and error
+// code is a refusal: a guard refused it, or a reviewer denied it or let it
+// expire (recorded as failed with CodeConfirmationDenied, as agents have
+// always read it). No tool ran, so the statistics and the alerts count it
+// as refused, never as the tool failing.
+func NothingRan(status, code string) bool {
+	return status == StatusRefused || status == StatusFailed && code == CodeConfirmationDenied
+}
+
+// nothingRanSQL is NothingRan as an SQL condition on the calls table.
+const nothingRanSQL = "(status = 'refused' OR (status = 'failed' AND error_code = 'CONFIRMATION_DENIED'))"
+
 // Terminal reports whether a status is final.
 func Terminal(status string) bool {
 	switch status {

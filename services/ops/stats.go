@@ -404,7 +404,7 @@ func (h *hourStats) add(c models.CallStat) {
 		if code == "" {
 			code = "UNKNOWN"
 		}
-		if c.Status == models.StatusRefused {
+		if models.NothingRan(c.Status, c.ErrorCode) {
 			a.refused++
 			a.refusals[code]++
 		} else {
@@ -412,10 +412,10 @@ func (h *hourStats) add(c models.CallStat) {
 			a.codes[code]++
 		}
 	}
-	if finished && c.Cached && c.Status != models.StatusRefused {
+	if finished && c.Cached && !models.NothingRan(c.Status, c.ErrorCode) {
 		a.cached++
 	}
-	if c.Status == models.StatusSucceeded || c.Status == models.StatusFailed {
+	if c.Status == models.StatusSucceeded || c.Status == models.StatusFailed && !models.NothingRan(c.Status, c.ErrorCode) {
 		a.addLatency(latencyBin(c.TotalMs), 1)
 	}
 }

@@ -63,6 +63,9 @@ func TestStatsSummary(t *testing.T) {
 	calls = append(calls,
 		statCall("shell_exec", models.StatusAwaitingApproval, "", 10*time.Minute, 0),
 		statCall("shell_exec", models.StatusRefused, "VALIDATION_ERROR", 20*time.Minute, 0),
+		// A reviewer's denial (recorded failed, as agents read it): no
+		// tool ran, so it is a refusal here too, and in the alerts.
+		statCall("shell_exec", models.StatusFailed, models.CodeConfirmationDenied, 30*time.Minute, 90_000),
 		statCall("file_read", models.StatusSucceeded, "", 25*time.Hour, 1),
 		statCall("file_read", models.StatusSucceeded, "", -time.Minute, 1),
 	)
@@ -77,13 +80,13 @@ func TestStatsSummary(t *testing.T) {
 	}
 	// Refused, failed and waiting are apart: the refusal is not a failure,
 	// and neither it nor the waiting call counts in the success rate.
-	if sum.Calls != 38 || sum.Succeeded != 30 || sum.Failed != 6 || sum.Refused != 1 || sum.Open != 1 {
-		t.Fatalf("calls %d succeeded %d failed %d refused %d open %d, want 38 30 6 1 1", sum.Calls, sum.Succeeded, sum.Failed, sum.Refused, sum.Open)
+	if sum.Calls != 39 || sum.Succeeded != 30 || sum.Failed != 6 || sum.Refused != 2 || sum.Open != 1 {
+		t.Fatalf("calls %d succeeded %d failed %d refused %d open %d, want 39 30 6 2 1", sum.Calls, sum.Succeeded, sum.Failed, sum.Refused, sum.Open)
 	}
 	if sum.SuccessRate != round(30.0/36, 4) {
 		t.Errorf("success rate %v, want 30 of the 36 that ran", sum.SuccessRate)
 	}
-	if len(sum.Refusals) != 1 || sum.Refusals[0].Code != "VALIDATION_ERROR" || sum.Refusals[0].Calls != 1 {
+	if len(sum.Refusals) != 2 || sum.Refusals[0].Calls != 1 || sum.Refusals[1].Calls != 1 {
 		t.Errorf("refusals %+v", sum.Refusals)
 	}
 	var hourly HourCount
@@ -93,7 +96,7 @@ func TestStatsSummary(t *testing.T) {
 		hourly.Refused += h.Refused
 		hourly.Open += h.Open
 	}
-	if hourly.Succeeded != 30 || hourly.Failed != 6 || hourly.Refused != 1 || hourly.Open != 1 {
+	if hourly.Succeeded != 30 || hourly.Failed != 6 || hourly.Refused != 2 || hourly.Open != 1 {
 		t.Errorf("hourly totals %+v", hourly)
 	}
 	var sh ToolStats
@@ -102,11 +105,11 @@ func TestStatsSummary(t *testing.T) {
 			sh = ts
 		}
 	}
-	if sh.Calls != 2 || sh.Refused != 1 || sh.Open != 1 || sh.Failed != 0 || sh.SuccessRate != 0 || len(sh.Failures) != 0 {
-		t.Errorf("shell_exec (one refused, one waiting) %+v", sh)
+	if sh.Calls != 3 || sh.Refused != 2 || sh.Open != 1 || sh.Failed != 0 || sh.SuccessRate != 0 || len(sh.Failures) != 0 || sh.P95Ms != 0 {
+		t.Errorf("shell_exec (one refused, one denied, one waiting) %+v", sh)
 	}
-	if last := sum.Hourly[23]; last.Succeeded != 1 || last.Failed != 5 || last.Refused != 1 || last.Open != 1 {
-		t.Errorf("current hour %+v, want 1 succeeded, 5 failed, 1 refused, 1 open", last)
+	if last := sum.Hourly[23]; last.Succeeded != 1 || last.Failed != 5 || last.Refused != 2 || last.Open != 1 {
+		t.Errorf("current hour %+v, want 1 succeeded, 5 failed, 2 refused, 1 open", last)
 	}
 	if !slices.Equal(sum.Top, []string{"web_search", "file_read", "shell_exec"}) {
 		t.Errorf("top %v", sum.Top)
