@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -14,6 +13,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"toolbelt/services/netpolicy"
 )
 
 // Timeouts of the proxy.
@@ -215,38 +216,7 @@ func (p *proxy) tunnel(w http.ResponseWriter, r *http.Request) {
 		p.failed(w, r, err)
 		return
 	}
-	defer up.Close()
-	hj, ok := w.(http.Hijacker)
-	if !ok {
-		http.Error(w, "cannot tunnel", http.StatusInternalServerError)
-		return
-	}
-	conn, buf, err := hj.Hijack()
-	if err != nil {
-		return
-	}
-	defer conn.Close()
-	if _, err := io.WriteString(conn, "HTTP/1.1 200 Connection Established\r\n\r\n"); err != nil {
-		return
-	}
-	// Both ends close when the call ends, which ends both copies.
-	stop := context.AfterFunc(r.Context(), func() {
-		conn.Close()
-		up.Close()
-	})
-	defer stop()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		io.Copy(up, buf) // what Chromium sent, buffered bytes first
-		if c, ok := up.(*net.TCPConn); ok {
-			c.CloseWrite()
-		}
-	}()
-	io.Copy(conn, up)
-	conn.Close()
-	up.Close()
-	<-done
+	netpolicy.Tunnel(w, r, up)
 }
 
 // check runs allow, refusing everything once the proxy is closing.

@@ -73,7 +73,7 @@ func (p Policy) CheckURL(raw string) string {
 	} else if err != nil && numericHost(host) {
 		return fmt.Sprintf("host %s is an IPv4 address in another spelling (hex, octal or fewer parts); write it as a dotted quad", host)
 	}
-	if host == "localhost" || strings.HasSuffix(host, ".localhost") || strings.HasSuffix(host, ".internal") {
+	if internalName(host) {
 		return fmt.Sprintf("host %s is internal", host)
 	}
 	return ""
