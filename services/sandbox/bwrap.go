@@ -101,6 +101,12 @@ func (b bwrap) command(spec Spec, drop bool, limits []rlimit) (cmd *exec.Cmd, er
 	for _, m := range spec.Mounts {
 		opts = append(opts, "--ro-bind", m.Host, m.At)
 	}
+	argv := spec.Argv
+	if spec.Proxy != "" {
+		if argv, err = proxyArgs(spec, fd); err != nil {
+			return nil, err
+		}
+	}
 	if b.filter != nil {
 		f, err := dataPipe(b.filter.bytes())
 		if err != nil {
@@ -120,7 +126,6 @@ func (b bwrap) command(spec Spec, drop bool, limits []rlimit) (cmd *exec.Cmd, er
 	if err != nil {
 		return nil, err
 	}
-	argv := spec.Argv
 	limits, inner := perNamespaceProcs(limits, spec.Limits.Procs)
 	if inner > 0 {
 		argv = append([]string{b.prlimit, fmt.Sprintf("--nproc=%d", inner), "--"}, argv...)

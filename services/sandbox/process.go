@@ -63,8 +63,8 @@ type Exit struct {
 
 // Start starts spec isolated exactly as Run does (the backend, seccomp,
 // the unprivileged uid, the cgroup or resource limits, the work
-// directory, no network unless Spec.Network, only Spec.Env or
-// DefaultEnv, the disk quota's watch), with live pipes instead of
+// directory, no network unless Spec.Network (or only the proxy of
+// Spec.Proxy), only Spec.Env or DefaultEnv, the disk quota's watch), with live pipes instead of
 // buffers, and returns at once. The process lives until it ends, Stop or
 // Kill ends it, or ctx ends: every process of its tree is killed then.
 // ctx bounds its whole life: a server's context, not one request's.

@@ -3,7 +3,8 @@
 // Linux namespaces, landlock and seccomp; around both, a memory and
 // process cap (a cgroup where one is writable, resource limits otherwise),
 // an unprivileged uid when the server runs as root, no network unless the
-// tool asks for it, capped output, and a kill of the whole process tree on
+// tool asks for it (or, under bubblewrap, only an HTTP proxy of the
+// server's: Spec.Proxy, egress.go), capped output, and a kill of the whole process tree on
 // timeout. Run runs a command to its end; Start runs one that stays (a
 // stdio MCP server) with live pipes.
 //
@@ -154,11 +155,19 @@ type Spec struct {
 	// it): bubblewrap mounts it from the descriptor, resolving no path,
 	// and the disk quota measures it through it. The caller keeps and
 	// closes it. The native backend still needs Dir.
-	DirFD   *os.File
-	Env     []string // the whole environment; PATH defaults to the system's
-	Stdin   []byte   // Run's input (Start gives a pipe instead)
+	DirFD *os.File
+	Env   []string // the whole environment; PATH defaults to the system's
+	Stdin []byte   // Run's input (Start gives a pipe instead)
+	// Network shares the host's network. Without it a command has a
+	// network namespace of its own, with only loopback up.
 	Network bool
-	Limits  Limits
+	// Proxy, when set, is the host path of a unix socket where an HTTP
+	// proxy listens (bubblewrap only, without Network): the command
+	// reaches it at 127.0.0.1:<port>, named by HTTP_PROXY, HTTPS_PROXY,
+	// http_proxy and https_proxy, and nothing else outside (see
+	// egress.go).
+	Proxy  string
+	Limits Limits
 	// Mounts are host directories the command may read, each at a path
 	// of its own under /opt (bubblewrap only): the code of a server that
 	// is not under /usr.
@@ -346,6 +355,9 @@ func (s *Sandbox) usable(spec Spec) error {
 	}
 	if len(spec.Mounts) > 0 && s.backend.name() != "bubblewrap" {
 		return errors.New("sandbox: read-only mounts need bubblewrap")
+	}
+	if err := checkProxy(spec, s.backend.name()); err != nil {
+		return err
 	}
 	return checkMounts(spec.Mounts)
 }
