@@ -213,7 +213,7 @@ func (a *App) buildInvoke(env hostEnv, sleep func(context.Context, time.Duration
 	// Stdio servers run in the sandbox, as tool commands do, or not at all.
 	var stdio upstream.StdioStarter
 	if env.box.Available() {
-		stdio = &upstream.Sandboxed{Box: env.box, DataDir: cfg.DataDir, Limits: quota.Limits()}
+		stdio = &upstream.Sandboxed{Box: env.box, DataDir: cfg.DataDir, Limits: quota.Limits(), Net: cfg.NetPolicy, Log: a.Log}
 	}
 	a.Upstreams = upstream.New(upstream.Deps{Store: a.Store, Registry: a.Registry, Net: cfg.NetPolicy, Secrets: cfg.Secrets, Stdio: stdio, Log: a.Log})
 	a.Metrics.Register(a.Upstreams.Collector())

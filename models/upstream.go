@@ -44,9 +44,13 @@ type Upstream struct {
 	// Headers are sent with every request (http, sse); a value may
 	// reference a secret as {{env.NAME}}.
 	Headers map[string]string `gorm:"serializer:json" json:"headers,omitempty"`
-	// Network lets a stdio process reach the network (none by default).
-	Network   bool   `gorm:"not null;default:false" json:"network"`
-	Isolation string `gorm:"size:8;not null;default:'shared'" json:"isolation"`
+	// Egress are the hosts (host or host:port) a stdio process may reach,
+	// through Toolbelt's proxy under the outbound policy; it has no
+	// network of its own. A database made before this field may hold a
+	// network column: it is not read, so such a server has no network
+	// until an admin lists its hosts (never more than it was given).
+	Egress    []string `gorm:"serializer:json" json:"egress,omitempty"`
+	Isolation string   `gorm:"size:8;not null;default:'shared'" json:"isolation"`
 	// MaxConcurrent caps the calls in flight to the server (per process
 	// for stdio).
 	MaxConcurrent int `gorm:"not null;default:4" json:"max_concurrent"`
@@ -124,7 +128,7 @@ func (s *Store) CreateUpstream(ctx context.Context, u *Upstream) error {
 // UpdateUpstream stores u's registration (where and how it runs, its
 // limits and category) over the one of its id.
 func (s *Store) UpdateUpstream(ctx context.Context, u *Upstream) error {
-	res := s.db.WithContext(ctx).Model(u).Select("transport", "command", "env", "mounts", "url", "headers", "network",
+	res := s.db.WithContext(ctx).Model(u).Select("transport", "command", "env", "mounts", "url", "headers", "egress",
 		"isolation", "max_concurrent", "idle_seconds", "category").Updates(u)
 	if res.Error != nil {
 		return fmt.Errorf("update upstream %q: %w", u.Name, res.Error)

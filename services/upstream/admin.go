@@ -38,8 +38,14 @@ type Spec struct {
 	// Headers are sent with every request (http, sse); credentials as
 	// {{env.NAME}}.
 	Headers map[string]string `json:"headers,omitempty"`
-	// Network lets a stdio process reach the network.
-	Network bool `json:"network,omitempty"`
+	// Egress are the hosts a stdio server may reach, each a host name or
+	// address with an optional :port (80 and 443 without one), through
+	// Toolbelt's proxy under the outbound policy of http_request; it has
+	// no network of its own.
+	Egress []string `json:"egress,omitempty" example:"api.github.com,example.org:8443"`
+	// Network is refused: the switch that shared the host's network is
+	// replaced by Egress.
+	Network bool `json:"network,omitempty" swaggerignore:"true"`
 	// Isolation is shared (one process) or session (one per session, in
 	// its work directory); stdio only.
 	Isolation     string `json:"isolation,omitempty" enums:"shared,session"`
@@ -58,7 +64,7 @@ const (
 // upstream is the registration s asks for.
 func (s *Spec) upstream() *models.Upstream {
 	return &models.Upstream{Name: s.Name, Transport: s.Transport, Command: s.Command, Env: s.Env, Mounts: s.Mounts, URL: s.URL,
-		Headers: s.Headers, Network: s.Network, Isolation: s.Isolation, MaxConcurrent: s.MaxConcurrent,
+		Headers: s.Headers, Egress: s.Egress, Isolation: s.Isolation, MaxConcurrent: s.MaxConcurrent,
 		IdleSeconds: s.IdleSeconds, Category: s.Category}
 }
 
@@ -100,6 +106,7 @@ func (s *Spec) check() error {
 				ps.Add(ptr, "%q must be an absolute, clean path to a directory on the server", dir)
 			}
 		}
+		checkEgress(s.Egress, &ps)
 		for name, v := range s.Env {
 			ptr := "/env/" + tooldef.EscapePointer(name)
 			if !envName(name) {
@@ -111,8 +118,8 @@ func (s *Spec) check() error {
 		if !strings.HasPrefix(s.URL, "http://") && !strings.HasPrefix(s.URL, "https://") {
 			ps.Add("/url", "%q must be an absolute http or https URL", s.URL)
 		}
-		if len(s.Command) > 0 || len(s.Env) > 0 || len(s.Mounts) > 0 || s.Network {
-			ps.Add("/command", "command, env, mounts and network are for stdio servers")
+		if len(s.Command) > 0 || len(s.Env) > 0 || len(s.Mounts) > 0 || len(s.Egress) > 0 {
+			ps.Add("/command", "command, env, mounts and egress are for stdio servers")
 		}
 		if s.Isolation != models.IsolationShared {
 			ps.Add("/isolation", "only stdio servers run one process per session")
@@ -126,6 +133,9 @@ func (s *Spec) check() error {
 		}
 	default:
 		ps.Add("/transport", "%q is not a transport; use stdio, http or sse", s.Transport)
+	}
+	if s.Network {
+		ps.Add("/network", "is replaced by egress: list the hosts the server may reach, e.g. [\"api.github.com\"]; without them it has no network")
 	}
 	if s.Isolation != models.IsolationShared && s.Isolation != models.IsolationSession {
 		ps.Add("/isolation", "%q is not an isolation; use shared or session", s.Isolation)
@@ -241,7 +251,7 @@ func (m *Manager) Update(ctx context.Context, s Spec, by *models.Principal) (*mo
 		return nil, nil, err
 	}
 	m.Drop(s.Name)
-	if next.Category != cur.Category || next.Transport != cur.Transport || next.Network != cur.Network {
+	if next.Category != cur.Category || next.Transport != cur.Transport || len(next.Egress) > 0 != (len(cur.Egress) > 0) {
 		// What its tools' definitions take from the server changed.
 		if err := m.republishAll(ctx, next, by); err != nil {
 			return nil, nil, err
@@ -273,7 +283,7 @@ func (m *Manager) republishAll(ctx context.Context, u *models.Upstream, by *mode
 func sameRegistration(a, b *models.Upstream) bool {
 	reg := func(u *models.Upstream) models.Upstream {
 		return models.Upstream{Name: u.Name, Transport: u.Transport, Command: u.Command, Env: u.Env, Mounts: u.Mounts, URL: u.URL,
-			Headers: u.Headers, Network: u.Network, Isolation: u.Isolation, MaxConcurrent: u.MaxConcurrent,
+			Headers: u.Headers, Egress: u.Egress, Isolation: u.Isolation, MaxConcurrent: u.MaxConcurrent,
 			IdleSeconds: u.IdleSeconds, Category: u.Category}
 	}
 	return reflect.DeepEqual(normalized(reg(a)), normalized(reg(b)))
@@ -293,6 +303,9 @@ func normalized(u models.Upstream) models.Upstream {
 	}
 	if len(u.Headers) == 0 {
 		u.Headers = nil
+	}
+	if len(u.Egress) == 0 {
+		u.Egress = nil
 	}
 	return u
 }

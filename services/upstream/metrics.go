@@ -9,6 +9,8 @@ var (
 		"1 while connecting to an upstream MCP server fails and waits to be tried again.", []string{"server"}, nil)
 	memoryDesc = prometheus.NewDesc("toolbelt_upstream_memory_bytes",
 		"Memory of an upstream MCP server's running stdio processes on this instance.", []string{"server"}, nil)
+	egressRefusedDesc = prometheus.NewDesc("toolbelt_upstream_egress_refused_total",
+		"Connections an upstream MCP server's stdio processes asked for on this instance and its egress proxy refused.", []string{"server"}, nil)
 )
 
 // Collector reports the upstreams' state on /metrics, read when scraped.
@@ -20,6 +22,7 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- connectionsDesc
 	ch <- failingDesc
 	ch <- memoryDesc
+	ch <- egressRefusedDesc
 }
 
 func (c collector) Collect(ch chan<- prometheus.Metric) {
@@ -38,6 +41,11 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	if mem, ok := c.m.d.Stdio.(interface{ Memory() map[string]int64 }); ok {
 		for server, b := range mem.Memory() {
 			ch <- prometheus.MustNewConstMetric(memoryDesc, prometheus.GaugeValue, float64(b), server)
+		}
+	}
+	if e, ok := c.m.d.Stdio.(interface{ EgressRefused() map[string]uint64 }); ok {
+		for server, n := range e.EgressRefused() {
+			ch <- prometheus.MustNewConstMetric(egressRefusedDesc, prometheus.CounterValue, float64(n), server)
 		}
 	}
 }

@@ -195,7 +195,7 @@ func define(u *models.Upstream, row *models.UpstreamTool, pinned, version string
 		Name: toolbeltName(u.Name, row), Version: version, Description: desc, Category: cmp.Or(row.Category, u.Category),
 		Tags:       []string{"mcp", u.Name},
 		Parameters: params,
-		Security:   tooldef.Security{Level: level, Sandbox: u.Transport == models.TransportStdio, Network: u.Transport != models.TransportStdio || u.Network},
+		Security:   tooldef.Security{Level: level, Sandbox: u.Transport == models.TransportStdio, Network: u.Transport != models.TransportStdio || len(u.Egress) > 0},
 		Execution:  tooldef.Execution{Retryable: readOnly, MaxRetries: map[bool]int{true: 2}[readOnly]},
 		Runner:     tooldef.Runner{Kind: tooldef.RunnerMCP, Server: u.Name, Tool: t.Name},
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,12 +15,14 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"toolbelt/models"
+	"toolbelt/services/netpolicy"
 	"toolbelt/services/runners"
 	"toolbelt/services/sandbox"
 )
 
 // Sandboxed starts stdio servers in the sandbox, with the limits of tool
-// commands: no network unless the server's registration allows it, an
+// commands: no network of their own, the hosts of the server's egress
+// list reached through a proxy under the outbound policy (egress.go), an
 // environment of the sandbox's defaults and the server's own variables
 // only, and one writable directory: the session's work directory for a
 // server with session isolation, else the server's own directory under
@@ -27,10 +31,24 @@ type Sandboxed struct {
 	Box     *sandbox.Sandbox
 	DataDir string
 	Limits  sandbox.Limits
+	// Net is the outbound policy of the servers' egress proxies, the one
+	// of http_request.
+	Net netpolicy.Policy
+	// Resolver looks up the hosts of egress lists (nil: the system's).
+	Resolver *net.Resolver
+	Log      *slog.Logger
 
-	mu     sync.Mutex
-	stderr map[string]*sandbox.Process // the last process of each server
-	live   map[*sandbox.Process]string // the running processes, by server
+	mu            sync.Mutex
+	stderr        map[string]*sandbox.Process // the last process of each server
+	live          map[*sandbox.Process]string // the running processes, by server
+	egressRefused map[string]uint64           // by server
+}
+
+func (s *Sandboxed) log() *slog.Logger {
+	if s.Log == nil {
+		return slog.Default()
+	}
+	return s.Log
 }
 
 // StopGrace is how long a stdio server has to exit once its input
@@ -63,12 +81,23 @@ func (s *Sandboxed) Start(ctx context.Context, u *models.Upstream, call *runners
 		return nil, fmt.Errorf("work directory: %w", err)
 	}
 	defer dir.Close()
-	spec := sandbox.Spec{Argv: u.Command, Dir: dir.Name(), DirFD: dir, Network: u.Network, Limits: s.Limits, Mounts: mounts}
+	spec := sandbox.Spec{Argv: u.Command, Dir: dir.Name(), DirFD: dir, Limits: s.Limits, Mounts: mounts}
 	spec.Env = append(sandbox.DefaultEnv(s.Box.WorkPath(spec)), env...)
+	stopProxy := func() {}
+	if len(u.Egress) > 0 {
+		if spec.Proxy, stopProxy, err = s.startProxy(u); err != nil {
+			return nil, fmt.Errorf("egress proxy: %w", err)
+		}
+	}
 	p, err := s.Box.Start(ctx, spec)
 	if err != nil {
+		stopProxy()
 		return nil, fmt.Errorf("start %s: %w", u.Command[0], err)
 	}
+	go func() {
+		<-p.Done()
+		stopProxy()
+	}()
 	s.mu.Lock()
 	if s.stderr == nil {
 		s.stderr, s.live = map[string]*sandbox.Process{}, map[*sandbox.Process]string{}
