@@ -1750,6 +1750,11 @@ type UpstreamServer struct {
 	CreatedBy   *int    `json:"created_by,omitempty"`
 	DisabledAt  *string `json:"disabled_at,omitempty"`
 
+	// Egress Egress are the hosts (host or host:port) a stdio process may reach,
+	// through Toolbelt's proxy under the outbound policy; it has no
+	// network of its own.
+	Egress *[]string `json:"egress,omitempty"`
+
 	// Env Env is the stdio process's whole environment besides PATH and HOME:
 	// each value literal text or {{env.NAME}}, a configured secret.
 	Env *map[string]string `json:"env,omitempty"`
@@ -1774,9 +1779,6 @@ type UpstreamServer struct {
 	// name: each shown read-only at /opt/<name> in the sandbox.
 	Mounts *map[string]string `json:"mounts,omitempty"`
 	Name   *string            `json:"name,omitempty"`
-
-	// Network Network lets a stdio process reach the network (none by default).
-	Network *bool `json:"network,omitempty"`
 
 	// Refused Refused says what the last look at its tools refused that is no
 	// one tool's: tools served without a name, tools past the limit.
@@ -1803,6 +1805,14 @@ type UpstreamSpec struct {
 	// Command Command is the program and its arguments (stdio), run in the
 	// sandbox.
 	Command *[]string `json:"command,omitempty"`
+
+	// Egress Egress are the hosts a stdio server may reach, each a host name or
+	// address with an optional :port (80 and 443 without one), through
+	// Toolbelt's proxy under the outbound policy of http_request; it has
+	// no network of its own.
+	//
+	// Example: ["api.github.com","example.org:8443"]
+	Egress *[]string `json:"egress,omitempty"`
 
 	// Env Env is the stdio process's environment: literal values or
 	// {{env.NAME}}, a configured secret.
@@ -1831,9 +1841,6 @@ type UpstreamSpec struct {
 	//
 	// Example: everything
 	Name *string `json:"name,omitempty"`
-
-	// Network Network lets a stdio process reach the network.
-	Network *bool `json:"network,omitempty"`
 
 	// Transport Example: http
 	Transport *UpstreamSpecTransport `json:"transport,omitempty"`

@@ -167,6 +167,11 @@ func (s *Store) Engine() string { return s.dialect.engine() }
 // (Postgres); SQLite is one process's file.
 func (s *Store) Shared() bool { return s.dialect.postgres }
 
+// migrate brings the schema up to date. A column a model no longer has
+// stays unread: upstreams.network (a stdio server sharing the host's
+// network, replaced by Upstream.Egress before any release) leaves such a
+// server with no network until an admin lists its hosts, never with more
+// than it had.
 func (s *Store) migrate(ctx context.Context) error {
 	err := s.dialect.lockedMigration(ctx, s.db, func(db *gorm.DB) error {
 		err := db.AutoMigrate(&Tool{}, &ToolVersion{}, &ToolExport{}, &Principal{}, &APIKey{},

@@ -46,9 +46,7 @@ type Upstream struct {
 	Headers map[string]string `gorm:"serializer:json" json:"headers,omitempty"`
 	// Egress are the hosts (host or host:port) a stdio process may reach,
 	// through Toolbelt's proxy under the outbound policy; it has no
-	// network of its own. A database made before this field may hold a
-	// network column: it is not read, so such a server has no network
-	// until an admin lists its hosts (never more than it was given).
+	// network of its own.
 	Egress    []string `gorm:"serializer:json" json:"egress,omitempty"`
 	Isolation string   `gorm:"size:8;not null;default:'shared'" json:"isolation"`
 	// MaxConcurrent caps the calls in flight to the server (per process
