@@ -66,7 +66,7 @@ func (s *Sandboxed) startProxy(u *models.Upstream) (socket string, stop func(), 
 		os.RemoveAll(dir)
 		return "", nil, err
 	}
-	p := &netpolicy.Proxy{Policy: s.Net, Targets: targets, Resolver: s.Resolver,
+	p := &netpolicy.Proxy{Policy: s.Net, Targets: targets,
 		Refused: func(target string, reason error) { s.refused(u.Name, target, reason) }}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

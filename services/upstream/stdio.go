@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -34,9 +33,7 @@ type Sandboxed struct {
 	// Net is the outbound policy of the servers' egress proxies, the one
 	// of http_request.
 	Net netpolicy.Policy
-	// Resolver looks up the hosts of egress lists (nil: the system's).
-	Resolver *net.Resolver
-	Log      *slog.Logger
+	Log *slog.Logger
 
 	mu            sync.Mutex
 	stderr        map[string]*sandbox.Process // the last process of each server
@@ -94,10 +91,12 @@ func (s *Sandboxed) Start(ctx context.Context, u *models.Upstream, call *runners
 		stopProxy()
 		return nil, fmt.Errorf("start %s: %w", u.Command[0], err)
 	}
-	go func() {
-		<-p.Done()
-		stopProxy()
-	}()
+	if spec.Proxy != "" {
+		go func() {
+			<-p.Done()
+			stopProxy()
+		}()
+	}
 	s.mu.Lock()
 	if s.stderr == nil {
 		s.stderr, s.live = map[string]*sandbox.Process{}, map[*sandbox.Process]string{}
