@@ -23,6 +23,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"toolbelt/models"
+	"toolbelt/models/modelstest"
+	"toolbelt/services/catalog"
 	"toolbelt/services/netpolicy"
 	"toolbelt/services/sandbox"
 )
@@ -79,6 +81,44 @@ func hasProblem(ve *models.ValidationError, ptr, want string) bool {
 	return false
 }
 
+// bubblewrap is the bubblewrap sandbox (which egress needs) and a data
+// directory the sandbox's uid can reach.
+func bubblewrap(t *testing.T) (*sandbox.Sandbox, string) {
+	t.Helper()
+	root := t.TempDir()
+	for _, p := range []string{filepath.Dir(root), root} {
+		if err := os.Chmod(p, 0o711); err != nil { // t.TempDir's are private
+			t.Fatal(err)
+		}
+	}
+	box := sandbox.Probe(context.Background(), sandbox.Bubblewrap, filepath.Join(root, "upstreams"), quiet)
+	if !box.Available() {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("bubblewrap unavailable in CI: %s", box.Status().Reason)
+		}
+		t.Skipf("bubblewrap unavailable: %s", box.Status().Reason)
+	}
+	if raceEnabled && box.Status().Limits == "rlimits" {
+		// The proxy's forwarder is this test binary.
+		t.Skip("a test binary built with -race cannot run under the memory rlimit")
+	}
+	return box, root
+}
+
+// hello answers "hello <path>".
+var hello = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "hello "+r.URL.Path) })
+
+// helloServer is a test server answering hello, over TLS or not.
+func helloServer(t *testing.T, tls bool) *httptest.Server {
+	s := httptest.NewServer
+	if tls {
+		s = httptest.NewTLSServer
+	}
+	srv := s(hello)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
 // egressServer is what a stdio server tried and saw, one JSON line per
 // attempt.
 const egressServer = `import json, os, socket, ssl, sys, urllib.request, urllib.error
@@ -110,27 +150,8 @@ sys.stdin.read()
 // the host and counted on /metrics, and a direct connection reaches
 // nothing, since the server has no network of its own.
 func TestStdioEgress(t *testing.T) {
-	root := t.TempDir()
-	for _, p := range []string{filepath.Dir(root), root} {
-		if err := os.Chmod(p, 0o711); err != nil { // the sandbox's uid reaches its directory
-			t.Fatal(err)
-		}
-	}
-	box := sandbox.Probe(context.Background(), sandbox.Bubblewrap, filepath.Join(root, "upstreams"), quiet)
-	if !box.Available() {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("bubblewrap unavailable in CI: %s", box.Status().Reason)
-		}
-		t.Skipf("bubblewrap unavailable: %s", box.Status().Reason)
-	}
-	if raceEnabled && box.Status().Limits == "rlimits" {
-		// The forwarder is this test binary.
-		t.Skip("a test binary built with -race cannot run under the memory rlimit")
-	}
-	hello := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "hello "+r.URL.Path) })
-	plain, secure := httptest.NewServer(hello), httptest.NewTLSServer(hello)
-	defer plain.Close()
-	defer secure.Close()
+	box, root := bubblewrap(t)
+	plain, secure := helloServer(t, false), helloServer(t, true)
 	var unlistedConns atomic.Int32
 	unlisted := httptest.NewUnstartedServer(hello)
 	unlisted.Config.ConnState = func(_ net.Conn, s http.ConnState) {
@@ -252,4 +273,64 @@ func TestStdioEgress(t *testing.T) {
 		}
 	}
 	t.Errorf("the proxy's socket outlived the process: %s", ours[0])
+}
+
+// fetchServer is an MCP server on stdio, spoken by hand: its one tool,
+// fetch, answers what urllib got for a URL (through the proxy of its
+// environment).
+const fetchServer = `import json, sys, urllib.request, urllib.error
+def send(msg):
+    sys.stdout.write(json.dumps(dict(msg, jsonrpc='2.0')) + '\n'); sys.stdout.flush()
+for line in sys.stdin:
+    msg = json.loads(line)
+    method, id = msg.get('method'), msg.get('id')
+    if method == 'initialize':
+        send({'id': id, 'result': {'protocolVersion': msg['params']['protocolVersion'], 'capabilities': {'tools': {}}, 'serverInfo': {'name': 'fetcher', 'version': '1'}}})
+    elif method == 'tools/list':
+        send({'id': id, 'result': {'tools': [{'name': 'fetch', 'description': 'Fetch a URL and answer its body.', 'annotations': {'readOnlyHint': True},
+            'inputSchema': {'type': 'object', 'properties': {'url': {'type': 'string'}}, 'required': ['url']}}]}})
+    elif method == 'tools/call':
+        try:
+            text = urllib.request.urlopen(msg['params']['arguments']['url'], timeout=10).read().decode()
+        except urllib.error.HTTPError as e:
+            text = 'HTTP %d' % e.code
+        except Exception as e:
+            text = 'error %s' % e
+        send({'id': id, 'result': {'content': [{'type': 'text', 'text': text}]}})
+    elif id is not None:
+        send({'id': id, 'error': {'code': -32601, 'message': 'no such method'}})
+`
+
+// TestStdioEgressThroughTheManager registers a stdio MCP server with an
+// egress list as an admin does and calls its tool through the mcp
+// runner: a listed host answers, an unlisted one is refused by the
+// proxy, and the refusal is the server's to report.
+func TestStdioEgressThroughTheManager(t *testing.T) {
+	box, root := bubblewrap(t)
+	listed, unlisted := helloServer(t, false), helloServer(t, false)
+	store, _ := modelstest.Store(t)
+	reg := catalog.NewRegistry(store, quiet)
+	policy := netpolicy.Policy{AllowPrivate: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}
+	s := &Sandboxed{Box: box, DataDir: root, Net: policy, Log: quiet}
+	m := New(Deps{Store: store, Registry: reg, Net: policy, Stdio: s, Log: quiet})
+	defer m.Close()
+	f := &fixture{store, reg, m}
+	ctx := context.Background()
+	_, rep, err := m.Add(ctx, Spec{Name: "fetcher", Transport: models.TransportStdio, Category: "api",
+		Command: []string{"python3", "-c", fetchServer}, Egress: []string{listed.Listener.Addr().String()}}, nil)
+	if err != nil {
+		t.Fatalf("add: %v; stderr %s", err, s.StderrTail("fetcher"))
+	}
+	if len(rep.Accepted) != 1 || rep.Accepted[0] != "fetcher__fetch" {
+		t.Fatalf("accepted %v", rep.Accepted)
+	}
+	for url, want := range map[string]string{listed.URL + "/a": "hello /a", unlisted.URL + "/b": "HTTP 403"} {
+		data, err, _ := f.call(t, ctx, "fetcher__fetch", map[string]any{"url": url})
+		if got := mustJSON(t, data); err != nil || !strings.Contains(got, want) {
+			t.Errorf("fetch %s: %s, %v; want %q", url, got, err, want)
+		}
+	}
+	if n := s.EgressRefused()["fetcher"]; n != 1 {
+		t.Errorf("%d refusals counted, want 1", n)
+	}
 }
