@@ -56,9 +56,11 @@ func TestConsoleServers(t *testing.T) {
 		t.Fatalf("test the connection: %d %q", p.Status, p.TestID("tried").Text())
 	}
 	// A bad form: each problem at its field, the form kept.
-	bad := url.Values{"name": {"Bad Name"}, "transport": {"http"}, "url": {"ftp://x"}, "category": {"search"}, "headers": {"Authorization: Bearer abc"}}
+	bad := url.Values{"name": {"Bad Name"}, "transport": {"http"}, "url": {"ftp://x"}, "category": {"search"}, "headers": {"Authorization: Bearer abc"},
+		"egress": {"--proxy=evil.example\napi.example.com"}}
 	p := b.post("/admin/servers", bad)
 	if p.Status != 422 || p.TestID("error-name").Length() != 1 || p.TestID("error-url").Length() != 1 || p.TestID("error-headers").Length() != 1 ||
+		p.TestID("error-egress").Length() != 1 || !strings.Contains(p.TestID("server-egress").Text(), "--proxy=evil.example") ||
 		p.Doc.Find(`input[name="url"]`).AttrOr("value", "") != "ftp://x" {
 		t.Errorf("a bad form: %d %q", p.Status, p.TestID("alert").Text())
 	}

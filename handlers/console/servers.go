@@ -35,7 +35,7 @@ func (h *Handler) renderServers(c *gin.Context, status int, d views.ServersData)
 		d.Form.Errors = map[string]string{}
 	}
 	for _, s := range servers {
-		card := views.ServerCard{Name: s.Name, Transport: s.Transport, Where: s.URL, Isolation: s.Isolation, Category: s.Category,
+		card := views.ServerCard{Name: s.Name, Transport: s.Transport, Where: s.URL, Isolation: s.Isolation, Egress: s.Egress, Category: s.Category,
 			Disabled: s.DisabledAt != nil, Connections: s.Connections, Failing: s.Failing, Stderr: s.Stderr, Refused: s.Refused}
 		if s.Transport == models.TransportStdio {
 			card.Where = strings.Join(s.Command, " ")
@@ -66,7 +66,7 @@ func indent(raw json.RawMessage) string {
 func (h *Handler) AddServerForm(c *gin.Context) error {
 	f := views.ServerForm{Name: c.PostForm("name"), Transport: c.PostForm("transport"), Command: c.PostForm("command"),
 		Mounts: c.PostForm("mounts"), Env: c.PostForm("env"), URL: c.PostForm("url"), Headers: c.PostForm("headers"),
-		Network: c.PostForm("network") == "on", Isolation: c.PostForm("isolation"), Category: c.PostForm("category"),
+		Egress: c.PostForm("egress"), Isolation: c.PostForm("isolation"), Category: c.PostForm("category"),
 		IdleSeconds: c.PostForm("idle_seconds"), MaxConcurrent: c.PostForm("max_concurrent"), Errors: map[string]string{}}
 	spec, err := serverSpec(f)
 	if err == nil {
@@ -99,8 +99,8 @@ func (h *Handler) AddServerForm(c *gin.Context) error {
 
 // serverSpec reads the form's lines into a registration.
 func serverSpec(f views.ServerForm) (upstream.Spec, error) {
-	s := upstream.Spec{Name: strings.TrimSpace(f.Name), Transport: f.Transport, URL: strings.TrimSpace(f.URL), Network: f.Network,
-		Isolation: f.Isolation, Category: f.Category}
+	s := upstream.Spec{Name: strings.TrimSpace(f.Name), Transport: f.Transport, URL: strings.TrimSpace(f.URL),
+		Egress: lines(f.Egress), Isolation: f.Isolation, Category: f.Category}
 	var ps models.Problems
 	for _, line := range lines(f.Command) {
 		s.Command = append(s.Command, line)

@@ -118,8 +118,11 @@ func (s *Spec) check() error {
 		if !strings.HasPrefix(s.URL, "http://") && !strings.HasPrefix(s.URL, "https://") {
 			ps.Add("/url", "%q must be an absolute http or https URL", s.URL)
 		}
-		if len(s.Command) > 0 || len(s.Env) > 0 || len(s.Mounts) > 0 || len(s.Egress) > 0 {
-			ps.Add("/command", "command, env, mounts and egress are for stdio servers")
+		if len(s.Egress) > 0 {
+			ps.Add("/egress", "is for stdio servers: a remote server is reached under the outbound-address policy")
+		}
+		if len(s.Command) > 0 || len(s.Env) > 0 || len(s.Mounts) > 0 {
+			ps.Add("/command", "command, env and mounts are for stdio servers")
 		}
 		if s.Isolation != models.IsolationShared {
 			ps.Add("/isolation", "only stdio servers run one process per session")

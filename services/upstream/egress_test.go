@@ -59,7 +59,7 @@ func TestSpecEgress(t *testing.T) {
 		"internal":      {stdio("metadata.google.internal"), "/egress/0", "internal"},
 		"bad port":      {stdio("api.github.com:99999"), "/egress/0", "port"},
 		"twice":         {stdio("api.github.com", "API.GITHUB.COM"), "/egress/1", "listed twice"},
-		"remote":        {remote, "/command", "egress are for stdio servers"},
+		"remote":        {remote, "/egress", "is for stdio servers"},
 		"network":       {network, "/network", "replaced by egress"},
 		"too many":      {stdio(strings.Split(strings.Repeat("a.example,", MaxEgress+1), ",")...), "/egress", "at most"},
 		"second option": {stdio("-x"), "/egress/0", "option"},
