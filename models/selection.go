@@ -186,6 +186,18 @@ func (s *Store) LastSelection(ctx context.Context, sessionID string, before time
 	return &sel, nil
 }
 
+// LastSelectionOf is LastSelection among principal's selections alone:
+// two principals may name their sessions alike.
+func (s *Store) LastSelectionOf(ctx context.Context, principal uint, sessionID string, before time.Time) (*Selection, error) {
+	var sel Selection
+	err := s.db.WithContext(ctx).Where("session_id = ? AND principal_id = ? AND created_at <= ?", sessionID, principal, before.UTC()).
+		Order("created_at DESC").First(&sel).Error
+	if err != nil {
+		return nil, notFound(err, "selection of session %q", sessionID)
+	}
+	return &sel, nil
+}
+
 // AddLearnedQuery stores q and drops the oldest queries of its tool beyond
 // keep, in one transaction. A query already learned for the tool is not
 // stored twice. It reports whether q was added and which ids were dropped.

@@ -83,13 +83,31 @@
 
   // A polling element (data-poll, hx-trigger="every 5s": the approvals
   // queue) skips its refresh while the tab is hidden or while the reviewer
-  // is inside it (focus on a reason or a button). This was an hx-trigger
-  // filter, which htmx compiles with Function(), that is eval.
+  // is inside it: focus on a reason or a button, or the pointer over it
+  // (a card must not move under a click about to land). This was an
+  // hx-trigger filter, which htmx compiles with Function(), that is eval.
   document.addEventListener("htmx:beforeRequest", function (e) {
     var elt = e.detail && e.detail.elt;
     if (!elt || !elt.hasAttribute("data-poll")) return;
-    if (document.visibilityState !== "visible" || elt.contains(document.activeElement)) {
+    if (document.visibilityState !== "visible" || elt.contains(document.activeElement) || elt.matches(":hover")) {
       e.preventDefault();
     }
+  });
+
+  // In the approvals queue, with focus in a call's card (not in its reason),
+  // "a" approves and "d" denies it: the card's own buttons, so the reason
+  // and the checks are the same as a click's.
+  document.addEventListener("keydown", function (e) {
+    if (e.ctrlKey || e.metaKey || e.altKey || e.repeat) return;
+    var key = e.key.toLowerCase();
+    if (key !== "a" && key !== "d") return;
+    var target = e.target;
+    if (target && (target.tagName === "TEXTAREA" || target.tagName === "INPUT" || target.isContentEditable)) return;
+    var card = target && target.closest && target.closest("article.approval");
+    if (!card) return;
+    var button = card.querySelector(key === "a" ? "[data-testid^='approve-']" : "[data-testid^='deny-']");
+    if (!button) return;
+    e.preventDefault();
+    button.click();
   });
 })();

@@ -648,3 +648,57 @@ func TestConsoleApprovalOfARefusedCall(t *testing.T) {
 		t.Errorf("decided row %q (class %q)", got, row.AttrOr("class", ""))
 	}
 }
+
+// TestConsoleDecisionPanel: a waiting call's card says what a reviewer
+// decides on: the tool's level and why it needs approval, what the tool
+// does (linked), the session and the task the agent selected tools for,
+// what the security checks read in the arguments (the path in the work
+// directory; a shell command as the shell splits it) and the latest
+// decisions on the same tool. Another agent's task in a session of the
+// same name is never shown.
+func TestConsoleDecisionPanel(t *testing.T) {
+	app := newTestApp(t)
+	dangerousWrite(t, app)
+	if r := app.do(t, "agent", "POST", "/api/v1/tools/select", map[string]any{"query": "save the meeting notes to a file", "session_id": "console"}); r.Status != 200 {
+		t.Fatalf("select: %d %s", r.Status, r.Body)
+	}
+	// The admin selects later in a session named like the agent's: that
+	// task is the admin's, never shown as the agent's.
+	app.do(t, "admin", "POST", "/api/v1/tools/select", map[string]any{"query": "the admin's secret plan", "session_id": "console"})
+	app.invoker.Flush()
+	_, first := dangerousCall(t, app, "agent", "first draft")
+	if r := app.do(t, "reviewer", "POST", "/api/v1/approvals/"+first+"/deny", map[string]any{"reason": "drafts stay local"}); r.Status != 200 {
+		t.Fatalf("deny: %d %s", r.Status, r.Body)
+	}
+	_, waiting := dangerousCall(t, app, "agent", "final notes")
+	r := app.do(t, "admin", "POST", "/api/v1/calls", map[string]any{"tool": "shell_exec", "session_id": "ops",
+		"arguments": map[string]any{"command": `rm -rf "old notes"`}})
+	shell := r.JSON(t)["data"].(map[string]any)["approval_id"].(string)
+
+	p := signedIn(t, app, "reviewer").get("/admin/approvals")
+	card := p.TestID("approval-" + waiting)
+	text := func(id string) string {
+		return strings.Join(strings.Fields(card.Find(`[data-testid="`+id+`"]`).Text()), " ")
+	}
+	if card.Find(`a[data-testid="approval-tool"]`).AttrOr("href", "") != "/admin/tools/overwrite_note" || text("approval-level") != "dangerous" ||
+		!strings.Contains(text("approval-why"), "level is dangerous") || !strings.Contains(text("approval-description"), "Count the words") {
+		t.Errorf("the tool: %q %q %q", text("approval-level"), text("approval-why"), text("approval-description"))
+	}
+	if card.Find(`a[data-testid="approval-session"]`).AttrOr("href", "") != "/admin/calls?session=console" ||
+		text("approval-task") != "The agent's task: save the meeting notes to a file" {
+		t.Errorf("session and task: %q", text("approval-task"))
+	}
+	if got := text("approval-findings"); got != "path: the file note.txt in the session's work directory" {
+		t.Errorf("findings %q", got)
+	}
+	if got := text("approval-recent"); !strings.Contains(got, "denied by test-reviewer") || !strings.Contains(got, "drafts stay local") {
+		t.Errorf("recent decisions %q", got)
+	}
+	shellCard := p.TestID("approval-" + shell)
+	if got := strings.Join(strings.Fields(shellCard.Find(`[data-testid="approval-findings"]`).Text()), " "); got != `command: runs rm with 2 arguments: "-rf" "old notes"` {
+		t.Errorf("the shell command's findings %q", got)
+	}
+	if shellCard.Find(`[data-testid="approval-task"]`).Length() != 0 || shellCard.Find(`[data-testid="approval-recent"]`).Length() != 0 {
+		t.Errorf("a session without a selection, a tool without decisions: %q", shellCard.Text())
+	}
+}

@@ -48,8 +48,11 @@ func signedIn(t testing.TB, app *testApp, role string) *browserClient {
 	t.Helper()
 	b := newBrowserClient(t, app)
 	b.get("/admin/login")
-	if p := b.post("/admin/login", url.Values{"key": {app.keys[role]}}); p.Status != 200 || !strings.HasSuffix(p.URL, "/admin") {
-		t.Fatalf("sign in as %s: %d at %s", role, p.Status, p.URL)
+	// A reviewer lands on the approvals queue, the others on the dashboard.
+	reviewer := app.do(t, role, "GET", "/api/v1/me", nil).JSON(t)["role"] == "reviewer"
+	home := map[bool]string{true: "/admin/approvals", false: "/admin"}[reviewer]
+	if p := b.post("/admin/login", url.Values{"key": {app.keys[role]}}); p.Status != 200 || !strings.HasSuffix(p.URL, home) {
+		t.Fatalf("sign in as %s: %d at %s, want %s", role, p.Status, p.URL, home)
 	}
 	return b
 }

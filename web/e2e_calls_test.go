@@ -1,10 +1,13 @@
 package web_test
 
 import (
+	"context"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/chromedp"
 )
 
@@ -133,5 +136,53 @@ func TestE2EApproveARefusedCall(t *testing.T) {
 	e.run("reload the decisions", chromedp.Navigate(e.URL+"/admin/approvals"), chromedp.WaitVisible(status), loaded())
 	if got := e.text(status); got != "approved · refused COMMAND_REJECTED" {
 		t.Fatalf("decided status %q", got)
+	}
+}
+
+// TestE2EDecideByKeyboard: a reviewer lands on the queue at sign-in; the
+// queue does not refresh while the pointer is over it (a card never moves
+// under a click about to land) and does once the pointer leaves; with a
+// card focused, "a" approves it and "d" denies it (a denial still needs
+// its reason).
+func TestE2EDecideByKeyboard(t *testing.T) {
+	app := newTestApp(t)
+	dangerousWrite(t, app)
+	_, first := dangerousCall(t, app, "agent", "approved by a key")
+
+	e := newE2E(t, app)
+	e.signIn("reviewer")
+	if url, err := chromedp.Run(e.ctx, chromedp.Evaluate[string]("location.pathname")); err != nil || url != "/admin/approvals" {
+		t.Fatalf("a reviewer lands on %q (%v), want the queue", url, err)
+	}
+	card := `[data-testid="approval-` + first + `"]`
+	box, err := chromedp.Run(e.ctx, chromedp.Evaluate[[]float64](`(() => { const r = document.querySelector(`+strconv.Quote(card)+`).getBoundingClientRect(); return [r.x + r.width / 2, r.y + 20]; })()`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.run("point at the card", chromedp.MouseEvent(input.DispatchMouseEventTypeMouseMoved, box[0], box[1]))
+	_, second := dangerousCall(t, app, "agent", "denied by a key")
+	// Wait for two of the queue's polls to come (and be skipped).
+	if _, err := chromedp.Run(e.ctx, chromedp.Evaluate[any](`window.__polls = 0; document.addEventListener("htmx:beforeRequest", () => window.__polls++)`)); err != nil {
+		t.Fatal(err)
+	}
+	e.run("two polls come", chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		_, err := chromedp.Poll[bool](`window.__polls >= 2`)(ctx, tg)
+		return err
+	}))
+	if e.count(`[data-testid="approval-`+second+`"]`) != 0 {
+		t.Fatal("the queue refreshed under the pointer")
+	}
+	e.run("move the pointer away", chromedp.MouseEvent(input.DispatchMouseEventTypeMouseMoved, 1, 1), chromedp.WaitVisible(tid("approval-"+second)))
+
+	e.run("approve with a", chromedp.Focus(chromedp.CSS(card)), chromedp.KeyEvent("a"), chromedp.WaitVisible(tid("notice")), loaded())
+	if got := e.text(tid("notice")); !strings.HasPrefix(got, "Approved the overwrite_note call") {
+		t.Fatalf("after a: %q", got)
+	}
+	e.run("deny with d", chromedp.Focus(tid("approval-"+second)), chromedp.KeyEvent("d"), chromedp.WaitVisible(tid("error-reason-"+second)), loaded())
+	if state := approvalStateOf(t, app, second); state != "pending" {
+		t.Errorf("a denial without its reason: %s", state)
+	}
+	if state := approvalStateOf(t, app, first); state != "approved" && state != "used" {
+		t.Errorf("the approved call's approval: %s", state)
 	}
 }

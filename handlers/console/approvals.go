@@ -119,11 +119,11 @@ func (h *Handler) approvalsData(c *gin.Context, fail *decisionFailure, decided b
 	if err != nil {
 		return d, err
 	}
-	var all []models.Approval
-	if decided {
-		if all, err = h.Invoker.Approvals(ctx, "all"); err != nil {
-			return d, err
-		}
+	// Every decision: the page lists the latest, and each pending call
+	// shows the latest on its tool.
+	all, err := h.Invoker.Approvals(ctx, "all")
+	if err != nil {
+		return d, err
 	}
 	names, err := h.callerNames(ctx)
 	if err != nil {
@@ -137,10 +137,21 @@ func (h *Handler) approvalsData(c *gin.Context, fail *decisionFailure, decided b
 		if fail != nil && fail.id == a.ID {
 			row.Reason, row.ReasonError, row.Error, placed = fail.reason, fail.reasonError, fail.message, true
 		}
-		if refused, err := h.Invoker.ApprovalCheck(ctx, &a); err != nil {
-			h.Log.WarnContext(ctx, "security checks of a pending call", "err", err, "approval_id", a.ID)
-		} else if refused != nil {
-			row.Refusal = &views.Refusal{Code: refused.Code, Message: refused.Message}
+		if r, err := h.Invoker.ReviewOf(ctx, &a); err != nil {
+			h.Log.WarnContext(ctx, "review of a pending call", "err", err, "approval_id", a.ID)
+		} else {
+			row.Level, row.Why, row.Description, row.Session, row.Task = r.Level, r.Why, r.Description, r.SessionID, r.Task
+			for _, f := range r.Findings {
+				row.Findings = append(row.Findings, views.Finding{Argument: f.Argument, What: f.What})
+			}
+			if r.Refusal != nil {
+				row.Refusal = &views.Refusal{Code: r.Refusal.Code, Message: r.Refusal.Message}
+			}
+		}
+		for _, other := range all {
+			if other.Tool == a.Tool && other.Status != models.ApprovalPending && len(row.Recent) < recentShown {
+				row.Recent = append(row.Recent, h.decided(ctx, me, names, other))
+			}
 		}
 		d.Pending = append(d.Pending, row)
 	}
@@ -151,31 +162,42 @@ func (h *Handler) approvalsData(c *gin.Context, fail *decisionFailure, decided b
 		}
 	}
 	for _, a := range all {
+		if !decided {
+			break
+		}
 		if a.Status == models.ApprovalPending {
 			continue
-		}
-		row := views.DecidedApproval{ID: a.ID, CallID: a.CallID, Tool: a.Tool, Requester: names.of(a.PrincipalID),
-			Status: a.Status, Reason: a.Reason, DecidedBy: "—", When: a.ExpiresAt}
-		if a.DecidedBy != nil {
-			row.DecidedBy = names.of(*a.DecidedBy)
-		}
-		if a.DecidedAt != nil {
-			row.When = *a.DecidedAt
-		}
-		if a.Status == models.ApprovalUsed {
-			// What the run came to: approved calls can still be refused by
-			// the checks after approval, or fail.
-			if rec, err := h.Invoker.CallRecord(ctx, me, a.CallID); err == nil {
-				row.Outcome, row.OutcomeCode = rec.Status, rec.ErrorCode
-			}
 		}
 		if len(d.Decided) == decidedShown {
 			d.DecidedCapped = true
 			break
 		}
-		d.Decided = append(d.Decided, row)
+		d.Decided = append(d.Decided, h.decided(ctx, me, names, a))
 	}
 	return d, nil
+}
+
+// recentShown caps the decisions on its tool a pending call shows.
+const recentShown = 3
+
+// decided is a decided approval as the page shows it.
+func (h *Handler) decided(ctx context.Context, me *models.Principal, names callerNames, a models.Approval) views.DecidedApproval {
+	row := views.DecidedApproval{ID: a.ID, CallID: a.CallID, Tool: a.Tool, Requester: names.of(a.PrincipalID),
+		Status: a.Status, Reason: a.Reason, DecidedBy: "—", When: a.ExpiresAt}
+	if a.DecidedBy != nil {
+		row.DecidedBy = names.of(*a.DecidedBy)
+	}
+	if a.DecidedAt != nil {
+		row.When = *a.DecidedAt
+	}
+	if a.Status == models.ApprovalUsed {
+		// What the run came to: approved calls can still be refused by
+		// the checks after approval, or fail.
+		if rec, err := h.Invoker.CallRecord(ctx, me, a.CallID); err == nil {
+			row.Outcome, row.OutcomeCode = rec.Status, rec.ErrorCode
+		}
+	}
+	return row
 }
 
 // callerNames maps principal ids to names for display.

@@ -96,8 +96,8 @@ func CheckCSRF(c *gin.Context, s *access.ConsoleSession) error {
 func (h *Handler) SignInPage(c *gin.Context) {
 	next := safeNext(c.Query("next"))
 	if tok, err := c.Cookie(SessionCookie); err == nil {
-		if _, err := h.Accounts.ConsoleSession(c.Request.Context(), tok); err == nil {
-			c.Redirect(http.StatusSeeOther, next)
+		if s, err := h.Accounts.ConsoleSession(c.Request.Context(), tok); err == nil {
+			c.Redirect(http.StatusSeeOther, landing(next, s.Principal))
 			return
 		}
 	}
@@ -128,7 +128,16 @@ func (h *Handler) SignIn(c *gin.Context) {
 	}
 	setConsoleCookie(c, signInCSRFCookie, "", -1)
 	setConsoleCookie(c, SessionCookie, s.Token, int(access.ConsoleSessionTTL.Seconds()))
-	c.Redirect(http.StatusSeeOther, next)
+	c.Redirect(http.StatusSeeOther, landing(next, s.Principal))
+}
+
+// landing is where a sign-in leads when it names nowhere else (next is
+// the console's home): a reviewer's work is the approvals queue.
+func landing(next string, p *models.Principal) string {
+	if next == "/admin" && p != nil && p.Role == access.RoleReviewer {
+		return "/admin/approvals"
+	}
+	return next
 }
 
 // SignOut ends the console session.

@@ -105,31 +105,6 @@ func argsHash(args map[string]any) string {
 	return string(h[:])
 }
 
-// ApprovalCheck runs the security checks on the call a pending approval
-// holds, as they will run once it is approved (on its arguments as sent,
-// not the redacted ones shown): the refusal it would meet, or nil. A
-// reviewer sees it before deciding, since approving such a call runs
-// nothing.
-func (inv *Invoker) ApprovalCheck(ctx context.Context, a *models.Approval) (*ToolError, error) {
-	rec, err := inv.calls.byID(ctx, a.CallID)
-	if err != nil {
-		return nil, err
-	}
-	var req CallRequest
-	if err := json.Unmarshal([]byte(rec.Request), &req); err != nil {
-		return nil, fmt.Errorf("decode request of call %s: %w", a.CallID, err)
-	}
-	rt, err := inv.version(ctx, a.Tool, a.Version)
-	if err != nil {
-		return nil, err
-	}
-	var args map[string]any
-	if err := json.Unmarshal(req.Arguments, &args); err != nil {
-		return nil, fmt.Errorf("decode arguments of call %s: %w", a.CallID, err)
-	}
-	return inv.securityRefusal(rt.def, args), nil
-}
-
 // Decision returns the approval a recorded call asked for (its reviewer's
 // decision, when made), or nil when it needed none. The caller must have
 // been allowed to read the call (CallRecord).

@@ -39,7 +39,7 @@ func (inv *Invoker) secure(next step) step {
 // securityRefusal is what the security checks answer a call of def with
 // args: a refusal, or nil when they pass. The secure guard runs them
 // before anything runs; a reviewer sees their verdict before approving
-// (ApprovalCheck).
+// (ReviewOf).
 func (inv *Invoker) securityRefusal(def tooldef.Definition, args map[string]any) *ToolError {
 	refuse := func(code, msg, hint string) *ToolError { return refusal(code, msg, hint).Error }
 	if cmd, ok := args["command"].(string); ok && def.Category == "shell" {
