@@ -383,9 +383,10 @@ func TestConsoleCallHistory(t *testing.T) {
 	if got := p.TestID("calls-total").Text(); !strings.Contains(got, "101–120 of 120") {
 		t.Errorf("total on page 3 %q", got)
 	}
-	link := p.TestID("call-link").First()
-	if link.AttrOr("href", "") != "/admin/calls/seed000100" || link.Text() != "file_write" {
-		t.Errorf("row link %v %q", link.AttrOr("href", ""), link.Text())
+	// A row's time opens the call, its tool name the tool.
+	link, tool := p.TestID("call-link").First(), p.TestID("call-tool-link").First()
+	if link.AttrOr("href", "") != "/admin/calls/seed000100" || tool.AttrOr("href", "") != "/admin/tools/file_write" || tool.Text() != "file_write" {
+		t.Errorf("row links %v, %v %q", link.AttrOr("href", ""), tool.AttrOr("href", ""), tool.Text())
 	}
 
 	// Filters combine, are kept in the form and in the pager's links.
@@ -548,6 +549,17 @@ func TestConsoleCallDetail(t *testing.T) {
 	}
 	if got := p.TestID("call-error-message").Text(); !strings.Contains(got, "missing.txt does not exist") {
 		t.Errorf("error message %q", got)
+	}
+	// Linked to its tool, its principal's and its session's calls; the
+	// error comes before the timings and the stages.
+	links := map[string]string{"call-tool": "/admin/tools/file_read", "call-principal": "/admin/calls?principal=1", "call-session": "/admin/calls?session=d1"}
+	for id, href := range links {
+		if got := p.Doc.Find(`[data-testid="`+id+`"]`).Find("a").AddBack().Filter("a").AttrOr("href", ""); got != href {
+			t.Errorf("%s links to %q, want %q", id, got, href)
+		}
+	}
+	if html, _ := p.Doc.Find("main").Html(); strings.Index(html, `data-testid="call-error"`) > strings.Index(html, `data-testid="call-timings"`) {
+		t.Error("the error comes after the timings")
 	}
 	if !strings.Contains(p.TestID("call-created").Text(), "UTC") || !strings.Contains(p.TestID("call-finished").Text(), "UTC") {
 		t.Errorf("times: %q / %q", p.TestID("call-created").Text(), p.TestID("call-finished").Text())

@@ -159,7 +159,9 @@ func (h *Handler) CallPage(c *gin.Context) error {
 		Principal: names.of(rec.PrincipalID), Session: rec.SessionID, QueueMs: rec.QueueMs, RunMs: rec.RunMs,
 		TotalMs: rec.TotalMs, CreatedAt: rec.CreatedAt, FinishedAt: rec.FinishedAt, Attempts: rec.Attempts,
 		Cached: rec.Cached, Arguments: rec.Arguments,
-		Waiting: rec.Status == models.StatusAwaitingApproval && me != nil && me.Role != access.RoleAgent}
+		Waiting:     rec.Status == models.StatusAwaitingApproval && me != nil && me.Role != access.RoleAgent,
+		Staff:       me != nil && me.Role != access.RoleAgent,
+		PrincipalID: strconv.FormatUint(uint64(rec.PrincipalID), 10)}
 	if rec.Stages != "" {
 		// Written by the invoker; a record it cannot read shows no stages.
 		if err := json.Unmarshal([]byte(rec.Stages), &d.Stages); err != nil {
@@ -174,7 +176,7 @@ func (h *Handler) CallPage(c *gin.Context) error {
 	if a, err := h.Invoker.Decision(ctx, rec.ID); err != nil {
 		return err
 	} else if a != nil {
-		dec := &views.CallDecision{Status: a.Status, Reason: a.Reason, At: a.DecidedAt}
+		dec := &views.CallDecision{ID: a.ID, Status: a.Status, Reason: a.Reason, At: a.DecidedAt}
 		if a.DecidedBy != nil {
 			dec.By = names.of(*a.DecidedBy)
 		}
