@@ -303,8 +303,10 @@ func TestConsoleAudit(t *testing.T) {
 	if got := rows.Eq(2).Find(`[data-testid="audit-action"]`).Text(); got != models.AuditSignIn {
 		t.Errorf("the oldest row is %q, want the admin's sign-in", got)
 	}
+	// The target is named and linked: the principal bot, its calls.
 	if p := b.get("/admin/audit?actor=admin&action=principal.create"); p.TestID("audit-row").Length() != 1 ||
-		p.TestID("audit-target").Text() != "principal:4" {
+		strings.TrimSpace(p.TestID("audit-target").Text()) != "principal bot" ||
+		p.TestID("audit-target").Find("a").AttrOr("href", "") != "/admin/calls?principal=4" || p.TestID("audit-target").Find("a").AttrOr("title", "") != "principal:4" {
 		t.Errorf("filtered: %d rows, target %q", p.TestID("audit-row").Length(), p.TestID("audit-target").Text())
 	}
 	p = b.get("/admin/audit?target=" + url.QueryEscape("x' OR 1=1"))

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/gin-gonic/gin"
 
@@ -65,9 +66,14 @@ func (h *Handler) AuditPage(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
+	names, err := h.callerNames(c.Request.Context())
+	if err != nil {
+		return err
+	}
 	for _, e := range page.Entries {
 		row := views.AuditRow{At: e.At, Actor: e.Actor, Role: e.ActorRole, Via: e.Via, ClientIP: e.ClientIP,
 			Action: e.Action, Target: e.Target, Detail: e.Detail}
+		row.TargetLabel, row.TargetHref = auditTarget(e.Target, names)
 		if e.KeyID != 0 {
 			row.Key = strconv.FormatUint(uint64(e.KeyID), 10)
 			if e.KeyLabel != "" {
@@ -100,4 +106,31 @@ func (h *Handler) AuditExport(c *gin.Context) error {
 	}
 	handlers.ExportAudit(c, h.Audit, h.Log, q, format)
 	return nil
+}
+
+// auditTarget names an audit entry's target ("kind:id") for a person and
+// links it to its page: a principal by name (its calls), a tool, a call,
+// an approval, an upstream server. Other kinds, and a principal no longer
+// there, are shown as stored.
+func auditTarget(target string, names callerNames) (label, href string) {
+	kind, id, ok := strings.Cut(target, ":")
+	if !ok || id == "" {
+		return "", ""
+	}
+	switch kind {
+	case "principal":
+		n, err := strconv.ParseUint(id, 10, 32)
+		if name, known := names[uint(n)]; err == nil && known {
+			return "principal " + name, "/admin/calls?principal=" + id
+		}
+	case "tool":
+		return "tool " + id, "/admin/tools/" + url.PathEscape(id)
+	case "call":
+		return "call " + id, "/admin/calls/" + url.PathEscape(id)
+	case "approval":
+		return "approval " + id, "/admin/approvals#approval-" + url.PathEscape(id)
+	case "upstream":
+		return "server " + id, "/admin/servers#server-" + url.PathEscape(id) + "-name"
+	}
+	return "", ""
 }
