@@ -129,7 +129,7 @@ func (h *Handler) RevokeKey(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := h.Accounts.RevokeKey(c.Request.Context(), id, CurrentPrincipal(c)); err != nil {
+	if _, err := h.Accounts.RevokeKey(c.Request.Context(), id, CurrentPrincipal(c)); err != nil {
 		return err
 	}
 	c.Status(http.StatusNoContent)

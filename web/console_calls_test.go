@@ -389,6 +389,17 @@ func TestConsoleCallHistory(t *testing.T) {
 		t.Errorf("row links %v, %v %q", link.AttrOr("href", ""), tool.AttrOr("href", ""), tool.Text())
 	}
 
+	// The less used filters fold away unless one of them is set.
+	if _, open := p.TestID("more-filters").Attr("open"); open || p.TestID("more-filters").Length() != 1 {
+		t.Error("the principal, session and time filters are open with none set")
+	}
+	if _, open := b.get("/admin/calls?session=s3").TestID("more-filters").Attr("open"); !open {
+		t.Error("a session filter set, its row is folded")
+	}
+	if _, open := b.get("/admin/calls?status=failed").TestID("more-filters").Attr("open"); open {
+		t.Error("a status filter set, the other row opened")
+	}
+
 	// Filters combine, are kept in the form and in the pager's links.
 	agent := fmt.Sprint(app.ids["agent"])
 	cases := []struct {

@@ -66,11 +66,11 @@ func TestConsoleNoticeShownOnce(t *testing.T) {
 	}
 
 	// Revoking a key, followed as a browser does: once, then gone.
-	key := app.do(t, "admin", "POST", "/api/v1/principals/"+agent+"/keys", nil).JSON(t)
+	key := app.do(t, "admin", "POST", "/api/v1/principals/"+agent+"/keys", map[string]any{"label": "laptop"}).JSON(t)
 	keyID := itoa(key["id"])
 	b.get("/admin/access")
 	p = b.post("/admin/access/keys/"+keyID+"/revoke", url.Values{})
-	if got := p.TestID("notice").Text(); p.Status != 200 || got != "Key "+keyID+" revoked; it stopped working at once." || strings.Contains(p.URL, "notice") {
+	if got := p.TestID("notice").Text(); p.Status != 200 || got != "Key “laptop” of test-agent revoked; it stopped working at once." || strings.Contains(p.URL, "notice") {
 		t.Fatalf("revoke: %d %s notice %q", p.Status, p.URL, got)
 	}
 	if p = b.get("/admin/access"); p.TestID("notice").Length() != 0 {

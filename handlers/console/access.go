@@ -168,14 +168,14 @@ func (h *Handler) RevokeKeyPage(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	err = h.Accounts.RevokeKey(c.Request.Context(), id, handlers.CurrentPrincipal(c))
+	k, err := h.Accounts.RevokeKey(c.Request.Context(), id, handlers.CurrentPrincipal(c))
 	if handlers.CodeOf(err) == models.CodeConflict {
 		return h.renderAccess(c, handlers.ErrorStatus(err), accessForm{alert: "Not revoked: " + personMessage(err) + "."})
 	}
 	if err != nil {
 		return err
 	}
-	return Redirect(c, accessPage, fmt.Sprintf("Key %d revoked; it stopped working at once.", id))
+	return Redirect(c, accessPage, fmt.Sprintf("Key “%s” of %s revoked; it stopped working at once.", k.Label, k.Owner))
 }
 
 // DisablePrincipalPage disables a principal after its confirmation; a

@@ -255,10 +255,10 @@ func (a *Accounts) IssueKey(ctx context.Context, principalID uint, opts KeyOptio
 
 // RevokeKey revokes a key at once. The last active admin key cannot be
 // revoked: that would lock every admin out.
-func (a *Accounts) RevokeKey(ctx context.Context, id uint, by *models.Principal) error {
+func (a *Accounts) RevokeKey(ctx context.Context, id uint, by *models.Principal) (*RevokedKey, error) {
 	var key *models.APIKey
+	var owner *models.Principal
 	err := a.store.Audited(ctx, models.AuditKeyRevoke, func(tx *models.Store) (string, string, error) {
-		var owner *models.Principal
 		k, err := tx.RevokeAPIKey(ctx, id, func(k *models.APIKey, o *models.Principal, otherAdminKeys int64) error {
 			owner = o
 			// An expired key, or a disabled admin's, lets nobody in: revoking
@@ -275,11 +275,17 @@ func (a *Accounts) RevokeKey(ctx context.Context, id uint, by *models.Principal)
 		return fmt.Sprintf("key:%d", k.ID), fmt.Sprintf("%s of %s (%d)", describeKey(k), owner.Name, owner.ID), nil
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	a.keysChanged(ctx)
 	a.log.InfoContext(ctx, "api key revoked", "key_prefix", key.Prefix, "by", models.ActorName(by))
-	return nil
+	return &RevokedKey{Label: cmp.Or(key.Label, key.Prefix+"…"), Owner: owner.Name}, nil
+}
+
+// RevokedKey names a key just revoked for a person: its label (or its
+// prefix) and its principal's name.
+type RevokedKey struct {
+	Label, Owner string
 }
 
 // keysChanged drops the cached authentications here and tells the other

@@ -58,7 +58,7 @@ func TestBootstrap(t *testing.T) {
 		t.Fatal(err)
 	}
 	keys, _ := store.Principals(ctx)
-	if err := acc.RevokeKey(ctx, keys[0].Keys[0].ID, nil); err != nil {
+	if _, err := acc.RevokeKey(ctx, keys[0].Keys[0].ID, nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := acc.Bootstrap(ctx, first); err != nil {
