@@ -319,10 +319,22 @@ type ToolFilter struct {
 	IncludeRetired bool
 	Limit          int
 	Offset         int
+	// Sort orders the page: one of ToolSorts ("" is by name).
+	Sort string
 }
 
-// ListTools returns one page of the catalog, ordered by name, and the total
-// number of tools that match.
+// ToolSorts are the orders a catalog listing takes, by name: a column, or
+// the column in reverse with "-". The name breaks ties.
+var ToolSorts = map[string]string{
+	"name": "tools.name", "-name": "tools.name DESC",
+	"category": "tools.category, tools.name", "-category": "tools.category DESC, tools.name",
+	"level":   "CASE tools.level WHEN 'safe' THEN 0 WHEN 'moderate' THEN 1 ELSE 2 END, tools.name",
+	"-level":  "CASE tools.level WHEN 'safe' THEN 0 WHEN 'moderate' THEN 1 ELSE 2 END DESC, tools.name",
+	"updated": "tools.updated_at, tools.name", "-updated": "tools.updated_at DESC, tools.name",
+}
+
+// ListTools returns one page of the catalog in f.Sort's order (by name by
+// default), and the total number of tools that match.
 func (s *Store) ListTools(ctx context.Context, f ToolFilter) ([]Tool, int64, error) {
 	q := s.filterTools(ctx, f)
 	var total int64
@@ -330,8 +342,12 @@ func (s *Store) ListTools(ctx context.Context, f ToolFilter) ([]Tool, int64, err
 		return nil, 0, fmt.Errorf("count tools: %w", err)
 	}
 	var tools []Tool
+	order, ok := ToolSorts[f.Sort]
+	if !ok {
+		order = ToolSorts["name"]
+	}
 	err := q.Select("tools.name, tools.version, tools.category, tools.level, tools.tags, tools.description, tools.retired_at, tools.updated_at").
-		Order("tools.name").Limit(f.Limit).Offset(f.Offset).Find(&tools).Error
+		Order(order).Limit(f.Limit).Offset(f.Offset).Find(&tools).Error
 	if err != nil {
 		return nil, 0, fmt.Errorf("list tools: %w", err)
 	}

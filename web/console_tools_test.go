@@ -56,6 +56,28 @@ func TestConsoleToolsList(t *testing.T) {
 		t.Errorf("shell_exec badges: %q", row.Text())
 	}
 
+	// The headers sort, a second click reverses, the order is in the URL
+	// and kept by the filters; a made-up order is 400.
+	if p.Doc.Find(`th[aria-sort="ascending"] [data-testid="sort-name"]`).Length() != 1 || p.TestID("sort-name").AttrOr("href", "") != "/admin/tools?sort=-name" {
+		t.Errorf("the name header: %q", p.TestID("sort-name").AttrOr("href", ""))
+	}
+	reversed := slices.Clone(all)
+	slices.Reverse(reversed)
+	if got := toolsListed(b.get("/admin/tools?sort=-name")); !slices.Equal(got, reversed) {
+		t.Errorf("by name reversed: %v", got)
+	}
+	byLevel := b.get("/admin/tools?sort=level&category=filesystem")
+	levels := byLevel.TestID("tool-list").Find(`[data-testid="tool-level"]`).Map(func(_ int, s *goquery.Selection) string { return s.Text() })
+	rank := map[string]int{"safe": 0, "moderate": 1, "dangerous": 2}
+	if len(levels) < 2 || !slices.IsSortedFunc(levels, func(a, b string) int { return rank[a] - rank[b] }) ||
+		byLevel.TestID("sort-level").AttrOr("href", "") != "/admin/tools?category=filesystem&sort=-level" ||
+		byLevel.Doc.Find(`form[data-testid="tool-filters"] input[name="sort"]`).AttrOr("value", "") != "level" {
+		t.Errorf("by level: %v, header %q", levels, byLevel.TestID("sort-level").AttrOr("href", ""))
+	}
+	if p := b.get("/admin/tools?sort=" + url.QueryEscape("name DESC, (SELECT 1)")); p.Status != 400 {
+		t.Errorf("a made-up order: %d", p.Status)
+	}
+
 	cases := []struct {
 		query string
 		want  []string

@@ -36,17 +36,18 @@ var toolFormatLabels = map[string]string{
 
 // ToolsPage lists the catalog with search, filters and pages.
 func (h *Handler) ToolsPage(c *gin.Context) error {
-	if err := handlers.OnlyQuery(c, "q", "category", "level", "tag", "retired", "offset"); err != nil {
+	if err := handlers.OnlyQuery(c, "q", "category", "level", "tag", "retired", "offset", "sort"); err != nil {
 		return err
 	}
 	offset, err := handlers.IntQuery(c, "offset")
 	if err != nil {
 		return err
 	}
-	f := views.ToolsFilter{Q: strings.TrimSpace(c.Query("q")), Category: c.Query("category"), Level: c.Query("level"), Tag: c.Query("tag"), Retired: c.Query("retired") != ""}
+	f := views.ToolsFilter{Q: strings.TrimSpace(c.Query("q")), Category: c.Query("category"), Level: c.Query("level"), Tag: c.Query("tag"),
+		Retired: c.Query("retired") != "", Sort: c.Query("sort")}
 	page, err := h.Registry.List(c.Request.Context(), catalog.ListOptions{
 		Category: f.Category, Level: f.Level, Tag: f.Tag, Query: f.Q, IncludeRetired: f.Retired,
-		Limit: consoleToolsPageSize, Offset: offset,
+		Limit: consoleToolsPageSize, Offset: offset, Sort: f.Sort,
 	})
 	if err != nil {
 		return err
@@ -62,7 +63,7 @@ func (h *Handler) ToolsPage(c *gin.Context) error {
 	}
 	listURL := func(f views.ToolsFilter, off int) string {
 		q := url.Values{}
-		for k, v := range map[string]string{"q": f.Q, "category": f.Category, "level": f.Level, "tag": f.Tag} {
+		for k, v := range map[string]string{"q": f.Q, "category": f.Category, "level": f.Level, "tag": f.Tag, "sort": f.Sort} {
 			if v != "" {
 				q.Set(k, v)
 			}
@@ -92,6 +93,14 @@ func (h *Handler) ToolsPage(c *gin.Context) error {
 	noTag := f
 	noTag.Tag = ""
 	d.NoTagURL = listURL(noTag, 0)
+	d.SortURL = func(column string) string {
+		g := f
+		g.Sort = column
+		if f.Sort == column || f.Sort == "" && column == "name" {
+			g.Sort = "-" + column // a second click reverses
+		}
+		return listURL(g, 0)
+	}
 	return h.Render(c, http.StatusOK, views.ToolsPage(h.Page(c, "Tools"), d))
 }
 

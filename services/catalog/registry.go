@@ -93,6 +93,8 @@ type ListOptions struct {
 	IncludeRetired bool
 	Limit          int
 	Offset         int
+	// Sort orders the page (models.ToolSorts; "" is by name).
+	Sort string
 	// DeferLoading, with the anthropic format, lists the tools for
 	// Anthropic's tool search: each marked defer_loading, with the search
 	// tool to send beside them (ToolPage.SearchTool).
@@ -557,12 +559,15 @@ func (r *Registry) List(ctx context.Context, opts ListOptions) (*ToolPage, error
 	if opts.Offset < 0 {
 		bad = append(bad, "offset must not be negative")
 	}
+	if _, ok := models.ToolSorts[opts.Sort]; opts.Sort != "" && !ok {
+		bad = append(bad, fmt.Sprintf("sort %q is not an order (use name, category, level or updated, or one of them after '-' to reverse it)", opts.Sort))
+	}
 	if len(bad) > 0 {
 		return nil, models.ErrInvalid.Errorf("%s", strings.Join(bad, "; "))
 	}
 	filter := models.ToolFilter{
 		Category: opts.Category, Tag: opts.Tag, Level: opts.Level, Query: opts.Query,
-		IncludeRetired: opts.IncludeRetired, Limit: opts.Limit, Offset: opts.Offset,
+		IncludeRetired: opts.IncludeRetired, Limit: opts.Limit, Offset: opts.Offset, Sort: opts.Sort,
 	}
 	page := &ToolPage{Format: opts.Format, Limit: opts.Limit, Offset: opts.Offset}
 	if opts.Format != "" {
