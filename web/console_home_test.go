@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -247,7 +248,7 @@ func TestConsoleAccessKeys(t *testing.T) {
 	}
 
 	// Another key: shown once, both work.
-	id := strings.TrimPrefix(b.get("/admin/access").TestID("principal-ci-agent").AttrOr("id", ""), "principal-")
+	id := strings.TrimPrefix(b.get("/admin/access").TestID("row-ci-agent").AttrOr("id", ""), "principal-")
 	p = b.post("/admin/access/principals/"+id+"/keys", url.Values{})
 	second, _ := p.TestID("new-key").Attr("value")
 	if p.Status != 201 || second == "" || second == key || keyWorks(t, app, second) != 200 || keyWorks(t, app, key) != 200 {
@@ -555,5 +556,43 @@ func TestConsolePlaygroundFormatAndFeedback(t *testing.T) {
 	}
 	if p = b.get("/admin/playground?q=x&format=yaml"); p.Status == 200 {
 		t.Errorf("an unknown format: %d", p.Status)
+	}
+}
+
+// TestConsoleAccessSearch: with many principals the access page lists a
+// row each, closed; a search by name or role narrows it (the one match
+// opened to its keys and grants), open= opens one row, and a role that is
+// none is 400.
+func TestConsoleAccessSearch(t *testing.T) {
+	app := newTestApp(t)
+	for i := range 20 {
+		if r := app.do(t, "admin", "POST", "/api/v1/principals", map[string]any{"name": fmt.Sprintf("bot-%02d", i), "role": "agent"}); r.Status != 201 {
+			t.Fatalf("create: %d %s", r.Status, r.Body)
+		}
+	}
+	b := signedIn(t, app, "admin")
+	p := b.get("/admin/access")
+	rows := p.Doc.Find("details.acc-row")
+	if rows.Length() != 23 || p.Doc.Find("details.acc-row[open]").Length() != 0 || !strings.Contains(p.TestID("principal-count").Text(), "23 principals") {
+		t.Fatalf("the list: %d rows, %d open, %q", rows.Length(), p.Doc.Find("details.acc-row[open]").Length(), p.TestID("principal-count").Text())
+	}
+	p = b.get("/admin/access?q=BOT-07")
+	if open := p.Doc.Find("details.acc-row[open]"); p.Doc.Find("details.acc-row").Length() != 1 || open.AttrOr("data-testid", "") != "row-bot-07" ||
+		open.Find(`[data-testid="keys"]`).Length() != 1 || !strings.Contains(p.TestID("principal-count").Text(), "1 of 23") {
+		t.Errorf("a search by name: %q", p.TestID("principal-count").Text())
+	}
+	p = b.get("/admin/access?role=reviewer")
+	if got := p.Doc.Find("details.acc-row").Map(func(_ int, s *goquery.Selection) string { return s.AttrOr("data-testid", "") }); !slices.Equal(got, []string{"row-test-reviewer"}) {
+		t.Errorf("reviewers: %v", got)
+	}
+	id := strings.TrimPrefix(b.get("/admin/access").TestID("row-bot-11").AttrOr("id", ""), "principal-")
+	p = b.get("/admin/access?open=" + id)
+	if open := p.Doc.Find("details.acc-row[open]"); open.Length() != 1 || open.AttrOr("data-testid", "") != "row-bot-11" {
+		t.Errorf("open=%s opens %d rows", id, open.Length())
+	}
+	for _, bad := range []string{"?role=root", "?open=x", "?sort=name"} {
+		if p := b.get("/admin/access" + bad); p.Status != 400 {
+			t.Errorf("%s: %d", bad, p.Status)
+		}
 	}
 }

@@ -34,7 +34,8 @@ func TestConsoleNoticeShownOnce(t *testing.T) {
 	// Saving grants, with the redirect's cookie read on the wire.
 	resp, flash := b.postRaw("/admin/access/principals/"+agent+"/grants",
 		url.Values{"category": {"filesystem"}, "tools": {"web_search"}, "_csrf": {b.csrf}}, "tb_notice")
-	if loc := resp.Header.Get("Location"); resp.StatusCode != http.StatusSeeOther || loc != "/admin/access" {
+	// Back to the page, opened to the agent's row.
+	if loc := resp.Header.Get("Location"); resp.StatusCode != http.StatusSeeOther || loc != "/admin/access?open="+agent+"#principal-"+agent {
 		t.Fatalf("save grants: %d to %q", resp.StatusCode, loc)
 	}
 	if flash == nil || !flash.HttpOnly || flash.SameSite != http.SameSiteStrictMode || flash.Path != "/admin" || flash.MaxAge <= 0 || flash.MaxAge > 60 ||

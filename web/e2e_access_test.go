@@ -23,7 +23,7 @@ func TestE2EAdminAuditTrail(t *testing.T) {
 		chromedp.Navigate(e.URL+"/admin/access"), chromedp.WaitVisible(tid("create-principal")), loaded(),
 		chromedp.SendKeys(chromedp.CSS("#acc-name"), "e2e-bot"),
 		chromedp.Click(tid("create-submit")), chromedp.WaitVisible(tid("key-shown")), loaded(),
-		chromedp.Navigate(e.URL+"/admin/access"), chromedp.WaitVisible(in("grants-form")), loaded())
+		chromedp.Navigate(e.URL+"/admin/access?q=e2e-bot"), chromedp.WaitVisible(in("grants-form")), loaded())
 	e.run("grant it the filesystem tools",
 		chromedp.Click(in("grant-filesystem")), dropNotice(), chromedp.Click(in("grants-submit")), chromedp.WaitVisible(tid("notice")), loaded())
 	if got := e.text(tid("notice")); !strings.Contains(got, "Grants saved") {

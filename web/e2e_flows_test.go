@@ -76,7 +76,7 @@ func TestE2EConsoleFlows(t *testing.T) {
 
 	form := `[data-testid="principal-test-agent"] `
 	e.run("grant a dangerous tool by name",
-		chromedp.Navigate(e.URL+"/admin/access"), chromedp.WaitVisible(chromedp.CSS(form+`[data-testid="grant-tools"]`)), loaded(),
+		chromedp.Navigate(e.URL+"/admin/access?q=test-agent"), chromedp.WaitVisible(chromedp.CSS(form+`[data-testid="grant-tools"]`)), loaded(),
 		chromedp.SetValue(chromedp.CSS(form+`[data-testid="grant-tools"]`), "shell_exec"),
 		chromedp.Click(chromedp.CSS(form+`[data-testid="grants-submit"]`)),
 		chromedp.WaitVisible(tid("error-tools")), loaded(),
@@ -142,7 +142,7 @@ func TestE2ETryItAndKeys(t *testing.T) {
 
 	row := `[data-testid="principal-test-agent"] `
 	e.run("issue a labelled key with an expiry",
-		chromedp.Navigate(e.URL+"/admin/access"), chromedp.WaitVisible(chromedp.CSS(row+`[data-testid="key-label"]`)), loaded(),
+		chromedp.Navigate(e.URL+"/admin/access?q=test-agent"), chromedp.WaitVisible(chromedp.CSS(row+`[data-testid="key-label"]`)), loaded(),
 		chromedp.SendKeys(chromedp.CSS(row+`[data-testid="key-label"]`), "nightly report"),
 		chromedp.SetValue(chromedp.CSS(row+`[data-testid="key-expires"]`), "2099-01-31"),
 		chromedp.Click(chromedp.CSS(row+`[data-testid="issue-key"]`)), chromedp.WaitVisible(tid("new-key")), loaded(),

@@ -30,11 +30,35 @@ type accessForm struct {
 	grants      access.Grants
 	grantErrors map[string]string
 	alert       string
+	// q and role narrow the list; open is the principal shown opened.
+	q, role string
+	open    uint
 }
 
-// Access lists principals with their keys and, for agents, their grants.
+// Access lists principals with their keys and, for agents, their grants:
+// a row each, found by name (q) and role, opened to its keys and grants
+// (open=id, or the one match of a search).
 func (h *Handler) Access(c *gin.Context) error {
-	return h.renderAccess(c, http.StatusOK, accessForm{})
+	if err := handlers.OnlyQuery(c, "q", "role", "open"); err != nil {
+		return err
+	}
+	f := accessForm{q: strings.TrimSpace(c.Query("q")), role: c.Query("role")}
+	if f.role != "" && !slices.Contains(access.Roles, f.role) {
+		return models.ErrInvalid.Errorf("role %q is not a role (use %s)", f.role, strings.Join(access.Roles, ", "))
+	}
+	if open := c.Query("open"); open != "" {
+		id, err := strconv.ParseUint(open, 10, 32)
+		if err != nil {
+			return models.ErrInvalid.Errorf("open=%q is not a principal's id", open)
+		}
+		f.open = uint(id)
+	}
+	return h.renderAccess(c, http.StatusOK, f)
+}
+
+// accessOf is the access page opened to principal id's row.
+func accessOf(id uint) string {
+	return accessPage + "?open=" + strconv.FormatUint(uint64(id), 10) + "#principal-" + strconv.FormatUint(uint64(id), 10)
 }
 
 // renderAccess shows the access page, with a refused form as it was sent.
@@ -44,7 +68,7 @@ func (h *Handler) renderAccess(c *gin.Context, status int, f accessForm) error {
 	if err != nil {
 		return err
 	}
-	d := views.AccessData{Roles: access.Roles, Create: f.create, Alert: f.alert}
+	d := views.AccessData{Roles: access.Roles, Create: f.create, Alert: f.alert, Q: f.q, Role: f.role, Total: len(ps)}
 	if d.Create.Role == "" {
 		d.Create.Role = access.RoleAgent
 	}
@@ -54,7 +78,13 @@ func (h *Handler) renderAccess(c *gin.Context, status int, f accessForm) error {
 	me := handlers.CurrentPrincipal(c)
 	now := time.Now()
 	for _, p := range ps {
-		row := views.AccessPrincipal{ID: p.ID, Name: p.Name, Role: p.Role, Created: p.CreatedAt, Disabled: p.DisabledAt, You: me != nil && me.ID == p.ID}
+		if f.q != "" && !strings.Contains(strings.ToLower(p.Name), strings.ToLower(f.q)) || f.role != "" && p.Role != f.role {
+			if p.ID != f.grantsOf {
+				continue
+			}
+		}
+		row := views.AccessPrincipal{ID: p.ID, Name: p.Name, Role: p.Role, Created: p.CreatedAt, Disabled: p.DisabledAt, You: me != nil && me.ID == p.ID,
+			Open: p.ID == f.open || p.ID == f.grantsOf}
 		for _, k := range p.Keys {
 			row.Keys = append(row.Keys, views.AccessKey{ID: k.ID, Prefix: k.Prefix, Label: k.Label, Created: k.CreatedAt, LastUsed: k.LastUsedAt,
 				Expires: k.ExpiresAt, Revoked: k.RevokedAt, Expired: k.ExpiresAt != nil && !now.Before(*k.ExpiresAt)})
@@ -73,6 +103,9 @@ func (h *Handler) renderAccess(c *gin.Context, status int, f accessForm) error {
 		if p.ID == f.grantsOf && row.Grants == nil && d.Alert == "" {
 			d.Alert = "Grants not saved: " + f.grantErrors[""] // not an agent: there is no form to show it in
 		}
+	}
+	if len(d.Principals) == 1 && (f.q != "" || f.role != "") {
+		d.Principals[0].Open = true // the one match of a search
 	}
 	return h.Render(c, status, views.Access(h.Page(c, "Access"), d))
 }
@@ -122,7 +155,7 @@ func (h *Handler) describeKey(c *gin.Context, principalID, keyID uint, k *views.
 		if p.ID != principalID {
 			continue
 		}
-		k.Principal, k.Role = p.Name, p.Role
+		k.Principal, k.Role, k.Back = p.Name, p.Role, accessOf(p.ID)
 		for _, key := range p.Keys {
 			if key.ID == keyID {
 				k.Prefix = key.Prefix
@@ -175,7 +208,7 @@ func (h *Handler) RevokeKeyPage(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	return Redirect(c, accessPage, fmt.Sprintf("Key “%s” of %s revoked; it stopped working at once.", k.Label, k.Owner))
+	return Redirect(c, accessOf(k.OwnerID), fmt.Sprintf("Key “%s” of %s revoked; it stopped working at once.", k.Label, k.Owner))
 }
 
 // DisablePrincipalPage disables a principal after its confirmation; a
@@ -198,9 +231,9 @@ func (h *Handler) setDisabledPage(c *gin.Context, disabled bool) error {
 		return err
 	}
 	if disabled {
-		return Redirect(c, accessPage, fmt.Sprintf("%s disabled: its keys stopped working at once.", p.Name))
+		return Redirect(c, accessOf(p.ID), fmt.Sprintf("%s disabled: its keys stopped working at once.", p.Name))
 	}
-	return Redirect(c, accessPage, fmt.Sprintf("%s enabled: its active keys work again.", p.Name))
+	return Redirect(c, accessOf(p.ID), fmt.Sprintf("%s enabled: its active keys work again.", p.Name))
 }
 
 // DeletePrincipalPage deletes a principal after its confirmation.
@@ -254,7 +287,7 @@ func (h *Handler) SetGrantsPage(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	return Redirect(c, accessPage, "Grants saved: "+count(len(saved.Categories), "category", "categories")+", "+count(len(saved.Tools), "tool", "tools")+".")
+	return Redirect(c, accessOf(id), "Grants saved: "+count(len(saved.Categories), "category", "categories")+", "+count(len(saved.Tools), "tool", "tools")+".")
 }
 
 // splitNames reads tool names separated by commas or white space.

@@ -279,13 +279,14 @@ func (a *Accounts) RevokeKey(ctx context.Context, id uint, by *models.Principal)
 	}
 	a.keysChanged(ctx)
 	a.log.InfoContext(ctx, "api key revoked", "key_prefix", key.Prefix, "by", models.ActorName(by))
-	return &RevokedKey{Label: cmp.Or(key.Label, key.Prefix+"…"), Owner: owner.Name}, nil
+	return &RevokedKey{Label: cmp.Or(key.Label, key.Prefix+"…"), Owner: owner.Name, OwnerID: owner.ID}, nil
 }
 
 // RevokedKey names a key just revoked for a person: its label (or its
 // prefix) and its principal's name.
 type RevokedKey struct {
 	Label, Owner string
+	OwnerID      uint
 }
 
 // keysChanged drops the cached authentications here and tells the other
