@@ -139,8 +139,11 @@ func commandFinding(cmd string) string {
 		}
 		words[i] = lit
 	}
-	if len(words) == 1 {
+	switch len(words) {
+	case 1:
 		return "runs " + words[0] + " with no arguments"
+	case 2:
+		return fmt.Sprintf("runs %s with 1 argument: %q", words[0], words[1])
 	}
 	return fmt.Sprintf("runs %s with %d arguments: %s", words[0], len(words)-1, strings.Join(quoteEach(words[1:]), " "))
 }
