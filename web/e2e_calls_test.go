@@ -2,10 +2,12 @@ package web_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/chromedp"
@@ -185,4 +187,60 @@ func TestE2EDecideByKeyboard(t *testing.T) {
 	if state := approvalStateOf(t, app, first); state != "approved" && state != "used" {
 		t.Errorf("the approved call's approval: %s", state)
 	}
+}
+
+// TestE2EConsoleTasks times three of a console user's jobs in Chromium,
+// counting the clicks and keys a person makes, and logs both (the figures
+// of the issue's note; nothing is asserted on time): a reviewer approves
+// a call with its whole context from sign-in; an admin finds a principal
+// among twenty and revokes one of its keys; an admin finds why a tool's
+// calls fail.
+func TestE2EConsoleTasks(t *testing.T) {
+	app := newTestApp(t)
+	dangerousWrite(t, app)
+	for i := range 20 {
+		app.do(t, "admin", "POST", "/api/v1/principals", map[string]any{"name": fmt.Sprintf("research-agent-%02d", i), "role": "agent"})
+	}
+	app.do(t, "admin", "POST", "/api/v1/principals/"+itoa(app.ids["agent"])+"/keys", map[string]any{"label": "laptop"})
+	for range 3 {
+		app.call(t, "agent", map[string]any{"tool": "file_read", "session_id": "t", "arguments": map[string]any{"path": "missing.txt"}})
+	}
+	app.call(t, "agent", map[string]any{"tool": "file_write", "session_id": "t", "arguments": map[string]any{"path": "ok.txt", "content": "x"}})
+	_, approval := dangerousCall(t, app, "agent", "the task's note")
+
+	e := newE2E(t, app)
+	start, actions := time.Now(), 0
+	act := func(n int, what string, steps ...chromedp.Action[chromedp.Void]) { actions += n; e.run(what, steps...) }
+	act(2, "sign in as the reviewer (type the key, click)", chromedp.Navigate(e.URL+"/admin"), chromedp.WaitVisible(tid("sign-in-form")),
+		chromedp.SendKeys(chromedp.CSS("#key"), app.keys["reviewer"]), chromedp.Click(tid("sign-in")), chromedp.WaitVisible(tid("approval-"+approval)), loaded())
+	for _, id := range []string{"approval-level", "approval-why", "approval-findings"} {
+		if e.count(`[data-testid="approval-`+approval+`"] [data-testid="`+id+`"]`) != 1 {
+			t.Fatalf("the panel lacks %s", id)
+		}
+	}
+	act(2, "approve by keyboard (Tab to the card, a)", chromedp.Focus(tid("approval-"+approval)), chromedp.KeyEvent("a"), chromedp.WaitVisible(tid("notice")), loaded())
+	t.Logf("approve a call with its context, from sign-in: %d clicks and keys, %.1f s", actions, time.Since(start).Seconds())
+
+	e = newE2E(t, app)
+	e.signIn("admin")
+	start, actions = time.Now(), 0
+	row := `[data-testid="principal-test-agent"] `
+	act(1, "open Access", chromedp.Click(tid("nav-Access")), chromedp.WaitVisible(tid("principal-search")), loaded())
+	act(2, "find the agent (type, Find)", chromedp.SendKeys(tid("principal-q"), "test-agent"), chromedp.Click(tid("principal-find")),
+		chromedp.WaitVisible(chromedp.CSS(row+`[data-testid="revoke-open"]`)), loaded())
+	act(2, "revoke its key (Revoke…, Revoke)", chromedp.Click(chromedp.CSS(row+`[data-testid="revoke-open"]`)), chromedp.WaitVisible(chromedp.CSS(row+`[data-testid="revoke"]`)),
+		chromedp.Click(chromedp.CSS(row+`[data-testid="revoke"]`)), chromedp.WaitVisible(tid("notice")), loaded())
+	if got := e.text(tid("notice")); !strings.Contains(got, "of test-agent revoked") {
+		t.Fatalf("notice %q", got)
+	}
+	t.Logf("find a principal among %d and revoke a key: %d clicks and keys, %.1f s", 23, actions, time.Since(start).Seconds())
+
+	start, actions = time.Now(), 0
+	act(1, "open the dashboard", chromedp.Click(tid("nav-Dashboard")), chromedp.WaitVisible(tid("top-file_read")), loaded())
+	act(1, "open file_read's calls", chromedp.Click(chromedp.CSS(`[data-testid="top-file_read"] [data-testid="top-calls"]`)), chromedp.WaitVisible(tid("call-row")), loaded())
+	act(1, "open a failed one", chromedp.Click(chromedp.CSS(`[data-testid="call-row"] [data-testid="call-link"]`)), chromedp.WaitVisible(tid("call-error-message")), loaded())
+	if got := e.text(tid("call-error-message")); !strings.Contains(got, "does not exist") {
+		t.Fatalf("the error %q", got)
+	}
+	t.Logf("find why a tool's calls fail: %d clicks, %.1f s", actions, time.Since(start).Seconds())
 }
