@@ -236,7 +236,7 @@ func TestConsoleSelfApproval(t *testing.T) {
 	if p.Status != http.StatusForbidden {
 		t.Fatalf("self-approval: %d", p.Status)
 	}
-	if got := p.TestID("error-" + approvalID).Text(); got != "You made this call; another reviewer must decide it" {
+	if got := p.TestID("error-" + approvalID).Text(); got != "You made this call; another reviewer must decide it." {
 		t.Errorf("self-approval message %q", got)
 	}
 	if s := approvalStateOf(t, app, approvalID); s != "pending" {

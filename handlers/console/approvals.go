@@ -74,7 +74,7 @@ func (h *Handler) decideInConsole(c *gin.Context, approve bool) error {
 	if status >= http.StatusInternalServerError {
 		return err
 	}
-	f := &decisionFailure{id: id, reason: reason, message: personMessage(err)}
+	f := &decisionFailure{id: id, reason: reason, message: personMessage(err) + "."}
 	var ve *models.ValidationError
 	if errors.As(err, &ve) {
 		f.message = ""
@@ -96,9 +96,10 @@ func (h *Handler) decideInConsole(c *gin.Context, approve bool) error {
 
 // personMessage is an error's message for a person on a console page:
 // what it says beyond its kind and context (models.Detail), with a
-// capital letter.
+// capital letter and without a closing period, which the sentence it
+// goes into adds ("Not added: " + personMessage(err) + ".").
 func personMessage(err error) string {
-	msg := models.Detail(err)
+	msg := strings.TrimRight(strings.TrimSpace(models.Detail(err)), ".")
 	if msg != "" {
 		msg = strings.ToUpper(msg[:1]) + msg[1:]
 	}
