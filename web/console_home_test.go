@@ -303,7 +303,8 @@ func TestConsoleAccessGrants(t *testing.T) {
 		!strings.Contains(form.Find(`[data-testid="error-categories"]`).Text(), "nope") {
 		t.Fatalf("invalid grants: %d %q", p.Status, form.Find(".field-error").Text())
 	}
-	if v, _ := form.Find(`[data-testid="grant-tools"]`).Attr("value"); v != "web_search, Bad-Name" {
+	// A safe tool comes back ticked, any other name as typed.
+	if v, _ := form.Find(`[data-testid="grant-tools"]`).Attr("value"); v != "Bad-Name" || form.Find(`[data-testid="grant-tool-web_search"][checked]`).Length() != 1 {
 		t.Errorf("the tools typed are lost: %q", v)
 	}
 	if got := app.do(t, "admin", "GET", "/api/v1/principals/"+agent+"/grants", nil).JSON(t); len(got["categories"].([]any)) != 0 {
@@ -324,13 +325,17 @@ func TestConsoleAccessGrants(t *testing.T) {
 		t.Fatalf("grants of an admin: %d %q", p.Status, p.TestID("alert").Text())
 	}
 
-	p = b.post("/admin/access/principals/"+agent+"/grants", url.Values{"category": {"filesystem"}, "tools": {"web_search"}})
-	if p.Status != 200 || !strings.Contains(p.TestID("notice").Text(), "Grants saved") {
-		t.Fatalf("save grants: %d", p.Status)
+	// A safe tool ticked in the list is granted as one typed.
+	if p.TestID("principal-test-agent").Find(`[data-testid="grant-tool-shell_exec"]`).Length() != 0 {
+		t.Error("a dangerous tool is offered as a single tool")
+	}
+	p = b.post("/admin/access/principals/"+agent+"/grants", url.Values{"category": {"filesystem"}, "tool": {"web_search"}})
+	if p.Status != 200 || !strings.Contains(p.TestID("notice").Text(), "Grants saved: 1 category, 1 tool") {
+		t.Fatalf("save grants: %d %q", p.Status, p.TestID("notice").Text())
 	}
 	form = p.TestID("principal-test-agent")
 	if form.Find(`[data-testid="grant-filesystem"][checked]`).Length() != 1 || form.Find(`[data-testid="grant-shell"][checked]`).Length() != 0 ||
-		form.Find(`[data-testid="grant-tools"]`).AttrOr("value", "") != "web_search" {
+		form.Find(`[data-testid="grant-tool-web_search"][checked]`).Length() != 1 || form.Find(`[data-testid="grant-tools"]`).AttrOr("value", "") != "" {
 		t.Fatal("the saved grants are not shown")
 	}
 

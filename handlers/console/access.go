@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 	"toolbelt/handlers"
 	"toolbelt/models"
 	"toolbelt/services/access"
+	"toolbelt/services/catalog"
 	"toolbelt/services/tooldef"
 	"toolbelt/views"
 )
@@ -77,6 +79,10 @@ func (h *Handler) renderAccess(c *gin.Context, status int, f accessForm) error {
 	}
 	me := handlers.CurrentPrincipal(c)
 	now := time.Now()
+	safe, err := h.safeTools(ctx)
+	if err != nil {
+		return err
+	}
 	for _, p := range ps {
 		if f.q != "" && !strings.Contains(strings.ToLower(p.Name), strings.ToLower(f.q)) || f.role != "" && p.Role != f.role {
 			if p.ID != f.grantsOf {
@@ -97,7 +103,7 @@ func (h *Handler) renderAccess(c *gin.Context, status int, f accessForm) error {
 				}
 				errs = nil
 			}
-			row.Grants = grantsForm(g, errs)
+			row.Grants = grantsForm(g, errs, safe)
 		}
 		d.Principals = append(d.Principals, row)
 		if p.ID == f.grantsOf && row.Grants == nil && d.Alert == "" {
@@ -110,15 +116,41 @@ func (h *Handler) renderAccess(c *gin.Context, status int, f accessForm) error {
 	return h.Render(c, status, views.Access(h.Page(c, "Access"), d))
 }
 
-func grantsForm(g access.Grants, errs map[string]string) *views.AccessGrants {
-	form := &views.AccessGrants{Tools: strings.Join(g.Tools, ", "), Errors: errs}
+func grantsForm(g access.Grants, errs map[string]string, safe []string) *views.AccessGrants {
+	form := &views.AccessGrants{Errors: errs}
 	if form.Errors == nil {
 		form.Errors = map[string]string{}
 	}
 	for _, cat := range tooldef.Categories {
 		form.Categories = append(form.Categories, views.PlaygroundCategory{Name: cat, Checked: slices.Contains(g.Categories, cat)})
 	}
+	// The safe tools are choices to tick; a name that is none of them
+	// (mistyped, or not safe) stays typed, where its error is shown.
+	var typed []string
+	for _, t := range g.Tools {
+		if !slices.Contains(safe, t) {
+			typed = append(typed, t)
+		}
+	}
+	form.Tools = strings.Join(typed, ", ")
+	for _, t := range safe {
+		form.SafeTools = append(form.SafeTools, views.PlaygroundCategory{Name: t, Checked: slices.Contains(g.Tools, t)})
+	}
 	return form
+}
+
+// safeTools names the catalog's safe tools, those grants may name one by
+// one.
+func (h *Handler) safeTools(ctx context.Context) ([]string, error) {
+	page, err := h.Registry.List(ctx, catalog.ListOptions{Level: tooldef.LevelSafe, Limit: catalog.MaxPageSize})
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, len(page.Tools))
+	for i, t := range page.Tools {
+		names[i] = t.Name
+	}
+	return names, nil
 }
 
 // CreatePrincipalPage creates a principal and shows its first key, once.
@@ -276,6 +308,11 @@ func (h *Handler) SetGrantsPage(c *gin.Context) error {
 		return err
 	}
 	g := access.Grants{Categories: c.PostFormArray("category"), Tools: splitNames(c.PostForm("tools"))}
+	for _, t := range c.PostFormArray("tool") { // the ticked safe tools
+		if !slices.Contains(g.Tools, t) {
+			g.Tools = append(g.Tools, t)
+		}
+	}
 	if g.Categories == nil {
 		g.Categories = []string{}
 	}
