@@ -63,13 +63,16 @@ type BenchOptions struct {
 }
 
 // BenchScores are what a run measured on a set of queries: recall at 5, 10
-// and 15 and NDCG at 10, as percentages.
+// and 15, NDCG at 10, and the share of queries whose gold tools are all
+// in the top 10 (a task needing three tools is not done with two of
+// them, which recall counts as two thirds), as percentages.
 type BenchScores struct {
-	Recall5  float64 `json:"recall@5"`
-	Recall10 float64 `json:"recall@10"`
-	Recall15 float64 `json:"recall@15"`
-	NDCG10   float64 `json:"ndcg@10"`
-	Queries  int     `json:"queries"`
+	Recall5    float64 `json:"recall@5"`
+	Recall10   float64 `json:"recall@10"`
+	Recall15   float64 `json:"recall@15"`
+	NDCG10     float64 `json:"ndcg@10"`
+	Complete10 float64 `json:"complete@10"`
+	Queries    int     `json:"queries"`
 }
 
 // add counts one query whose selection named got (nil when it failed).
@@ -78,6 +81,9 @@ func (s *BenchScores) add(got, gold []string) {
 	s.Recall10 += recallAt(got, gold, 10)
 	s.Recall15 += recallAt(got, gold, 15)
 	s.NDCG10 += ndcgAt(got, gold, 10)
+	if len(gold) > 0 && recallAt(got, gold, 10) == 1 {
+		s.Complete10++
+	}
 	s.Queries++
 }
 
@@ -91,6 +97,7 @@ func (s *BenchScores) finish() {
 	s.Recall10 = round(100*s.Recall10/n, 2)
 	s.Recall15 = round(100*s.Recall15/n, 2)
 	s.NDCG10 = round(100*s.NDCG10/n, 2)
+	s.Complete10 = round(100*s.Complete10/n, 2)
 }
 
 // BenchReport is what a run measured.

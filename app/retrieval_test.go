@@ -206,6 +206,11 @@ func TestRetrievalBenchCountsFailures(t *testing.T) {
 		found.Queries != 3 || found.Recall10 != 100 || refused.Queries != 1 || refused.Recall15 != 0 {
 		t.Errorf("subsets %s", out)
 	}
+	// Completeness counts a query whose gold tools are all in the top 10:
+	// the three found, not the refused one.
+	if rep.Complete10 != 75 || found == nil || found.Complete10 != 100 || refused == nil || refused.Complete10 != 0 {
+		t.Errorf("all gold in the top 10: %s", out)
+	}
 	// Each found first (NDCG 100): the conversation's request outranks its
 	// system prompt.
 	if found != nil && found.NDCG10 < 99.99 {
@@ -225,6 +230,7 @@ func TestBenchSetsConsistent(t *testing.T) {
 	}{
 		{"bfcl", []string{"queries.jsonl"}, []string{"simple_python", "multiple", "live_simple", "live_multiple"}},
 		{"metatool", []string{"dev.jsonl", "history.jsonl"}, []string{"single", "multi"}},
+		{"sealtools", []string{"dev.jsonl"}, []string{"dev/single", "dev/multi"}},
 	}
 	for _, set := range sets {
 		t.Run(set.dir, func(t *testing.T) {
@@ -283,5 +289,23 @@ func TestBenchSetsConsistent(t *testing.T) {
 			}
 			t.Logf("%d tools, queries by subset %v", len(tools), perSubset)
 		})
+	}
+}
+
+// TestCompletenessNeedsEveryGold: a query is complete only with all its
+// gold tools in the top 10; two of three is two thirds of recall and no
+// completeness, and a gold tool at 11th counts for neither.
+func TestCompletenessNeedsEveryGold(t *testing.T) {
+	top := []string{"a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k"}
+	var s BenchScores
+	s.add(top, []string{"a", "j"})      // both in the top 10
+	s.add(top, []string{"a", "b", "k"}) // the 11th is missing
+	s.add(nil, []string{"a"})           // a failed selection
+	s.finish()
+	if s.Complete10 != 33.33 {
+		t.Errorf("all@10 %v, want 33.33 (one query in three)", s.Complete10)
+	}
+	if want := round(100*(1+2.0/3)/3, 2); s.Recall10 != want {
+		t.Errorf("Recall@10 %v, want %v", s.Recall10, want)
 	}
 }
