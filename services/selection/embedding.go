@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -247,23 +248,62 @@ func (s *Selector) embedQuery(ctx context.Context, query string) []float32 {
 	ctx, cancel := context.WithTimeout(ctx, queryEmbedTimeout)
 	defer cancel()
 	vecs, err := s.emb.Embed(ctx, embed.Query, []string{query})
-	if err != nil || len(vecs) != 1 {
+	if !s.queryEmbedded(ctx, err, len(vecs), 1) {
+		return nil
+	}
+	s.queryEmbed.cache.Add(model, query, vecs[0])
+	return vecs[0]
+}
+
+// queryEmbedded notes how a request for want query vectors went: after a
+// failure (an error, or got vectors for want texts) the selector ranks
+// lexically for a while, longer after each failure in a row, and says so
+// once; after a success it notes that the model answers again.
+func (s *Selector) queryEmbedded(ctx context.Context, err error, got, want int) bool {
+	if err != nil || got != want {
 		if err == nil {
-			err = fmt.Errorf("%d vectors for one query", len(vecs))
+			err = fmt.Errorf("%d vectors for %d queries", got, want)
 		}
 		n := s.queryEmbed.fails.Add(1)
 		wait := min(embedRetryMin<<min(n-1, 5), embedRetryMax)
 		s.queryEmbed.failUntil.Store(time.Now().Add(wait).UnixNano())
 		s.queryEmbed.lastErr.Store(err.Error())
 		s.log.WarnContext(ctx, "embed query failed; ranking lexically", "err", err, "retry_in", wait)
-		return nil
+		return false
 	}
 	if s.queryEmbed.fails.Swap(0) > 0 {
-		s.log.InfoContext(ctx, "query embedding works again; dense ranking restored", "model", model)
+		s.log.InfoContext(ctx, "query embedding works again; dense ranking restored", "model", s.emb.Model())
 	}
 	s.queryEmbed.failUntil.Store(0)
-	s.queryEmbed.cache.Add(model, query, vecs[0])
-	return vecs[0]
+	return true
+}
+
+// embedQueries embeds, in one request, the texts the query cache lacks
+// (a task's focus and its intents), so that embedQuery then finds each in
+// the cache; after a failure it ranks lexically as embedQuery would.
+func (s *Selector) embedQueries(ctx context.Context, texts []string) {
+	model := s.emb.Model()
+	var missing []string
+	for _, t := range texts {
+		if _, ok := s.queryEmbed.cache.Get(model, t); !ok && !slices.Contains(missing, t) {
+			missing = append(missing, t)
+		}
+	}
+	if len(missing) < 2 {
+		return
+	}
+	if until := s.queryEmbed.failUntil.Load(); until != 0 && time.Now().UnixNano() < until {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, queryEmbedTimeout)
+	defer cancel()
+	vecs, err := s.emb.Embed(ctx, embed.Query, missing)
+	if !s.queryEmbedded(ctx, err, len(vecs), len(missing)) {
+		return
+	}
+	for i, t := range missing {
+		s.queryEmbed.cache.Add(model, t, vecs[i])
+	}
 }
 
 // timedEmbedder reports each embedding request's latency and errors.

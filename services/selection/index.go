@@ -89,10 +89,20 @@ type index struct {
 	// keep is how many candidates its binary pass keeps (0: all, exact).
 	vecs denseIndex
 	keep int
+	// opens counts, per stem, the tools whose name opens with it
+	// ("get" of get_weather): a task's clause that opens with such a word
+	// asks for something of its own (intents.go).
+	opens map[string]int
 	// tokens is, per category and format, the token estimate of the
 	// entries this host can run, so a selection's catalog estimate costs
 	// a sum per category instead of a pass over the catalog.
 	tokens map[string]map[string]int
+}
+
+// acts reports whether a word opens the names of two tools or more (of
+// more than one word each): an action of the catalog's.
+func (ix *index) acts(tok *embed.Tokenizer) func(string) bool {
+	return func(w string) bool { return ix.opens[tok.Stem(w)] >= 2 }
 }
 
 // catalogTokens is the token estimate in format of the entries the
@@ -271,7 +281,7 @@ func (s *Selector) loadDocs(ctx context.Context, ids []uint) error {
 
 // build makes an index snapshot of the catalog; s.catalog.mu is held.
 func (s *Selector) build(tools []models.ActiveTool) *index {
-	ix := &index{byName: make(map[string]int, len(tools)), keep: denseKeep(len(tools)), tokens: map[string]map[string]int{}}
+	ix := &index{byName: make(map[string]int, len(tools)), keep: denseKeep(len(tools)), tokens: map[string]map[string]int{}, opens: map[string]int{}}
 	docs := make([][]string, len(tools))
 	vecs := make([]qvec, len(tools))
 	dims := map[int]int{}
@@ -282,6 +292,9 @@ func (s *Selector) build(tools []models.ActiveTool) *index {
 		ix.cat = append(ix.cat, categoryID(t.Category))
 		ix.entries = append(ix.entries, &entry{name: t.Name, category: t.Category, level: t.Level, versionID: t.VersionID, doc: d, runnable: ix.runnable[i]})
 		ix.byName[t.Name] = i
+		if w := embed.Words(t.Name); len(w) > 1 {
+			ix.opens[s.tok.Stem(w[0])]++
+		}
 		docs[i] = d.terms
 		vecs[i] = d.vec
 		if len(d.vec.codes) > 0 {

@@ -11,7 +11,8 @@ import (
 	"toolbelt/services/tooldef"
 )
 
-// rank scores the allowed entries and returns the best limit of them.
+// rankText scores the allowed entries for one text (a task, or one of its
+// intents) and returns the best limit of them.
 //
 // Signals: cosine similarity of the query vector with the tools' vectors
 // (the best tuning.modelDenseTop or builtinDenseTop enter the fusion), BM25 over the tools'
@@ -29,7 +30,7 @@ import (
 // dense similarity is computed for the DenseCandidates best binary scores,
 // BM25 walks the query terms' postings, and fusion, top-k and the reasons'
 // ranks run over the tools some signal found.
-func (s *Selector) rank(ctx context.Context, ix *index, t task, in scope, limit int) []rankedTool {
+func (s *Selector) rankText(ctx context.Context, ix *index, t task, in scope, limit int) []rankedTool {
 	n := len(ix.entries)
 	if n == 0 {
 		return nil
@@ -531,6 +532,9 @@ type rankedTool struct {
 	entry   int
 	score   float64
 	reasons Reasons
+	// intent is 1 + the place of the task's intent the tool answers
+	// best, 0 when it answers the task as a whole (merge.go).
+	intent int
 }
 
 // wordStems are a query's words that are not stop words, each once in

@@ -1,6 +1,7 @@
 package selection
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"toolbelt/models"
@@ -55,6 +57,23 @@ type Reasons struct {
 	LexicalRank     int      `json:"lexical_rank,omitempty" example:"1"`
 	MatchedTerms    []string `json:"matched_terms"`
 	LearnedQueries  []string `json:"learned_queries,omitempty"`
+	// Intent is the part of the task the tool answers, when the task asks
+	// for several things (docs/selection.md#tasks-of-several-intents);
+	// absent when it answers the task as a whole. The scores, ranks and
+	// matched terms are then those of the tool's ranking for that part.
+	Intent string `json:"intent,omitempty" example:"convert the price to euros"`
+}
+
+// IntentMatch is one part of a task that asks for something of its own,
+// as a selection found it.
+type IntentMatch struct {
+	Text string `json:"text" example:"convert the price to euros"`
+	// Tools are the selected tools that answer it, in the selection's
+	// order: none when no tool matches it well, which says this part of
+	// the task may have no tool.
+	Tools []string `json:"tools" example:"currency_convert"`
+	// BestScore is the best score of any tool for this part alone.
+	BestScore float64 `json:"best_score" example:"0.71"`
 }
 
 // TokenEstimate compares the selection's size with the whole catalog the
@@ -82,6 +101,14 @@ type SelectResult struct {
 	NoGoodMatch bool          `json:"no_good_match"`
 	Hint        string        `json:"hint,omitempty" example:"no tool fits this task well (best score 0.04); describe the action and the object, or ask an admin to register a tool for it"`
 	Tokens      TokenEstimate `json:"tokens"`
+	// Intents are the task's parts, when it asks for several things:
+	// each was ranked on its own, and the selection gives every part its
+	// best tools before any part its second best.
+	Intents []IntentMatch `json:"intents,omitempty"`
+	// UnmatchedTerms are the task's words that no selected tool's text
+	// holds: what the selection may not cover (a misspelling, a word the
+	// catalog does not use, or a part no tool does).
+	UnmatchedTerms []string `json:"unmatched_terms,omitempty" example:"calendar"`
 	// ToolReferences, with format anthropic, name the tools as the
 	// tool_reference blocks of Anthropic's tool search: the content of the
 	// tool_result an agent answers its search tool's call with.
@@ -212,10 +239,10 @@ func (s *Selector) Select(ctx context.Context, caller *models.Principal, req Sel
 	ix := s.catalog.snapshot.Load()
 	include := toSet(req.Categories)
 	exclude := toSet(req.ExcludeCategories)
-	ranked := s.rank(ctx, ix, req.task, scope{vis: vis, include: include, exclude: exclude, minScore: *req.MinScore}, req.Limit)
+	ranked, parts := s.rankTask(ctx, ix, req.task, scope{vis: vis, include: include, exclude: exclude, minScore: *req.MinScore}, req.Limit)
 	best := 0.0
-	if len(ranked) > 0 {
-		best = ranked[0].score
+	for _, r := range ranked {
+		best = max(best, r.score)
 	}
 	ranked = slices.DeleteFunc(ranked, func(r rankedTool) bool { return r.score < *req.MinScore })
 	res := &SelectResult{Query: req.task.focus, ContextChars: utf8.RuneCountInString(req.task.context), Format: req.Format,
@@ -233,8 +260,15 @@ func (s *Selector) Select(ctx context.Context, caller *models.Principal, req Sel
 		return nil, err
 	}
 	names := make([]string, 0, len(ranked))
+	for _, p := range parts {
+		res.Intents = append(res.Intents, IntentMatch{Text: p.text, Tools: []string{}, BestScore: round(p.best, 5)})
+	}
 	for _, r := range ranked {
 		e := ix.entries[r.entry]
+		if r.intent > 0 {
+			r.reasons.Intent = parts[r.intent-1].text
+			res.Intents[r.intent-1].Tools = append(res.Intents[r.intent-1].Tools, e.name)
+		}
 		res.Tools = append(res.Tools, Selected{
 			Name: e.name, Category: e.category, SecurityLevel: e.level, Score: round(r.score, 5),
 			Reasons: r.reasons, Tool: json.RawMessage(exports[e.versionID]),
@@ -242,6 +276,7 @@ func (s *Selector) Select(ctx context.Context, caller *models.Principal, req Sel
 		names = append(names, e.name)
 		res.Tokens.Selection += e.doc.sizes[req.Format] / 4
 	}
+	res.UnmatchedTerms = unmatchedWords(queryWords(s.tok, req.task.focus), ix, ranked)
 	if req.Format == formats.FormatAnthropic {
 		res.ToolReferences = formats.ToolReferences(names)
 	}
@@ -298,6 +333,29 @@ func (s *Selector) checkRequest(req *SelectRequest) error {
 		return &models.ValidationError{What: "selection request", Problems: ps}
 	}
 	return nil
+}
+
+// unmatchedWords are the task's words (words) that no ranked tool's text
+// holds, in the task's order; numbers are values, not words a tool
+// holds, and are left out.
+func unmatchedWords(words wordStems, ix *index, ranked []rankedTool) []string {
+	var out []string
+	for k, w := range words.words {
+		if !strings.ContainsFunc(w, unicode.IsLetter) {
+			continue
+		}
+		// Postings are in entry order: a binary search a tool, not a pass
+		// over its text.
+		ps := ix.lex.postings[words.stems[k]]
+		held := slices.ContainsFunc(ranked, func(r rankedTool) bool {
+			_, found := slices.BinarySearchFunc(ps, int32(r.entry), func(p posting, e int32) int { return cmp.Compare(p.doc, e) })
+			return found
+		})
+		if !held {
+			out = append(out, w)
+		}
+	}
+	return out
 }
 
 func toSet(xs []string) map[string]bool {

@@ -54,6 +54,11 @@ type tuning struct {
 	// bm25 are BM25's parameters over the tools' text and names;
 	// learnedBM25 over learned queries.
 	bm25, learnedBM25 bm25Params
+	// intentFloor is the score a tool needs in the ranking of one of a
+	// task's intents to take a place of its own in the selection
+	// (merge.go), swept on Seal-Tools dev with MetaTool dev and BFCL
+	// held to their figures (docs/benchmarks.md#tasks-of-several-intents).
+	intentFloor float64
 	// nameRepeat is how many times a tool's name words count in its BM25
 	// text beyond the once they have there.
 	nameRepeat int
@@ -72,7 +77,7 @@ func defaultTuning() tuning {
 		// Tool texts are short and of like length: their length says
 		// little, so b is low.
 		bm25: bm25Params{k1: 1.2, b: 0.3}, learnedBM25: bm25Params{k1: 1.2, b: 0.75},
-		nameRepeat: 1,
+		nameRepeat: 1, intentFloor: 0.5,
 	}
 }
 
