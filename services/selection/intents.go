@@ -30,8 +30,12 @@ import (
 const (
 	// intentWords is the fewest content words (not stop words, with a
 	// letter; a run of CJK characters counts one a two characters) a
-	// piece needs to be an intent of its own.
-	intentWords = 2
+	// piece needs to be an intent of its own; actionWords is the fewest
+	// for a piece that opens with one of the catalog's actions ("add it
+	// to my calendar"). A sentence of few words that names no action
+	// ("Can you provide me with some updates?") matches some tool's
+	// common words strongly and would take that tool a place.
+	intentWords, actionWords = 4, 2
 	// maxIntents bounds the intents of a task: each costs a ranking, and
 	// a selection of 10 to 15 tools cannot give more a place of their own.
 	maxIntents = 6
@@ -58,9 +62,9 @@ var connectives = map[string]bool{"and": true, "then": true, "also": true}
 func intentsOf(focus string, acts func(word string) bool) []intent {
 	var pieces []span
 	for _, sentence := range sentencesOf(focus) {
-		pieces = append(pieces, joinShort(focus, clausesOf(focus, sentence, acts))...)
+		pieces = append(pieces, joinShort(focus, clausesOf(focus, sentence, acts), acts)...)
 	}
-	pieces = joinShort(focus, pieces)
+	pieces = joinShort(focus, pieces, acts)
 	for len(pieces) > maxIntents {
 		pieces = joinSmallestPair(focus, pieces)
 	}
@@ -178,7 +182,7 @@ func opensWithAction(text string, acts func(string) bool) bool {
 // joinShort joins each piece of text too short to be an intent to its
 // neighbour: the next one when it comes first ("If possible, get …"),
 // else the one before ("… from May 25, 2013").
-func joinShort(text string, pieces []span) []span {
+func joinShort(text string, pieces []span, acts func(string) bool) []span {
 	var out []span
 	carry := -1 // the start of a short first piece, waiting for the next
 	for _, p := range pieces {
@@ -186,7 +190,7 @@ func joinShort(text string, pieces []span) []span {
 			p.start, carry = carry, -1
 		}
 		switch {
-		case contentWords(text[p.start:p.end]) >= intentWords:
+		case standsAlone(text[p.start:p.end], acts):
 			out = append(out, p)
 		case len(out) == 0:
 			carry = p.start
@@ -198,6 +202,13 @@ func joinShort(text string, pieces []span) []span {
 		out = append(out, span{carry, pieces[len(pieces)-1].end})
 	}
 	return out
+}
+
+// standsAlone reports whether a piece names enough to be an intent: four
+// content words, or two when it opens with an action.
+func standsAlone(piece string, acts func(string) bool) bool {
+	n := contentWords(piece)
+	return n >= intentWords || n >= actionWords && acts != nil && opensWithAction(piece, acts)
 }
 
 // joinSmallestPair joins the two neighbouring pieces with the fewest

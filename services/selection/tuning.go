@@ -57,7 +57,7 @@ type tuning struct {
 	// intentFloor is the score a tool needs in the ranking of one of a
 	// task's intents to take a place of its own in the selection
 	// (merge.go), swept on Seal-Tools dev with MetaTool dev and BFCL
-	// held to their figures (docs/benchmarks.md#tasks-of-several-intents).
+	// held to their figures (docs/benchmarks.md#tasks-of-several-intents-seal-tools).
 	intentFloor float64
 	// nameRepeat is how many times a tool's name words count in its BM25
 	// text beyond the once they have there.
