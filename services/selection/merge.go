@@ -67,8 +67,8 @@ func (s *Selector) rankTask(ctx context.Context, ix *index, t task, in scope, li
 //
 // Each tool says which intent it answers: the one whose ranking places it
 // highest (the higher score on a tie), none when no intent's does. It
-// carries that ranking's score and reasons, or the whole task's when they
-// score it higher or no intent ranks it.
+// carries that ranking's reasons (the whole task's when no intent ranks
+// it) and the higher of its scores there and in the whole task's.
 func mergeRankings(whole []rankedTool, per [][]rankedTool, floor, minScore float64, limit int) []rankedTool {
 	type place struct {
 		intent, pos int
@@ -121,12 +121,11 @@ func mergeRankings(whole []rankedTool, per [][]rankedTool, floor, minScore float
 			}
 			e := list[next[si]].entry
 			taken[e], took = true, true
-			r, inWhole := wholeOf[e]
+			r := wholeOf[e]
 			if p, ok := answers[e]; ok {
-				if !inWhole || p.tool.score > r.score {
-					r = p.tool
-				}
-				r.intent = p.intent + 1
+				score := max(r.score, p.tool.score)
+				r = p.tool
+				r.score, r.intent = score, p.intent+1
 			}
 			out = append(out, r)
 		}

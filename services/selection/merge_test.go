@@ -41,6 +41,7 @@ func TestMergeRankings(t *testing.T) {
 		ranking([]int{10, 1, 11}, 0.8, 0.75, 0.51),  // intent 2: its second is the whole's first
 		ranking([]int{30, 31}, 0.45, 0.4),           // intent 3: under the floor, context
 	}
+	per[1][1].reasons.MatchedTerms = []string{"from intent 2"}
 	got := mergeRankings(whole, per, 0.5, 0.05, 8)
 	want := []int{1, 10, 20, 2, 11, 21, 3, 22}
 	if e := entriesOf(got); !slices.Equal(e, want) {
@@ -57,9 +58,10 @@ func TestMergeRankings(t *testing.T) {
 			t.Errorf("tool %d answers intent %d, want %d", e, intentOf[e], k)
 		}
 	}
-	// The whole task's score is kept where it is higher (0.9 against 0.75).
-	if got[0].score != 0.9 {
-		t.Errorf("tool 1 scores %v, want the whole task's 0.9", got[0].score)
+	// The whole task's score is kept where it is higher (0.9 against
+	// 0.75); the reasons are those of the intent the tool answers.
+	if got[0].score != 0.9 || !slices.Equal(got[0].reasons.MatchedTerms, []string{"from intent 2"}) {
+		t.Errorf("tool 1 scores %v with reasons %+v, want the whole task's 0.9 and intent 2's reasons", got[0].score, got[0].reasons)
 	}
 
 	// With room for all, the under-min_score tool of the whole ranking
