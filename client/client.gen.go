@@ -1462,6 +1462,24 @@ type OpsToolStats struct {
 	Tool *string `json:"tool,omitempty"`
 }
 
+// SelectionIntentMatch defines model for selection.IntentMatch.
+type SelectionIntentMatch struct {
+	// BestScore BestScore is the best score of any tool for this part alone.
+	//
+	// Example: 0.71
+	BestScore *float32 `json:"best_score,omitempty"`
+
+	// Text Example: convert the price to euros
+	Text *string `json:"text,omitempty"`
+
+	// Tools Tools are the selected tools that answer it, in the selection's
+	// order: none when no tool matches it well, which says this part of
+	// the task may have no tool.
+	//
+	// Example: ["convert_currency"]
+	Tools *[]string `json:"tools,omitempty"`
+}
+
 // SelectionMessage defines model for selection.Message.
 type SelectionMessage struct {
 	// Content Example: List the CSV files in ./data
@@ -1491,8 +1509,16 @@ type SelectionReasons struct {
 	DenseRank *int `json:"dense_rank,omitempty"`
 
 	// DenseSimilarity Example: 0.42
-	DenseSimilarity *float32  `json:"dense_similarity,omitempty"`
-	LearnedQueries  *[]string `json:"learned_queries,omitempty"`
+	DenseSimilarity *float32 `json:"dense_similarity,omitempty"`
+
+	// Intent Intent is the part of the task the tool answers, when the task asks
+	// for several things (docs/selection.md#tasks-of-several-intents);
+	// absent when it answers the task as a whole. The scores, ranks and
+	// matched terms are then those of the tool's ranking for that part.
+	//
+	// Example: convert the price to euros
+	Intent         *string   `json:"intent,omitempty"`
+	LearnedQueries *[]string `json:"learned_queries,omitempty"`
 
 	// LexicalRank Example: 1
 	LexicalRank *int `json:"lexical_rank,omitempty"`
@@ -1547,6 +1573,11 @@ type SelectionSelectResult struct {
 	// Hint Example: no tool fits this task well (best score 0.04); describe the action and the object, or ask an admin to register a tool for it
 	Hint *string `json:"hint,omitempty"`
 
+	// Intents Intents are the task's parts, when it asks for several things:
+	// each was ranked on its own, and the selection gives every part its
+	// best tools before any part its second best.
+	Intents *[]SelectionIntentMatch `json:"intents,omitempty"`
+
 	// NoGoodMatch NoGoodMatch is true when no tool scores GoodMatchScore or more:
 	// the tools returned (maybe none) fit the task poorly, and Hint says
 	// what to do.
@@ -1566,6 +1597,13 @@ type SelectionSelectResult struct {
 	// tool_result an agent answers its search tool's call with.
 	ToolReferences *[]FormatsToolReference `json:"tool_references,omitempty"`
 	Tools          *[]SelectionSelected    `json:"tools,omitempty"`
+
+	// UnmatchedTerms UnmatchedTerms are the task's words that no selected tool's text
+	// holds: what the selection may not cover (a misspelling, a word the
+	// catalog does not use, or a part no tool does).
+	//
+	// Example: ["calendar"]
+	UnmatchedTerms *[]string `json:"unmatched_terms,omitempty"`
 }
 
 // SelectionSelected defines model for selection.Selected.

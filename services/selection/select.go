@@ -71,7 +71,7 @@ type IntentMatch struct {
 	// Tools are the selected tools that answer it, in the selection's
 	// order: none when no tool matches it well, which says this part of
 	// the task may have no tool.
-	Tools []string `json:"tools" example:"currency_convert"`
+	Tools []string `json:"tools" example:"convert_currency"`
 	// BestScore is the best score of any tool for this part alone.
 	BestScore float64 `json:"best_score" example:"0.71"`
 }
