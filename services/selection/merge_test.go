@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"toolbelt/models/modelstest"
@@ -198,4 +199,53 @@ func TestSelectCoversEveryIntent(t *testing.T) {
 func taskFor(query string) task {
 	t, _ := taskOf(query, nil)
 	return t
+}
+
+// callCounter is a remote model's stand-in that counts its query
+// requests.
+type callCounter struct {
+	flakyEmbedder
+	queryCalls atomic.Int64
+}
+
+func (c *callCounter) Embed(ctx context.Context, kind embed.Kind, texts []string) ([][]float32, error) {
+	if kind == embed.Query {
+		c.queryCalls.Add(1)
+	}
+	return c.flakyEmbedder.Embed(ctx, kind, texts)
+}
+
+// TestIntentsEmbedInOneRequest: under a remote model, a task of several
+// intents costs one request for its focus and its intents; when the model
+// is down the selection still answers, lexically, with its intents, and
+// the selector backs off instead of asking once per intent.
+func TestIntentsEmbedInOneRequest(t *testing.T) {
+	ctx := context.Background()
+	store, authz := catalogFixture(t, 0)
+	c := &callCounter{flakyEmbedder: flakyEmbedder{countingEmbedder: countingEmbedder{model: "test/remote", inner: embed.NewBuiltin()}}}
+	s := newFixtureSelector(t, store, authz, c, 0)
+	task := "Read the file config.yaml from the disk. Then search the web for the latest Go release notes. Finally run a python snippet that computes primes."
+	res, err := s.Select(ctx, nil, SelectRequest{Query: task, Limit: 6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Intents) != 3 {
+		t.Fatalf("intents %+v, want 3", res.Intents)
+	}
+	if n := c.queryCalls.Load(); n != 1 {
+		t.Errorf("%d query requests for a task of 3 intents, want 1", n)
+	}
+
+	c.down.Store(true)
+	c.queryCalls.Store(0)
+	res, err = s.Select(ctx, nil, SelectRequest{Query: strings.Replace(task, "primes", "prime numbers", 1), Limit: 6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Intents) != 3 || len(res.Tools) == 0 || !s.EmbedFailing() {
+		t.Errorf("model down: intents %d, tools %d, failing %v", len(res.Intents), len(res.Tools), s.EmbedFailing())
+	}
+	if n := c.queryCalls.Load(); n != 1 {
+		t.Errorf("%d query requests while the model is down, want 1 (then the selector backs off)", n)
+	}
 }
