@@ -117,3 +117,62 @@ func TestE2EAccessCreateAndRevoke(t *testing.T) {
 		t.Fatal("the revoked key still works")
 	}
 }
+
+// TestE2EPlaygroundExplains: for a task asking for three things the
+// playground says, in sentences, what each part found (and what matched
+// nothing), which part each tool answers and which words matched, why
+// this many tools came back, and warns of a dangerous tool that came
+// back on a weak match.
+func TestE2EPlaygroundExplains(t *testing.T) {
+	app := newTestApp(t)
+	for _, d := range []struct{ name, desc, level string }{
+		{"search_flights", "Search flights between two cities on a date and list them with their prices.", "safe"},
+		{"convert_currency", "Convert an amount of money from one currency to another, e.g. dollars to euros.", "safe"},
+		{"add_calendar_event", "Add an event with a title and a time to the user's calendar.", "safe"},
+		// Each action opens two tools' names, as in a real catalog.
+		{"search_hotels", "Search hotels in a city for given nights and list their rates.", "safe"},
+		{"convert_units", "Convert a length, weight or temperature between units.", "safe"},
+		{"add_mail_filter", "Add a filter to the mailbox that deletes or moves matching messages.", "dangerous"},
+	} {
+		def := toolDef(d.name, func(m map[string]any) {
+			m["description"] = d.desc
+			m["category"] = "api"
+			m["security"] = map[string]any{"level": d.level, "sandbox": true}
+		})
+		if r := app.do(t, "admin", "POST", "/api/v1/tools", def); r.Status != 201 {
+			t.Fatalf("register %s: %d %s", d.name, r.Status, r.Body)
+		}
+	}
+	e := newE2E(t, app)
+	e.signIn("admin")
+	task := "search the flights from Oslo to Rome, convert the price to euros and add the trip to my calendar"
+	e.run("ask for a task of three parts", chromedp.Navigate(e.URL+"/admin/playground?category=api&limit=6&q="+strings.ReplaceAll(task, " ", "+")),
+		chromedp.WaitVisible(tid("ranked")), loaded())
+	intents, err := chromedp.Run(e.ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll('[data-testid="intent"]')].map(li => li.textContent.replace(/\s+/g, " ").trim())`))
+	if err != nil || len(intents) != 3 {
+		t.Fatalf("the parts of the task: %v %v", intents, err)
+	}
+	for i, want := range []string{"search_flights", "convert_currency", "add_calendar_event"} {
+		if !strings.Contains(intents[i], want) {
+			t.Errorf("part %d %q does not name %s", i+1, intents[i], want)
+		}
+	}
+	sentences, err := chromedp.Run(e.ctx, chromedp.Evaluate[map[string]string](`Object.fromEntries([...document.querySelectorAll('[data-testid="ranked-tool"]')].map(tr =>
+		[tr.dataset.name, tr.querySelector('[data-testid="ranked-sentence"]').textContent.replace(/\s+/g, " ").trim()]))`))
+	if err != nil || !strings.Contains(sentences["convert_currency"], "Answers “convert the price to euros”") || !strings.Contains(sentences["convert_currency"], "“euros”") {
+		t.Errorf("convert_currency's sentence: %q (%v)", sentences["convert_currency"], err)
+	}
+	if got := e.text(tid("why-count")); !strings.Contains(got, "limit of 6") || !strings.Contains(got, "categories “api”") {
+		t.Errorf("why this many: %q", got)
+	}
+	if n := e.count(`[data-testid="weak-danger-add_mail_filter"]`); n != 1 {
+		t.Errorf("no warning of the dangerous add_mail_filter on a weak match (%d); tools: %v", n, sentences)
+	}
+	if n := e.count(`[data-testid^="weak-danger-"]`); n != 1 {
+		t.Errorf("%d warnings: a safe tool's weak match is no danger", n)
+	}
+	e.run("a task no tool does", chromedp.Navigate(e.URL+"/admin/playground?category=api&q=translate+this+poem+into+Latin+verse"), chromedp.WaitVisible(tid("why-count")), loaded())
+	if got := e.text(tid("unmatched")); !strings.Contains(got, "“latin”") && !strings.Contains(got, "“poem”") {
+		t.Errorf("the words no tool knows: %q", got)
+	}
+}

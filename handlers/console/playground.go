@@ -79,11 +79,16 @@ func (h *Handler) playgroundSelect(c *gin.Context, form views.PlaygroundForm, ca
 		return nil, err
 	}
 	out := &views.PlaygroundResult{SelectionID: res.SelectionID, Embedder: res.Embedder, Format: res.Format,
-		SelectionTokens: res.Tokens.Selection, CatalogTokens: res.Tokens.Catalog, SavedRatio: res.Tokens.Saved}
+		SelectionTokens: res.Tokens.Selection, CatalogTokens: res.Tokens.Catalog, SavedRatio: res.Tokens.Saved,
+		Limit: cmp.Or(max(limit, 0), selection.DefaultSelectLimit), MinScore: selection.DefaultMinScore, GoodScore: selection.GoodMatchScore,
+		Categories: categories, NoGoodMatch: res.NoGoodMatch, Hint: res.Hint, Unmatched: res.UnmatchedTerms}
+	for _, in := range res.Intents {
+		out.Intents = append(out.Intents, views.PlaygroundIntent{Text: in.Text, Tools: in.Tools, Best: in.BestScore})
+	}
 	for i, t := range res.Tools {
 		out.Tools = append(out.Tools, views.PlaygroundTool{Rank: i + 1, Name: t.Name, Category: t.Category, Level: t.SecurityLevel,
 			Score: t.Score, DenseSimilarity: t.Reasons.DenseSimilarity, DenseRank: t.Reasons.DenseRank,
-			LexicalScore: t.Reasons.LexicalScore, LexicalRank: t.Reasons.LexicalRank,
+			LexicalScore: t.Reasons.LexicalScore, LexicalRank: t.Reasons.LexicalRank, Intent: t.Reasons.Intent,
 			MatchedTerms: t.Reasons.MatchedTerms, LearnedQueries: t.Reasons.LearnedQueries, Rendering: views.PrettyJSON(string(t.Tool))})
 	}
 	return out, nil
