@@ -547,6 +547,9 @@ func (s *Server) searchTools(ctx context.Context, p *models.Principal, session s
 // reason says in a few words why a tool ranked where it did.
 func reason(r selection.Reasons) string {
 	var parts []string
+	if r.Intent != "" {
+		parts = append(parts, fmt.Sprintf("answers %q", r.Intent))
+	}
 	if len(r.MatchedTerms) > 0 {
 		parts = append(parts, "matches "+strings.Join(r.MatchedTerms, ", "))
 	}
