@@ -89,7 +89,11 @@ func mountMCP(r *gin.Engine, d Deps) {
 				d.Handler.Fail(c, err)
 				return
 			}
-			defer release() // once answered, the session counts among SessionsOf
+			// By the time the answer is written the session counts among
+			// SessionsOf: the hold goes then, before the client can open
+			// another (after the handler returned, both counted it).
+			defer release()
+			c.Writer = releaseOnAnswer{c.Writer, release}
 		}
 		ctx := context.WithValue(c.Request.Context(), principalCtxKey{}, p)
 		verified.ServeHTTP(c.Writer, c.Request.WithContext(ctx))
@@ -99,3 +103,23 @@ func mountMCP(r *gin.Engine, d Deps) {
 	}
 	r.OPTIONS(MCPPath, checkOrigin(d), preflight)
 }
+
+// releaseOnAnswer calls release as the first byte of the answer (or its
+// header) is written.
+type releaseOnAnswer struct {
+	gin.ResponseWriter
+	release func()
+}
+
+func (w releaseOnAnswer) WriteHeader(code int) { w.release(); w.ResponseWriter.WriteHeader(code) }
+
+func (w releaseOnAnswer) WriteHeaderNow() { w.release(); w.ResponseWriter.WriteHeaderNow() }
+
+func (w releaseOnAnswer) Write(b []byte) (int, error) { w.release(); return w.ResponseWriter.Write(b) }
+
+func (w releaseOnAnswer) WriteString(s string) (int, error) {
+	w.release()
+	return w.ResponseWriter.WriteString(s)
+}
+
+func (w releaseOnAnswer) Flush() { w.release(); w.ResponseWriter.Flush() }
