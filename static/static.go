@@ -17,6 +17,7 @@ import (
 	"mime"
 	"net/http"
 	"path"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -121,15 +122,20 @@ func Serve(w http.ResponseWriter, r *http.Request, name string) bool {
 	return true
 }
 
-// acceptsGzip reads an Accept-Encoding header: gzip listed, and not with
-// q=0.
+// acceptsGzip reads an Accept-Encoding header: gzip listed with a
+// quality above 0 (RFC 9110: "gzip;q=0" refuses it).
 func acceptsGzip(header string) bool {
 	for part := range strings.SplitSeq(header, ",") {
-		coding, params, _ := strings.Cut(strings.TrimSpace(part), ";")
-		if strings.EqualFold(strings.TrimSpace(coding), "gzip") {
-			q := strings.ReplaceAll(params, " ", "")
-			return q != "q=0" && q != "q=0.0" && q != "q=0.00" && q != "q=0.000"
+		coding, params, _ := strings.Cut(part, ";")
+		if !strings.EqualFold(strings.TrimSpace(coding), "gzip") {
+			continue
 		}
+		name, value, _ := strings.Cut(strings.TrimSpace(params), "=")
+		if !strings.EqualFold(strings.TrimSpace(name), "q") {
+			return true
+		}
+		q, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
+		return err == nil && q > 0
 	}
 	return false
 }

@@ -50,14 +50,7 @@ func TestE2EPagesFitNarrowScreens(t *testing.T) {
 	e.signIn("admin")
 	dir := os.Getenv("TOOLBELT_SCREENSHOTS")
 	for name, path := range pages {
-		e.run("open "+name+" at 390 px", chromedp.EmulateViewport(390, 844), chromedp.Navigate(e.URL+path), chromedp.WaitVisible(chromedp.CSS("main h1")), loaded())
-		wide, err := chromedp.Run(e.ctx, chromedp.Evaluate[string](overflowing))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if wide != "" {
-			t.Errorf("%s (%s) is wider than 390 px: %s", name, path, wide)
-		}
+		fitsAPhone(t, e, name, path)
 		if dir == "" {
 			continue
 		}
@@ -105,20 +98,26 @@ func TestE2EPagesFitWithRealisticData(t *testing.T) {
 	e := newE2E(t, app)
 	e.signIn("admin")
 	for _, name := range slices.Sorted(maps.Keys(pages)) {
-		path := pages[name]
-		e.run("open "+name+" at 390 px", chromedp.EmulateViewport(390, 844), chromedp.Navigate(e.URL+path), chromedp.WaitVisible(chromedp.CSS("main h1")), loaded())
-		wide, err := chromedp.Run(e.ctx, chromedp.Evaluate[string](overflowing))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if wide != "" {
-			t.Errorf("%s (%s) is wider than 390 px: %s", name, path, wide)
-		}
+		fitsAPhone(t, e, name, pages[name])
 		height, err := chromedp.Run(e.ctx, chromedp.Evaluate[float64](`document.documentElement.scrollHeight`))
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Logf("%s at 390 px: %.0f px high", name, height)
+	}
+}
+
+// fitsAPhone opens path at 390 px wide and fails t when the page scrolls
+// sideways there.
+func fitsAPhone(t *testing.T, e *e2e, name, path string) {
+	t.Helper()
+	e.run("open "+name+" at 390 px", chromedp.EmulateViewport(390, 844), chromedp.Navigate(e.URL+path), chromedp.WaitVisible(chromedp.CSS("main h1")), loaded())
+	wide, err := chromedp.Run(e.ctx, chromedp.Evaluate[string](overflowing))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wide != "" {
+		t.Errorf("%s (%s) is wider than 390 px: %s", name, path, wide)
 	}
 }
 

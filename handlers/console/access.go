@@ -117,7 +117,7 @@ func (h *Handler) renderAccess(c *gin.Context, status int, f accessForm) error {
 }
 
 func grantsForm(g access.Grants, errs map[string]string, safe []string) *views.AccessGrants {
-	form := &views.AccessGrants{Errors: errs}
+	form := &views.AccessGrants{Errors: errs, ToolCount: len(g.Tools)}
 	if form.Errors == nil {
 		form.Errors = map[string]string{}
 	}

@@ -130,6 +130,17 @@ func (h *Handler) approvalsData(c *gin.Context, fail *decisionFailure, decided b
 	if err != nil {
 		return d, err
 	}
+	// A decision is shown on each waiting call of its tool and in the
+	// list: its row (and its call's outcome) is read once.
+	rows := map[string]views.DecidedApproval{}
+	decidedRow := func(a models.Approval) views.DecidedApproval {
+		row, ok := rows[a.ID]
+		if !ok {
+			row = h.decided(ctx, me, names, a)
+			rows[a.ID] = row
+		}
+		return row
+	}
 	placed := false
 	for _, a := range slices.Backward(pending) {
 		row := views.PendingApproval{ID: a.ID, CallID: a.CallID, Tool: a.Tool, Version: a.Version,
@@ -151,7 +162,7 @@ func (h *Handler) approvalsData(c *gin.Context, fail *decisionFailure, decided b
 		}
 		for _, other := range all {
 			if other.Tool == a.Tool && other.Status != models.ApprovalPending && len(row.Recent) < recentShown {
-				row.Recent = append(row.Recent, h.decided(ctx, me, names, other))
+				row.Recent = append(row.Recent, decidedRow(other))
 			}
 		}
 		d.Pending = append(d.Pending, row)
@@ -173,7 +184,7 @@ func (h *Handler) approvalsData(c *gin.Context, fail *decisionFailure, decided b
 			d.DecidedCapped = true
 			break
 		}
-		d.Decided = append(d.Decided, h.decided(ctx, me, names, a))
+		d.Decided = append(d.Decided, decidedRow(a))
 	}
 	return d, nil
 }
