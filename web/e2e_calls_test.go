@@ -224,21 +224,31 @@ func TestE2EConsoleTasks(t *testing.T) {
 	e = newE2E(t, app)
 	e.signIn("admin")
 	start, actions = time.Now(), 0
+	// A click that loads a page waits for its response (RunResponse), so
+	// the next step never finds the page that is going away.
+	load := func(what string, click chromedp.Action[chromedp.Void], then chromedp.CSS) {
+		t.Helper()
+		actions++
+		if _, err := chromedp.RunResponse(e.ctx, click); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		e.run(what, chromedp.WaitVisible(then), loaded())
+	}
 	row := `[data-testid="principal-test-agent"] `
-	act(1, "open Access", chromedp.Click(tid("nav-Access")), chromedp.WaitVisible(tid("principal-search")), loaded())
-	act(2, "find the agent (type, Find)", chromedp.SendKeys(tid("principal-q"), "test-agent"), chromedp.Click(tid("principal-find")),
-		chromedp.WaitVisible(chromedp.CSS(row+`[data-testid="revoke-open"]`)), loaded())
-	act(2, "revoke its key (Revoke…, Revoke)", chromedp.Click(chromedp.CSS(row+`[data-testid="revoke-open"]`)), chromedp.WaitVisible(chromedp.CSS(row+`[data-testid="revoke"]`)),
-		chromedp.Click(chromedp.CSS(row+`[data-testid="revoke"]`)), chromedp.WaitVisible(tid("notice")), loaded())
+	load("open Access", chromedp.Click(tid("nav-Access")), tid("principal-search"))
+	act(1, "type the agent's name", chromedp.SendKeys(tid("principal-q"), "test-agent"))
+	load("find it", chromedp.Click(tid("principal-find")), chromedp.CSS(row+`[data-testid="revoke-open"]`))
+	act(1, "open a key's Revoke…", chromedp.Click(chromedp.CSS(row+`[data-testid="revoke-open"]`)), chromedp.WaitVisible(chromedp.CSS(row+`[data-testid="revoke"]`)))
+	load("revoke it", chromedp.Click(chromedp.CSS(row+`[data-testid="revoke"]`)), tid("notice"))
 	if got := e.text(tid("notice")); !strings.Contains(got, "of test-agent revoked") {
 		t.Fatalf("notice %q", got)
 	}
 	t.Logf("find a principal among %d and revoke a key: %d clicks and keys, %.1f s", 23, actions, time.Since(start).Seconds())
 
 	start, actions = time.Now(), 0
-	act(1, "open the dashboard", chromedp.Click(tid("nav-Dashboard")), chromedp.WaitVisible(tid("top-file_read")), loaded())
-	act(1, "open file_read's calls", chromedp.Click(chromedp.CSS(`[data-testid="top-file_read"] [data-testid="top-calls"]`)), chromedp.WaitVisible(tid("call-row")), loaded())
-	act(1, "open a failed one", chromedp.Click(chromedp.CSS(`[data-testid="call-row"] [data-testid="call-link"]`)), chromedp.WaitVisible(tid("call-error-message")), loaded())
+	load("open the dashboard", chromedp.Click(tid("nav-Dashboard")), tid("top-file_read"))
+	load("open file_read's calls", chromedp.Click(chromedp.CSS(`[data-testid="top-file_read"] [data-testid="top-calls"]`)), tid("call-row"))
+	load("open a failed one", chromedp.Click(chromedp.CSS(`[data-testid="call-row"] [data-testid="call-link"]`)), tid("call-error-message"))
 	if got := e.text(tid("call-error-message")); !strings.Contains(got, "does not exist") {
 		t.Fatalf("the error %q", got)
 	}
