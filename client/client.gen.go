@@ -379,6 +379,42 @@ func (e ListAuditParamsAction) Valid() bool {
 	}
 }
 
+// Defines values for ListAuditParamsSort.
+const (
+	ListAuditParamsSortAction      ListAuditParamsSort = "action"
+	ListAuditParamsSortActor       ListAuditParamsSort = "actor"
+	ListAuditParamsSortMinusAction ListAuditParamsSort = "-action"
+	ListAuditParamsSortMinusActor  ListAuditParamsSort = "-actor"
+	ListAuditParamsSortMinusTarget ListAuditParamsSort = "-target"
+	ListAuditParamsSortMinusTime   ListAuditParamsSort = "-time"
+	ListAuditParamsSortTarget      ListAuditParamsSort = "target"
+	ListAuditParamsSortTime        ListAuditParamsSort = "time"
+)
+
+// Valid indicates whether the value is a known member of the ListAuditParamsSort enum.
+func (e ListAuditParamsSort) Valid() bool {
+	switch e {
+	case ListAuditParamsSortAction:
+		return true
+	case ListAuditParamsSortActor:
+		return true
+	case ListAuditParamsSortMinusAction:
+		return true
+	case ListAuditParamsSortMinusActor:
+		return true
+	case ListAuditParamsSortMinusTarget:
+		return true
+	case ListAuditParamsSortMinusTime:
+		return true
+	case ListAuditParamsSortTarget:
+		return true
+	case ListAuditParamsSortTime:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ListAuditParamsFormat.
 const (
 	ListAuditParamsFormatCsv    ListAuditParamsFormat = "csv"
@@ -1959,6 +1995,9 @@ type ListAuditParams struct {
 	// Until RFC 3339 time, exclusive
 	Until *string `form:"until,omitempty" json:"until,omitempty"`
 
+	// Sort Order: newest first (default), oldest first, or by a column A to Z (actor) or Z to A (-actor), newest first within each
+	Sort *ListAuditParamsSort `form:"sort,omitempty" json:"sort,omitempty"`
+
 	// Cursor next_cursor of the previous page
 	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
 
@@ -1971,6 +2010,9 @@ type ListAuditParams struct {
 
 // ListAuditParamsAction defines parameters for ListAudit.
 type ListAuditParamsAction string
+
+// ListAuditParamsSort defines parameters for ListAudit.
+type ListAuditParamsSort string
 
 // ListAuditParamsFormat defines parameters for ListAudit.
 type ListAuditParamsFormat string
@@ -2356,7 +2398,7 @@ type ClientInterface interface {
 
 	// ListAudit Audit log
 	//
-	// What admins and reviewers did — tools registered, published, rolled back, retired or imported; principals created, disabled, enabled or deleted; keys issued or revoked; grants set; calls approved or denied — with who, when, through which door (api, console, mcp, system), the client's address and the key's id and label (never the key). Newest first, a page at a time: pass next_cursor as cursor for the next. With format=ndjson or format=csv every matching entry is streamed instead (cursor and limit are then ignored). Only changes that succeeded are recorded, each in the transaction of the change.
+	// What admins and reviewers did — tools registered, published, rolled back, retired or imported; principals created, disabled, enabled or deleted; keys issued or revoked; grants set; calls approved or denied — with who, when, through which door (api, console, mcp, system), the client's address and the key's id and label (never the key). Newest first unless sort says otherwise, a page at a time: pass next_cursor as cursor (with the same filters and sort) for the next. With format=ndjson or format=csv every matching entry is streamed instead (cursor and limit are then ignored). Only changes that succeeded are recorded, each in the transaction of the change.
 	//
 	// Corresponds with GET /api/v1/audit (the `ListAudit` operationId).
 	ListAudit(ctx context.Context, params *ListAuditParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2941,7 +2983,7 @@ func (c *Client) Deny(ctx context.Context, id string, body DenyJSONRequestBody, 
 
 // ListAudit Audit log
 //
-// What admins and reviewers did — tools registered, published, rolled back, retired or imported; principals created, disabled, enabled or deleted; keys issued or revoked; grants set; calls approved or denied — with who, when, through which door (api, console, mcp, system), the client's address and the key's id and label (never the key). Newest first, a page at a time: pass next_cursor as cursor for the next. With format=ndjson or format=csv every matching entry is streamed instead (cursor and limit are then ignored). Only changes that succeeded are recorded, each in the transaction of the change.
+// What admins and reviewers did — tools registered, published, rolled back, retired or imported; principals created, disabled, enabled or deleted; keys issued or revoked; grants set; calls approved or denied — with who, when, through which door (api, console, mcp, system), the client's address and the key's id and label (never the key). Newest first unless sort says otherwise, a page at a time: pass next_cursor as cursor (with the same filters and sort) for the next. With format=ndjson or format=csv every matching entry is streamed instead (cursor and limit are then ignored). Only changes that succeeded are recorded, each in the transaction of the change.
 //
 // Corresponds with GET /api/v1/audit (the `ListAudit` operationId).
 func (c *Client) ListAudit(ctx context.Context, params *ListAuditParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -4287,6 +4329,18 @@ func NewListAuditRequest(server string, params *ListAuditParams) (*http.Request,
 		if params.Until != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "until", *params.Until, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Sort != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "sort", *params.Sort, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {
@@ -6493,7 +6547,7 @@ type ClientWithResponsesInterface interface {
 
 	// ListAuditWithResponse Audit log
 	//
-	// What admins and reviewers did — tools registered, published, rolled back, retired or imported; principals created, disabled, enabled or deleted; keys issued or revoked; grants set; calls approved or denied — with who, when, through which door (api, console, mcp, system), the client's address and the key's id and label (never the key). Newest first, a page at a time: pass next_cursor as cursor for the next. With format=ndjson or format=csv every matching entry is streamed instead (cursor and limit are then ignored). Only changes that succeeded are recorded, each in the transaction of the change.
+	// What admins and reviewers did — tools registered, published, rolled back, retired or imported; principals created, disabled, enabled or deleted; keys issued or revoked; grants set; calls approved or denied — with who, when, through which door (api, console, mcp, system), the client's address and the key's id and label (never the key). Newest first unless sort says otherwise, a page at a time: pass next_cursor as cursor (with the same filters and sort) for the next. With format=ndjson or format=csv every matching entry is streamed instead (cursor and limit are then ignored). Only changes that succeeded are recorded, each in the transaction of the change.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -10718,7 +10772,7 @@ func (c *ClientWithResponses) DenyWithResponse(ctx context.Context, id string, b
 
 // ListAuditWithResponse Audit log
 //
-// What admins and reviewers did — tools registered, published, rolled back, retired or imported; principals created, disabled, enabled or deleted; keys issued or revoked; grants set; calls approved or denied — with who, when, through which door (api, console, mcp, system), the client's address and the key's id and label (never the key). Newest first, a page at a time: pass next_cursor as cursor for the next. With format=ndjson or format=csv every matching entry is streamed instead (cursor and limit are then ignored). Only changes that succeeded are recorded, each in the transaction of the change.
+// What admins and reviewers did — tools registered, published, rolled back, retired or imported; principals created, disabled, enabled or deleted; keys issued or revoked; grants set; calls approved or denied — with who, when, through which door (api, console, mcp, system), the client's address and the key's id and label (never the key). Newest first unless sort says otherwise, a page at a time: pass next_cursor as cursor (with the same filters and sort) for the next. With format=ndjson or format=csv every matching entry is streamed instead (cursor and limit are then ignored). Only changes that succeeded are recorded, each in the transaction of the change.
 //
 // Returns a wrapper object for the known response body format(s).
 //

@@ -18,7 +18,7 @@ import (
 
 // auditParams are the query parameters of the audit log, in the API and
 // the console alike.
-var auditParams = []string{"actor", "action", "target", "since", "until", "cursor", "limit", "format"}
+var auditParams = []string{"actor", "action", "target", "since", "until", "sort", "cursor", "limit", "format"}
 
 // AuditQuery reads the audit log's filters from the query string.
 func AuditQuery(c *gin.Context) (audit.Query, error) {
@@ -26,7 +26,7 @@ func AuditQuery(c *gin.Context) (audit.Query, error) {
 		return audit.Query{}, err
 	}
 	q := audit.Query{Actor: c.Query("actor"), Action: c.Query("action"), Target: c.Query("target"),
-		Since: c.Query("since"), Until: c.Query("until"), Cursor: c.Query("cursor")}
+		Since: c.Query("since"), Until: c.Query("until"), Sort: c.Query("sort"), Cursor: c.Query("cursor")}
 	var err error
 	if q.Limit, err = IntQuery(c, "limit"); err != nil {
 		return q, err
@@ -42,7 +42,7 @@ func AuditQuery(c *gin.Context) (audit.Query, error) {
 //
 //	@Summary		Audit log
 //	@ID			listAudit
-//	@Description	What admins and reviewers did — tools registered, published, rolled back, retired or imported; principals created, disabled, enabled or deleted; keys issued or revoked; grants set; calls approved or denied — with who, when, through which door (api, console, mcp, system), the client's address and the key's id and label (never the key). Newest first, a page at a time: pass next_cursor as cursor for the next. With format=ndjson or format=csv every matching entry is streamed instead (cursor and limit are then ignored). Only changes that succeeded are recorded, each in the transaction of the change.
+//	@Description	What admins and reviewers did — tools registered, published, rolled back, retired or imported; principals created, disabled, enabled or deleted; keys issued or revoked; grants set; calls approved or denied — with who, when, through which door (api, console, mcp, system), the client's address and the key's id and label (never the key). Newest first unless sort says otherwise, a page at a time: pass next_cursor as cursor (with the same filters and sort) for the next. With format=ndjson or format=csv every matching entry is streamed instead (cursor and limit are then ignored). Only changes that succeeded are recorded, each in the transaction of the change.
 //	@Tags			access
 //	@Produce		json
 //	@Produce		application/x-ndjson
@@ -52,6 +52,7 @@ func AuditQuery(c *gin.Context) (audit.Query, error) {
 //	@Param			target	query		string	false	"Target, such as tool:file_read, principal:2, key:3, approval:<id>"
 //	@Param			since	query		string	false	"RFC 3339 time, inclusive"
 //	@Param			until	query		string	false	"RFC 3339 time, exclusive"
+//	@Param			sort	query		string	false	"Order: newest first (default), oldest first, or by a column A to Z (actor) or Z to A (-actor), newest first within each"	Enums(-time, time, actor, -actor, action, -action, target, -target)
 //	@Param			cursor	query		string	false	"next_cursor of the previous page"
 //	@Param			limit	query		int		false	"Page size (default 50, at most 500)"
 //	@Param			format	query		string	false	"Stream every entry instead of a page"	Enums(json, ndjson, csv)

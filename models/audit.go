@@ -2,7 +2,9 @@ package models
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -142,9 +144,19 @@ type AuditFilter struct {
 	Target string
 	Since  time.Time
 	Until  time.Time
-	Before uint
-	Limit  int
+	// Sort orders the entries: one of AuditSorts ("" is newest first).
+	Sort string
+	// After is the last entry of the previous page, in that order (0: the
+	// first page).
+	After uint
+	Limit int
 }
+
+// AuditSorts are the orders of the audit log, by name: newest or oldest
+// first, or by a column (the newest entry first within each value), A to
+// Z or, with "-", Z to A. Each names its column (none for time).
+var AuditSorts = map[string]string{"-time": "", "time": "", "actor": "actor", "-actor": "actor",
+	"action": "action", "-action": "action", "target": "target", "-target": "target"}
 
 func (s *Store) auditQuery(ctx context.Context, f AuditFilter) *gorm.DB {
 	q := s.db.WithContext(ctx).Model(&AuditEntry{})
@@ -163,21 +175,59 @@ func (s *Store) auditQuery(ctx context.Context, f AuditFilter) *gorm.DB {
 	if !f.Until.IsZero() {
 		q = q.Where("at < ?", f.Until.UTC())
 	}
-	if f.Before > 0 {
-		q = q.Where("id < ?", f.Before)
-	}
 	return q
 }
 
-// AuditEntries returns up to f.Limit entries matching f, newest first,
-// and whether more follow.
+// AuditEntries returns up to f.Limit entries matching f in f.Sort's order
+// (newest first by default), from the one after f.After, and whether more
+// follow. Pages are read by keyset, so an entry added meanwhile never
+// shifts one into the next page twice. An f.After the log no longer holds
+// (pruned since) is ErrInvalid.
 func (s *Store) AuditEntries(ctx context.Context, f AuditFilter) ([]AuditEntry, bool, error) {
 	limit := f.Limit
 	if limit <= 0 {
 		limit = 50
 	}
+	if f.Sort == "" {
+		f.Sort = "-time"
+	}
+	col, ok := AuditSorts[f.Sort]
+	if !ok {
+		return nil, false, ErrInvalid.Errorf("the audit log cannot be ordered by %q", f.Sort)
+	}
+	q := s.auditQuery(ctx, f)
+	asc := strings.HasPrefix(f.Sort, "time") || col != "" && !strings.HasPrefix(f.Sort, "-")
+	switch {
+	case col == "" && asc:
+		q = q.Order("id")
+		if f.After > 0 {
+			q = q.Where("id > ?", f.After)
+		}
+	case col == "":
+		q = q.Order("id DESC")
+		if f.After > 0 {
+			q = q.Where("id < ?", f.After)
+		}
+	default:
+		dir, cmp := " DESC", "<"
+		if asc {
+			dir, cmp = "", ">"
+		}
+		q = q.Order(col + dir + ", id DESC")
+		if f.After > 0 {
+			var last AuditEntry
+			if err := s.db.WithContext(ctx).Select("id, "+col).Where("id = ?", f.After).First(&last).Error; err != nil {
+				if errors.Is(err, gorm.ErrRecordNotFound) {
+					return nil, false, ErrInvalid.Errorf("the page's last entry (%d) is no longer in the log; start from the first page", f.After)
+				}
+				return nil, false, fmt.Errorf("audit cursor: %w", err)
+			}
+			v := map[string]string{"actor": last.Actor, "action": last.Action, "target": last.Target}[col]
+			q = q.Where("("+col+" "+cmp+" ? OR ("+col+" = ? AND id < ?))", v, v, f.After)
+		}
+	}
 	var out []AuditEntry
-	if err := s.auditQuery(ctx, f).Order("id DESC").Limit(limit + 1).Find(&out).Error; err != nil {
+	if err := q.Limit(limit + 1).Find(&out).Error; err != nil {
 		return nil, false, fmt.Errorf("list audit log: %w", err)
 	}
 	more := len(out) > limit
@@ -187,7 +237,7 @@ func (s *Store) AuditEntries(ctx context.Context, f AuditFilter) ([]AuditEntry, 
 	return out, more, nil
 }
 
-// EachAuditEntry calls fn with every entry matching f, newest first, a
+// EachAuditEntry calls fn with every entry matching f in f.Sort's order, a
 // page at a time, so an export of any size holds one page in memory and
 // no transaction open; fn's error stops it.
 func (s *Store) EachAuditEntry(ctx context.Context, f AuditFilter, fn func(AuditEntry) error) error {
@@ -205,7 +255,7 @@ func (s *Store) EachAuditEntry(ctx context.Context, f AuditFilter, fn func(Audit
 		if !more {
 			return nil
 		}
-		f.Before = page[len(page)-1].ID
+		f.After = page[len(page)-1].ID
 	}
 }
 

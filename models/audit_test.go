@@ -1,9 +1,12 @@
 package models
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -131,7 +134,7 @@ func TestAuditEntriesFilterAndPage(t *testing.T) {
 				}
 				break
 			}
-			f.Before = page[len(page)-1].ID
+			f.After = page[len(page)-1].ID
 		}
 		if len(seen) != 1203 {
 			t.Errorf("paged through %d entries", len(seen))
@@ -142,6 +145,97 @@ func TestAuditEntriesFilterAndPage(t *testing.T) {
 		}
 		if got := count(AuditFilter{}); got != 203 {
 			t.Errorf("%d left after pruning, want 203", got)
+		}
+	})
+}
+
+// TestAuditEntriesSorted: every order pages through the entries a filter
+// matches exactly once, in the order a sort of all of them gives (the
+// newest first within a value); an entry added between pages neither
+// repeats nor shifts one; a page's last entry pruned meanwhile is a clear
+// error; an unknown order is refused.
+func TestAuditEntriesSorted(t *testing.T) {
+	eachStore(t, func(t *testing.T, s *Store) {
+		ctx := context.Background()
+		base := time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
+		actors := []string{"carol", "alice", "bob", "alice", "dave"}
+		var rows []AuditEntry
+		for i := range 157 {
+			rows = append(rows, AuditEntry{At: base.Add(time.Duration(i) * time.Minute), Actor: actors[i%len(actors)], Via: ViaAPI,
+				Action: AuditActions[i%len(AuditActions)], Target: fmt.Sprintf("key:%d", i%7)})
+		}
+		if err := s.db.CreateInBatches(rows, 100).Error; err != nil {
+			t.Fatal(err)
+		}
+		if err := s.db.Order("id").Find(&rows).Error; err != nil {
+			t.Fatal(err)
+		}
+		for _, filter := range []AuditFilter{{}, {Actor: "alice"}} {
+			for sort, col := range AuditSorts {
+				var want []uint
+				for _, e := range rows {
+					if filter.Actor == "" || e.Actor == filter.Actor {
+						want = append(want, e.ID)
+					}
+				}
+				value := func(id uint) string {
+					e := rows[slices.IndexFunc(rows, func(e AuditEntry) bool { return e.ID == id })]
+					return map[string]string{"actor": e.Actor, "action": e.Action, "target": e.Target}[col]
+				}
+				slices.SortStableFunc(want, func(a, b uint) int {
+					switch {
+					case sort == "time":
+						return cmp.Compare(a, b)
+					case col == "":
+						return cmp.Compare(b, a)
+					}
+					by := cmp.Compare(value(a), value(b))
+					if strings.HasPrefix(sort, "-") {
+						by = -by
+					}
+					return cmp.Or(by, cmp.Compare(b, a))
+				})
+				f := filter
+				f.Sort, f.Limit = sort, 20
+				var got []uint
+				for {
+					page, more, err := s.AuditEntries(ctx, f)
+					if err != nil {
+						t.Fatalf("%s: %v", sort, err)
+					}
+					for _, e := range page {
+						got = append(got, e.ID)
+					}
+					if !more {
+						break
+					}
+					f.After = page[len(page)-1].ID
+				}
+				if !slices.Equal(got, want) {
+					t.Errorf("sort %s, actor %q: %d entries in the wrong order\n got %v\nwant %v", sort, filter.Actor, len(got), got, want)
+				}
+			}
+		}
+		// An entry added between pages does not move the next page.
+		first, _, err := s.AuditEntries(ctx, AuditFilter{Sort: "actor", Limit: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.db.Create(&AuditEntry{At: base, Actor: "aaron", Via: ViaAPI, Action: AuditKeyIssue, Target: "key:1"}).Error; err != nil {
+			t.Fatal(err)
+		}
+		next, _, err := s.AuditEntries(ctx, AuditFilter{Sort: "actor", Limit: 10, After: first[9].ID})
+		if err != nil || len(next) == 0 || next[0].Actor == "aaron" || slices.ContainsFunc(next, func(e AuditEntry) bool { return e.ID == first[9].ID }) {
+			t.Errorf("the page after an insert: %v %v", next, err)
+		}
+		if err := s.db.Where("id = ?", first[9].ID).Delete(&AuditEntry{}).Error; err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := s.AuditEntries(ctx, AuditFilter{Sort: "actor", After: first[9].ID}); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "no longer in the log") {
+			t.Errorf("a pruned cursor: %v", err)
+		}
+		if _, _, err := s.AuditEntries(ctx, AuditFilter{Sort: "actor; DROP TABLE audit_log"}); !errors.Is(err, ErrInvalid) {
+			t.Errorf("an unknown order: %v", err)
 		}
 	})
 }

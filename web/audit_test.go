@@ -3,13 +3,17 @@ package web_test
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/csv"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/PuerkitoBio/goquery"
 
 	"toolbelt/models"
 )
@@ -238,7 +242,40 @@ func TestAuditAPIFilters(t *testing.T) {
 		}
 	}
 
-	r := app.do(t, "admin", "GET", "/api/v1/audit?format=ndjson", nil)
+	// Ordered by actor, pages of 100 follow by cursor: bob's 401 entries
+	// (Z to A: after the others), each actor's newest first; the CSV
+	// export takes the same order.
+	var actors []string
+	var bobIDs []float64
+	for cursor := ""; ; {
+		r := app.do(t, "admin", "GET", "/api/v1/audit?sort=-actor&limit=100"+cursor, nil)
+		if r.Status != 200 {
+			t.Fatalf("sort=-actor: %d %s", r.Status, r.Body)
+		}
+		page := r.JSON(t)
+		for _, e := range page["entries"].([]any) {
+			m := e.(map[string]any)
+			actors = append(actors, m["actor"].(string))
+			if m["actor"] == "bob" {
+				bobIDs = append(bobIDs, m["id"].(float64))
+			}
+		}
+		next, _ := page["next_cursor"].(string)
+		if next == "" {
+			break
+		}
+		cursor = "&cursor=" + next
+	}
+	if len(actors) != total || !slices.IsSortedFunc(actors, func(a, b string) int { return strings.Compare(b, a) }) ||
+		len(bobIDs) != 401 || !slices.IsSortedFunc(bobIDs, func(a, b float64) int { return cmp.Compare(b, a) }) {
+		t.Errorf("sort=-actor: %d entries, %d of bob's, first actors %v", len(actors), len(bobIDs), actors[:min(len(actors), 3)])
+	}
+	r := app.do(t, "admin", "GET", "/api/v1/audit?format=csv&sort=actor&action=tool.retire", nil)
+	if recs, err := csv.NewReader(bytes.NewReader(r.Body)).ReadAll(); err != nil || len(recs) != 402 || recs[1][2] != "bob" {
+		t.Errorf("csv export by actor: %d records %v", len(recs), err)
+	}
+
+	r = app.do(t, "admin", "GET", "/api/v1/audit?format=ndjson", nil)
 	if r.Status != 200 || r.Header.Get("Content-Type") != "application/x-ndjson" {
 		t.Fatalf("ndjson: %d %v", r.Status, r.Header)
 	}
@@ -328,6 +365,39 @@ func TestConsoleAudit(t *testing.T) {
 	p = b.get(older)
 	if p.TestID("audit-row").Length() != 10 || p.TestID("audit-older").Length() != 0 || p.TestID("audit-newest").Length() != 1 {
 		t.Errorf("second page: %d rows", p.TestID("audit-row").Length())
+	}
+	// Ordered by a column: the header says so and links the reverse, the
+	// pages follow in that order, the filter form keeps it.
+	p = b.get("/admin/audit?action=tool.retire")
+	if href := p.TestID("sort-target").AttrOr("href", ""); href != "/admin/audit?action=tool.retire&sort=target" {
+		t.Errorf("the target header links %q", href)
+	}
+	p = b.get("/admin/audit?action=tool.retire&sort=target")
+	var targets []string
+	for {
+		p.TestID("audit-target").Each(func(_ int, s *goquery.Selection) {
+			targets = append(targets, s.Find("[title]").AttrOr("title", s.Text()))
+		})
+		next := p.TestID("audit-older").AttrOr("href", "")
+		if next == "" {
+			break
+		}
+		if !strings.Contains(next, "sort=target") || strings.TrimSpace(p.TestID("audit-older").Text()) != "Next page" {
+			t.Fatalf("the next page %q (%q) drops the order", next, p.TestID("audit-older").Text())
+		}
+		p = b.get(next)
+	}
+	if len(targets) != 60 || !slices.IsSorted(targets) || targets[0] != "tool:t0" || targets[1] != "tool:t1" || targets[2] != "tool:t10" {
+		t.Errorf("%d targets by target: %v", len(targets), targets[:min(len(targets), 5)])
+	}
+	p = b.get("/admin/audit?action=tool.retire&sort=-target")
+	if p.Doc.Find(`th[aria-sort="descending"] [data-testid="sort-target"]`).Length() != 1 ||
+		p.Doc.Find(`input[type="hidden"][name="sort"]`).AttrOr("value", "") != "-target" ||
+		p.TestID("audit-target").First().Find("[title]").AttrOr("title", "") != "tool:t9" {
+		t.Errorf("reversed: first target %q", p.TestID("audit-target").First().Text())
+	}
+	if p := b.get("/admin/audit?sort=" + url.QueryEscape("actor DESC")); p.Status != 400 || !strings.Contains(p.TestID("audit-error").Text(), "is not an order") {
+		t.Errorf("a made-up order: %d %q", p.Status, p.TestID("audit-error").Text())
 	}
 	// The navigation links the page for admins only.
 	if b.get("/admin").Doc.Find(`nav a[href="/admin/audit"]`).Length() != 1 {

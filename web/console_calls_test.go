@@ -1,6 +1,7 @@
 package web_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -497,6 +499,115 @@ func TestConsoleCallHistory(t *testing.T) {
 	p = b.get("/admin/calls?page=9")
 	if p.Status != 200 || p.TestID("call-row").Length() != 0 || p.TestID("prev").AttrOr("href", "") != "/admin/calls?page=3" {
 		t.Errorf("past the end: %d %q", p.Status, p.TestID("pager").Text())
+	}
+}
+
+// TestConsoleCallHistorySorted: every column's header orders the whole
+// history, across pages, as a sort of the calls gives (the newest first
+// within a value); a second click reverses it; the order is kept by the
+// pager and the filter form, and stays with a filter; a made-up order is
+// 400 with no list.
+func TestConsoleCallHistorySorted(t *testing.T) {
+	app := newTestApp(t)
+	start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	tools := []string{"web_search", "file_read", "file_write"}
+	statuses := []string{"succeeded", "failed", "refused"}
+	var calls []*models.Call
+	for i := range 120 {
+		calls = append(calls, &models.Call{ID: fmt.Sprintf("seed%06d", i), PrincipalID: []uint{app.ids["agent"], app.ids["admin"]}[i%2],
+			SessionID: "s", Tool: tools[i%3], Version: "1.0.0", Arguments: "{}", Status: statuses[i%len(statuses)],
+			TotalMs: int64((i * 37) % 101), CreatedAt: start.Add(-time.Duration(i) * time.Minute)})
+	}
+	if err := app.store.SaveCalls(context.Background(), calls); err != nil {
+		t.Fatal(err)
+	}
+	b := signedIn(t, app, "reviewer")
+	// all follows the pager from u and returns the calls listed, each
+	// with its row.
+	all := func(u string) (ids []string, rows map[string]*goquery.Selection) {
+		rows = map[string]*goquery.Selection{}
+		for u != "" {
+			p := b.get(u)
+			if p.Status != 200 {
+				t.Fatalf("%s: %d", u, p.Status)
+			}
+			p.TestID("call-row").Each(func(_ int, s *goquery.Selection) {
+				id := s.AttrOr("data-call-id", "")
+				ids, rows[id] = append(ids, id), s
+			})
+			u = p.TestID("next").AttrOr("href", "")
+			if u != "" && !strings.Contains(u, "sort=") && strings.Contains(p.URL, "sort=") {
+				t.Fatalf("the next page's link %q drops the order", u)
+			}
+		}
+		return ids, rows
+	}
+	_, rows := all("/admin/calls")
+	home := b.get("/admin/calls")
+	for _, col := range []string{"tool", "status", "principal", "duration", "time"} {
+		for _, reversed := range []bool{false, true} {
+			sort := col
+			if reversed {
+				sort = "-" + col
+			}
+			// The header links to this order: a first click (on the
+			// newest-first page) to col, a second (on the page ordered by
+			// col) to its reverse; time is already newest first, so its
+			// first click gives the oldest first, its second the newest.
+			from := home
+			if sort == "-"+col {
+				from = b.get("/admin/calls?sort=" + col)
+			}
+			if href := from.TestID("sort-"+col).AttrOr("href", ""); href != "/admin/calls?sort="+url.QueryEscape(sort) {
+				t.Errorf("%s: the header on %s links %q", sort, from.URL, href)
+			}
+			key := func(c *models.Call) string {
+				switch col {
+				case "tool":
+					return c.Tool
+				case "status":
+					return c.Status
+				case "principal":
+					return rows[c.ID].Find(`[data-testid="call-principal"]`).Text()
+				case "duration":
+					return fmt.Sprintf("%06d", c.TotalMs)
+				}
+				return c.CreatedAt.Format(time.RFC3339)
+			}
+			want := slices.Clone(calls)
+			slices.SortStableFunc(want, func(a, c *models.Call) int {
+				by := strings.Compare(key(a), key(c))
+				if reversed {
+					by = -by
+				}
+				return cmp.Or(by, c.CreatedAt.Compare(a.CreatedAt))
+			})
+			var wantIDs []string
+			for _, c := range want {
+				wantIDs = append(wantIDs, c.ID)
+			}
+			got, _ := all("/admin/calls?sort=" + url.QueryEscape(sort))
+			if !slices.Equal(got, wantIDs) {
+				t.Errorf("sort %s: %d calls\n got %v\nwant %v", sort, len(got), got[:min(len(got), 8)], wantIDs[:8])
+			}
+		}
+	}
+	p := b.get("/admin/calls?sort=-duration&status=failed")
+	if p.Doc.Find(`input[type="hidden"][name="sort"]`).AttrOr("value", "") != "-duration" ||
+		p.Doc.Find(`th[aria-sort="descending"] [data-testid="sort-duration"]`).Length() != 1 ||
+		!strings.Contains(p.TestID("calls-total").Text(), "slowest first") {
+		t.Errorf("the filter form or the header lost the order: %q", p.TestID("calls-total").Text())
+	}
+	p.TestID("call-row").Each(func(_ int, s *goquery.Selection) {
+		if s.Find(`[data-testid="call-status"]`).Text() != "failed" {
+			t.Errorf("a %s call under status=failed", s.Find(`[data-testid="call-status"]`).Text())
+		}
+	})
+	for _, bad := range []string{"id", "-", "duration DESC", "(SELECT 1)", "time;DROP TABLE calls"} {
+		p := b.get("/admin/calls?sort=" + url.QueryEscape(bad))
+		if p.Status != http.StatusBadRequest || p.TestID("call-row").Length() != 0 || !strings.Contains(p.TestID("error-sort").Text(), "cannot be ordered by") {
+			t.Errorf("sort=%q: %d, %q", bad, p.Status, p.TestID("error-sort").Text())
+		}
 	}
 }
 

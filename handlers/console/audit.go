@@ -17,15 +17,15 @@ import (
 	"toolbelt/views"
 )
 
-// AuditPage shows the audit log, newest first, filtered, a page of 50 at
-// a time. Filters that cannot be right answer 400 with the page and the
+// AuditPage shows the audit log, newest first or in the order of a
+// column, filtered, a page of 50 at a time. Filters that cannot be right answer 400 with the page and the
 // reason, never a query.
 func (h *Handler) AuditPage(c *gin.Context) error {
 	d := views.AuditData{Actions: models.AuditActions, Actors: []string{models.ActorName(nil)},
 		Filter: views.AuditFilterForm{Actor: c.Query("actor"), Action: c.Query("action"), Target: c.Query("target"),
-			Since: c.Query("since"), Until: c.Query("until")},
+			Since: c.Query("since"), Until: c.Query("until"), Sort: c.Query("sort")},
 		Paged: c.Query("cursor") != ""}
-	d.Filtered = d.Filter != (views.AuditFilterForm{})
+	d.Filtered = d.Filter != (views.AuditFilterForm{Sort: d.Filter.Sort})
 	if r := h.Audit.Retention(); r > 0 {
 		d.Retention = fmt.Sprintf("Entries are kept %d days.", int(r.Hours()/24))
 	}
@@ -41,12 +41,21 @@ func (h *Handler) AuditPage(c *gin.Context) error {
 		d.Actors = append(d.Actors, a)
 	}
 	keep := url.Values{}
-	for k, v := range map[string]string{"actor": d.Filter.Actor, "action": d.Filter.Action, "target": d.Filter.Target, "since": d.Filter.Since, "until": d.Filter.Until} {
+	for k, v := range map[string]string{"actor": d.Filter.Actor, "action": d.Filter.Action, "target": d.Filter.Target,
+		"since": d.Filter.Since, "until": d.Filter.Until, "sort": d.Filter.Sort} {
 		if v != "" {
 			keep.Set(k, v)
 		}
 	}
 	d.NewestURL = "/admin/audit?" + keep.Encode()
+	d.Sorting = views.Sorting{By: d.Filter.Sort, Default: "-time", URL: func(by string) string {
+		v := url.Values{}
+		for k, vs := range keep {
+			v[k] = vs
+		}
+		v.Set("sort", by)
+		return "/admin/audit?" + v.Encode()
+	}}
 	exp := url.Values{}
 	for k, v := range keep {
 		exp[k] = v

@@ -49,8 +49,11 @@ func (h *Handler) CallsPage(c *gin.Context) error {
 	d := views.CallsData{Statuses: callStatuses, Errors: map[string]string{}}
 	form := views.CallFilterForm{Tool: strings.TrimSpace(c.Query("tool")), Status: c.Query("status"),
 		Principal: strings.TrimSpace(c.Query("principal")), Session: strings.TrimSpace(c.Query("session")),
-		Since: strings.TrimSpace(c.Query("since")), Until: strings.TrimSpace(c.Query("until"))}
-	f := models.CallFilter{Tool: form.Tool, Status: form.Status, SessionID: form.Session, Limit: callsPageSize}
+		Since: strings.TrimSpace(c.Query("since")), Until: strings.TrimSpace(c.Query("until")), Sort: c.Query("sort")}
+	f := models.CallFilter{Tool: form.Tool, Status: form.Status, SessionID: form.Session, Sort: form.Sort, Limit: callsPageSize}
+	if _, ok := models.CallSorts[form.Sort]; form.Sort != "" && !ok {
+		d.Errors["sort"] = fmt.Sprintf("The history cannot be ordered by %q; choose a column's header.", form.Sort)
+	}
 	if len(form.Tool) > 64 {
 		d.Errors["tool"] = "A tool name is at most 64 characters."
 	}
@@ -106,7 +109,12 @@ func (h *Handler) CallsPage(c *gin.Context) error {
 		}
 	}
 	d.Filter = form
-	d.Filtered = form != views.CallFilterForm{}
+	d.Filtered = form != views.CallFilterForm{Sort: form.Sort}
+	d.Sorting = views.Sorting{By: form.Sort, Default: "-time", URL: func(by string) string {
+		g := form
+		g.Sort = by
+		return callsURL(g, 1)
+	}}
 	p := h.Page(c, "Call history")
 	if len(d.Errors) > 0 {
 		return h.Render(c, handlers.StatusFor(models.CodeInvalidRequest), views.Calls(p, d))
@@ -132,7 +140,7 @@ func (h *Handler) CallsPage(c *gin.Context) error {
 	switch {
 	case d.Page < min(d.Pages, callsMaxPage):
 		d.NextURL = callsURL(form, d.Page+1)
-	case d.Page == callsMaxPage && d.Pages > callsMaxPage && len(calls) > 0:
+	case d.Page == callsMaxPage && d.Pages > callsMaxPage && len(calls) > 0 && d.Sorting.NewestFirst():
 		older := form
 		older.Until = filterTimeValue(olderCallsUntil(calls[len(calls)-1].CreatedAt, f.Until))
 		d.NextURL = callsURL(older, 1)
@@ -256,7 +264,7 @@ func filterTimeValue(t time.Time) string {
 func callsURL(f views.CallFilterForm, page int) string {
 	q := url.Values{}
 	for k, v := range map[string]string{"tool": f.Tool, "status": f.Status, "principal": f.Principal,
-		"session": f.Session, "since": f.Since, "until": f.Until} {
+		"session": f.Session, "since": f.Since, "until": f.Until, "sort": f.Sort} {
 		if v != "" {
 			q.Set(k, v)
 		}

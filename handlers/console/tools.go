@@ -93,14 +93,11 @@ func (h *Handler) ToolsPage(c *gin.Context) error {
 	noTag := f
 	noTag.Tag = ""
 	d.NoTagURL = listURL(noTag, 0)
-	d.SortURL = func(column string) string {
+	d.Sorting = views.Sorting{By: f.Sort, Default: "name", URL: func(by string) string {
 		g := f
-		g.Sort = column
-		if f.Sort == column || f.Sort == "" && column == "name" {
-			g.Sort = "-" + column // a second click reverses
-		}
+		g.Sort = by
 		return listURL(g, 0)
-	}
+	}}
 	return h.Render(c, http.StatusOK, views.ToolsPage(h.Page(c, "Tools"), d))
 }
 

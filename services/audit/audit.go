@@ -49,12 +49,15 @@ type Query struct {
 	Target string
 	Since  string
 	Until  string
+	// Sort is the order: newest first (-time, the default), oldest first
+	// (time), or by actor, action or target, A to Z or Z to A (-actor…).
+	Sort   string
 	Cursor string
 	Limit  int
 }
 
-// Page is one page of entries, newest first; NextCursor, when set, asks
-// for the next.
+// Page is one page of entries in the order asked (newest first by
+// default); NextCursor, when set, asks for the next in that order.
 type Page struct {
 	Entries    []models.AuditEntry `json:"entries"`
 	NextCursor string              `json:"next_cursor,omitempty" example:"41"`
@@ -115,7 +118,12 @@ func (q Query) Filter() (models.AuditFilter, error) {
 		if err != nil || n == 0 {
 			return f, models.ErrInvalid.Errorf("cursor=%s is not a cursor this API gave", quote(q.Cursor))
 		}
-		f.Before = uint(n)
+		f.After = uint(n)
+	}
+	if f.Sort = strings.TrimSpace(q.Sort); f.Sort != "" {
+		if _, ok := models.AuditSorts[f.Sort]; !ok {
+			return f, models.ErrInvalid.Errorf("sort=%s is not an order; use -time (newest first), time, actor, -actor, action, -action, target or -target", quote(f.Sort))
+		}
 	}
 	switch {
 	case f.Limit == 0:
@@ -172,7 +180,7 @@ func (l *Log) List(ctx context.Context, q Query) (*Page, error) {
 }
 
 // Export calls fn with every entry q asks for (its cursor and limit
-// aside), newest first, a page at a time.
+// aside), in its order, a page at a time.
 func (l *Log) Export(ctx context.Context, q Query, fn func(models.AuditEntry) error) error {
 	q.Limit, q.Cursor = 0, ""
 	f, err := q.Filter()

@@ -21,9 +21,9 @@ func TestQueryFilter(t *testing.T) {
 		wantErr string
 	}{
 		{"empty", Query{}, models.AuditFilter{Limit: 50}, ""},
-		{"every field", Query{Actor: " bob ", Action: "key.revoke", Target: "key:3", Since: "2026-12-01T10:00:00+01:00", Until: "2026-12-02", Cursor: "41", Limit: 10},
+		{"every field", Query{Actor: " bob ", Action: "key.revoke", Target: "key:3", Since: "2026-12-01T10:00:00+01:00", Until: "2026-12-02", Sort: "-target", Cursor: "41", Limit: 10},
 			models.AuditFilter{Actor: "bob", Action: "key.revoke", Target: "key:3", Since: time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC),
-				Until: time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC), Before: 41, Limit: 10}, ""},
+				Until: time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC), Sort: "-target", After: 41, Limit: 10}, ""},
 		{"a browser's date and time", Query{Since: "2026-12-01T10:30"}, models.AuditFilter{Since: time.Date(2026, 12, 1, 10, 30, 0, 0, time.UTC), Limit: 50}, ""},
 		{"system", Query{Actor: "system"}, models.AuditFilter{Actor: "system", Limit: 50}, ""},
 		{"quote in actor", Query{Actor: "a' OR '1'='1"}, models.AuditFilter{}, "actor="},
@@ -38,6 +38,7 @@ func TestQueryFilter(t *testing.T) {
 		{"empty range", Query{Since: "2026-12-02", Until: "2026-12-01"}, models.AuditFilter{}, "since must be before until"},
 		{"bad cursor", Query{Cursor: "1 OR 1"}, models.AuditFilter{}, "cursor="},
 		{"zero cursor", Query{Cursor: "0"}, models.AuditFilter{}, "cursor="},
+		{"unknown order", Query{Sort: "id DESC"}, models.AuditFilter{}, `sort="id DESC" is not an order`},
 		{"limit too big", Query{Limit: MaxLimit + 1}, models.AuditFilter{}, "limit="},
 		{"negative limit", Query{Limit: -1}, models.AuditFilter{}, "limit="},
 	} {
