@@ -18,8 +18,12 @@ const axeRun = `axe.run(document, {runOnly: {type: "tag", values: ["wcag2a", "wc
   .then(r => r.violations.map(v => v.id + " (" + v.impact + "): " + v.nodes.length + " nodes: " + v.nodes.slice(0, 4).map(n => n.target.join(" ") + (n.any[0] ? " [" + n.any[0].message + "]" : "")).join("; ")))`
 
 // TestE2ESwaggerAccessible: Swagger UI, with an operation opened, passes
-// the same axe rules as the console (its own stylesheet failed contrast
-// on 44 elements and target size; ours, index.css, overrides them).
+// the same axe rules as the console. swagger-ui-dist 4.15.5 failed 106
+// elements: contrast and target size, which our stylesheet (index.css)
+// fixes; buttons named unlike their text, which 5.35.0 fixes; links nested
+// in the operations' buttons and the top bar's unlabelled URL field, which
+// our initializer's base layout without deep links removes; and the enum
+// parameters' unnamed selects, which it names.
 func TestE2ESwaggerAccessible(t *testing.T) {
 	axe, err := os.ReadFile(filepath.Join(nodetest.Dir(t), "node_modules", "axe-core", "axe.min.js"))
 	if err != nil {
@@ -27,21 +31,19 @@ func TestE2ESwaggerAccessible(t *testing.T) {
 	}
 	app := newTestApp(t)
 	e := newE2E(t, app)
+	// The base layout keeps the Authorize button, which Try it out needs.
 	e.run("open Swagger UI", chromedp.Navigate(e.URL+"/swagger/index.html"), chromedp.WaitVisible(chromedp.CSS(".opblock-summary")), loaded(),
+		chromedp.WaitVisible(chromedp.CSS(".btn.authorize")),
 		chromedp.Click(chromedp.CSS(".opblock-summary-control")), chromedp.WaitVisible(chromedp.CSS(".opblock-body")))
 	if _, err := chromedp.Run(e.ctx, chromedp.Evaluate[any](string(axe))); err != nil {
 		t.Fatalf("load axe-core: %v", err)
 	}
-	// Contrast and target size, which a stylesheet can fix; its markup
-	// (buttons holding links, unlabelled inputs) is Swagger UI's own.
-	const run = `axe.run(document, {runOnly: {type: "rule", values: ["color-contrast", "target-size"]}})
-  .then(r => r.violations.flatMap(v => v.nodes.map(n => v.id + ": " + n.target.join(" ") + (n.any[0] ? " [" + n.any[0].message + "]" : ""))))`
-	violations, err := chromedp.Run(e.ctx, chromedp.Evaluate[[]string](run, chromedp.EvalAwaitPromise))
+	violations, err := chromedp.Run(e.ctx, chromedp.Evaluate[[]string](axeRun, chromedp.EvalAwaitPromise))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(violations) > 0 {
-		t.Errorf("Swagger UI, %d elements:\n  %s", len(violations), strings.Join(violations, "\n  "))
+		t.Errorf("Swagger UI, %d rules:\n  %s", len(violations), strings.Join(violations, "\n  "))
 	}
 }
 

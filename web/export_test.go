@@ -17,7 +17,3 @@ func rows[H any](rs []route[H]) []Row {
 
 // Routes is the API's route table; Pages the console's.
 var Routes, Pages = rows(routes), rows(pages)
-
-// SwaggerSpriteStyleHash is the hash of the one inline style the Swagger
-// UI's policy allows.
-const SwaggerSpriteStyleHash = swaggerSpriteStyleHash

@@ -384,17 +384,18 @@ func recovery(h *handlers.Handler) gin.HandlerFunc {
 }
 
 // securityHeaders sets, on every response, nosniff, no framing, no
-// referrer, and the Content-Security-Policy of the path (csp.go).
+// referrer, and the Content-Security-Policy (csp.go), Swagger UI's
+// included.
 func securityHeaders() gin.HandlerFunc {
 	// Canonical names and shared values: set on every response without
 	// allocating.
-	nosniff, deny, noReferrer := []string{"nosniff"}, []string{"DENY"}, []string{"no-referrer"}
+	nosniff, deny, noReferrer, csp := []string{"nosniff"}, []string{"DENY"}, []string{"no-referrer"}, []string{ConsoleCSP}
 	return func(c *gin.Context) {
 		h := c.Writer.Header()
 		h["X-Content-Type-Options"] = nosniff
 		h["X-Frame-Options"] = deny
 		h["Referrer-Policy"] = noReferrer
-		h["Content-Security-Policy"] = cspHeader(c.Request.URL.Path)
+		h["Content-Security-Policy"] = csp
 		c.Next()
 	}
 }

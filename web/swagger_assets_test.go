@@ -14,7 +14,7 @@ import (
 )
 
 // The large Swagger UI files are stored compressed: a browser gets them
-// gzip-encoded, any other client the bytes of swagger-ui-dist 4.15.5 as
+// gzip-encoded, any other client the bytes of swagger-ui-dist 5.35.0 as
 // published (their SHA-256 here), and each variant has its own ETag.
 func TestSwaggerAssetsCompressed(t *testing.T) {
 	gin.SetMode(gin.TestMode)
@@ -33,9 +33,9 @@ func TestSwaggerAssetsCompressed(t *testing.T) {
 		return rec
 	}
 	for name, want := range map[string]string{
-		"swagger-ui-bundle.js":            "fd76294e33356ab3fd111ddaeeb10d3f79de8ae1a4d34dbf777f5eef224648d9",
-		"swagger-ui-standalone-preset.js": "8e910e1d42309b49aec560301a5d32930c698848df752ced0490691918ce9a5b",
-		"swagger-ui.css":                  "e883f234c6ef0b7dbb6d473fb45a00b85e98d58282f9dd1cc70bcc57ef12ef6a",
+		"swagger-ui-bundle.js":            "e6a898692f2d768e807c3ba4626068a69a2c5dd960dd6c76f3e4d3a3de180af2",
+		"swagger-ui-standalone-preset.js": "5243d492e14505e0cab87ac8b0195d0e615943e651743b2b698450a46eb470be",
+		"swagger-ui.css":                  "5ed08757e53da3e026d6cbecc61fe5d43585c9560b302d534ad56692519a273d",
 	} {
 		plain := get("/swagger/"+name, "", "")
 		if plain.Code != http.StatusOK || plain.Header().Get("Content-Encoding") != "" || sha(plain.Body.Bytes()) != want {

@@ -1,6 +1,9 @@
-
 window.onload = function() {
-  // Build a system
+  // Toolbelt: the base layout (no top bar loading other documents), and no
+  // deep-link anchors inside the operations' toggle buttons: both failed
+  // axe (an unlabelled URL field; links nested in buttons), as did the
+  // enum parameters' unnamed selects, which nameSelects names below
+  // (TestE2ESwaggerAccessible).
   const ui = SwaggerUIBundle({
     url: "doc.json",
     dom_id: '#swagger-ui',
@@ -11,22 +14,22 @@ window.onload = function() {
       SwaggerUIBundle.presets.apis,
       SwaggerUIStandalonePreset
     ],
-    plugins: [
-      SwaggerUIBundle.plugins.DownloadUrl
-    ],
-	layout: "StandaloneLayout",
+    layout: "BaseLayout",
     docExpansion: "list",
-	deepLinking: true,
-	defaultModelsExpandDepth: 1
+    deepLinking: false,
+    defaultModelsExpandDepth: 1
   })
+  window.ui = ui
 
-  const defaultClientId = "";
-  if (defaultClientId) {
-    ui.initOAuth({
-      clientId: defaultClientId,
-      usePkceWithAuthorizationCodeGrant: false
+  // nameSelects gives each parameter's select (an enum's choices) the
+  // parameter's name, which Swagger UI renders beside it but not as its
+  // label.
+  const root = document.getElementById("swagger-ui")
+  const nameSelects = function() {
+    root.querySelectorAll("tr[data-param-name] select:not([aria-label])").forEach(function(s) {
+      const row = s.closest("tr[data-param-name]")
+      s.setAttribute("aria-label", row.getAttribute("data-param-name") + " (" + row.getAttribute("data-param-in") + ")")
     })
   }
-
-  window.ui = ui
+  new MutationObserver(nameSelects).observe(root, {childList: true, subtree: true})
 }
