@@ -37,8 +37,14 @@ func TimeLeft(now, t time.Time) string {
 	return strconv.Itoa(h) + " h " + strconv.Itoa(m) + " min left"
 }
 
-// CallMillis formats a duration in milliseconds (Duration).
-func CallMillis(ms int64) string { return Duration(time.Duration(ms) * time.Millisecond) }
+// CallMillis formats a duration counted in whole milliseconds (Duration):
+// 0 is "< 1 ms", not "0 µs", since the count is cut, not measured, there.
+func CallMillis(ms int64) string {
+	if ms == 0 {
+		return "< 1 ms"
+	}
+	return Duration(time.Duration(ms) * time.Millisecond)
+}
 
 // Micros formats a duration in microseconds (Duration).
 func Micros(us int64) string { return Duration(time.Duration(us) * time.Microsecond) }

@@ -37,7 +37,7 @@ func TestDuration(t *testing.T) {
 			t.Errorf("Duration(%v) = %q, want %q", c.d, got, c.want)
 		}
 	}
-	if CallMillis(628380) != "10 min 28 s" || Micros(2400) != "2.4 ms" || dashMs(12_000) != "12.0 s" {
-		t.Errorf("the callers: %q %q %q", CallMillis(628380), Micros(2400), dashMs(12_000))
+	if CallMillis(628380) != "10 min 28 s" || CallMillis(0) != "< 1 ms" || Micros(2400) != "2.4 ms" || dashMs(12_000) != "12.0 s" {
+		t.Errorf("the callers: %q %q %q %q", CallMillis(628380), CallMillis(0), Micros(2400), dashMs(12_000))
 	}
 }
