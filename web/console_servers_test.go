@@ -113,9 +113,42 @@ func TestConsoleServers(t *testing.T) {
 		t.Errorf("an enabled tool: %d %s", r.Status, r.Body)
 	}
 
+	// A row per server: each closed while it needs nothing and another is
+	// listed, opened by ?open= or by acting on it, and by itself when a
+	// change waits.
+	other := url.Values{"name": {"weather2"}, "transport": {"http"}, "url": {up.URL}, "category": {"search"}}
+	if p := b.post("/admin/servers", other); p.Status != 200 || !strings.HasSuffix(p.URL, "/admin/servers?open=weather2") {
+		t.Fatalf("a second server: %d at %s", p.Status, p.URL)
+	}
+	open := func(p page, name string) bool {
+		_, ok := p.TestID("row-" + name).Attr("open")
+		return ok
+	}
+	if p := b.get("/admin/servers"); open(p, "weather") || open(p, "weather2") ||
+		!strings.Contains(p.TestID("row-weather").Find("summary").Text(), "1 tool") {
+		t.Errorf("two servers needing nothing: rows open %v %v, summary %q", open(p, "weather"), open(p, "weather2"), p.TestID("row-weather").Find("summary").Text())
+	}
+	if p := b.get("/admin/servers?open=weather2"); open(p, "weather") || !open(p, "weather2") {
+		t.Error("?open=weather2 opens another row or not its own")
+	}
+	forecast("Tell the weather in a city, now in Kelvin.")
+	if p := b.post("/admin/servers/weather2/sync", url.Values{}); !open(p, "weather2") || open(p, "weather") ||
+		!strings.Contains(p.TestID("row-weather2").Find(`[data-testid="row-waiting"]`).Text(), "1 change waiting") {
+		t.Errorf("a change waiting: open %v, summary %q", open(p, "weather2"), p.TestID("row-weather2").Find("summary").Text())
+	}
+	if p := b.get("/admin/servers"); !open(p, "weather2") {
+		t.Error("the server with a change waiting is closed")
+	}
+	if p := b.post("/admin/servers/weather2/delete", url.Values{}); p.TestID("row-weather2").Length() != 0 {
+		t.Errorf("weather2 not deleted: %d", p.Status)
+	}
+
 	p = b.post("/admin/servers/weather/disable", url.Values{})
-	if got := p.TestID("server-weather").Find(`[data-testid="server-state"]`).Text(); got != "disabled" {
-		t.Errorf("disabled: state %q", got)
+	if got := p.TestID("server-weather").Find(`[data-testid="server-state"]`).Text(); got != "disabled" || !strings.HasSuffix(p.URL, "?open=weather") {
+		t.Errorf("disabled: state %q at %s", got, p.URL)
+	}
+	if p := b.get("/admin/servers?open=weather&sort=name"); p.Status != 400 {
+		t.Errorf("an unknown parameter: %d", p.Status)
 	}
 	p = b.post("/admin/servers/weather/delete", url.Values{})
 	if p.TestID("server-weather").Length() != 0 || p.TestID("no-servers").Length() != 1 {

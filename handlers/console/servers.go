@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 
@@ -19,9 +20,16 @@ import (
 
 const serversPage = "/admin/servers"
 
-// ServersPage shows the upstream MCP servers, their tools and the changes
-// waiting, and the form to add one.
+// serverPage is the Servers page with a server's row open.
+func serverPage(name string) string { return serversPage + "?open=" + url.QueryEscape(name) }
+
+// ServersPage shows the upstream MCP servers, a row each that opens to its
+// tools and the changes waiting (by itself when the server needs you, or
+// with ?open=<name>), and the form to add one.
 func (h *Handler) ServersPage(c *gin.Context) error {
+	if err := handlers.OnlyQuery(c, "open"); err != nil {
+		return err
+	}
 	return h.renderServers(c, http.StatusOK, views.ServersData{Form: views.ServerForm{Transport: "stdio", Category: "api"}})
 }
 
@@ -45,6 +53,7 @@ func (h *Handler) renderServers(c *gin.Context, status int, d views.ServersData)
 				Alias: t.Alias, Disabled: t.DisabledAt != nil, Refused: t.Refused,
 				Changes: t.Changes, Accepted: indent(t.Accepted), Pending: indent(t.Pending)})
 		}
+		card.Open = card.NeedsYou() || c.Query("open") == s.Name || len(servers) == 1
 		d.Servers = append(d.Servers, card)
 	}
 	return h.Render(c, status, views.Servers(h.Page(c, "Servers"), d))
@@ -78,7 +87,7 @@ func (h *Handler) AddServerForm(c *gin.Context) error {
 		} else {
 			var rep *upstream.Report
 			if _, rep, err = h.Upstreams.Add(c.Request.Context(), spec, handlers.CurrentPrincipal(c)); err == nil {
-				return Redirect(c, serversPage, fmt.Sprintf("%s added: %d tools accepted.", spec.Name, len(rep.Accepted)))
+				return Redirect(c, serverPage(spec.Name), fmt.Sprintf("%s added: %d tools accepted.", spec.Name, len(rep.Accepted)))
 			}
 		}
 	}
@@ -159,7 +168,7 @@ func (h *Handler) SyncServerForm(c *gin.Context) error {
 	if err != nil {
 		return h.serverRefused(c, err)
 	}
-	return Redirect(c, serversPage, fmt.Sprintf("%s looked at again: %d unchanged, %d waiting for you, %d no longer served.", name, rep.Unchanged, len(rep.Pending), len(rep.Gone)))
+	return Redirect(c, serverPage(name), fmt.Sprintf("%s looked at again: %d unchanged, %d waiting for you, %d no longer served.", name, rep.Unchanged, len(rep.Pending), len(rep.Gone)))
 }
 
 // AcceptServerToolForm accepts a tool's pending definition.
@@ -168,7 +177,7 @@ func (h *Handler) AcceptServerToolForm(c *gin.Context) error {
 	if err != nil {
 		return h.serverRefused(c, err)
 	}
-	return Redirect(c, serversPage, fmt.Sprintf("%s now has the definition the server serves.", tool))
+	return Redirect(c, serverPage(c.Param("name")), fmt.Sprintf("%s now has the definition the server serves.", tool))
 }
 
 // AliasServerToolForm names a tool in Toolbelt (an empty alias goes
@@ -178,7 +187,7 @@ func (h *Handler) AliasServerToolForm(c *gin.Context) error {
 	if err != nil {
 		return h.serverRefused(c, err)
 	}
-	return Redirect(c, serversPage, fmt.Sprintf("%s of %s is now the tool %s.", c.Param("tool"), c.Param("name"), tool))
+	return Redirect(c, serverPage(c.Param("name")), fmt.Sprintf("%s of %s is now the tool %s.", c.Param("tool"), c.Param("name"), tool))
 }
 
 // DisableServerToolForm and EnableServerToolForm switch one tool off and on.
@@ -197,9 +206,9 @@ func (h *Handler) setServerToolDisabled(c *gin.Context, disabled bool) error {
 		return h.serverRefused(c, err)
 	}
 	if disabled {
-		return Redirect(c, serversPage, tool+" disabled: it is out of the catalog and its calls are refused.")
+		return Redirect(c, serverPage(c.Param("name")), tool+" disabled: it is out of the catalog and its calls are refused.")
 	}
-	return Redirect(c, serversPage, tool+" enabled: it runs again.")
+	return Redirect(c, serverPage(c.Param("name")), tool+" enabled: it runs again.")
 }
 
 // DisableServerForm and EnableServerForm switch a server's tools off and on.
@@ -214,9 +223,9 @@ func (h *Handler) setServerDisabled(c *gin.Context, disabled bool) error {
 		return h.serverRefused(c, err)
 	}
 	if disabled {
-		return Redirect(c, serversPage, name+" disabled: its tools refuse calls and its processes stopped.")
+		return Redirect(c, serverPage(name), name+" disabled: its tools refuse calls and its processes stopped.")
 	}
-	return Redirect(c, serversPage, name+" enabled: its tools run again.")
+	return Redirect(c, serverPage(name), name+" enabled: its tools run again.")
 }
 
 // DeleteServerForm forgets a server and retires its tools.
