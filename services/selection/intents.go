@@ -77,8 +77,8 @@ func intentsOf(focus string, acts func(word string) bool) []intent {
 
 // sentencesOf cuts text after each sentence's end: a full stop, question
 // or exclamation mark followed by a space (not after an abbreviation such
-// as "e.g." or "Dr."), a CJK full stop, a semicolon, a line break. Pieces
-// of nothing but spaces are left out.
+// as "e.g." or "Dr."), a CJK full stop, a semicolon, a line break; never
+// within brackets. Pieces of nothing but spaces are left out.
 func sentencesOf(text string) []span {
 	var out []span
 	start := 0
@@ -88,8 +88,12 @@ func sentencesOf(text string) []span {
 		}
 		start = end
 	}
+	var depth brackets
 	for i, r := range text {
 		next := i + utf8.RuneLen(r)
+		if depth.read(r) {
+			continue // within (), [] or {}: values, code, an aside
+		}
 		switch r {
 		case '。', '！', '？', '；', ';', '\n', '\r':
 			cut(next)
@@ -129,7 +133,8 @@ func abbreviation(before string) bool {
 }
 
 // clausesOf cuts a sentence (s, a span of text) at commas (and their CJK
-// forms), colons and before a connective, where the clause that follows
+// forms), colons and before a connective, outside brackets, where the
+// clause that follows
 // opens with an action (acts: "find the flights, convert the price and
 // add it" cuts twice; "tips, strategies and techniques" not at all).
 // Words are read past stop words and "please".
@@ -147,8 +152,13 @@ func clausesOf(text string, s span, acts func(string) bool) []span {
 		start = at
 	}
 	wordStart := -1
+	var depth brackets
 	for i, r := range text[s.start:s.end] {
 		i += s.start
+		if depth.read(r) {
+			wordStart = -1
+			continue
+		}
 		if unicode.IsLetter(r) {
 			if wordStart < 0 {
 				wordStart = i
@@ -165,6 +175,27 @@ func clausesOf(text string, s span, acts func(string) bool) []span {
 		}
 	}
 	return append(out, span{start, s.end})
+}
+
+// brackets follows the brackets a text has opened and not closed.
+type brackets int
+
+// read counts r and reports whether it is a bracket or stands within one:
+// a text does not cut there ("scores {'math':90, 'music':89}", "(e.g. DNA,
+// fibres)"). A closing bracket never opened counts for nothing, so a
+// stray one cannot keep the rest of the text whole.
+func (b *brackets) read(r rune) bool {
+	switch r {
+	case '(', '[', '{', '（', '【', '「':
+		*b++
+		return true
+	case ')', ']', '}', '）', '】', '」':
+		if *b > 0 {
+			*b--
+		}
+		return true
+	}
+	return *b > 0
 }
 
 // opensWithAction reports whether text's first word that is not a stop

@@ -27,7 +27,7 @@ func intentTexts(its []intent) []string {
 // open with an action are intents; lists of things, dates, numbers,
 // abbreviations, addresses and short asides stay with their request.
 func TestIntentsOf(t *testing.T) {
-	acts := actions("find", "convert", "add", "get", "retrieve", "track", "check", "submit", "book")
+	acts := actions("find", "convert", "add", "get", "retrieve", "track", "check", "submit", "book", "music")
 	cases := []struct {
 		name, text string
 		want       []string
@@ -49,6 +49,10 @@ func TestIntentsOf(t *testing.T) {
 		{"a short opening joins the next", "Hello! Retrieve the weather in Oslo.",
 			[]string{"Hello! Retrieve the weather in Oslo."}},
 		{"one request", "what is the weather in Paris", []string{"what is the weather in Paris"}},
+		{"values in brackets", "Calculate the average of these scores {'math':90, 'music':89, 'book':70} across subjects. Find my notes (check them; add the dates, convert nothing).",
+			[]string{"Calculate the average of these scores {'math':90, 'music':89, 'book':70} across subjects.", "Find my notes (check them; add the dates, convert nothing)."}},
+		{"a stray closing bracket", "find the flights) to Rome, convert the price to euros",
+			[]string{"find the flights) to Rome,", "convert the price to euros"}},
 		{"semicolons and line breaks", "get the invoices of March; convert them to PDF files\nadd a summary page to the report",
 			[]string{"get the invoices of March;", "convert them to PDF files", "add a summary page to the report"}},
 		{"German: sentences cut, commas kept", "Finde die Flüge nach Berlin, rechne den Preis in Euro um. Trage die Reise in meinen Kalender ein.",

@@ -58,12 +58,15 @@ func (s *Selector) rankTask(ctx context.Context, ix *index, t task, in scope, li
 // mergeRankings merges a task's ranking (whole) with its intents' (per,
 // in the text's order), limit tools in all, in rounds: each round takes
 // the best tool not yet taken from the whole task's ranking, then from
-// each intent's, the intents whose best tool scores highest first; an
-// intent's ranking gives only tools scoring floor or more. So
-// every intent has its best tool before any has its second, and a task
-// that asks for one thing (which the cut may still split) keeps the
-// whole ranking's best tools in front. Only tools scoring minScore or
-// more are taken; the whole ranking's others follow while there is room.
+// each intent's, the intents whose best tool scores highest first, the
+// tool of the intent's own rank for that round; that tool already taken,
+// the intent gives none that round (an intent whose best tool the whole
+// ranking gave does not take its second in its place). An intent's
+// ranking gives only tools scoring floor or more. So every intent has its
+// best tool before any has its second, and a task that asks for one thing
+// (which the cut may still split) keeps the whole ranking's best tools in
+// front. Only tools scoring minScore or more are taken; the whole
+// ranking's others follow while there is room.
 //
 // Each tool says which intent it answers: the one whose ranking places it
 // highest (the higher score on a tie), none when no intent's does. It
@@ -113,13 +116,25 @@ func mergeRankings(whole []rankedTool, per [][]rankedTool, floor, minScore float
 	for len(out) < limit {
 		took := false
 		for si, list := range streams {
-			for next[si] < len(list) && (taken[list[next[si]].entry] || list[next[si]].score < minScore) {
-				next[si]++
+			if si > 0 {
+				// An intent offers its next tool in its own order, and
+				// nothing this round when the whole task's ranking (or
+				// another intent) took that tool: it is answered already.
+				if next[si] < len(list) && taken[list[next[si]].entry] {
+					next[si]++
+					took = true // the next round offers its next
+					continue
+				}
+			} else {
+				for next[si] < len(list) && (taken[list[next[si]].entry] || list[next[si]].score < minScore) {
+					next[si]++
+				}
 			}
 			if next[si] == len(list) || len(out) == limit {
 				continue
 			}
 			e := list[next[si]].entry
+			next[si]++
 			taken[e], took = true, true
 			r := wholeOf[e]
 			if p, ok := answers[e]; ok {

@@ -32,7 +32,8 @@ func entriesOf(rs []rankedTool) []int {
 
 // TestMergeRankings: every intent gets its best tool before any gets its
 // second, the whole task's ranking first in each round and the strongest
-// intent next; an intent matching nothing well gets no place; the whole
+// intent next; an intent whose tool of a round was taken already gives
+// none that round; an intent matching nothing well gets no place; the whole
 // ranking's tools under min_score come last; each tool says the intent
 // that ranks it highest.
 func TestMergeRankings(t *testing.T) {
@@ -44,7 +45,9 @@ func TestMergeRankings(t *testing.T) {
 	}
 	per[1][1].reasons.MatchedTerms = []string{"from intent 2"}
 	got := mergeRankings(whole, per, 0.5, 0.05, 8)
-	want := []int{1, 10, 20, 2, 11, 21, 3, 22}
+	// Round 2: intent 2's second is 1, taken in round 1, so it gives
+	// nothing; its third, 11, comes in round 3.
+	want := []int{1, 10, 20, 2, 21, 3, 11, 22}
 	if e := entriesOf(got); !slices.Equal(e, want) {
 		t.Fatalf("merged %v, want %v", e, want)
 	}
@@ -63,6 +66,12 @@ func TestMergeRankings(t *testing.T) {
 	// 0.75); the reasons are those of the intent the tool answers.
 	if got[0].score != 0.9 || !slices.Equal(got[0].reasons.MatchedTerms, []string{"from intent 2"}) {
 		t.Errorf("tool 1 scores %v with reasons %+v, want the whole task's 0.9 and intent 2's reasons", got[0].score, got[0].reasons)
+	}
+
+	// An intent whose tool of a round was taken gives its next one in the
+	// next round, after the whole ranking has run out too.
+	if e := entriesOf(mergeRankings(ranking([]int{1}, 0.9), [][]rankedTool{ranking([]int{1, 5, 6}, 0.9, 0.8, 0.7)}, 0.5, 0.05, 5)); !slices.Equal(e, []int{1, 5, 6}) {
+		t.Errorf("merged %v, want [1 5 6]", e)
 	}
 
 	// With room for all, the under-min_score tool of the whole ranking

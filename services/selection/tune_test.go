@@ -6,6 +6,7 @@ import (
 	"encoding/gob"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -37,19 +38,7 @@ func TestTuneRetrieval(t *testing.T) {
 		t.Skip("set TOOLBELT_TUNE to a benchmark directory to sweep the ranking")
 	}
 	ctx := context.Background()
-	var emb embed.Embedder = embed.NewBuiltin()
-	if url := os.Getenv("TOOLBELT_TUNE_OLLAMA"); url != "" {
-		model := orDefault(os.Getenv("TOOLBELT_TUNE_MODEL"), "use-lite")
-		o, err := embed.NewOllama(embed.OllamaConfig{URL: url, Model: model})
-		if err != nil {
-			t.Fatal(err)
-		}
-		file := orDefault(os.Getenv("TOOLBELT_TUNE_CACHE"), filepath.Join(os.TempDir(), "toolbelt-tune-"+model+".gob"))
-		c := &cachedEmbedder{inner: o, file: file}
-		c.load()
-		defer c.save(t)
-		emb = c
-	}
+	emb := tuneEmbedder(t)
 	tools := readLines[struct {
 		Name, Description string
 	}](t, filepath.Join(dir, "tools.jsonl"))
@@ -82,24 +71,7 @@ func TestTuneRetrieval(t *testing.T) {
 	for i, v := range vecs {
 		s.queryEmbed.cache.Add(emb.Model(), texts[i], v)
 	}
-	// History as feedback records it: one learned query per (tool,
-	// query), the newest DefaultKeepLearned per tool.
-	var learned []models.LearnedQuery
-	seen := map[string]bool{}
-	perTool := map[string]int{}
-	for i := len(history) - 1; i >= 0; i-- {
-		q := history[i]
-		for _, g := range q.Gold {
-			if seen[g+"\x00"+q.Query] || perTool[g] >= DefaultKeepLearned {
-				continue
-			}
-			seen[g+"\x00"+q.Query] = true
-			perTool[g]++
-			v := vecs[len(dev)+i]
-			learned = append(learned, models.LearnedQuery{ID: uint(len(learned) + 1), ToolName: g, Query: q.Query,
-				Model: emb.Model(), Vector: encodeVector(v)})
-		}
-	}
+	learned := learnedOf(emb.Model(), history, vecs[len(dev):])
 	warm := newLearnedIndex(emb.Model(), s.tok, learned)
 	cold := newLearnedIndex(emb.Model(), s.tok, nil)
 	base := s.cfg.tune
@@ -127,6 +99,167 @@ func TestTuneRetrieval(t *testing.T) {
 		s.learning.queries.Store(cold)
 		t.Logf("%-40s %s", "", gibberishWeak(ctx, s, dev))
 	}
+}
+
+// learnedOf is history as feedback records it: one learned query per
+// (tool, query), the newest DefaultKeepLearned per tool; vecs are the
+// history queries' vectors.
+func learnedOf(model string, history []tuneQuery, vecs [][]float32) []models.LearnedQuery {
+	var learned []models.LearnedQuery
+	seen := map[string]bool{}
+	perTool := map[string]int{}
+	for i := len(history) - 1; i >= 0; i-- {
+		q := history[i]
+		for _, g := range q.Gold {
+			if seen[g+"\x00"+q.Query] || perTool[g] >= DefaultKeepLearned {
+				continue
+			}
+			seen[g+"\x00"+q.Query] = true
+			perTool[g]++
+			learned = append(learned, models.LearnedQuery{ID: uint(len(learned) + 1), ToolName: g, Query: q.Query,
+				Model: model, Vector: encodeVector(vecs[i])})
+		}
+	}
+	return learned
+}
+
+// TestTuneIntents sweeps the floor of an intent's ranking (merge.go) over
+// a benchmark's dev split, registering its tools with their parameters as
+// `bench retrieval` does. It is skipped unless TOOLBELT_TUNE_INTENTS names
+// the benchmark directory (tools.jsonl, dev.jsonl, and history.jsonl if
+// it has one: then each floor is measured cold and after the history);
+// the embedder is chosen as TestTuneRetrieval's is, and
+// TOOLBELT_TUNE_FLOORS lists the floors (default 0.3 to 0.7). It reports
+// Recall@10 and the share of queries with all their gold in the top 10,
+// per subset (intentRecall).
+func TestTuneIntents(t *testing.T) {
+	dir := os.Getenv("TOOLBELT_TUNE_INTENTS")
+	if dir == "" {
+		t.Skip("set TOOLBELT_TUNE_INTENTS to a benchmark directory to sweep the intents' floor")
+	}
+	ctx := context.Background()
+	emb := tuneEmbedder(t)
+	tools := readLines[struct {
+		Name, Description, Category string
+		Parameters                  json.RawMessage
+	}](t, filepath.Join(dir, "tools.jsonl"))
+	dev := readLines[intentQuery](t, filepath.Join(dir, "dev.jsonl"))
+	store, _ := modelstest.Store(t)
+	authz, err := access.OpenAuthz(ctx, access.AuthzDeps{Store: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := catalog.NewRegistry(store, quiet)
+	for _, tl := range tools {
+		d := testTool(tl.Name, tl.Description)
+		d.Parameters = tl.Parameters
+		if tl.Category != "" {
+			d.Category = tl.Category
+		}
+		if _, err := reg.Register(ctx, d, nil); err != nil {
+			t.Logf("skip %s: %v", tl.Name, err)
+		}
+	}
+	s := New(Deps{Store: store, Authz: authz, Embedder: emb, Host: allHost(), Log: quiet})
+	running(t, s.Run)
+	refreshEmbedded(ctx, t, s)
+	floors := []float64{0.3, 0.4, 0.45, 0.5, 0.55, 0.6, 0.7}
+	if list := os.Getenv("TOOLBELT_TUNE_FLOORS"); list != "" {
+		floors = nil
+		for _, f := range strings.Split(list, ",") {
+			var v float64
+			if _, err := fmt.Sscan(f, &v); err != nil {
+				t.Fatalf("TOOLBELT_TUNE_FLOORS: %v", err)
+			}
+			floors = append(floors, v)
+		}
+	}
+	// With a history split, each setting is measured cold and again after
+	// it, as TestTuneRetrieval does.
+	passes := map[string]*learnedIndex{"cold": newLearnedIndex(emb.Model(), s.tok, nil)}
+	if _, err := os.Stat(filepath.Join(dir, "history.jsonl")); err == nil {
+		history := readLines[tuneQuery](t, filepath.Join(dir, "history.jsonl"))
+		var texts []string
+		for _, q := range history {
+			texts = append(texts, q.Query)
+		}
+		vecs, err := emb.Embed(ctx, embed.Query, texts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		passes["history"] = newLearnedIndex(emb.Model(), s.tok, learnedOf(emb.Model(), history, vecs))
+	}
+	for _, pass := range slices.Sorted(maps.Keys(passes)) {
+		s.learning.queries.Store(passes[pass])
+		for _, f := range floors {
+			s.cfg.tune.intentFloor = f
+			t.Logf("%s, floor %.2f: %s", pass, f, intentRecall(ctx, s, dev))
+		}
+	}
+}
+
+// intentQuery is a labelled query of a benchmark split with its subset.
+type intentQuery struct {
+	Query  string   `json:"query"`
+	Gold   []string `json:"gold"`
+	Subset string   `json:"subset"`
+}
+
+// intentRecall ranks each query as a selection of 15 with the default
+// min_score would, intents and all, and says Recall@10 and the share of
+// queries with all their gold in the top 10, overall and per subset.
+func intentRecall(ctx context.Context, s *Selector, qs []intentQuery) string {
+	ix := s.catalog.snapshot.Load()
+	in := scope{vis: visibility{all: true}, minScore: DefaultMinScore}
+	type score struct{ r10, all, n float64 }
+	by := map[string]*score{}
+	for _, q := range qs {
+		ranked, _ := s.rankTask(ctx, ix, task{focus: q.Query}, in, 15)
+		var names []string
+		for _, r := range ranked {
+			if r.score >= DefaultMinScore {
+				names = append(names, ix.entries[r.entry].name)
+			}
+		}
+		r := recall(names, q.Gold, 10)
+		for _, k := range []string{"all", q.Subset} {
+			if by[k] == nil {
+				by[k] = &score{}
+			}
+			by[k].r10 += r
+			if r == 1 {
+				by[k].all++
+			}
+			by[k].n++
+		}
+	}
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(by)) {
+		sc := by[k]
+		out = append(out, fmt.Sprintf("%s R@10 %.2f all@10 %.2f", k, 100*sc.r10/sc.n, 100*sc.all/sc.n))
+	}
+	return strings.Join(out, " | ")
+}
+
+// tuneEmbedder is the built-in embedder, or with TOOLBELT_TUNE_OLLAMA (and
+// TOOLBELT_TUNE_MODEL) that embedding server's model, every vector cached
+// in TOOLBELT_TUNE_CACHE (default: a file in the temporary directory) so a
+// sweep embeds each text once.
+func tuneEmbedder(t *testing.T) embed.Embedder {
+	url := os.Getenv("TOOLBELT_TUNE_OLLAMA")
+	if url == "" {
+		return embed.NewBuiltin()
+	}
+	model := orDefault(os.Getenv("TOOLBELT_TUNE_MODEL"), "use-lite")
+	o, err := embed.NewOllama(embed.OllamaConfig{URL: url, Model: model})
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := orDefault(os.Getenv("TOOLBELT_TUNE_CACHE"), filepath.Join(os.TempDir(), "toolbelt-tune-"+model+".gob"))
+	c := &cachedEmbedder{inner: o, file: file}
+	c.load()
+	t.Cleanup(func() { c.save(t) })
+	return c
 }
 
 // gibberishWeak says how the best scores of the dev queries and of 200

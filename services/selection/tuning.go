@@ -77,7 +77,7 @@ func defaultTuning() tuning {
 		// Tool texts are short and of like length: their length says
 		// little, so b is low.
 		bm25: bm25Params{k1: 1.2, b: 0.3}, learnedBM25: bm25Params{k1: 1.2, b: 0.75},
-		nameRepeat: 1, intentFloor: 0.5,
+		nameRepeat: 1, intentFloor: 0.4,
 	}
 }
 
