@@ -75,6 +75,9 @@ func TestE2EPagesFitWithRealisticData(t *testing.T) {
 	app := newTestApp(t)
 	pages := consolePages(t, app)
 	pages["servers"] = "/admin/servers"
+	// The lists ordered by their widest columns, with the filters open.
+	pages["calls by principal"] = "/admin/calls?sort=-principal&session=s3"
+	pages["audit by target"] = "/admin/audit?sort=target&since=2026-01-01T00:00"
 	for i := range 42 {
 		def := toolDef(fmt.Sprintf("count_words_in_report_section_%02d", i), func(m map[string]any) {
 			m["category"] = tooldef.Categories[i%len(tooldef.Categories)]
