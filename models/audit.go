@@ -196,7 +196,7 @@ func (s *Store) AuditEntries(ctx context.Context, f AuditFilter) ([]AuditEntry, 
 		return nil, false, ErrInvalid.Errorf("the audit log cannot be ordered by %q", f.Sort)
 	}
 	q := s.auditQuery(ctx, f)
-	asc := strings.HasPrefix(f.Sort, "time") || col != "" && !strings.HasPrefix(f.Sort, "-")
+	asc := !strings.HasPrefix(f.Sort, "-")
 	switch {
 	case col == "" && asc:
 		q = q.Order("id")

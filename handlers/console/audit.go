@@ -3,6 +3,7 @@ package console
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -18,8 +19,8 @@ import (
 )
 
 // AuditPage shows the audit log, newest first or in the order of a
-// column, filtered, a page of 50 at a time. Filters that cannot be right answer 400 with the page and the
-// reason, never a query.
+// column, filtered, a page of 50 at a time. Filters that cannot be right
+// answer 400 with the page and the reason, never a query.
 func (h *Handler) AuditPage(c *gin.Context) error {
 	d := views.AuditData{Actions: models.AuditActions, Actors: []string{models.ActorName(nil)},
 		Filter: views.AuditFilterForm{Actor: c.Query("actor"), Action: c.Query("action"), Target: c.Query("target"),
@@ -47,21 +48,15 @@ func (h *Handler) AuditPage(c *gin.Context) error {
 			keep.Set(k, v)
 		}
 	}
-	d.NewestURL = "/admin/audit?" + keep.Encode()
-	d.Sorting = views.Sorting{By: d.Filter.Sort, Default: "-time", URL: func(by string) string {
-		v := url.Values{}
-		for k, vs := range keep {
-			v[k] = vs
-		}
-		v.Set("sort", by)
-		return "/admin/audit?" + v.Encode()
-	}}
-	exp := url.Values{}
-	for k, v := range keep {
-		exp[k] = v
+	// with is the page's query with one parameter set.
+	with := func(k, v string) string {
+		q := maps.Clone(keep)
+		q.Set(k, v)
+		return q.Encode()
 	}
-	exp.Set("format", "csv")
-	d.ExportCSV = "/admin/audit/export?" + exp.Encode()
+	d.NewestURL = "/admin/audit?" + keep.Encode()
+	d.Sorting = views.Sorting{By: d.Filter.Sort, Default: "-time", URL: func(by string) string { return "/admin/audit?" + with("sort", by) }}
+	d.ExportCSV = "/admin/audit/export?" + with("format", "csv")
 
 	q, err := handlers.AuditQuery(c)
 	var page *audit.Page
@@ -92,12 +87,7 @@ func (h *Handler) AuditPage(c *gin.Context) error {
 		d.Rows = append(d.Rows, row)
 	}
 	if page.NextCursor != "" {
-		older := url.Values{}
-		for k, v := range keep {
-			older[k] = v
-		}
-		older.Set("cursor", page.NextCursor)
-		d.OlderURL = "/admin/audit?" + older.Encode()
+		d.OlderURL = "/admin/audit?" + with("cursor", page.NextCursor)
 	}
 	return h.Render(c, http.StatusOK, views.Audit(h.Page(c, "Audit log"), d))
 }
