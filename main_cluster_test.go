@@ -140,9 +140,10 @@ func TestClusterOfThreeKilledMidTraffic(t *testing.T) {
 			"description": "Record one run of a tagged job, then wait. Input: tag. Output: nothing.",
 			"parameters": map[string]any{"type": "object", "properties": map[string]any{"tag": map[string]any{"type": "string"}},
 				"required": []any{"tag"}, "additionalProperties": false},
-			"security":  map[string]any{"level": "safe", "sandbox": true, "requireConfirm": confirm},
+			"security":  map[string]any{"level": "moderate", "sandbox": true, "requireConfirm": confirm},
 			"execution": map[string]any{"timeout": 60000},
-			"runner":    map[string]any{"kind": "command", "argv": []any{"sh", "-c", `echo "$0" >> runs.log; sleep ` + seconds, "{{tag}}"}},
+			"runner": map[string]any{"kind": "command", "argv": []any{"sh", "-c", `echo "$0" >> runs.log; sleep ` + seconds, "{{tag}}"},
+				"runsArgumentAsCode": true},
 		}
 	}
 	mustDo("POST", "/api/v1/tools", key, tool("tally", "0.1", false), 201)

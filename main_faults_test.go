@@ -37,7 +37,7 @@ import (
 
 // faultTool is a sandboxed command that records one run of a tag.
 func faultTool(name, seconds string, confirm bool, limit int) map[string]any {
-	security := map[string]any{"level": "safe", "sandbox": true, "requireConfirm": confirm}
+	security := map[string]any{"level": "moderate", "sandbox": true, "requireConfirm": confirm}
 	if limit > 0 {
 		security["rateLimit"] = map[string]any{"maxCalls": limit, "windowMs": 60000}
 	}
@@ -49,7 +49,7 @@ func faultTool(name, seconds string, confirm bool, limit int) map[string]any {
 		"security":  security,
 		"execution": map[string]any{"timeout": 60000},
 		"runner": map[string]any{"kind": "command", "argv": []any{"sh", "-c",
-			`echo "$0" >> runs.log; sleep ` + seconds + `; echo "$0" >> done.log; echo "$0"`, "{{tag}}"}},
+			`echo "$0" >> runs.log; sleep ` + seconds + `; echo "$0" >> done.log; echo "$0"`, "{{tag}}"}, "runsArgumentAsCode": true},
 	}
 }
 

@@ -14,7 +14,7 @@ func TestCommandArgvOptionsOverHTTP(t *testing.T) {
 	build := toolDef("build", func(m map[string]any) {
 		m["parameters"] = map[string]any{"type": "object", "properties": map[string]any{"target": map[string]any{"type": "string"}}, "required": []any{"target"}}
 		m["security"] = map[string]any{"level": "dangerous", "sandbox": true}
-		m["runner"] = map[string]any{"kind": "command", "argv": []any{"make", "{{target}}"}}
+		m["runner"] = map[string]any{"kind": "command", "argv": []any{"make", "{{target}}"}, "runsArgumentAsCode": true}
 	})
 	if r := app.do(t, "admin", "POST", "/api/v1/tools", build); r.Status != 201 {
 		t.Fatalf("register: %d %s", r.Status, r.Body)

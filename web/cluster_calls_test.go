@@ -26,7 +26,10 @@ func countingTool(name, seconds string, edits ...func(map[string]any)) map[strin
 		m["parameters"] = map[string]any{"type": "object", "properties": map[string]any{"tag": map[string]any{"type": "string"}},
 			"required": []any{"tag"}, "additionalProperties": false}
 		m["execution"] = map[string]any{"timeout": 60000}
-		m["runner"] = map[string]any{"kind": "command", "argv": []any{"sh", "-c", `echo "$0" >> runs.log; sleep ` + seconds, "{{tag}}"}}
+		// The tag reaches a shell script: code, which is not safe (issue 39).
+		m["security"].(map[string]any)["level"] = "moderate"
+		m["runner"] = map[string]any{"kind": "command", "argv": []any{"sh", "-c", `echo "$0" >> runs.log; sleep ` + seconds, "{{tag}}"},
+			"runsArgumentAsCode": true}
 	}}, edits...)...)
 }
 

@@ -13,11 +13,15 @@ import (
 // text; but an argument in the script position of a shell or interpreter
 // (`sh -c {{x}}`, `python3 -c {{x}}`, `awk {{x}}`), or in an option that
 // runs a command (`find -exec sh -c {{x}}`, `git -c {{x}}`, `tar
-// --to-command {{x}}`), is run as a program all the same. Registration
-// refuses the forms this table knows unless the definition says running
-// the caller's code is the tool's purpose (runner.runsArgumentAsCode).
-// It is a lint of known programs, not a proof: a program it does not know
-// may still interpret an argument.
+// --to-command {{x}}`), is run as a program all the same. So is an
+// argument handed to a fixed script of a general-purpose language: the
+// script may evaluate it (`eval`, `[[ $1 -gt 5 ]]`, `pickle.loads`,
+// perl's two-argument open, awk's `cmd | getline`), and no list of
+// evaluators can be complete, so every placeholder that reaches one is
+// code. Registration refuses the forms this table knows unless the
+// definition says running the caller's code is the tool's purpose
+// (runner.runsArgumentAsCode). It is a lint of known programs, not a
+// proof: a program it does not know may still interpret an argument.
 
 // argvRule says how a program reads its arguments.
 type argvRule struct {
@@ -43,18 +47,26 @@ type argvRule struct {
 	// assigns says an operand with "=" is a variable assignment the
 	// program evaluates (make 'X:=$(shell cmd)'), not a plain value.
 	assigns bool
+	// lang marks a general-purpose language: a fixed script of it can do
+	// anything with its arguments, so an argument after one is code too
+	// (not sed, jq, bc or dc, whose scripts cannot read their arguments).
+	lang bool
+	// inline says the first positional argument is program text, not a
+	// script file (awk).
+	inline bool
 }
 
 var (
 	shellRule = argvRule{code: []string{"-c", "--command"}, values: []string{"-o", "+o", "-O", "+O", "--rcfile", "--init-file"},
 		flags:   []string{"--norc", "--noprofile", "--posix", "--login", "--restricted", "--verbose", "--noediting", "--"},
-		letters: "abefhkmnprstuvxBCEHPTil", script: true, combined: true, stops: true, plus: true}
+		letters: "abefhkmnprstuvxBCEHPTil", script: true, combined: true, stops: true, plus: true, lang: true}
 	pythonRule = argvRule{code: []string{"-c", "-m"}, values: []string{"-W", "-X", "--check-hash-based-pycs"},
-		letters: "bBdEiIOPqRsSuvx", script: true, combined: true, stops: true}
+		letters: "bBdEiIOPqRsSuvx", script: true, combined: true, stops: true, lang: true}
 	nodeRule = argvRule{code: []string{"-e", "--eval", "-p", "--print"}, values: []string{"-r", "--require", "--import"},
-		flags: []string{"--no-warnings", "--enable-source-maps", "--no-deprecation", "--trace-warnings"}, script: true, stops: true}
-	awkRule   = argvRule{code: []string{"--source", "-e", "-f", "--file"}, values: []string{"-F", "-v"}, script: true}
-	pwshRule  = argvRule{code: []string{"-c", "-command", "-encodedcommand", "-e", "-ec", "-f", "-file"}, script: true}
+		flags: []string{"--no-warnings", "--enable-source-maps", "--no-deprecation", "--trace-warnings"}, script: true, stops: true, lang: true}
+	awkRule   = argvRule{code: []string{"--source", "-e", "-f", "--file"}, values: []string{"-F", "-v"}, script: true, lang: true, inline: true}
+	pwshRule  = argvRule{code: []string{"-c", "-command", "-encodedcommand", "-e", "-ec", "-f", "-file"}, script: true, lang: true}
+	langRule  = argvRule{script: true, lang: true}
 	plainWrap = argvRule{wrapper: true}
 	vimRule   = argvRule{code: []string{"-c", "--cmd", "-S", "-s", "-u", "-U"}, plus: true}
 	pagerRule = argvRule{plus: true} // less +cmd runs a pager command; !cmd in one runs a shell
@@ -69,18 +81,18 @@ var argvRules = map[string]argvRule{
 	"sh": shellRule, "bash": shellRule, "dash": shellRule, "zsh": shellRule, "ksh": shellRule, "mksh": shellRule,
 	"ash": shellRule, "csh": shellRule, "tcsh": shellRule, "fish": shellRule, "rbash": shellRule,
 	"python": pythonRule, "pypy": pythonRule, "ipython": pythonRule, "pythonw": pythonRule,
-	"node": nodeRule, "nodejs": nodeRule, "bun": nodeRule, "deno": {code: []string{"eval", "-e", "--eval"}, script: true},
-	"perl": {code: []string{"-e", "-E"}, values: []string{"-I"}, script: true, stops: true},
-	"ruby": {code: []string{"-e"}, values: []string{"-I", "-r"}, script: true, stops: true},
-	"php":  {code: []string{"-r", "-B", "-E", "-R", "-F"}, script: true},
-	"lua":  {code: []string{"-e"}, script: true}, "luajit": {code: []string{"-e"}, script: true},
-	"rscript": {code: []string{"-e"}, script: true}, "r": {code: []string{"-e"}, script: true},
-	"tclsh": {script: true}, "wish": {script: true}, "expect": {code: []string{"-c", "-f"}, script: true},
-	"osascript": {code: []string{"-e"}, script: true}, "pwsh": pwshRule, "powershell": pwshRule,
+	"node": nodeRule, "nodejs": nodeRule, "bun": nodeRule, "deno": {code: []string{"eval", "-e", "--eval"}, script: true, lang: true},
+	"perl": {code: []string{"-e", "-E"}, values: []string{"-I"}, script: true, stops: true, lang: true},
+	"ruby": {code: []string{"-e"}, values: []string{"-I", "-r"}, script: true, stops: true, lang: true},
+	"php":  {code: []string{"-r", "-B", "-E", "-R", "-F"}, script: true, lang: true},
+	"lua":  {code: []string{"-e"}, script: true, lang: true}, "luajit": {code: []string{"-e"}, script: true, lang: true},
+	"rscript": {code: []string{"-e"}, script: true, lang: true}, "r": {code: []string{"-e"}, script: true, lang: true},
+	"tclsh": langRule, "wish": langRule, "expect": {code: []string{"-c", "-f"}, script: true, lang: true},
+	"osascript": {code: []string{"-e"}, script: true, lang: true}, "pwsh": pwshRule, "powershell": pwshRule,
 	"awk": awkRule, "gawk": awkRule, "mawk": awkRule, "nawk": awkRule, "busybox": {wrapper: true},
 	"sed":    {code: []string{"-e", "--expression", "-f", "--file"}, script: true},
-	"jshell": {script: true}, "groovy": {code: []string{"-e"}, script: true}, "scala": {code: []string{"-e"}, script: true},
-	"julia": {code: []string{"-e", "--eval", "-E", "--print"}, script: true}, "guile": {code: []string{"-c"}, script: true},
+	"jshell": langRule, "groovy": {code: []string{"-e"}, script: true, lang: true}, "scala": {code: []string{"-e"}, script: true, lang: true},
+	"julia": {code: []string{"-e", "--eval", "-E", "--print"}, script: true, lang: true}, "guile": {code: []string{"-c"}, script: true, lang: true},
 	"dc": {code: []string{"-e", "--expression", "-f", "--file"}, script: true}, "bc": {script: true},
 	"gdb":    {code: []string{"-ex", "-x", "-eval-command", "-iex"}},
 	"sqlite": {code: []string{"-cmd", "-init"}, operands: 1, allCode: true}, // sqlite3, its version stripped
@@ -143,40 +155,66 @@ func programName(p string) string {
 
 func isPlaceholder(a string) bool { return Placeholder.MatchString(a) }
 
-// codeArgument returns the index of the first argv element that is a
-// placeholder in a script or command position, and the program that
-// would run it; -1 when there is none.
-func codeArgument(argv []string) (int, string) {
+// codeUse is a place where a command template runs the caller's code.
+type codeUse struct {
+	at   int    // the argv element; -1 when there is none
+	prog string // the program that runs it
+	how  useKind
+}
+
+type useKind int
+
+const (
+	useText      useKind = iota // the element is program text, a script or a command line the caller picks
+	useScriptArg                // the element is an argument of a fixed script of a language
+	useWorkDir                  // the program runs code it reads from the work directory
+)
+
+var noUse = codeUse{at: -1}
+
+// codeArgument returns the first place where argv runs the caller's
+// code: a placeholder in a script or command position, or one handed to
+// a fixed script, or a program that runs what the work directory holds.
+func codeArgument(argv []string) codeUse {
 	return commandAt(argv, 0, 0)
 }
 
 // commandAt reads argv[i:] as a command line; depth bounds the wrappers.
-func commandAt(argv []string, i, depth int) (int, string) {
+func commandAt(argv []string, i, depth int) codeUse {
 	if i >= len(argv) || depth > 8 {
-		return -1, ""
+		return noUse
 	}
 	if isPlaceholder(argv[i]) {
-		return i, "the command line" // the caller picks the program
+		return codeUse{i, "the command line", useText} // the caller picks the program
+	}
+	if relativePath(argv[i]) {
+		return codeUse{i, argv[i], useWorkDir} // ./build.sh: a file of the work directory
 	}
 	prog := programName(argv[i])
+	if runsWorkDirCode(prog) {
+		return codeUse{i, prog, useWorkDir}
+	}
 	rule, ok := argvRules[prog]
 	if !ok {
-		return -1, ""
+		return noUse
 	}
 	positional := 0
 	fixed := false  // the script is given, not the caller's: what follows are its arguments
-	unsure := false // an option not understood, a module run, or a script that runs its arguments
+	unsure := false // an option not understood, or a module run
 	strict := rule.script || rule.wrapper
 	for j := i + 1; j < len(argv); j++ {
 		a := argv[j]
 		switch {
 		case isPlaceholder(a):
 			if unsure {
-				return j, prog // fail closed
+				return codeUse{j, prog, useText} // fail closed
 			}
 			if fixed {
-				if rule.allCode {
-					return j, prog
+				switch {
+				case rule.allCode:
+					return codeUse{j, prog, useText}
+				case rule.lang:
+					return codeUse{j, prog, useScriptArg}
 				}
 				continue
 			}
@@ -185,7 +223,7 @@ func commandAt(argv []string, i, depth int) (int, string) {
 				continue // an operand the caller picks (a duration, a database)
 			}
 			if rule.script || rule.allCode || rule.wrapper {
-				return j, prog // the script, or the program of the command run
+				return codeUse{j, prog, useText} // the script, or the program of the command run
 			}
 		case isFlag(prog, a, rule.code), rule.combined && combinedScript(a):
 			// The next argument (past "--" or "-") is program text. A code
@@ -196,15 +234,20 @@ func commandAt(argv []string, i, depth int) (int, string) {
 				k++
 			}
 			if k < len(argv) && isPlaceholder(argv[k]) {
-				return k, prog
+				return codeUse{k, prog, useText}
 			}
 			if prog == "env" {
 				// env -S splits its fixed value into the command line: its
 				// words are not argv elements, there is nothing more to read.
-				return -1, ""
+				return noUse
 			}
-			if a == "-m" || k < len(argv) && runsItsArguments(prog, argv[k]) {
-				unsure = true // a module, or a script that evaluates its arguments
+			if k < len(argv) && rule.combined && rule.lang {
+				if p := shellRunsWorkDirCode(argv[k]); p != "" {
+					return codeUse{k, p, useWorkDir} // sh -c 'make test'
+				}
+			}
+			if a == "-m" {
+				unsure = true // a module: it may be a script that runs its arguments
 			}
 			j = k
 			if rule.script {
@@ -212,7 +255,7 @@ func commandAt(argv []string, i, depth int) (int, string) {
 			}
 		case !fixed && isFlag(prog, a, rule.values):
 			if j+1 < len(argv) && isPlaceholder(argv[j+1]) {
-				return j + 1, prog // a value the caller picks before the script: refused to be safe
+				return codeUse{j + 1, prog, useText} // a value the caller picks before the script: refused to be safe
 			}
 			j++
 		case !fixed && isFlag(prog, a, rule.pairs):
@@ -222,8 +265,8 @@ func commandAt(argv []string, i, depth int) (int, string) {
 			for end < len(argv) && argv[end] != ";" && argv[end] != "+" {
 				end++
 			}
-			if k, p := commandAt(argv[:end], j+1, depth+1); k >= 0 {
-				return k, p
+			if u := commandAt(argv[:end], j+1, depth+1); u.at >= 0 {
+				return u
 			}
 			j = end
 		case a == "--":
@@ -247,10 +290,10 @@ func commandAt(argv []string, i, depth int) (int, string) {
 				return commandAt(argv, j, depth+1)
 			}
 			if rule.script {
-				fixed = true // a fixed script file: the rest are its arguments
-				if runsItsArguments(prog, a) {
-					unsure = true
+				if rule.lang && !rule.inline && !unsure && !path.IsAbs(a) {
+					return codeUse{j, prog, useWorkDir} // python3 tool.py: a script of the work directory
 				}
+				fixed = true // a fixed script file: the rest are its arguments
 				continue
 			}
 			if rule.allCode {
@@ -258,7 +301,13 @@ func commandAt(argv []string, i, depth int) (int, string) {
 			}
 		}
 	}
-	return -1, ""
+	return noUse
+}
+
+// relativePath reports whether a program names a file by a relative
+// path, which the sandbox resolves in the work directory.
+func relativePath(p string) bool {
+	return strings.Contains(p, "/") && !path.IsAbs(p)
 }
 
 // knownLetters reports whether a is a cluster of single-letter options
@@ -273,26 +322,6 @@ func knownLetters(a, letters string) bool {
 		}
 	}
 	return true
-}
-
-// Fixed scripts that hand their arguments to an interpreter again: eval,
-// exec, a nested shell, or (in a shell) an argument in command position
-// ($1 or "$@" first on a line or after ; | & ( ` then do else).
-var (
-	evalCall     = regexp.MustCompile(`\b(eval|exec|execSync|spawnSync|compile|system|popen|Function|source)\b|\b(sh|bash|dash|zsh)\s+-c\b`)
-	shellArgsRun = regexp.MustCompile(`(^|[;&|\n(` + "`" + `]|\bthen|\bdo|\belse)\s*"?\$\{?[0-9@*]`)
-)
-
-// runsItsArguments reports whether a fixed script of prog evaluates the
-// arguments it is given, so a placeholder after it is code after all.
-func runsItsArguments(prog, script string) bool {
-	if evalCall.MatchString(script) {
-		return true
-	}
-	if r, ok := argvRules[prog]; ok && r.combined && r.letters != "" && shellArgsRun.MatchString(script) {
-		return true
-	}
-	return false
 }
 
 // combinedScript reports whether a is single-letter options ending in c
@@ -315,17 +344,35 @@ func isFlag(prog, a string, flags []string) bool {
 	return false
 }
 
-// checkCodeArgument adds a problem when argv runs a placeholder as code
-// without the definition saying so.
-func checkCodeArgument(r Runner, ps *models.Problems) {
+// checkCodeArgument adds a problem when argv runs the caller's code
+// without the definition saying so, and when a definition that says so
+// is safe: an agent may then be granted it by name, outside its category.
+func checkCodeArgument(def *Definition, ps *models.Problems) {
+	r := def.Runner
 	if r.RunsArgumentAsCode {
+		if def.Security.Level == LevelSafe {
+			ps.Add("/security/level", "must be moderate or dangerous: runner.runsArgumentAsCode says the tool runs the caller's code, and a safe tool may be granted by name outside its category (as code_execute, which is moderate, may not)")
+		}
 		return
 	}
-	i, prog := codeArgument(r.Argv)
-	if i < 0 {
+	u := codeArgument(r.Argv)
+	if u.at < 0 {
 		return
 	}
-	ps.Add(fmt.Sprintf("/runner/argv/%d", i),
-		"%q is in a position where %s runs the caller's text as a program; pass it as an argument after a fixed script (e.g. [\"sh\", \"-c\", \"grep -- \\\"$1\\\" notes.txt\", \"sh\", \"{{pattern}}\"]), or set runner.runsArgumentAsCode to true if running the caller's code is this tool's purpose",
-		r.Argv[i], prog)
+	ps.Add(fmt.Sprintf("/runner/argv/%d", u.at), "%s", u.problem(r.Argv))
+}
+
+// problem is the message of a use the definition did not declare.
+func (u codeUse) problem(argv []string) string {
+	const declare = "set runner.runsArgumentAsCode to true (with a security level of moderate or dangerous) if running the caller's code is this tool's purpose"
+	switch u.how {
+	case useScriptArg:
+		return fmt.Sprintf("%q is an argument of a fixed %s script, and a script may run its arguments as code (eval, arithmetic, pickle, two-argument open, | getline; no list of such forms is complete): pass the value to a program that is not an interpreter, or %s",
+			argv[u.at], u.prog, declare)
+	case useWorkDir:
+		return fmt.Sprintf("%q runs code from the session's work directory, which the caller can write (%s): %s",
+			argv[u.at], workDirReads(u.prog), declare)
+	}
+	return fmt.Sprintf("%q is in a position where %s runs the caller's text as a program: %s",
+		argv[u.at], u.prog, declare)
 }

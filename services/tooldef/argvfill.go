@@ -339,9 +339,9 @@ func checkOptionArguments(r Runner, parameters json.RawMessage, ps *models.Probl
 				for _, i := range idx {
 					with[i] = v
 				}
-				if j, prog := codeArgument(with); j >= 0 {
-					ps.Add("/runner/argv/"+strconv.Itoa(j), "with {{%s}} = %q, %q is in a position where %s runs the caller's text as a program; take %q out of the parameter's enum, or set runner.runsArgumentAsCode to true if running the caller's code is this tool's purpose",
-						name, v, r.Argv[j], prog, v)
+				if u := codeArgument(with); u.at >= 0 && u.how != useWorkDir {
+					ps.Add("/runner/argv/"+strconv.Itoa(u.at), "with {{%s}} = %q, %s; or take %q out of the parameter's enum",
+						name, v, u.problem(r.Argv), v)
 				}
 			}
 		}

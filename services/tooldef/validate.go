@@ -482,7 +482,7 @@ func validateRunner(def *Definition, props map[string]bool, known func(string) b
 				}
 				checkPlaceholders(ptr, a)
 			}
-			checkCodeArgument(r, ps)
+			checkCodeArgument(def, ps)
 			checkOptionArguments(r, def.Parameters, ps)
 		}
 		if !def.Security.Sandbox {
