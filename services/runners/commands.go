@@ -14,8 +14,8 @@ import (
 
 // sandboxed runs argv in the call's work directory and turns the outcome
 // into the data of a result: exit code, stdout and stderr. A limit hit is
-// SANDBOX_LIMIT naming it.
-func (t *Table) sandboxed(ctx context.Context, c *Call, argv []string, stdin []byte) (any, error) {
+// SANDBOX_LIMIT naming it. env is added to the sandbox's environment.
+func (t *Table) sandboxed(ctx context.Context, c *Call, argv []string, stdin []byte, env ...string) (any, error) {
 	if err := t.sandboxMissing(c); err != nil {
 		return nil, err
 	}
@@ -34,6 +34,9 @@ func (t *Table) sandboxed(ctx context.Context, c *Call, argv []string, stdin []b
 	defer c.Dir.usage.stale() // the command may have changed anything in it
 	spec := sandbox.Spec{Argv: argv, Dir: c.Dir.Path, DirFD: dir, Stdin: stdin, Network: c.Def.Security.Network,
 		Limits: t.quota.Limits()}
+	if len(env) > 0 {
+		spec.Env = append(sandbox.DefaultEnv(t.sandbox.WorkPath(spec)), env...)
+	}
 	res, err := t.sandbox.Run(ctx, spec)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -131,7 +134,9 @@ func (t *Table) codeExecute(ctx context.Context, c *Call) (any, error) {
 // a {{placeholder}} becomes exactly one argument, the argument's value
 // (never split or interpreted by a shell); an element whose optional
 // argument is absent is left out, and a value the program would read as
-// an option is refused (tooldef.FillArgv).
+// an option is refused (tooldef.FillArgv). The command runs with the
+// switches that keep its programs from running the work directory's
+// settings (tooldef.WorkDirEnv): the caller can write them.
 func (t *Table) commandRunner(ctx context.Context, c *Call) (any, error) {
 	argv, err := tooldef.FillArgv(c.Def, c.Args)
 	if err != nil {
@@ -141,5 +146,5 @@ func (t *Table) commandRunner(ctx context.Context, c *Call) (any, error) {
 		}
 		return nil, err
 	}
-	return t.sandboxed(ctx, c, argv, nil)
+	return t.sandboxed(ctx, c, argv, nil, tooldef.WorkDirEnv()...)
 }
