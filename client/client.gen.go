@@ -1742,9 +1742,12 @@ type TooldefRunner struct {
 	// that would be read as an option is refused when the call is made.
 	OptionArguments *[]string `json:"optionArguments,omitempty"`
 
-	// RunsArgumentAsCode RunsArgumentAsCode lets a command tool put a placeholder in the
-	// script position of a shell or interpreter (sh -c {{script}}): the
-	// tool runs the caller's text as a program, on purpose.
+	// RunsArgumentAsCode RunsArgumentAsCode says a command tool runs the caller's code on
+	// purpose: a placeholder in the script position of a shell or
+	// interpreter (sh -c {{script}}) or handed to a fixed script of one
+	// (sh -c '…' sh {{x}}), or a program that runs what the work
+	// directory holds (make, npm, pytest, git, ./build.sh). Such a tool
+	// may not be safe.
 	RunsArgumentAsCode *bool `json:"runsArgumentAsCode,omitempty"`
 
 	// Server Server and Tool name, for an mcp runner, the upstream MCP server

@@ -93,9 +93,12 @@ type Runner struct {
 	// and its tool's own name there.
 	Server string `json:"server,omitempty" example:"everything"`
 	Tool   string `json:"tool,omitempty" example:"get-sum"`
-	// RunsArgumentAsCode lets a command tool put a placeholder in the
-	// script position of a shell or interpreter (sh -c {{script}}): the
-	// tool runs the caller's text as a program, on purpose.
+	// RunsArgumentAsCode says a command tool runs the caller's code on
+	// purpose: a placeholder in the script position of a shell or
+	// interpreter (sh -c {{script}}) or handed to a fixed script of one
+	// (sh -c '…' sh {{x}}), or a program that runs what the work
+	// directory holds (make, npm, pytest, git, ./build.sh). Such a tool
+	// may not be safe.
 	RunsArgumentAsCode bool `json:"runsArgumentAsCode,omitempty"`
 	// OptionArguments names the parameters of a command tool whose values
 	// may be options of the program (start with "-"); any other value
