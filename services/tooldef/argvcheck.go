@@ -247,6 +247,9 @@ func commandAt(argv []string, i, depth int) codeUse {
 				}
 			}
 			if a == "-m" {
+				if k < len(argv) && runsWorkDirCode(argv[k]) {
+					return codeUse{k, argv[k], useWorkDir} // python3 -m pytest
+				}
 				unsure = true // a module: it may be a script that runs its arguments
 			}
 			j = k
@@ -280,6 +283,9 @@ func commandAt(argv []string, i, depth int) codeUse {
 			// NAME=value
 		default:
 			if fixed {
+				if rule.combined && rule.lang && runsWorkDirCode(programName(a)) {
+					return codeUse{j, programName(a), useWorkDir} // sh -c '"$@"' sh make
+				}
 				continue
 			}
 			if positional < rule.operands {

@@ -118,6 +118,9 @@ func TestCodeArgument(t *testing.T) {
 		{[]string{"git", "log", "--grep", "{{x}}"}, 0},
 		{[]string{"sh", "-c", "cd sub && make all"}, 2},
 		{[]string{"bash", "-c", "git diff"}, 2},
+		{[]string{"python3", "-m", "pytest", "-q"}, 2},
+		{[]string{"sh", "-c", "\"$@\"", "sh", "make", "test"}, 4},
+		{[]string{"uv", "run", "pytest"}, 2},
 		// Safe: no interpreter reads the caller's text, and nothing runs
 		// from the work directory.
 		{[]string{"echo", "{{text}}"}, -1},
