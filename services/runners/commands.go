@@ -134,10 +134,17 @@ func (t *Table) codeExecute(ctx context.Context, c *Call) (any, error) {
 // a {{placeholder}} becomes exactly one argument, the argument's value
 // (never split or interpreted by a shell); an element whose optional
 // argument is absent is left out, and a value the program would read as
-// an option is refused (tooldef.FillArgv). The command runs with the
-// switches that keep its programs from running the work directory's
-// settings (tooldef.WorkDirEnv): the caller can write them.
+// an option is refused (tooldef.FillArgv). A template that runs the
+// caller's code undeclared (stored before registration refused it) does
+// not run. The command runs with the switches that keep its programs
+// from running the work directory's settings (tooldef.WorkDirEnv): the
+// caller can write them.
 func (t *Table) commandRunner(ctx context.Context, c *Call) (any, error) {
+	if p := tooldef.UndeclaredCode(c.Def); p != "" {
+		return nil, &Error{Code: models.CodeCommandRejected,
+			Message:    fmt.Sprintf("%s was registered before Toolbelt refused its template, which runs the caller's code: %s", c.Def.Name, p),
+			Suggestion: "Do not retry; choose another tool, or ask an administrator to register this one again."}
+	}
 	argv, err := tooldef.FillArgv(c.Def, c.Args)
 	if err != nil {
 		var ae *tooldef.ArgvError

@@ -192,3 +192,34 @@ func writeFile(t *testing.T, path, content string, mode os.FileMode) {
 		t.Fatal(err)
 	}
 }
+
+// TestStoredCodeTemplatesDoNotRun: a safe template stored before
+// registration refused it (issue 39: bash arithmetic ran a[$(touch X)]
+// from an argument; make runs the caller's Makefile) is refused when it
+// is called, and its payload does not run.
+func TestStoredCodeTemplatesDoNotRun(t *testing.T) {
+	tbl := sandboxTable(t)
+	dir, err := tbl.WorkDir(1, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(dir.Path, "Makefile"), "all:\n\ttouch pwned\n", 0o644)
+	for _, tc := range []struct {
+		argv []string
+		args map[string]any
+	}{
+		{[]string{"bash", "-c", "[[ $1 -gt 5 ]] && echo big", "bash", "{{n}}"}, map[string]any{"n": "a[$(touch pwned)]"}},
+		{[]string{"make"}, nil},
+	} {
+		def := commandTool(tc.argv, tc.args) // as stored: not validated
+		res, err := tbl.Run(context.Background(), &Call{ID: "c", Def: def, Args: tc.args, Session: "s", Dir: dir,
+			Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		var re *Error
+		if !errors.As(err, &re) || re.Code != models.CodeCommandRejected || !strings.Contains(re.Message, "runsArgumentAsCode") {
+			t.Errorf("%q ran: %v %v", tc.argv, res, err)
+		}
+		if _, err := os.Stat(filepath.Join(dir.Path, "pwned")); err == nil {
+			t.Fatalf("%q ran its payload", tc.argv)
+		}
+	}
+}

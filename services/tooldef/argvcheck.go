@@ -368,6 +368,18 @@ func checkCodeArgument(def *Definition, ps *models.Problems) {
 	ps.Add(fmt.Sprintf("/runner/argv/%d", u.at), "%s", u.problem(r.Argv))
 }
 
+// UndeclaredCode is the problem checkCodeArgument finds in def, or "":
+// a template stored before registration refused it is refused when it
+// is called instead.
+func UndeclaredCode(def Definition) string {
+	var ps models.Problems
+	checkCodeArgument(&def, &ps)
+	if len(ps) == 0 {
+		return ""
+	}
+	return ps[0].Pointer + ": " + ps[0].Message
+}
+
 // problem is the message of a use the definition did not declare.
 func (u codeUse) problem(argv []string) string {
 	const declare = "set runner.runsArgumentAsCode to true (with a security level of moderate or dangerous) if running the caller's code is this tool's purpose"
