@@ -187,7 +187,7 @@ func commandAt(argv []string, i, depth int) codeUse {
 	if isPlaceholder(argv[i]) {
 		return codeUse{i, "the command line", useText} // the caller picks the program
 	}
-	if relativePath(argv[i]) {
+	if inWorkDir(argv[i]) {
 		return codeUse{i, argv[i], useWorkDir} // ./build.sh: a file of the work directory
 	}
 	prog := programName(argv[i])
@@ -296,7 +296,7 @@ func commandAt(argv []string, i, depth int) codeUse {
 				return commandAt(argv, j, depth+1)
 			}
 			if rule.script {
-				if rule.lang && !rule.inline && !unsure && !path.IsAbs(a) {
+				if rule.lang && !rule.inline && !unsure && (!path.IsAbs(a) || inWorkDir(a)) {
 					return codeUse{j, prog, useWorkDir} // python3 tool.py: a script of the work directory
 				}
 				fixed = true // a fixed script file: the rest are its arguments
@@ -310,10 +310,14 @@ func commandAt(argv []string, i, depth int) codeUse {
 	return noUse
 }
 
-// relativePath reports whether a program names a file by a relative
-// path, which the sandbox resolves in the work directory.
-func relativePath(p string) bool {
-	return strings.Contains(p, "/") && !path.IsAbs(p)
+// inWorkDir reports whether a program or script path names a file of
+// the work directory: a relative path (the command starts there) or one
+// under /work, where bubblewrap mounts it.
+func inWorkDir(p string) bool {
+	if !path.IsAbs(p) {
+		return strings.Contains(p, "/")
+	}
+	return p == "/work" || strings.HasPrefix(p, "/work/")
 }
 
 // knownLetters reports whether a is a cluster of single-letter options

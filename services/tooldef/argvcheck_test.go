@@ -121,6 +121,11 @@ func TestCodeArgument(t *testing.T) {
 		{[]string{"python3", "-m", "pytest", "-q"}, 2},
 		{[]string{"sh", "-c", "\"$@\"", "sh", "make", "test"}, 4},
 		{[]string{"uv", "run", "pytest"}, 2},
+		{[]string{"/work/build.sh"}, 0},
+		{[]string{"python3", "/work/tool.py", "{{x}}"}, 1},
+		{[]string{"sh", "-c", "./run.sh && echo done"}, 2},
+		{[]string{"sh", "-c", "cd src; /usr/bin/make"}, 2},
+		{[]string{"sh", "-c", "echo ./run.sh"}, -1},
 		// Safe: no interpreter reads the caller's text, and nothing runs
 		// from the work directory.
 		{[]string{"echo", "{{text}}"}, -1},

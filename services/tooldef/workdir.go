@@ -2,6 +2,7 @@ package tooldef
 
 import (
 	"maps"
+	"path"
 	"regexp"
 	"slices"
 	"strconv"
@@ -113,9 +114,10 @@ func workDirReads(prog string) string {
 	return "it is a program or script file there"
 }
 
-// shellWorkDirCommand finds a program of workDirPrograms in command
-// position in a shell script: first on a line or after ; | & ( ` then do
-// else exec env time.
+// shellWorkDirCommand finds, in command position in a shell script
+// (first on a line or after ; | & ( ` then do else exec env time xargs),
+// a program of workDirPrograms or one of the work directory (./build.sh,
+// /work/run).
 var shellWorkDirCommand = func() *regexp.Regexp {
 	var names []string
 	for _, name := range slices.Sorted(maps.Keys(workDirPrograms)) {
@@ -123,15 +125,18 @@ var shellWorkDirCommand = func() *regexp.Regexp {
 			names = append(names, regexp.QuoteMeta(name))
 		}
 	}
-	return regexp.MustCompile(`(?:^|[;&|\n(` + "`" + `]|\bthen|\bdo|\belse|\bexec|\benv|\btime|\bxargs)\s*(?:[\w./-]*/)?(` +
-		strings.Join(names, "|") + `)(?:$|[\s;&|)` + "`" + `])`)
+	return regexp.MustCompile(`(?:^|[;&|\n(` + "`" + `]|\bthen|\bdo|\belse|\bexec|\benv|\btime|\bxargs)\s*` +
+		`((?:\.\.?|/work)/[\w./-]+|(?:[\w./-]*/)?(?:` + strings.Join(names, "|") + `))(?:$|[\s;&|)` + "`" + `])`)
 }()
 
 // shellRunsWorkDirCode is the program of workDirPrograms that a fixed
 // shell script runs, or "".
 func shellRunsWorkDirCode(script string) string {
 	if m := shellWorkDirCommand.FindStringSubmatch(script); m != nil {
-		return m[1]
+		if inWorkDir(m[1]) {
+			return m[1]
+		}
+		return path.Base(m[1])
 	}
 	return ""
 }
