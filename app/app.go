@@ -105,6 +105,9 @@ type App struct {
 	URL string
 
 	approvalSweep time.Duration
+	// outage is since when the database has not answered: the key check
+	// and readiness decide by it together (Config.OutageGrace).
+	outage *access.Outage
 
 	chromium *browser.Browser
 	mcp      *mcpserver.Server

@@ -145,7 +145,8 @@ func (a *App) buildAccess(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	a.Accounts = access.NewAccounts(access.AccountsDeps{Store: a.Store, Authz: a.Authz, Log: a.Log,
+	a.outage = access.NewOutage(a.Config.OutageGrace)
+	a.Accounts = access.NewAccounts(access.AccountsDeps{Store: a.Store, Authz: a.Authz, Log: a.Log, Outage: a.outage,
 		GuessStore: cluster.LimiterStore(a.Store, "guesses"),
 		OnRevoke:   []func(context.Context){func(ctx context.Context) { a.Notices.Send(ctx, cluster.Keys) }}})
 	return nil

@@ -105,6 +105,12 @@ type Config struct {
 	// among them (TOOLBELT_QUEUE_WAITING_PER_PRINCIPAL), async calls
 	// counted from their submission.
 	QueueWaiting, QueueWaitingEach int
+
+	// OutageGrace is how long, while the database does not answer, the
+	// keys this instance checked before keep working and their calls are
+	// spooled to the journal (TOOLBELT_OUTAGE_GRACE); past it every call
+	// is refused and /readyz answers 503. 0: refused at once.
+	OutageGrace time.Duration
 }
 
 // ParseConfig reads the serve command's configuration from args and the
@@ -162,6 +168,9 @@ func ParseConfig(args []string, lookup func(string) (string, bool)) (Config, err
 		return cfg, fmt.Errorf("TOOLBELT_AUDIT_RETENTION must be a duration such as 8760h (0 keeps every entry)")
 	}
 	fs.DurationVar(&cfg.AuditRetention, "audit-retention", retention, "how long audit log entries are kept, 0 for ever (TOOLBELT_AUDIT_RETENTION)")
+	if cfg.OutageGrace, err = time.ParseDuration(env("TOOLBELT_OUTAGE_GRACE", access.DefaultOutageGrace.String())); err != nil || cfg.OutageGrace < 0 {
+		return cfg, fmt.Errorf("TOOLBELT_OUTAGE_GRACE must be a duration such as 5m (0 refuses calls as soon as the database does not answer)")
+	}
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", grace, "how long calls in flight may finish on SIGTERM before they are interrupted (TOOLBELT_SHUTDOWN_TIMEOUT)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err

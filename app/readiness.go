@@ -21,6 +21,7 @@ func (a *App) health(box *sandbox.Sandbox, embedNote string) *ops.Health {
 		Disk:     ops.DiskProbe(a.Config.DataDir),
 		Journal:  ops.JournalProbe(filepath.Join(a.Config.DataDir, "journal")),
 		Sessions: ops.SessionsProbe(box, filepath.Join(a.Config.DataDir, "sessions")),
+		Outage:   a.outage,
 	}
 	if a.Redis != nil {
 		d.Redis = cluster.RedisCheck(a.Redis)

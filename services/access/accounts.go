@@ -20,6 +20,7 @@ import (
 
 	"unicode/utf8"
 
+	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/ulule/limiter/v3"
 
 	"toolbelt/internal/ttlcache"
@@ -49,6 +50,13 @@ type Accounts struct {
 	// requests does not query the database each time; revoking a key
 	// clears it at once.
 	known *ttlcache.Cache[string, authEntry]
+	// verified are the keys last found usable in the database, kept until
+	// a key anywhere stops working (every instance is told, and a lost
+	// notice counts as one): while the database does not answer, within
+	// outage's grace, they are what the instance still trusts.
+	verified *lru.Cache[string, authEntry]
+	outage   *Outage
+	now      func() time.Time // time.Now; tests move it
 	// guesses slows brute-forcing of keys, per client address.
 	guesses *guessLimiter
 	// revoked run after a key is revoked or a principal disabled or
@@ -58,7 +66,10 @@ type Accounts struct {
 
 // ForgetKeys drops the cached authentications, so a key revoked on
 // another instance is refused here at once.
-func (a *Accounts) ForgetKeys() { a.known.Purge() }
+func (a *Accounts) ForgetKeys() {
+	a.known.Purge()
+	a.verified.Purge()
+}
 
 type authEntry struct {
 	key       models.APIKey
@@ -80,13 +91,17 @@ type AccountsDeps struct {
 	// OnRevoke run after every change that stops keys working: a key
 	// revoked, a principal disabled or deleted (other instances are told).
 	OnRevoke []func(context.Context)
+	// Outage is the instance's database outage state, shared with
+	// readiness; nil: an outage of its own with no grace.
+	Outage *Outage
 }
 
 // NewAccounts returns the account service.
 func NewAccounts(d AccountsDeps) *Accounts {
+	verified, _ := lru.New[string, authEntry](4096) // fails only for a size below one
 	return &Accounts{store: d.Store, authz: d.Authz, log: d.Log, touched: map[uint]time.Time{},
-		known: ttlcache.New[string, authEntry](4096, authCacheTTL), guesses: newGuessLimiter(d.GuessStore, KeyGuesses()),
-		revoked: d.OnRevoke}
+		known: ttlcache.New[string, authEntry](4096, authCacheTTL), verified: verified, outage: cmp.Or(d.Outage, NewOutage(0)),
+		now: time.Now, guesses: newGuessLimiter(d.GuessStore, KeyGuesses()), revoked: d.OnRevoke}
 }
 
 // Principal is an account as the API shows it.
@@ -293,7 +308,7 @@ type RevokedKey struct {
 // instances to, so a key that stopped working is refused at once
 // everywhere.
 func (a *Accounts) keysChanged(ctx context.Context) {
-	a.known.Purge()
+	a.ForgetKeys()
 	for _, fn := range a.revoked {
 		fn(ctx)
 	}
@@ -395,25 +410,50 @@ func (a *Accounts) authenticate(ctx context.Context, secret string) (*models.Pri
 	if !strings.HasPrefix(secret, KeyPrefix) && len(secret) < MinAdminKeyLen {
 		return nil, nil, errUnknownKey
 	}
-	hash := hashKey(secret)
+	hash, now := hashKey(secret), a.now()
 	e, ok := a.known.Get(hash)
-	if !ok {
-		key, p, err := a.store.KeyByHash(ctx, hash)
-		if errors.Is(err, models.ErrNotFound) {
-			return nil, nil, errUnknownKey
-		}
-		if err != nil {
+	// Past the outage's grace nothing cached is trusted: the database is
+	// asked (and its answer ends the outage).
+	if _, refusing := a.outage.Refusing(now); !ok || refusing {
+		var err error
+		if e, err = a.lookUp(ctx, hash, now); err != nil {
 			return nil, nil, err
 		}
-		e = authEntry{key: *key, principal: *p}
-		a.known.Add(hash, e)
 	}
-	if err := usable(&e.key, &e.principal, time.Now()); err != nil {
+	if err := usable(&e.key, &e.principal, now); err != nil {
 		return nil, nil, err
 	}
 	a.touch(ctx, e.key.ID)
 	p, key := e.principal, e.key
 	return &p, &key, nil
+}
+
+// lookUp finds the key of hash in the database. While the database does
+// not answer, a key it last found usable is trusted within the outage's
+// grace; a revoked, disabled or deleted one is not, since every such
+// change drops the verified keys (ForgetKeys).
+func (a *Accounts) lookUp(ctx context.Context, hash string, now time.Time) (authEntry, error) {
+	key, p, err := a.store.KeyByHash(ctx, hash)
+	switch {
+	case err == nil:
+		a.outage.Up()
+		e := authEntry{key: *key, principal: *p}
+		a.known.Add(hash, e)
+		a.verified.Add(hash, e)
+		return e, nil
+	case errors.Is(err, models.ErrNotFound):
+		a.outage.Up()
+		return authEntry{}, errUnknownKey
+	case !models.Unavailable(err):
+		return authEntry{}, err
+	}
+	a.outage.Down(now)
+	e, ok := a.verified.Get(hash)
+	if since, refusing := a.outage.Refusing(now); ok && !refusing {
+		a.log.DebugContext(ctx, "the database does not answer: trusting a key checked before", "key_prefix", e.key.Prefix, "since", since)
+		return e, nil
+	}
+	return authEntry{}, err
 }
 
 // usable refuses an expired key and a disabled principal's, saying which.

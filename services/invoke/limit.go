@@ -16,14 +16,28 @@ import (
 // by every instance, so a limit is exact cluster-wide).
 type rateLimits struct {
 	store limiter.Store
+	// outage counts in this process's memory while the shared store's
+	// database does not answer (nil when store is memory already).
+	outage limiter.Store
 }
 
 // newRateLimits counts in store, or in this process's memory when nil.
 func newRateLimits(store limiter.Store) *rateLimits {
 	if store == nil {
-		store = memory.NewStore()
+		return &rateLimits{store: memory.NewStore()}
 	}
-	return &rateLimits{store: store}
+	return &rateLimits{store: store, outage: memory.NewStore()}
+}
+
+// get counts a call of key at rate: in the shared store, or, while its
+// database does not answer, in this instance's memory (each instance
+// then allows the limit on its own, until the database is back).
+func (l *rateLimits) get(ctx context.Context, key string, rate limiter.Rate) (limiter.Context, error) {
+	lc, err := l.store.Get(ctx, key, rate)
+	if err != nil && l.outage != nil && models.Unavailable(err) {
+		return l.outage.Get(ctx, key, rate)
+	}
+	return lc, err
 }
 
 // limit refuses a call beyond the tool's security.rateLimit for this
@@ -40,7 +54,7 @@ func (inv *Invoker) limit(next step) step {
 		}
 		// The rate is part of the key, so a new version's limit starts fresh.
 		key := fmt.Sprintf("%s|%d|%d|%d", c.def.Name, pid, rl.MaxCalls, rl.WindowMs)
-		lc, err := inv.limits.store.Get(ctx, key, limiter.Rate{Period: time.Duration(rl.WindowMs) * time.Millisecond, Limit: int64(rl.MaxCalls)})
+		lc, err := inv.limits.get(ctx, key, limiter.Rate{Period: time.Duration(rl.WindowMs) * time.Millisecond, Limit: int64(rl.MaxCalls)})
 		if err != nil {
 			inv.log.ErrorContext(ctx, "count a rate limit", "err", err, "call_id", c.id)
 			return storeFailure(err)

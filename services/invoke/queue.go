@@ -354,33 +354,38 @@ func (inv *Invoker) queue(next step) step {
 		if inv.queues.shared != nil {
 			return inv.sharedQueue(ctx, c, next)
 		}
-		cat, who := c.def.Category, principalKey(c)
-		cq := inv.queues.of(cat)
-		_, reserved := inv.queues.claimReservation(c.id)
-		// Timed from before the call counts as waiting.
-		waitStart := time.Now()
-		w, refused := cq.enter(who, reserved, inv.queues.maxWait, inv.queues.maxWaitEach)
-		if refused != "" {
-			return inv.queueFull(cat, refused)
-		}
-		if w != nil {
-			inv.metrics.Queued(cat, 1)
-			select {
-			case <-w.ready:
-			case <-ctx.Done():
-				if !cq.leave(w) {
-					cq.release(who) // given a slot as it was cancelled
-				}
-				inv.metrics.Queued(cat, -1)
-				return cancelledWaiting()
+		return inv.localQueue(ctx, c, next)
+	}
+}
+
+// localQueue is queue over this process's own queues.
+func (inv *Invoker) localQueue(ctx context.Context, c *call, next step) ToolResult {
+	cat, who := c.def.Category, principalKey(c)
+	cq := inv.queues.of(cat)
+	_, reserved := inv.queues.claimReservation(c.id)
+	// Timed from before the call counts as waiting.
+	waitStart := time.Now()
+	w, refused := cq.enter(who, reserved, inv.queues.maxWait, inv.queues.maxWaitEach)
+	if refused != "" {
+		return inv.queueFull(cat, refused)
+	}
+	if w != nil {
+		inv.metrics.Queued(cat, 1)
+		select {
+		case <-w.ready:
+		case <-ctx.Done():
+			if !cq.leave(w) {
+				cq.release(who) // given a slot as it was cancelled
 			}
 			inv.metrics.Queued(cat, -1)
-			inv.metrics.QueueWaited(cat, time.Since(waitStart))
-			c.queueMs = time.Since(waitStart).Milliseconds()
+			return cancelledWaiting()
 		}
-		defer cq.release(who)
-		return next(ctx, c)
+		inv.metrics.Queued(cat, -1)
+		inv.metrics.QueueWaited(cat, time.Since(waitStart))
+		c.queueMs = time.Since(waitStart).Milliseconds()
 	}
+	defer cq.release(who)
+	return next(ctx, c)
 }
 
 // sharedQueue is queue over the queues the instances share: the slot is
@@ -413,6 +418,12 @@ func (inv *Invoker) sharedQueue(ctx context.Context, c *call, next step) ToolRes
 		return inv.queueFull(cat, boundCategory)
 	case err != nil && ctx.Err() != nil:
 		return cancelledWaiting()
+	case models.Unavailable(err):
+		// Neither Redis nor the database answers: the call takes a slot of
+		// this instance's own queue, so the limit holds per instance
+		// until they are back, rather than no call running at all.
+		inv.log.WarnContext(ctx, "the shared category queue does not answer: queueing on this instance", "category", cat, "err", err)
+		return inv.localQueue(ctx, c, next)
 	case err != nil:
 		inv.log.ErrorContext(ctx, "category queue", "err", err, "category", cat)
 		return storeFailure(err)

@@ -62,6 +62,20 @@ type HealthDeps struct {
 	// changes waiting for an admin, degrades the service (only its tools
 	// fail).
 	Upstreams Probe
+	// Outage is the database outage state the key check shares
+	// (access.Outage): the database probe feeds it, and past its grace
+	// the instance refuses calls, so it is not ready. Nil: an outage
+	// leaves the instance ready as long as the journal takes the calls.
+	Outage DatabaseOutage
+}
+
+// DatabaseOutage is since when the database has not answered, and
+// whether the instance refuses calls for it (access.Outage).
+type DatabaseOutage interface {
+	Down(now time.Time)
+	Up()
+	Refusing(now time.Time) (since time.Time, refusing bool)
+	Grace() time.Duration
 }
 
 // Health reports whether the service can do its work, and which optional
@@ -78,7 +92,13 @@ func NewHealth(d HealthDeps) *Health {
 	h := &Health{d: d, start: time.Now()}
 	h.database = cached(func(ctx context.Context) Component {
 		if err := d.Store.Ping(ctx); err != nil {
+			if d.Outage != nil {
+				d.Outage.Down(time.Now())
+			}
 			return Component{Status: StatusDown, Detail: d.Store.Engine() + ": " + err.Error()}
+		}
+		if d.Outage != nil {
+			d.Outage.Up()
 		}
 		return Component{Status: StatusOK, Detail: d.Store.Engine()}
 	})
@@ -150,10 +170,25 @@ func (h *Health) judge(r *Readiness) {
 	}
 	db := r.Components["database"]
 	journal, journaled := r.Components["journal"]
+	var since time.Time
+	var refusing bool
+	if h.d.Outage != nil {
+		since, refusing = h.d.Outage.Refusing(time.Now())
+	}
+	// Refusing first: it is what the key check decides by, and it may
+	// have seen the database fail after the cached probe's ping.
 	switch {
+	case refusing:
+		db.Status = StatusDown
+		r.Components["database"] = db
+		notReady("database", fmt.Sprintf("down since %s, longer than the outage grace (%s): API keys cannot be checked, calls are refused until it is back",
+			since.UTC().Format(time.RFC3339), h.d.Outage.Grace()))
 	case db.Status == StatusOK:
 	case journaled && journal.Status == StatusOK:
 		db.Detail += "; calls are spooled to the journal until it is back"
+		if !since.IsZero() {
+			db.Detail += fmt.Sprintf(", and refused from %s (the outage grace, %s, passed)", since.Add(h.d.Outage.Grace()).UTC().Format(time.RFC3339), h.d.Outage.Grace())
+		}
 		r.Components["database"] = db
 	case journaled:
 		notReady("database", "down, and the journal cannot take the calls either: no call can be recorded")
