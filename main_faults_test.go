@@ -692,6 +692,7 @@ func TestFaults(t *testing.T) {
 		run(f.name, func(t *testing.T) { faultUnderLoad(t, bin, f, report) })
 	}
 	run("sqlite_full_disk", func(t *testing.T) { report("sqlite_full_disk", fullDiskFault(t, bin)) })
+	run("postgres_stopped_30s", func(t *testing.T) { report("postgres_stopped_30s", postgresOutageFault(t, bin)) })
 	wg.Wait()
 	names := make([]string, 0, len(reports))
 	for n := range reports {
@@ -800,5 +801,87 @@ func fullDiskFault(t *testing.T, bin string) faultReport {
 	rep.requests, rep.failed = full, failed
 	rep.recover = upAt.Sub(back)
 	t.Logf("%d calls answered NOT_RECORDED with their result while the disk was full", len(r.unrecorded))
+	return rep
+}
+
+// postgresOutageFault stops the Postgres server of one instance (without
+// Redis: its category queues and rate limits are in the database too)
+// for 30 s, longer than the checked-key cache's 10 s (issue 39). An agent
+// calls file_write once a second through it: within the outage grace
+// (TOOLBELT_OUTAGE_GRACE, 5 minutes) every call is served and /readyz
+// answers 200; once Postgres is back every answered call is in the
+// history exactly once, with its file on the host.
+func postgresOutageFault(t *testing.T, bin string) faultReport {
+	pg := dbtest.PostgresServer(t)
+	db := pg.Database(t, "toolbelt")
+	data := filepath.Join(sandboxTraversable(t), "a")
+	s := start(t, bin, data, "TOOLBELT_DATABASE_URL="+db, "TOOLBELT_ADMIN_KEY="+testAdminKey, "TOOLBELT_INSTANCE=a")
+	c := newFaultClient(s.base)
+	var rep faultReport
+	answered := map[string]string{} // call id → the file it wrote
+	write := func(i int) {
+		path := fmt.Sprintf("w%03d.txt", i)
+		code, res, err := c.do("POST", "/api/v1/calls", testAdminKey, map[string]any{"tool": "file_write", "session_id": "outage",
+			"arguments": map[string]any{"path": path, "content": path}})
+		rcode, ready, rerr := c.do("GET", "/readyz", "", nil)
+		rep.requests++
+		switch {
+		case err == nil && code == 200 && res["status"] == "succeeded":
+			answered[res["call_id"].(string)] = path
+			if rerr != nil || rcode != 200 {
+				t.Errorf("call %d succeeded while /readyz answered %d %v %v", i, rcode, ready["reasons"], rerr)
+			}
+		default:
+			rep.failed++
+			t.Errorf("call %d during the outage: %d %v %v %v (/readyz %d %v)", i, code, res["status"], res["error"], err, rcode, ready["reasons"])
+		}
+	}
+	write(0)
+	pg.Stop()
+	stopped := time.Now()
+	for i := 1; time.Since(stopped) < 30*time.Second; i++ {
+		write(i)
+		time.Sleep(time.Second)
+	}
+	if err := pg.Start(); err != nil {
+		t.Fatal(err)
+	}
+	back := time.Now()
+	// Every answered call reaches the history once the spool is written.
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		code, body, err := c.do("GET", "/api/v1/calls?session_id=outage&limit=1000", testAdminKey, nil)
+		calls, _ := body["calls"].([]any)
+		if err == nil && code == 200 && len(calls) >= len(answered) {
+			if rep.recover == 0 {
+				rep.recover = time.Since(back)
+			}
+			seen := map[string]int{}
+			for _, raw := range calls {
+				rec, _ := raw.(map[string]any)
+				var args struct{ Path string }
+				_ = json.Unmarshal([]byte(fmt.Sprint(rec["arguments"])), &args)
+				seen[args.Path]++
+				if want, ok := answered[fmt.Sprint(rec["id"])]; ok && (want != args.Path || rec["status"] != "succeeded") {
+					t.Errorf("call %v answered succeeded writing %s is kept as %v writing %s", rec["id"], want, rec["status"], args.Path)
+				}
+			}
+			for id, path := range answered {
+				if seen[path] != 1 {
+					rep.lost++
+					t.Errorf("call %s writing %s is in the history %d times", id, path, seen[path])
+				}
+				if raw, err := os.ReadFile(filepath.Join(data, "sessions", "p1", "outage", path)); err != nil || string(raw) != path {
+					t.Errorf("call %s answered succeeded, and %s holds %q (%v)", id, path, raw, err)
+				}
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the history holds %d of the %d answered calls 60 s after Postgres returned: %d %v", len(calls), len(answered), code, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	rep.acked = len(answered)
 	return rep
 }
