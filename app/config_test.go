@@ -36,7 +36,8 @@ func TestParseConfig(t *testing.T) {
 		KeepLearned: selection.DefaultKeepLearned, Sandbox: "auto", ShutdownTimeout: 20 * time.Second,
 		Alerts: ops.DefaultAlertConfig(), ToolsDir: "./tools.d", SessionQuotaMB: runners.DefaultSessionQuota >> 20,
 		Callbacks: callbacks.Defaults(), AuditRetention: audit.DefaultRetention, Caps: access.DefaultPrincipalCaps(),
-		QueueWaiting: invoke.DefaultQueueWaiting, QueueWaitingEach: invoke.DefaultQueueWaitingEach}
+		QueueWaiting: invoke.DefaultQueueWaiting, QueueWaitingEach: invoke.DefaultQueueWaitingEach,
+		OutageGrace: access.DefaultOutageGrace}
 	with := func(edit func(*Config)) Config {
 		c := defaults
 		edit(&c)
@@ -68,7 +69,9 @@ func TestParseConfig(t *testing.T) {
 			"TOOLBELT_TRUSTED_PROXIES": " 10.9.0.0/16, 192.168.1.5,fd00::1, 10.1.2.3/8",
 			"TOOLBELT_QUEUE_WAITING":   "32", "TOOLBELT_QUEUE_WAITING_PER_PRINCIPAL": "4",
 			"TOOLBELT_CALLBACK_WORKERS": "16", "TOOLBELT_CALLBACK_WORKERS_PER_PRINCIPAL": "3",
+			"TOOLBELT_OUTAGE_GRACE": "90s",
 		}, want: with(func(c *Config) {
+			c.OutageGrace = 90 * time.Second
 			c.QueueWaiting, c.QueueWaitingEach, c.Callbacks.Workers, c.Callbacks.WorkersEach = 32, 4, 16, 3
 			c.TrustedProxies = []string{"10.9.0.0/16", "192.168.1.5/32", "fd00::1/128", "10.0.0.0/8"}
 			c.RedisURL = "redis://:pw@cache:6379/0"
@@ -119,6 +122,7 @@ func TestParseConfig(t *testing.T) {
 			wantErr: `TOOLBELT_TRUSTED_PROXIES: "::/0" would trust`},
 		{name: "not a proxy address", env: map[string]string{"TOOLBELT_TRUSTED_PROXIES": "proxy.internal"},
 			wantErr: `TOOLBELT_TRUSTED_PROXIES: "proxy.internal" is neither an address nor a CIDR range`},
+		{name: "negative outage grace", env: map[string]string{"TOOLBELT_OUTAGE_GRACE": "-1m"}, wantErr: "TOOLBELT_OUTAGE_GRACE must be a duration such as 5m"},
 		{name: "bad queue bound", env: map[string]string{"TOOLBELT_QUEUE_WAITING_PER_PRINCIPAL": "0"}, wantErr: "TOOLBELT_QUEUE_WAITING_PER_PRINCIPAL must be a positive integer"},
 		{name: "bad callback share", env: map[string]string{"TOOLBELT_CALLBACK_WORKERS_PER_PRINCIPAL": "two"}, wantErr: "TOOLBELT_CALLBACK_WORKERS_PER_PRINCIPAL must be a positive integer"},
 		{name: "bad private range", env: map[string]string{"TOOLBELT_HTTP_ALLOW_PRIVATE": "ten"}, wantErr: "TOOLBELT_HTTP_ALLOW_PRIVATE: "},
