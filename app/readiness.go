@@ -22,6 +22,11 @@ func (a *App) health(box *sandbox.Sandbox, embedNote string) *ops.Health {
 		Journal:  ops.JournalProbe(filepath.Join(a.Config.DataDir, "journal")),
 		Sessions: ops.SessionsProbe(box, filepath.Join(a.Config.DataDir, "sessions")),
 		Outage:   a.outage,
+		// Only admins see where the data lives on the host.
+		HostPaths: map[string]string{a.Config.DataDir: "$TOOLBELT_DATA_DIR"},
+	}
+	if a.Config.ToolsDir != "" {
+		d.HostPaths[a.Config.ToolsDir] = "$TOOLBELT_TOOLS_DIR"
 	}
 	if a.Redis != nil {
 		d.Redis = cluster.RedisCheck(a.Redis)

@@ -6,6 +6,8 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"toolbelt/services/access"
+	"toolbelt/services/ops"
 	"toolbelt/views"
 )
 
@@ -35,7 +37,7 @@ func (h *Handler) Healthz(c *gin.Context) {
 //	@Failure		503	{object}	ops.Readiness
 //	@Router			/readyz [get]
 func (h *Handler) Readyz(c *gin.Context) {
-	r := h.Health.Check(c.Request.Context())
+	r := h.readiness(c)
 	status := http.StatusOK
 	if !r.Ready {
 		status = http.StatusServiceUnavailable
@@ -43,10 +45,21 @@ func (h *Handler) Readyz(c *gin.Context) {
 	c.JSON(status, r)
 }
 
+// readiness is the report for the caller: host paths are for admins
+// alone (a Bearer key or a console session the web layer resolved), so
+// an anonymous probe learns the states, not where the data lives.
+func (h *Handler) readiness(c *gin.Context) ops.Readiness {
+	r := h.Health.Check(c.Request.Context())
+	if p := CurrentPrincipal(c); p != nil && p.Role == access.RoleAdmin {
+		return r
+	}
+	return h.Health.WithoutHostPaths(r)
+}
+
 // Home renders the landing page with links to the API documentation and
 // health endpoints.
 func (h *Handler) Home(c *gin.Context) {
-	r := h.Health.Check(c.Request.Context())
+	r := h.readiness(c)
 	d := views.HomeData{Swagger: h.Links.Swagger, Healthz: h.Links.Healthz, Readyz: h.Links.Readyz, Ready: r.Ready}
 	names := make([]string, 0, len(r.Components))
 	for name := range r.Components {

@@ -194,11 +194,11 @@ func New(d Deps) http.Handler {
 	r.NoRoute(consoleNotFound(d))
 	r.NoMethod(d.Handler.MethodNotAllowed)
 
-	r.GET("/", d.Handler.Home)
+	r.GET("/", identify(d), d.Handler.Home)
 	r.GET("/healthz", d.Handler.Healthz)
 	r.HEAD("/healthz", d.Handler.Healthz)
-	r.GET("/readyz", d.Handler.Readyz)
-	r.HEAD("/readyz", d.Handler.Readyz)
+	r.GET("/readyz", identify(d), d.Handler.Readyz)
+	r.HEAD("/readyz", identify(d), d.Handler.Readyz)
 	r.GET(static.Prefix+"*file", serveStatic)
 	r.HEAD(static.Prefix+"*file", serveStatic)
 	// Browsers ask for it whatever the page links.
@@ -277,6 +277,26 @@ func authenticate(d Deps) gin.HandlerFunc {
 			via = models.ViaMCP
 		}
 		setActor(c, models.Actor{Principal: p, KeyID: key.ID, KeyLabel: cmp.Or(key.Label, key.Prefix), Via: via, ClientIP: ip})
+		c.Next()
+	}
+}
+
+// identify resolves the Bearer key or the console session a request
+// brings, if any, to its principal, on the pages anyone may open that show
+// an admin more (the host paths of readiness). A missing or wrong one
+// leaves the request anonymous, not refused: a readiness probe has none.
+func identify(d Deps) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		ctx := c.Request.Context()
+		if token, ok := bearerToken(c.GetHeader("Authorization")); ok {
+			if p, _, err := d.Accounts.Authenticate(ctx, c.ClientIP(), token); err == nil {
+				handlers.SetPrincipal(c, p)
+			}
+		} else if token, err := c.Cookie(console.SessionCookie); err == nil {
+			if s, err := d.Accounts.ConsoleSession(ctx, token); err == nil {
+				handlers.SetPrincipal(c, s.Principal)
+			}
+		}
 		c.Next()
 	}
 }

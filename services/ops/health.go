@@ -1,8 +1,11 @@
 package ops
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -67,6 +70,10 @@ type HealthDeps struct {
 	// the instance refuses calls, so it is not ready. Nil: an outage
 	// leaves the instance ready as long as the journal takes the calls.
 	Outage DatabaseOutage
+	// HostPaths are the directories of this host the report names (the
+	// data directory, the tool files'), each with what to say instead
+	// to a caller who may not learn them (WithoutHostPaths).
+	HostPaths map[string]string
 }
 
 // DatabaseOutage is since when the database has not answered, and
@@ -85,11 +92,12 @@ type Health struct {
 	start time.Time
 	// The probes that cost I/O, each run at most once a second.
 	database, disk, journal, sessions, redis, upstreams *cachedProbe
+	paths                                               *strings.Replacer // HostPaths
 }
 
 // NewHealth returns the readiness checker of d.
 func NewHealth(d HealthDeps) *Health {
-	h := &Health{d: d, start: time.Now()}
+	h := &Health{d: d, start: time.Now(), paths: hostPathReplacer(d.HostPaths)}
 	h.database = cached(func(ctx context.Context) Component {
 		if err := d.Store.Ping(ctx); err != nil {
 			if d.Outage != nil {
@@ -160,6 +168,46 @@ func (h *Health) Check(ctx context.Context) Readiness {
 	}
 	h.describe(&r)
 	return r
+}
+
+// WithoutHostPaths is r for a caller who is not an admin: each host path
+// of HostPaths is replaced by what it is, in every detail and reason (an
+// error naming a file below one included).
+func (h *Health) WithoutHostPaths(r Readiness) Readiness {
+	out := r
+	out.Reasons = make([]string, len(r.Reasons))
+	for i, why := range r.Reasons {
+		out.Reasons[i] = h.paths.Replace(why)
+	}
+	out.Components = make(map[string]Component, len(r.Components))
+	for name, c := range r.Components {
+		c.Detail = h.paths.Replace(c.Detail)
+		out.Components[name] = c
+	}
+	return out
+}
+
+// hostPathReplacer replaces each path of paths, as given and absolute, by
+// its name. A form without a separator ("data") would match prose, and is
+// left; the longest form is tried first, so a path goes before its
+// parent.
+func hostPathReplacer(paths map[string]string) *strings.Replacer {
+	type form struct{ path, name string }
+	var forms []form
+	for path, name := range paths {
+		abs, _ := filepath.Abs(path)
+		for _, f := range []string{path, abs} {
+			if strings.ContainsRune(f, filepath.Separator) && f != string(filepath.Separator) {
+				forms = append(forms, form{f, name})
+			}
+		}
+	}
+	slices.SortFunc(forms, func(a, b form) int { return cmp.Compare(len(b.path), len(a.path)) })
+	args := make([]string, 0, 2*len(forms))
+	for _, f := range forms {
+		args = append(args, f.path, f.name)
+	}
+	return strings.NewReplacer(args...)
 }
 
 // judge decides whether the probed components let the service work.
