@@ -16,14 +16,20 @@ import (
 // writes them, and Redis when configured.
 func (a *App) health(box *sandbox.Sandbox, embedNote string) *ops.Health {
 	st := box.Status()
+	// Named absolute, so that the report says one path for each, which
+	// WithoutHostPaths finds (a relative "data/journal" would escape it).
+	data, err := filepath.Abs(a.Config.DataDir)
+	if err != nil {
+		data = a.Config.DataDir
+	}
 	d := ops.HealthDeps{
 		Store: a.Store, Selector: a.Selector, EmbedNote: embedNote, Sandbox: &st, ToolFiles: a.ToolFiles, Cluster: a.Cluster,
-		Disk:     ops.DiskProbe(a.Config.DataDir),
-		Journal:  ops.JournalProbe(filepath.Join(a.Config.DataDir, "journal")),
-		Sessions: ops.SessionsProbe(box, filepath.Join(a.Config.DataDir, "sessions")),
+		Disk:     ops.DiskProbe(data),
+		Journal:  ops.JournalProbe(filepath.Join(data, "journal")),
+		Sessions: ops.SessionsProbe(box, filepath.Join(data, "sessions")),
 		Outage:   a.outage,
 		// Only admins see where the data lives on the host.
-		HostPaths: map[string]string{a.Config.DataDir: "$TOOLBELT_DATA_DIR"},
+		HostPaths: map[string]string{data: "$TOOLBELT_DATA_DIR"},
 	}
 	if a.Config.ToolsDir != "" {
 		d.HostPaths[a.Config.ToolsDir] = "$TOOLBELT_TOOLS_DIR"

@@ -34,3 +34,35 @@ func TestHealthToolFiles(t *testing.T) {
 
 // quiet discards the logs of the services under test.
 var quiet = slog.New(slog.DiscardHandler)
+
+// TestWithoutHostPaths replaces each host path, given or absolute, and
+// the paths below it, in details and reasons, and leaves prose alone.
+func TestWithoutHostPaths(t *testing.T) {
+	store, _ := modelstest.Store(t)
+	abs, err := filepath.Abs("tools.d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := NewHealth(HealthDeps{Store: store, HostPaths: map[string]string{"/srv/tb/data": "$TOOLBELT_DATA_DIR", "./tools.d": "$TOOLBELT_TOOLS_DIR"}})
+	r := Readiness{Reasons: []string{"disk: the data directory's disk is full: 1 MiB free on the file system of /srv/tb/data"},
+		Components: map[string]Component{
+			"journal":    {Status: StatusDown, Detail: "the call journal cannot be written: open /srv/tb/data/journal/.probe: permission denied"},
+			"tool_files": {Status: StatusOK, Detail: "2 tools from ./tools.d; " + abs + "/x.yaml: not valid YAML"},
+		}}
+	got := h.WithoutHostPaths(r)
+	want := map[string]string{
+		"journal":    "the call journal cannot be written: open $TOOLBELT_DATA_DIR/journal/.probe: permission denied",
+		"tool_files": "2 tools from $TOOLBELT_TOOLS_DIR; $TOOLBELT_TOOLS_DIR/x.yaml: not valid YAML",
+	}
+	for name, d := range want {
+		if got.Components[name].Detail != d {
+			t.Errorf("%s: %q, want %q", name, got.Components[name].Detail, d)
+		}
+	}
+	if w := "disk: the data directory's disk is full: 1 MiB free on the file system of $TOOLBELT_DATA_DIR"; got.Reasons[0] != w {
+		t.Errorf("reason: %q, want %q", got.Reasons[0], w)
+	}
+	if !strings.Contains(r.Components["journal"].Detail, "/srv/tb/data") {
+		t.Error("the admin's report was changed in place")
+	}
+}
