@@ -7,8 +7,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"toolbelt/models/modelstest"
+	"toolbelt/services/access"
 	"toolbelt/services/catalog"
 )
 
@@ -64,5 +66,31 @@ func TestWithoutHostPaths(t *testing.T) {
 	}
 	if !strings.Contains(r.Components["journal"].Detail, "/srv/tb/data") {
 		t.Error("the admin's report was changed in place")
+	}
+}
+
+// TestReadinessRefusesPastTheOutageGrace: with the database down and the
+// journal taking the calls, the instance is ready within the outage
+// grace and not ready past it, by the same Refusing the key check reads
+// (access.Outage); the database answering again ends the outage.
+func TestReadinessRefusesPastTheOutageGrace(t *testing.T) {
+	ctx := context.Background()
+	store, _ := modelstest.Store(t)
+	journal := JournalProbe(t.TempDir())
+	within, past := access.NewOutage(time.Hour), access.NewOutage(0)
+	if r := NewHealth(HealthDeps{Store: store, Journal: journal, Outage: past}).Check(ctx); !r.Ready {
+		t.Fatalf("the database answering: %+v", r)
+	}
+	if err := store.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r := NewHealth(HealthDeps{Store: store, Journal: journal, Outage: within}).Check(ctx)
+	if d := r.Components["database"].Detail; !r.Ready || !strings.Contains(d, "spooled to the journal") || !strings.Contains(d, "refused from") {
+		t.Errorf("within the grace: %+v", r)
+	}
+	r = NewHealth(HealthDeps{Store: store, Journal: journal, Outage: past}).Check(ctx)
+	if _, refusing := past.Refusing(time.Now()); r.Ready || !refusing || len(r.Reasons) != 1 ||
+		!strings.Contains(r.Reasons[0], "longer than the outage grace (0s)") || r.Components["database"].Status != StatusDown {
+		t.Errorf("past the grace: %+v (refusing %v)", r, refusing)
 	}
 }
