@@ -55,8 +55,13 @@ type Accounts struct {
 	// notice counts as one): while the database does not answer, within
 	// outage's grace, they are what the instance still trusts.
 	verified *lru.Cache[string, authEntry]
-	outage   *Outage
-	now      func() time.Time // time.Now; tests move it
+	// forgotten counts ForgetKeys (under keysMu, with the caches' adds):
+	// a key read before one is not kept after it, though the answer came
+	// later (it may be the key just revoked).
+	keysMu    sync.Mutex
+	forgotten uint64
+	outage    *Outage
+	now       func() time.Time // time.Now; tests move it
 	// guesses slows brute-forcing of keys, per client address.
 	guesses *guessLimiter
 	// revoked run after a key is revoked or a principal disabled or
@@ -64,9 +69,13 @@ type Accounts struct {
 	revoked []func(context.Context)
 }
 
-// ForgetKeys drops the cached authentications, so a key revoked on
-// another instance is refused here at once.
+// ForgetKeys drops the cached authentications and the keys trusted
+// through a database outage, so a key revoked on another instance is
+// refused here at once, and stays refused if the database stops.
 func (a *Accounts) ForgetKeys() {
+	a.keysMu.Lock()
+	defer a.keysMu.Unlock()
+	a.forgotten++
 	a.known.Purge()
 	a.verified.Purge()
 }
@@ -433,13 +442,20 @@ func (a *Accounts) authenticate(ctx context.Context, secret string) (*models.Pri
 // grace; a revoked, disabled or deleted one is not, since every such
 // change drops the verified keys (ForgetKeys).
 func (a *Accounts) lookUp(ctx context.Context, hash string, now time.Time) (authEntry, error) {
+	a.keysMu.Lock()
+	before := a.forgotten
+	a.keysMu.Unlock()
 	key, p, err := a.store.KeyByHash(ctx, hash)
 	switch {
 	case err == nil:
 		a.outage.Up()
 		e := authEntry{key: *key, principal: *p}
-		a.known.Add(hash, e)
-		a.verified.Add(hash, e)
+		a.keysMu.Lock()
+		if a.forgotten == before {
+			a.known.Add(hash, e)
+			a.verified.Add(hash, e)
+		}
+		a.keysMu.Unlock()
 		return e, nil
 	case errors.Is(err, models.ErrNotFound):
 		a.outage.Up()
