@@ -1706,7 +1706,13 @@ type TooldefDefinitionCategory string
 
 // TooldefExecution defines model for tooldef.Execution.
 type TooldefExecution struct {
-	CacheTTL   *int  `json:"cacheTTL,omitempty"`
+	CacheTTL *int `json:"cacheTTL,omitempty"`
+
+	// Cacheable Cacheable answers a call from an earlier success with the same
+	// version and arguments, made by the same principal in the same
+	// session. Only an http tool free of per-caller state (CallerFree:
+	// URL and body from the arguments, headers from the arguments and
+	// {{env.NAME}}) shares its results with every caller.
 	Cacheable  *bool `json:"cacheable,omitempty"`
 	MaxRetries *int  `json:"maxRetries,omitempty"`
 	Retryable  *bool `json:"retryable,omitempty"`

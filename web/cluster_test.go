@@ -124,7 +124,8 @@ func clusterRateLimitIsExact(t *testing.T, redis bool) {
 }
 
 // With Redis, a cacheable result computed on one instance is a hit on
-// another; publishing a new version on either makes both miss.
+// another, in the same session only; publishing a new version on either
+// makes both miss.
 func TestClusterResultsCacheIsShared(t *testing.T) {
 	apps := newCluster(t, 2, true)
 	a, b := apps[0], apps[1]
@@ -147,6 +148,12 @@ func TestClusterResultsCacheIsShared(t *testing.T) {
 	}
 	if md := call(b); md["cached"] != true {
 		t.Fatalf("the same call on another instance missed the cache: %v", md)
+	}
+	// A command's output is the session's own: another session runs it,
+	// on either instance.
+	code, res := b.call(t, "admin", map[string]any{"tool": "cached_echo", "session_id": "other", "arguments": map[string]any{"text": "shared"}})
+	if code != 200 || res["metadata"].(map[string]any)["cached"] != false {
+		t.Fatalf("the same call in another session was answered from the shared cache: %d %v", code, res)
 	}
 	if r := a.do(t, "admin", "PUT", "/api/v1/tools/cached_echo", echoTool("cached_echo", "1.0.1", cacheable)); r.Status != 200 && r.Status != 201 {
 		t.Fatal(r.Status, string(r.Body))

@@ -16,9 +16,10 @@ import (
 	"toolbelt/services/tooldef"
 )
 
-// cache answers a cacheable call from an earlier identical one (same tool
-// version, same canonical arguments; for file tools, the same session
-// work directory) within the tool's TTL.
+// cache answers a cacheable call from an earlier identical one within the
+// tool's TTL: the same tool version and canonical arguments, made by the
+// same principal in the same session unless the tool is free of
+// per-caller state (tooldef.CallerFree).
 func (inv *Invoker) cache(next step) step {
 	return func(ctx context.Context, c *call) ToolResult {
 		if !c.def.Execution.Cacheable {
@@ -55,9 +56,13 @@ func (inv *Invoker) cache(next step) step {
 }
 
 // cacheKey is the results cache's key of a call with these arguments:
-// version:sha256(canonical arguments)[:p<principal>:<session>] for file
-// tools. It is made once per call (validate's memo and the cache both
-// key by it).
+// version:sha256(canonical arguments):p<principal>:<session>, without the
+// principal and session only for a tool free of per-caller state. A file,
+// a command's output, a composite's steps or an upstream's answer may be
+// the caller's own: keyed by the tool's category or kind instead, one
+// agent's cached result answered another's identical call. It is made
+// once per call (validate's memo, the cache and the shared cache in Redis
+// all key by it).
 func (inv *Invoker) cacheKey(c *call, args map[string]any) string {
 	if c.cacheKey != "" {
 		return c.cacheKey
@@ -65,7 +70,7 @@ func (inv *Invoker) cacheKey(c *call, args map[string]any) string {
 	var buf [160]byte
 	k := strconv.AppendUint(buf[:0], uint64(c.version), 10)
 	k = append(append(k, ':'), argsHash(args)...)
-	if c.def.Category == "filesystem" || isFileBuiltin(c.def) {
+	if !tooldef.CallerFree(c.def) {
 		k = strconv.AppendUint(append(k, ":p"...), uint64(principalID(c.caller)), 10)
 		k = append(append(k, ':'), c.req.SessionID...)
 	}

@@ -65,3 +65,60 @@ func TestCacheGuard(t *testing.T) {
 		t.Error("an expired entry was served")
 	}
 }
+
+// TestCacheKeyPerCaller: a result is served to the principal and session
+// that made it, whatever the tool's category or runner kind, except for a
+// tool free of per-caller state (tooldef.CallerFree), served to everyone.
+func TestCacheKeyPerCaller(t *testing.T) {
+	exec := tooldef.Execution{Cacheable: true, CacheTTL: 60_000}
+	defs := map[string]tooldef.Definition{
+		"file builtin": {Category: "filesystem", Runner: tooldef.Runner{Kind: tooldef.RunnerBuiltin, Builtin: "file_read"}},
+		"command":      {Category: "shell", Runner: tooldef.Runner{Kind: tooldef.RunnerCommand, Argv: []string{"cat", "--", "{{path}}"}}},
+		"code command": {Category: "code", Runner: tooldef.Runner{Kind: tooldef.RunnerCommand, Argv: []string{"cat", "--", "{{path}}"}}},
+		"composite":    {Category: "api", Runner: tooldef.Runner{Kind: tooldef.RunnerComposite, Steps: []tooldef.CompositeStep{{Tool: "file_read"}}}},
+		"mcp":          {Category: "api", Runner: tooldef.Runner{Kind: tooldef.RunnerMCP, Server: "s", Tool: "t"}},
+		"search":       {Category: "search", Runner: tooldef.Runner{Kind: tooldef.RunnerBuiltin, Builtin: "web_search"}},
+		"http":         {Category: "api", Runner: tooldef.Runner{Kind: tooldef.RunnerHTTP, Method: "GET", URL: "https://api.example.com/{{path}}"}},
+	}
+	for name, def := range defs {
+		t.Run(name, func(t *testing.T) {
+			def.Execution = exec
+			red, err := redact.New(nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			inv := &Invoker{results: newResultsCache(), redactor: red}
+			runs := 0
+			step := inv.cache(func(context.Context, *call) ToolResult {
+				runs++
+				return ToolResult{Status: models.StatusSucceeded, Success: true}
+			})
+			mk := func(principal uint, session string) *call {
+				return &call{def: def, version: 1, args: map[string]any{"path": "notes.txt"},
+					caller: &models.Principal{ID: principal}, req: CallRequest{SessionID: session}}
+			}
+			shared := tooldef.CallerFree(def)
+			for _, tc := range []struct {
+				name   string
+				c      *call
+				cached bool
+			}{
+				{"agent 1", mk(1, "s1"), false},
+				{"agent 2, same session name", mk(2, "s1"), shared},
+				{"agent 1, another session", mk(1, "s2"), shared},
+				{"agent 1 again", mk(1, "s1"), true},
+			} {
+				step(context.Background(), tc.c)
+				if tc.c.cached != tc.cached {
+					t.Errorf("%s: cached %v, want %v", tc.name, tc.c.cached, tc.cached)
+				}
+			}
+			if want := map[bool]int{true: 1, false: 3}[shared]; runs != want {
+				t.Errorf("ran %d times, want %d", runs, want)
+			}
+			if shared != (name == "http") {
+				t.Errorf("CallerFree = %v", shared)
+			}
+		})
+	}
+}

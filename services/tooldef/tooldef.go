@@ -75,8 +75,13 @@ type Execution struct {
 	Timeout    int  `json:"timeout" example:"10000"`
 	Retryable  bool `json:"retryable"`
 	MaxRetries int  `json:"maxRetries"`
-	Cacheable  bool `json:"cacheable"`
-	CacheTTL   int  `json:"cacheTTL"`
+	// Cacheable answers a call from an earlier success with the same
+	// version and arguments, made by the same principal in the same
+	// session. Only an http tool free of per-caller state (CallerFree:
+	// URL and body from the arguments, headers from the arguments and
+	// {{env.NAME}}) shares its results with every caller.
+	Cacheable bool `json:"cacheable"`
+	CacheTTL  int  `json:"cacheTTL"`
 }
 
 // Runner says how the tool runs; which fields apply depends on Kind.
