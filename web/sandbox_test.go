@@ -228,7 +228,8 @@ func sayTool() map[string]any {
 
 // TestShellTimeout: a shell command past its timeout_seconds ends with
 // TIMEOUT, the code of every call that ran out of time (it was
-// SANDBOX_LIMIT "time limit" while the README said TIMEOUT).
+// SANDBOX_LIMIT "time limit" while the README said TIMEOUT), and like
+// every timeout it is not retryable.
 func TestShellTimeout(t *testing.T) {
 	app := newTestApp(t)
 	needSandbox(t, app)
@@ -244,7 +245,7 @@ func TestShellTimeout(t *testing.T) {
 	}
 	_, res := app.call(t, "admin", map[string]any{"tool": "sleeper", "arguments": map[string]any{"command": "sleep 30", "timeout_seconds": 1}})
 	e, _ := res["error"].(map[string]any)
-	if errCode(res) != "TIMEOUT" || !strings.Contains(e["message"].(string), "timeout_seconds") || e["retryable"] != true {
+	if errCode(res) != "TIMEOUT" || !strings.Contains(e["message"].(string), "timeout_seconds") || e["retryable"] != false {
 		t.Fatalf("%v", res)
 	}
 }

@@ -19,7 +19,7 @@ import (
 
 // TestWithRetries checks the retry loop with a fake sleep: no test sleeps.
 func TestWithRetries(t *testing.T) {
-	retryable := failure(models.CodeTimeout, "slow", true, "")
+	retryable := failure(models.CodeUpstream, "busy", true, "")
 	permanent := failure(models.CodeExecutionFailed, "bad", false, "")
 	ok := ToolResult{Status: models.StatusSucceeded, Success: true}
 	cases := []struct {

@@ -58,7 +58,7 @@ func (t *Table) sandboxed(ctx context.Context, c *Call, argv []string, stdin []b
 			return nil, ctx.Err()
 		}
 		t.metrics.SandboxKill(string(res.Limit))
-		return nil, &Error{Code: models.CodeTimeout, Retryable: true,
+		return nil, &Error{Code: models.CodeTimeout, // not retried: see invoke's attempt
 			Message:    fmt.Sprintf("the command did not finish within its timeout_seconds and was killed after %d ms", res.Duration.Milliseconds()),
 			Suggestion: "Do less work per call, split the task, or ask for a longer timeout_seconds."}
 	}
