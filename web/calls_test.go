@@ -60,19 +60,23 @@ func TestCallsThroughTheChain(t *testing.T) {
 		status     int
 		code       string
 		suggestion string
+		// retryable agrees with the suggestion: a waiting call is not
+		// retried (that would ask for another approval), nor is a call a
+		// guard refused or one an administrator must fix first.
+		retryable bool
 	}{
-		{"unknown tool", "agent", map[string]any{"tool": "read_file", "arguments": map[string]any{"path": "a"}}, 404, "TOOL_NOT_FOUND", "file_read"},
-		{"unknown version", "agent", map[string]any{"tool": "file_read", "version": "9.9.9", "arguments": map[string]any{"path": "a"}}, 404, "TOOL_NOT_FOUND", ""},
-		{"missing argument", "agent", map[string]any{"tool": "file_read", "arguments": map[string]any{}}, 422, "VALIDATION_ERROR", `"required":["path"]`},
-		{"wrong type", "agent", map[string]any{"tool": "file_read", "arguments": map[string]any{"path": 5}}, 422, "VALIDATION_ERROR", "schema"},
-		{"unknown argument", "agent", map[string]any{"tool": "file_read", "arguments": map[string]any{"path": "a", "mode": "x"}}, 422, "VALIDATION_ERROR", ""},
-		{"arguments not an object", "agent", map[string]any{"tool": "file_read", "arguments": []any{1}}, 422, "VALIDATION_ERROR", ""},
-		{"bad session", "agent", map[string]any{"tool": "file_list", "session_id": "../x"}, 422, "VALIDATION_ERROR", "session_id"},
-		{"not granted", "agent", map[string]any{"tool": "web_search", "arguments": map[string]any{"query": "go"}}, 403, "PERMISSION_DENIED", "grant"},
-		{"dangerous waits for approval", "agent", map[string]any{"tool": "shell_exec", "arguments": map[string]any{"command": "ls"}}, 202, "CONFIRMATION_REQUIRED", "Poll GET /api/v1/calls/"},
-		{"absolute path", "agent", map[string]any{"tool": "file_read", "arguments": map[string]any{"path": "/etc/passwd"}}, 403, "PATH_NOT_ALLOWED", "relative"},
-		{"parent path", "agent", map[string]any{"tool": "file_read", "arguments": map[string]any{"path": "../../etc/passwd"}}, 403, "PATH_NOT_ALLOWED", ""},
-		{"search not configured", "admin", map[string]any{"tool": "web_search", "arguments": map[string]any{"query": "go"}}, 200, "UPSTREAM_ERROR", "TOOLBELT_SEARXNG_URL"},
+		{"unknown tool", "agent", map[string]any{"tool": "read_file", "arguments": map[string]any{"path": "a"}}, 404, "TOOL_NOT_FOUND", "file_read", false},
+		{"unknown version", "agent", map[string]any{"tool": "file_read", "version": "9.9.9", "arguments": map[string]any{"path": "a"}}, 404, "TOOL_NOT_FOUND", "", false},
+		{"missing argument", "agent", map[string]any{"tool": "file_read", "arguments": map[string]any{}}, 422, "VALIDATION_ERROR", `"required":["path"]`, false},
+		{"wrong type", "agent", map[string]any{"tool": "file_read", "arguments": map[string]any{"path": 5}}, 422, "VALIDATION_ERROR", "schema", false},
+		{"unknown argument", "agent", map[string]any{"tool": "file_read", "arguments": map[string]any{"path": "a", "mode": "x"}}, 422, "VALIDATION_ERROR", "", false},
+		{"arguments not an object", "agent", map[string]any{"tool": "file_read", "arguments": []any{1}}, 422, "VALIDATION_ERROR", "", false},
+		{"bad session", "agent", map[string]any{"tool": "file_list", "session_id": "../x"}, 422, "VALIDATION_ERROR", "session_id", false},
+		{"not granted", "agent", map[string]any{"tool": "web_search", "arguments": map[string]any{"query": "go"}}, 403, "PERMISSION_DENIED", "grant", false},
+		{"dangerous waits for approval", "agent", map[string]any{"tool": "shell_exec", "arguments": map[string]any{"command": "ls"}}, 202, "CONFIRMATION_REQUIRED", "Poll GET /api/v1/calls/", false},
+		{"absolute path", "agent", map[string]any{"tool": "file_read", "arguments": map[string]any{"path": "/etc/passwd"}}, 403, "PATH_NOT_ALLOWED", "relative", false},
+		{"parent path", "agent", map[string]any{"tool": "file_read", "arguments": map[string]any{"path": "../../etc/passwd"}}, 403, "PATH_NOT_ALLOWED", "", false},
+		{"search not configured", "admin", map[string]any{"tool": "web_search", "arguments": map[string]any{"query": "go"}}, 200, "UPSTREAM_ERROR", "TOOLBELT_SEARXNG_URL", false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -82,6 +86,9 @@ func TestCallsThroughTheChain(t *testing.T) {
 			}
 			if sug := res["error"].(map[string]any)["suggestion"].(string); !strings.Contains(sug, tc.suggestion) {
 				t.Errorf("suggestion %q lacks %q", sug, tc.suggestion)
+			}
+			if r := res["error"].(map[string]any)["retryable"]; r != tc.retryable {
+				t.Errorf("retryable %v, want %v", r, tc.retryable)
 			}
 		})
 	}

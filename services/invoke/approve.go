@@ -68,10 +68,11 @@ func (inv *Invoker) park(ctx context.Context, c *call, hash string) ToolResult {
 		PrincipalID: principalID(c.caller), ArgsHash: hash, Arguments: string(inv.redactor.RedactJSON(c.req.Arguments)),
 		Status: models.ApprovalPending, ExpiresAt: now.Add(ApprovalTTL),
 	}
+	// Not retryable: the call is kept and runs once approved, and calling
+	// again would only ask for another approval of the same call.
 	res := ToolResult{CallID: c.id, Status: models.StatusAwaitingApproval, Error: &ToolError{
 		Code:       models.CodeConfirmationRequired,
 		Message:    fmt.Sprintf("%s needs a reviewer's approval for this call", c.def.Name),
-		Retryable:  true,
 		Suggestion: fmt.Sprintf("Tell the user the call waits for approval (it expires at %s). %s for the result.", a.ExpiresAt.Format(time.RFC3339), models.DirectionsOf(ctx).PollCall(c.id)),
 	}, Metadata: CallMetadata{ToolVersion: c.def.Version}}
 	res.Data, _ = json.Marshal(map[string]string{"approval_id": a.ID})
