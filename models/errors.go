@@ -59,8 +59,9 @@ const (
 	// request was wrong, and it may succeed once space is freed.
 	CodeStorageFull = "STORAGE_FULL"
 	// CodeUnavailable is a request the database could not serve because
-	// it does not answer (restarting, unreachable, shutting down):
-	// nothing was done, and it may succeed in a few seconds.
+	// it does not answer (restarting, unreachable, shutting down), or a
+	// call the server stopped before its tool began: nothing was done,
+	// and it may succeed in a few seconds.
 	CodeUnavailable = "UNAVAILABLE"
 
 	// CodeToolNotFound is a call of a tool (or version) that does not

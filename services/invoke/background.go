@@ -183,6 +183,16 @@ func (inv *Invoker) callerNow(ctx context.Context, id uint) (*models.Principal, 
 	return nil, &res
 }
 
+// stoppedBeforeBegin is the result of a synchronous call the server
+// stopped before its tool began (waiting for its category's queue):
+// refused, as nothing ran, and retryable.
+func stoppedBeforeBegin() ToolResult {
+	res := refusal(models.CodeUnavailable, "the server stopped before this call's tool began: it did not run",
+		"Call the tool again in a few seconds: nothing was done.")
+	res.Error.Retryable, res.Error.RetryAfter = true, 2
+	return res
+}
+
 // interrupted is the result of a call the server stopped while it ran.
 func interrupted() ToolResult {
 	res := failure(models.CodeInternal, "the server stopped while this call ran", true, "Call the tool again if the task still needs it.")

@@ -72,7 +72,8 @@ type call struct {
 	// lost, one another instance took over before its tool began: it is
 	// not run, and its end is not recorded here.
 	claimed, lost bool
-	// began marks a claimed call whose tool began (its start recorded).
+	// began marks a call whose tool began (its start recorded: start for
+	// a claimed call, begin for a synchronous one).
 	began bool
 	// log is the tool's logger, carrying the call id.
 	log *slog.Logger

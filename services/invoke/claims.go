@@ -246,6 +246,7 @@ func (inv *Invoker) begin(ctx context.Context, c *call) *ToolResult {
 		res.Error.Retryable = true
 		return &res
 	}
+	c.began = true
 	return nil
 }
 

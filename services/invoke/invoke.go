@@ -214,10 +214,14 @@ func (inv *Invoker) Call(ctx context.Context, caller *models.Principal, req Call
 // selection index from a success.
 func (inv *Invoker) finish(ctx context.Context, c *call, res ToolResult) ToolResult {
 	if (ctx.Err() != nil || c.stopped) && inv.interrupting.Load() && !res.Success {
-		if c.claimed && !c.began && inv.release(c) {
+		switch {
+		case c.claimed && !c.began && inv.release(c):
 			return res // queued again: another instance, or the next start, runs it
+		case !c.claimed && !c.began:
+			res = stoppedBeforeBegin() // it waited for a slot: nothing ran
+		default:
+			res = interrupted()
 		}
-		res = interrupted()
 	}
 	res.CallID = c.id
 	took := time.Since(c.started)
