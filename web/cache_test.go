@@ -25,16 +25,7 @@ func TestResultsCacheIsPerCaller(t *testing.T) {
 	app := newTestAppWith(t, hostCaps{Chromium: true, Python: true, Node: true, Sandbox: true}, loopback)
 	needSandbox(t, app)
 	for _, name := range []string{"agent-1", "agent-2"} {
-		r := app.do(t, "admin", "POST", "/api/v1/principals", map[string]any{"name": name, "role": "agent"})
-		if r.Status != http.StatusCreated {
-			t.Fatalf("create %s: %d %s", name, r.Status, r.Body)
-		}
-		p := r.JSON(t)
-		app.keys[name], app.ids[name] = p["key"].(string), uint(p["id"].(float64))
-		if r := app.do(t, "admin", "PUT", fmt.Sprintf("/api/v1/principals/%d/grants", app.ids[name]),
-			map[string]any{"categories": []string{"filesystem", "shell", "code", "api"}}); r.Status != 200 {
-			t.Fatalf("grants: %d %s", r.Status, r.Body)
-		}
+		app.addAgent(t, name, "filesystem", "shell", "code", "api")
 	}
 	cacheable := func(category string, runner map[string]any) func(map[string]any) {
 		return func(m map[string]any) {
@@ -102,5 +93,20 @@ func TestResultsCacheIsPerCaller(t *testing.T) {
 		if n := fetched.Load() - before; n != 1 {
 			t.Errorf("%s: the server was asked %d times, want once", tool, n)
 		}
+	}
+}
+
+// addAgent creates an agent named name, granted categories, whose key and
+// id the app keeps under its name.
+func (a *testApp) addAgent(t *testing.T, name string, categories ...string) {
+	t.Helper()
+	r := a.do(t, "admin", "POST", "/api/v1/principals", map[string]any{"name": name, "role": "agent"})
+	if r.Status != http.StatusCreated {
+		t.Fatalf("create %s: %d %s", name, r.Status, r.Body)
+	}
+	p := r.JSON(t)
+	a.keys[name], a.ids[name] = p["key"].(string), uint(p["id"].(float64))
+	if r := a.do(t, "admin", "PUT", fmt.Sprintf("/api/v1/principals/%d/grants", a.ids[name]), map[string]any{"categories": categories}); r.Status != 200 {
+		t.Fatalf("grants of %s: %d %s", name, r.Status, r.Body)
 	}
 }

@@ -77,16 +77,7 @@ func TestSessionIsolationAttack(t *testing.T) {
 	dataDir := filepath.Dir(app.dbPath)
 	sessions := filepath.Join(dataDir, "sessions")
 	for _, name := range []string{"agent-a", "agent-b"} {
-		r := app.do(t, "admin", "POST", "/api/v1/principals", map[string]any{"name": name, "role": "agent"})
-		if r.Status != http.StatusCreated {
-			t.Fatalf("create %s: %d %s", name, r.Status, r.Body)
-		}
-		p := r.JSON(t)
-		app.keys[name], app.ids[name] = p["key"].(string), uint(p["id"].(float64))
-		if r := app.do(t, "admin", "PUT", fmt.Sprintf("/api/v1/principals/%d/grants", app.ids[name]),
-			map[string]any{"categories": []string{"filesystem", "code"}}); r.Status != 200 {
-			t.Fatalf("grants: %d %s", r.Status, r.Body)
-		}
+		app.addAgent(t, name, "filesystem", "code")
 	}
 	pA, pB := fmt.Sprintf("p%d", app.ids["agent-a"]), fmt.Sprintf("p%d", app.ids["agent-b"])
 
