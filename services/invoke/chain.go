@@ -49,6 +49,7 @@ type call struct {
 	// steps; approvedRun is set on a call that consumed an approval or is
 	// covered by one (its own steps are then covered too).
 	parent      string
+	up          *call // the composite call this call is a step of
 	preApproved bool
 	approvedRun bool
 	depth       int

@@ -250,6 +250,20 @@ func (inv *Invoker) begin(ctx context.Context, c *call) *ToolResult {
 	return nil
 }
 
+// beginComposites records as begun the synchronous composites a step is
+// part of (c, and those c is a step of), outermost first, as the step's
+// tool is about to begin: a crash while the first step waited for its
+// queue's slot leaves no composite recorded as having run.
+func (inv *Invoker) beginComposites(ctx context.Context, c *call) *ToolResult {
+	if c == nil || c.claimed || c.began {
+		return nil
+	}
+	if res := inv.beginComposites(ctx, c.up); res != nil {
+		return res
+	}
+	return inv.begin(ctx, c)
+}
+
 // cancelElsewhere asks for a running call to be cancelled by whichever
 // instance runs it; false when it is not running.
 func (inv *Invoker) cancelElsewhere(ctx context.Context, id string) (bool, error) {

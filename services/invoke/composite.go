@@ -160,7 +160,7 @@ func (inv *Invoker) composite(ctx context.Context, c *call) ToolResult {
 		}
 		raw, _ := json.Marshal(args)
 		child := &call{id: models.NewID(), req: CallRequest{Tool: st.Tool, Arguments: raw, SessionID: c.req.SessionID},
-			caller: c.caller, started: time.Now(), parent: c.id, preApproved: c.approvedRun, depth: c.depth + 1}
+			caller: c.caller, started: time.Now(), parent: c.id, up: c, preApproved: c.approvedRun, depth: c.depth + 1}
 		res := inv.finish(ctx, child, inv.guarded(ctx, child))
 		// The composite's answer names each step's call: the steps'
 		// records are made to survive a crash first, as answered calls.

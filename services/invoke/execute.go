@@ -26,11 +26,24 @@ func (inv *Invoker) execute(ctx context.Context, c *call) ToolResult {
 			return *res
 		}
 	} else {
-		// A synchronous one: in the history before its tool begins.
-		if res := inv.begin(ctx, c); res != nil {
-			return *res
+		// A synchronous one: in the history before its tool begins. A
+		// composite's tool is its steps: it begins with its first step's
+		// tool (beginComposites), not while that step waits for a slot.
+		if c.def.Runner.Kind == tooldef.RunnerComposite {
+			defer func() {
+				if c.began {
+					inv.claimed.Add(-1)
+				}
+			}()
+		} else {
+			if res := inv.beginComposites(ctx, c.up); res != nil {
+				return *res
+			}
+			if res := inv.begin(ctx, c); res != nil {
+				return *res
+			}
+			defer inv.claimed.Add(-1)
 		}
-		defer inv.claimed.Add(-1)
 	}
 	retries := 0
 	if c.def.Execution.Retryable {
