@@ -1715,7 +1715,14 @@ type TooldefExecution struct {
 	// {{env.NAME}}) shares its results with every caller.
 	Cacheable  *bool `json:"cacheable,omitempty"`
 	MaxRetries *int  `json:"maxRetries,omitempty"`
-	Retryable  *bool `json:"retryable,omitempty"`
+
+	// RetryTimeouts RetryTimeouts retries an attempt that ran past its timeout too
+	// (within maxRetries). Off by default: a tool that hung once most
+	// likely hangs again, holding its queue slot a whole timeout each
+	// time; a tool whose timeouts are known to pass (a flaky network
+	// hop) says so here.
+	RetryTimeouts *bool `json:"retryTimeouts,omitempty"`
+	Retryable     *bool `json:"retryable,omitempty"`
 
 	// Timeout Example: 10000
 	Timeout *int `json:"timeout,omitempty"`

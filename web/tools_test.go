@@ -66,6 +66,7 @@ func TestRegisterValidation(t *testing.T) {
 		{"timeout too long", toolDef("t1", set("execution.timeout", 3_600_000)), []string{"/execution/timeout"}},
 		{"retries without retryable", toolDef("t1", set("execution.maxRetries", 3)), []string{"/execution/maxRetries"}},
 		{"too many retries", toolDef("t1", set("execution", map[string]any{"timeout": 1000, "retryable": true, "maxRetries": 50})), []string{"/execution/maxRetries"}},
+		{"timeouts retried without retries", toolDef("t1", set("execution.retryTimeouts", true)), []string{"/execution/retryTimeouts"}},
 		{"cache ttl without cacheable", toolDef("t1", set("execution.cacheTTL", 1000)), []string{"/execution/cacheTTL"}},
 		{"rate limit out of range", toolDef("t1", set("security.rateLimit", map[string]any{"maxCalls": 0, "windowMs": 10})), []string{"/security/rateLimit/maxCalls", "/security/rateLimit/windowMs"}},
 		{"escaping allowed path", toolDef("t1", set("category", "filesystem"), set("security.allowedPaths", []any{"../x", "/etc"})), []string{"/security/allowedPaths/0", "/security/allowedPaths/1"}},

@@ -96,12 +96,12 @@ func (inv *Invoker) attempt(ctx context.Context, c *call) ToolResult {
 	}
 	data, err := inv.runners.Run(ctx, &runners.Call{ID: c.id, Def: c.def, Args: c.args, Session: c.req.SessionID, Dir: c.dir, Log: c.log, Emit: c.emit})
 	if ctx.Err() != nil {
-		// A timeout is not retried, even for a retryable tool: a tool
+		// A timeout is not retried, even for a retryable tool, unless the
+		// tool says its timeouts pass (execution.retryTimeouts): a tool
 		// that hung once would most likely hang again, holding its queue
-		// slot for another whole timeout each time. Only a tool's own
-		// error may say its timeout is worth another attempt.
+		// slot for another whole timeout each time.
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return failure(models.CodeTimeout, fmt.Sprintf("%s did not finish within %d ms", c.def.Name, c.def.Execution.Timeout), false,
+			return failure(models.CodeTimeout, fmt.Sprintf("%s did not finish within %d ms", c.def.Name, c.def.Execution.Timeout), c.def.Execution.RetryTimeouts,
 				"Do not repeat the same call at once: ask for less work (a smaller input, a narrower query), or try later.")
 		}
 		return failure(models.CodeCancelled, "the call was cancelled", false, "")

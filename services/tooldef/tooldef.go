@@ -75,6 +75,12 @@ type Execution struct {
 	Timeout    int  `json:"timeout" example:"10000"`
 	Retryable  bool `json:"retryable"`
 	MaxRetries int  `json:"maxRetries"`
+	// RetryTimeouts retries an attempt that ran past its timeout too
+	// (within maxRetries). Off by default: a tool that hung once most
+	// likely hangs again, holding its queue slot a whole timeout each
+	// time; a tool whose timeouts are known to pass (a flaky network
+	// hop) says so here.
+	RetryTimeouts bool `json:"retryTimeouts,omitempty"`
 	// Cacheable answers a call from an earlier success with the same
 	// version and arguments, made by the same principal in the same
 	// session. Only an http tool free of per-caller state (CallerFree:

@@ -413,6 +413,9 @@ func validateExecution(e Execution, ps *models.Problems) {
 	} else if e.MaxRetries > 0 && !e.Retryable {
 		ps.Add("/execution/maxRetries", "is %d but retryable is false; set retryable to true or maxRetries to 0", e.MaxRetries)
 	}
+	if e.RetryTimeouts && e.MaxRetries == 0 {
+		ps.Add("/execution/retryTimeouts", "is true but maxRetries is 0; set maxRetries above 0 (and retryable to true) or retryTimeouts to false")
+	}
 	if e.CacheTTL < 0 || e.CacheTTL > MaxCacheTTLMs {
 		ps.Add("/execution/cacheTTL", "must be between 0 and %d ms (24 h)", MaxCacheTTLMs)
 	} else if e.CacheTTL > 0 && !e.Cacheable {
