@@ -1,6 +1,7 @@
 package web_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/url"
 	"os"
@@ -580,6 +581,49 @@ func BenchmarkConsoleToolsPages(b *testing.B) {
 	}
 }
 
+// A command tool that runs the caller's code, and a tool whose timeouts
+// are retried, are declared in the form as in the API, and the edit form
+// keeps the declarations: without them an edit would drop the flag and be
+// refused (or lose the retries).
+func TestConsoleDeclaresCodeAndTimeoutRetries(t *testing.T) {
+	app := newTestApp(t)
+	b := signedIn(t, app, "admin")
+	b.get("/admin/tools/new")
+	form := toolRegisterForm("make_target")
+	for k, v := range map[string]string{"level": "moderate", "argv": "make\n--\n{{text}}", "runs_argument_as_code": "on",
+		"option_arguments": "text", "retryable": "on", "max_retries": "1", "retry_timeouts": "on"} {
+		form.Set(k, v)
+	}
+	if p := b.post("/admin/tools/new", form); p.Status != 200 {
+		t.Fatalf("register: %d %s", p.Status, p.TestID("form-problems").Text())
+	}
+	r := app.do(t, "admin", "GET", "/api/v1/tools/make_target", nil)
+	var got struct {
+		Def struct {
+			Runner struct {
+				RunsArgumentAsCode bool     `json:"runsArgumentAsCode"`
+				OptionArguments    []string `json:"optionArguments"`
+			} `json:"runner"`
+			Execution struct {
+				RetryTimeouts bool `json:"retryTimeouts"`
+			} `json:"execution"`
+		} `json:"definition"`
+	}
+	if err := json.Unmarshal(r.Body, &got); err != nil || !got.Def.Runner.RunsArgumentAsCode ||
+		!slices.Equal(got.Def.Runner.OptionArguments, []string{"text"}) || !got.Def.Execution.RetryTimeouts {
+		t.Fatalf("stored: %v %s", err, r.Body)
+	}
+	p := b.get("/admin/tools/make_target/edit")
+	for _, id := range []string{"field-runs_argument_as_code", "field-retry_timeouts"} {
+		if _, ok := p.TestID(id).Attr("checked"); !ok {
+			t.Errorf("%s is not ticked on the edit form", id)
+		}
+	}
+	if v, _ := p.TestID("field-option_arguments").Attr("value"); v != "text" {
+		t.Errorf("option arguments prefilled as %q", v)
+	}
+}
+
 // Each problem of a submitted form lands beside the field that edits it.
 func TestConsoleRegisterFieldErrors(t *testing.T) {
 	app := newTestApp(t)
@@ -598,6 +642,9 @@ func TestConsoleRegisterFieldErrors(t *testing.T) {
 		{"command outside the sandbox", map[string]string{"sandbox": ""}, "sandbox", "must be true"},
 		{"retries without retryable", map[string]string{"max_retries": "3"}, "max_retries", "retryable is false"},
 		{"ttl without cacheable", map[string]string{"cache_ttl": "1000"}, "cache_ttl", "cacheable is false"},
+		{"timeouts retried without retries", map[string]string{"retry_timeouts": "on"}, "retry_timeouts", "maxRetries is 0"},
+		{"code argument undeclared", map[string]string{"argv": "bash\n-c\n[[ $1 -gt 5 ]]\nbash\n{{text}}"}, "argv", "runsArgumentAsCode"},
+		{"code declared but safe", map[string]string{"argv": "make\n-n", "runs_argument_as_code": "on"}, "level", "must be moderate or dangerous"},
 		{"rate window too short", map[string]string{"rate_max_calls": "10", "rate_window_ms": "10"}, "rate_window_ms", "between 1000"},
 		{"rate calls not a number", map[string]string{"rate_max_calls": "many", "rate_window_ms": "1000"}, "rate_max_calls", `"many" is not a whole number`},
 		{"allowed paths outside filesystem", map[string]string{"allowed_paths": "."}, "allowed_paths", "only filesystem tools"},

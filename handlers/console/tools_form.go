@@ -23,8 +23,8 @@ import (
 var toolFormFieldNames = []string{
 	"name", "version", "description", "category", "tags", "examples", "parameters",
 	"level", "require_confirm", "sandbox", "network", "shell_operators", "allowed_paths", "rate_max_calls", "rate_window_ms",
-	"timeout", "retryable", "max_retries", "cacheable", "cache_ttl",
-	"runner_kind", "builtin", "argv", "method", "url", "headers", "body", "steps",
+	"timeout", "retryable", "max_retries", "retry_timeouts", "cacheable", "cache_ttl",
+	"runner_kind", "builtin", "argv", "runs_argument_as_code", "option_arguments", "method", "url", "headers", "body", "steps",
 }
 
 // toolFieldOfPointer maps the JSON pointers of a definition's problems to the
@@ -37,13 +37,14 @@ var toolFieldOfPointer = map[string]string{
 	"/security/network": "network", "/security/shellOperators": "shell_operators", "/security/allowedPaths": "allowed_paths",
 	"/security/rateLimit": "rate_max_calls", "/security/rateLimit/maxCalls": "rate_max_calls", "/security/rateLimit/windowMs": "rate_window_ms",
 	"/execution/timeout": "timeout", "/execution/retryable": "retryable", "/execution/maxRetries": "max_retries",
-	"/execution/cacheable": "cacheable", "/execution/cacheTTL": "cache_ttl",
+	"/execution/retryTimeouts": "retry_timeouts", "/execution/cacheable": "cacheable", "/execution/cacheTTL": "cache_ttl",
 	"/runner/kind": "runner_kind", "/runner/builtin": "builtin", "/runner/argv": "argv", "/runner/method": "method",
+	"/runner/runsArgumentAsCode": "runs_argument_as_code", "/runner/optionArguments": "option_arguments",
 	"/runner/url": "url", "/runner/headers": "headers", "/runner/body": "body", "/runner/steps": "steps",
 }
 
 // toolListFields are the fields holding a list, one item per comma or line.
-var toolListFields = map[string]bool{"tags": true, "examples": true, "allowed_paths": true, "argv": true}
+var toolListFields = map[string]bool{"tags": true, "examples": true, "allowed_paths": true, "argv": true, "option_arguments": true}
 
 // toolFormField returns the form field a problem's pointer concerns, or "".
 func toolFormField(pointer string) string {
@@ -229,11 +230,12 @@ func toolFormDefinition(v map[string]string) (tooldef.Definition, []models.Probl
 			AllowedPaths: toolsSplitList(v["allowed_paths"], ","),
 		},
 		Execution: tooldef.Execution{
-			Timeout:    num("timeout", "/execution/timeout", "milliseconds"),
-			Retryable:  v["retryable"] != "",
-			MaxRetries: num("max_retries", "/execution/maxRetries", "retries"),
-			Cacheable:  v["cacheable"] != "",
-			CacheTTL:   num("cache_ttl", "/execution/cacheTTL", "milliseconds"),
+			Timeout:       num("timeout", "/execution/timeout", "milliseconds"),
+			Retryable:     v["retryable"] != "",
+			MaxRetries:    num("max_retries", "/execution/maxRetries", "retries"),
+			Cacheable:     v["cacheable"] != "",
+			CacheTTL:      num("cache_ttl", "/execution/cacheTTL", "milliseconds"),
+			RetryTimeouts: v["retry_timeouts"] != "",
 		},
 		Runner: tooldef.Runner{Kind: v["runner_kind"]},
 	}
@@ -251,6 +253,8 @@ func toolFormDefinition(v map[string]string) (tooldef.Definition, []models.Probl
 		def.Runner.Builtin = v["builtin"]
 	case tooldef.RunnerCommand:
 		def.Runner.Argv = toolsSplitList(v["argv"], "\n")
+		def.Runner.RunsArgumentAsCode = v["runs_argument_as_code"] != ""
+		def.Runner.OptionArguments = toolsSplitList(v["option_arguments"], ",")
 	case tooldef.RunnerHTTP:
 		def.Runner.Method, def.Runner.URL, def.Runner.Body = v["method"], strings.TrimSpace(v["url"]), v["body"]
 		for i, line := range strings.Split(v["headers"], "\n") {
@@ -294,6 +298,8 @@ func toolFormValuesOf(def tooldef.Definition) map[string]string {
 		"allowed_paths": strings.Join(def.Security.AllowedPaths, ", "),
 		"timeout":       strconv.Itoa(def.Execution.Timeout), "retryable": check(def.Execution.Retryable),
 		"max_retries": strconv.Itoa(def.Execution.MaxRetries), "cacheable": check(def.Execution.Cacheable),
+		"retry_timeouts":        check(def.Execution.RetryTimeouts),
+		"runs_argument_as_code": check(def.Runner.RunsArgumentAsCode), "option_arguments": strings.Join(def.Runner.OptionArguments, ", "),
 		"runner_kind": def.Runner.Kind, "builtin": def.Runner.Builtin, "argv": strings.Join(def.Runner.Argv, "\n"),
 		"method": def.Runner.Method, "url": def.Runner.URL, "body": def.Runner.Body,
 	}
