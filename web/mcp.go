@@ -81,9 +81,13 @@ func mountMCP(r *gin.Engine, d Deps) {
 		p := handlers.CurrentPrincipal(c)
 		// A POST without a session id opens a session: one principal may
 		// hold only so many at once (the SDK closes idle ones after
-		// MCPSessionTimeout).
+		// MCPSessionTimeout). At the cap, the principal's least recently
+		// used idle session makes room; only busy ones refuse.
 		if d.MCPSessions != nil && c.Request.Method == http.MethodPost && c.GetHeader("Mcp-Session-Id") == "" &&
 			c.GetHeader("MCP-Protocol-Version") < StatelessProtocolVersion {
+			if d.MCPSessions.Full(p.ID, srv.SessionsOf(p.ID)) && srv.EvictIdle(c.Request.Context(), p.ID) {
+				d.Metrics.MCPSessionEvicted()
+			}
 			release, err := d.MCPSessions.Take(p.ID, srv.SessionsOf(p.ID))
 			if err != nil {
 				d.Handler.Fail(c, err)
@@ -94,6 +98,10 @@ func mountMCP(r *gin.Engine, d Deps) {
 			// another (after the handler returned, both counted it).
 			defer release()
 			c.Writer = releaseOnAnswer{c.Writer, release}
+		}
+		if id := c.GetHeader("Mcp-Session-Id"); id != "" {
+			// Busy while answered: a session is evicted only when idle.
+			defer srv.Using(id)()
 		}
 		ctx := context.WithValue(c.Request.Context(), principalCtxKey{}, p)
 		verified.ServeHTTP(c.Writer, c.Request.WithContext(ctx))

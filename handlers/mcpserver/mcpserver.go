@@ -85,9 +85,9 @@ type Server struct {
 	closeOnce     sync.Once
 	followFor     time.Duration
 	progressEvery time.Duration
-	// owners maps each session (*mcp.ServerSession) to the id of the
-	// principal that opened it (SessionsOf).
-	owners sync.Map
+	// sessions are the open MCP sessions, their owners and what keeps
+	// them busy (sessions.go).
+	sessions sessionUses
 }
 
 // New returns the MCP server of Toolbelt. version is reported to clients.
@@ -121,26 +121,6 @@ func (s *Server) Close() {
 	}
 }
 
-// SessionsOf counts the MCP sessions principal id has open on this
-// instance (sessions live in its memory), forgetting those that ended.
-func (s *Server) SessionsOf(id uint) int {
-	live := map[*mcp.ServerSession]bool{}
-	n := 0
-	for ss := range s.mcp.Sessions() {
-		live[ss] = true
-		if owner, ok := s.owners.Load(ss); ok && owner.(uint) == id {
-			n++
-		}
-	}
-	s.owners.Range(func(k, _ any) bool {
-		if !live[k.(*mcp.ServerSession)] {
-			s.owners.Delete(k)
-		}
-		return true
-	})
-	return n
-}
-
 // tools is the receiving middleware that answers tools/list and
 // tools/call; every other method goes on to the SDK.
 func (s *Server) tools(next mcp.MethodHandler) mcp.MethodHandler {
@@ -149,7 +129,7 @@ func (s *Server) tools(next mcp.MethodHandler) mcp.MethodHandler {
 		case "initialize":
 			if p, err := principalOf(req); err == nil {
 				if ss, ok := req.GetSession().(*mcp.ServerSession); ok {
-					s.owners.Store(ss, p.ID)
+					s.opened(ss, p)
 				}
 			}
 		case "tools/list":
@@ -355,6 +335,9 @@ func (s *Server) call(ctx context.Context, p *models.Principal, session string, 
 	}
 	if token != nil && ss != nil && !models.Terminal(res.Status) {
 		res = s.follow(ctx, p, ss, token, res)
+	}
+	if ss != nil && !models.Terminal(res.Status) {
+		s.waits(ss, res.CallID)
 	}
 	return s.result(ctx, params.Name, res)
 }

@@ -38,6 +38,14 @@ func NewHolds(what string, max int, refused func()) *Holds {
 	return &Holds{what: what, max: max, refused: refused, held: map[uint]int{}}
 }
 
+// Full says whether principal id, holding others besides those counted
+// here, is at its cap: Take would refuse it.
+func (h *Holds) Full(id uint, others int) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.held[id]+others >= h.max
+}
+
 // Take holds one more for principal id, besides others it holds that are
 // counted elsewhere, and returns its release; past the cap it holds
 // nothing and answers models.ErrRateLimited saying so.

@@ -43,6 +43,7 @@ type Metrics struct {
 	httpRequests     *prometheus.CounterVec
 	httpSeconds      *prometheus.HistogramVec
 	principalCaps    *prometheus.CounterVec
+	mcpEvicted       prometheus.Counter
 	// resolved holds the series of callLabels and httpLabels met so far
 	// (bounded: tools are registered names, routes are patterns).
 	resolved sync.Map
@@ -103,9 +104,11 @@ func NewMetrics(instance string) *Metrics {
 			Help: "HTTP request latency by route pattern.", Buckets: latencyBuckets}, []string{"route"}),
 		principalCaps: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "toolbelt_principal_cap_refusals_total",
 			Help: "Requests refused because their principal already held its most of a resource, by resource (pending_approvals, mcp_sessions, event_streams)."}, []string{"resource"}),
+		mcpEvicted: prometheus.NewCounter(prometheus.CounterOpts{Name: "toolbelt_mcp_sessions_evicted_total",
+			Help: "Idle MCP sessions closed to admit their principal's new session at its cap."}),
 	}
 	for _, c := range []prometheus.Collector{m.calls, m.callSeconds, m.guardSeconds, m.cache, m.rateLimited, m.queueDepth,
-		m.queueWait, m.queueRefused, m.callbackHeld, m.approvalsDecided, m.takenOver, m.sandboxKills, m.embedSeconds, m.embedErrors, m.selectSeconds, m.retrieval, m.retrievalRank, m.httpRequests, m.httpSeconds, m.principalCaps,
+		m.queueWait, m.queueRefused, m.callbackHeld, m.approvalsDecided, m.takenOver, m.sandboxKills, m.embedSeconds, m.embedErrors, m.selectSeconds, m.retrieval, m.retrievalRank, m.httpRequests, m.httpSeconds, m.principalCaps, m.mcpEvicted,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
 		f(c)
 	}
@@ -200,6 +203,14 @@ func (m *Metrics) Limited(tool string) {
 func (m *Metrics) CapRefused(resource string) {
 	if m != nil {
 		m.principalCaps.WithLabelValues(resource).Inc()
+	}
+}
+
+// MCPSessionEvicted counts an idle MCP session closed to make room for
+// its principal's new one.
+func (m *Metrics) MCPSessionEvicted() {
+	if m != nil {
+		m.mcpEvicted.Inc()
 	}
 }
 
