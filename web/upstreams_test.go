@@ -8,7 +8,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
-	"sync/atomic"
+	"sync"
 	"testing"
 	"time"
 
@@ -86,9 +86,14 @@ func TestUpstreamOverHTTP(t *testing.T) {
 	// the client cancels is cancelled upstream and recorded so.
 	front := httptest.NewServer(app.handler)
 	defer front.Close()
-	var progress atomic.Int64
+	var progressMu sync.Mutex
+	var progress []mcp.ProgressNotificationParams
 	client := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, &mcp.ClientOptions{
-		ProgressNotificationHandler: func(context.Context, *mcp.ProgressNotificationClientRequest) { progress.Add(1) }})
+		ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
+			progressMu.Lock()
+			defer progressMu.Unlock()
+			progress = append(progress, *r.Params)
+		}})
 	cs, err := client.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: front.URL + web.MCPPath,
 		HTTPClient: &http.Client{Transport: bearer{key: app.keys["agent"], next: http.DefaultTransport}}, MaxRetries: -1}, nil)
 	if err != nil {
@@ -97,9 +102,30 @@ func TestUpstreamOverHTTP(t *testing.T) {
 	defer cs.Close()
 	out, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "everything__trigger_long_running_operation",
 		Arguments: map[string]any{"duration": 1, "steps": 4}, Meta: mcp.Meta{"progressToken": "p1"}})
-	if err != nil || out.IsError || !strings.Contains(string(mustJSON(out.Content)), "Long running operation completed") || progress.Load() < 3 {
-		t.Errorf("through /mcp: %v %v; %d progress notifications", mustJSON(out), err, progress.Load())
+	if err != nil || out.IsError || !strings.Contains(string(mustJSON(out.Content)), "Long running operation completed") {
+		t.Errorf("through /mcp: %v %v", mustJSON(out), err)
 	}
+	// The server counts its 4 steps: each reaches the client as it said
+	// it, its total with it (the last may reach Toolbelt after the
+	// result, and the client may handle one after the result).
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		progressMu.Lock()
+		n := len(progress)
+		progressMu.Unlock()
+		if n >= 3 {
+			break
+		}
+	}
+	progressMu.Lock()
+	if len(progress) < 3 {
+		t.Errorf("progress through /mcp: %+v, want the upstream's steps", progress)
+	}
+	for i, p := range progress {
+		if p.Progress != float64(i+1) || p.Total != 4 || p.ProgressToken != "p1" {
+			t.Errorf("progress %d through /mcp: %+v, want %d of 4", i, p, i+1)
+		}
+	}
+	progressMu.Unlock()
 	// The upstream's content blocks reach the client as blocks — an image
 	// as an image, text as text — and its structured content as such.
 	img, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "everything__get_tiny_image", Arguments: map[string]any{}})

@@ -361,25 +361,35 @@ func (s *Server) result(ctx context.Context, tool string, res invoke.ToolResult)
 
 // toolProgress passes the progress a tool reports while it runs (an
 // upstream MCP server's notifications) on to the client, as progress of
-// its request: numbered here, so that they keep rising across attempts.
+// its request, with the tool's total and message: the tool's own numbers
+// while it counts up, moved past what was sent when it counts again from
+// the start (a retry's new attempt), so that they keep rising.
 func toolProgress(ctx context.Context, ss *mcp.ServerSession, token any) func(string, any) {
 	var mu sync.Mutex
-	var n float64
+	var base, prev, last float64
+	sent := false
 	return func(event string, data any) {
 		if event != "progress" {
 			return
 		}
+		m, _ := data.(map[string]any)
+		p, counted := m["progress"].(float64)
+		total, _ := m["total"].(float64)
 		mu.Lock()
-		n++
-		params := &mcp.ProgressNotificationParams{ProgressToken: token, Progress: n}
-		mu.Unlock()
-		if m, ok := data.(map[string]any); ok {
-			if msg, _ := m["message"].(string); msg != "" {
-				params.Message = msg
-			} else if p, ok := m["progress"].(float64); ok {
-				params.Message = fmt.Sprintf("progress %g of %v", p, m["total"])
-			}
+		if !counted { // a tool that says no number: one step more
+			p, total = prev+1, 0
 		}
+		if sent && p <= prev {
+			base = last + 1
+		}
+		prev, sent = p, true
+		last = base + p
+		params := &mcp.ProgressNotificationParams{ProgressToken: token, Progress: last}
+		if total > 0 {
+			params.Total = base + total
+		}
+		mu.Unlock()
+		params.Message, _ = m["message"].(string)
 		_ = ss.NotifyProgress(ctx, params)
 	}
 }
