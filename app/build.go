@@ -320,6 +320,9 @@ func (a *App) buildHandler(env hostEnv) {
 	stats := ops.NewStats(ops.StatsDeps{Store: a.Store, Flush: a.Invoker.Flush})
 	con := &console.Handler{Registry: a.Registry, Selector: a.Selector, Invoker: a.Invoker, Accounts: a.Accounts,
 		Health: health, Stats: stats, Alerts: a.Alerts, Audit: a.Audit, Upstreams: a.Upstreams, Log: a.Log}
+	// Call event streams and MCP calls held open wait alike: one cap.
+	waits := access.NewHolds("call event streams and held calls", cfg.Caps.EventStreams,
+		func() { a.Metrics.CapRefused("event_streams") })
 	h := &handlers.Handler{
 		Registry: a.Registry, Selector: a.Selector, Accounts: a.Accounts,
 		Invoker: a.Invoker, CallbackSecrets: a.Callbacks.Secrets(), Health: health, Log: a.Log,
@@ -328,13 +331,12 @@ func (a *App) buildHandler(env hostEnv) {
 		Alerts: a.Alerts,
 		Audit:  a.Audit,
 		// Documents fetched by URL follow the same SSRF policy as tool calls.
-		OpenAPI:   catalog.NewOpenAPIImporter(a.Registry, cfg.NetPolicy, a.Log),
-		Upstreams: a.Upstreams,
-		ErrorPage: con.ErrorPage,
-		EventStreams: access.NewHolds("call event streams", cfg.Caps.EventStreams,
-			func() { a.Metrics.CapRefused("event_streams") }),
+		OpenAPI:      catalog.NewOpenAPIImporter(a.Registry, cfg.NetPolicy, a.Log),
+		Upstreams:    a.Upstreams,
+		ErrorPage:    con.ErrorPage,
+		EventStreams: waits,
 	}
-	a.mcp = mcpserver.New(a.Selector, a.Invoker, Version, a.Log)
+	a.mcp = mcpserver.New(mcpserver.Deps{Selector: a.Selector, Invoker: a.Invoker, Waits: waits, Version: Version, Log: a.Log})
 	a.Handler = web.New(web.Deps{Handler: h, Console: con, Accounts: a.Accounts, Authz: a.Authz, Log: a.Log, RequestLine: a.requestLine, Metrics: a.Metrics, MCP: a.mcp,
 		MCPSessions:    access.NewHolds("MCP sessions", cfg.Caps.MCPSessions, func() { a.Metrics.CapRefused("mcp_sessions") }),
 		TrustedProxies: cfg.TrustedProxies, MCPAllowedOrigins: cfg.MCPAllowedOrigins})

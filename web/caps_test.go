@@ -2,18 +2,26 @@ package web_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"toolbelt/app"
+	"toolbelt/handlers/mcpserver"
 	"toolbelt/services/access"
 	"toolbelt/services/netpolicy"
+	"toolbelt/web"
 )
 
 // TestPrincipalCapsHoldAgainstAFlood: one agent floods the reviewers'
@@ -135,5 +143,94 @@ func TestPrincipalCapsHoldAgainstAFlood(t *testing.T) {
 		if n, _ := strconv.Atoi(m[1]); n < want || (resource != "event_streams" && n != want) {
 			t.Errorf("toolbelt_principal_cap_refusals_total of %s: %d, want %d", resource, n, want)
 		}
+	}
+}
+
+// TestHeldCallWaitsCapped: an agent holds call_result waits on /mcp
+// without end. They count with its call event streams: past the cap a
+// wait is refused with a tool error saying to read the call without
+// waiting (and an event stream 429), while another principal's wait
+// still works, and the held ones still get their answer.
+func TestHeldCallWaitsCapped(t *testing.T) {
+	a := newTestApp(t)
+	dangerousWrite(t, a)
+	srv := httptest.NewServer(a.handler)
+	t.Cleanup(srv.Close)
+	limit := access.DefaultPrincipalCaps().EventStreams
+	agent, err := mcpConnectSession(t, a, srv, "agent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	parked := mcpCall(t, agent, "overwrite_note", map[string]any{"path": "n.txt", "content": "x"})
+	callID, _ := parked.Meta["toolbelt/call_id"].(string)
+	approvalID, _ := parked.Meta["toolbelt/approval_id"].(string)
+	if !parked.IsError || callID == "" || approvalID == "" {
+		t.Fatalf("parked: %v %v", parked.IsError, parked.Meta)
+	}
+	// Each wait is a POST of its own, as a client sends concurrent
+	// requests (the Go SDK's client sends one at a time).
+	var seq atomic.Int64
+	wait := func(cs *mcp.ClientSession, key, id string, seconds int) *mcp.CallToolResult {
+		body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": seq.Add(1), "method": "tools/call", "params": map[string]any{
+			"name": mcpserver.CallResultName, "arguments": map[string]any{"call_id": id, "wait_seconds": seconds}}})
+		req, _ := http.NewRequestWithContext(t.Context(), "POST", srv.URL+web.MCPPath, bytes.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+key)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Session-Id", cs.ID())
+		req.Header.Set("MCP-Protocol-Version", sessionsVersion)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Errorf("call_result: %v", err)
+			return &mcp.CallToolResult{}
+		}
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		var msg struct{ Result *mcp.CallToolResult }
+		for _, line := range strings.Split(string(raw), "\n") {
+			if data, ok := strings.CutPrefix(line, "data: "); ok && json.Unmarshal([]byte(data), &msg) == nil && msg.Result != nil {
+				return msg.Result
+			}
+		}
+		t.Errorf("call_result: %d %s", resp.StatusCode, raw)
+		return &mcp.CallToolResult{}
+	}
+	// One wait more than the cap: one is refused at once, the others wait.
+	held := make(chan *mcp.CallToolResult, limit+1)
+	for range limit + 1 {
+		go func() { held <- wait(agent, a.keys["agent"], callID, mcpserver.MaxWaitSeconds) }()
+	}
+	if refusal := mcpText(t, <-held); !strings.HasPrefix(refusal, "RATE_LIMIT_EXCEEDED: ") || !strings.Contains(refusal, "without wait_seconds") {
+		t.Fatalf("a wait past the cap of %d: %q", limit, refusal)
+	}
+	if r := a.do(t, "agent", "GET", "/api/v1/calls/"+callID+"/events", nil); r.Status != 429 {
+		t.Errorf("an event stream beside the waits: %d %s", r.Status, r.Body)
+	}
+	if res := wait(agent, a.keys["agent"], callID, 0); res.Meta["toolbelt/status"] != "awaiting_approval" {
+		t.Errorf("call_result without waiting beside the waits: %s", mcpText(t, res))
+	}
+	// Another principal waits on its own call.
+	code, res := a.call(t, "admin", map[string]any{"tool": "overwrite_note", "session_id": "other", "arguments": map[string]any{"path": "n.txt", "content": "y"}})
+	if code != 202 {
+		t.Fatalf("the admin's call: %d %v", code, res)
+	}
+	admin, err := mcpConnectSession(t, a, srv, "admin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out := wait(admin, a.keys["admin"], res["call_id"].(string), 1); out.Meta["toolbelt/status"] != "awaiting_approval" {
+		t.Errorf("the admin's wait beside the flood: %s", mcpText(t, out))
+	}
+	if r := a.do(t, "reviewer", "POST", "/api/v1/approvals/"+approvalID+"/approve", map[string]any{"reason": "fine"}); r.Status != 200 {
+		t.Fatalf("approve: %d %s", r.Status, r.Body)
+	}
+	answered := 0
+	for range limit {
+		if out := <-held; out.Meta["toolbelt/status"] == "succeeded" {
+			answered++
+		}
+	}
+	if answered != limit {
+		t.Errorf("%d of the %d held waits got the call's result", answered, limit)
 	}
 }

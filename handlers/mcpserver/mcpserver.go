@@ -30,6 +30,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"toolbelt/models"
+	"toolbelt/services/access"
 	"toolbelt/services/formats"
 	"toolbelt/services/invoke"
 	"toolbelt/services/selection"
@@ -78,6 +79,8 @@ type Server struct {
 	log      *slog.Logger
 	mcp      *mcp.Server
 	builtins []*mcp.Tool
+	// waits caps the calls each principal holds open (see Deps.Waits).
+	waits *access.Holds
 	// following counts the calls held open for progress (see follow);
 	// closing, closed by Close, ends their wait.
 	following     sync.WaitGroup
@@ -90,19 +93,41 @@ type Server struct {
 	sessions sessionUses
 }
 
-// New returns the MCP server of Toolbelt. version is reported to clients.
-func New(selector *selection.Selector, invoker *invoke.Invoker, version string, log *slog.Logger) *Server {
-	s := &Server{selector: selector, invoker: invoker, log: log, builtins: builtinTools(),
+// Deps are what the MCP server is built from.
+type Deps struct {
+	Selector *selection.Selector
+	Invoker  *invoke.Invoker
+	// Waits, when set, caps what each principal holds open waiting for
+	// its calls: a call followed with progress and a call_result that
+	// waits each hold one, counted with the REST API's call event
+	// streams, which wait the same way.
+	Waits *access.Holds
+	// Version is reported to clients.
+	Version string
+	Log     *slog.Logger
+}
+
+// New returns the MCP server of Toolbelt.
+func New(d Deps) *Server {
+	s := &Server{selector: d.Selector, invoker: d.Invoker, log: d.Log, waits: d.Waits, builtins: builtinTools(),
 		closing: make(chan struct{}), followFor: FollowFor, progressEvery: ProgressEvery}
-	s.mcp = mcp.NewServer(&mcp.Implementation{Name: "toolbelt", Title: "Toolbelt", Version: version}, &mcp.ServerOptions{
+	s.mcp = mcp.NewServer(&mcp.Implementation{Name: "toolbelt", Title: "Toolbelt", Version: d.Version}, &mcp.ServerOptions{
 		Instructions: "Toolbelt runs tools for you. Call " + SearchToolsName + " with your task to find the tools that fit it " +
 			"(the list can be long). Some calls wait for a human reviewer's approval: their result says so, " +
 			"and " + CallResultName + " fetches the outcome later.",
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}},
-		Logger:       log,
+		Logger:       d.Log,
 	})
 	s.mcp.AddReceivingMiddleware(s.tools)
 	return s
+}
+
+// hold holds one of principal p's waits, or refuses at its cap.
+func (s *Server) hold(p *models.Principal) (release func(), err error) {
+	if s.waits == nil {
+		return func() {}, nil
+	}
+	return s.waits.Take(p.ID, 0)
 }
 
 // MCP returns the protocol server, for a transport to serve.
@@ -334,10 +359,15 @@ func (s *Server) call(ctx context.Context, p *models.Principal, session string, 
 		return refused(models.CodeInternal, "the call could not be recorded. Try again.")
 	}
 	if token != nil && ss != nil && !models.Terminal(res.Status) {
-		res = s.follow(ctx, p, ss, token, res)
+		// Past the principal's cap of held waits the call is answered at
+		// once, as to a client without a token: call_result reads the rest.
+		if release, err := s.hold(p); err == nil {
+			res = s.follow(ctx, p, ss, token, res)
+			release()
+		}
 	}
 	if ss != nil && !models.Terminal(res.Status) {
-		s.waits(ss, res.CallID)
+		s.unended(ss, res.CallID)
 	}
 	return s.result(ctx, params.Name, res)
 }
@@ -590,6 +620,14 @@ func (s *Server) callResult(ctx context.Context, p *models.Principal, raw json.R
 	if err := strictDecode(raw, &args); err != nil || args.CallID == "" || args.WaitSeconds < 0 || args.WaitSeconds > MaxWaitSeconds {
 		return refused(models.CodeValidation, fmt.Sprintf("send {\"call_id\": \"<the id a call answered with>\"}, "+
 			"and wait_seconds (0-%d) to wait for the call to end.", MaxWaitSeconds))
+	}
+	if args.WaitSeconds > 0 {
+		release, err := s.hold(p)
+		if err != nil {
+			return refused(models.CodeRateLimit, sentence(err.Error())+fmt.Sprintf(" Call %s without wait_seconds to read the call as it stands, "+
+				"and again later.", CallResultName))
+		}
+		defer release()
 	}
 	rec, err := s.waitCall(ctx, p, args.CallID, time.Duration(args.WaitSeconds)*time.Second)
 	if models.CodeOf(err) == models.CodeNotFound {

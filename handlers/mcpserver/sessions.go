@@ -82,8 +82,8 @@ func (s *Server) Using(id string) (done func()) {
 	}
 }
 
-// waits records a call of session ss that was answered before it ended.
-func (s *Server) waits(ss *mcp.ServerSession, callID string) {
+// unended records a call of session ss that was answered before it ended.
+func (s *Server) unended(ss *mcp.ServerSession, callID string) {
 	s.sessions.mu.Lock()
 	defer s.sessions.mu.Unlock()
 	if u := s.sessions.use[ss.ID()]; u != nil {
