@@ -10,5 +10,5 @@ type anthropicTool struct {
 
 // newAnthropicTool is a Messages API tool, its schema with a plain root.
 func newAnthropicTool(name, desc string, schema map[string]any) anthropicTool {
-	return anthropicTool{Name: name, Description: desc, InputSchema: plainRoot(withoutDialect(schema))}
+	return anthropicTool{Name: name, Description: desc, InputSchema: plainRoot(withoutDialect(withoutBooleanItems(schema)))}
 }

@@ -3,6 +3,7 @@ package formats
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -85,6 +86,14 @@ func TestConformance(t *testing.T) {
 				// Ajv knows every keyword of parametersJsonSchema but
 				// Gemini's own propertyOrdering, which asserts nothing.
 				ch.Schema = withoutPropertyOrdering(schema)
+			}
+			if format != FormatGemini {
+				// A boolean items: a draft-07 reader (the MCP SDKs'
+				// default validators) refuses every tuple, and a strict
+				// MCP client refuses the boolean itself.
+				for _, at := range booleanItemsIn(schema, "") {
+					t.Errorf("%s: boolean items at %s", ch.ID, at)
+				}
 			}
 			if format == FormatMCP {
 				ch.MCPTool = all[format]
@@ -314,4 +323,32 @@ func mustMarshal(t *testing.T, v any) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// booleanItemsIn lists where schema has a boolean items.
+func booleanItemsIn(v any, at string) []string {
+	s, ok := v.(map[string]any)
+	if !ok {
+		return nil
+	}
+	var out []string
+	if _, isBool := s["items"].(bool); isBool {
+		out = append(out, at+"/items")
+	}
+	for _, k := range oneSchema {
+		out = append(out, booleanItemsIn(s[k], at+"/"+k)...)
+	}
+	for _, k := range schemaLists {
+		list, _ := s[k].([]any)
+		for i, sub := range list {
+			out = append(out, booleanItemsIn(sub, fmt.Sprintf("%s/%s/%d", at, k, i))...)
+		}
+	}
+	for _, k := range schemaMaps {
+		m, _ := s[k].(map[string]any)
+		for name, sub := range m {
+			out = append(out, booleanItemsIn(sub, at+"/"+k+"/"+name)...)
+		}
+	}
+	return out
 }

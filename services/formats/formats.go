@@ -35,7 +35,9 @@ const (
 // constraints stated in the description).
 // 5: Gemini's parameters as JSON Schema in parametersJsonSchema; MCP's
 // inputSchema with a plain root.
-const Revision = "5"
+// 6: no boolean items in MCP, OpenAI and Anthropic: a closed tuple's
+// items false becomes maxItems.
+const Revision = "6"
 
 // Formats lists the LLM formats a tool can be exported in.
 var Formats = []string{FormatOpenAI, FormatOpenAIResponses, FormatAnthropic, FormatGemini, FormatMCP}

@@ -36,7 +36,7 @@ func newMCPTool(def tooldef.Definition, desc string, schema map[string]any) (mcp
 	// (the Vercel AI SDK, OpenAI Agents, LangChain) pass an MCP tool's
 	// inputSchema on to those APIs, which refuse root combinators, and
 	// the AI SDK closes the root, which makes a root oneOf unsatisfiable.
-	return mcpTool{Name: def.Name, Title: ann.Title, Description: desc, InputSchema: plainRoot(withoutDialect(schema)), Annotations: ann}, nil
+	return mcpTool{Name: def.Name, Title: ann.Title, Description: desc, InputSchema: plainRoot(withoutDialect(withoutBooleanItems(schema))), Annotations: ann}, nil
 }
 
 // mcpAnnotationsFor derives the MCP behaviour hints from the security level,

@@ -51,7 +51,7 @@ func newResponsesTool(name, desc string, schema map[string]any) responsesTool {
 // strict: the strict form when OpenAI's strict mode accepts it, else the
 // schema as written (with a plain root).
 func openAIParameters(schema map[string]any) (map[string]any, bool) {
-	params := plainRoot(withoutDialect(schema))
+	params := plainRoot(withoutDialect(withoutBooleanItems(schema)))
 	if sf, _ := strictForm(params).(map[string]any); qualifiesStrict(sf) {
 		return sf, true
 	}
