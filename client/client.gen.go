@@ -2689,7 +2689,7 @@ type ClientInterface interface {
 
 	// GetTool Get a tool
 	//
-	// The current version of an active tool, or with format its rendering for that LLM API. An unknown name answers 404 with suggestions: the closest real tools by name and by the session's last task.
+	// The current version of an active tool, or with format its rendering for that LLM API instead: exactly the object that API takes in its tools array (an OpenAI or Responses tool, an Anthropic tool, a Gemini FunctionDeclaration, an MCP Tool), not a catalog.Tool. The OpenAPI 3 document (/openapi.json) describes both bodies. An unknown name answers 404 with suggestions: the closest real tools by name and by the session's last task.
 	//
 	// Corresponds with GET /api/v1/tools/{name} (the `GetTool` operationId).
 	GetTool(ctx context.Context, name string, params *GetToolParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -3624,7 +3624,7 @@ func (c *Client) RetireTool(ctx context.Context, name string, reqEditors ...Requ
 
 // GetTool Get a tool
 //
-// The current version of an active tool, or with format its rendering for that LLM API. An unknown name answers 404 with suggestions: the closest real tools by name and by the session's last task.
+// The current version of an active tool, or with format its rendering for that LLM API instead: exactly the object that API takes in its tools array (an OpenAI or Responses tool, an Anthropic tool, a Gemini FunctionDeclaration, an MCP Tool), not a catalog.Tool. The OpenAPI 3 document (/openapi.json) describes both bodies. An unknown name answers 404 with suggestions: the closest real tools by name and by the session's last task.
 //
 // Corresponds with GET /api/v1/tools/{name} (the `GetTool` operationId).
 func (c *Client) GetTool(ctx context.Context, name string, params *GetToolParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -6876,7 +6876,7 @@ type ClientWithResponsesInterface interface {
 
 	// GetToolWithResponse Get a tool
 	//
-	// The current version of an active tool, or with format its rendering for that LLM API. An unknown name answers 404 with suggestions: the closest real tools by name and by the session's last task.
+	// The current version of an active tool, or with format its rendering for that LLM API instead: exactly the object that API takes in its tools array (an OpenAI or Responses tool, an Anthropic tool, a Gemini FunctionDeclaration, an MCP Tool), not a catalog.Tool. The OpenAPI 3 document (/openapi.json) describes both bodies. An unknown name answers 404 with suggestions: the closest real tools by name and by the session's last task.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -11311,7 +11311,7 @@ func (c *ClientWithResponses) RetireToolWithResponse(ctx context.Context, name s
 
 // GetToolWithResponse Get a tool
 //
-// The current version of an active tool, or with format its rendering for that LLM API. An unknown name answers 404 with suggestions: the closest real tools by name and by the session's last task.
+// The current version of an active tool, or with format its rendering for that LLM API instead: exactly the object that API takes in its tools array (an OpenAI or Responses tool, an Anthropic tool, a Gemini FunctionDeclaration, an MCP Tool), not a catalog.Tool. The OpenAPI 3 document (/openapi.json) describes both bodies. An unknown name answers 404 with suggestions: the closest real tools by name and by the session's last task.
 //
 // Returns a wrapper object for the known response body format(s).
 //

@@ -44,6 +44,9 @@ func OpenAPI3() ([]byte, error) {
 	if err := freeForm(v3); err != nil {
 		return nil, fmt.Errorf("convert the OpenAPI document to version 3: %w", err)
 	}
+	if err := renderings(v3); err != nil {
+		return nil, fmt.Errorf("convert the OpenAPI document to version 3: %w", err)
+	}
 	out, err := json.MarshalIndent(v3, "", "  ")
 	if err != nil {
 		return nil, fmt.Errorf("write the OpenAPI 3 document: %w", err)

@@ -186,13 +186,13 @@ func (h *Handler) ListTools(c *gin.Context) error {
 //
 //	@Summary		Get a tool
 //	@ID			getTool
-//	@Description	The current version of an active tool, or with format its rendering for that LLM API. An unknown name answers 404 with suggestions: the closest real tools by name and by the session's last task.
+//	@Description	The current version of an active tool, or with format its rendering for that LLM API instead: exactly the object that API takes in its tools array (an OpenAI or Responses tool, an Anthropic tool, a Gemini FunctionDeclaration, an MCP Tool), not a catalog.Tool. The OpenAPI 3 document (/openapi.json) describes both bodies. An unknown name answers 404 with suggestions: the closest real tools by name and by the session's last task.
 //	@Tags			tools
 //	@Produce		json
 //	@Param			name	path		string	true	"Tool name"
 //	@Param			format		query		string	false	"LLM format"	Enums(openai, openai_responses, anthropic, gemini, mcp)
 //	@Param			session_id	query		string	false	"Session whose last selection guides suggestions for an unknown name"
-//	@Success		200			{object}	catalog.Tool
+//	@Success		200			{object}	catalog.Tool	"The current version; with format, the tool as that LLM API takes it instead"
 //	@Failure		400		{object}	ErrorBody
 //	@Failure		401		{object}	ErrorBody
 //	@Failure		403		{object}	ErrorBody

@@ -186,3 +186,52 @@ func TestOpenAPILint(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenAPIToolRenderings: GET /tools/{name} answers the stored tool,
+// or with format its rendering; the OpenAPI 3 document describes both.
+// The real answers, in every format, validate against the document's
+// response schema, each rendering against its own format's branch.
+func TestOpenAPIToolRenderings(t *testing.T) {
+	app := newTestApp(t)
+	doc, err := openapi3.NewLoader().LoadFromData(docs.OpenAPI3JSON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	op := doc.Paths.Find("/api/v1/tools/{name}").Get
+	body := op.Responses.Status(200).Value.Content.Get("application/json").Schema.Value
+	branches := map[string]*openapi3.Schema{}
+	for _, b := range body.AnyOf {
+		for _, shape := range b.Value.AnyOf {
+			branches[shape.Value.Title] = shape.Value
+		}
+	}
+	decode := func(raw []byte) any {
+		var v any
+		if err := json.Unmarshal(raw, &v); err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	r := app.do(t, "agent", "GET", "/api/v1/tools/file_read", nil)
+	if err := body.VisitJSON(decode(r.Body)); r.Status != 200 || err != nil {
+		t.Errorf("the stored tool: %d %v", r.Status, err)
+	}
+	for _, format := range []string{"openai", "openai_responses", "anthropic", "gemini", "mcp"} {
+		r := app.do(t, "agent", "GET", "/api/v1/tools/file_read?format="+format, nil)
+		if r.Status != 200 {
+			t.Fatalf("%s: %d %s", format, r.Status, r.Body)
+		}
+		v := decode(r.Body)
+		if err := body.VisitJSON(v); err != nil {
+			t.Errorf("%s rendering against the response schema: %v", format, err)
+		}
+		branch := branches[format]
+		if branch == nil {
+			t.Errorf("the document describes no %s rendering (branches %v)", format, slices.Sorted(maps.Keys(branches)))
+			continue
+		}
+		if err := branch.VisitJSON(v); err != nil {
+			t.Errorf("%s rendering against its branch: %v\n%s", format, err, r.Body)
+		}
+	}
+}
