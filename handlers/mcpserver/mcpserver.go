@@ -395,33 +395,45 @@ func (s *Server) result(ctx context.Context, tool string, res invoke.ToolResult)
 // while it counts up, moved past what was sent when it counts again from
 // the start (a retry's new attempt), so that they keep rising.
 func toolProgress(ctx context.Context, ss *mcp.ServerSession, token any) func(string, any) {
-	var mu sync.Mutex
-	var base, prev, last float64
-	sent := false
+	var n progressNumbers
 	return func(event string, data any) {
 		if event != "progress" {
 			return
 		}
 		m, _ := data.(map[string]any)
-		p, counted := m["progress"].(float64)
-		total, _ := m["total"].(float64)
-		mu.Lock()
-		if !counted { // a tool that says no number: one step more
-			p, total = prev+1, 0
-		}
-		if sent && p <= prev {
-			base = last + 1
-		}
-		prev, sent = p, true
-		last = base + p
-		params := &mcp.ProgressNotificationParams{ProgressToken: token, Progress: last}
-		if total > 0 {
-			params.Total = base + total
-		}
-		mu.Unlock()
+		params := &mcp.ProgressNotificationParams{ProgressToken: token}
+		params.Progress, params.Total = n.next(m)
 		params.Message, _ = m["message"].(string)
 		_ = ss.NotifyProgress(ctx, params)
 	}
+}
+
+// progressNumbers turns a tool's progress numbers into the client's.
+type progressNumbers struct {
+	mu               sync.Mutex
+	base, prev, last float64
+	sent             bool
+}
+
+// next is the progress and total (0: none) to send for the tool's
+// notification m.
+func (n *progressNumbers) next(m map[string]any) (progress, total float64) {
+	p, counted := m["progress"].(float64)
+	total, _ = m["total"].(float64)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if !counted { // a tool that says no number: one step more
+		p, total = n.prev+1, 0
+	}
+	if n.sent && p <= n.prev { // counting again: a new attempt
+		n.base = n.last + 1
+	}
+	n.prev, n.sent = p, true
+	n.last = n.base + p
+	if total > 0 {
+		total += n.base
+	}
+	return n.last, total
 }
 
 // Result turns a ToolResult into what the model reads: the data on

@@ -164,3 +164,25 @@ func TestCompleted(t *testing.T) {
 		t.Errorf("no content: %s", raw)
 	}
 }
+
+// TestProgressNumbers: a tool's progress reaches the client as the tool
+// counted it, total with it, and keeps rising when a retry counts again.
+func TestProgressNumbers(t *testing.T) {
+	var n progressNumbers
+	for i, step := range []struct {
+		in              map[string]any
+		progress, total float64
+	}{
+		{map[string]any{"progress": 1.0, "total": 4.0}, 1, 4},
+		{map[string]any{"progress": 2.0, "total": 4.0}, 2, 4},
+		{map[string]any{"progress": 1.0, "total": 4.0}, 4, 7}, // a retry starts again
+		{map[string]any{"progress": 4.0, "total": 4.0}, 7, 7},
+		{map[string]any{"message": "no number"}, 8, 0},
+		{nil, 9, 0},
+	} {
+		p, total := n.next(step.in)
+		if p != step.progress || total != step.total {
+			t.Errorf("step %d %v: %g of %g, want %g of %g", i, step.in, p, total, step.progress, step.total)
+		}
+	}
+}
