@@ -173,20 +173,30 @@ func (p Policy) DialControl(_, address string, _ syscall.RawConn) error {
 
 // Client returns an HTTP Client whose dialer refuses internal addresses at
 // connect time (so DNS rebinding cannot reach them) and which re-checks
-// every redirect.
+// every redirect (see followRedirect).
 func (p Policy) Client() *http.Client {
+	return p.client(nil)
+}
+
+// ClientSending is Client sending the headers h (credentials, as a
+// remote MCP server's) with every request to the origin of endpoint and
+// with no other request: a redirect to another origin is refused, and a
+// request to another origin goes without them.
+func (p Policy) ClientSending(endpoint string, h http.Header) (*http.Client, error) {
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		return nil, fmt.Errorf("%q is not a URL", endpoint)
+	}
+	c := p.client(h)
+	c.Transport = sending{next: c.Transport, origin: u, h: h}
+	return c, nil
+}
+
+func (p Policy) client(sent http.Header) *http.Client {
 	dialer := &net.Dialer{Timeout: 10 * time.Second, Control: p.DialControl}
 	tr := &http.Transport{DialContext: dialer.DialContext, Proxy: nil, TLSHandshakeTimeout: 10 * time.Second,
 		ResponseHeaderTimeout: 30 * time.Second, MaxIdleConns: 16, IdleConnTimeout: 30 * time.Second}
-	return &http.Client{Transport: tr, CheckRedirect: func(req *http.Request, via []*http.Request) error {
-		if len(via) >= MaxRedirects {
-			return fmt.Errorf("more than %d redirects", MaxRedirects)
-		}
-		if msg := p.CheckURL(req.URL.String()); msg != "" {
-			return fmt.Errorf("%w: redirect to %s: %s", ErrAddressRefused, req.URL, msg)
-		}
-		return nil
-	}}
+	return &http.Client{Transport: tr, CheckRedirect: p.followRedirect(sent)}
 }
 
 // CheckResolved is checkURL plus the addresses the host resolves to, for

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"net/url"
+	"strings"
 	"testing"
 )
 
@@ -105,4 +107,45 @@ func TestClientRefusesAtConnect(t *testing.T) {
 		t.Fatalf("an allowed range was refused: %v", err)
 	}
 	res.Body.Close()
+}
+
+func TestSameOrigin(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		a, b string
+		same bool
+	}{
+		{"http://h.example/a", "http://H.example:80/b?q", true},
+		{"https://h.example/", "https://h.example:443/x", true},
+		{"http://127.0.0.1:8080/", "http://127.0.0.1:8081/", false},
+		{"http://h.example/", "https://h.example/", false},
+		{"http://h.example/", "http://g.example/", false},
+		{"http://[::1]:80/", "http://[::1]/", true},
+	} {
+		a, _ := url.Parse(c.a)
+		b, _ := url.Parse(c.b)
+		if got := SameOrigin(a, b); got != c.same {
+			t.Errorf("SameOrigin(%s, %s) = %v", c.a, c.b, got)
+		}
+	}
+}
+
+func TestCredentialHeader(t *testing.T) {
+	t.Parallel()
+	for h, want := range map[string]string{
+		"Accept: x\nUser-Agent: y\nContent-Type: z": "",
+		"Authorization: Bearer x":                   "Authorization",
+		"X-Api-Key: k":                              "X-Api-Key",
+		"Mcp-Session-Id: s":                         "Mcp-Session-Id",
+		"Cookie: a=b":                               "Cookie",
+	} {
+		hdr := http.Header{}
+		for _, line := range strings.Split(h, "\n") {
+			k, v, _ := strings.Cut(line, ": ")
+			hdr.Set(k, v)
+		}
+		if got := credentialHeader(hdr); got != want {
+			t.Errorf("credentialHeader(%q) = %q, want %q", h, got, want)
+		}
+	}
 }

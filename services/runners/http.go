@@ -53,6 +53,9 @@ func (t *Table) doHTTP(ctx context.Context, c *Call, req *http.Request) (any, er
 		switch {
 		case errors.Is(err, netpolicy.ErrAddressRefused):
 			return nil, &Error{Code: models.CodeURLNotAllowed, Message: "the URL leads to an internal address", Suggestion: "Only public addresses can be fetched."}
+		case errors.Is(err, netpolicy.ErrRedirectRefused):
+			return nil, &Error{Code: models.CodeUpstream, Message: netpolicy.RedirectRefusal(err),
+				Suggestion: "Do not retry: nothing was sent there. Call the address it redirects to if it is the one meant, or ask an administrator to point the tool at it."}
 		case ctx.Err() != nil:
 			return nil, ctx.Err()
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"toolbelt/models"
+	"toolbelt/services/netpolicy"
 	"toolbelt/services/runners"
 )
 
@@ -75,6 +76,9 @@ func (m *Manager) call(ctx context.Context, c *runners.Call) (any, error) {
 				Message:    fmt.Sprintf("the upstream server %s stopped during the call: %v", u.Name, err),
 				Suggestion: "Try again: the server is started again on the next call."}
 		}
+		if e := redirected(u, err); e != nil {
+			return nil, e
+		}
 		return nil, &runners.Error{Code: models.CodeExecutionFailed, Message: fmt.Sprintf("upstream server %s: %v", u.Name, err),
 			Suggestion: "Check the arguments and try again."}
 	}
@@ -102,6 +106,18 @@ func (m *Manager) call(ctx context.Context, c *runners.Call) (any, error) {
 			Suggestion: "Read the message, correct the arguments and try again."}
 	}
 	return out, nil
+}
+
+// redirected is the failure of a request to u that its client refused
+// to follow to another origin with u's credentials (see
+// netpolicy.ClientSending), nil for any other error.
+func redirected(u *models.Upstream, err error) *runners.Error {
+	why := netpolicy.RedirectRefusal(err)
+	if why == "" {
+		return nil
+	}
+	return &runners.Error{Code: models.CodeUpstream, Message: fmt.Sprintf("upstream server %s: %s", u.Name, why),
+		Suggestion: "Do not retry: nothing was sent there. Tell an administrator the server's URL redirects elsewhere."}
 }
 
 // text joins a result's text blocks, for an error message.

@@ -184,6 +184,9 @@ func (m *Manager) connect(ctx context.Context, u *models.Upstream, call *runners
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err != nil {
+		if e := redirected(u, err); e != nil {
+			return nil, e
+		}
 		f := m.failures[key]
 		f.n++
 		f.err = err
@@ -360,7 +363,8 @@ func (m *Manager) expand(tmpl string) (string, error) {
 }
 
 // httpClient is the outbound policy's client, sending the server's
-// headers with every request.
+// headers with every request to its URL's origin and never elsewhere
+// (see netpolicy.ClientSending).
 func (m *Manager) httpClient(u *models.Upstream) (*http.Client, error) {
 	h := http.Header{}
 	for name, tmpl := range u.Headers {
@@ -370,24 +374,9 @@ func (m *Manager) httpClient(u *models.Upstream) (*http.Client, error) {
 		}
 		h.Set(name, v)
 	}
-	client := m.d.Net.Client()
-	client.Transport = headers{next: client.Transport, h: h}
 	// Streams stay open for as long as the session: no response
 	// deadline beyond the one for headers.
-	return client, nil
-}
-
-type headers struct {
-	next http.RoundTripper
-	h    http.Header
-}
-
-func (t headers) RoundTrip(req *http.Request) (*http.Response, error) {
-	req = req.Clone(req.Context())
-	for k, v := range t.h {
-		req.Header[k] = v
-	}
-	return t.next.RoundTrip(req)
+	return m.d.Net.ClientSending(u.URL, h)
 }
 
 // SweepEvery is how often Run looks for idle connections.
