@@ -19,6 +19,7 @@ import (
 	"golang.org/x/text/message"
 
 	"toolbelt/models"
+	"toolbelt/services/redact"
 )
 
 // Bounds a definition must stay within. They keep one tool from starving
@@ -514,7 +515,9 @@ func validateRunner(def *Definition, props map[string]bool, known func(string) b
 					ps.Add(ptr, "placeholder {{%s}} names no property of parameters", m[1])
 				}
 			}
-			if SecretHeader.MatchString(name) && !hasEnv {
+			if rule := redact.Credential(val); rule != "" {
+				ps.Add(ptr, "holds a credential (%s): reference it from the environment as {{env.NAME}}; secrets are never stored", rule)
+			} else if SecretHeader.MatchString(name) && !hasEnv {
 				ps.Add(ptr, "carries a credential: reference it from the environment as {{env.NAME}}; secrets are never stored")
 			}
 		}

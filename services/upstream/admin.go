@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"toolbelt/models"
+	"toolbelt/services/redact"
 	"toolbelt/services/tooldef"
 )
 
@@ -173,7 +174,9 @@ func envName(s string) bool {
 }
 
 // checkSecretRefs: placeholders in a value may only be {{env.NAME}}, and
-// a value that carries a credential must come from one (never stored).
+// a value that carries a credential must come from one (never stored):
+// one the redactor's rules find a credential in, whatever its name, and
+// any value of a name that says it is one (credential).
 func checkSecretRefs(ptr, v string, credential bool, ps *models.Problems) {
 	refs := tooldef.Placeholder.FindAllStringSubmatch(v, -1)
 	for _, m := range refs {
@@ -181,7 +184,9 @@ func checkSecretRefs(ptr, v string, credential bool, ps *models.Problems) {
 			ps.Add(ptr, "{{%s}}: only secrets may be referenced, as {{env.NAME}} with NAME in upper case", m[1])
 		}
 	}
-	if credential && len(refs) == 0 {
+	if rule := redact.Credential(v); rule != "" {
+		ps.Add(ptr, "holds a credential (%s): reference it as {{env.NAME}}, a secret listed in TOOLBELT_SECRETS; secrets are never stored", rule)
+	} else if credential && len(refs) == 0 {
 		ps.Add(ptr, "carries a credential: reference it as {{env.NAME}}, a secret listed in TOOLBELT_SECRETS; secrets are never stored")
 	}
 	if strings.ContainsAny(v, "\r\n\x00") {
