@@ -216,7 +216,8 @@ func (a *App) buildInvoke(env hostEnv, sleep func(context.Context, time.Duration
 	if env.box.Available() {
 		stdio = &upstream.Sandboxed{Box: env.box, DataDir: cfg.DataDir, Limits: quota.Limits(), Net: cfg.NetPolicy, Log: a.Log}
 	}
-	a.Upstreams = upstream.New(upstream.Deps{Store: a.Store, Registry: a.Registry, Net: cfg.NetPolicy, Secrets: cfg.Secrets, Stdio: stdio, Log: a.Log})
+	a.Upstreams = upstream.New(upstream.Deps{Store: a.Store, Registry: a.Registry, Net: cfg.NetPolicy, Secrets: cfg.Secrets, Stdio: stdio,
+		Caps: cfg.UpstreamProcesses, Log: a.Log})
 	a.Metrics.Register(a.Upstreams.Collector())
 	if cfg.ToolsDir != "" {
 		a.ToolFiles = catalog.NewToolFiles(cfg.ToolsDir, a.Registry, a.Upstreams, a.Log)

@@ -23,6 +23,7 @@ import (
 	"toolbelt/services/runners"
 	"toolbelt/services/sandbox"
 	"toolbelt/services/selection"
+	"toolbelt/services/upstream"
 	"toolbelt/web"
 )
 
@@ -54,6 +55,9 @@ type Config struct {
 	Instance string
 	// SessionQuotaMB is the disk quota of each session's work directory.
 	SessionQuotaMB int
+	// UpstreamProcesses bound a session-isolated upstream server's
+	// processes (TOOLBELT_UPSTREAM_PROCESSES_PER_SERVER, _PER_PRINCIPAL).
+	UpstreamProcesses upstream.ProcessCaps
 	// AuditRetention is how long audit log entries are kept
 	// (TOOLBELT_AUDIT_RETENTION); 0 keeps them all.
 	AuditRetention time.Duration
@@ -154,6 +158,21 @@ func ParseConfig(args []string, lookup func(string) (string, bool)) (Config, err
 		*c.to = v
 	}
 	cfg.Caps = caps
+	procs := upstream.DefaultProcessCaps()
+	for _, c := range []struct {
+		name string
+		to   *int
+	}{{"TOOLBELT_UPSTREAM_PROCESSES_PER_SERVER", &procs.PerServer}, {"TOOLBELT_UPSTREAM_PROCESSES_PER_PRINCIPAL", &procs.PerPrincipal}} {
+		v, err := strconv.Atoi(env(c.name, strconv.Itoa(*c.to)))
+		if err != nil || v < 1 {
+			return cfg, fmt.Errorf("%s must be a positive integer: the processes a session-isolated upstream server may run", c.name)
+		}
+		*c.to = v
+	}
+	if procs.PerPrincipal > procs.PerServer {
+		return cfg, fmt.Errorf("TOOLBELT_UPSTREAM_PROCESSES_PER_PRINCIPAL (%d) must not exceed TOOLBELT_UPSTREAM_PROCESSES_PER_SERVER (%d)", procs.PerPrincipal, procs.PerServer)
+	}
+	cfg.UpstreamProcesses = procs
 	grace, err := time.ParseDuration(env("TOOLBELT_SHUTDOWN_TIMEOUT", "20s"))
 	if err != nil || grace < 0 {
 		return cfg, fmt.Errorf("TOOLBELT_SHUTDOWN_TIMEOUT must be a duration such as 20s")

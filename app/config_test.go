@@ -19,6 +19,7 @@ import (
 	"toolbelt/services/ops"
 	"toolbelt/services/runners"
 	"toolbelt/services/selection"
+	"toolbelt/services/upstream"
 )
 
 // lookupIn reads an environment from a map.
@@ -36,7 +37,8 @@ func TestParseConfig(t *testing.T) {
 		KeepLearned: selection.DefaultKeepLearned, Sandbox: "auto", ShutdownTimeout: 20 * time.Second,
 		Alerts: ops.DefaultAlertConfig(), ToolsDir: "./tools.d", SessionQuotaMB: runners.DefaultSessionQuota >> 20,
 		Callbacks: callbacks.Defaults(), AuditRetention: audit.DefaultRetention, Caps: access.DefaultPrincipalCaps(),
-		QueueWaiting: invoke.DefaultQueueWaiting, QueueWaitingEach: invoke.DefaultQueueWaitingEach,
+		UpstreamProcesses: upstream.DefaultProcessCaps(),
+		QueueWaiting:      invoke.DefaultQueueWaiting, QueueWaitingEach: invoke.DefaultQueueWaitingEach,
 		OutageGrace: access.DefaultOutageGrace}
 	with := func(edit func(*Config)) Config {
 		c := defaults
@@ -59,6 +61,7 @@ func TestParseConfig(t *testing.T) {
 			"TOOLBELT_SHUTDOWN_TIMEOUT": "3s", "TOOLBELT_TOOLS_DIR": "", "TOOLBELT_SESSION_QUOTA_MB": "64",
 			"TOOLBELT_AUDIT_RETENTION":       "720h",
 			"TOOLBELT_MAX_PENDING_APPROVALS": "5", "TOOLBELT_MAX_MCP_SESSIONS": "6", "TOOLBELT_MAX_EVENT_STREAMS": "7",
+			"TOOLBELT_UPSTREAM_PROCESSES_PER_SERVER": "12", "TOOLBELT_UPSTREAM_PROCESSES_PER_PRINCIPAL": "3",
 			"TOOLBELT_ALERT_FAILURE_RATE": "0.25", "TOOLBELT_ALERT_WINDOW": "5m", "TOOLBELT_ALERT_MIN_CALLS": "3",
 			"TOOLBELT_ALERT_WEBHOOK":    "https://hooks.example/x",
 			"TOOLBELT_HTTP_ALLOW_HOSTS": "api.example, .corp", "TOOLBELT_HTTP_ALLOW_PRIVATE": "10.0.0.0/8",
@@ -84,6 +87,7 @@ func TestParseConfig(t *testing.T) {
 			c.NetPolicy = netpolicy.Policy{AllowHosts: []string{"api.example", ".corp"}, AllowPrivate: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}}
 			c.Secrets = map[string]string{"TOKEN": "s3cret", "MISSING": ""}
 			c.Caps = access.PrincipalCaps{PendingApprovals: 5, MCPSessions: 6, EventStreams: 7}
+			c.UpstreamProcesses = upstream.ProcessCaps{PerServer: 12, PerPrincipal: 3}
 		})},
 		{name: "flags over variables",
 			args: []string{"--addr", ":1", "--data-dir", "d", "--log-level", "warn", "--log-format", "text", "--ollama-url", "http://o",
@@ -97,6 +101,10 @@ func TestParseConfig(t *testing.T) {
 			})},
 		{name: "bad TOOLBELT_LEARNED_PER_TOOL", env: map[string]string{"TOOLBELT_LEARNED_PER_TOOL": "0"}, wantErr: "TOOLBELT_LEARNED_PER_TOOL must be a positive integer"},
 		{name: "bad TOOLBELT_SHUTDOWN_TIMEOUT", env: map[string]string{"TOOLBELT_SHUTDOWN_TIMEOUT": "soon"}, wantErr: "TOOLBELT_SHUTDOWN_TIMEOUT must be a duration such as 20s"},
+		{name: "bad TOOLBELT_UPSTREAM_PROCESSES_PER_SERVER", env: map[string]string{"TOOLBELT_UPSTREAM_PROCESSES_PER_SERVER": "0"},
+			wantErr: "TOOLBELT_UPSTREAM_PROCESSES_PER_SERVER must be a positive integer: the processes a session-isolated upstream server may run"},
+		{name: "per principal above per server", env: map[string]string{"TOOLBELT_UPSTREAM_PROCESSES_PER_SERVER": "2", "TOOLBELT_UPSTREAM_PROCESSES_PER_PRINCIPAL": "3"},
+			wantErr: "TOOLBELT_UPSTREAM_PROCESSES_PER_PRINCIPAL (3) must not exceed TOOLBELT_UPSTREAM_PROCESSES_PER_SERVER (2)"},
 		{name: "bad TOOLBELT_SESSION_QUOTA_MB", env: map[string]string{"TOOLBELT_SESSION_QUOTA_MB": "-1"}, wantErr: "TOOLBELT_SESSION_QUOTA_MB must be a positive number of MiB"},
 		{name: "bad TOOLBELT_AUDIT_RETENTION", env: map[string]string{"TOOLBELT_AUDIT_RETENTION": "a year"}, wantErr: "TOOLBELT_AUDIT_RETENTION must be a duration such as 8760h (0 keeps every entry)"},
 		{name: "bad --audit-retention", args: []string{"--audit-retention", "-1h"}, wantErr: "--audit-retention must not be negative (0 keeps every entry)"},

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"toolbelt/internal/nodetest"
 	"toolbelt/services/upstream"
 )
 
@@ -20,7 +19,7 @@ import (
 func stdioServer(t *testing.T, app *testApp, name, category, isolation string, command []string, env map[string]string, idle int) map[string]any {
 	t.Helper()
 	body := map[string]any{"name": name, "transport": "stdio", "category": category, "isolation": isolation,
-		"command": command, "mounts": map[string]string{"node": nodetest.Dir(t)}, "env": env, "idle_seconds": idle}
+		"command": command, "mounts": map[string]string{"node": nodePackages(t)}, "env": env, "idle_seconds": idle}
 	r := app.do(t, "admin", "POST", "/api/v1/upstreams", body)
 	if r.Status != 201 {
 		t.Fatalf("add %s: %d %s", name, r.Status, r.Body)
@@ -204,7 +203,7 @@ func waitForProcess(t *testing.T, marker string) int {
 func TestUpstreamTryLeavesNothing(t *testing.T) {
 	app := newTestApp(t)
 	needSandbox(t, app)
-	spec := upstream.Spec{Name: "everything", Transport: "stdio", Category: "api", Mounts: map[string]string{"node": nodetest.Dir(t)},
+	spec := upstream.Spec{Name: "everything", Transport: "stdio", Category: "api", Mounts: map[string]string{"node": nodePackages(t)},
 		Command: []string{"node", serversAt + "server-everything/dist/index.js", "stdio"}}
 	if tools, err := app.app.Upstreams.Try(t.Context(), spec); err != nil || !slices.Contains(tools, "echo") {
 		t.Fatalf("try: %v %v", tools, err)

@@ -108,6 +108,11 @@ func (inv *Invoker) attempt(ctx context.Context, c *call) ToolResult {
 	}
 	if err != nil {
 		var te *runners.Error
+		if errors.As(err, &te) && te.RetryAfter > 0 {
+			res := refusal(te.Code, inv.redactor.Redact(te.Message), te.Suggestion)
+			res.Error.Retryable, res.Error.RetryAfter = te.Retryable, te.RetryAfter
+			return res
+		}
 		if errors.As(err, &te) {
 			return failure(te.Code, inv.redactor.Redact(te.Message), te.Retryable, te.Suggestion)
 		}

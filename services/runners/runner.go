@@ -61,6 +61,9 @@ type Error struct {
 	Message    string
 	Suggestion string
 	Retryable  bool
+	// RetryAfter, when set, makes the failure a refusal by a limit: the
+	// wait in seconds it asks for (nothing ran).
+	RetryAfter int
 }
 
 func (e *Error) Error() string { return e.Message }

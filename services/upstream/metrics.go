@@ -1,6 +1,10 @@
 package upstream
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"maps"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
 
 var (
 	connectionsDesc = prometheus.NewDesc("toolbelt_upstream_connections",
@@ -11,6 +15,10 @@ var (
 		"Memory of an upstream MCP server's running stdio processes on this instance.", []string{"server"}, nil)
 	egressRefusedDesc = prometheus.NewDesc("toolbelt_upstream_egress_refused_total",
 		"Connections an upstream MCP server's stdio processes asked for on this instance and its egress proxy refused.", []string{"server"}, nil)
+	evictedDesc = prometheus.NewDesc("toolbelt_upstream_processes_evicted_total",
+		"Idle session processes of an upstream MCP server stopped on this instance to make room for a new session under the process caps.", []string{"server"}, nil)
+	capRefusedDesc = prometheus.NewDesc("toolbelt_upstream_processes_refused_total",
+		"Calls refused (RATE_LIMIT_EXCEEDED) on this instance because an upstream MCP server's process caps were reached and every process had a call in flight.", []string{"server"}, nil)
 )
 
 // Collector reports the upstreams' state on /metrics, read when scraped.
@@ -23,6 +31,8 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- failingDesc
 	ch <- memoryDesc
 	ch <- egressRefusedDesc
+	ch <- evictedDesc
+	ch <- capRefusedDesc
 }
 
 func (c collector) Collect(ch chan<- prometheus.Metric) {
@@ -34,7 +44,13 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	for key := range c.m.failures {
 		failing[key.server] = true
 	}
+	counters := map[*prometheus.Desc]map[string]uint64{evictedDesc: maps.Clone(c.m.evicted), capRefusedDesc: maps.Clone(c.m.capRefused)}
 	c.m.mu.Unlock()
+	for desc, per := range counters {
+		for server, n := range per {
+			ch <- prometheus.MustNewConstMetric(desc, prometheus.CounterValue, float64(n), server)
+		}
+	}
 	for server := range failing {
 		ch <- prometheus.MustNewConstMetric(failingDesc, prometheus.GaugeValue, 1, server)
 	}

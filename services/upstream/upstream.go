@@ -40,7 +40,10 @@ type Deps struct {
 	// Stdio starts a stdio server's process (nil: stdio servers cannot
 	// run here).
 	Stdio StdioStarter
-	Log   *slog.Logger
+	// Caps bound a session-isolated server's processes (zero: the
+	// defaults).
+	Caps ProcessCaps
+	Log  *slog.Logger
 }
 
 // StdioStarter starts a stdio server's command and returns the transport
@@ -69,6 +72,13 @@ type Manager struct {
 	// trying are the names servers are connected to under before they
 	// are registered (tried, or being added): Reconcile leaves them be.
 	trying map[string]bool
+	// starting are the session connections being made, each closed once
+	// made or failed: a second call for the session waits for it, and
+	// the caps count it.
+	starting map[connKey]chan struct{}
+	// evicted and capRefused count, per server, the idle processes the
+	// caps stopped and the calls they refused.
+	evicted, capRefused map[string]uint64
 }
 
 type connKey struct{ server, session string }
@@ -84,7 +94,8 @@ func New(d Deps) *Manager {
 	if d.Log == nil {
 		d.Log = slog.Default()
 	}
-	return &Manager{d: d, cns: map[connKey]*conn{}, failures: map[connKey]failure{}, known: map[string]known{}, trying: map[string]bool{}}
+	return &Manager{d: d, cns: map[connKey]*conn{}, failures: map[connKey]failure{}, known: map[string]known{}, trying: map[string]bool{},
+		starting: map[connKey]chan struct{}{}, evicted: map[string]uint64{}, capRefused: map[string]uint64{}}
 }
 
 // conn is one live MCP session to an upstream.
@@ -112,6 +123,7 @@ func (m *Manager) acquire(ctx context.Context, u *models.Upstream, call *runners
 		return nil, err
 	}
 	if err := c.acquire(ctx); err != nil {
+		c.unclaim()
 		return nil, err
 	}
 	return c, nil
@@ -123,27 +135,39 @@ func (c *conn) close() {
 	c.end()
 }
 
-func (c *conn) acquire(ctx context.Context) error {
-	select {
-	case c.sem <- struct{}{}:
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+// claim counts a call that will use the connection, from when connect
+// hands it out (under the manager's lock, so neither the sweep nor a cap
+// stops it meanwhile) until release.
+func (c *conn) claim() {
 	c.mu.Lock()
 	c.busy++
 	c.mu.Unlock()
-	return nil
 }
 
-func (c *conn) release() {
+func (c *conn) unclaim() {
 	c.mu.Lock()
 	c.busy--
 	c.used = time.Now()
 	c.mu.Unlock()
+}
+
+// acquire waits for a slot of a connection claimed by connect.
+func (c *conn) acquire(ctx context.Context) error {
+	select {
+	case c.sem <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (c *conn) release() {
+	c.unclaim()
 	<-c.sem
 }
 
-// idleSince is when the connection was last used, or zero while in use.
+// idleSince is when the connection was last used, or zero while a call
+// uses it or waits for it.
 func (c *conn) idleSince() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -169,15 +193,49 @@ func (m *Manager) connect(ctx context.Context, u *models.Upstream, call *runners
 		call = nil
 	}
 	m.mu.Lock()
-	if c, ok := m.cns[key]; ok {
+	for {
+		if c, ok := m.cns[key]; ok {
+			c.claim()
+			m.mu.Unlock()
+			return c, nil
+		}
+		made, ok := m.starting[key]
+		if !ok {
+			break
+		}
 		m.mu.Unlock()
-		return c, nil
+		select {
+		case <-made: // made or failed: look again
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		m.mu.Lock()
 	}
 	if f, ok := m.failures[key]; ok && time.Now().Before(f.until) {
 		m.mu.Unlock()
 		return nil, &runners.Error{Code: models.CodeExecutionFailed, Retryable: true,
 			Message:    fmt.Sprintf("upstream server %s failed to start or answer (%v); it is tried again in %s", u.Name, f.err, time.Until(f.until).Round(time.Second)),
 			Suggestion: "Try again later, or choose another tool."}
+	}
+	if key.session != "" {
+		victim, err := m.makeRoom(key)
+		if err != nil {
+			m.mu.Unlock()
+			return nil, err
+		}
+		made := make(chan struct{})
+		m.starting[key] = made
+		defer func() {
+			m.mu.Lock()
+			delete(m.starting, key)
+			m.mu.Unlock()
+			close(made)
+		}()
+		if victim != nil {
+			m.mu.Unlock()
+			victim.close()
+			m.mu.Lock()
+		}
 	}
 	m.mu.Unlock()
 	c, err := m.dial(ctx, u, key, call)
@@ -203,9 +261,11 @@ func (m *Manager) connect(ctx context.Context, u *models.Upstream, call *runners
 	}
 	if old, ok := m.cns[key]; ok { // another call connected meanwhile
 		c.close()
+		old.claim()
 		return old, nil
 	}
 	m.cns[key] = c
+	c.claim()
 	m.watchers.Go(func() { m.forget(key, c) })
 	return c, nil
 }
