@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"toolbelt/models"
+	"toolbelt/services/sandbox"
 	"toolbelt/services/tooldef"
 )
 
@@ -57,12 +58,36 @@ func (inv *Invoker) securityRefusal(def tooldef.Definition, args map[string]any)
 		return nil
 	}
 	if p, ok := args["path"].(string); ok {
-		if msg := checkPath(p, def.Security.AllowedPaths); msg != "" {
+		if msg := checkPath(inv.underWorkPath(def, p), def.Security.AllowedPaths); msg != "" {
 			return refuse(models.CodePathNotAllowed, msg,
 				"Use a path relative to the session work directory, inside "+strings.Join(allowedOrDot(def.Security.AllowedPaths), ", ")+", without \"..\".")
 		}
 	}
 	return nil
+}
+
+// underWorkPath is p made relative when def is a tool of a stdio
+// upstream server and p names a place under the work directory as the
+// server sees it in the sandbox (/work under bubblewrap: the root a
+// filesystem server is given and lists), else p. It only takes the root
+// off: what follows ("..", another absolute path) is checkPath's to
+// refuse, and a path beside the root (/workx) stays absolute.
+func (inv *Invoker) underWorkPath(def tooldef.Definition, p string) string {
+	box := inv.runners.Sandbox()
+	if def.Runner.Kind != tooldef.RunnerMCP || !def.Security.Sandbox || box == nil {
+		return p
+	}
+	root := box.WorkPath(sandbox.Spec{})
+	if root == "" || !filepath.IsAbs(root) {
+		return p // the server sees the session's own host path: nothing fixed to strip
+	}
+	if p == root {
+		return "."
+	}
+	if rest, ok := strings.CutPrefix(p, root+"/"); ok && rest != "" {
+		return rest
+	}
+	return p
 }
 
 // isFileBuiltin reports whether the tool runs one of the file built-ins,
