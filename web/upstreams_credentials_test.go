@@ -11,8 +11,8 @@ import (
 // TestHeaderCredentialsNeverStored registers literal credentials in
 // headers whose names say nothing (a GitHub token, an AWS key, a Slack
 // token, a JWT bearer): a remote MCP server and an http tool are
-// refused with a pointer to {{env.NAME}} and nothing is stored; a row
-// stored before the check shows its values masked.
+// refused with a pointer to {{env.NAME}} and nothing is stored; a server
+// or a tool stored before the check shows its values masked.
 func TestHeaderCredentialsNeverStored(t *testing.T) {
 	t.Parallel() // its own app
 	app := newTestApp(t)
@@ -64,6 +64,22 @@ func TestHeaderCredentialsNeverStored(t *testing.T) {
 		r := app.do(t, "admin", "GET", path, nil)
 		if r.Status != 200 || strings.Contains(string(r.Body), literals["github"]) || !strings.Contains(string(r.Body), `"X-Custom":"[REDACTED:`) ||
 			!strings.Contains(string(r.Body), `"Accept":"application/json"`) {
+			t.Errorf("GET %s: %d %s", path, r.Status, r.Body)
+		}
+	}
+	// An http tool stored before the check: its definition shows the
+	// value masked.
+	_, ver, err := app.store.ToolByName(ctx, "fine_ref", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := strings.Replace(ver.Definition, "Bearer {{env.TB_TEST_SECRET}}", literals["slack"], 1)
+	if err := app.store.DB().Model(&models.ToolVersion{}).Where("id = ?", ver.ID).Update("definition", old).Error; err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{"/api/v1/tools/fine_ref", "/api/v1/tools/fine_ref/versions/1.0.0"} {
+		r := app.do(t, "admin", "GET", path, nil)
+		if r.Status != 200 || strings.Contains(string(r.Body), literals["slack"]) || !strings.Contains(string(r.Body), `"X-Custom":"[REDACTED:`) {
 			t.Errorf("GET %s: %d %s", path, r.Status, r.Body)
 		}
 	}

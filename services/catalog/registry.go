@@ -18,6 +18,7 @@ import (
 
 	"toolbelt/models"
 	"toolbelt/services/formats"
+	"toolbelt/services/redact"
 	"toolbelt/services/tooldef"
 )
 
@@ -626,6 +627,9 @@ func (r *Registry) view(t *models.Tool, v *models.ToolVersion) (*Tool, error) {
 	if tags == nil {
 		tags = []string{}
 	}
+	// A header value stored before literal credentials were refused
+	// shows masked; the runner reads the stored version, not this view.
+	def.Runner.Headers = redact.MaskCredentials(def.Runner.Headers)
 	return &Tool{
 		Name: t.Name, Version: v.Version, Category: def.Category, SecurityLevel: def.Security.Level,
 		Tags: tags, Description: def.Description,

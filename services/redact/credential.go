@@ -27,3 +27,21 @@ func Credential(s string) string {
 	}
 	return rule
 }
+
+// MaskCredentials is values with each value Credential finds a
+// credential in replaced by its mark ([REDACTED:<rule>]), for showing a
+// registration stored before such values were refused. values itself is
+// left as it is.
+func MaskCredentials(values map[string]string) map[string]string {
+	if values == nil {
+		return nil
+	}
+	out := make(map[string]string, len(values))
+	for name, v := range values {
+		if rule := Credential(v); rule != "" {
+			v = "[REDACTED:" + rule + "]"
+		}
+		out[name] = v
+	}
+	return out
+}

@@ -69,7 +69,8 @@ func (m *Manager) server(ctx context.Context, u *models.Upstream) (*Server, erro
 		return nil, err
 	}
 	s := &Server{Upstream: *u, Connections: m.Warm()[u.Name], Tools: make([]Tool, 0, len(rows))}
-	s.Headers, s.Env = masked(u.Headers), masked(u.Env)
+	// Values stored before literal credentials were refused show masked.
+	s.Headers, s.Env = redact.MaskCredentials(u.Headers), redact.MaskCredentials(u.Env)
 	m.mu.Lock()
 	for key, f := range m.failures {
 		if key.server == u.Name {
@@ -92,23 +93,6 @@ func (m *Manager) server(ctx context.Context, u *models.Upstream) (*Server, erro
 		s.Tools = append(s.Tools, t)
 	}
 	return s, nil
-}
-
-// masked is values with each value the redactor finds a credential in
-// replaced by its mark: a registration stored before such values were
-// refused shows none.
-func masked(values map[string]string) map[string]string {
-	if values == nil {
-		return nil
-	}
-	out := make(map[string]string, len(values))
-	for name, v := range values {
-		if rule := redact.Credential(v); rule != "" {
-			v = "[REDACTED:" + rule + "]"
-		}
-		out[name] = v
-	}
-	return out
 }
 
 // changes names the fields of a served definition that differ.
