@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"toolbelt/internal/nodetest"
 	"toolbelt/models"
 	"toolbelt/services/netpolicy"
 )
@@ -51,7 +50,7 @@ func TestClusterUpstreams(t *testing.T) {
 	// old registration stops, and its next call runs the new one.
 	renewed := "cluster-" + models.NewID()
 	if r := apps[0].do(t, "admin", "PUT", "/api/v1/upstreams/memory", map[string]any{"transport": "stdio", "category": "code",
-		"command": []string{"node", serversAt + "server-memory/dist/index.js", renewed}, "mounts": map[string]string{"node": nodetest.Dir(t)},
+		"command": []string{"node", serversAt + "server-memory/dist/index.js", renewed}, "mounts": map[string]string{"node": nodePackages(t)},
 		"env": map[string]string{"MEMORY_FILE_PATH": "/work/memory.jsonl"}}); r.Status != 200 {
 		t.Fatalf("update: %d %s", r.Status, r.Body)
 	}
