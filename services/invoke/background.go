@@ -173,6 +173,11 @@ func (inv *Invoker) callerNow(ctx context.Context, id uint) (*models.Principal, 
 	switch {
 	case errors.Is(err, models.ErrNotFound):
 		res = failure(models.CodePermissionDenied, "the caller of this call no longer exists", false, "")
+	case err != nil && ctx.Err() != nil:
+		// Cancelled as the caller was read: a cancel asked between the
+		// claim and the tracking of a background call cancels the read
+		// itself, and the call ends as asked, not as a store failure.
+		res = failure(models.CodeCancelled, "the call was cancelled", false, "")
 	case err != nil:
 		res = storeFailure(err)
 	case p.DisabledAt != nil:
