@@ -839,48 +839,43 @@ func postgresOutageFault(t *testing.T, bin string) faultReport {
 	write(0)
 	pg.Stop()
 	stopped := time.Now()
+	tick := time.NewTicker(time.Second) // the agent's pace: a call a second
+	defer tick.Stop()
 	for i := 1; time.Since(stopped) < 30*time.Second; i++ {
 		write(i)
-		time.Sleep(time.Second)
+		<-tick.C
 	}
 	if err := pg.Start(); err != nil {
 		t.Fatal(err)
 	}
 	back := time.Now()
 	// Every answered call reaches the history once the spool is written.
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	var calls []any
+	waitUntil(t, 60*time.Second, func() (bool, string) {
 		code, body, err := c.do("GET", "/api/v1/calls?session_id=outage&limit=1000", testAdminKey, nil)
-		calls, _ := body["calls"].([]any)
-		if err == nil && code == 200 && len(calls) >= len(answered) {
-			if rep.recover == 0 {
-				rep.recover = time.Since(back)
-			}
-			seen := map[string]int{}
-			for _, raw := range calls {
-				rec, _ := raw.(map[string]any)
-				var args struct{ Path string }
-				_ = json.Unmarshal([]byte(fmt.Sprint(rec["arguments"])), &args)
-				seen[args.Path]++
-				if want, ok := answered[fmt.Sprint(rec["id"])]; ok && (want != args.Path || rec["status"] != "succeeded") {
-					t.Errorf("call %v answered succeeded writing %s is kept as %v writing %s", rec["id"], want, rec["status"], args.Path)
-				}
-			}
-			for id, path := range answered {
-				if seen[path] != 1 {
-					rep.lost++
-					t.Errorf("call %s writing %s is in the history %d times", id, path, seen[path])
-				}
-				if raw, err := os.ReadFile(filepath.Join(data, "sessions", "p1", "outage", path)); err != nil || string(raw) != path {
-					t.Errorf("call %s answered succeeded, and %s holds %q (%v)", id, path, raw, err)
-				}
-			}
-			break
+		calls, _ = body["calls"].([]any)
+		return err == nil && code == 200 && len(calls) >= len(answered),
+			fmt.Sprintf("the history holds %d of the %d answered calls after Postgres returned: %d %v", len(calls), len(answered), code, err)
+	})
+	rep.recover = time.Since(back)
+	seen := map[string]int{}
+	for _, raw := range calls {
+		rec, _ := raw.(map[string]any)
+		var args struct{ Path string }
+		_ = json.Unmarshal([]byte(fmt.Sprint(rec["arguments"])), &args)
+		seen[args.Path]++
+		if want, ok := answered[fmt.Sprint(rec["id"])]; ok && (want != args.Path || rec["status"] != "succeeded") {
+			t.Errorf("call %v answered succeeded writing %s is kept as %v writing %s", rec["id"], want, rec["status"], args.Path)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the history holds %d of the %d answered calls 60 s after Postgres returned: %d %v", len(calls), len(answered), code, err)
+	}
+	for id, path := range answered {
+		if seen[path] != 1 {
+			rep.lost++
+			t.Errorf("call %s writing %s is in the history %d times", id, path, seen[path])
 		}
-		time.Sleep(200 * time.Millisecond)
+		if raw, err := os.ReadFile(filepath.Join(data, "sessions", "p1", "outage", path)); err != nil || string(raw) != path {
+			t.Errorf("call %s answered succeeded, and %s holds %q (%v)", id, path, raw, err)
+		}
 	}
 	rep.acked = len(answered)
 	return rep

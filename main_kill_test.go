@@ -64,15 +64,10 @@ func TestKilledSyncCallsWaitingAreNotInterrupted(t *testing.T) {
 	}
 	waitFor := func(running int, waiting float64) {
 		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			if got, w := len(begun()), codeWaiting(s); got == running && w == waiting {
-				return
-			} else if time.Now().After(deadline) {
-				t.Fatalf("not %d running and %v waiting: begun %d, waiting %v\n%s", running, waiting, got, w, s.output())
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		waitUntil(t, 30*time.Second, func() (bool, string) {
+			got, w := len(begun()), codeWaiting(s)
+			return got == running && w == waiting, fmt.Sprintf("want %d running and %v waiting: begun %d, waiting %v\n%s", running, waiting, got, w, s.output())
+		})
 	}
 	waitFor(4, 2)
 	call("combo_kill", "kc")

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"toolbelt/app"
 	"toolbelt/internal/nodetest"
@@ -95,11 +94,7 @@ func TestUpstreamProcessCaps(t *testing.T) {
 			}
 		})
 	}
-	for deadline := time.Now().Add(30 * time.Second); processes(everything)-shared(everything) < 2; time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the two long calls' processes did not start: %d", processes(everything))
-		}
-	}
+	eventually(t, "the two long calls' processes start", func() bool { return processes(everything)-shared(everything) >= 2 })
 	code, res, retry := call("agent", "b3", "everything__get_sum", map[string]any{"a": 1, "b": 2})
 	if code != 429 || errCode(res) != "RATE_LIMIT_EXCEEDED" || retry == "" || !strings.Contains(string(mustJSON(res["error"])), "in flight") {
 		t.Errorf("a third session while two calls run: %d %v (Retry-After %q)", code, res, retry)

@@ -108,18 +108,12 @@ func TestUpstreamOverHTTP(t *testing.T) {
 	// The server counts its 4 steps: each reaches the client as it said
 	// it, its total with it (the last may reach Toolbelt after the
 	// result, and the client may handle one after the result).
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+	eventually(t, "the upstream's progress steps reach the client", func() bool {
 		progressMu.Lock()
-		n := len(progress)
-		progressMu.Unlock()
-		if n >= 3 {
-			break
-		}
-	}
+		defer progressMu.Unlock()
+		return len(progress) >= 3
+	})
 	progressMu.Lock()
-	if len(progress) < 3 {
-		t.Errorf("progress through /mcp: %+v, want the upstream's steps", progress)
-	}
 	for i, p := range progress {
 		if p.Progress != float64(i+1) || p.Total != 4 || p.ProgressToken != "p1" {
 			t.Errorf("progress %d through /mcp: %+v, want %d of 4", i, p, i+1)
@@ -147,15 +141,10 @@ func TestUpstreamOverHTTP(t *testing.T) {
 	if err == nil || time.Since(start) > 10*time.Second {
 		t.Errorf("a slow call the client cancelled: %v after %v", err, time.Since(start))
 	}
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+	eventually(t, "the cancelled call is recorded cancelled", func() bool {
 		r := app.do(t, "agent", "GET", "/api/v1/calls?tool=everything__trigger_long_running_operation", nil)
-		if strings.Contains(string(r.Body), `"error_code":"CANCELLED"`) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the cancelled call is not recorded cancelled: %s", r.Body)
-		}
-	}
+		return strings.Contains(string(r.Body), `"error_code":"CANCELLED"`)
+	})
 
 	// Disabled: its tools refuse; enabled: they run again.
 	app.do(t, "admin", "POST", "/api/v1/upstreams/everything/disable", nil)
