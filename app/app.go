@@ -103,6 +103,16 @@ type App struct {
 	// URL is where the server listens, as a person on this machine would
 	// open it.
 	URL string
+	// PublicURL is the server's origin as its clients reach it
+	// (Config.PublicURL, or URL): the issuer of the tokens it issues and
+	// the name of its OAuth resources.
+	PublicURL string
+
+	// tokens verify the access tokens that are not API keys, and
+	// authServers are their issuers (the protected-resource metadata
+	// lists them); the identity modes fill both.
+	tokens      []access.TokenVerifier
+	authServers []string
 
 	approvalSweep time.Duration
 	// outage is since when the database has not answered: the key check
@@ -140,6 +150,11 @@ func New(ctx context.Context, cfg Config, opts Options) (_ *App, err error) {
 			_ = a.Close()
 		}
 	}()
+	// Listening first names the server (a.URL, and the public URL by
+	// default) before the services that put the name in what they issue.
+	if err := a.listen(); err != nil {
+		return nil, err
+	}
 	if err := a.openStore(ctx); err != nil {
 		return nil, err
 	}
@@ -162,9 +177,6 @@ func New(ctx context.Context, cfg Config, opts Options) (_ *App, err error) {
 		return nil, err
 	}
 	a.buildHandler(env)
-	if err := a.listen(); err != nil {
-		return nil, err
-	}
 	a.banner(opts.Stdout)
 	return a, nil
 }

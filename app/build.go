@@ -141,7 +141,7 @@ func (a *App) openCluster(ctx context.Context) (err error) {
 // buildAccess makes the enforcer and the accounts. Policy changes, wrong
 // API keys and revoked keys are shared with the other instances.
 func (a *App) buildAccess(ctx context.Context) (err error) {
-	a.Authz, err = access.OpenAuthz(ctx, access.AuthzDeps{Store: a.Store, Roles: web.RolePolicies(), Watcher: a.Notices.CasbinWatcher()})
+	a.Authz, err = access.OpenAuthz(ctx, access.AuthzDeps{Store: a.Store, Roles: web.RolePolicies(), Scopes: web.ScopePolicies(), Watcher: a.Notices.CasbinWatcher()})
 	if err != nil {
 		return err
 	}
@@ -340,7 +340,8 @@ func (a *App) buildHandler(env hostEnv) {
 	a.mcp = mcpserver.New(mcpserver.Deps{Selector: a.Selector, Invoker: a.Invoker, Waits: waits, Version: Version, Log: a.Log})
 	a.Handler = web.New(web.Deps{Handler: h, Console: con, Accounts: a.Accounts, Authz: a.Authz, Log: a.Log, RequestLine: a.requestLine, Metrics: a.Metrics, MCP: a.mcp,
 		MCPSessions:    access.NewHolds("MCP sessions", cfg.Caps.MCPSessions, func() { a.Metrics.CapRefused("mcp_sessions") }),
-		TrustedProxies: cfg.TrustedProxies, MCPAllowedOrigins: cfg.MCPAllowedOrigins})
+		TrustedProxies: cfg.TrustedProxies, MCPAllowedOrigins: cfg.MCPAllowedOrigins,
+		PublicURL: a.PublicURL, AuthorizationServers: a.authServers, Tokens: a.tokens})
 	a.srv = newHTTPServer(cfg.Addr, a.Handler, serverTimeouts)
 }
 
@@ -350,6 +351,7 @@ func (a *App) listen() (err error) {
 		return fmt.Errorf("listen on %s: %w", a.Config.Addr, err)
 	}
 	a.URL = baseURL(a.ln.Addr().String())
+	a.PublicURL = cmp.Or(a.Config.PublicURL, a.URL)
 	return nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"maps"
+	"net"
 	"net/netip"
 	"net/url"
 	"path/filepath"
@@ -115,7 +116,25 @@ type Config struct {
 	// spooled to the journal (TOOLBELT_OUTAGE_GRACE); past it every call
 	// is refused and /readyz answers 503. 0: refused at once.
 	OutageGrace time.Duration
+
+	// PublicURL is the server's origin as its clients reach it
+	// (TOOLBELT_PUBLIC_URL: scheme://host[:port], https unless the host
+	// is a loopback name): the issuer of the embedded authorization
+	// server and the name of the OAuth resources /mcp and /api/v1.
+	// Empty: http on the listen address, for one machine.
+	PublicURL string
+	// OAuth is how access tokens are issued (TOOLBELT_OAUTH): embedded
+	// (Toolbelt's own authorization server, the default), oidc (the
+	// organisation's OpenID provider) or off (API keys only).
+	OAuth string
 }
+
+// The identity modes of Config.OAuth.
+const (
+	OAuthEmbedded = "embedded"
+	OAuthOIDC     = "oidc"
+	OAuthOff      = "off"
+)
 
 // ParseConfig reads the serve command's configuration from args and the
 // environment, which lookup reads (os.LookupEnv in main). -h answers
@@ -254,6 +273,12 @@ func ParseConfig(args []string, lookup func(string) (string, bool)) (Config, err
 	}
 	if cfg.Callbacks.WorkersEach, err = positive(env, "TOOLBELT_CALLBACK_WORKERS_PER_PRINCIPAL", cfg.Callbacks.WorkersEach); err != nil {
 		return cfg, err
+	}
+	if cfg.PublicURL, err = publicURL(env("TOOLBELT_PUBLIC_URL", "")); err != nil {
+		return cfg, err
+	}
+	if cfg.OAuth = env("TOOLBELT_OAUTH", OAuthEmbedded); !slices.Contains([]string{OAuthEmbedded, OAuthOIDC, OAuthOff}, cfg.OAuth) {
+		return cfg, fmt.Errorf("TOOLBELT_OAUTH %q: use embedded (Toolbelt issues access tokens), oidc (your OpenID provider does) or off (API keys only)", cfg.OAuth)
 	}
 	cfg.Secrets = secrets(env)
 	return cfg, nil
@@ -404,4 +429,33 @@ func secretValues(cfg Config) []string {
 		vals = append(vals, cfg.Secrets[name])
 	}
 	return vals
+}
+
+// publicURL checks TOOLBELT_PUBLIC_URL: an origin, since it names the
+// token issuer and the resources clients ask tokens for; https, since
+// tokens travel to it, unless it is this machine.
+func publicURL(v string) (string, error) {
+	if v == "" {
+		return "", nil
+	}
+	u, err := url.Parse(v)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return "", fmt.Errorf("TOOLBELT_PUBLIC_URL %q: use the absolute URL clients reach the server at, such as https://toolbelt.example.com", v)
+	}
+	if (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return "", fmt.Errorf("TOOLBELT_PUBLIC_URL %q: give the origin only (scheme://host[:port]): Toolbelt serves from the root of its host", v)
+	}
+	if u.Scheme == "http" && !loopbackHost(u.Hostname()) {
+		return "", fmt.Errorf("TOOLBELT_PUBLIC_URL %q: use https (access tokens travel to it); http is for loopback addresses only", v)
+	}
+	return u.Scheme + "://" + u.Host, nil
+}
+
+// loopbackHost reports whether host names this machine.
+func loopbackHost(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

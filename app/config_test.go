@@ -39,7 +39,7 @@ func TestParseConfig(t *testing.T) {
 		Callbacks: callbacks.Defaults(), AuditRetention: audit.DefaultRetention, Caps: access.DefaultPrincipalCaps(),
 		UpstreamProcesses: upstream.DefaultProcessCaps(),
 		QueueWaiting:      invoke.DefaultQueueWaiting, QueueWaitingEach: invoke.DefaultQueueWaitingEach,
-		OutageGrace: access.DefaultOutageGrace}
+		OutageGrace: access.DefaultOutageGrace, OAuth: OAuthEmbedded}
 	with := func(edit func(*Config)) Config {
 		c := defaults
 		edit(&c)
@@ -73,8 +73,10 @@ func TestParseConfig(t *testing.T) {
 			"TOOLBELT_QUEUE_WAITING":   "32", "TOOLBELT_QUEUE_WAITING_PER_PRINCIPAL": "4",
 			"TOOLBELT_CALLBACK_WORKERS": "16", "TOOLBELT_CALLBACK_WORKERS_PER_PRINCIPAL": "3",
 			"TOOLBELT_OUTAGE_GRACE": "90s",
+			"TOOLBELT_PUBLIC_URL":   "https://TB.example.com:8443/", "TOOLBELT_OAUTH": "off",
 		}, want: with(func(c *Config) {
 			c.OutageGrace = 90 * time.Second
+			c.PublicURL, c.OAuth = "https://TB.example.com:8443", OAuthOff
 			c.QueueWaiting, c.QueueWaitingEach, c.Callbacks.Workers, c.Callbacks.WorkersEach = 32, 4, 16, 3
 			c.TrustedProxies = []string{"10.9.0.0/16", "192.168.1.5/32", "fd00::1/128", "10.0.0.0/8"}
 			c.RedisURL = "redis://:pw@cache:6379/0"
@@ -131,6 +133,12 @@ func TestParseConfig(t *testing.T) {
 		{name: "not a proxy address", env: map[string]string{"TOOLBELT_TRUSTED_PROXIES": "proxy.internal"},
 			wantErr: `TOOLBELT_TRUSTED_PROXIES: "proxy.internal" is neither an address nor a CIDR range`},
 		{name: "negative outage grace", env: map[string]string{"TOOLBELT_OUTAGE_GRACE": "-1m"}, wantErr: "TOOLBELT_OUTAGE_GRACE must be a duration such as 5m"},
+		{name: "public URL over plain http", env: map[string]string{"TOOLBELT_PUBLIC_URL": "http://tb.example.com"}, wantErr: `TOOLBELT_PUBLIC_URL "http://tb.example.com": use https`},
+		{name: "public URL with a path", env: map[string]string{"TOOLBELT_PUBLIC_URL": "https://tb.example.com/toolbelt"}, wantErr: `TOOLBELT_PUBLIC_URL "https://tb.example.com/toolbelt": give the origin only`},
+		{name: "public URL with userinfo", env: map[string]string{"TOOLBELT_PUBLIC_URL": "https://a:b@tb.example.com"}, wantErr: `TOOLBELT_PUBLIC_URL "https://a:b@tb.example.com": give the origin only`},
+		{name: "public URL not absolute", env: map[string]string{"TOOLBELT_PUBLIC_URL": "tb.example.com"}, wantErr: `TOOLBELT_PUBLIC_URL "tb.example.com": use the absolute URL`},
+		{name: "public URL on a look-alike loopback", env: map[string]string{"TOOLBELT_PUBLIC_URL": "http://localhost.evil.io"}, wantErr: `TOOLBELT_PUBLIC_URL "http://localhost.evil.io": use https`},
+		{name: "unknown OAuth mode", env: map[string]string{"TOOLBELT_OAUTH": "saml"}, wantErr: `TOOLBELT_OAUTH "saml": use embedded`},
 		{name: "bad queue bound", env: map[string]string{"TOOLBELT_QUEUE_WAITING_PER_PRINCIPAL": "0"}, wantErr: "TOOLBELT_QUEUE_WAITING_PER_PRINCIPAL must be a positive integer"},
 		{name: "bad callback share", env: map[string]string{"TOOLBELT_CALLBACK_WORKERS_PER_PRINCIPAL": "two"}, wantErr: "TOOLBELT_CALLBACK_WORKERS_PER_PRINCIPAL must be a positive integer"},
 		{name: "bad private range", env: map[string]string{"TOOLBELT_HTTP_ALLOW_PRIVATE": "ten"}, wantErr: "TOOLBELT_HTTP_ALLOW_PRIVATE: "},

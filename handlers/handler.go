@@ -104,7 +104,9 @@ func (h *Handler) Fail(c *gin.Context, err error) {
 		h.ErrorPage(c, status, body)
 		return
 	}
-	if status == http.StatusUnauthorized {
+	// The web layer writes the OAuth challenge (resource metadata and
+	// scopes) on its own routes; anything else still says Bearer.
+	if status == http.StatusUnauthorized && c.Writer.Header().Get("WWW-Authenticate") == "" {
 		c.Header("WWW-Authenticate", `Bearer realm="toolbelt"`)
 	}
 	c.AbortWithStatusJSON(status, body)

@@ -22,6 +22,9 @@ type Actor struct {
 	Via       string
 	ClientIP  string
 	RequestID string
+	// ClientID is the OAuth client whose access token the request
+	// brought (KeyID is 0 then); empty for a key.
+	ClientID string
 }
 
 // The doors an actor comes through.

@@ -6,10 +6,12 @@ import (
 	"cmp"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -136,6 +138,36 @@ func RolePolicies() map[string][]access.Route {
 	return out
 }
 
+// scopeOf is the OAuth scope a route open to roles needs: the least role
+// set names it, so a token's scopes narrow what its role allows.
+func scopeOf(roles []string) string {
+	switch {
+	case slices.Equal(roles, admins):
+		return access.ScopeAdmin
+	case slices.Equal(roles, deciders):
+		return access.ScopeApprove
+	case slices.Equal(roles, callers):
+		return access.ScopeCall
+	}
+	return access.ScopeRead
+}
+
+// ScopePolicies returns, per OAuth scope, the endpoints of the route table
+// and /metrics and /mcp it opens, as Casbin seeds them. Console pages
+// take no token: a person signs in to them.
+func ScopePolicies() map[string][]access.Route {
+	out := map[string][]access.Route{}
+	for _, r := range routes {
+		s := scopeOf(r.roles)
+		out[s] = append(out[s], access.Route{Method: r.method, Path: APIPrefix + r.path})
+	}
+	out[access.ScopeAdmin] = append(out[access.ScopeAdmin], access.Route{Method: http.MethodGet, Path: MetricsPath})
+	for _, m := range mcpMethods {
+		out[access.ScopeRead] = append(out[access.ScopeRead], access.Route{Method: m, Path: MCPPath})
+	}
+	return out
+}
+
 // Deps are what the server needs from main.
 type Deps struct {
 	Handler *handlers.Handler
@@ -158,6 +190,17 @@ type Deps struct {
 	// MCPAllowedOrigins are the web origins besides loopback pages whose
 	// requests /mcp serves (app.Config.MCPAllowedOrigins).
 	MCPAllowedOrigins []string
+	// PublicURL is the server's origin as clients reach it
+	// (app.Config.PublicURL): the name of its OAuth resources
+	// ("<PublicURL>/mcp", "<PublicURL>/api/v1"). Empty: no
+	// protected-resource metadata is served.
+	PublicURL string
+	// AuthorizationServers are the issuers whose access tokens Tokens
+	// accept, listed in the protected-resource metadata.
+	AuthorizationServers []string
+	// Tokens verify the bearer tokens that are not API keys, asked in
+	// order; none: only keys are accepted.
+	Tokens []access.TokenVerifier
 	// RequestLine, when set, writes each request's access line in place
 	// of Log, as Log would (app writes the JSON line by hand); it
 	// answers false for a line it leaves to Log.
@@ -217,6 +260,7 @@ func New(d Deps) http.Handler {
 		ui(c)
 	})
 
+	mountResourceMetadata(r, d)
 	mountConsole(r, d)
 	if d.Metrics != nil {
 		// Scrape with an admin key (Prometheus: authorization.credentials).
@@ -242,43 +286,96 @@ func serveStatic(c *gin.Context) {
 	}
 }
 
-// authenticate resolves the bearer key to a principal (401 when missing or
-// wrong) and asks Casbin whether its role may use the matched route (403
-// when not). Nothing reaches a handler otherwise.
+// authenticate resolves the bearer key or access token to a principal
+// (401 when missing or wrong, with the OAuth challenge that says where to
+// get a token) and asks Casbin whether its role, and a token's scopes, may
+// use the matched route (403 when not). Nothing reaches a handler
+// otherwise.
 func authenticate(d Deps) gin.HandlerFunc {
 	return func(c *gin.Context) {
+		route, method := c.FullPath(), c.Request.Method
 		token, ok := bearerToken(c.GetHeader("Authorization"))
 		if !ok {
-			d.Handler.Fail(c, models.ErrUnauthorized.Errorf("send your API key as \"Authorization: Bearer <key>\""))
+			challenge(c, d, route, "", neededScopes(route))
+			d.Handler.Fail(c, models.ErrUnauthorized.Errorf("send your API key or access token as \"Authorization: Bearer <token>\""))
 			return
 		}
 		// The peer's address, or the client a trusted proxy names; never
 		// an X-Forwarded-For from anyone else, which a guesser could vary
 		// at will.
 		ip := c.ClientIP() // once: it parses the peer and walks the proxies
-		p, key, err := d.Accounts.Authenticate(c.Request.Context(), ip, token)
+		p, key, grant, err := credentials(c, d, ip, token, route)
 		if err != nil {
+			if errors.Is(err, models.ErrUnauthorized) {
+				challenge(c, d, route, "invalid_token", neededScopes(route))
+			}
 			d.Handler.Fail(c, err)
 			return
 		}
-		allowed, err := d.Authz.CanAccess(p.Role, c.FullPath(), c.Request.Method)
+		allowed, err := d.Authz.CanAccess(p.Role, route, method)
+		if err == nil && allowed && grant != nil {
+			allowed, err = d.Authz.CanAccessScoped(p.Role, grant.Scopes, route, method)
+			if err == nil && !allowed {
+				refuseScope(c, d, route, method, grant, scopeOfRoute(route, method))
+				return
+			}
+		}
 		if err != nil {
-			d.Handler.Fail(c, fmt.Errorf("authorize %s %s: %w", c.Request.Method, c.FullPath(), err))
+			d.Handler.Fail(c, fmt.Errorf("authorize %s %s: %w", method, route, err))
 			return
 		}
 		if !allowed {
-			d.Handler.Fail(c, models.ErrForbidden.Errorf("role %s may not %s %s", p.Role, c.Request.Method, c.FullPath()))
+			d.Handler.Fail(c, models.ErrForbidden.Errorf("role %s may not %s %s", p.Role, method, route))
 			return
+		}
+		if grant != nil && route == MCPPath && !slices.Contains(grant.Scopes, access.ScopeCall) {
+			calls, err := mcpCallsTool(c)
+			if err != nil {
+				d.Handler.Fail(c, err)
+				return
+			}
+			if calls {
+				refuseScope(c, d, route, method, grant, access.ScopeCall)
+				return
+			}
 		}
 		handlers.SetPrincipal(c, p)
 		c.Set("principal_name", p.Name)
 		via := models.ViaAPI
-		if c.FullPath() == MCPPath {
+		if route == MCPPath {
 			via = models.ViaMCP
 		}
-		setActor(c, models.Actor{Principal: p, KeyID: key.ID, KeyLabel: cmp.Or(key.Label, key.Prefix), Via: via, ClientIP: ip})
+		a := models.Actor{Principal: p, Via: via, ClientIP: ip}
+		if grant != nil {
+			a.ClientID, a.KeyLabel = grant.ClientID, "oauth:"+grant.ClientID
+			c.Set(grantKey, grant)
+		} else {
+			a.KeyID, a.KeyLabel = key.ID, cmp.Or(key.Label, key.Prefix)
+		}
+		setActor(c, a)
 		c.Next()
 	}
+}
+
+// grantKey holds a token's grant on the Gin context (none for a key).
+const grantKey = "oauth_grant"
+
+// credentials resolves a bearer secret: an API key (tb_…, or the admin
+// key), or an access token one of the verifiers knows, for the resource
+// of route. A token comes with its grant; a key with none.
+func credentials(c *gin.Context, d Deps, ip, token, route string) (*models.Principal, *models.APIKey, *access.Grant, error) {
+	ctx := c.Request.Context()
+	if !strings.HasPrefix(token, access.KeyPrefix) {
+		g, err := access.VerifyToken(ctx, d.Tokens, token, resourceOf(d, route))
+		if err == nil {
+			return g.Principal, nil, g, nil
+		}
+		if !errors.Is(err, access.ErrNotMine) {
+			return nil, nil, nil, err
+		}
+	}
+	p, key, err := d.Accounts.Authenticate(ctx, ip, token)
+	return p, key, nil, err
 }
 
 // identify resolves the Bearer key or the console session a request

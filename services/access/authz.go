@@ -81,6 +81,9 @@ type AuthzDeps struct {
 	// replacing the stored ones, so a new release's route table takes
 	// effect at start while grants persist.
 	Roles map[string][]Route
+	// Scopes are the endpoints each OAuth scope opens (the route
+	// table's), seeded as "scope:<s>" policies the same way.
+	Scopes map[string][]Route
 	// Watcher, when set, makes the policy changes of other instances take
 	// effect here: it tells them of every change this enforcer makes, and
 	// reloads the policies (and drops the cached decisions) when one of
@@ -100,13 +103,24 @@ func OpenAuthz(ctx context.Context, d AuthzDeps) (*Authz, error) {
 		return nil, fmt.Errorf("load casbin policies: %w", err)
 	}
 	a := &Authz{e: e}
-	for _, role := range Roles {
-		rules := make([][]string, 0, len(d.Roles[role]))
-		for _, r := range d.Roles[role] {
-			rules = append(rules, []string{"role:" + role, r.Path, r.Method})
+	seed := func(subject string, routes []Route) error {
+		rules := make([][]string, 0, len(routes))
+		for _, r := range routes {
+			rules = append(rules, []string{subject, r.Path, r.Method})
 		}
-		if err := a.replace("role:"+role, rules); err != nil {
-			return nil, fmt.Errorf("seed endpoint policies for %s: %w", role, err)
+		if err := a.replace(subject, rules); err != nil {
+			return fmt.Errorf("seed endpoint policies for %s: %w", subject, err)
+		}
+		return nil
+	}
+	for _, role := range Roles {
+		if err := seed("role:"+role, d.Roles[role]); err != nil {
+			return nil, err
+		}
+	}
+	for _, scope := range Scopes {
+		if err := seed("scope:"+scope, d.Scopes[scope]); err != nil {
+			return nil, err
 		}
 	}
 	if d.Watcher != nil {
@@ -176,6 +190,21 @@ func samePolicies(a, b [][]string) bool {
 // CanAccess reports whether role may call method on the route pattern.
 func (a *Authz) CanAccess(role, route, method string) (bool, error) {
 	return a.enforce("role:"+role, route, method)
+}
+
+// CanAccessScoped reports whether a token holding scopes, of a principal
+// of role, may call method on the route pattern: its role must allow it,
+// and one of its scopes too.
+func (a *Authz) CanAccessScoped(role string, scopes []string, route, method string) (bool, error) {
+	if ok, err := a.CanAccess(role, route, method); !ok || err != nil {
+		return false, err
+	}
+	for _, s := range scopes {
+		if ok, err := a.enforce("scope:"+s, route, method); ok || err != nil {
+			return ok, err
+		}
+	}
+	return false, nil
 }
 
 // Grants are the categories and tools an agent may use.
