@@ -378,7 +378,7 @@ func credentials(c *gin.Context, d Deps, ip, token, route string) (*models.Princ
 	return p, key, nil, err
 }
 
-// identify resolves the Bearer key or the console session a request
+// identify resolves the Bearer key or token, or the console session a request
 // brings, if any, to its principal, on the pages anyone may open that show
 // an admin more (the host paths of readiness). A missing or wrong one
 // leaves the request anonymous, not refused: a readiness probe has none.
@@ -386,7 +386,7 @@ func identify(d Deps) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		ctx := c.Request.Context()
 		if token, ok := bearerToken(c.GetHeader("Authorization")); ok {
-			if p, _, err := d.Accounts.Authenticate(ctx, c.ClientIP(), token); err == nil {
+			if p, _, _, err := credentials(c, d, c.ClientIP(), token, APIPrefix); err == nil {
 				handlers.SetPrincipal(c, p)
 			}
 		} else if token, err := c.Cookie(console.SessionCookie); err == nil {
