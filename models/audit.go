@@ -22,6 +22,7 @@ const (
 	AuditPrincipalDisable = "principal.disable"
 	AuditPrincipalEnable  = "principal.enable"
 	AuditPrincipalDelete  = "principal.delete"
+	AuditPrincipalRole    = "principal.role"
 	AuditKeyIssue         = "key.issue"
 	AuditKeyRevoke        = "key.revoke"
 	AuditGrantsSet        = "grants.set"
@@ -63,7 +64,7 @@ const (
 // AuditActions lists every action, in the order the console offers them.
 var AuditActions = []string{
 	AuditToolRegister, AuditToolPublish, AuditToolRollback, AuditToolRetire, AuditToolImport,
-	AuditPrincipalCreate, AuditPrincipalDisable, AuditPrincipalEnable, AuditPrincipalDelete,
+	AuditPrincipalCreate, AuditPrincipalDisable, AuditPrincipalEnable, AuditPrincipalDelete, AuditPrincipalRole,
 	AuditKeyIssue, AuditKeyRevoke, AuditGrantsSet, AuditApprovalApprove, AuditApprovalDeny,
 	AuditUpstreamAdd, AuditUpstreamUpdate, AuditUpstreamDisable, AuditUpstreamEnable, AuditUpstreamDelete, AuditUpstreamChange, AuditUpstreamAccept, AuditUpstreamSync,
 	AuditUpstreamRefuse, AuditUpstreamAlias, AuditUpstreamToolDisable, AuditUpstreamToolEnable,

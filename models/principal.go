@@ -207,7 +207,8 @@ func (s *Store) SetPrincipalDisabled(ctx context.Context, id uint, disabled bool
 	return &p, nil
 }
 
-// DeletePrincipal removes a principal, its keys and console sessions;
+// DeletePrincipal removes a principal, its keys, console sessions and
+// identities (a person signing in again gets a new principal);
 // calls and the audit log keep its name. guard runs in the transaction as
 // for SetPrincipalDisabled.
 func (s *Store) DeletePrincipal(ctx context.Context, id uint, guard PrincipalGuard) (*Principal, error) {
@@ -220,6 +221,9 @@ func (s *Store) DeletePrincipal(ctx context.Context, id uint, guard PrincipalGua
 			return err
 		}
 		if err := tx.Where("principal_id = ?", id).Delete(&APIKey{}).Error; err != nil {
+			return err
+		}
+		if err := tx.Where("principal_id = ?", id).Delete(&Identity{}).Error; err != nil {
 			return err
 		}
 		return tx.Delete(&Principal{}, id).Error

@@ -200,12 +200,7 @@ type NewPrincipal struct {
 func (a *Accounts) CreatePrincipal(ctx context.Context, in NewPrincipal, by *models.Principal) (*CreatedPrincipal, error) {
 	var ps models.Problems
 	in.Name = strings.TrimSpace(in.Name)
-	if !principalNamePattern.MatchString(in.Name) {
-		ps.Add("/name", "%q must be 1 to 64 ASCII letters, digits, '.', '_' or '-', starting with a letter or digit", in.Name)
-	}
-	if !slices.Contains(Roles, in.Role) {
-		ps.Add("/role", "%q is not a role; use admin, reviewer or agent", in.Role)
-	}
+	checkPrincipal(&ps, in.Name, in.Role)
 	opts := KeyOptions{Label: in.KeyLabel, ExpiresAt: in.KeyExpiresAt}
 	opts.check(&ps, "/key_", time.Now())
 	if len(ps) > 0 {
@@ -228,6 +223,16 @@ func (a *Accounts) CreatePrincipal(ctx context.Context, in NewPrincipal, by *mod
 	}
 	a.log.InfoContext(ctx, "principal created", "principal", p.Name, "role", p.Role, "by", models.ActorName(by))
 	return &CreatedPrincipal{ID: p.ID, Name: p.Name, Role: p.Role, KeyID: key.ID, Key: secret}, nil
+}
+
+// checkPrincipal adds the problems of a new principal's name and role.
+func checkPrincipal(ps *models.Problems, name, role string) {
+	if !principalNamePattern.MatchString(name) {
+		ps.Add("/name", "%q must be 1 to 64 ASCII letters, digits, '.', '_' or '-', starting with a letter or digit", name)
+	}
+	if !slices.Contains(Roles, role) {
+		ps.Add("/role", "%q is not a role; use admin, reviewer or agent", role)
+	}
 }
 
 // Principals lists every account with its keys (never the secrets).

@@ -1,0 +1,9 @@
+package identity
+
+import (
+	"testing"
+
+	"toolbelt/internal/dbtest"
+)
+
+func TestMain(m *testing.M) { dbtest.Main(m) }
