@@ -18,6 +18,7 @@ import (
 	"toolbelt/services/access"
 	"toolbelt/services/audit"
 	"toolbelt/services/callbacks"
+	"toolbelt/services/identity"
 	"toolbelt/services/invoke"
 	"toolbelt/services/netpolicy"
 	"toolbelt/services/ops"
@@ -127,6 +128,10 @@ type Config struct {
 	// (Toolbelt's own authorization server, the default), oidc (the
 	// organisation's OpenID provider) or off (API keys only).
 	OAuth string
+	// OIDC is the external OpenID provider (TOOLBELT_OIDC_*): its JWT
+	// access tokens are accepted at /mcp and /api/v1, its people get
+	// principals at their first sign-in. Zero: none.
+	OIDC identity.Settings
 }
 
 // The identity modes of Config.OAuth.
@@ -280,6 +285,9 @@ func ParseConfig(args []string, lookup func(string) (string, bool)) (Config, err
 	if cfg.OAuth = env("TOOLBELT_OAUTH", OAuthEmbedded); !slices.Contains([]string{OAuthEmbedded, OAuthOIDC, OAuthOff}, cfg.OAuth) {
 		return cfg, fmt.Errorf("TOOLBELT_OAUTH %q: use embedded (Toolbelt issues access tokens), oidc (your OpenID provider does) or off (API keys only)", cfg.OAuth)
 	}
+	if cfg.OIDC, err = oidcSettings(env); err != nil {
+		return cfg, err
+	}
 	cfg.Secrets = secrets(env)
 	return cfg, nil
 }
@@ -421,10 +429,11 @@ func secrets(env func(name, def string) string) map[string]string {
 
 // secretValues are the values redacted verbatim from tool output and call
 // records: the admin key, the callback key, the database and Redis URLs
-// and their passwords, and the configured secrets.
+// and their passwords, the OpenID client secret, and the configured
+// secrets.
 func secretValues(cfg Config) []string {
 	vals := []string{cfg.AdminKey, cfg.CallbackKey, cfg.DatabaseURL, databasePassword(cfg.DatabaseURL),
-		cfg.RedisURL, redisPassword(cfg.RedisURL)}
+		cfg.RedisURL, redisPassword(cfg.RedisURL), cfg.OIDC.ClientSecret}
 	for _, name := range slices.Sorted(maps.Keys(cfg.Secrets)) {
 		vals = append(vals, cfg.Secrets[name])
 	}

@@ -65,3 +65,15 @@ func (a *Accounts) SetRole(ctx context.Context, id uint, role, why string) (*mod
 	a.log.InfoContext(ctx, "principal role changed", "principal", p.Name, "from", from, "to", role, "why", why)
 	return p, nil
 }
+
+// Generation counts the times cached authentications were dropped
+// (ForgetKeys: a key revoked, a principal disabled, deleted or given
+// another role, here or on another instance). A cache of other
+// credentials (verified tokens) keeps the generation an entry was made
+// in and drops it once the generation moved on, so what stops a key
+// stops a token as soon.
+func (a *Accounts) Generation() uint64 {
+	a.keysMu.Lock()
+	defer a.keysMu.Unlock()
+	return a.forgotten
+}
