@@ -31,6 +31,7 @@ import (
 	"toolbelt/services/catalog"
 	"toolbelt/services/cluster"
 	"toolbelt/services/embed"
+	"toolbelt/services/identity"
 	"toolbelt/services/invoke"
 	"toolbelt/services/ops"
 	"toolbelt/services/runners"
@@ -69,6 +70,9 @@ type App struct {
 	Store    *models.Store
 	Authz    *access.Authz
 	Accounts *access.Accounts
+	// People make and keep the principals of the external OpenID
+	// provider's people (nil without TOOLBELT_OIDC_ISSUER).
+	People   *identity.People
 	Registry *catalog.Registry
 	Selector *selection.Selector
 	Invoker  *invoke.Invoker
@@ -164,6 +168,7 @@ func New(ctx context.Context, cfg Config, opts Options) (_ *App, err error) {
 	if err := a.buildAccess(ctx); err != nil {
 		return nil, err
 	}
+	a.buildOIDC()
 	env, err := a.probeHost(ctx, opts.Host)
 	if err != nil {
 		return nil, err

@@ -288,6 +288,9 @@ func ParseConfig(args []string, lookup func(string) (string, bool)) (Config, err
 	if cfg.OIDC, err = oidcSettings(env); err != nil {
 		return cfg, err
 	}
+	if cfg.OAuth == OAuthOIDC && !cfg.OIDC.Enabled() {
+		return cfg, fmt.Errorf("TOOLBELT_OAUTH=oidc needs TOOLBELT_OIDC_ISSUER: the issuer URL of the OpenID provider that issues the access tokens")
+	}
 	cfg.Secrets = secrets(env)
 	return cfg, nil
 }

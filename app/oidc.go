@@ -82,3 +82,21 @@ func list(v string) []string {
 	}
 	return out
 }
+
+// buildOIDC makes the people of the external OpenID provider and, unless
+// TOOLBELT_OAUTH=off, accepts its JWT access tokens at /mcp and /api/v1
+// and lists it as an authorization server of both. Its discovery and keys
+// are fetched at the first token, through its outbound policy.
+func (a *App) buildOIDC() {
+	s := a.Config.OIDC
+	if !s.Enabled() {
+		return
+	}
+	a.People = identity.NewPeople(identity.PeopleDeps{Store: a.Store, Accounts: a.Accounts, Roles: s.Roles, Log: a.Log})
+	if a.Config.OAuth == OAuthOff {
+		return
+	}
+	a.tokens = append(a.tokens, identity.NewJWTVerifier(identity.JWTVerifierDeps{Issuer: s.Issuer, People: a.People,
+		Accounts: a.Accounts, Client: s.Policy().Client(), Log: a.Log}))
+	a.authServers = append(a.authServers, s.Issuer)
+}

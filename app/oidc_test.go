@@ -74,6 +74,7 @@ func TestOIDCSettings(t *testing.T) {
 		{with("TOOLBELT_OIDC_CLIENT_SECRET", "x"), "TOOLBELT_OIDC_CLIENT_ID is not"},
 		{with("TOOLBELT_OIDC_ROLE_CLAIM", "my groups"), "TOOLBELT_OIDC_ROLE_CLAIM"},
 		{with("TOOLBELT_OIDC_ALLOW_PRIVATE", "10.0.0.0"), "not a CIDR range"},
+		{map[string]string{"TOOLBELT_OAUTH": "oidc"}, "TOOLBELT_OAUTH=oidc needs TOOLBELT_OIDC_ISSUER"},
 	} {
 		if _, err := parse(c.env); err == nil || !strings.Contains(err.Error(), c.says) {
 			t.Errorf("%v: %v, want an error saying %q", c.env, err, c.says)

@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/coreos/go-oidc/v3/oidc"
-	"github.com/modelcontextprotocol/go-sdk/oauthex"
 
 	"toolbelt/internal/ttlcache"
 	"toolbelt/models"
@@ -46,7 +45,7 @@ const retryDiscovery = 5 * time.Second
 // and JWKS (fetched through client, which the outbound network policy
 // governs): signature with an algorithm the issuer advertises (never
 // "none", never HMAC), iss exactly the issuer, exp (ClockSkew), then aud
-// against the resource the request is for (RFC 8707). Its scopes are
+// against the resource the request is for (RFC 8707, access.AudienceFits). Its scopes are
 // those of "scope" (space-separated) or "scp" (an array) that the
 // principal's role may hold.
 type JWTVerifier struct {
@@ -130,7 +129,7 @@ func (v *JWTVerifier) Verify(ctx context.Context, token, resource string) (*acce
 
 // checkAudience refuses a token whose aud is not resource (RFC 8707).
 func (v *JWTVerifier) checkAudience(aud []string, resource string) error {
-	if oauthex.MatchesResource(aud, resource) {
+	if access.AudienceFits(aud, resource) {
 		return nil
 	}
 	return models.ErrUnauthorized.Errorf("the token is for %s, not %s; ask %s for a token for this resource",
@@ -213,29 +212,23 @@ func (v *JWTVerifier) discover(ctx context.Context) (*oidc.IDTokenVerifier, erro
 }
 
 // grantedScopes are the token's scopes ("scope", space-separated, or
-// "scp", an array) that role may hold, in RoleScopes' order.
+// "scp", an array or string) that role may hold.
 func grantedScopes(claims map[string]any, role string) []string {
 	var asked []string
-	switch s := claims["scope"].(type) {
-	case string:
+	if s, ok := claims["scope"].(string); ok {
 		asked = strings.Fields(s)
 	}
-	if scp, ok := claims["scp"].([]any); ok {
+	switch scp := claims["scp"].(type) {
+	case []any:
 		for _, s := range scp {
 			if str, ok := s.(string); ok {
 				asked = append(asked, str)
 			}
 		}
-	} else if s, ok := claims["scp"].(string); ok {
-		asked = append(asked, strings.Fields(s)...)
+	case string:
+		asked = append(asked, strings.Fields(scp)...)
 	}
-	granted := []string{}
-	for _, s := range access.RoleScopes(role) {
-		if slices.Contains(asked, s) {
-			granted = append(granted, s)
-		}
-	}
-	return granted
+	return access.GrantableScopes(role, asked)
 }
 
 // unverifiedIssuer reads the iss claim of what looks like a JWT, without
