@@ -84,7 +84,8 @@ type JWTVerifierDeps struct {
 	// verified again (a principal disabled or its role changed).
 	Accounts *access.Accounts
 	// Client fetches discovery and keys; the outbound policy's client
-	// (netpolicy.Policy.Client) with the issuer's addresses allowed.
+	// (netpolicy.Policy.Client) with the issuer's addresses allowed. Its
+	// GETs are answered from the last answer for keysRefetch.
 	Client *http.Client
 	Log    *slog.Logger
 }
@@ -92,7 +93,9 @@ type JWTVerifierDeps struct {
 // NewJWTVerifier returns the verifier; it contacts the issuer at the
 // first token, not before.
 func NewJWTVerifier(d JWTVerifierDeps) *JWTVerifier {
-	return &JWTVerifier{issuer: d.Issuer, people: d.People, accounts: d.Accounts, client: d.Client, log: d.Log,
+	client := *d.Client
+	client.Transport = newThrottled(d.Client.Transport)
+	return &JWTVerifier{issuer: d.Issuer, people: d.People, accounts: d.Accounts, client: &client, log: d.Log,
 		now: time.Now, verified: ttlcache.New[[sha256.Size]byte, verifiedToken](4096, tokenCacheTTL)}
 }
 

@@ -2,9 +2,12 @@ package identity
 
 import (
 	"errors"
+	"net/http"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -119,7 +122,9 @@ func TestJWTAttacks(t *testing.T) {
 	}{
 		{"another resource's token (real flow)", f.idp.AccessToken(t, "ada", "api-client", "tools:read"), mcpResource, "not " + mcpResource},
 		{"aud another resource", f.idp.Sign(t, with("aud", []string{"https://evil.example.test/mcp"})), mcpResource, "not " + mcpResource},
-		{"aud a path prefix", f.idp.Sign(t, with("aud", []string{"https://toolbelt.example.test"})), mcpResource, "not"},
+		{"aud another path", f.idp.Sign(t, with("aud", []string{"https://toolbelt.example.test/admin"})), mcpResource, "not"},
+		{"aud another scheme", f.idp.Sign(t, with("aud", []string{"http://toolbelt.example.test/mcp"})), mcpResource, "not"},
+		{"aud another port", f.idp.Sign(t, with("aud", []string{"https://toolbelt.example.test:8443"})), mcpResource, "not"},
 		{"/mcp token at /api/v1", f.idp.Sign(t, good), apiResource, "not " + apiResource},
 		{"no aud", f.idp.Sign(t, with("aud", []string{})), mcpResource, "not"},
 		{"expired", f.idp.Sign(t, with("exp", time.Now().Add(-2*time.Minute).Unix())), mcpResource, "expired"},
@@ -246,5 +251,49 @@ func TestJWTPolicyRefusesLoopbackIssuer(t *testing.T) {
 	_, err := strict.Verify(t.Context(), f.idp.AccessToken(t, "ada", "mcp-client", "tools:read"), mcpResource)
 	if err == nil || !strings.Contains(err.Error(), netpolicy.ErrAddressRefused.Error()) {
 		t.Errorf("Verify through the default policy = %v, want the address refused", err)
+	}
+}
+
+// counting counts the requests to the provider's JWKS.
+type counting struct {
+	next http.RoundTripper
+	keys *atomic.Int64
+}
+
+func (c counting) RoundTrip(r *http.Request) (*http.Response, error) {
+	if strings.HasSuffix(r.URL.Path, "/keys") {
+		c.keys.Add(1)
+	}
+	return c.next.RoundTrip(r)
+}
+
+// TestJWTForgedTokensDoNotHammerTheProvider sends a burst of tokens that
+// the cached keys do not verify (each would make go-oidc fetch the JWKS
+// again): the provider is asked for its keys once.
+func TestJWTForgedTokensDoNotHammerTheProvider(t *testing.T) {
+	t.Parallel()
+	f := newJWTFixture(t)
+	people, acc, _ := newPeople(t)
+	var keys atomic.Int64
+	v := NewJWTVerifier(JWTVerifierDeps{Issuer: f.idp.Issuer, People: people, Accounts: acc, Log: quiet,
+		Client: &http.Client{Transport: counting{next: loopback.Client().Transport, keys: &keys}}})
+	claims := f.idp.Claims("ada", mcpResource, time.Minute, "tools:read")
+	var forged []string
+	for i := range 10 {
+		forged = append(forged, f.idp.ForgeWithKey(t, claims, "kid-"+strconv.Itoa(i)))
+	}
+	if _, err := v.Verify(t.Context(), f.idp.AccessToken(t, "ada", "mcp-client", "tools:read"), mcpResource); err != nil {
+		t.Fatal(err)
+	}
+	// The burst comes within the refetch floor, however slow the machine.
+	frozen := time.Now()
+	v.client.Transport.(*throttled).now = func() time.Time { return frozen }
+	for i, tok := range forged {
+		if _, err := v.Verify(t.Context(), tok, mcpResource); !errors.Is(err, models.ErrUnauthorized) {
+			t.Fatalf("forged token %d: %v", i, err)
+		}
+	}
+	if n := keys.Load(); n != 1 {
+		t.Errorf("the JWKS was fetched %d times, want once", n)
 	}
 }
