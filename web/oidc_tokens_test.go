@@ -25,7 +25,7 @@ import (
 // so), an agent, a reviewer and a person in no mapped group there, and
 // clients whose tokens are for /mcp, /api/v1, the whole server, and
 // another server.
-func newOIDCApp(t *testing.T) (*testApp, *testidp.IDP) {
+func newOIDCApp(t testing.TB) (*testApp, *testidp.IDP) {
 	t.Helper()
 	idp := testidp.Start(t, testidp.Options{Users: []testidp.User{
 		{Username: "ada", Password: "pw", Email: "ada@corp.example", Groups: []string{"tb-agents"}},
@@ -168,7 +168,7 @@ func TestOIDCTokensAtMCP(t *testing.T) {
 
 // grantFiles lets principal id use the filesystem tools, as an admin does
 // for a new agent.
-func grantFiles(t *testing.T, ta *testApp, id uint) {
+func grantFiles(t testing.TB, ta *testApp, id uint) {
 	t.Helper()
 	if r := ta.do(t, "admin", http.MethodPut, "/api/v1/principals/"+itoa(id)+"/grants", map[string]any{"categories": []string{"filesystem"}}); r.Status != http.StatusOK {
 		t.Fatalf("grant: %d %s", r.Status, r.Body)
