@@ -320,7 +320,8 @@ func (a *App) buildHandler(env hostEnv) {
 	health := a.health(env.box, env.embedNote)
 	stats := ops.NewStats(ops.StatsDeps{Store: a.Store, Flush: a.Invoker.Flush})
 	con := &console.Handler{Registry: a.Registry, Selector: a.Selector, Invoker: a.Invoker, Accounts: a.Accounts,
-		Health: health, Stats: stats, Alerts: a.Alerts, Audit: a.Audit, Upstreams: a.Upstreams, Log: a.Log}
+		Health: health, Stats: stats, Alerts: a.Alerts, Audit: a.Audit, Upstreams: a.Upstreams, Log: a.Log,
+		SSO: a.sso(), KeySignInOff: !cfg.KeySignIn}
 	// Call event streams and MCP calls held open wait alike: one cap.
 	waits := access.NewHolds("call event streams and held calls", cfg.Caps.EventStreams,
 		func() { a.Metrics.CapRefused("event_streams") })

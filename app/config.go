@@ -132,6 +132,14 @@ type Config struct {
 	// access tokens are accepted at /mcp and /api/v1, its people get
 	// principals at their first sign-in. Zero: none.
 	OIDC identity.Settings
+	// OIDCName is the identity provider as people know it, on the
+	// console's "Sign in with …" button (TOOLBELT_OIDC_NAME); empty: the
+	// issuer's host.
+	OIDCName string
+	// KeySignIn lets the console's sign-in page take an API key
+	// (TOOLBELT_KEY_SIGNIN, on by default): off leaves the console to the
+	// identity provider; keys keep working on the API and /mcp.
+	KeySignIn bool
 }
 
 // The identity modes of Config.OAuth.
@@ -291,8 +299,27 @@ func ParseConfig(args []string, lookup func(string) (string, bool)) (Config, err
 	if cfg.OAuth == OAuthOIDC && !cfg.OIDC.Enabled() {
 		return cfg, fmt.Errorf("TOOLBELT_OAUTH=oidc needs TOOLBELT_OIDC_ISSUER: the issuer URL of the OpenID provider that issues the access tokens")
 	}
+	cfg.OIDCName = strings.TrimSpace(env("TOOLBELT_OIDC_NAME", ""))
+	if cfg.KeySignIn, err = keySignIn(env("TOOLBELT_KEY_SIGNIN", "on"), cfg.OIDC); err != nil {
+		return cfg, err
+	}
 	cfg.Secrets = secrets(env)
 	return cfg, nil
+}
+
+// keySignIn reads TOOLBELT_KEY_SIGNIN. Off needs the console's client at
+// an identity provider: with neither, nobody could sign in to the console.
+func keySignIn(v string, oidc identity.Settings) (bool, error) {
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "on", "true", "1":
+		return true, nil
+	case "off", "false", "0":
+		if !oidc.Enabled() || oidc.ClientID == "" {
+			return false, fmt.Errorf("TOOLBELT_KEY_SIGNIN=off needs TOOLBELT_OIDC_ISSUER and TOOLBELT_OIDC_CLIENT_ID: without an identity provider nobody could sign in to the console")
+		}
+		return false, nil
+	}
+	return false, fmt.Errorf("TOOLBELT_KEY_SIGNIN %q: use on or off (off: the console signs in only through the identity provider)", v)
 }
 
 // positive reads the positive integer setting name, def when unset.

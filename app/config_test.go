@@ -39,7 +39,7 @@ func TestParseConfig(t *testing.T) {
 		Callbacks: callbacks.Defaults(), AuditRetention: audit.DefaultRetention, Caps: access.DefaultPrincipalCaps(),
 		UpstreamProcesses: upstream.DefaultProcessCaps(),
 		QueueWaiting:      invoke.DefaultQueueWaiting, QueueWaitingEach: invoke.DefaultQueueWaitingEach,
-		OutageGrace: access.DefaultOutageGrace, OAuth: OAuthEmbedded}
+		OutageGrace: access.DefaultOutageGrace, OAuth: OAuthEmbedded, KeySignIn: true}
 	with := func(edit func(*Config)) Config {
 		c := defaults
 		edit(&c)
@@ -115,6 +115,9 @@ func TestParseConfig(t *testing.T) {
 		{name: "bad --sandbox", args: []string{"--sandbox", "docker"}, wantErr: `--sandbox "docker": use auto, bubblewrap, native or none`},
 		{name: "bad --searxng-url", args: []string{"--searxng-url", "search.example"}, wantErr: `--searxng-url "search.example": use an absolute http or https URL`},
 		{name: "arguments", args: []string{"extra"}, wantErr: "unexpected arguments: extra"},
+		{name: "key sign-in off without a provider", env: map[string]string{"TOOLBELT_KEY_SIGNIN": "off"},
+			wantErr: "TOOLBELT_KEY_SIGNIN=off needs TOOLBELT_OIDC_ISSUER and TOOLBELT_OIDC_CLIENT_ID"},
+		{name: "bad TOOLBELT_KEY_SIGNIN", env: map[string]string{"TOOLBELT_KEY_SIGNIN": "maybe"}, wantErr: `TOOLBELT_KEY_SIGNIN "maybe": use on or off`},
 		{name: "bad TOOLBELT_MAX_MCP_SESSIONS", env: map[string]string{"TOOLBELT_MAX_MCP_SESSIONS": "0"}, wantErr: "TOOLBELT_MAX_MCP_SESSIONS must be a positive integer"},
 		{name: "bad TOOLBELT_MAX_PENDING_APPROVALS", env: map[string]string{"TOOLBELT_MAX_PENDING_APPROVALS": "many"}, wantErr: "TOOLBELT_MAX_PENDING_APPROVALS must be a positive integer"},
 		{name: "short callback key", env: map[string]string{"TOOLBELT_CALLBACK_KEY": "short"}, wantErr: "TOOLBELT_CALLBACK_KEY must be at least 32 bytes"},

@@ -1238,6 +1238,12 @@ type ModelsAuditEntry struct {
 	// KeyLabel Example: ci deploy
 	KeyLabel *string `json:"key_label,omitempty"`
 
+	// Person Person is who acted when an identity provider signed them in
+	// (models.PersonName); empty when a key did.
+	//
+	// Example: Alice Example <alice@example.com>, sso subject 248289761001 at https://idp.example.com
+	Person *string `json:"person,omitempty"`
+
 	// RequestId Example: 3f2a9c0d1b7e4a56
 	RequestId *string `json:"request_id,omitempty"`
 

@@ -25,7 +25,46 @@ type Actor struct {
 	// ClientID is the OAuth client whose access token the request
 	// brought (KeyID is 0 then); empty for a key.
 	ClientID string
+	// Person names the individual behind Principal when an identity
+	// provider vouched for them (a console session signed in through
+	// SSO): PersonName of their identity. Empty for keys, which name a
+	// credential, not a person.
+	Person string
 }
+
+// SignedInSSO is how a door reads when the actor signed in through the
+// organisation's identity provider (Door).
+const SignedInSSO = "sso"
+
+// Door is the way the actor came in, as approvals record it: the door
+// (api, console, mcp), followed by "sso" when an identity provider
+// vouched for the person ("console sso").
+func (a Actor) Door() string {
+	if a.Person != "" {
+		return a.Via + " " + SignedInSSO
+	}
+	return a.Via
+}
+
+// PersonName is how the audit log and approvals name a person an
+// identity provider signed in: their name and email as the provider
+// gave them, and the subject and issuer that identify them for certain
+// (names and emails can change; the subject at its issuer does not).
+func PersonName(name, email, subject, issuer string) string {
+	who := name
+	switch {
+	case who == "" && email == "":
+		who = subject
+	case who == "":
+		who = "<" + email + ">"
+	case email != "":
+		who += " <" + email + ">"
+	}
+	return clip(who+", "+SignedInSSO+" subject "+subject+" at "+issuer, PersonMax)
+}
+
+// PersonMax is the longest a recorded person's name is kept.
+const PersonMax = 300
 
 // The doors an actor comes through.
 const (

@@ -91,6 +91,9 @@ type AuditEntry struct {
 	Action    string    `gorm:"size:32;not null;index" json:"action" example:"key.revoke"`
 	Target    string    `gorm:"size:200;not null;index" json:"target" example:"key:3"`
 	Detail    string    `gorm:"size:1000;not null;default:''" json:"detail,omitempty" example:"of principal research-agent (2)"`
+	// Person is who acted when an identity provider signed them in
+	// (models.PersonName); empty when a key did.
+	Person string `gorm:"size:300;not null;default:''" json:"person,omitempty" example:"Alice Example <alice@example.com>, sso subject 248289761001 at https://idp.example.com"`
 }
 
 // TableName keeps the table's name short and plain.
@@ -119,7 +122,7 @@ func (s *Store) Audited(ctx context.Context, action string, fn func(tx *Store) (
 func auditEntry(ctx context.Context, action, target, detail string) AuditEntry {
 	a := ActorOf(ctx)
 	e := AuditEntry{At: time.Now().UTC(), Actor: a.Name(), Via: a.Via, KeyID: a.KeyID,
-		KeyLabel: clip(a.KeyLabel, 64), ClientIP: clip(a.ClientIP, 64), RequestID: clip(a.RequestID, 64),
+		KeyLabel: clip(a.KeyLabel, 64), Person: clip(a.Person, PersonMax), ClientIP: clip(a.ClientIP, 64), RequestID: clip(a.RequestID, 64),
 		Action: action, Target: clip(target, 200), Detail: clip(detail, AuditDetailMax)}
 	if a.Principal != nil {
 		e.ActorID, e.ActorRole = a.Principal.ID, a.Principal.Role

@@ -8,14 +8,22 @@ import (
 )
 
 // ConsoleSession is a signed-in browser of the admin console. Only the
-// SHA-256 of the cookie's token is stored; the session lives only as long
-// as the API key it was opened with stays active.
+// SHA-256 of the cookie's token is stored. A session opened with an API
+// key lives only as long as the key stays active; one opened through the
+// identity provider (KeyID 0, IdentityID set) as long as its principal
+// stays enabled.
 type ConsoleSession struct {
 	Hash        string    `gorm:"primaryKey;size:64"`
 	PrincipalID uint      `gorm:"not null;index"`
 	KeyID       uint      `gorm:"not null;index"`
 	CreatedAt   time.Time `gorm:"not null"`
 	ExpiresAt   time.Time `gorm:"not null;index"`
+	// IdentityID is the identity (identities) an SSO sign-in opened the
+	// session as; nil for a key's session.
+	IdentityID *uint `gorm:"index"`
+	// Person names that identity as the provider did at sign-in
+	// (PersonName), for the audit log of what the session does.
+	Person string `gorm:"size:300;not null;default:''"`
 	// KeyLabel is the label (or prefix) of the key, read with the session
 	// for the audit log; not a column.
 	KeyLabel string `gorm:"-"`
@@ -30,12 +38,13 @@ func (s *Store) CreateConsoleSession(ctx context.Context, cs *ConsoleSession) er
 }
 
 // ConsoleSessionByHash returns an unexpired session whose key is still
-// active, with its principal.
+// active (or that SSO opened), of an enabled principal, with the principal.
 func (s *Store) ConsoleSessionByHash(ctx context.Context, hash string, now time.Time) (*ConsoleSession, *Principal, error) {
 	var cs ConsoleSession
 	err := s.db.WithContext(ctx).
 		Where("hash = ? AND expires_at > ?", hash, now).
-		Where("key_id IN (SELECT id FROM api_keys WHERE revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?))", now).
+		Where("(key_id IN (SELECT id FROM api_keys WHERE revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?))"+
+			" OR (key_id = 0 AND identity_id IS NOT NULL))", now).
 		Where("principal_id IN (SELECT id FROM principals WHERE disabled_at IS NULL)").
 		First(&cs).Error
 	if err != nil {
@@ -44,6 +53,9 @@ func (s *Store) ConsoleSessionByHash(ctx context.Context, hash string, now time.
 	p, err := s.PrincipalByID(ctx, cs.PrincipalID)
 	if err != nil {
 		return nil, nil, err
+	}
+	if cs.KeyID == 0 {
+		return &cs, p, nil
 	}
 	var key APIKey
 	if err := s.db.WithContext(ctx).Select("prefix", "label").First(&key, cs.KeyID).Error; err != nil {

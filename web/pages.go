@@ -107,6 +107,11 @@ func consoleNotFound(d Deps) gin.HandlerFunc {
 func mountConsole(r *gin.Engine, d Deps) {
 	r.GET(ConsolePrefix+"/login", d.Console.SignInPage)
 	r.POST(ConsolePrefix+"/login", d.Console.SignIn)
+	// Sign-in through the identity provider (handlers/console/sso.go):
+	// open to anyone, as the key form is; each answers 404 when no
+	// provider is configured.
+	r.GET(ConsolePrefix+"/login/oidc", d.Console.SSOSignIn)
+	r.GET(ConsolePrefix+"/login/oidc/callback", d.Console.SSOCallback)
 	g := r.Group(ConsolePrefix, consoleAuth(d))
 	g.POST("/logout", d.Handler.Wrap(d.Console.SignOut))
 	for _, p := range pages {
@@ -148,7 +153,7 @@ func consoleAuth(d Deps) gin.HandlerFunc {
 		}
 		console.SetConsole(c, s, nav)
 		c.Set("principal_name", s.Principal.Name)
-		setActor(c, models.Actor{Principal: s.Principal, KeyID: s.KeyID, KeyLabel: s.KeyLabel, Via: models.ViaConsole})
+		setActor(c, models.Actor{Principal: s.Principal, KeyID: s.KeyID, KeyLabel: s.KeyLabel, Via: models.ViaConsole, Person: s.Person})
 		if c.FullPath() == "" { // no such page: a 404 inside the console frame
 			d.Handler.NotFound(c)
 			return

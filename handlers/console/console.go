@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/a-h/templ"
@@ -101,29 +102,33 @@ func (h *Handler) SignInPage(c *gin.Context) {
 			return
 		}
 	}
-	_ = h.Render(c, http.StatusOK, views.SignIn(views.SignInData{CSRF: h.signInToken(c), Next: next}))
+	_ = h.Render(c, http.StatusOK, views.SignIn(h.signInData(c, next, "")))
 }
 
 // SignIn checks the key of the sign-in form and opens a session.
 func (h *Handler) SignIn(c *gin.Context) {
 	next := safeNext(c.PostForm("next"))
+	if h.KeySignInOff {
+		h.signInFailed(c, handlers.StatusFor(models.CodeForbidden), next,
+			"Signing in with an API key is switched off on this server (TOOLBELT_KEY_SIGNIN=off); sign in through the identity provider. API keys still work on the API.")
+		return
+	}
 	want, _ := c.Cookie(signInCSRFCookie)
 	got := c.PostForm("_csrf")
 	if want == "" || subtle.ConstantTimeCompare([]byte(got), []byte(want)) != 1 {
-		_ = h.Render(c, handlers.StatusFor(models.CodeForbidden), views.SignIn(views.SignInData{CSRF: h.signInToken(c), Next: next,
-			Error: "The sign-in form expired; enter your key again."}))
+		h.signInFailed(c, handlers.StatusFor(models.CodeForbidden), next, "The sign-in form expired; enter your key again.")
 		return
 	}
 	key := strings.TrimSpace(c.PostForm("key"))
 	if key == "" {
-		_ = h.Render(c, handlers.StatusFor(models.CodeValidation), views.SignIn(views.SignInData{CSRF: want, Next: next, Error: "Enter an API key."}))
+		h.signInFailed(c, handlers.StatusFor(models.CodeValidation), next, "Enter an API key.")
 		return
 	}
 	ctx := models.WithActor(c.Request.Context(), models.Actor{Via: models.ViaConsole, RequestID: c.GetString(handlers.RequestIDKey)})
 	s, err := h.Accounts.SignIn(ctx, c.ClientIP(), key) // see web.Deps.TrustedProxies
 	if err != nil {
 		status, body := handlers.Classify(c, h.Log, err)
-		_ = h.Render(c, status, views.SignIn(views.SignInData{CSRF: want, Next: next, Error: body.Error.Message}))
+		h.signInFailed(c, status, next, body.Error.Message)
 		return
 	}
 	setConsoleCookie(c, signInCSRFCookie, "", -1)
@@ -170,11 +175,27 @@ func setConsoleCookie(c *gin.Context, name, value string, maxAge int) {
 		HttpOnly: true, Secure: secure, SameSite: http.SameSiteStrictMode})
 }
 
-// safeNext keeps a post-sign-in destination inside the console.
+// safeNext keeps a post-sign-in destination inside the console: a
+// same-origin relative path under /admin (an OAuth consent page, a page
+// the session ended on). Anything a browser could read as another origin
+// ("//evil", "/\evil", "https://evil", their percent-encoded and
+// control-character forms) is refused, and the console's home is used.
 func safeNext(next string) string {
-	if next == "" || !strings.HasPrefix(next, "/admin") || strings.HasPrefix(next, "//") || strings.ContainsAny(next, "\\\r\n") ||
-		strings.HasPrefix(next, "/admin/login") {
-		return "/admin"
+	const home = "/admin"
+	u, err := url.Parse(next)
+	if next == "" || err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || u.Opaque != "" {
+		return home
+	}
+	path, _, _ := strings.Cut(next, "?")
+	lower := strings.ToLower(path)
+	if (path != home && !strings.HasPrefix(path, home+"/")) || strings.HasPrefix(path, "/admin/login") ||
+		strings.Contains(path, "//") || strings.Contains(lower, "%2f") || strings.Contains(lower, "%5c") || strings.Contains(lower, "%2e") {
+		return home
+	}
+	for _, r := range next {
+		if r < 0x20 || r == 0x7f || r == '\\' {
+			return home
+		}
 	}
 	return next
 }

@@ -10,6 +10,7 @@ import (
 	"toolbelt/services/access"
 	"toolbelt/services/audit"
 	"toolbelt/services/catalog"
+	"toolbelt/services/identity"
 	"toolbelt/services/invoke"
 	"toolbelt/services/ops"
 	"toolbelt/services/selection"
@@ -30,5 +31,9 @@ type Handler struct {
 	Audit *audit.Log
 	// Upstreams are the MCP servers whose tools Toolbelt serves.
 	Upstreams *upstream.Manager
-	Log       *slog.Logger
+	// SSO, when set, signs people in through the organisation's identity
+	// provider; KeySignInOff refuses the key form (TOOLBELT_KEY_SIGNIN=off).
+	SSO          *identity.SSO
+	KeySignInOff bool
+	Log          *slog.Logger
 }

@@ -20,8 +20,11 @@ const ConsoleSessionTTL = 12 * time.Hour
 // CSRF token its forms must carry, and who it is.
 type ConsoleSession struct {
 	// KeyID and KeyLabel name the key the session was opened with.
-	KeyID     uint
-	KeyLabel  string
+	KeyID    uint
+	KeyLabel string
+	// Person names who the identity provider signed in (KeyID 0), as
+	// models.Actor.Person; empty for a key's session.
+	Person    string
 	Token     string
 	CSRF      string
 	Principal *models.Principal
@@ -51,25 +54,52 @@ func (a *Accounts) SignIn(ctx context.Context, client, secret string) (*ConsoleS
 	if err := usable(key, p, time.Now()); err != nil {
 		return nil, a.refuseSignIn(ctx, client, err, false, fmt.Sprintf("key %d of principal %d: %v", key.ID, p.ID, err))
 	}
-	token := rand.Text() + rand.Text() // 2 × 130 bits
-	now := time.Now().UTC()
-	cs := &models.ConsoleSession{Hash: hashKey(token), PrincipalID: p.ID, KeyID: key.ID, CreatedAt: now, ExpiresAt: now.Add(ConsoleSessionTTL)}
 	actor.Principal, actor.KeyID, actor.KeyLabel = p, key.ID, cmp.Or(key.Label, key.Prefix)
-	ctx = models.WithActor(ctx, actor)
-	err = a.store.Audited(ctx, models.AuditSignIn, func(tx *models.Store) (string, string, error) {
-		return principalTarget(p.ID), "", tx.CreateConsoleSession(ctx, cs)
-	})
+	cs, err := a.openSession(models.WithActor(ctx, actor), &models.ConsoleSession{PrincipalID: p.ID, KeyID: key.ID}, "")
 	if err != nil {
 		return nil, err
 	}
 	a.touch(ctx, key.ID)
 	a.log.InfoContext(ctx, "console sign-in", "principal", p.Name, "key_id", key.ID)
-	return &ConsoleSession{Token: token, CSRF: CSRFToken(token), Principal: p, ExpiresAt: cs.ExpiresAt}, nil
+	return cs, nil
+}
+
+// SignInPerson opens a console session for a person the identity
+// provider signed in, already resolved to an enabled principal p and
+// the identity identityID (services/identity does both; it checks what
+// the provider said, this only opens the session). person names them
+// (models.PersonName) in the audit log of the sign-in and of all the
+// session does.
+func (a *Accounts) SignInPerson(ctx context.Context, client string, p *models.Principal, identityID uint, person string) (*ConsoleSession, error) {
+	actor := models.Actor{Principal: p, Via: models.ViaConsole, ClientIP: client, RequestID: models.ActorOf(ctx).RequestID, Person: person}
+	cs, err := a.openSession(models.WithActor(ctx, actor), &models.ConsoleSession{PrincipalID: p.ID, IdentityID: &identityID, Person: person}, models.SignedInSSO)
+	if err != nil {
+		return nil, err
+	}
+	a.log.InfoContext(ctx, "console sign-in", "principal", p.Name, "identity_id", identityID, "via", models.SignedInSSO)
+	return cs, nil
+}
+
+// openSession stores a new session cs (its principal and credential
+// set) with the audit entry of the sign-in, whose detail says how.
+func (a *Accounts) openSession(ctx context.Context, cs *models.ConsoleSession, how string) (*ConsoleSession, error) {
+	token := rand.Text() + rand.Text() // 2 × 130 bits
+	now := time.Now().UTC()
+	cs.Hash, cs.CreatedAt, cs.ExpiresAt = hashKey(token), now, now.Add(ConsoleSessionTTL)
+	err := a.store.Audited(ctx, models.AuditSignIn, func(tx *models.Store) (string, string, error) {
+		return principalTarget(cs.PrincipalID), how, tx.CreateConsoleSession(ctx, cs)
+	})
+	if err != nil {
+		return nil, err
+	}
+	actor := models.ActorOf(ctx)
+	return &ConsoleSession{KeyID: cs.KeyID, KeyLabel: actor.KeyLabel, Person: cs.Person, Token: token, CSRF: CSRFToken(token),
+		Principal: actor.Principal, ExpiresAt: cs.ExpiresAt}, nil
 }
 
 // ConsoleSession returns the session of a cookie token: unknown, expired,
-// signed-out sessions and those whose key was revoked are
-// models.ErrUnauthorized.
+// signed-out sessions, those whose key was revoked and those of a
+// disabled principal are models.ErrUnauthorized.
 func (a *Accounts) ConsoleSession(ctx context.Context, token string) (*ConsoleSession, error) {
 	if token == "" {
 		return nil, models.ErrUnauthorized.Errorf("not signed in")
@@ -81,7 +111,17 @@ func (a *Accounts) ConsoleSession(ctx context.Context, token string) (*ConsoleSe
 	if err != nil {
 		return nil, err
 	}
-	return &ConsoleSession{KeyID: cs.KeyID, KeyLabel: cs.KeyLabel, Token: token, CSRF: CSRFToken(token), Principal: p, ExpiresAt: cs.ExpiresAt}, nil
+	return &ConsoleSession{KeyID: cs.KeyID, KeyLabel: cs.KeyLabel, Person: cs.Person, Token: token, CSRF: CSRFToken(token), Principal: p, ExpiresAt: cs.ExpiresAt}, nil
+}
+
+// RefusePerson records a sign-in through the identity provider that was
+// refused (why says what for the audit log, never a token or code) and
+// answers err. It is not counted as a guess: the provider, not the
+// client, chose who came back.
+func (a *Accounts) RefusePerson(ctx context.Context, client string, err error, why string) error {
+	actor := models.ActorOf(ctx)
+	actor.Via, actor.ClientIP = models.ViaConsole, client
+	return a.refuseSignIn(models.WithActor(ctx, actor), client, err, false, models.SignedInSSO+": "+why)
 }
 
 // refuseSignIn records a refused sign-in and answers err. A guess (a
@@ -113,9 +153,14 @@ func (a *Accounts) SignOut(ctx context.Context, token string) error {
 	})
 }
 
-// PruneConsoleSessions removes expired sessions.
+// PruneConsoleSessions removes expired sessions, and sign-ins through
+// the identity provider that never came back.
 func (a *Accounts) PruneConsoleSessions(ctx context.Context) error {
-	_, err := a.store.DeleteExpiredConsoleSessions(ctx, time.Now().UTC())
+	now := time.Now().UTC()
+	if _, err := a.store.DeleteExpiredConsoleSessions(ctx, now); err != nil {
+		return err
+	}
+	_, err := a.store.DeleteExpiredOIDCLogins(ctx, now)
 	return err
 }
 
