@@ -1194,11 +1194,25 @@ type ModelsApproval struct {
 	ArgsHash *string `json:"args_hash,omitempty"`
 
 	// Arguments redacted, for the reviewer
-	Arguments   *string `json:"arguments,omitempty"`
-	CallId      *string `json:"call_id,omitempty"`
-	CreatedAt   *string `json:"created_at,omitempty"`
-	DecidedAt   *string `json:"decided_at,omitempty"`
-	DecidedBy   *int    `json:"decided_by,omitempty"`
+	Arguments *string `json:"arguments,omitempty"`
+	CallId    *string `json:"call_id,omitempty"`
+	CreatedAt *string `json:"created_at,omitempty"`
+	DecidedAt *string `json:"decided_at,omitempty"`
+	DecidedBy *int    `json:"decided_by,omitempty"`
+
+	// DecidedVia DecidedVia is the door the decision came through: api, mcp,
+	// console, or "console sso" when the reviewer signed in through the
+	// identity provider (models.Actor.Door).
+	//
+	// Example: console sso
+	DecidedVia *string `json:"decided_via,omitempty"`
+
+	// DeciderName DeciderName names the person who decided when an identity provider
+	// signed them in (models.PersonName), as they were named then; empty
+	// when a key decided (DecidedBy names its principal).
+	//
+	// Example: Alice Example <alice@example.com>, sso subject 248289761001 at https://idp.example.com
+	DeciderName *string `json:"decider_name,omitempty"`
 	ExpiresAt   *string `json:"expires_at,omitempty"`
 	Id          *string `json:"id,omitempty"`
 	PrincipalId *int    `json:"principal_id,omitempty"`

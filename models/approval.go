@@ -40,6 +40,14 @@ type Approval struct {
 	DecidedAt   *time.Time `json:"decided_at,omitempty"`
 	ExpiresAt   time.Time  `gorm:"index" json:"expires_at"`
 	CreatedAt   time.Time  `json:"created_at"`
+	// DecidedVia is the door the decision came through: api, mcp,
+	// console, or "console sso" when the reviewer signed in through the
+	// identity provider (models.Actor.Door).
+	DecidedVia string `gorm:"size:16;not null;default:''" json:"decided_via,omitempty" example:"console sso"`
+	// DeciderName names the person who decided when an identity provider
+	// signed them in (models.PersonName), as they were named then; empty
+	// when a key decided (DecidedBy names its principal).
+	DeciderName string `gorm:"size:300;not null;default:''" json:"decider_name,omitempty" example:"Alice Example <alice@example.com>, sso subject 248289761001 at https://idp.example.com"`
 }
 
 // CreateApproval stores a pending approval and its waiting call at once,
@@ -128,8 +136,11 @@ func (s *Store) DecideApproval(ctx context.Context, id, status, reason string, b
 			// Left pending: the expiry sweep ends the parked call with it.
 			return ErrConflict.Errorf("approval %s expired at %s", id, a.ExpiresAt.Format(time.RFC3339))
 		}
+		actor := ActorOf(ctx)
 		a.Status, a.Reason, a.DecidedBy, a.DecidedAt = status, reason, &by, &now
-		if err := tx.Model(&a).Updates(map[string]any{"status": status, "reason": reason, "decided_by": by, "decided_at": now}).Error; err != nil {
+		a.DecidedVia, a.DeciderName = clip(actor.Door(), 16), clip(actor.Person, PersonMax)
+		if err := tx.Model(&a).Updates(map[string]any{"status": status, "reason": reason, "decided_by": by, "decided_at": now,
+			"decided_via": a.DecidedVia, "decider_name": a.DeciderName}).Error; err != nil {
 			return err
 		}
 		if status != ApprovalApproved {

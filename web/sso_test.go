@@ -387,3 +387,46 @@ func TestSSOKeySignInOff(t *testing.T) {
 		t.Fatalf("SSO with key sign-in off: signed in as %q", who)
 	}
 }
+
+func TestSSOReviewerDecisionNamesThePerson(t *testing.T) {
+	t.Parallel()
+	f := newSSO(t)
+	dangerousWrite(t, f.app)
+	_, approval := dangerousCall(t, f.app, "agent", "by a person")
+
+	rita := f.browser(t)
+	f.signIn(t, rita, "rita", "rita-pw", "/admin")
+	rita.get("/admin/approvals")
+	if p := rita.post("/admin/approvals/"+approval+"/approve", url.Values{"reason": {"looked at it"}}); p.Status != 200 {
+		t.Fatalf("approve in the console: %d", p.Status)
+	}
+
+	var got map[string]any
+	for _, a := range f.app.do(t, "admin", "GET", "/api/v1/approvals?status=all", nil).JSON(t)["approvals"].([]any) {
+		if a := a.(map[string]any); a["id"] == approval {
+			got = a
+		}
+	}
+	person, _ := got["decider_name"].(string)
+	if got["decided_via"] != "console sso" || !strings.Contains(person, "Rita Reviewer <rita@example.com>") || !strings.Contains(person, "sub-rita at "+f.idp.Issuer) {
+		t.Fatalf("approval as the API shows it: %v", got)
+	}
+	e := auditEntries(t, f.app, models.AuditApprovalApprove)[0]
+	if e["actor"] != "rita" || e["person"] != person || e["via"] != "console" {
+		t.Fatalf("approval's audit entry: %v", e)
+	}
+	if by := rita.get("/admin/approvals").TestID("decided-by").First().Text(); !strings.Contains(by, "rita (Rita Reviewer <rita@example.com>") {
+		t.Fatalf("approvals page: decided by %q", by)
+	}
+
+	// A key's decision names no person.
+	_, other := dangerousCall(t, f.app, "agent", "by a key")
+	if r := f.app.do(t, "reviewer", "POST", "/api/v1/approvals/"+other+"/approve", map[string]any{"reason": "ok"}); r.Status != 200 {
+		t.Fatalf("approve with a key: %d %s", r.Status, r.Body)
+	}
+	for _, a := range f.app.do(t, "admin", "GET", "/api/v1/approvals?status=all", nil).JSON(t)["approvals"].([]any) {
+		if a := a.(map[string]any); a["id"] == other && (a["decided_via"] != "api" || a["decider_name"] != nil) {
+			t.Fatalf("a key's decision: %v", a)
+		}
+	}
+}

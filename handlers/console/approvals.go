@@ -197,7 +197,7 @@ func (h *Handler) decided(ctx context.Context, me *models.Principal, names calle
 	row := views.DecidedApproval{ID: a.ID, CallID: a.CallID, Tool: a.Tool, Requester: names.of(a.PrincipalID),
 		Status: a.Status, Reason: a.Reason, DecidedBy: "—", When: a.ExpiresAt}
 	if a.DecidedBy != nil {
-		row.DecidedBy = names.of(*a.DecidedBy)
+		row.DecidedBy = decider(names, a)
 	}
 	if a.DecidedAt != nil {
 		row.When = *a.DecidedAt
@@ -210,6 +210,16 @@ func (h *Handler) decided(ctx context.Context, me *models.Principal, names calle
 		}
 	}
 	return row
+}
+
+// decider names who decided a: the principal, and the person when the
+// identity provider signed them in.
+func decider(names callerNames, a models.Approval) string {
+	by := names.of(*a.DecidedBy)
+	if a.DeciderName != "" {
+		by += " (" + a.DeciderName + ")"
+	}
+	return by
 }
 
 // callerNames maps principal ids to names for display.

@@ -186,7 +186,7 @@ func (h *Handler) CallPage(c *gin.Context) error {
 	} else if a != nil {
 		dec := &views.CallDecision{ID: a.ID, Status: a.Status, Reason: a.Reason, At: a.DecidedAt}
 		if a.DecidedBy != nil {
-			dec.By = names.of(*a.DecidedBy)
+			dec.By = decider(names, *a)
 		}
 		end := time.Now()
 		switch {
