@@ -28,6 +28,14 @@ type e2e struct {
 
 func newE2E(t *testing.T, app *testApp) *e2e {
 	t.Helper()
+	srv := httptest.NewServer(app.handler)
+	t.Cleanup(srv.Close)
+	return newE2EAt(t, app, srv.URL)
+}
+
+// newE2EAt is newE2E for a server the test started, at url.
+func newE2EAt(t *testing.T, app *testApp, url string) *e2e {
+	t.Helper()
 	path, err := browser.Find(os.Getenv("TOOLBELT_CHROMIUM"))
 	if err != nil {
 		if os.Getenv("CI") == "true" {
@@ -35,8 +43,6 @@ func newE2E(t *testing.T, app *testApp) *e2e {
 		}
 		t.Skip(err)
 	}
-	srv := httptest.NewServer(app.handler)
-	t.Cleanup(srv.Close)
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(path),
 		chromedp.Flag("headless", "new"),
@@ -57,7 +63,7 @@ func newE2E(t *testing.T, app *testApp) *e2e {
 		t.Fatalf("start Chromium: %v", err)
 	}
 	ctx, cancelTimeout := context.WithTimeout(browserCtx, 90*time.Second)
-	e := &e2e{t: t, app: app, URL: srv.URL, ctx: ctx}
+	e := &e2e{t: t, app: app, URL: url, ctx: ctx}
 	t.Cleanup(func() {
 		if t.Failed() {
 			e.screenshot()

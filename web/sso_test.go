@@ -23,9 +23,10 @@ const ssoCallback = "/admin/login/oidc/callback"
 // ssoFixture is Toolbelt signing its console in through a real OpenID
 // provider (internal/testidp: zitadel's op) on loopback.
 type ssoFixture struct {
-	idp *testidp.IDP
-	app *testApp
-	srv *httptest.Server
+	idp    *testidp.IDP
+	app    *testApp
+	srv    *httptest.Server
+	public string // Toolbelt's public URL
 }
 
 // The provider's people: an admin, a reviewer, someone in no mapped group.
@@ -40,11 +41,20 @@ var ssoUsers = []testidp.User{
 // Toolbelt's public URL is where it listens.
 func newSSO(t *testing.T, edits ...func(*app.Config)) *ssoFixture {
 	t.Helper()
+	return newSSONamed(t, "127.0.0.1", edits...)
+}
+
+// newSSONamed is newSSO with Toolbelt's public URL naming it host (a
+// loopback name): "localhost" puts it on another site than the
+// provider's 127.0.0.1, as a real provider is.
+func newSSONamed(t *testing.T, host string, edits ...func(*app.Config)) *ssoFixture {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	public := "http://" + ln.Addr().String()
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	public := "http://" + net.JoinHostPort(host, port)
 	idp := testidp.Start(t, testidp.Options{Users: ssoUsers, Clients: []testidp.Client{
 		{ID: "toolbelt-console", Secret: "console-secret", RedirectURIs: []string{public + ssoCallback}}}})
 	sso := func(c *app.Config) {
@@ -60,7 +70,7 @@ func newSSO(t *testing.T, edits ...func(*app.Config)) *ssoFixture {
 	srv.Listener = ln
 	srv.Start()
 	t.Cleanup(srv.Close)
-	return &ssoFixture{idp: idp, app: ta, srv: srv}
+	return &ssoFixture{idp: idp, app: ta, srv: srv, public: public}
 }
 
 // browser is a cookie-jar browser for Toolbelt and the provider. It
