@@ -59,6 +59,9 @@ const (
 	AuditSignIn         = "console.sign_in"
 	AuditSignInFailed   = "console.sign_in_failed"
 	AuditSignOut        = "console.sign_out"
+	// An OAuth client allowed by a person, and a grant revoked by an admin.
+	AuditOAuthConsent = "oauth.consent"
+	AuditOAuthRevoke  = "oauth.revoke"
 )
 
 // AuditActions lists every action, in the order the console offers them.
@@ -69,6 +72,7 @@ var AuditActions = []string{
 	AuditUpstreamAdd, AuditUpstreamUpdate, AuditUpstreamDisable, AuditUpstreamEnable, AuditUpstreamDelete, AuditUpstreamChange, AuditUpstreamAccept, AuditUpstreamSync,
 	AuditUpstreamRefuse, AuditUpstreamAlias, AuditUpstreamToolDisable, AuditUpstreamToolEnable,
 	AuditCallCancel, AuditCallbackRotate, AuditSelectionLearn, AuditQueryForget, AuditSignIn, AuditSignInFailed, AuditSignOut,
+	AuditOAuthConsent, AuditOAuthRevoke,
 }
 
 // AuditDetailMax bounds an entry's detail, in characters.
