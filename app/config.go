@@ -140,6 +140,15 @@ type Config struct {
 	// (TOOLBELT_KEY_SIGNIN, on by default): off leaves the console to the
 	// identity provider; keys keep working on the API and /mcp.
 	KeySignIn bool
+	// OAuthKey encrypts the embedded authorization server's access tokens
+	// and its stored signing key (TOOLBELT_OAUTH_KEY, at least 32 bytes);
+	// empty: the one in the data directory's oauth.key, made at the first
+	// start. Every instance sharing a database needs the same.
+	OAuthKey string
+	// OAuthDCR turns on dynamic client registration (RFC 7591) at
+	// /oauth/register (TOOLBELT_OAUTH_DCR): anyone may then register a
+	// public client (a person still consents to each).
+	OAuthDCR bool
 }
 
 // The identity modes of Config.OAuth.
@@ -222,6 +231,10 @@ func ParseConfig(args []string, lookup func(string) (string, bool)) (Config, err
 	if cfg.OutageGrace, err = time.ParseDuration(env("TOOLBELT_OUTAGE_GRACE", access.DefaultOutageGrace.String())); err != nil || cfg.OutageGrace < 0 {
 		return cfg, fmt.Errorf("TOOLBELT_OUTAGE_GRACE must be a duration such as 5m (0 refuses calls as soon as the database does not answer)")
 	}
+	cfg.OAuthKey = env("TOOLBELT_OAUTH_KEY", "")
+	if cfg.OAuthDCR, err = strconv.ParseBool(env("TOOLBELT_OAUTH_DCR", "false")); err != nil {
+		return cfg, fmt.Errorf("TOOLBELT_OAUTH_DCR must be true or false")
+	}
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", grace, "how long calls in flight may finish on SIGTERM before they are interrupted (TOOLBELT_SHUTDOWN_TIMEOUT)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
@@ -251,6 +264,9 @@ func ParseConfig(args []string, lookup func(string) (string, bool)) (Config, err
 	}
 	if cfg.NetPolicy, err = netpolicy.Parse(env("TOOLBELT_HTTP_ALLOW_HOSTS", ""), env("TOOLBELT_HTTP_ALLOW_PRIVATE", "")); err != nil {
 		return cfg, fmt.Errorf("TOOLBELT_HTTP_ALLOW_PRIVATE: %w", err)
+	}
+	if cfg.OAuthKey != "" && len(cfg.OAuthKey) < 32 {
+		return cfg, fmt.Errorf("TOOLBELT_OAUTH_KEY must be at least 32 bytes (such as the output of: openssl rand -hex 32)")
 	}
 	if cfg.CallbackKey != "" && len(cfg.CallbackKey) < 32 {
 		return cfg, fmt.Errorf("TOOLBELT_CALLBACK_KEY must be at least 32 bytes (such as the output of: openssl rand -hex 32)")
@@ -462,7 +478,7 @@ func secrets(env func(name, def string) string) map[string]string {
 // and their passwords, the OpenID client secret, and the configured
 // secrets.
 func secretValues(cfg Config) []string {
-	vals := []string{cfg.AdminKey, cfg.CallbackKey, cfg.DatabaseURL, databasePassword(cfg.DatabaseURL),
+	vals := []string{cfg.AdminKey, cfg.CallbackKey, cfg.OAuthKey, cfg.DatabaseURL, databasePassword(cfg.DatabaseURL),
 		cfg.RedisURL, redisPassword(cfg.RedisURL), cfg.OIDC.ClientSecret}
 	for _, name := range slices.Sorted(maps.Keys(cfg.Secrets)) {
 		vals = append(vals, cfg.Secrets[name])

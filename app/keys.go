@@ -36,6 +36,7 @@ func (cfg Config) checkKeys() error {
 	for _, k := range []struct{ setting, value string }{
 		{"TOOLBELT_ADMIN_KEY", cfg.AdminKey},
 		{"TOOLBELT_CALLBACK_KEY", cfg.CallbackKey},
+		{"TOOLBELT_OAUTH_KEY", cfg.OAuthKey},
 	} {
 		if err := checkKey(k.setting, k.value); err != nil {
 			return err

@@ -59,6 +59,12 @@ var pages = []route[*console.Handler]{
 	{http.MethodPost, "/access/principals/:id/disable", admins, (*console.Handler).DisablePrincipalPage},
 	{http.MethodPost, "/access/principals/:id/enable", admins, (*console.Handler).EnablePrincipalPage},
 	{http.MethodPost, "/access/principals/:id/delete", admins, (*console.Handler).DeletePrincipalPage},
+	{http.MethodPost, "/access/oauth/:id/revoke", admins, (*console.Handler).RevokeOAuthPage},
+
+	// OAuth consent (handlers/console/consent.go): anyone signed in
+	// answers their own authorization requests.
+	{http.MethodGet, "/oauth/consent", everyone, (*console.Handler).ConsentPage},
+	{http.MethodPost, "/oauth/consent", everyone, (*console.Handler).ConsentForm},
 
 	// Upstream MCP servers (handlers/console/servers.go).
 	{http.MethodGet, "/servers", admins, (*console.Handler).ServersPage},

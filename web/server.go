@@ -24,6 +24,7 @@ import (
 	"toolbelt/handlers/mcpserver"
 	"toolbelt/models"
 	"toolbelt/services/access"
+	"toolbelt/services/authserver"
 	"toolbelt/services/ops"
 	"toolbelt/static"
 )
@@ -201,6 +202,9 @@ type Deps struct {
 	// Tokens verify the bearer tokens that are not API keys, asked in
 	// order; none: only keys are accepted.
 	Tokens []access.TokenVerifier
+	// AuthServer, when set, is the embedded OAuth authorization server,
+	// served at /oauth and /.well-known/oauth-authorization-server.
+	AuthServer *authserver.Server
 	// RequestLine, when set, writes each request's access line in place
 	// of Log, as Log would (app writes the JSON line by hand); it
 	// answers false for a line it leaves to Log.
@@ -269,6 +273,9 @@ func New(d Deps) http.Handler {
 
 	if d.MCP != nil {
 		mountMCP(r, d)
+	}
+	if d.AuthServer != nil {
+		mountOAuth(r, d)
 	}
 
 	api := r.Group(APIPrefix, authenticate(d))

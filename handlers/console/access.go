@@ -83,6 +83,10 @@ func (h *Handler) renderAccess(c *gin.Context, status int, f accessForm) error {
 	if err != nil {
 		return err
 	}
+	clients, err := h.oauthClients(ctx)
+	if err != nil {
+		return err
+	}
 	for _, p := range ps {
 		if f.q != "" && !strings.Contains(strings.ToLower(p.Name), strings.ToLower(f.q)) || f.role != "" && p.Role != f.role {
 			if p.ID != f.grantsOf {
@@ -90,7 +94,7 @@ func (h *Handler) renderAccess(c *gin.Context, status int, f accessForm) error {
 			}
 		}
 		row := views.AccessPrincipal{ID: p.ID, Name: p.Name, Role: p.Role, Created: p.CreatedAt, Disabled: p.DisabledAt, You: me != nil && me.ID == p.ID,
-			Open: p.ID == f.open || p.ID == f.grantsOf}
+			Open: p.ID == f.open || p.ID == f.grantsOf, Clients: clients[p.ID]}
 		for _, k := range p.Keys {
 			row.Keys = append(row.Keys, views.AccessKey{ID: k.ID, Prefix: k.Prefix, Label: k.Label, Created: k.CreatedAt, LastUsed: k.LastUsedAt,
 				Expires: k.ExpiresAt, Revoked: k.RevokedAt, Expired: k.ExpiresAt != nil && !now.Before(*k.ExpiresAt)})
@@ -241,6 +245,40 @@ func (h *Handler) RevokeKeyPage(c *gin.Context) error {
 		return err
 	}
 	return Redirect(c, accessOf(k.OwnerID), fmt.Sprintf("Key “%s” of %s revoked; it stopped working at once.", k.Label, k.Owner))
+}
+
+// RevokeOAuthPage revokes an OAuth client's grant (its tokens stop at
+// once, on every instance).
+func (h *Handler) RevokeOAuthPage(c *gin.Context) error {
+	id, err := handlers.IDParam(c, "id")
+	if err != nil {
+		return err
+	}
+	if h.OAuth == nil {
+		return models.ErrNotFound.Errorf("the embedded authorization server is off")
+	}
+	g, err := h.OAuth.RevokeGrant(c.Request.Context(), id, handlers.CurrentPrincipal(c))
+	if err != nil {
+		return err
+	}
+	return Redirect(c, accessOf(g.PrincipalID), fmt.Sprintf("Application “%s” revoked; its tokens stopped working at once.", g.ClientName))
+}
+
+// oauthClients are the OAuth clients each principal allowed.
+func (h *Handler) oauthClients(ctx context.Context) (map[uint][]views.AccessClient, error) {
+	out := map[uint][]views.AccessClient{}
+	if h.OAuth == nil {
+		return out, nil
+	}
+	gs, err := h.OAuth.Grants(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, g := range gs {
+		out[g.PrincipalID] = append(out[g.PrincipalID], views.AccessClient{GrantID: g.ID, Name: g.ClientName, ClientID: g.ClientID,
+			Scopes: g.Scopes, Created: g.CreatedAt, LastUsed: g.LastUsedAt})
+	}
+	return out, nil
 }
 
 // DisablePrincipalPage disables a principal after its confirmation; a

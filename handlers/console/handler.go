@@ -9,6 +9,7 @@ import (
 
 	"toolbelt/services/access"
 	"toolbelt/services/audit"
+	"toolbelt/services/authserver"
 	"toolbelt/services/catalog"
 	"toolbelt/services/identity"
 	"toolbelt/services/invoke"
@@ -35,5 +36,8 @@ type Handler struct {
 	// provider; KeySignInOff refuses the key form (TOOLBELT_KEY_SIGNIN=off).
 	SSO          *identity.SSO
 	KeySignInOff bool
-	Log          *slog.Logger
+	// OAuth is the embedded authorization server (consent, authorized
+	// clients); nil when TOOLBELT_OAUTH is not embedded.
+	OAuth *authserver.Server
+	Log   *slog.Logger
 }
