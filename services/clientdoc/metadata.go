@@ -24,6 +24,17 @@ const (
 	maxScope        = 1000
 )
 
+// ErrRedirectURI marks a refusal of a client's redirect URIs: RFC 7591
+// §3.2.2 answers it with invalid_redirect_uri, every other refusal with
+// invalid_client_metadata.
+var ErrRedirectURI = errors.New("invalid redirect_uris")
+
+// redirectError is a refusal of the redirect URIs, matching ErrRedirectURI.
+type redirectError struct{ error }
+
+func (e redirectError) Is(target error) bool { return target == ErrRedirectURI }
+func (e redirectError) Unwrap() error        { return e.error }
+
 // metadata is the JSON of a client ID metadata document or of an RFC 7591
 // registration request: the fields Toolbelt reads. Other members are
 // ignored, as RFC 7591 §2 asks.
@@ -82,7 +93,7 @@ func (m *metadata) client(id string) (*Client, error) {
 	c := &Client{ID: id, Scope: m.Scope}
 	var err error
 	if c.RedirectURIs, err = redirectURIs(m.RedirectURIs); err != nil {
-		return nil, err
+		return nil, redirectError{err}
 	}
 	if c.GrantTypes, err = grantTypes(m.GrantTypes); err != nil {
 		return nil, err

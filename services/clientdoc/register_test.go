@@ -95,6 +95,10 @@ func TestParseRegistration(t *testing.T) {
 			if !errors.Is(err, models.ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("error %q: want models.ErrInvalid saying %q", err, tc.want)
 			}
+			// RFC 7591's invalid_redirect_uri: the refusals of redirect_uris' values.
+			if redirect := strings.Contains(err.Error(), "client registration: redirect_uris"); errors.Is(err, ErrRedirectURI) != redirect {
+				t.Fatalf("error %q: errors.Is(ErrRedirectURI) = %v, want %v", err, !redirect, redirect)
+			}
 		})
 	}
 }
