@@ -458,3 +458,37 @@ func TestFetchCallerLeaving(t *testing.T) {
 		t.Fatalf("%d requests; want 1", n)
 	}
 }
+
+// endless is a body that never ends, counting what is read of it.
+type endless struct{ read atomic.Int64 }
+
+func (e *endless) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = ' '
+	}
+	e.read.Add(int64(len(p)))
+	return len(p), nil
+}
+
+func (e *endless) Close() error { return nil }
+
+// roundTripper answers every request with its function.
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// TestFetchReadsAtMostCapPlusOne: an endless document costs the fetcher
+// one byte more than the cap, however much the host would send.
+func TestFetchReadsAtMostCapPlusOne(t *testing.T) {
+	t.Parallel()
+	body := &endless{}
+	hc := &http.Client{Transport: roundTripper(func(r *http.Request) (*http.Response, error) {
+		return &http.Response{StatusCode: 200, Status: "200 OK", Header: http.Header{"Content-Type": {"application/json"}},
+			Body: body, Request: r}, nil
+	})}
+	_, err := NewFetcher(hc, Options{}).Fetch(context.Background(), "https://agent.example/c.json")
+	wantRefused(t, err, "larger than 5120 bytes")
+	if n := body.read.Load(); n != DefaultMaxBytes+1 {
+		t.Fatalf("read %d bytes; want %d", n, DefaultMaxBytes+1)
+	}
+}
