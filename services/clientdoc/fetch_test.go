@@ -390,15 +390,30 @@ func TestTTL(t *testing.T) {
 	}
 }
 
+// heldServer serves a good document once release is closed.
+func heldServer(t *testing.T) (*docServer, chan struct{}) {
+	release := make(chan struct{})
+	return newDocServer(t, func(w http.ResponseWriter, r *http.Request) {
+		<-release
+		serveDoc("", nil)(w, r)
+	}), release
+}
+
+// waitFor polls ok until it holds, failing t after 10 s.
+func waitFor(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !ok(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 10 s", what)
+		}
+	}
+}
+
 // TestFetchCoalesces: callers asking for one document at once share one
 // request.
 func TestFetchCoalesces(t *testing.T) {
 	t.Parallel()
-	release := make(chan struct{})
-	s := newDocServer(t, func(w http.ResponseWriter, r *http.Request) {
-		<-release
-		serveDoc("", nil)(w, r)
-	})
+	s, release := heldServer(t)
 	hc, _ := policyClient(s, true)
 	f := NewFetcher(hc, Options{})
 	const callers = 10
@@ -409,11 +424,7 @@ func TestFetchCoalesces(t *testing.T) {
 			errs <- err
 		}()
 	}
-	for deadline := time.Now().Add(10 * time.Second); f.waiting.Load() < callers; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d callers waiting; want %d", f.waiting.Load(), callers)
-		}
-	}
+	waitFor(t, "every caller waiting", func() bool { return f.waiting.Load() == callers })
 	close(release)
 	for range callers {
 		if err := <-errs; err != nil {
@@ -429,21 +440,13 @@ func TestFetchCoalesces(t *testing.T) {
 // once; the fetch it shared goes on for the others.
 func TestFetchCallerLeaving(t *testing.T) {
 	t.Parallel()
-	release := make(chan struct{})
-	s := newDocServer(t, func(w http.ResponseWriter, r *http.Request) {
-		<-release
-		serveDoc("", nil)(w, r)
-	})
+	s, release := heldServer(t)
 	hc, _ := policyClient(s, true)
 	f := NewFetcher(hc, Options{})
 	ctx, cancel := context.WithCancel(context.Background())
 	left := make(chan error, 1)
 	go func() { _, err := f.Fetch(ctx, s.URL+"/c.json"); left <- err }()
-	for deadline := time.Now().Add(10 * time.Second); s.requests.Load() == 0; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("no request")
-		}
-	}
+	waitFor(t, "the request", func() bool { return s.requests.Load() == 1 })
 	stayed := make(chan error, 1)
 	go func() { _, err := f.Fetch(context.Background(), s.URL+"/c.json"); stayed <- err }()
 	cancel()
