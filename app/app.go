@@ -26,6 +26,7 @@ import (
 	"toolbelt/models"
 	"toolbelt/services/access"
 	"toolbelt/services/audit"
+	"toolbelt/services/authserver"
 	"toolbelt/services/browser"
 	"toolbelt/services/callbacks"
 	"toolbelt/services/catalog"
@@ -117,6 +118,9 @@ type App struct {
 	// lists them); the identity modes fill both.
 	tokens      []access.TokenVerifier
 	authServers []string
+	// authServer is the embedded authorization server
+	// (TOOLBELT_OAUTH=embedded), nil otherwise.
+	authServer *authserver.Server
 
 	approvalSweep time.Duration
 	// outage is since when the database has not answered: the key check
@@ -297,6 +301,11 @@ func (a *App) pruneHourly(ctx context.Context) error {
 	for {
 		if err := a.Accounts.PruneConsoleSessions(ctx); err != nil {
 			a.Log.Warn("prune console sessions", "err", err)
+		}
+		if a.authServer != nil {
+			if err := a.authServer.Prune(ctx); err != nil {
+				a.Log.Warn("prune oauth requests and tokens", "err", err)
+			}
 		}
 		if err := a.Audit.Prune(ctx); err != nil {
 			a.Log.Warn("prune the audit log", "err", err)

@@ -18,9 +18,11 @@ import (
 	"toolbelt/models"
 	"toolbelt/services/access"
 	"toolbelt/services/audit"
+	"toolbelt/services/authserver"
 	"toolbelt/services/browser"
 	"toolbelt/services/callbacks"
 	"toolbelt/services/catalog"
+	"toolbelt/services/clientdoc"
 	"toolbelt/services/cluster"
 	"toolbelt/services/embed"
 	"toolbelt/services/invoke"
@@ -148,7 +150,38 @@ func (a *App) buildAccess(ctx context.Context) (err error) {
 	a.outage = access.NewOutage(a.Config.OutageGrace)
 	a.Accounts = access.NewAccounts(access.AccountsDeps{Store: a.Store, Authz: a.Authz, Log: a.Log, Outage: a.outage,
 		GuessStore: cluster.LimiterStore(a.Store, "guesses"),
+		OnRevoke: []func(context.Context){func(ctx context.Context) {
+			a.Notices.Send(ctx, cluster.Keys)
+			if a.authServer != nil { // a disabled principal's tokens stop too
+				a.authServer.Tokens().Forget()
+			}
+		}}})
+	return a.buildAuthServer(ctx)
+}
+
+// buildAuthServer builds the embedded OAuth authorization server
+// (TOOLBELT_OAUTH=embedded): its tokens are verified beside keys, it is
+// the issuer the protected-resource metadata names, and a token revoked
+// on another instance is forgotten here on the same notice as keys.
+func (a *App) buildAuthServer(ctx context.Context) error {
+	if a.Config.OAuth != OAuthEmbedded {
+		return nil
+	}
+	key, err := authserver.LoadKey(a.Config.OAuthKey, a.Config.DataDir)
+	if err != nil {
+		return err
+	}
+	a.authServer, err = authserver.New(ctx, authserver.Deps{Store: a.Store, PublicURL: a.PublicURL, Key: key, DCR: a.Config.OAuthDCR, Log: a.Log,
+		// Metadata documents are fetched under the outbound policy: no
+		// loopback or private address unless allowed.
+		ClientDocs: clientdoc.NewFetcher(a.Config.NetPolicy.Client(), clientdoc.Options{}),
 		OnRevoke:   []func(context.Context){func(ctx context.Context) { a.Notices.Send(ctx, cluster.Keys) }}})
+	if err != nil {
+		return err
+	}
+	a.tokens = append(a.tokens, a.authServer.Tokens())
+	a.authServers = append(a.authServers, a.authServer.Issuer())
+	a.Notices.On(cluster.Keys, a.authServer.Tokens().Forget)
 	return nil
 }
 
@@ -320,7 +353,7 @@ func (a *App) buildHandler(env hostEnv) {
 	health := a.health(env.box, env.embedNote)
 	stats := ops.NewStats(ops.StatsDeps{Store: a.Store, Flush: a.Invoker.Flush})
 	con := &console.Handler{Registry: a.Registry, Selector: a.Selector, Invoker: a.Invoker, Accounts: a.Accounts,
-		Health: health, Stats: stats, Alerts: a.Alerts, Audit: a.Audit, Upstreams: a.Upstreams, Log: a.Log,
+		Health: health, Stats: stats, Alerts: a.Alerts, Audit: a.Audit, Upstreams: a.Upstreams, OAuth: a.authServer, Log: a.Log,
 		SSO: a.sso(), KeySignInOff: !cfg.KeySignIn}
 	// Call event streams and MCP calls held open wait alike: one cap.
 	waits := access.NewHolds("call event streams and held calls", cfg.Caps.EventStreams,
@@ -342,7 +375,8 @@ func (a *App) buildHandler(env hostEnv) {
 	a.Handler = web.New(web.Deps{Handler: h, Console: con, Accounts: a.Accounts, Authz: a.Authz, Log: a.Log, RequestLine: a.requestLine, Metrics: a.Metrics, MCP: a.mcp,
 		MCPSessions:    access.NewHolds("MCP sessions", cfg.Caps.MCPSessions, func() { a.Metrics.CapRefused("mcp_sessions") }),
 		TrustedProxies: cfg.TrustedProxies, MCPAllowedOrigins: cfg.MCPAllowedOrigins,
-		PublicURL: a.PublicURL, AuthorizationServers: a.authServers, Tokens: a.tokens})
+		PublicURL: a.PublicURL, AuthorizationServers: a.authServers, Tokens: a.tokens,
+		AuthServer: a.authServer})
 	a.srv = newHTTPServer(cfg.Addr, a.Handler, serverTimeouts)
 }
 

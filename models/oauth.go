@@ -318,15 +318,26 @@ func (s *Store) RevokeOAuthGrant(ctx context.Context, id uint, now time.Time) (*
 	return &g, nil
 }
 
-// OAuthSigningKey returns the current signing key, storing k first when
-// there is none (the first instance to start makes it; the others read
-// it).
-func (s *Store) OAuthSigningKey(ctx context.Context, k *OAuthKey) (*OAuthKey, error) {
+// OAuthSigningKey returns the current signing key, storing the one make
+// returns first when there is none (the first instance to start makes
+// it; the others, and every later start, read it).
+func (s *Store) OAuthSigningKey(ctx context.Context, make func() (*OAuthKey, error)) (*OAuthKey, error) {
 	db := s.db.WithContext(ctx)
+	var cur OAuthKey
+	err := db.Where("retired_at IS NULL").Order("generation DESC").First(&cur).Error
+	if err == nil {
+		return &cur, nil
+	}
+	if !errors.Is(err, gorm.ErrRecordNotFound) {
+		return nil, fmt.Errorf("read signing key: %w", err)
+	}
+	k, err := make()
+	if err != nil {
+		return nil, err
+	}
 	if err := db.Clauses(clause.OnConflict{DoNothing: true}).Create(k).Error; err != nil {
 		return nil, fmt.Errorf("store signing key: %w", err)
 	}
-	var cur OAuthKey
 	if err := db.Where("retired_at IS NULL").Order("generation DESC").First(&cur).Error; err != nil {
 		return nil, fmt.Errorf("read signing key: %w", err)
 	}

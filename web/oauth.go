@@ -1,11 +1,16 @@
 package web
 
 import (
+	"errors"
+	"io"
 	"net/http"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
+	"toolbelt/models"
 	"toolbelt/services/authserver"
+	"toolbelt/services/clientdoc"
 )
 
 // oauthRoutes are the embedded authorization server's endpoints, all
@@ -31,6 +36,9 @@ func mountOAuth(r *gin.Engine, d Deps) {
 	for _, rt := range oauthRoutes {
 		r.Handle(rt.method, rt.path, op)
 	}
+	if d.AuthServer.DCR() {
+		r.POST(authserver.RegisterPath, registerClient(d))
+	}
 	metadata := func(c *gin.Context) {
 		// Read by browser-based clients on other origins.
 		c.Header("Access-Control-Allow-Origin", "*")
@@ -44,5 +52,34 @@ func mountOAuth(r *gin.Engine, d Deps) {
 			c.Header("Access-Control-Allow-Methods", "GET, OPTIONS")
 			c.Status(http.StatusNoContent)
 		})
+	}
+}
+
+// registerClient is dynamic client registration (RFC 7591), when on:
+// public clients only, validated as a metadata document is.
+func registerClient(d Deps) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		body, err := io.ReadAll(c.Request.Body)
+		if err != nil {
+			d.Handler.Fail(c, err)
+			return
+		}
+		cl, err := d.AuthServer.RegisterClient(c.Request.Context(), body)
+		if err != nil {
+			code := "invalid_client_metadata"
+			if errors.Is(err, clientdoc.ErrRedirectURI) {
+				code = "invalid_redirect_uri"
+			}
+			if !errors.Is(err, models.ErrInvalid) {
+				d.Handler.Fail(c, err)
+				return
+			}
+			c.JSON(http.StatusBadRequest, gin.H{"error": code, "error_description": err.Error()})
+			return
+		}
+		c.Header("Cache-Control", "no-store")
+		c.JSON(http.StatusCreated, gin.H{"client_id": cl.ID, "client_id_issued_at": time.Now().Unix(), "client_name": cl.Name,
+			"redirect_uris": cl.RedirectURIs, "grant_types": cl.GrantTypes, "response_types": cl.ResponseTypes,
+			"token_endpoint_auth_method": "none", "scope": cl.Scope})
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/zitadel/oidc/v3/pkg/op"
 
 	"toolbelt/services/access"
+	"toolbelt/services/clientdoc"
 )
 
 // ConsentPath is the console page a person allows or denies a client on
@@ -18,7 +19,7 @@ const ConsentPath = "/admin/oauth/consent"
 
 // Scopes are the scopes Toolbelt's tokens carry, besides openid and
 // offline_access.
-var Scopes = []string{access.ScopeRead, access.ScopeCall, access.ScopeApprove, access.ScopeAdmin}
+var Scopes = access.Scopes
 
 // client is a public OAuth client (no secret: PKCE proves the code's
 // requester), registered or described by its metadata document. Its
@@ -27,6 +28,20 @@ var Scopes = []string{access.ScopeRead, access.ScopeCall, access.ScopeApprove, a
 type client struct {
 	id, name  string
 	redirects []string
+	// doc is the client's validated metadata (it decides which redirect
+	// URIs it allows); nil for a registered client (RFC 7591), whose
+	// metadata was validated the same way when it registered.
+	doc *clientdoc.Client
+}
+
+// allowsRedirect says uri is one of the client's redirect URIs (a
+// loopback one on any port).
+func (c *client) allowsRedirect(uri string) bool {
+	d := c.doc
+	if d == nil {
+		d = &clientdoc.Client{RedirectURIs: c.redirects}
+	}
+	return d.AllowsRedirect(uri)
 }
 
 var _ op.Client = (*client)(nil)

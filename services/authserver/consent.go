@@ -46,13 +46,10 @@ func (s *Server) Pending(ctx context.Context, id string, p *models.Principal) (*
 	}
 	_, err = s.store.OAuthGrantFor(ctx, p.ID, c.id)
 	out.SeenBefore = err == nil
-	role := access.RoleScopes(p.Role)
-	for _, sc := range strings.Fields(r.Scopes) {
-		switch {
-		case !slices.Contains(Scopes, sc):
-		case slices.Contains(role, sc):
-			out.Scopes = append(out.Scopes, sc)
-		default:
+	asked := strings.Fields(r.Scopes)
+	out.Scopes = access.GrantableScopes(p.Role, asked)
+	for _, sc := range asked {
+		if slices.Contains(Scopes, sc) && !slices.Contains(out.Scopes, sc) {
 			out.Refused = append(out.Refused, sc)
 		}
 	}

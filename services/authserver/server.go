@@ -19,6 +19,8 @@ import (
 
 	"toolbelt/internal/ttlcache"
 	"toolbelt/models"
+	"toolbelt/services/access"
+	"toolbelt/services/clientdoc"
 )
 
 // Endpoints, under the public URL.
@@ -53,7 +55,10 @@ type Deps struct {
 	// DCR enables dynamic client registration (RFC 7591) at
 	// /oauth/register.
 	DCR bool
-	Log *slog.Logger
+	// ClientDocs fetches the client ID metadata documents of clients
+	// whose client_id is an https URL; nil: registered clients only.
+	ClientDocs *clientdoc.Fetcher
+	Log        *slog.Logger
 	// OnRevoke run after tokens stop working (other instances are told
 	// to forget theirs).
 	OnRevoke []func(context.Context)
@@ -65,6 +70,7 @@ type Server struct {
 	public    string
 	resources []string
 	dcr       bool
+	docs      *clientdoc.Fetcher
 	log       *slog.Logger
 	onRevoke  []func(context.Context)
 	provider  *op.Provider
@@ -81,7 +87,7 @@ func New(ctx context.Context, d Deps) (*Server, error) {
 	if err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") {
 		return nil, fmt.Errorf("the public URL %q is not an http(s) URL", d.PublicURL)
 	}
-	s := &Server{store: d.Store, public: strings.TrimSuffix(d.PublicURL, "/"), dcr: d.DCR, log: d.Log, onRevoke: d.OnRevoke, now: time.Now}
+	s := &Server{store: d.Store, public: strings.TrimSuffix(d.PublicURL, "/"), dcr: d.DCR, docs: d.ClientDocs, log: d.Log, onRevoke: d.OnRevoke, now: time.Now}
 	s.resources = []string{s.public + MCPResource, s.public + APIResource}
 	tokenKey, storeKey := derive(d.Key, "tokens"), derive(d.Key, "signing key")
 	s.crypto = tokenCrypto{op.NewAES256GCMCrypto(tokenKey, keyID(tokenKey))}
@@ -121,22 +127,31 @@ func loopback(host string) bool {
 }
 
 func (s *Server) loadSigningKey(ctx context.Context, c op.Crypto) (signingKey, error) {
-	k, err := rsa.GenerateKey(rand.Reader, 2048)
+	cur, err := s.store.OAuthSigningKey(ctx, func() (*models.OAuthKey, error) {
+		k, err := rsa.GenerateKey(rand.Reader, 2048)
+		if err != nil {
+			return nil, err
+		}
+		sealed, err := sealKey(c, k)
+		if err != nil {
+			return nil, err
+		}
+		return &models.OAuthKey{ID: newID(), Algorithm: "RS256", Encrypted: sealed, CreatedAt: s.now().UTC()}, nil
+	})
 	if err != nil {
 		return signingKey{}, err
 	}
-	sealed, err := sealKey(c, k)
+	k, err := openKey(c, cur.Encrypted)
 	if err != nil {
-		return signingKey{}, err
-	}
-	cur, err := s.store.OAuthSigningKey(ctx, &models.OAuthKey{ID: newID(), Algorithm: "RS256", Encrypted: sealed, CreatedAt: s.now().UTC()})
-	if err != nil {
-		return signingKey{}, err
-	}
-	if k, err = openKey(c, cur.Encrypted); err != nil {
 		return signingKey{}, err
 	}
 	return signingKey{id: cur.ID, key: k}, nil
+}
+
+// Prune deletes the authorization requests and tokens expired for a day
+// (a used code is kept until then, so a replay is still recognised).
+func (s *Server) Prune(ctx context.Context) error {
+	return s.store.DeleteExpiredOAuth(ctx, s.now().Add(-24*time.Hour))
 }
 
 // Issuer is the server's issuer identifier (the public URL).
@@ -166,7 +181,7 @@ func (s *Server) revoked(ctx context.Context) {
 // discovery document with what op leaves out.
 func (s *Server) Metadata(ctx context.Context) map[string]any {
 	cfg := op.CreateDiscoveryConfig(op.ContextWithIssuer(ctx, s.public), s.provider, storage{s})
-	cfg.ClientIDMetadataDocumentSupported = true
+	cfg.ClientIDMetadataDocumentSupported = s.docs != nil
 	cfg.CodeChallengeMethodsSupported = []oidc.CodeChallengeMethod{oidc.CodeChallengeMethodS256}
 	cfg.TokenEndpointAuthMethodsSupported = []oidc.AuthMethod{oidc.AuthMethodNone}
 	cfg.RevocationEndpointAuthMethodsSupported = []oidc.AuthMethod{oidc.AuthMethodNone}
@@ -213,6 +228,11 @@ func (s *Server) intercept(next http.Handler) http.Handler {
 				p.err = invalidTarget("send one resource: a token is for one of %s", strings.Join(s.resources, ", "))
 			}
 			r = r.WithContext(context.WithValue(r.Context(), ctxKey{}, p))
+			if r.URL.Path == AuthorizePath && !s.redirectAllowed(r.Context(), r.Form.Get("client_id"), r.Form.Get("redirect_uri")) {
+				// Never redirected to: it may be an attacker's.
+				http.Error(w, "redirect_uri is not one of this client's redirect URIs", http.StatusBadRequest)
+				return
+			}
 			if r.URL.Path == AuthorizePath && strings.TrimSpace(r.Form.Get("scope")) == "" {
 				r.Form.Set("scope", strings.Join(defaultScopes, " "))
 			}
@@ -224,8 +244,16 @@ func (s *Server) intercept(next http.Handler) http.Handler {
 	})
 }
 
+// redirectAllowed says a client's redirect URI is one it registered or
+// its metadata document lists; an unknown client is left to op, which
+// refuses it without redirecting.
+func (s *Server) redirectAllowed(ctx context.Context, clientID, uri string) bool {
+	c, err := s.client(ctx, clientID)
+	return err != nil || c.allowsRedirect(uri)
+}
+
 // defaultScopes are asked when a client asks none: an agent's.
-var defaultScopes = []string{"tools:read", "tools:call"}
+var defaultScopes = []string{access.ScopeRead, access.ScopeCall}
 
 // resource is the resource the request names, checked against the ones
 // served; bound, when set, is the one the code or refresh token was
@@ -284,8 +312,19 @@ func withIss(loc, iss string) string {
 	return u.String()
 }
 
-// client returns a registered client.
+// client returns a client: fetched from its metadata document when its
+// id is an https URL, else registered.
 func (s *Server) client(ctx context.Context, id string) (*client, error) {
+	if clientdoc.IsDocumentID(id) {
+		if s.docs == nil {
+			return nil, fmt.Errorf("client %q: client ID metadata documents are not accepted here", id)
+		}
+		c, err := s.docs.Fetch(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		return &client{id: c.ID, name: c.Name, redirects: c.RedirectURIs, doc: c}, nil
+	}
 	c, err := s.store.OAuthClientByID(ctx, id)
 	if errors.Is(err, models.ErrNotFound) {
 		return nil, fmt.Errorf("unknown client %q", id)
@@ -296,24 +335,19 @@ func (s *Server) client(ctx context.Context, id string) (*client, error) {
 	return &client{id: c.ID, name: c.Name, redirects: strings.Fields(c.RedirectURIs)}, nil
 }
 
-// RegisterClient stores a public client and returns its id.
-func (s *Server) RegisterClient(ctx context.Context, name string, redirects []string) (string, error) {
-	if len(redirects) == 0 {
-		return "", models.ErrInvalid.Errorf("a client needs one or more redirect_uris")
+// RegisterClient registers a public client (RFC 7591: the request's body)
+// and returns its metadata with the id assigned.
+func (s *Server) RegisterClient(ctx context.Context, body []byte) (*clientdoc.Client, error) {
+	c, err := clientdoc.ParseRegistration(body)
+	if err != nil {
+		return nil, err
 	}
-	for _, r := range redirects {
-		u, err := url.Parse(r)
-		if err != nil || !u.IsAbs() || u.Fragment != "" || strings.ContainsAny(r, " \t\r\n") {
-			return "", models.ErrInvalid.Errorf("redirect_uri %q is not an absolute URL without a fragment", r)
-		}
-		if u.Scheme == "http" && !loopback(u.Hostname()) {
-			return "", models.ErrInvalid.Errorf("redirect_uri %q: http is only allowed to a loopback address; use https", r)
-		}
+	c.ID = "tbc_" + rand.Text()
+	row := &models.OAuthClient{ID: c.ID, Name: c.Name, RedirectURIs: strings.Join(c.RedirectURIs, " "),
+		GrantTypes: strings.Join(c.GrantTypes, " "), CreatedAt: s.now().UTC()}
+	if err := s.store.CreateOAuthClient(ctx, row); err != nil {
+		return nil, err
 	}
-	c := &models.OAuthClient{ID: "tbc_" + rand.Text(), Name: name, RedirectURIs: strings.Join(redirects, " "),
-		GrantTypes: "authorization_code refresh_token", CreatedAt: s.now().UTC()}
-	if err := s.store.CreateOAuthClient(ctx, c); err != nil {
-		return "", err
-	}
-	return c.ID, nil
+	s.log.InfoContext(ctx, "oauth client registered", "client_id", c.ID, "client_name", c.Name)
+	return c, nil
 }

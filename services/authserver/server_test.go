@@ -18,6 +18,8 @@ import (
 	"toolbelt/models"
 	"toolbelt/models/modelstest"
 	"toolbelt/services/access"
+	"toolbelt/services/clientdoc"
+	"toolbelt/services/netpolicy"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
@@ -46,7 +48,8 @@ func newFixture(t *testing.T, store *models.Store, role string) *fixture {
 	f := &fixture{t: t, store: store, verifier: oauth2.GenerateVerifier()}
 	var err error
 	f.s, err = New(ctx, Deps{Store: store, PublicURL: public, Key: []byte(strings.Repeat("k", 32)), Log: slog.New(slog.DiscardHandler),
-		OnRevoke: []func(context.Context){func(context.Context) { f.revokes.Add(1) }}})
+		ClientDocs: clientdoc.NewFetcher(netpolicy.Policy{}.Client(), clientdoc.Options{}),
+		OnRevoke:   []func(context.Context){func(context.Context) { f.revokes.Add(1) }}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,10 +57,19 @@ func newFixture(t *testing.T, store *models.Store, role string) *fixture {
 	if err := store.CreatePrincipal(ctx, f.person, &models.APIKey{Prefix: "tb_x", Hash: rand32(t)}); err != nil {
 		t.Fatal(err)
 	}
-	if f.client, err = f.s.RegisterClient(ctx, "Test client", []string{callback}); err != nil {
-		t.Fatal(err)
-	}
+	f.client = f.register("Test client")
 	return f
+}
+
+// register registers a client as RFC 7591 asks.
+func (f *fixture) register(name string) string {
+	f.t.Helper()
+	c, err := f.s.RegisterClient(context.Background(), []byte(`{"client_name":"`+name+`","redirect_uris":["`+callback+`"],
+		"grant_types":["authorization_code","refresh_token"],"response_types":["code"],"token_endpoint_auth_method":"none"}`))
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return c.ID
 }
 
 func rand32(t *testing.T) string { t.Helper(); return hash(t.Name() + newID()) }
@@ -317,7 +329,7 @@ func TestRevocationEndpoint(t *testing.T) {
 	revoke := func(token, hint, clientID string) int {
 		return f.do(http.MethodPost, RevokePath, url.Values{"token": {token}, "token_type_hint": {hint}, "client_id": {clientID}}).Code
 	}
-	other, _ := f.s.RegisterClient(context.Background(), "other", []string{callback})
+	other := f.register("other")
 	if code := revoke(tok.Access, "access_token", other); code == http.StatusOK || !f.works(tok.Access) {
 		t.Fatalf("another client revoked the token: %d", code)
 	}
