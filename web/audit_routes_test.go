@@ -28,6 +28,13 @@ const (
 // lives in the server's memory and ends with it (its calls are recorded).
 var transient = map[string]string{
 	"DELETE /mcp": "ends an MCP session, which lives in memory only",
+	// The OAuth protocol's own steps: what a person allows is recorded
+	// at consent (oauth.consent) and what an admin revokes at revoke
+	// (oauth.revoke); requests, codes and tokens are the protocol's rows.
+	"POST /oauth/authorize":  "starts an authorization request, as GET does; nothing is granted before the audited consent",
+	"POST /oauth/token":      "issues tokens under an audited grant (its last use is kept on the grant)",
+	"POST /oauth/revoke":     "a client giving up its own token (RFC 7009); an admin's revocation is audited",
+	"POST /oauth/introspect": "reads a token's state",
 }
 
 // TestEveryStateChangeIsRecorded walks the routes the server has
@@ -189,6 +196,24 @@ func TestEveryStateChangeIsRecorded(t *testing.T) {
 			}
 			return 200
 		}, recordCall},
+
+		// OAuth: a person allowing a client, an admin revoking it.
+		{"POST /admin/oauth/consent", "agent", func(role string) int {
+			b := signedIn(t, app, role)
+			b.http.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+			id := pendingAuthorization(t, app)
+			b.get("/admin/oauth/consent?id=" + id)
+			p := b.post("/admin/oauth/consent", url.Values{"id": {id}, "decision": {"allow"}})
+			if p.Status != http.StatusSeeOther {
+				t.Errorf("consent: %d", p.Status)
+			}
+			return p.Status
+		}, models.AuditOAuthConsent},
+		{"POST /admin/access/oauth/:id/revoke", "admin", form(func() string {
+			var g models.OAuthGrant
+			app.store.DB().Where("revoked_at IS NULL").First(&g)
+			return fmt.Sprintf("/admin/access/oauth/%d/revoke", g.ID)
+		}, url.Values{}), models.AuditOAuthRevoke},
 
 		// The console: sign-in (a wrong key too) and out, then each form.
 		{"POST /admin/login", "anonymous", func(string) int {

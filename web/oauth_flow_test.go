@@ -294,6 +294,25 @@ func (a *oauthApp) redeem(t *testing.T, clientID, code, verifier string) (*oauth
 	return conf.Exchange(context.Background(), code, oauth2.VerifierOption(verifier), oauth2.SetAuthURLParam("resource", a.base+web.MCPPath))
 }
 
+// pendingAuthorization registers a client in the app's database and
+// starts an authorization request for it, returning the request's id (as
+// the consent page gets it).
+func pendingAuthorization(t *testing.T, a *testApp) string {
+	t.Helper()
+	c := &models.OAuthClient{ID: "tbc_" + strings.ToUpper(strings.ReplaceAll(t.Name(), "/", "")), Name: "Pending", RedirectURIs: oauthRedirect}
+	if err := a.store.CreateOAuthClient(context.Background(), c); err != nil && !errors.Is(err, models.ErrConflict) {
+		t.Fatal(err)
+	}
+	r := a.do(t, "none", http.MethodGet, "/oauth/authorize?"+url.Values{"client_id": {c.ID}, "redirect_uri": {oauthRedirect},
+		"response_type": {"code"}, "scope": {"tools:read"}, "code_challenge": {oauth2.S256ChallengeFromVerifier(oauth2.GenerateVerifier())},
+		"code_challenge_method": {"S256"}}.Encode(), nil)
+	loc, _ := url.Parse(r.Header.Get("Location"))
+	if r.Status != http.StatusFound || loc.Path != "/admin/oauth/consent" {
+		t.Fatalf("authorize: %d %s", r.Status, r.Body)
+	}
+	return loc.Query().Get("id")
+}
+
 // TestConsentCSRF: a page of another site (or another session) posting
 // the consent form as the signed-in person is refused, and nothing is
 // granted.
