@@ -31,10 +31,9 @@ var transient = map[string]string{
 	// The OAuth protocol's own steps: what a person allows is recorded
 	// at consent (oauth.consent) and what an admin revokes at revoke
 	// (oauth.revoke); requests, codes and tokens are the protocol's rows.
-	"POST /oauth/authorize":  "starts an authorization request, as GET does; nothing is granted before the audited consent",
-	"POST /oauth/token":      "issues tokens under an audited grant (its last use is kept on the grant)",
-	"POST /oauth/revoke":     "a client giving up its own token (RFC 7009); an admin's revocation is audited",
-	"POST /oauth/introspect": "reads a token's state",
+	"POST /oauth/authorize": "starts an authorization request, as GET does; nothing is granted before the audited consent",
+	"POST /oauth/token":     "issues tokens under an audited grant (its last use is kept on the grant)",
+	"POST /oauth/revoke":    "a client giving up its own token (RFC 7009); an admin's revocation is audited",
 }
 
 // TestEveryStateChangeIsRecorded walks the routes the server has

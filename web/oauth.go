@@ -25,7 +25,6 @@ var oauthRoutes = []struct{ method, path string }{
 	{http.MethodPost, authserver.RevokePath},
 	{http.MethodOptions, authserver.RevokePath},
 	{http.MethodGet, authserver.KeysPath},
-	{http.MethodPost, authserver.IntrospectPath},
 }
 
 // mountOAuth serves the embedded authorization server: its endpoints

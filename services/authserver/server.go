@@ -188,7 +188,11 @@ func (s *Server) Metadata(ctx context.Context) map[string]any {
 	cfg.ResponseTypesSupported = []string{string(oidc.ResponseTypeCode)}
 	cfg.ResponseModesSupported = []string{string(oidc.ResponseModeQuery)}
 	cfg.GrantTypesSupported = []oidc.GrantType{oidc.GrantTypeCode, oidc.GrantTypeRefreshToken}
-	cfg.EndSessionEndpoint, cfg.CheckSessionIframe, cfg.DeviceAuthorizationEndpoint = "", "", ""
+	// Not served: introspection needs a confidential client (there are
+	// none), the user info and session endpoints an OpenID login (none).
+	cfg.EndSessionEndpoint, cfg.CheckSessionIframe, cfg.DeviceAuthorizationEndpoint, cfg.UserinfoEndpoint = "", "", "", ""
+	cfg.IntrospectionEndpoint, cfg.IntrospectionEndpointAuthMethodsSupported, cfg.IntrospectionEndpointAuthSigningAlgValuesSupported = "", nil, nil
+	cfg.RevocationEndpointAuthSigningAlgValuesSupported, cfg.ClaimsSupported = nil, []string{"sub", "iss", "aud", "exp", "iat", "auth_time", "nonce"}
 	if s.dcr {
 		cfg.RegistrationEndpoint = s.public + RegisterPath
 	}
