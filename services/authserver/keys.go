@@ -9,10 +9,11 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 
 	"github.com/zitadel/oidc/v3/pkg/op"
+
+	"toolbelt/internal/keyfile"
 )
 
 // KeyFile is where, unless TOOLBELT_OAUTH_KEY is set, the key made at
@@ -33,34 +34,9 @@ func LoadKey(configured, dataDir string) ([]byte, error) {
 		}
 		return []byte(configured), nil
 	}
-	path := filepath.Join(dataDir, KeyFile)
-	key, err := os.ReadFile(path)
-	if err == nil {
-		if len(key) < MinKeyBytes {
-			return nil, fmt.Errorf("oauth key %s is shorter than %d bytes", path, MinKeyBytes)
-		}
-		return key, nil
-	}
-	if !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("read oauth key: %w", err)
-	}
-	key = []byte(rand.Text() + rand.Text()) // 260 bits, printable
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if errors.Is(err, os.ErrExist) {
-		return LoadKey("", dataDir) // made meanwhile by another start
-	}
-	if err != nil {
-		return nil, fmt.Errorf("create oauth key: %w", err)
-	}
-	if _, err := f.Write(key); err != nil {
-		_ = f.Close()
-		return nil, fmt.Errorf("write oauth key: %w", err)
-	}
-	if err := f.Sync(); err != nil {
-		_ = f.Close()
-		return nil, fmt.Errorf("write oauth key: %w", err)
-	}
-	return key, f.Close()
+	return keyfile.Load(filepath.Join(dataDir, KeyFile), "oauth key", MinKeyBytes, func() []byte {
+		return []byte(rand.Text() + rand.Text()) // 260 bits, printable
+	})
 }
 
 // derive makes a 32-byte key for one purpose from the server's key, so the

@@ -6,13 +6,12 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
-	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 
+	"toolbelt/internal/keyfile"
 	"toolbelt/models"
 )
 
@@ -45,35 +44,11 @@ func LoadKey(configured, dataDir string) ([]byte, error) {
 		}
 		return []byte(configured), nil
 	}
-	path := filepath.Join(dataDir, KeyFile)
-	key, err := os.ReadFile(path)
-	if err == nil {
-		if len(key) < minKeyBytes {
-			return nil, fmt.Errorf("callback key %s is shorter than %d bytes", path, minKeyBytes)
-		}
-		return key, nil
-	}
-	if !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("read callback key: %w", err)
-	}
-	key = make([]byte, minKeyBytes)
-	_, _ = rand.Read(key)
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if errors.Is(err, os.ErrExist) {
-		return LoadKey("", dataDir) // made meanwhile by another start
-	}
-	if err != nil {
-		return nil, fmt.Errorf("create callback key: %w", err)
-	}
-	if _, err := f.Write(key); err != nil {
-		_ = f.Close()
-		return nil, fmt.Errorf("write callback key: %w", err)
-	}
-	if err := f.Sync(); err != nil {
-		_ = f.Close()
-		return nil, fmt.Errorf("write callback key: %w", err)
-	}
-	return key, f.Close()
+	return keyfile.Load(filepath.Join(dataDir, KeyFile), "callback key", minKeyBytes, func() []byte {
+		key := make([]byte, minKeyBytes)
+		_, _ = rand.Read(key)
+		return key
+	})
 }
 
 // Secret is a principal's callback signing secret, in the Standard
