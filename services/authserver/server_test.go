@@ -393,3 +393,40 @@ func TestMetadata(t *testing.T) {
 		t.Fatal("registration_endpoint advertised with DCR off")
 	}
 }
+
+// A client known by its metadata document: the document's redirect URIs
+// and name are what the server trusts; another redirect URI is refused
+// without going there.
+func TestClientIDMetadataDocument(t *testing.T) {
+	t.Parallel()
+	doc := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{"client_id": "https://" + r.Host + r.URL.Path, "client_name": "Doc Agent",
+			"redirect_uris": []string{"http://127.0.0.1/cb"}, "grant_types": []string{"authorization_code", "refresh_token"},
+			"response_types": []string{"code"}, "token_endpoint_auth_method": "none"})
+	}))
+	t.Cleanup(doc.Close)
+	store, _ := modelstest.Store(t)
+	f := newFixture(t, store, access.RoleAgent)
+	// The test server's certificate trusted, on loopback (the app's
+	// fetcher uses the outbound policy's client, which refuses it).
+	f.s.docs = clientdoc.NewFetcher(doc.Client(), clientdoc.Options{})
+	f.client = doc.URL + "/client.json"
+	// A loopback redirect URI matches on any port (RFC 8252 §7.3).
+	w := f.authorize(func(q url.Values) { q.Set("redirect_uri", "http://127.0.0.1:9999/cb") })
+	loc, _ := url.Parse(w.Header().Get("Location"))
+	if w.Code != http.StatusFound || loc.Path != ConsentPath {
+		t.Fatalf("authorize: %d %s %s", w.Code, loc, w.Body)
+	}
+	p, err := f.s.Pending(context.Background(), loc.Query().Get("id"), f.person)
+	if err != nil || p.ClientName != "Doc Agent" || p.ClientID != f.client || p.RedirectHost != "127.0.0.1:9999" {
+		t.Fatalf("pending: %+v %v", p, err)
+	}
+	if tok := f.redeem(f.code(nil)); !f.works(tok.Access) {
+		t.Fatalf("token: %+v", tok)
+	}
+	w = f.authorize(func(q url.Values) { q.Set("redirect_uri", "https://evil.example/cb") })
+	if w.Code != http.StatusBadRequest || w.Header().Get("Location") != "" {
+		t.Fatalf("a redirect URI the document does not list: %d to %q", w.Code, w.Header().Get("Location"))
+	}
+}
