@@ -2,12 +2,15 @@ package web_test
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/cookiejar"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
@@ -285,13 +288,13 @@ func (a *oauthApp) registered(t *testing.T) string {
 func (a *oauthApp) authorizeURL(clientID, verifier string) string {
 	return a.base + "/oauth/authorize?" + url.Values{"client_id": {clientID}, "redirect_uri": {oauthRedirect}, "response_type": {"code"},
 		"scope": {"tools:read tools:call"}, "state": {"s1"}, "code_challenge": {oauth2.S256ChallengeFromVerifier(verifier)},
-		"code_challenge_method": {"S256"}, "resource": {a.base + web.MCPPath}}.Encode()
+		"code_challenge_method": {"S256"}, "resource": {a.app.PublicURL + web.MCPPath}}.Encode()
 }
 
 // redeem exchanges a code at the token endpoint.
 func (a *oauthApp) redeem(t *testing.T, clientID, code, verifier string) (*oauth2.Token, error) {
 	conf := &oauth2.Config{ClientID: clientID, RedirectURL: oauthRedirect, Endpoint: oauth2.Endpoint{TokenURL: a.base + "/oauth/token", AuthStyle: oauth2.AuthStyleInParams}}
-	return conf.Exchange(context.Background(), code, oauth2.VerifierOption(verifier), oauth2.SetAuthURLParam("resource", a.base+web.MCPPath))
+	return conf.Exchange(context.Background(), code, oauth2.VerifierOption(verifier), oauth2.SetAuthURLParam("resource", a.app.PublicURL+web.MCPPath))
 }
 
 // pendingAuthorization registers a client in the app's database and
@@ -459,4 +462,42 @@ func TestAuthorizationServerMetadata(t *testing.T) {
 	if servers, _ := prm["authorization_servers"].([]any); len(servers) != 1 || servers[0] != a.base {
 		t.Fatalf("protected resource metadata names %v", prm["authorization_servers"])
 	}
+}
+
+// TestClusterOAuth: two instances over one database with one
+// TOOLBELT_OAUTH_KEY: a code consented on A is redeemed on B, the token
+// works on both, and revoked on A it is refused on B within the notice.
+func TestClusterOAuth(t *testing.T) {
+	key := rand.Text() + rand.Text()
+	apps := newClusterWith(t, 2, false, netpolicy.Policy{}, func(c *app.Config) {
+		c.PublicURL, c.OAuthKey, c.OAuthDCR = "http://127.0.0.1:1", key, true
+	})
+	var nodes []*oauthApp
+	for _, ta := range apps {
+		srv := httptest.NewServer(ta.handler)
+		t.Cleanup(srv.Close)
+		nodes = append(nodes, &oauthApp{testApp: ta, base: srv.URL})
+	}
+	a, b := nodes[0], nodes[1]
+	p := a.person(t)
+	clientID, verifier := a.registered(t), oauth2.GenerateVerifier()
+	code := p.answer(p.consentPage(a.authorizeURL(clientID, verifier), a.keys["agent"]), "allow").Query().Get("code")
+	tok, err := b.redeem(t, clientID, code, verifier)
+	if err != nil {
+		t.Fatalf("a code from A redeemed on B: %v", err)
+	}
+	for _, n := range nodes {
+		if r := bearerDo(t, n.base+web.MCPPath, tok.AccessToken); r.StatusCode != http.StatusOK {
+			t.Fatalf("token on %s: %d", n.base, r.StatusCode)
+		}
+	}
+	resp, err := http.PostForm(a.base+"/oauth/revoke", url.Values{"token": {tok.AccessToken}, "client_id": {clientID}, "token_type_hint": {"access_token"}})
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("revoke on A: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	within(t, "the token revoked on A refused on B", func() (bool, string) {
+		r := bearerDo(t, b.base+web.MCPPath, tok.AccessToken)
+		return r.StatusCode == http.StatusUnauthorized, fmt.Sprint(r.StatusCode)
+	})
 }

@@ -101,7 +101,9 @@ func (s *Server) Allow(ctx context.Context, id string, p *models.Principal) (str
 		return "", err
 	}
 	s.log.InfoContext(ctx, "oauth client allowed", "principal", p.Name, "client_id", pend.ClientID, "scopes", pend.Scopes)
-	return op.AuthCallbackURL(s.provider)(op.ContextWithIssuer(ctx, s.public), id), nil
+	// op's callback, as a path: the browser is on this server already,
+	// whichever address of it.
+	return strings.TrimPrefix(op.AuthCallbackURL(s.provider)(op.ContextWithIssuer(ctx, s.public), id), s.public), nil
 }
 
 // Deny refuses request id and returns the client's redirect URI with
