@@ -34,9 +34,12 @@ import (
 type oauthApp struct {
 	*testApp
 	base string
+	// resource is what authorizeURL and redeem ask a token for (/mcp
+	// unless a test says otherwise).
+	resource string
 }
 
-func newOAuthApp(t *testing.T, edits ...func(*app.Config)) *oauthApp {
+func newOAuthApp(t testing.TB, edits ...func(*app.Config)) *oauthApp {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -48,18 +51,18 @@ func newOAuthApp(t *testing.T, edits ...func(*app.Config)) *oauthApp {
 	srv := &http.Server{Handler: ta.handler, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
-	return &oauthApp{testApp: ta, base: base}
+	return &oauthApp{testApp: ta, base: base, resource: base + web.MCPPath}
 }
 
 // person is a browser of a person: a cookie jar, following no redirect
 // so each step of the flow is seen.
 type person struct {
-	t    *testing.T
+	t    testing.TB
 	a    *oauthApp
 	http *http.Client
 }
 
-func (a *oauthApp) person(t *testing.T) *person {
+func (a *oauthApp) person(t testing.TB) *person {
 	jar, _ := cookiejar.New(nil)
 	return &person{t: t, a: a, http: &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
 }
@@ -157,7 +160,7 @@ func (p *person) fetcher(key string) auth.AuthorizationCodeFetcher {
 
 const oauthRedirect = "http://127.0.0.1:47999/callback"
 
-func (a *oauthApp) oauthHandler(t *testing.T, p *person, key string) *auth.AuthorizationCodeHandler {
+func (a *oauthApp) oauthHandler(t testing.TB, p *person, key string) *auth.AuthorizationCodeHandler {
 	t.Helper()
 	h, err := auth.NewAuthorizationCodeHandler(&auth.AuthorizationCodeHandlerConfig{
 		DynamicClientRegistrationConfig: &auth.DynamicClientRegistrationConfig{Metadata: &oauthex.ClientRegistrationMetadata{
@@ -237,7 +240,7 @@ func TestOAuthFlowOverMCP(t *testing.T) {
 }
 
 // bearerDo POSTs an MCP ping (or GETs an API path) with a bearer token.
-func bearerDo(t *testing.T, target, token string) *http.Response {
+func bearerDo(t testing.TB, target, token string) *http.Response {
 	t.Helper()
 	method, body := http.MethodGet, io.Reader(nil)
 	if strings.HasSuffix(target, web.MCPPath) {
@@ -257,7 +260,7 @@ func bearerDo(t *testing.T, target, token string) *http.Response {
 }
 
 // grantOf is the one grant the app holds.
-func grantOf(t *testing.T, a *oauthApp) models.OAuthGrant {
+func grantOf(t testing.TB, a *oauthApp) models.OAuthGrant {
 	t.Helper()
 	var gs []models.OAuthGrant
 	if err := a.store.DB().Where("revoked_at IS NULL").Find(&gs).Error; err != nil || len(gs) != 1 {
@@ -267,7 +270,7 @@ func grantOf(t *testing.T, a *oauthApp) models.OAuthGrant {
 }
 
 // registered registers a public client with the app's DCR endpoint.
-func (a *oauthApp) registered(t *testing.T) string {
+func (a *oauthApp) registered(t testing.TB) string {
 	t.Helper()
 	body := `{"client_name":"Attack test","redirect_uris":["` + oauthRedirect + `"],"grant_types":["authorization_code","refresh_token"],"response_types":["code"],"token_endpoint_auth_method":"none"}`
 	resp, err := http.Post(a.base+"/oauth/register", "application/json", strings.NewReader(body))
@@ -288,19 +291,19 @@ func (a *oauthApp) registered(t *testing.T) string {
 func (a *oauthApp) authorizeURL(clientID, verifier string) string {
 	return a.base + "/oauth/authorize?" + url.Values{"client_id": {clientID}, "redirect_uri": {oauthRedirect}, "response_type": {"code"},
 		"scope": {"tools:read tools:call"}, "state": {"s1"}, "code_challenge": {oauth2.S256ChallengeFromVerifier(verifier)},
-		"code_challenge_method": {"S256"}, "resource": {a.app.PublicURL + web.MCPPath}}.Encode()
+		"code_challenge_method": {"S256"}, "resource": {a.resource}}.Encode()
 }
 
 // redeem exchanges a code at the token endpoint.
-func (a *oauthApp) redeem(t *testing.T, clientID, code, verifier string) (*oauth2.Token, error) {
+func (a *oauthApp) redeem(t testing.TB, clientID, code, verifier string) (*oauth2.Token, error) {
 	conf := &oauth2.Config{ClientID: clientID, RedirectURL: oauthRedirect, Endpoint: oauth2.Endpoint{TokenURL: a.base + "/oauth/token", AuthStyle: oauth2.AuthStyleInParams}}
-	return conf.Exchange(context.Background(), code, oauth2.VerifierOption(verifier), oauth2.SetAuthURLParam("resource", a.app.PublicURL+web.MCPPath))
+	return conf.Exchange(context.Background(), code, oauth2.VerifierOption(verifier), oauth2.SetAuthURLParam("resource", a.resource))
 }
 
 // pendingAuthorization registers a client in the app's database and
 // starts an authorization request for it, returning the request's id (as
 // the consent page gets it).
-func pendingAuthorization(t *testing.T, a *testApp) string {
+func pendingAuthorization(t testing.TB, a *testApp) string {
 	t.Helper()
 	c := &models.OAuthClient{ID: "tbc_" + strings.ToUpper(strings.ReplaceAll(t.Name(), "/", "")), Name: "Pending", RedirectURIs: oauthRedirect}
 	if err := a.store.CreateOAuthClient(context.Background(), c); err != nil && !errors.Is(err, models.ErrConflict) {
@@ -476,7 +479,7 @@ func TestClusterOAuth(t *testing.T) {
 	for _, ta := range apps {
 		srv := httptest.NewServer(ta.handler)
 		t.Cleanup(srv.Close)
-		nodes = append(nodes, &oauthApp{testApp: ta, base: srv.URL})
+		nodes = append(nodes, &oauthApp{testApp: ta, base: srv.URL, resource: ta.app.PublicURL + web.MCPPath})
 	}
 	a, b := nodes[0], nodes[1]
 	p := a.person(t)
