@@ -409,6 +409,11 @@ func (a *App) banner(stdout io.Writer) {
 		fmt.Fprintf(stdout, "\n  Admin API key: the one in TOOLBELT_ADMIN_KEY\n")
 	}
 	b := a.URL
-	fmt.Fprintf(stdout, "\n  Home        %s/\n  Console     %s/admin\n  Swagger UI  %s/swagger/index.html\n  OpenAPI 3   %s/openapi.json\n  API         %s/api/v1\n  Health      %s/healthz\n  Readiness   %s/readyz\n\n", b, b, b, b, b, b, b)
+	fmt.Fprintf(stdout, "\n  Home        %s/\n  Console     %s/admin\n  Swagger UI  %s/swagger/index.html\n  OpenAPI 3   %s/openapi.json\n  API         %s/api/v1\n  MCP         %s/mcp\n  Health      %s/healthz\n  Readiness   %s/readyz\n", b, b, b, b, b, b, b, b)
+	// Where an MCP host with nothing but the URL finds its way in.
+	if len(a.authServers) > 0 {
+		fmt.Fprintf(stdout, "  OAuth       %s%s/mcp (sign-in: %s)\n", a.PublicURL, web.ResourceMetadataPath, strings.Join(a.authServers, ", "))
+	}
+	fmt.Fprintln(stdout)
 	a.Log.Info("listening", "addr", a.ln.Addr().String(), "data_dir", cfg.DataDir)
 }
