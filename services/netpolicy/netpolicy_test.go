@@ -1,6 +1,8 @@
 package netpolicy
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"net"
 	"net/http"
@@ -107,6 +109,30 @@ func TestClientRefusesAtConnect(t *testing.T) {
 		t.Fatalf("an allowed range was refused: %v", err)
 	}
 	res.Body.Close()
+}
+
+// TestClientRootCAs: a policy with its own CAs verifies https servers by
+// them, and still refuses an internal address before any handshake.
+func TestClientRootCAs(t *testing.T) {
+	t.Parallel()
+	secure := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
+	defer secure.Close()
+	loopback := Policy{AllowPrivate: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}
+	var unknown *tls.CertificateVerificationError
+	if _, err := loopback.Client().Get(secure.URL); !errors.As(err, &unknown) {
+		t.Fatalf("a server of an unknown CA: %v, want a verification error", err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(secure.Certificate())
+	loopback.RootCAs = pool
+	res, err := loopback.Client().Get(secure.URL)
+	if err != nil {
+		t.Fatalf("a server of the policy's CA: %v", err)
+	}
+	res.Body.Close()
+	if _, err := (Policy{RootCAs: pool}).Client().Get(secure.URL); !errors.Is(err, ErrAddressRefused) {
+		t.Fatalf("loopback with a CA but no allowed range: %v", err)
+	}
 }
 
 func TestSameOrigin(t *testing.T) {
