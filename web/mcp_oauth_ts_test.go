@@ -246,11 +246,7 @@ func TestClientDocumentFetchRefused(t *testing.T) {
 	policy := doc.trusting()
 	policy.AllowPrivate = nil
 	a := newOAuthApp(t, func(c *app.Config) { c.NetPolicy = policy })
-	authorize := func(base string) string {
-		return base + "/oauth/authorize?" + url.Values{"client_id": {doc.ID()}, "redirect_uri": {"http://127.0.0.1:5555/callback"},
-			"response_type": {"code"}, "scope": {"tools:read"}, "state": {"s"}, "resource": {base + web.MCPPath},
-			"code_challenge": {"E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"}, "code_challenge_method": {"S256"}}.Encode()
-	}
+	authorize := func(base string) string { return docAuthorizeURL(base, doc.ID(), "http://127.0.0.1:5555/callback") }
 	resp, body := a.person(t).visit(http.MethodGet, authorize(a.base), nil)
 	if resp.StatusCode < 400 || resp.Header.Get("Location") != "" {
 		t.Fatalf("authorize with a loopback document: %d to %q", resp.StatusCode, resp.Header.Get("Location"))
@@ -269,5 +265,42 @@ func TestClientDocumentFetchRefused(t *testing.T) {
 	}
 	if n := doc.fetches.Load(); n != 1 {
 		t.Fatalf("the document was fetched %d times; want 1", n)
+	}
+}
+
+// docAuthorizeURL is an authorization request of a metadata document's
+// client for /mcp, with PKCE.
+func docAuthorizeURL(base, clientID, redirect string) string {
+	return base + "/oauth/authorize?" + url.Values{"client_id": {clientID}, "redirect_uri": {redirect},
+		"response_type": {"code"}, "scope": {"tools:read"}, "state": {"s"}, "resource": {base + web.MCPPath},
+		"code_challenge": {"E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"}, "code_challenge_method": {"S256"}}.Encode()
+}
+
+// TestClientDocumentRedirects: an authorization request of a document's
+// client may send the code only to a redirect URI the document lists (a
+// loopback one on any port); any other is refused without a redirect,
+// so the code never leaves for the attacker's URI.
+func TestClientDocumentRedirects(t *testing.T) {
+	t.Parallel()
+	doc := newClientDocServer(t, "Redirect host")
+	a := newOAuthApp(t, func(c *app.Config) { c.NetPolicy = doc.trusting() })
+	for redirect, allowed := range map[string]bool{
+		"http://127.0.0.1:5555/callback":   true,
+		"http://127.0.0.1/callback":        true,
+		"https://evil.example/callback":    false,
+		"http://127.0.0.1:5555/callback/x": false,
+		"http://127.0.0.1:5555/other":      false,
+		"http://localhost:5555/callback":   false,
+		"http://[::1]:5555/callback":       false,
+		"http://127.0.0.1:5555/callback#f": false,
+	} {
+		resp, _ := a.person(t).visit(http.MethodGet, docAuthorizeURL(a.base, doc.ID(), redirect), nil)
+		loc := resp.Header.Get("Location")
+		if got := resp.StatusCode == http.StatusFound && strings.HasPrefix(loc, "/admin/oauth/consent?id="); got != allowed {
+			t.Errorf("redirect_uri %s: %d to %q; allowed %v", redirect, resp.StatusCode, loc, allowed)
+		}
+		if !allowed && strings.HasPrefix(loc, "http") {
+			t.Errorf("redirect_uri %s: the browser is sent to %q", redirect, loc)
+		}
 	}
 }
