@@ -304,3 +304,41 @@ func TestClientDocumentRedirects(t *testing.T) {
 		}
 	}
 }
+
+// TestRegisterRefusesUnsafeClients makes RFC 7591 registrations an
+// attacker (or a careless host) would: each is refused with RFC 7591's
+// error and a description naming the member, and nothing is stored.
+func TestRegisterRefusesUnsafeClients(t *testing.T) {
+	t.Parallel()
+	a := newOAuthApp(t)
+	for body, want := range map[string]string{
+		`{"redirect_uris":["https://app.example/cb"],"token_endpoint_auth_method":"client_secret_basic"}`: "invalid_client_metadata",
+		`{"redirect_uris":["https://app.example/cb"],"grant_types":["implicit"]}`:                         "invalid_client_metadata",
+		`{"redirect_uris":["https://app.example/cb"],"response_types":["token"]}`:                         "invalid_client_metadata",
+		`{"client_name":"no redirect"}`:                                                                 "invalid_redirect_uri",
+		`{"redirect_uris":["javascript:alert(1)"]}`:                                                     "invalid_redirect_uri",
+		`{"redirect_uris":["https://app.example/cb#frag"]}`:                                             "invalid_redirect_uri",
+		`{"redirect_uris":["http://app.example/cb"]}`:                                                   "invalid_redirect_uri",
+		`{"redirect_uris":["https://app.example/cb"],"client_name":"` + strings.Repeat("n", 101) + `"}`: "invalid_client_metadata",
+		`[]`: "invalid_client_metadata",
+	} {
+		resp, err := http.Post(a.base+"/oauth/register", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out struct{ Error, ErrorDescription string }
+		_ = json.NewDecoder(resp.Body).Decode(&struct {
+			Error            *string `json:"error"`
+			ErrorDescription *string `json:"error_description"`
+		}{&out.Error, &out.ErrorDescription})
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || out.Error != want || out.ErrorDescription == "" {
+			t.Errorf("register %s: %d %+v; want 400 %s with a description", body, resp.StatusCode, out, want)
+		}
+	}
+	var n int64
+	a.store.DB().Model(&models.OAuthClient{}).Count(&n)
+	if n != 0 {
+		t.Fatalf("%d clients stored after refused registrations", n)
+	}
+}
