@@ -467,12 +467,14 @@ func TestAuthorizationServerMetadata(t *testing.T) {
 	}
 }
 
-// TestClusterOAuth: two instances over one database with one
-// TOOLBELT_OAUTH_KEY: a code consented on A is redeemed on B, the token
-// works on both, and revoked on A it is refused on B within the notice.
+// TestClusterOAuth runs the flow across two instances over one Postgres
+// database and one Redis, as a load balancer would spread it: a person
+// signed in on A consents on B without signing in again; a code from A is
+// redeemed on B; a refresh token rotated on B and replayed on A revokes
+// the family everywhere; a token revoked on A is refused on B.
 func TestClusterOAuth(t *testing.T) {
 	key := rand.Text() + rand.Text()
-	apps := newClusterWith(t, 2, false, netpolicy.Policy{}, func(c *app.Config) {
+	apps := newClusterWith(t, 2, true, netpolicy.Policy{}, func(c *app.Config) {
 		c.PublicURL, c.OAuthKey, c.OAuthDCR = "http://127.0.0.1:1", key, true
 	})
 	var nodes []*oauthApp
@@ -494,7 +496,57 @@ func TestClusterOAuth(t *testing.T) {
 			t.Fatalf("token on %s: %d", n.base, r.StatusCode)
 		}
 	}
-	resp, err := http.PostForm(a.base+"/oauth/revoke", url.Values{"token": {tok.AccessToken}, "client_id": {clientID}, "token_type_hint": {"access_token"}})
+
+	// The console session made on A holds on B: the person's browser (one
+	// cookie jar: cookies do not name ports) goes straight to consent.
+	onB := &person{t: t, a: b, http: p.http}
+	verifier2 := oauth2.GenerateVerifier()
+	resp, _ := onB.visit(http.MethodGet, b.authorizeURL(clientID, verifier2), nil)
+	consent := resp.Header.Get("Location")
+	if resp, _ = onB.visit(http.MethodGet, consent, nil); resp.StatusCode != http.StatusOK {
+		t.Fatalf("consent on B for a person signed in on A: %d to %q", resp.StatusCode, resp.Header.Get("Location"))
+	}
+
+	// Refresh rotated on B, the old refresh token replayed on A: the
+	// family, the new access token with it, is revoked on both.
+	refresh := func(n *oauthApp, rt string) (*http.Response, map[string]any) {
+		resp, err := http.PostForm(n.base+"/oauth/token", url.Values{"grant_type": {"refresh_token"}, "refresh_token": {rt},
+			"client_id": {clientID}, "resource": {n.resource}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var body map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&body)
+		return resp, body
+	}
+	resp, rotated := refresh(b, tok.RefreshToken)
+	if resp.StatusCode != http.StatusOK || rotated["access_token"] == nil {
+		t.Fatalf("refresh on B: %d %v", resp.StatusCode, rotated)
+	}
+	if resp, body := refresh(a, tok.RefreshToken); resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("the replaced refresh token replayed on A: %d %v", resp.StatusCode, body)
+	}
+	for _, n := range nodes {
+		within(t, "the rotated family refused on "+n.base, func() (bool, string) {
+			r := bearerDo(t, n.base+web.MCPPath, rotated["access_token"].(string))
+			return r.StatusCode == http.StatusUnauthorized, fmt.Sprint(r.StatusCode)
+		})
+	}
+	if resp, _ := refresh(a, rotated["refresh_token"].(string)); resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("the family's newest refresh token after the replay: %d", resp.StatusCode)
+	}
+
+	// A fresh grant's token revoked on A is refused on B.
+	verifier3 := oauth2.GenerateVerifier()
+	code = p.answer(p.consentPage(a.authorizeURL(clientID, verifier3), a.keys["agent"]), "allow").Query().Get("code")
+	if tok, err = a.redeem(t, clientID, code, verifier3); err != nil {
+		t.Fatal(err)
+	}
+	if r := bearerDo(t, b.base+web.MCPPath, tok.AccessToken); r.StatusCode != http.StatusOK {
+		t.Fatalf("token on B before revocation: %d", r.StatusCode)
+	}
+	resp, err = http.PostForm(a.base+"/oauth/revoke", url.Values{"token": {tok.AccessToken}, "client_id": {clientID}, "token_type_hint": {"access_token"}})
 	if err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("revoke on A: %v %v", resp, err)
 	}
