@@ -35,16 +35,22 @@ func TestE2ESwaggerAccessible(t *testing.T) {
 	e.run("open Swagger UI", chromedp.Navigate(e.URL+"/swagger/index.html"), chromedp.WaitVisible(chromedp.CSS(".opblock-summary")), loaded(),
 		chromedp.WaitVisible(chromedp.CSS(".btn.authorize")),
 		chromedp.Click(chromedp.CSS(".opblock-summary-control")), chromedp.WaitVisible(chromedp.CSS(".opblock-body")))
+	if violations := e.axeViolations(axe); len(violations) > 0 {
+		t.Errorf("Swagger UI, %d rules:\n  %s", len(violations), strings.Join(violations, "\n  "))
+	}
+}
+
+// axeViolations loads axe-core into the current page and runs axeRun.
+func (e *e2e) axeViolations(axe []byte) []string {
+	e.t.Helper()
 	if _, err := chromedp.Run(e.ctx, chromedp.Evaluate[any](string(axe))); err != nil {
-		t.Fatalf("load axe-core: %v", err)
+		e.t.Fatalf("load axe-core: %v", err)
 	}
 	violations, err := chromedp.Run(e.ctx, chromedp.Evaluate[[]string](axeRun, chromedp.EvalAwaitPromise))
 	if err != nil {
-		t.Fatal(err)
+		e.t.Fatal(err)
 	}
-	if len(violations) > 0 {
-		t.Errorf("Swagger UI, %d rules:\n  %s", len(violations), strings.Join(violations, "\n  "))
-	}
+	return violations
 }
 
 // TestE2EAccessibility runs axe-core (testdata/node, pinned by the lock

@@ -76,14 +76,7 @@ func TestE2EConsent(t *testing.T) {
 	if scopes := e.text(tid("consent-scopes")); !strings.Contains(scopes, "tools:read") || !strings.Contains(scopes, "tools:call") {
 		t.Errorf("scopes shown: %q", scopes)
 	}
-	if _, err := chromedp.Run(e.ctx, chromedp.Evaluate[any](string(axe))); err != nil {
-		t.Fatalf("load axe-core: %v", err)
-	}
-	violations, err := chromedp.Run(e.ctx, chromedp.Evaluate[[]string](axeRun, chromedp.EvalAwaitPromise))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(violations) > 0 {
+	if violations := e.axeViolations(axe); len(violations) > 0 {
 		t.Errorf("consent page, %d rules:\n  %s", len(violations), strings.Join(violations, "\n  "))
 	}
 
