@@ -53,14 +53,15 @@ func (c *Client) AllowsRedirect(uri string) bool {
 	return false
 }
 
-// loopbackHTTP reports whether u is an http URL on a loopback IP literal
-// with nothing an exact comparison would ignore (credentials, a fragment).
+// loopbackHTTP reports whether u is an http URL on loopback (an IP literal
+// or localhost) with nothing an exact comparison would ignore
+// (credentials, a fragment).
 func loopbackHTTP(u *url.URL) bool {
 	if u.Scheme != "http" || u.User != nil || u.Fragment != "" || u.RawFragment != "" {
 		return false
 	}
 	h := u.Hostname()
-	return h == "127.0.0.1" || h == "::1"
+	return h == "127.0.0.1" || h == "::1" || h == "localhost"
 }
 
 // sameButPort compares two loopback URLs on everything but the port.

@@ -139,15 +139,20 @@ func redirectURIs(uris []string) ([]string, error) {
 	return slices.Clone(uris), nil
 }
 
-// privateUseScheme is a private-use URI scheme in reverse-domain form
-// (RFC 8252 §7.1: com.example.app), the form a native app claims. The dot
-// it needs keeps out javascript:, data:, file: and every other scheme a
-// browser gives a meaning of its own.
-var privateUseScheme = regexp.MustCompile(`^[a-z][a-z0-9+-]*(\.[a-z0-9+-]+)+$`)
+// privateUseScheme is a private-use URI scheme a native app claims (RFC
+// 8252 §7.1 asks for the reverse-domain form, com.example.app; desktop
+// MCP hosts such as IDEs use their product's name, cursor:, so both are
+// taken). browserSchemes, which a browser or the system gives a meaning
+// of their own, are not.
+var privateUseScheme = regexp.MustCompile(`^[a-z][a-z0-9+.-]*$`)
+
+var browserSchemes = []string{"javascript", "vbscript", "data", "file", "blob", "filesystem", "about", "view-source",
+	"ftp", "ws", "wss", "mailto", "tel", "sms", "intent", "jar", "chrome", "resource", "urn"}
 
 // checkRedirectURI says what is wrong with a redirect URI. Toolbelt takes
-// https, http on a loopback IP literal (a native app's listener, RFC 8252
-// §7.3) and private-use schemes in reverse-domain form (RFC 8252 §7.1);
+// https, http on loopback (a native app's listener, RFC 8252 §7.3: the IP
+// literals, and localhost, which the MCP authorization spec allows and
+// its hosts use) and private-use schemes (RFC 8252 §7.1);
 // never a fragment, credentials or anything but printable ASCII, so the
 // exact comparison of AllowsRedirect compares what a browser would send.
 func checkRedirectURI(raw string) error {
@@ -177,15 +182,13 @@ func checkRedirectURI(raw string) error {
 		}
 	case u.Scheme == "http":
 		switch h := u.Hostname(); {
-		case h == "127.0.0.1" || h == "::1":
-		case h == "localhost" || strings.HasSuffix(h, ".localhost"):
-			return errors.New("uses localhost: write the loopback address instead, http://127.0.0.1:PORT/… or http://[::1]:PORT/… (RFC 8252 §8.3)")
+		case h == "127.0.0.1" || h == "::1" || h == "localhost":
 		default:
 			return errors.New("uses http on a host that is not loopback: use https, or http://127.0.0.1 for a native app")
 		}
-	case privateUseScheme.MatchString(u.Scheme):
+	case privateUseScheme.MatchString(u.Scheme) && !slices.Contains(browserSchemes, u.Scheme):
 	default:
-		return fmt.Errorf("has the scheme %q, which is not allowed: use https, http://127.0.0.1 or http://[::1] (loopback), or a private-use scheme in reverse-domain form such as com.example.app:/callback", u.Scheme)
+		return fmt.Errorf("has the scheme %q, which is not allowed: use https, http://127.0.0.1, http://[::1] or http://localhost (loopback), or a private-use scheme such as com.example.app:/callback", u.Scheme)
 	}
 	return nil
 }

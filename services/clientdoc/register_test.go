@@ -22,6 +22,8 @@ func TestParseRegistration(t *testing.T) {
 			"grant_types":["authorization_code","refresh_token"],"response_types":["code"],
 			"token_endpoint_auth_method":"none","scope":"tools:read tools:call","software_id":"x","jwks":{"keys":[]}}`, ""},
 		{"private-use scheme", `{"redirect_uris":["com.example.agent:/oauth/cb"]}`, ""},
+		{"an IDE's scheme", `{"redirect_uris":["cursor://anysphere.cursor-mcp/oauth/callback"]}`, ""},
+		{"localhost listener", `{"redirect_uris":["http://localhost:6274/oauth/callback"]}`, ""},
 		{"query in redirect URI", `{"redirect_uris":["https://app.example/cb?tenant=1"]}`, ""},
 
 		{"client_secret_basic", `{"redirect_uris":["https://app.example/cb"],"token_endpoint_auth_method":"client_secret_basic"}`,
@@ -49,7 +51,9 @@ func TestParseRegistration(t *testing.T) {
 		{"empty fragment", `{"redirect_uris":["https://app.example/cb#"]}`, "has a fragment"},
 		{"relative", `{"redirect_uris":["/cb"]}`, "is not absolute"},
 		{"http remote", `{"redirect_uris":["http://app.example/cb"]}`, "uses http on a host that is not loopback"},
-		{"http localhost", `{"redirect_uris":["http://localhost:8080/cb"]}`, "uses localhost"},
+		{"http on a localhost subdomain", `{"redirect_uris":["http://evil.localhost:8080/cb"]}`, "uses http on a host that is not loopback"},
+		{"about URI", `{"redirect_uris":["about:blank"]}`, `scheme "about", which is not allowed`},
+		{"websocket URI", `{"redirect_uris":["wss://app.example/cb"]}`, `scheme "wss", which is not allowed`},
 		{"credentials", `{"redirect_uris":["https://user:pw@app.example/cb"]}`, "carries credentials"},
 		{"https without host", `{"redirect_uris":["https:/cb"]}`, "names no host"},
 		{"space", `{"redirect_uris":["https://app.example/c b"]}`, "holds a space"},
@@ -119,32 +123,38 @@ func TestParseRegistrationDefaults(t *testing.T) {
 
 func TestAllowsRedirect(t *testing.T) {
 	t.Parallel()
-	c := &Client{RedirectURIs: []string{"https://app.example/cb", "http://127.0.0.1/callback", "http://[::1]:8080/cb?x=1", "com.example.app:/cb"}}
+	c := &Client{RedirectURIs: []string{"https://app.example/cb", "http://127.0.0.1/callback", "http://[::1]:8080/cb?x=1", "com.example.app:/cb",
+		"http://localhost:6274/oauth/callback", "cursor://anysphere.cursor-mcp/oauth/callback"}}
 	cases := map[string]bool{
-		"https://app.example/cb":              true,
-		"com.example.app:/cb":                 true,
-		"http://127.0.0.1/callback":           true,
-		"http://127.0.0.1:53124/callback":     true, // RFC 8252 §7.3: any port
-		"http://[::1]:1/cb?x=1":               true,
-		"http://[::1]/cb?x=1":                 true,
-		"https://app.example/cb/":             false,
-		"https://app.example/cb?x=1":          false,
-		"https://app.example:8443/cb":         false, // the port exception is loopback http's only
-		"https://APP.example/cb":              false,
-		"https://evil.example/cb":             false,
-		"http://localhost:53124/callback":     false,
-		"http://127.0.0.1:53124/callback#x":   false,
-		"http://127.0.0.1:53124/callback2":    false,
-		"http://127.0.0.1:53124/callback?a=b": false,
-		"http://127.0.0.1:0/callback":         false,
-		"http://127.0.0.1:053124/callback":    false,
-		"http://u@127.0.0.1:53124/callback":   false,
-		"https://127.0.0.1:53124/callback":    false,
-		"http://[::1]:1/callback":             false, // registered on 127.0.0.1, not [::1]
-		"http://127.0.0.2:53124/callback":     false,
-		"http://[::1]:1/cb":                   false,
-		"com.example.app:/cb2":                false,
-		"":                                    false,
+		"https://app.example/cb":                       true,
+		"com.example.app:/cb":                          true,
+		"http://127.0.0.1/callback":                    true,
+		"http://127.0.0.1:53124/callback":              true, // RFC 8252 §7.3: any port
+		"http://[::1]:1/cb?x=1":                        true,
+		"http://[::1]/cb?x=1":                          true,
+		"https://app.example/cb/":                      false,
+		"https://app.example/cb?x=1":                   false,
+		"https://app.example:8443/cb":                  false, // the port exception is loopback http's only
+		"https://APP.example/cb":                       false,
+		"https://evil.example/cb":                      false,
+		"http://localhost:53124/callback":              false,
+		"http://127.0.0.1:53124/callback#x":            false,
+		"http://127.0.0.1:53124/callback2":             false,
+		"http://127.0.0.1:53124/callback?a=b":          false,
+		"http://127.0.0.1:0/callback":                  false,
+		"http://127.0.0.1:053124/callback":             false,
+		"http://u@127.0.0.1:53124/callback":            false,
+		"https://127.0.0.1:53124/callback":             false,
+		"http://[::1]:1/callback":                      false, // registered on 127.0.0.1, not [::1]
+		"http://127.0.0.2:53124/callback":              false,
+		"http://[::1]:1/cb":                            false,
+		"com.example.app:/cb2":                         false,
+		"http://localhost:33418/oauth/callback":        true, // MCP hosts' loopback listener, any port
+		"http://localhost:33418/oauth/callback/x":      false,
+		"http://127.0.0.1:6274/oauth/callback":         false, // registered on localhost, not 127.0.0.1
+		"cursor://anysphere.cursor-mcp/oauth/callback": true,
+		"cursor://evil.example/oauth/callback":         false,
+		"":                                             false,
 	}
 	for uri, want := range cases {
 		if got := c.AllowsRedirect(uri); got != want {
