@@ -67,6 +67,12 @@ func TestMain(m *testing.M) {
 // -hex 32, as the server asks (it refuses a guessable one).
 const testAdminKey = "865b43a719263cf63c51fb21bbdf7264e681e9f5255b01e11b0d537e66f2225a"
 
+// testOAuthKey is the TOOLBELT_OAUTH_KEY every server a test starts
+// shares unless the test sets its own: the instances of a cluster must
+// (the deploy manifests set one), or the second cannot read the signing
+// key the first stored.
+const testOAuthKey = "0f6a2c5e9b1d4f7a8c3e6b9d2f5a8c1e4b7d0a3f6c9e2b5d8a1c4f7e0b3d6a9c"
+
 // buildBinary returns the path of the server binary, built on the first
 // call. The tests only run it: each gives it data directories of its own.
 func buildBinary(t testing.TB) string {
@@ -102,7 +108,7 @@ func startWithTools(t testing.TB, bin, dataDir, toolsDir string, env ...string) 
 	// No tool files unless a test brings its own (the repository's
 	// tools.d holds examples).
 	s.cmd = exec.Command(bin, "serve", "--addr", "127.0.0.1:0", "--data-dir", dataDir, "--tools-dir", toolsDir)
-	s.cmd.Env = append(os.Environ(), env...)
+	s.cmd.Env = append(append(os.Environ(), "TOOLBELT_OAUTH_KEY="+testOAuthKey), env...)
 	stdout, err := s.cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

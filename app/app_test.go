@@ -29,6 +29,8 @@ func testConfig(t *testing.T, dir string, args ...string) Config {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// One TOOLBELT_OAUTH_KEY for every instance, as a cluster needs.
+	cfg.OAuthKey = testOAuthKey
 	return cfg
 }
 

@@ -36,7 +36,7 @@ import (
 func parsed(t *testing.T, where string, env map[string]string) Config {
 	t.Helper()
 	env = maps.Clone(env)
-	for _, name := range []string{"TOOLBELT_ADMIN_KEY", "TOOLBELT_CALLBACK_KEY"} {
+	for _, name := range []string{"TOOLBELT_ADMIN_KEY", "TOOLBELT_CALLBACK_KEY", "TOOLBELT_OAUTH_KEY"} {
 		if env[name] == "" {
 			continue
 		}
@@ -284,7 +284,7 @@ func TestKubernetesExample(t *testing.T) {
 		}
 	}
 	cfg := parsed(t, "the Deployment", env)
-	if cfg.Instance == "" || cfg.DatabaseURL == "" || cfg.RedisURL == "" || cfg.CallbackKey == "" || len(cfg.TrustedProxies) == 0 {
+	if cfg.Instance == "" || cfg.DatabaseURL == "" || cfg.RedisURL == "" || cfg.CallbackKey == "" || cfg.OAuthKey == "" || len(cfg.TrustedProxies) == 0 {
 		t.Errorf("the Deployment does not configure a cluster member: %+v", cfg)
 	}
 	_, port, _ := net.SplitHostPort(cfg.Addr)
