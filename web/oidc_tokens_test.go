@@ -15,6 +15,7 @@ import (
 
 	"toolbelt/app"
 	"toolbelt/internal/testidp"
+	"toolbelt/models"
 	"toolbelt/services/identity"
 	"toolbelt/services/netpolicy"
 	"toolbelt/web"
@@ -172,5 +173,32 @@ func grantFiles(t testing.TB, ta *testApp, id uint) {
 	t.Helper()
 	if r := ta.do(t, "admin", http.MethodPut, "/api/v1/principals/"+itoa(id)+"/grants", map[string]any{"categories": []string{"filesystem"}}); r.Status != http.StatusOK {
 		t.Fatalf("grant: %d %s", r.Status, r.Body)
+	}
+}
+
+// TestOIDCTokenDecisionNamesThePerson: a reviewer deciding through the
+// API with the provider's token is recorded as the person the token
+// names, through the door "api sso", in the approval and the audit log.
+func TestOIDCTokenDecisionNamesThePerson(t *testing.T) {
+	t.Parallel()
+	ta, idp := newOIDCApp(t)
+	dangerousWrite(t, ta)
+	_, approval := dangerousCall(t, ta, "agent", "decided by rex's token")
+	ta.keys["rex"] = idp.AccessToken(t, "rex", "api", "tools:read", "approve")
+	if r := ta.do(t, "rex", http.MethodPost, "/api/v1/approvals/"+approval+"/approve", map[string]any{"reason": "fine"}); r.Status != http.StatusOK {
+		t.Fatalf("approve with rex's token: %d %s", r.Status, r.Body)
+	}
+	var got map[string]any
+	for _, a := range ta.do(t, "admin", http.MethodGet, "/api/v1/approvals?status=all", nil).JSON(t)["approvals"].([]any) {
+		if a := a.(map[string]any); a["id"] == approval {
+			got = a
+		}
+	}
+	person, _ := got["decider_name"].(string)
+	if got["decided_via"] != "api sso" || !strings.HasPrefix(person, "rex, ") || !strings.HasSuffix(person, "subject sub-rex at "+idp.Issuer) {
+		t.Fatalf("the approval as the API shows it: %v", got)
+	}
+	if e := auditEntries(t, ta, models.AuditApprovalApprove)[0]; e["actor"] != "rex" || e["person"] != person || e["via"] != "api" {
+		t.Fatalf("the approval's audit entry: %v", e)
 	}
 }

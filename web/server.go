@@ -354,7 +354,7 @@ func authenticate(d Deps) gin.HandlerFunc {
 		}
 		a := models.Actor{Principal: p, Via: via, ClientIP: ip}
 		if grant != nil {
-			a.ClientID, a.KeyLabel = grant.ClientID, "oauth:"+grant.ClientID
+			a.ClientID, a.KeyLabel, a.Person = grant.ClientID, "oauth:"+grant.ClientID, grant.Person
 			c.Set(grantKey, grant)
 		} else {
 			a.KeyID, a.KeyLabel = key.ID, cmp.Or(key.Label, key.Prefix)

@@ -71,6 +71,10 @@ type Grant struct {
 	// the token.
 	TokenID string
 	Expires time.Time
+	// Person names the individual at an outside issuer
+	// (models.PersonName), for the audit log and approvals; empty when
+	// the principal is who the token names.
+	Person string
 }
 
 // A TokenVerifier checks a bearer token that is not an API key, for one

@@ -175,7 +175,8 @@ func (v *JWTVerifier) verify(ctx context.Context, token, resource string, gen ui
 	str := func(k string) string { s, _ := claims[k].(string); return s }
 	return verifiedToken{
 		grant: access.Grant{Principal: p, Scopes: grantedScopes(claims, p.Role), ClientID: cmp.Or(str("client_id"), str("azp")),
-			Issuer: v.issuer, Subject: t.Subject, TokenID: str("jti"), Expires: t.Expiry},
+			Issuer: v.issuer, Subject: t.Subject, TokenID: str("jti"), Expires: t.Expiry,
+			Person: models.PersonName(cmp.Or(who.Name, who.Username), who.Email, who.Subject, who.Issuer)},
 		audience:   t.Audience,
 		generation: gen,
 	}, nil
