@@ -65,10 +65,33 @@ func (s *Store) ConsoleSessionByHash(ctx context.Context, hash string, now time.
 	return &cs, p, nil
 }
 
+// ActiveConsoleSessions lists the sessions not yet expired, newest
+// first, at most limit.
+func (s *Store) ActiveConsoleSessions(ctx context.Context, now time.Time, limit int) ([]ConsoleSession, error) {
+	var out []ConsoleSession
+	if err := s.db.WithContext(ctx).Where("expires_at > ?", now).Order("created_at DESC").Limit(limit).Find(&out).Error; err != nil {
+		return nil, fmt.Errorf("list console sessions: %w", err)
+	}
+	return out, nil
+}
+
 // DeleteConsoleSession ends a session; ending an unknown one is no error.
 func (s *Store) DeleteConsoleSession(ctx context.Context, hash string) error {
 	if err := s.db.WithContext(ctx).Where("hash = ?", hash).Delete(&ConsoleSession{}).Error; err != nil {
 		return fmt.Errorf("end console session: %w", err)
+	}
+	return nil
+}
+
+// DeleteConsoleSessionOf ends principalID's session of hash; a session
+// that is not theirs (or gone) is ErrNotFound.
+func (s *Store) DeleteConsoleSessionOf(ctx context.Context, principalID uint, hash string) error {
+	res := s.db.WithContext(ctx).Where("hash = ? AND principal_id = ?", hash, principalID).Delete(&ConsoleSession{})
+	if res.Error != nil {
+		return fmt.Errorf("end console session: %w", res.Error)
+	}
+	if res.RowsAffected == 0 {
+		return ErrNotFound.Errorf("principal %d has no such console session (it ended already?)", principalID)
 	}
 	return nil
 }

@@ -213,6 +213,12 @@ func TestEveryStateChangeIsRecorded(t *testing.T) {
 			app.store.DB().Where("revoked_at IS NULL").First(&g)
 			return fmt.Sprintf("/admin/access/oauth/%d/revoke", g.ID)
 		}, url.Values{}), models.AuditOAuthRevoke},
+		{"POST /admin/access/principals/:id/sessions/:session/end", "admin", form(func() string {
+			signedIn(t, app, "agent")
+			var cs models.ConsoleSession
+			app.store.DB().Where("principal_id = ?", app.ids["agent"]).Order("created_at DESC").First(&cs)
+			return fmt.Sprintf("/admin/access/principals/%d/sessions/%s/end", cs.PrincipalID, cs.Hash)
+		}, url.Values{}), models.AuditSignOut},
 
 		// The console: sign-in (a wrong key too) and out, then each form.
 		{"POST /admin/login", "anonymous", func(string) int {

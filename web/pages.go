@@ -60,6 +60,7 @@ var pages = []route[*console.Handler]{
 	{http.MethodPost, "/access/principals/:id/enable", admins, (*console.Handler).EnablePrincipalPage},
 	{http.MethodPost, "/access/principals/:id/delete", admins, (*console.Handler).DeletePrincipalPage},
 	{http.MethodPost, "/access/oauth/:id/revoke", admins, (*console.Handler).RevokeOAuthPage},
+	{http.MethodPost, "/access/principals/:id/sessions/:session/end", admins, (*console.Handler).EndSessionPage},
 
 	// OAuth consent (handlers/console/consent.go): anyone signed in
 	// answers their own authorization requests.

@@ -186,6 +186,7 @@ func TestConsoleRBACMatrix(t *testing.T) {
 		{"POST", "/access/principals/:id/enable", "/admin/access/principals/3/enable", []string{"admin"}},
 		{"POST", "/access/principals/:id/delete", "/admin/access/principals/3/delete", []string{"admin"}},
 		{"POST", "/access/oauth/:id/revoke", "/admin/access/oauth/1/revoke", []string{"admin"}},
+		{"POST", "/access/principals/:id/sessions/:session/end", "/admin/access/principals/3/sessions/" + strings.Repeat("0", 64) + "/end", []string{"admin"}},
 		{"GET", "/oauth/consent", "/admin/oauth/consent?id=none", all},
 		{"POST", "/oauth/consent", "/admin/oauth/consent", all},
 		{"GET", "/servers", "/admin/servers", []string{"admin"}},

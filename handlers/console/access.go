@@ -87,6 +87,10 @@ func (h *Handler) renderAccess(c *gin.Context, status int, f accessForm) error {
 	if err != nil {
 		return err
 	}
+	sessions, err := h.consoleSessions(ctx)
+	if err != nil {
+		return err
+	}
 	for _, p := range ps {
 		if f.q != "" && !strings.Contains(strings.ToLower(p.Name), strings.ToLower(f.q)) || f.role != "" && p.Role != f.role {
 			if p.ID != f.grantsOf {
@@ -94,7 +98,7 @@ func (h *Handler) renderAccess(c *gin.Context, status int, f accessForm) error {
 			}
 		}
 		row := views.AccessPrincipal{ID: p.ID, Name: p.Name, Role: p.Role, Created: p.CreatedAt, Disabled: p.DisabledAt, You: me != nil && me.ID == p.ID,
-			Open: p.ID == f.open || p.ID == f.grantsOf, Clients: clients[p.ID]}
+			Open: p.ID == f.open || p.ID == f.grantsOf, Clients: clients[p.ID], Sessions: sessions[p.ID]}
 		for _, k := range p.Keys {
 			row.Keys = append(row.Keys, views.AccessKey{ID: k.ID, Prefix: k.Prefix, Label: k.Label, Created: k.CreatedAt, LastUsed: k.LastUsedAt,
 				Expires: k.ExpiresAt, Revoked: k.RevokedAt, Expired: k.ExpiresAt != nil && !now.Before(*k.ExpiresAt)})
@@ -262,6 +266,39 @@ func (h *Handler) RevokeOAuthPage(c *gin.Context) error {
 		return err
 	}
 	return Redirect(c, accessOf(g.PrincipalID), fmt.Sprintf("Application “%s” revoked; its tokens stopped working at once.", g.ClientName))
+}
+
+// EndSessionPage ends one console session of a principal (a stolen
+// laptop, a person who left): it must sign in again, on every instance.
+func (h *Handler) EndSessionPage(c *gin.Context) error {
+	id, err := handlers.IDParam(c, "id")
+	if err != nil {
+		return err
+	}
+	if err := h.Accounts.EndConsoleSession(c.Request.Context(), id, c.Param("session"), handlers.CurrentPrincipal(c)); err != nil {
+		return err
+	}
+	return Redirect(c, accessOf(id), "Console session ended; whoever held it must sign in again.")
+}
+
+// consoleSessions are each principal's open console sessions, as Access
+// lists them.
+func (h *Handler) consoleSessions(ctx context.Context) (map[uint][]views.AccessSession, error) {
+	all, err := h.Accounts.ConsoleSessions(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := map[uint][]views.AccessSession{}
+	for id, ss := range all {
+		for _, cs := range ss {
+			how := "API key"
+			if cs.IdentityID != nil {
+				how = cs.Person
+			}
+			out[id] = append(out[id], views.AccessSession{ID: cs.Hash, How: how, Created: cs.CreatedAt, Expires: cs.ExpiresAt})
+		}
+	}
+	return out, nil
 }
 
 // oauthClients are the OAuth clients each principal allowed.

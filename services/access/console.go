@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"toolbelt/models"
@@ -150,6 +151,36 @@ func (a *Accounts) SignOut(ctx context.Context, token string) error {
 			target = principalTarget(p.ID)
 		}
 		return target, "", tx.DeleteConsoleSession(ctx, hashKey(token))
+	})
+}
+
+// maxListedSessions bounds the console sessions Access lists.
+const maxListedSessions = 1000
+
+// ConsoleSessions lists the open console sessions, newest first, by
+// principal id: what Access shows an admin, who may end any of them.
+func (a *Accounts) ConsoleSessions(ctx context.Context) (map[uint][]models.ConsoleSession, error) {
+	all, err := a.store.ActiveConsoleSessions(ctx, time.Now().UTC(), maxListedSessions)
+	if err != nil {
+		return nil, err
+	}
+	out := map[uint][]models.ConsoleSession{}
+	for _, cs := range all {
+		out[cs.PrincipalID] = append(out[cs.PrincipalID], cs)
+	}
+	return out, nil
+}
+
+// EndConsoleSession ends the session of hash (as ConsoleSessions lists
+// it) of principal principalID, for an admin by: its next request must
+// sign in again, on every instance (sessions are read from the database
+// at each request). Audited as a sign-out of that principal.
+func (a *Accounts) EndConsoleSession(ctx context.Context, principalID uint, hash string, by *models.Principal) error {
+	if len(hash) != 64 || strings.Trim(hash, "0123456789abcdef") != "" {
+		return models.ErrInvalid.Errorf("session %q: give the session's id as the Access page lists it", hash)
+	}
+	return a.store.Audited(ctx, models.AuditSignOut, func(tx *models.Store) (string, string, error) {
+		return principalTarget(principalID), "ended by " + models.ActorName(by), tx.DeleteConsoleSessionOf(ctx, principalID, hash)
 	})
 }
 
