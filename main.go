@@ -16,6 +16,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"runtime/debug"
@@ -104,6 +105,9 @@ func serve(args []string) error {
 	if err != nil {
 		return err
 	}
+	// Libraries that log only to the default logger (zitadel/oidc's
+	// authorization server) write the server's JSON lines too.
+	slog.SetDefault(a.Log)
 	return a.Run(ctx)
 }
 
