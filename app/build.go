@@ -174,8 +174,9 @@ func (a *App) buildAuthServer(ctx context.Context) error {
 	a.authServer, err = authserver.New(ctx, authserver.Deps{Store: a.Store, PublicURL: a.PublicURL, Key: key, DCR: a.Config.OAuthDCR, Log: a.Log,
 		// Metadata documents are fetched under the outbound policy: no
 		// loopback or private address unless allowed.
-		ClientDocs: clientdoc.NewFetcher(a.Config.NetPolicy.Client(), clientdoc.Options{}),
-		OnRevoke:   []func(context.Context){func(ctx context.Context) { a.Notices.Send(ctx, cluster.Keys) }}})
+		ClientDocs:    clientdoc.NewFetcher(a.Config.NetPolicy.Client(), clientdoc.Options{}),
+		OnRevoke:      []func(context.Context){func(ctx context.Context) { a.Notices.Send(ctx, cluster.Keys) }},
+		Registrations: cluster.LimiterStore(a.Store, "oauth_registrations")})
 	if err != nil {
 		return err
 	}

@@ -20,6 +20,7 @@ import (
 	"toolbelt/app"
 	"toolbelt/internal/nodetest"
 	"toolbelt/models"
+	"toolbelt/services/authserver"
 	"toolbelt/services/netpolicy"
 	"toolbelt/web"
 )
@@ -340,5 +341,32 @@ func TestRegisterRefusesUnsafeClients(t *testing.T) {
 	a.store.DB().Model(&models.OAuthClient{}).Count(&n)
 	if n != 0 {
 		t.Fatalf("%d clients stored after refused registrations", n)
+	}
+}
+
+// TestRegistrationFloodRefused: dynamic registration needs no credential,
+// so one address may register authserver.RegistrationRate() clients an
+// hour; past it the answer is 429 and nothing more is stored.
+func TestRegistrationFloodRefused(t *testing.T) {
+	t.Parallel()
+	a := newOAuthApp(t)
+	limit := int(authserver.RegistrationRate().Limit)
+	body := `{"client_name":"Flood","redirect_uris":["http://127.0.0.1/cb"],"token_endpoint_auth_method":"none"}`
+	status := map[int]int{}
+	for range limit + 5 {
+		resp, err := http.Post(a.base+"/oauth/register", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		status[resp.StatusCode]++
+	}
+	if status[http.StatusCreated] != limit || status[http.StatusTooManyRequests] != 5 {
+		t.Errorf("answers %v; want %d created and 5 refused", status, limit)
+	}
+	var n int64
+	a.store.DB().Model(&models.OAuthClient{}).Count(&n)
+	if n != int64(limit) {
+		t.Errorf("%d clients stored; want %d", n, limit)
 	}
 }

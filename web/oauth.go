@@ -63,7 +63,7 @@ func registerClient(d Deps) gin.HandlerFunc {
 			d.Handler.Fail(c, err)
 			return
 		}
-		cl, err := d.AuthServer.RegisterClient(c.Request.Context(), body)
+		cl, err := d.AuthServer.RegisterClient(c.Request.Context(), c.ClientIP(), body)
 		if err != nil {
 			code := "invalid_client_metadata"
 			if errors.Is(err, clientdoc.ErrRedirectURI) {

@@ -1,6 +1,7 @@
 package authserver
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/rsa"
@@ -14,6 +15,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ulule/limiter/v3"
+	"github.com/ulule/limiter/v3/drivers/store/memory"
 	"github.com/zitadel/oidc/v3/pkg/oidc"
 	"github.com/zitadel/oidc/v3/pkg/op"
 
@@ -62,7 +65,16 @@ type Deps struct {
 	// OnRevoke run after tokens stop working (other instances are told
 	// to forget theirs).
 	OnRevoke []func(context.Context)
+	// Registrations counts dynamic registrations per client address
+	// (RegistrationRate), in this process's memory when nil; the
+	// database's store shares the count between instances.
+	Registrations limiter.Store
 }
+
+// RegistrationRate bounds the clients one address may register: RFC 7591
+// registration needs no credential, so without it anyone could fill the
+// clients table.
+func RegistrationRate() limiter.Rate { return limiter.Rate{Period: time.Hour, Limit: 20} }
 
 // Server is the embedded authorization server.
 type Server struct {
@@ -70,6 +82,7 @@ type Server struct {
 	public    string
 	resources []string
 	dcr       bool
+	regs      *limiter.Limiter
 	docs      *clientdoc.Fetcher
 	log       *slog.Logger
 	onRevoke  []func(context.Context)
@@ -89,6 +102,7 @@ func New(ctx context.Context, d Deps) (*Server, error) {
 	}
 	s := &Server{store: d.Store, public: strings.TrimSuffix(d.PublicURL, "/"), dcr: d.DCR, docs: d.ClientDocs, log: d.Log, onRevoke: d.OnRevoke, now: time.Now}
 	s.resources = []string{s.public + MCPResource, s.public + APIResource}
+	s.regs = limiter.New(cmp.Or[limiter.Store](d.Registrations, memory.NewStore()), RegistrationRate())
 	tokenKey, storeKey := derive(d.Key, "tokens"), derive(d.Key, "signing key")
 	s.crypto = tokenCrypto{op.NewAES256GCMCrypto(tokenKey, keyID(tokenKey))}
 	if s.signing, err = s.loadSigningKey(ctx, op.NewAES256GCMCrypto(storeKey, keyID(storeKey))); err != nil {
@@ -340,8 +354,18 @@ func (s *Server) client(ctx context.Context, id string) (*client, error) {
 }
 
 // RegisterClient registers a public client (RFC 7591: the request's body)
-// and returns its metadata with the id assigned.
-func (s *Server) RegisterClient(ctx context.Context, body []byte) (*clientdoc.Client, error) {
+// for a request from address client, and returns its metadata with the id
+// assigned. Past RegistrationRate from one address it is
+// models.ErrRateLimited.
+func (s *Server) RegisterClient(ctx context.Context, client string, body []byte) (*clientdoc.Client, error) {
+	lc, err := s.regs.Get(ctx, client)
+	if err != nil {
+		return nil, fmt.Errorf("count registrations: %w", err)
+	}
+	if lc.Reached {
+		return nil, models.ErrRateLimited.Errorf("this address registered %d clients within %s, the most allowed; try again in %d s",
+			lc.Limit, RegistrationRate().Period, max(1, int(time.Until(time.Unix(lc.Reset, 0)).Seconds()+0.999)))
+	}
 	c, err := clientdoc.ParseRegistration(body)
 	if err != nil {
 		return nil, err

@@ -64,7 +64,7 @@ func newFixture(t *testing.T, store *models.Store, role string) *fixture {
 // register registers a client as RFC 7591 asks.
 func (f *fixture) register(name string) string {
 	f.t.Helper()
-	c, err := f.s.RegisterClient(context.Background(), []byte(`{"client_name":"`+name+`","redirect_uris":["`+callback+`"],
+	c, err := f.s.RegisterClient(context.Background(), "192.0.2.1", []byte(`{"client_name":"`+name+`","redirect_uris":["`+callback+`"],
 		"grant_types":["authorization_code","refresh_token"],"response_types":["code"],"token_endpoint_auth_method":"none"}`))
 	if err != nil {
 		f.t.Fatal(err)
