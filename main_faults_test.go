@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"toolbelt/internal/dbtest"
+	"toolbelt/internal/poll"
 	"toolbelt/models"
 )
 
@@ -851,7 +852,7 @@ func postgresOutageFault(t *testing.T, bin string) faultReport {
 	back := time.Now()
 	// Every answered call reaches the history once the spool is written.
 	var calls []any
-	waitUntil(t, 60*time.Second, func() (bool, string) {
+	poll.Until(t, 60*time.Second, "every answered call in the history", func() (bool, string) {
 		code, body, err := c.do("GET", "/api/v1/calls?session_id=outage&limit=1000", testAdminKey, nil)
 		calls, _ = body["calls"].([]any)
 		return err == nil && code == 200 && len(calls) >= len(answered),

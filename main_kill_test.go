@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"toolbelt/internal/poll"
 )
 
 // TestKilledSyncCallsWaitingAreNotInterrupted kills the binary with
@@ -64,7 +66,7 @@ func TestKilledSyncCallsWaitingAreNotInterrupted(t *testing.T) {
 	}
 	waitFor := func(running int, waiting float64) {
 		t.Helper()
-		waitUntil(t, 30*time.Second, func() (bool, string) {
+		poll.Until(t, 30*time.Second, "the calls running and waiting", func() (bool, string) {
 			got, w := len(begun()), codeWaiting(s)
 			return got == running && w == waiting, fmt.Sprintf("want %d running and %v waiting: begun %d, waiting %v\n%s", running, waiting, got, w, s.output())
 		})

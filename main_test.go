@@ -186,23 +186,6 @@ func (s *server) get(t testing.TB, path, key string) (int, map[string]any) {
 	return resp.StatusCode, body
 }
 
-// waitUntil polls ok until it holds, failing t after within with what
-// ok last said: tests wait on a condition, never a guessed time.
-func waitUntil(t testing.TB, within time.Duration, ok func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		done, why := ok()
-		if done {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %s: %s", within, why)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 func (s *server) stop(t testing.TB) {
 	t.Helper()
 	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"toolbelt/app"
 	"toolbelt/internal/dbtest"
+	"toolbelt/internal/poll"
 	"toolbelt/services/access"
 	"toolbelt/services/netpolicy"
 )
@@ -67,22 +68,11 @@ func newClusterWith(t *testing.T, n int, redis bool, policy netpolicy.Policy, ed
 	return apps
 }
 
-// within polls check every 10 ms for up to a second, the time a change on
-// one instance may take to reach another, and fails t with what the last
-// check said.
+// within waits up to a second, the time a change on one instance may
+// take to reach another, for check to hold.
 func within(t *testing.T, what string, check func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(time.Second)
-	for {
-		ok, got := check()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s not within 1 s: %s", what, got)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	poll.Until(t, time.Second, what, check)
 }
 
 // echoTool is a command tool printing its text, changed by edits.

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"toolbelt/internal/poll"
 	"toolbelt/models"
 	"toolbelt/services/netpolicy"
 )
@@ -80,13 +81,9 @@ func TestClusterUpstreams(t *testing.T) {
 	})
 }
 
-// eventually polls ok every 100 ms for up to 20 s (a few of the
-// upstreams' sweeps), failing t with what when it never holds.
+// eventually waits up to 20 s (a few of the upstreams' sweeps) for ok
+// to hold.
 func eventually(t *testing.T, what string, ok func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(20 * time.Second); !ok(); time.Sleep(100 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 20 s", what)
-		}
-	}
+	poll.True(t, 20*time.Second, what, ok)
 }

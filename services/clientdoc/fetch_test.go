@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"toolbelt/internal/poll"
 	"toolbelt/models"
 	"toolbelt/services/netpolicy"
 )
@@ -399,14 +400,10 @@ func heldServer(t *testing.T) (*docServer, chan struct{}) {
 	}), release
 }
 
-// waitFor polls ok until it holds, failing t after 10 s.
+// waitFor waits up to 10 s for ok to hold.
 func waitFor(t *testing.T, what string, ok func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !ok(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 10 s", what)
-		}
-	}
+	poll.True(t, 10*time.Second, what, ok)
 }
 
 // TestFetchCoalesces: callers asking for one document at once share one
