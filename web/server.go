@@ -321,7 +321,7 @@ func authenticate(d Deps) gin.HandlerFunc {
 		}
 		allowed, err := d.Authz.CanAccess(p.Role, route, method)
 		if err == nil && allowed && grant != nil {
-			allowed, err = d.Authz.CanAccessScoped(p.Role, grant.Scopes, route, method)
+			allowed, err = d.Authz.ScopesAllow(grant.Scopes, route, method)
 			if err == nil && !allowed {
 				refuseScope(c, d, route, method, grant, scopeOfRoute(route, method))
 				return

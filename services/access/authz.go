@@ -199,6 +199,12 @@ func (a *Authz) CanAccessScoped(role string, scopes []string, route, method stri
 	if ok, err := a.CanAccess(role, route, method); !ok || err != nil {
 		return false, err
 	}
+	return a.ScopesAllow(scopes, route, method)
+}
+
+// ScopesAllow reports whether one of a token's scopes opens method on the
+// route pattern (its role is CanAccess's to say).
+func (a *Authz) ScopesAllow(scopes []string, route, method string) (bool, error) {
 	for _, s := range scopes {
 		if ok, err := a.enforce("scope:"+s, route, method); ok || err != nil {
 			return ok, err
