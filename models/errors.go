@@ -94,6 +94,11 @@ const (
 	// CodeUpstream ends a call whose tool's remote service failed or
 	// did not answer.
 	CodeUpstream = "UPSTREAM_ERROR"
+	// CodeUpstreamNotConnected ends a call of a tool that acts as the
+	// person at an upstream (their connected account, or a secret they
+	// store for themselves) when the person has none: nothing ran, and
+	// the error names the console page that connects it.
+	CodeUpstreamNotConnected = "UPSTREAM_NOT_CONNECTED"
 	// CodeExecutionFailed ends a call whose tool ran and failed.
 	CodeExecutionFailed = "EXECUTION_FAILED"
 	// CodeSandboxUnavailable ends a call of a sandboxed tool on a server

@@ -44,6 +44,12 @@ type Upstream struct {
 	// Headers are sent with every request (http, sse); a value may
 	// reference a secret as {{env.NAME}}.
 	Headers map[string]string `gorm:"serializer:json" json:"headers,omitempty"`
+	// Auth, when set, makes each caller reach the server as the person it
+	// acts for rather than with the registration's own headers.
+	Auth *UpstreamAuth `gorm:"serializer:json" json:"auth,omitempty"`
+	// AuthSecret is a client secret dynamic registration issued for Auth,
+	// sealed by the vault; never shown.
+	AuthSecret []byte `json:"-"`
 	// Egress are the hosts (host or host:port) a stdio process may reach,
 	// through Toolbelt's proxy under the outbound policy; it has no
 	// network of its own.
@@ -63,6 +69,56 @@ type Upstream struct {
 	CreatedBy *uint     `json:"created_by,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// Upstream authentication types (UpstreamAuth.Type).
+const (
+	// UpstreamAuthOAuth: each person connects their own account at the
+	// server's OAuth 2.1 authorization server; calls carry their token.
+	UpstreamAuthOAuth = "oauth"
+	// UpstreamAuthExchange: the organisation's identity provider mints a
+	// token for the server from the person's own token (RFC 8693).
+	UpstreamAuthExchange = "exchange"
+)
+
+// Client registrations of Toolbelt at an upstream's authorization server
+// (UpstreamAuth.Registration).
+const (
+	// RegistrationMetadata: Toolbelt's client ID metadata document URL is
+	// its client id.
+	RegistrationMetadata = "metadata"
+	// RegistrationDynamic: registered by RFC 7591 dynamic registration.
+	RegistrationDynamic = "dynamic"
+	// RegistrationStatic: an admin gave the client id (and secret).
+	RegistrationStatic = "static"
+)
+
+// UpstreamAuth is how callers authenticate to an upstream as the person
+// they act for: what an admin asked for, and what discovery found at
+// registration. No token is here: those are each person's, in the vault
+// (Credential).
+type UpstreamAuth struct {
+	Type string `json:"type"`
+	// Scopes are those asked for (none: the server's advertised ones).
+	Scopes []string `json:"scopes,omitempty"`
+	// Resource is the server's resource identifier (RFC 8707), from its
+	// protected resource metadata, sent with every authorization and
+	// token request.
+	Resource string `json:"resource,omitempty"`
+	// Issuer and the endpoints are the authorization server's, from its
+	// metadata (RFC 8414 or OpenID discovery).
+	Issuer                string `json:"issuer,omitempty"`
+	AuthorizationEndpoint string `json:"authorization_endpoint,omitempty"`
+	TokenEndpoint         string `json:"token_endpoint,omitempty"`
+	RevocationEndpoint    string `json:"revocation_endpoint,omitempty"`
+	// Registration says how Toolbelt got ClientID (Registration*).
+	Registration string `json:"registration,omitempty"`
+	ClientID     string `json:"client_id,omitempty"`
+	// ClientSecret is an admin-given secret as a reference to a
+	// configured secret ({{env.NAME}}), never the value.
+	ClientSecret string `json:"client_secret,omitempty"`
+	// Audience is what a token exchange asks a token for (exchange).
+	Audience string `json:"audience,omitempty"`
 }
 
 // UpstreamTool states of a tool an upstream serves.

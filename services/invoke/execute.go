@@ -94,7 +94,7 @@ func (inv *Invoker) attempt(ctx context.Context, c *call) ToolResult {
 	if c.def.Runner.Kind == tooldef.RunnerComposite {
 		return inv.composite(ctx, c)
 	}
-	data, err := inv.runners.Run(ctx, &runners.Call{ID: c.id, Def: c.def, Args: c.args, Session: c.req.SessionID, Dir: c.dir, Log: c.log, Emit: c.emit})
+	data, err := inv.runners.Run(ctx, &runners.Call{ID: c.id, Def: c.def, Args: c.args, Session: c.req.SessionID, Dir: c.dir, Log: c.log, Emit: c.emit, Principal: c.caller})
 	if ctx.Err() != nil {
 		// A timeout is not retried, even for a retryable tool, unless the
 		// tool says its timeouts pass (execution.retryTimeouts): a tool
@@ -114,7 +114,9 @@ func (inv *Invoker) attempt(ctx context.Context, c *call) ToolResult {
 			return res
 		}
 		if errors.As(err, &te) {
-			return failure(te.Code, inv.redactor.Redact(te.Message), te.Retryable, te.Suggestion)
+			res := failure(te.Code, inv.redactor.Redact(te.Message), te.Retryable, te.Suggestion)
+			res.Error.ConnectURL = te.ConnectURL
+			return res
 		}
 		return failure(models.CodeExecutionFailed, inv.redactor.Redact(err.Error()), false, "Check the arguments and try again.")
 	}

@@ -135,6 +135,9 @@ type ToolError struct {
 	// RetryAfter is the wait in seconds a limit asks for (also sent as the
 	// Retry-After header).
 	RetryAfter int `json:"retry_after,omitempty"`
+	// ConnectURL, with UPSTREAM_NOT_CONNECTED, is the console page where
+	// the person the call acts for connects their account or secret.
+	ConnectURL string `json:"connect_url,omitempty"`
 }
 
 // CallMetadata describes how a call ran.

@@ -40,6 +40,10 @@ type Call struct {
 	// following no link and checked to be the directory made for the
 	// session (set by Table.Run).
 	OpenDir func() (*os.File, error)
+	// Principal is the caller the call acts for: a tool that reaches an
+	// upstream as a person (their connected account, their own secrets)
+	// uses this principal's, never anyone else's.
+	Principal *models.Principal
 }
 
 // Runner runs one kind of tool and returns the data of its result, or an
@@ -64,6 +68,20 @@ type Error struct {
 	// RetryAfter, when set, makes the failure a refusal by a limit: the
 	// wait in seconds it asks for (nothing ran).
 	RetryAfter int
+	// ConnectURL, on a failure for want of the person's own credentials
+	// (models.CodeUpstreamNotConnected), is the console page where the
+	// person connects them.
+	ConnectURL string
+}
+
+// NotConnected is the failure of a call that needs credentials of the
+// person it acts for that they have not connected: what names them ("the
+// upstream server github", "the secret GITHUB_TOKEN"), url is the console
+// page that connects them. Nothing ran.
+func NotConnected(what, url string) *Error {
+	return &Error{Code: models.CodeUpstreamNotConnected, ConnectURL: url,
+		Message:    fmt.Sprintf("%s needs the credentials of the person this call acts for, and they have not connected them: they connect them at %s", what, url),
+		Suggestion: "Do not retry now: ask the person you act for to open " + url + " and connect, then try again."}
 }
 
 func (e *Error) Error() string { return e.Message }
