@@ -38,6 +38,7 @@ import (
 	"toolbelt/services/runners"
 	"toolbelt/services/selection"
 	"toolbelt/services/upstream"
+	"toolbelt/services/vault"
 	"toolbelt/web"
 )
 
@@ -86,6 +87,9 @@ type App struct {
 	Audit *audit.Log
 	// Callbacks deliver the results of calls that name a callback_url.
 	Callbacks *callbacks.Deliverer
+	// Vault seals what lets Toolbelt act as a person elsewhere: their
+	// connected accounts' tokens and the secrets they store.
+	Vault *vault.Vault
 	// Upstreams connect to the MCP servers whose tools Toolbelt serves.
 	Upstreams *upstream.Manager
 	// Redis is the server instances share cached results, category

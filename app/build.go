@@ -32,6 +32,7 @@ import (
 	"toolbelt/services/sandbox"
 	"toolbelt/services/selection"
 	"toolbelt/services/upstream"
+	"toolbelt/services/vault"
 	"toolbelt/web"
 )
 
@@ -156,6 +157,9 @@ func (a *App) buildAccess(ctx context.Context) (err error) {
 				a.authServer.Tokens().Forget()
 			}
 		}}})
+	if a.Vault, err = vault.Load(a.Config.VaultKey, a.Config.DataDir); err != nil {
+		return err
+	}
 	return a.buildAuthServer(ctx)
 }
 

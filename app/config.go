@@ -149,6 +149,12 @@ type Config struct {
 	// /oauth/register (TOOLBELT_OAUTH_DCR): anyone may then register a
 	// public client (a person still consents to each).
 	OAuthDCR bool
+	// VaultKey seals the credentials people connect (their upstream
+	// tokens and stored secrets): TOOLBELT_VAULT_KEY, 32 bytes in hex or
+	// base64, more separated by commas while rotating (the first seals);
+	// empty: the data directory's vault.key, made at the first start.
+	// Every instance sharing a database needs the same.
+	VaultKey string
 }
 
 // The identity modes of Config.OAuth.
@@ -232,6 +238,7 @@ func ParseConfig(args []string, lookup func(string) (string, bool)) (Config, err
 		return cfg, fmt.Errorf("TOOLBELT_OUTAGE_GRACE must be a duration such as 5m (0 refuses calls as soon as the database does not answer)")
 	}
 	cfg.OAuthKey = env("TOOLBELT_OAUTH_KEY", "")
+	cfg.VaultKey = env("TOOLBELT_VAULT_KEY", "")
 	if cfg.OAuthDCR, err = strconv.ParseBool(env("TOOLBELT_OAUTH_DCR", "false")); err != nil {
 		return cfg, fmt.Errorf("TOOLBELT_OAUTH_DCR must be true or false")
 	}
@@ -478,7 +485,7 @@ func secrets(env func(name, def string) string) map[string]string {
 // and their passwords, the OpenID client secret, and the configured
 // secrets.
 func secretValues(cfg Config) []string {
-	vals := []string{cfg.AdminKey, cfg.CallbackKey, cfg.OAuthKey, cfg.DatabaseURL, databasePassword(cfg.DatabaseURL),
+	vals := []string{cfg.AdminKey, cfg.CallbackKey, cfg.OAuthKey, cfg.VaultKey, cfg.DatabaseURL, databasePassword(cfg.DatabaseURL),
 		cfg.RedisURL, redisPassword(cfg.RedisURL), cfg.OIDC.ClientSecret}
 	for _, name := range slices.Sorted(maps.Keys(cfg.Secrets)) {
 		vals = append(vals, cfg.Secrets[name])
