@@ -1165,9 +1165,13 @@ type InvokeCallRequest struct {
 // InvokeToolError defines model for invoke.ToolError.
 type InvokeToolError struct {
 	// Code Example: VALIDATION_ERROR
-	Code     *string          `json:"code,omitempty"`
-	Message  *string          `json:"message,omitempty"`
-	Problems *[]ModelsProblem `json:"problems,omitempty"`
+	Code *string `json:"code,omitempty"`
+
+	// ConnectUrl ConnectURL, with UPSTREAM_NOT_CONNECTED, is the console page where
+	// the person the call acts for connects their account or secret.
+	ConnectUrl *string          `json:"connect_url,omitempty"`
+	Message    *string          `json:"message,omitempty"`
+	Problems   *[]ModelsProblem `json:"problems,omitempty"`
 
 	// RetryAfter RetryAfter is the wait in seconds a limit asks for (also sent as the
 	// Retry-After header).
@@ -1322,6 +1326,36 @@ type ModelsProblem struct {
 
 	// Pointer Example: /parameters/required/0
 	Pointer *string `json:"pointer,omitempty"`
+}
+
+// ModelsUpstreamAuth defines model for models.UpstreamAuth.
+type ModelsUpstreamAuth struct {
+	// Audience Audience is what a token exchange asks a token for (exchange).
+	Audience              *string `json:"audience,omitempty"`
+	AuthorizationEndpoint *string `json:"authorization_endpoint,omitempty"`
+	ClientId              *string `json:"client_id,omitempty"`
+
+	// ClientSecret ClientSecret is an admin-given secret as a reference to a
+	// configured secret ({{env.NAME}}), never the value.
+	ClientSecret *string `json:"client_secret,omitempty"`
+
+	// Issuer Issuer and the endpoints are the authorization server's, from its
+	// metadata (RFC 8414 or OpenID discovery).
+	Issuer *string `json:"issuer,omitempty"`
+
+	// Registration Registration says how Toolbelt got ClientID (Registration*).
+	Registration *string `json:"registration,omitempty"`
+
+	// Resource Resource is the server's resource identifier (RFC 8707), from its
+	// protected resource metadata, sent with every authorization and
+	// token request.
+	Resource           *string `json:"resource,omitempty"`
+	RevocationEndpoint *string `json:"revocation_endpoint,omitempty"`
+
+	// Scopes Scopes are those asked for (none: the server's advertised ones).
+	Scopes        *[]string `json:"scopes,omitempty"`
+	TokenEndpoint *string   `json:"token_endpoint,omitempty"`
+	Type          *string   `json:"type,omitempty"`
 }
 
 // OpsAlert defines model for ops.Alert.
@@ -1848,6 +1882,10 @@ type UpstreamReport struct {
 
 // UpstreamServer defines model for upstream.Server.
 type UpstreamServer struct {
+	// Auth Auth, when set, makes each caller reach the server as the person it
+	// acts for rather than with the registration's own headers.
+	Auth *ModelsUpstreamAuth `json:"auth,omitempty"`
+
 	// Category Category is the category its tools get unless one is set per tool.
 	Category *string `json:"category,omitempty"`
 
