@@ -1,0 +1,297 @@
+// Package oauthupstream runs, from Go tests, a real OAuth-protected MCP
+// server: testdata/node/oauth-upstream.mjs, the TypeScript SDK's
+// authorization server router and bearer middleware in front of two tools,
+// whoami and echo. Tests of Toolbelt as an OAuth client of upstream
+// servers (services/connect, the console's connections) sign people in at
+// it, call its tools with their tokens, and read its log to see who called
+// what, how often it refreshed and what it revoked.
+//
+// Like internal/nodetest, a test that needs it is skipped when node or the
+// npm test packages are missing, except on CI (CI=true), where it fails.
+package oauthupstream
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"toolbelt/internal/nodetest"
+)
+
+// Options shape the upstream; the zero value is an upstream with dynamic
+// client registration, S256 PKCE, hour-long access tokens and honest
+// metadata.
+type Options struct {
+	// AccessTTL is the access tokens' lifetime (whole seconds; 0: an hour).
+	AccessTTL time.Duration
+	// NoDCR turns dynamic client registration off.
+	NoDCR bool
+	// ClientID and ClientSecret pre-register a client (the secret may be
+	// empty: a public client) for RedirectURIs.
+	ClientID, ClientSecret string
+	RedirectURIs           []string
+	// CIMD advertises client_id_metadata_document_supported and accepts an
+	// https client id by fetching its document (Env may carry
+	// NODE_EXTRA_CA_CERTS for a test CA).
+	CIMD bool
+	// NoS256 leaves code_challenge_methods_supported out of the metadata.
+	NoS256 bool
+	// PRMResource is the resource its protected resource metadata claims
+	// (default: its own MCP URL).
+	PRMResource string
+	// ResourceMetadata is the resource_metadata URL its 401 names.
+	ResourceMetadata string
+	// MetadataRedirect makes its authorization server metadata answer a
+	// redirect to this URL; TokenRedirect makes the token endpoint the
+	// metadata names answer a 307 to this URL.
+	MetadataRedirect, TokenRedirect string
+	// Env is added to the node process's environment.
+	Env []string
+}
+
+// Call is one tools/call the upstream served: who the token was issued
+// to, and which tool.
+type Call struct {
+	User string `json:"user"`
+	Tool string `json:"tool"`
+}
+
+// Event is one line of the upstream's log.
+type Event struct {
+	Event    string `json:"event"` // token, refresh, refresh_refused, revoke, register; empty for a call
+	User     string `json:"user"`
+	Tool     string `json:"tool"`
+	Kind     string `json:"kind"`     // revoke: access, refresh or unknown
+	Resource string `json:"resource"` // token: the resource it is bound to
+	ClientID string `json:"client_id"`
+}
+
+// Server is a running upstream.
+type Server struct {
+	// URL is its MCP endpoint (http://127.0.0.1:PORT/mcp), also the
+	// resource its tokens are bound to.
+	URL string
+	// Issuer is its authorization server's issuer (http://127.0.0.1:PORT/).
+	Issuer string
+
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	stderr *lockedBuffer
+	done   chan struct{}
+
+	mu  sync.Mutex
+	log []Event
+}
+
+// Start runs an upstream with opts and stops it when t ends.
+func Start(t testing.TB, opts Options) *Server {
+	t.Helper()
+	dir := nodetest.Dir(t)
+	s, err := start(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Stop)
+	return s
+}
+
+func start(dir string, opts Options) (*Server, error) {
+	args := map[string]any{
+		"dcr": !opts.NoDCR, "cimd": opts.CIMD, "noS256": opts.NoS256,
+	}
+	if opts.AccessTTL > 0 {
+		args["accessTTL"] = int(opts.AccessTTL / time.Second)
+	}
+	for k, v := range map[string]string{
+		"clientId": opts.ClientID, "clientSecret": opts.ClientSecret, "prmResource": opts.PRMResource,
+		"resourceMetadata": opts.ResourceMetadata, "metadataRedirect": opts.MetadataRedirect, "tokenRedirect": opts.TokenRedirect,
+	} {
+		if v != "" {
+			args[k] = v
+		}
+	}
+	if len(opts.RedirectURIs) > 0 {
+		args["redirectUris"] = opts.RedirectURIs
+	}
+	arg, err := json.Marshal(args)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command("node", "oauth-upstream.mjs", string(arg))
+	cmd.Dir = dir
+	cmd.Env = append(append(os.Environ(), "NO_UPDATE_NOTIFIER=1"), opts.Env...)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{cmd: cmd, stdin: stdin, stderr: &lockedBuffer{}, done: make(chan struct{})}
+	cmd.Stderr = s.stderr
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start oauth-upstream.mjs: %w", err)
+	}
+	go func() {
+		_ = cmd.Wait()
+		close(s.done)
+	}()
+	first := make(chan string, 1)
+	go s.read(stdout, first)
+	select {
+	case line, ok := <-first:
+		var hello struct{ URL, Issuer string }
+		if !ok || json.Unmarshal([]byte(line), &hello) != nil || hello.URL == "" {
+			s.Stop()
+			return nil, fmt.Errorf("oauth-upstream.mjs did not say where it listens (first line %q)\n%s", line, s.stderr)
+		}
+		s.URL, s.Issuer = hello.URL, hello.Issuer
+	case <-time.After(2 * time.Minute):
+		s.Stop()
+		return nil, fmt.Errorf("oauth-upstream.mjs did not start within 2 minutes\n%s", s.stderr)
+	}
+	return s, nil
+}
+
+// read hands the first line to first and keeps every later one.
+func (s *Server) read(stdout io.Reader, first chan<- string) {
+	sc := bufio.NewScanner(stdout)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	if !sc.Scan() {
+		close(first)
+		return
+	}
+	first <- sc.Text()
+	for sc.Scan() {
+		var e Event
+		if json.Unmarshal(sc.Bytes(), &e) != nil {
+			continue
+		}
+		s.mu.Lock()
+		s.log = append(s.log, e)
+		s.mu.Unlock()
+	}
+}
+
+// Log is every event so far, in order.
+func (s *Server) Log() []Event {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Event(nil), s.log...)
+}
+
+// Calls is every tools/call so far, in order.
+func (s *Server) Calls() []Call {
+	var calls []Call
+	for _, e := range s.Log() {
+		if e.Event == "" && e.Tool != "" {
+			calls = append(calls, Call{User: e.User, Tool: e.Tool})
+		}
+	}
+	return calls
+}
+
+// Count is how many events of kind ("token", "refresh",
+// "refresh_refused", "revoke", "register") it logged so far.
+func (s *Server) Count(kind string) int {
+	n := 0
+	for _, e := range s.Log() {
+		if e.Event == kind {
+			n++
+		}
+	}
+	return n
+}
+
+// Origin is the scheme and host of its URL.
+func (s *Server) Origin() string { return strings.TrimSuffix(s.Issuer, "/") }
+
+var requestField = regexp.MustCompile(`name="request" value="([^"]+)"`)
+
+// SignIn plays the person at the upstream's authorization page: it opens
+// authURL (which Toolbelt built), signs in as user and allows, and returns
+// where the upstream sends the browser back (the redirect URI with code,
+// state and iss). It follows no redirect itself.
+func (s *Server) SignIn(authURL, user string) (*url.URL, error) {
+	client := &http.Client{
+		Timeout:       30 * time.Second,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	res, err := client.Get(authURL)
+	if err != nil {
+		return nil, err
+	}
+	page, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		if loc := res.Header.Get("Location"); loc != "" { // an error sent back to the redirect URI
+			return url.Parse(loc)
+		}
+		return nil, fmt.Errorf("authorize: %s: %s", res.Status, page)
+	}
+	m := requestField.FindSubmatch(page)
+	if m == nil {
+		return nil, fmt.Errorf("authorize page has no sign-in form: %s", page)
+	}
+	res, err = client.PostForm(s.Origin()+"/consent", url.Values{"request": {string(m[1])}, "username": {user}})
+	if err != nil {
+		return nil, err
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusFound {
+		return nil, fmt.Errorf("consent: %s: %s", res.Status, body)
+	}
+	return url.Parse(res.Header.Get("Location"))
+}
+
+// Stop ends the upstream (closing its stdin, then SIGTERM, then SIGKILL)
+// and waits for it. It is safe to call twice.
+func (s *Server) Stop() {
+	_ = s.stdin.Close()
+	select {
+	case <-s.done:
+		return
+	case <-time.After(2 * time.Second):
+	}
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-s.done:
+		return
+	case <-time.After(5 * time.Second):
+	}
+	_ = s.cmd.Process.Kill()
+	<-s.done
+}
+
+// Stderr is what the upstream wrote to its standard error so far.
+func (s *Server) Stderr() string { return s.stderr.String() }
+
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
