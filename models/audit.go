@@ -73,6 +73,7 @@ var AuditActions = []string{
 	AuditUpstreamRefuse, AuditUpstreamAlias, AuditUpstreamToolDisable, AuditUpstreamToolEnable,
 	AuditCallCancel, AuditCallbackRotate, AuditSelectionLearn, AuditQueryForget, AuditSignIn, AuditSignInFailed, AuditSignOut,
 	AuditOAuthConsent, AuditOAuthRevoke,
+	AuditConnectionConnect, AuditConnectionDisconnect, AuditConnectionRefreshFailed,
 }
 
 // AuditDetailMax bounds an entry's detail, in characters.

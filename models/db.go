@@ -176,7 +176,7 @@ func (s *Store) migrate(ctx context.Context) error {
 	err := s.dialect.lockedMigration(ctx, s.db, func(db *gorm.DB) error {
 		err := db.AutoMigrate(&Tool{}, &ToolVersion{}, &ToolExport{}, &Principal{}, &APIKey{},
 			&ToolEmbedding{}, &LearnedQuery{}, &Selection{}, &Call{}, &Approval{}, &Callback{}, &ConsoleSession{}, &OIDCLogin{}, &ToolFileRecord{}, &CasbinRule{}, &Setting{}, &RetrievalOutcome{}, &RateCount{}, &AuditEntry{}, &QueueTicket{}, &Lease{}, &AlertState{}, &Upstream{}, &UpstreamTool{}, &Identity{},
-			&OAuthClient{}, &OAuthAuthRequest{}, &OAuthGrant{}, &OAuthToken{}, &OAuthKey{}, &Credential{})
+			&OAuthClient{}, &OAuthAuthRequest{}, &OAuthGrant{}, &OAuthToken{}, &OAuthKey{}, &Credential{}, &ConnectState{})
 		if err != nil {
 			return err
 		}

@@ -183,7 +183,7 @@ func (s *Store) CreateUpstream(ctx context.Context, u *Upstream) error {
 // limits and category) over the one of its id.
 func (s *Store) UpdateUpstream(ctx context.Context, u *Upstream) error {
 	res := s.db.WithContext(ctx).Model(u).Select("transport", "command", "env", "mounts", "url", "headers", "egress",
-		"isolation", "max_concurrent", "idle_seconds", "category").Updates(u)
+		"isolation", "max_concurrent", "idle_seconds", "category", "auth", "auth_secret").Updates(u)
 	if res.Error != nil {
 		return fmt.Errorf("update upstream %q: %w", u.Name, res.Error)
 	}

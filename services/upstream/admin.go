@@ -54,6 +54,9 @@ type Spec struct {
 	IdleSeconds   int    `json:"idle_seconds,omitempty" example:"300"`
 	// Category is the category of its tools.
 	Category string `json:"category" example:"api"`
+	// Auth makes callers reach the server as the person they act for
+	// (http, sse).
+	Auth *AuthSpec `json:"auth,omitempty"`
 }
 
 // Limits of a registration.
@@ -66,7 +69,7 @@ const (
 func (s *Spec) upstream() *models.Upstream {
 	return &models.Upstream{Name: s.Name, Transport: s.Transport, Command: s.Command, Env: s.Env, Mounts: s.Mounts, URL: s.URL,
 		Headers: s.Headers, Egress: s.Egress, Isolation: s.Isolation, MaxConcurrent: s.MaxConcurrent,
-		IdleSeconds: s.IdleSeconds, Category: s.Category}
+		IdleSeconds: s.IdleSeconds, Category: s.Category, Auth: s.Auth.auth()}
 }
 
 // check validates s, filling defaults, and reports every problem at once.
@@ -153,6 +156,7 @@ func (s *Spec) check() error {
 	if !slices.Contains(tooldef.Categories, s.Category) {
 		ps.Add("/category", "%q is not a category; use one of %s", s.Category, strings.Join(tooldef.Categories, ", "))
 	}
+	s.Auth.check(s.Transport, &ps)
 	if len(ps) > 0 {
 		return &models.ValidationError{What: "upstream server", Problems: ps}
 	}
@@ -209,6 +213,9 @@ func (m *Manager) Add(ctx context.Context, s Spec, by *models.Principal) (*model
 	if _, err := m.d.Store.UpstreamByName(ctx, s.Name); err == nil {
 		return nil, nil, models.ErrConflict.Errorf("upstream server %q", s.Name)
 	}
+	if err := m.discover(ctx, u, nil); err != nil {
+		return nil, nil, err
+	}
 	// Tried before anything is stored.
 	defer m.unregistered(u.Name)()
 	l, err := m.list(ctx, u)
@@ -245,6 +252,9 @@ func (m *Manager) Update(ctx context.Context, s Spec, by *models.Principal) (*mo
 	}
 	next := s.upstream()
 	next.ID, next.CreatedBy, next.CreatedAt, next.DisabledAt, next.Refused = cur.ID, cur.CreatedBy, cur.CreatedAt, cur.DisabledAt, cur.Refused
+	if err := m.discover(ctx, next, cur); err != nil {
+		return nil, nil, err
+	}
 	if sameRegistration(cur, next) {
 		return cur, nil, nil
 	}
@@ -292,7 +302,7 @@ func sameRegistration(a, b *models.Upstream) bool {
 	reg := func(u *models.Upstream) models.Upstream {
 		return models.Upstream{Name: u.Name, Transport: u.Transport, Command: u.Command, Env: u.Env, Mounts: u.Mounts, URL: u.URL,
 			Headers: u.Headers, Egress: u.Egress, Isolation: u.Isolation, MaxConcurrent: u.MaxConcurrent,
-			IdleSeconds: u.IdleSeconds, Category: u.Category}
+			IdleSeconds: u.IdleSeconds, Category: u.Category, Auth: askedAuth(u)}
 	}
 	return reflect.DeepEqual(normalized(reg(a)), normalized(reg(b)))
 }

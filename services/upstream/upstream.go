@@ -37,6 +37,9 @@ type Deps struct {
 	// Secrets are the configured secrets headers and environments may
 	// reference as {{env.NAME}}.
 	Secrets map[string]string
+	// Auth discovers how people reach a server registered with auth
+	// (nil: such a registration is refused).
+	Auth Discoverer
 	// Stdio starts a stdio server's process (nil: stdio servers cannot
 	// run here).
 	Stdio StdioStarter

@@ -1,0 +1,164 @@
+package connect
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/netip"
+	"sync"
+	"testing"
+
+	"toolbelt/internal/dbtest"
+	"toolbelt/internal/oauthupstream"
+	"toolbelt/models"
+	"toolbelt/services/netpolicy"
+	"toolbelt/services/runners"
+	"toolbelt/services/vault"
+)
+
+func TestMain(m *testing.M) { dbtest.Main(m) }
+
+// loopback lets the service reach the test upstreams on 127.0.0.1, as an
+// admin allows an internal range with TOOLBELT_ALLOW_PRIVATE.
+var loopback = netpolicy.Policy{AllowPrivate: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}
+
+// testKey is the vault key of every service of a test: instances of a
+// cluster share theirs.
+var testKey = bytes.Repeat([]byte{7}, 32)
+
+// publicURL is Toolbelt's public URL in these tests: the redirect URI
+// names it, and SignIn returns the redirect without following it.
+const publicURL = "http://127.0.0.1:1"
+
+type fixture struct {
+	store *models.Store
+	svc   *Service
+	vault *vault.Vault
+	log   *lockedWriter
+}
+
+// lockedWriter is the services' log, written from many goroutines.
+type lockedWriter struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (w *lockedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+func (w *lockedWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
+}
+
+func newFixture(t *testing.T, store *models.Store) *fixture {
+	t.Helper()
+	v, err := vault.New(testKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{store: store, vault: v, log: &lockedWriter{}}
+	f.svc = f.service(loopback)
+	return f
+}
+
+// service is another instance over the fixture's store, with policy.
+func (f *fixture) service(policy netpolicy.Policy) *Service {
+	return New(Deps{Store: f.store, Vault: f.vault, Net: policy, PublicURL: publicURL,
+		Secrets: map[string]string{"UP_SECRET": "s3cret-of-the-static-client"},
+		Log:     slog.New(slog.NewTextHandler(f.log, nil))})
+}
+
+// person stores a principal.
+func (f *fixture) person(t *testing.T, name string) *models.Principal {
+	t.Helper()
+	p := &models.Principal{Name: name, Role: "agent"}
+	if err := f.store.CreatePrincipal(t.Context(), p, &models.APIKey{Prefix: name, Hash: name}); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// register discovers and stores an oauth upstream at up.
+func (f *fixture) register(t *testing.T, name string, up *oauthupstream.Server, auth *models.UpstreamAuth) *models.Upstream {
+	t.Helper()
+	if auth == nil {
+		auth = &models.UpstreamAuth{Type: models.UpstreamAuthOAuth}
+	}
+	u := &models.Upstream{Name: name, Transport: models.TransportHTTP, URL: up.URL, Auth: auth, Category: "api", Isolation: models.IsolationShared}
+	if err := f.svc.Discover(t.Context(), u); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.store.CreateUpstream(t.Context(), u); err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+// connect runs p's connect flow for server, signing in at up as user.
+func (f *fixture) connect(t *testing.T, p *models.Principal, server string, up *oauthupstream.Server, user string) *models.Credential {
+	t.Helper()
+	bind := "session-of-" + p.Name
+	authURL, err := f.svc.Start(t.Context(), p, server, bind)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := up.SignIn(authURL, user)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := back.Query()
+	c, err := f.svc.Finish(t.Context(), p, bind, q.Get("state"), q.Get("code"), q.Get("iss"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func call(p *models.Principal) *runners.Call { return &runners.Call{Principal: p} }
+
+// whoami calls the upstream's whoami tool with token: its answer, or the
+// HTTP status when refused.
+func whoami(t *testing.T, mcpURL, token string) string {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, mcpURL,
+		bytes.NewBufferString(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"whoami","arguments":{}}}`))
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(res.Body)
+	if res.StatusCode != http.StatusOK {
+		return res.Status[:3]
+	}
+	var out struct {
+		Result struct {
+			Content []struct{ Text string } `json:"content"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal(body, &out); err != nil || len(out.Result.Content) == 0 {
+		t.Fatalf("whoami answered %s", body)
+	}
+	return out.Result.Content[0].Text
+}
+
+// audits are the store's audit entries of action.
+func audits(t *testing.T, store *models.Store, action string) []models.AuditEntry {
+	t.Helper()
+	entries, _, err := store.AuditEntries(context.Background(), models.AuditFilter{Action: action, Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return entries
+}
