@@ -31,6 +31,7 @@ import (
 	"toolbelt/services/callbacks"
 	"toolbelt/services/catalog"
 	"toolbelt/services/cluster"
+	"toolbelt/services/connect"
 	"toolbelt/services/embed"
 	"toolbelt/services/identity"
 	"toolbelt/services/invoke"
@@ -90,6 +91,9 @@ type App struct {
 	// Vault seals what lets Toolbelt act as a person elsewhere: their
 	// connected accounts' tokens and the secrets they store.
 	Vault *vault.Vault
+	// Connect is Toolbelt as the OAuth client of upstream servers: people's
+	// connected accounts and their tokens.
+	Connect *connect.Service
 	// Upstreams connect to the MCP servers whose tools Toolbelt serves.
 	Upstreams *upstream.Manager
 	// Redis is the server instances share cached results, category

@@ -24,6 +24,7 @@ import (
 	"toolbelt/services/catalog"
 	"toolbelt/services/clientdoc"
 	"toolbelt/services/cluster"
+	"toolbelt/services/connect"
 	"toolbelt/services/embed"
 	"toolbelt/services/invoke"
 	"toolbelt/services/ops"
@@ -254,8 +255,11 @@ func (a *App) buildInvoke(env hostEnv, sleep func(context.Context, time.Duration
 	if env.box.Available() {
 		stdio = &upstream.Sandboxed{Box: env.box, DataDir: cfg.DataDir, Limits: quota.Limits(), Net: cfg.NetPolicy, Log: a.Log}
 	}
+	// People's connections to OAuth upstreams, under the outbound policy.
+	a.Connect = connect.New(connect.Deps{Store: a.Store, Vault: a.Vault, Net: cfg.NetPolicy, Secrets: cfg.Secrets,
+		PublicURL: a.PublicURL, Exchange: cfg.OAuth == OAuthOIDC, Log: a.Log})
 	a.Upstreams = upstream.New(upstream.Deps{Store: a.Store, Registry: a.Registry, Net: cfg.NetPolicy, Secrets: cfg.Secrets, Stdio: stdio,
-		Caps: cfg.UpstreamProcesses, Log: a.Log})
+		Caps: cfg.UpstreamProcesses, Auth: a.Connect, Log: a.Log})
 	a.Metrics.Register(a.Upstreams.Collector())
 	if cfg.ToolsDir != "" {
 		a.ToolFiles = catalog.NewToolFiles(cfg.ToolsDir, a.Registry, a.Upstreams, a.Log)
@@ -381,7 +385,7 @@ func (a *App) buildHandler(env hostEnv) {
 		MCPSessions:    access.NewHolds("MCP sessions", cfg.Caps.MCPSessions, func() { a.Metrics.CapRefused("mcp_sessions") }),
 		TrustedProxies: cfg.TrustedProxies, MCPAllowedOrigins: cfg.MCPAllowedOrigins,
 		PublicURL: a.PublicURL, AuthorizationServers: a.authServers, Tokens: a.tokens,
-		AuthServer: a.authServer})
+		AuthServer: a.authServer, Connect: a.Connect})
 	a.srv = newHTTPServer(cfg.Addr, a.Handler, serverTimeouts)
 }
 

@@ -25,6 +25,7 @@ import (
 	"toolbelt/models"
 	"toolbelt/services/access"
 	"toolbelt/services/authserver"
+	"toolbelt/services/connect"
 	"toolbelt/services/ops"
 	"toolbelt/static"
 )
@@ -205,6 +206,9 @@ type Deps struct {
 	// AuthServer, when set, is the embedded OAuth authorization server,
 	// served at /oauth and /.well-known/oauth-authorization-server.
 	AuthServer *authserver.Server
+	// Connect, when set, is Toolbelt as the OAuth client of upstream
+	// servers: its client ID metadata document is served.
+	Connect *connect.Service
 	// RequestLine, when set, writes each request's access line in place
 	// of Log, as Log would (app writes the JSON line by hand); it
 	// answers false for a line it leaves to Log.
@@ -276,6 +280,9 @@ func New(d Deps) http.Handler {
 	}
 	if d.AuthServer != nil {
 		mountOAuth(r, d)
+	}
+	if d.Connect != nil {
+		mountUpstreamClient(r, d)
 	}
 
 	api := r.Group(APIPrefix, authenticate(d))

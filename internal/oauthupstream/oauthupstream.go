@@ -45,7 +45,7 @@ type Options struct {
 	// https client id by fetching its document (Env may carry
 	// NODE_EXTRA_CA_CERTS for a test CA).
 	CIMD bool
-	// NoS256 leaves code_challenge_methods_supported out of the metadata.
+	// NoS256 makes the metadata list PKCE "plain" only, not S256.
 	NoS256 bool
 	// PRMResource is the resource its protected resource metadata claims
 	// (default: its own MCP URL).

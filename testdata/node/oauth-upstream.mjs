@@ -14,7 +14,7 @@
 //   clientId, clientSecret, redirectUris   a pre-registered client
 //   cimd           true: advertise client_id_metadata_document_supported and
 //                  accept an https client id by fetching its document
-//   noS256         true: the metadata names no S256 PKCE method
+//   noS256         true: the metadata names PKCE "plain" only, not S256
 //   prmResource    the resource the protected resource metadata claims
 //                  (default: this server's /mcp URL)
 //   resourceMetadata  the resource_metadata URL the 401 names
@@ -186,7 +186,7 @@ app.post('/consent', express.urlencoded({ extended: false }), (req, res) => {
 const metadata = createOAuthMetadata({ provider, issuerUrl: issuer });
 metadata.authorization_response_iss_parameter_supported = true;
 if (options.cimd) metadata.client_id_metadata_document_supported = true;
-if (options.noS256) delete metadata.code_challenge_methods_supported;
+if (options.noS256) metadata.code_challenge_methods_supported = ['plain'];
 if (options.tokenRedirect) {
   metadata.token_endpoint = origin + '/token-moved';
   app.post('/token-moved', (req, res) => res.redirect(307, options.tokenRedirect));
