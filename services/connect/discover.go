@@ -57,8 +57,8 @@ func refused(format string, args ...any) error {
 }
 
 // resourceMetadata asks the server without a token, expects its 401, and
-// reads the protected resource metadata its challenge names (else the
-// well-known URL of its path, else of its root), which must name the
+// reads the protected resource metadata its challenge names (only
+// without one, the well-known URL of its path, else of its root), which must name the
 // server's own URL as the resource.
 func (s *Service) resourceMetadata(ctx context.Context, server string) (*oauthex.ProtectedResourceMetadata, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, server,
@@ -85,11 +85,15 @@ func (s *Service) resourceMetadata(ctx context.Context, server string) (*oauthex
 			}
 		}
 	}
-	su, _ := url.Parse(server)
-	if path := strings.Trim(su.Path, "/"); path != "" {
-		candidates = append(candidates, su.Scheme+"://"+su.Host+"/.well-known/oauth-protected-resource/"+path)
+	// The challenge's URL is the server's word; the well-known ones are
+	// tried only without it (a refused one is not worked around).
+	if len(candidates) == 0 {
+		su, _ := url.Parse(server)
+		if path := strings.Trim(su.Path, "/"); path != "" {
+			candidates = append(candidates, su.Scheme+"://"+su.Host+"/.well-known/oauth-protected-resource/"+path)
+		}
+		candidates = append(candidates, su.Scheme+"://"+su.Host+"/.well-known/oauth-protected-resource")
 	}
-	candidates = append(candidates, su.Scheme+"://"+su.Host+"/.well-known/oauth-protected-resource")
 	var why []string
 	for _, c := range candidates {
 		if msg := s.d.Net.CheckURL(c); msg != "" {
