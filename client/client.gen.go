@@ -235,6 +235,24 @@ func (e TooldefSecurityLevel) Valid() bool {
 	}
 }
 
+// Defines values for UpstreamAuthSpecType.
+const (
+	UpstreamAuthSpecTypeExchange UpstreamAuthSpecType = "exchange"
+	UpstreamAuthSpecTypeOauth    UpstreamAuthSpecType = "oauth"
+)
+
+// Valid indicates whether the value is a known member of the UpstreamAuthSpecType enum.
+func (e UpstreamAuthSpecType) Valid() bool {
+	switch e {
+	case UpstreamAuthSpecTypeExchange:
+		return true
+	case UpstreamAuthSpecTypeOauth:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for UpstreamOverrideLevel.
 const (
 	UpstreamOverrideLevelDangerous UpstreamOverrideLevel = "dangerous"
@@ -1857,6 +1875,44 @@ type UpstreamAlias struct {
 	Alias *string `json:"alias,omitempty"`
 }
 
+// UpstreamAuthSpec defines model for upstream.AuthSpec.
+type UpstreamAuthSpec struct {
+	// Audience Audience is what a token exchange asks a token for (exchange).
+	//
+	// Example: https://mcp.example.com
+	Audience *string `json:"audience,omitempty"`
+
+	// ClientId ClientID and ClientSecret are a client an admin registered for
+	// Toolbelt at the authorization server (oauth; optional: without
+	// them Toolbelt registers itself). The secret is a reference to a
+	// configured secret, {{env.NAME}}, never the value.
+	ClientId *string `json:"client_id,omitempty"`
+
+	// ClientSecret Example: {{env.GITHUB_CLIENT_SECRET}}
+	ClientSecret *string `json:"client_secret,omitempty"`
+
+	// Scopes Scopes are those asked for (none: the server's advertised ones).
+	//
+	// Example: ["repo","read:user"]
+	Scopes *[]string `json:"scopes,omitempty"`
+
+	// Type Type is oauth (each person connects their account at the server's
+	// authorization server) or exchange (the organisation's identity
+	// provider mints a token for the server from the person's own token,
+	// RFC 8693; needs TOOLBELT_OAUTH=oidc).
+	//
+	// Example: oauth
+	Type *UpstreamAuthSpecType `json:"type,omitempty"`
+}
+
+// UpstreamAuthSpecType Type is oauth (each person connects their account at the server's
+// authorization server) or exchange (the organisation's identity
+// provider mints a token for the server from the person's own token,
+// RFC 8693; needs TOOLBELT_OAUTH=oidc).
+//
+// Example: oauth
+type UpstreamAuthSpecType string
+
 // UpstreamOverride defines model for upstream.Override.
 type UpstreamOverride struct {
 	Category *string                `json:"category,omitempty"`
@@ -1945,6 +2001,10 @@ type UpstreamServer struct {
 
 // UpstreamSpec defines model for upstream.Spec.
 type UpstreamSpec struct {
+	// Auth Auth makes callers reach the server as the person they act for
+	// (http, sse).
+	Auth *UpstreamAuthSpec `json:"auth,omitempty"`
+
 	// Category Category is the category of its tools.
 	//
 	// Example: api
