@@ -20,6 +20,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -69,12 +70,13 @@ type Call struct {
 
 // Event is one line of the upstream's log.
 type Event struct {
-	Event    string `json:"event"` // token, refresh, refresh_refused, revoke, register; empty for a call
+	Event    string `json:"event"` // token, refresh, refresh_refused, revoke, register, mark; empty for a call
 	User     string `json:"user"`
 	Tool     string `json:"tool"`
 	Kind     string `json:"kind"`     // revoke: access, refresh or unknown
 	Resource string `json:"resource"` // token: the resource it is bound to
 	ClientID string `json:"client_id"`
+	ID       string `json:"id"` // mark
 }
 
 // Server is a running upstream.
@@ -90,8 +92,10 @@ type Server struct {
 	stderr *lockedBuffer
 	done   chan struct{}
 
-	mu  sync.Mutex
-	log []Event
+	mu    sync.Mutex
+	log   []Event
+	marks map[string]chan struct{}
+	next  int
 }
 
 // Start runs an upstream with opts and stops it when t ends.
@@ -139,7 +143,7 @@ func start(dir string, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cmd: cmd, stdin: stdin, stderr: &lockedBuffer{}, done: make(chan struct{})}
+	s := &Server{cmd: cmd, stdin: stdin, stderr: &lockedBuffer{}, done: make(chan struct{}), marks: map[string]chan struct{}{}}
 	cmd.Stderr = s.stderr
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start oauth-upstream.mjs: %w", err)
@@ -180,15 +184,39 @@ func (s *Server) read(stdout io.Reader, first chan<- string) {
 			continue
 		}
 		s.mu.Lock()
-		s.log = append(s.log, e)
+		if e.Event == "mark" {
+			if ch := s.marks[e.ID]; ch != nil {
+				close(ch)
+				delete(s.marks, e.ID)
+			}
+		} else {
+			s.log = append(s.log, e)
+		}
 		s.mu.Unlock()
 	}
 }
 
-// Log is every event so far, in order.
+// Log is every event so far, in order: every line the upstream wrote
+// before Log was called (it asks the upstream for a mark and reads up to
+// it; a stopped upstream's log is what was read).
 func (s *Server) Log() []Event {
 	s.mu.Lock()
+	s.next++
+	id := strconv.Itoa(s.next)
+	seen := make(chan struct{})
+	s.marks[id] = seen
+	s.mu.Unlock()
+	if res, err := http.Get(s.Origin() + "/_mark?id=" + id); err == nil {
+		res.Body.Close()
+		select {
+		case <-seen:
+		case <-s.done:
+		case <-time.After(30 * time.Second):
+		}
+	}
+	s.mu.Lock()
 	defer s.mu.Unlock()
+	delete(s.marks, id)
 	return append([]Event(nil), s.log...)
 }
 

@@ -190,9 +190,10 @@ func claims(jwt string) map[string]any {
 	return c
 }
 
+// clip fits s in Credential.Account, whole characters only.
 func clip(s string) string {
 	if len(s) > 255 {
-		return s[:255]
+		return strings.ToValidUTF8(s[:255], "")
 	}
 	return s
 }

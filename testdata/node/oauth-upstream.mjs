@@ -29,8 +29,9 @@
 //
 // Standard output: first {"url": MCP_URL, "issuer": ISSUER}, then one JSON
 // line per event: {"user", "tool"} for each tools/call, {"event":
-// "token"|"refresh"|"refresh_refused"|"revoke"|"register", ...}. No token
-// is ever printed.
+// "token"|"refresh"|"refresh_refused"|"revoke"|"register", ...}, and
+// {"event": "mark", "id"} for each GET /_mark?id= (a reader knows it has
+// every line written before). No token is ever printed.
 import http from 'node:http';
 import crypto from 'node:crypto';
 import express from 'express';
@@ -164,6 +165,12 @@ const provider = {
     say({ event: 'revoke', kind });
   },
 };
+
+// A test reads the log up to here: every line before this mark is out.
+app.get('/_mark', (req, res) => {
+  say({ event: 'mark', id: String(req.query.id ?? '') });
+  res.status(204).end();
+});
 
 // The consent form posts here: the person's name becomes the grant.
 app.post('/consent', express.urlencoded({ extended: false }), (req, res) => {
