@@ -240,13 +240,20 @@ func StartServer(t testing.TB, script string, args ...string) *Server {
 // must exit when its stdin closes, so a crashed caller leaves no server
 // behind; Stop ends it.
 func Start(script string, args ...string) (*Server, error) {
+	return StartReading(script, nil, nil, args...)
+}
+
+// StartReading is Start with env added to the script's environment and
+// each line of output after the first handed to lines (nil: dropped), in
+// order, from one goroutine.
+func StartReading(script string, env []string, lines func([]byte), args ...string) (*Server, error) {
 	dir, err := find()
 	if err != nil {
 		return nil, err
 	}
 	cmd := exec.Command("node", append([]string{script}, args...)...)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "NO_UPDATE_NOTIFIER=1")
+	cmd.Env = append(append(os.Environ(), "NO_UPDATE_NOTIFIER=1"), env...)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err
@@ -269,10 +276,14 @@ func Start(script string, args ...string) (*Server, error) {
 	go func() {
 		sc := bufio.NewScanner(stdout)
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		if sc.Scan() {
-			first <- sc.Text()
-		} else {
+		if !sc.Scan() {
 			close(first)
+			_, _ = io.Copy(io.Discard, stdout)
+			return
+		}
+		first <- sc.Text()
+		for lines != nil && sc.Scan() {
+			lines(sc.Bytes())
 		}
 		_, _ = io.Copy(io.Discard, stdout) // keep the pipe drained
 	}()

@@ -11,19 +11,17 @@
 package oauthupstream
 
 import (
-	"bufio"
+	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
-	"os"
-	"os/exec"
 	"regexp"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -87,10 +85,7 @@ type Server struct {
 	// Issuer is its authorization server's issuer (http://127.0.0.1:PORT/).
 	Issuer string
 
-	cmd    *exec.Cmd
-	stdin  io.WriteCloser
-	stderr *lockedBuffer
-	done   chan struct{}
+	node *nodetest.Server
 
 	mu    sync.Mutex
 	log   []Event
@@ -101,16 +96,23 @@ type Server struct {
 // Start runs an upstream with opts and stops it when t ends.
 func Start(t testing.TB, opts Options) *Server {
 	t.Helper()
-	dir := nodetest.Dir(t)
-	s, err := start(dir, opts)
+	nodetest.Dir(t)
+	arg, err := json.Marshal(opts.args())
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(s.Stop)
+	s := &Server{marks: map[string]chan struct{}{}}
+	if s.node, err = nodetest.StartReading("oauth-upstream.mjs", opts.Env, s.read, string(arg)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.node.Stop)
+	s.URL = s.node.URL
+	s.Issuer = strings.TrimSuffix(s.URL, "mcp")
 	return s
 }
 
-func start(dir string, opts Options) (*Server, error) {
+// args are opts as the script reads them.
+func (opts Options) args() map[string]any {
 	args := map[string]any{
 		"dcr": !opts.NoDCR, "cimd": opts.CIMD, "noS256": opts.NoS256,
 	}
@@ -128,71 +130,22 @@ func start(dir string, opts Options) (*Server, error) {
 	if len(opts.RedirectURIs) > 0 {
 		args["redirectUris"] = opts.RedirectURIs
 	}
-	arg, err := json.Marshal(args)
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command("node", "oauth-upstream.mjs", string(arg))
-	cmd.Dir = dir
-	cmd.Env = append(append(os.Environ(), "NO_UPDATE_NOTIFIER=1"), opts.Env...)
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		return nil, err
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	s := &Server{cmd: cmd, stdin: stdin, stderr: &lockedBuffer{}, done: make(chan struct{}), marks: map[string]chan struct{}{}}
-	cmd.Stderr = s.stderr
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start oauth-upstream.mjs: %w", err)
-	}
-	go func() {
-		_ = cmd.Wait()
-		close(s.done)
-	}()
-	first := make(chan string, 1)
-	go s.read(stdout, first)
-	select {
-	case line, ok := <-first:
-		var hello struct{ URL, Issuer string }
-		if !ok || json.Unmarshal([]byte(line), &hello) != nil || hello.URL == "" {
-			s.Stop()
-			return nil, fmt.Errorf("oauth-upstream.mjs did not say where it listens (first line %q)\n%s", line, s.stderr)
-		}
-		s.URL, s.Issuer = hello.URL, hello.Issuer
-	case <-time.After(2 * time.Minute):
-		s.Stop()
-		return nil, fmt.Errorf("oauth-upstream.mjs did not start within 2 minutes\n%s", s.stderr)
-	}
-	return s, nil
+	return args
 }
 
-// read hands the first line to first and keeps every later one.
-func (s *Server) read(stdout io.Reader, first chan<- string) {
-	sc := bufio.NewScanner(stdout)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	if !sc.Scan() {
-		close(first)
+// read keeps a line of the upstream's log.
+func (s *Server) read(line []byte) {
+	var e Event
+	if json.Unmarshal(line, &e) != nil {
 		return
 	}
-	first <- sc.Text()
-	for sc.Scan() {
-		var e Event
-		if json.Unmarshal(sc.Bytes(), &e) != nil {
-			continue
-		}
-		s.mu.Lock()
-		if e.Event == "mark" {
-			if ch := s.marks[e.ID]; ch != nil {
-				close(ch)
-				delete(s.marks, e.ID)
-			}
-		} else {
-			s.log = append(s.log, e)
-		}
-		s.mu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e.Event != "mark" {
+		s.log = append(s.log, e)
+	} else if ch := s.marks[e.ID]; ch != nil {
+		close(ch)
+		delete(s.marks, e.ID)
 	}
 }
 
@@ -210,7 +163,6 @@ func (s *Server) Log() []Event {
 		res.Body.Close()
 		select {
 		case <-seen:
-		case <-s.done:
 		case <-time.After(30 * time.Second):
 		}
 	}
@@ -285,41 +237,63 @@ func (s *Server) SignIn(authURL, user string) (*url.URL, error) {
 	return url.Parse(res.Header.Get("Location"))
 }
 
-// Stop ends the upstream (closing its stdin, then SIGTERM, then SIGKILL)
-// and waits for it. It is safe to call twice.
-func (s *Server) Stop() {
-	_ = s.stdin.Close()
-	select {
-	case <-s.done:
-		return
-	case <-time.After(2 * time.Second):
-	}
-	_ = s.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-s.done:
-		return
-	case <-time.After(5 * time.Second):
-	}
-	_ = s.cmd.Process.Kill()
-	<-s.done
-}
+// Stop ends the upstream and waits for it. It is safe to call twice.
+func (s *Server) Stop() { s.node.Stop() }
 
 // Stderr is what the upstream wrote to its standard error so far.
-func (s *Server) Stderr() string { return s.stderr.String() }
+func (s *Server) Stderr() string { return s.node.Stderr() }
 
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf strings.Builder
+// CallTool calls tool at the MCP endpoint mcpURL with token as a client
+// would (one JSON-RPC request, no session: the upstream is stateless)
+// and returns the text of its result; when the upstream refuses the
+// request, the text is empty and status says how (401 for a token it
+// does not take).
+func CallTool(ctx context.Context, mcpURL, token, tool string, args map[string]any) (text string, status int, err error) {
+	if args == nil {
+		args = map[string]any{}
+	}
+	body, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+		"params": map[string]any{"name": tool, "arguments": args}})
+	if err != nil {
+		return "", 0, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, mcpURL, bytes.NewReader(body))
+	if err != nil {
+		return "", 0, err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", 0, err
+	}
+	defer res.Body.Close()
+	answer, _ := io.ReadAll(res.Body)
+	if res.StatusCode != http.StatusOK {
+		return "", res.StatusCode, nil
+	}
+	var out struct {
+		Result struct {
+			Content []struct{ Text string } `json:"content"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal(answer, &out); err != nil || len(out.Result.Content) == 0 {
+		return "", res.StatusCode, fmt.Errorf("%s answered %s", tool, answer)
+	}
+	return out.Result.Content[0].Text, res.StatusCode, nil
 }
 
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
+// Whoami is who the upstream takes token for: the whoami tool's answer,
+// or the refusal's status as text ("401").
+func Whoami(t testing.TB, mcpURL, token string) string {
+	t.Helper()
+	text, status, err := CallTool(t.Context(), mcpURL, token, "whoami", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if status != http.StatusOK {
+		return strconv.Itoa(status)
+	}
+	return text
 }

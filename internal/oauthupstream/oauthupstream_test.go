@@ -1,9 +1,7 @@
 package oauthupstream
 
 import (
-	"bytes"
 	"encoding/json"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -39,10 +37,10 @@ func TestSignInAndCall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := whoami(t, s.URL, tok.AccessToken); got != "alice" {
+	if got := Whoami(t, s.URL, tok.AccessToken); got != "alice" {
 		t.Fatalf("whoami = %q", got)
 	}
-	if got := whoami(t, other.URL, tok.AccessToken); got != "401" {
+	if got := Whoami(t, other.URL, tok.AccessToken); got != "401" {
 		t.Fatalf("another upstream answered %q to alice's token", got)
 	}
 	if _, err := cfg.Exchange(t.Context(), back.Query().Get("code"), oauth2.VerifierOption(verifier), resource); err == nil {
@@ -81,32 +79,4 @@ func post(t *testing.T, url, ctype, body string) map[string]any {
 		t.Fatal(err)
 	}
 	return out
-}
-
-// whoami calls the tool with token and returns its text, or the status
-// when refused.
-func whoami(t *testing.T, mcpURL, token string) string {
-	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, mcpURL, bytes.NewBufferString(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"whoami","arguments":{}}}`))
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	body, _ := io.ReadAll(res.Body)
-	if res.StatusCode != http.StatusOK {
-		return res.Status[:3]
-	}
-	var out struct {
-		Result struct {
-			Content []struct{ Text string } `json:"content"`
-		} `json:"result"`
-	}
-	if err := json.Unmarshal(body, &out); err != nil || len(out.Result.Content) == 0 {
-		t.Fatalf("whoami answer %s", body)
-	}
-	return out.Result.Content[0].Text
 }

@@ -14,24 +14,6 @@ import (
 	"toolbelt/services/netpolicy"
 )
 
-// flow is a connect flow started by p in session bind, signed in at up
-// as user: the callback's state, code and iss.
-type flow struct{ state, code, iss string }
-
-func (f *fixture) flow(t *testing.T, p *models.Principal, bind, server string, up *oauthupstream.Server, user string) flow {
-	t.Helper()
-	authURL, err := f.svc.Start(t.Context(), p, server, bind)
-	if err != nil {
-		t.Fatal(err)
-	}
-	back, err := up.SignIn(authURL, user)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := back.Query()
-	return flow{q.Get("state"), q.Get("code"), q.Get("iss")}
-}
-
 // noCredential fails t when p has a connection to server.
 func noCredential(t *testing.T, store *models.Store, p *models.Principal, server string) {
 	t.Helper()
@@ -46,7 +28,7 @@ func noCredential(t *testing.T, store *models.Store, p *models.Principal, server
 // claiming another issuer are refused, writing nothing.
 func TestStateAttacks(t *testing.T) {
 	t.Parallel()
-	store, _ := modelstest.SQLite(t)
+	store, _ := modelstest.Store(t)
 	f := newFixture(t, store)
 	up := oauthupstream.Start(t, oauthupstream.Options{})
 	f.register(t, "tracker", up, nil)
@@ -100,7 +82,7 @@ func TestStateAttacks(t *testing.T) {
 // and the other upstream refuses it if it gets there.
 func TestTokenForAnotherResource(t *testing.T) {
 	t.Parallel()
-	store, _ := modelstest.SQLite(t)
+	store, _ := modelstest.Store(t)
 	f := newFixture(t, store)
 	upA, upB := oauthupstream.Start(t, oauthupstream.Options{}), oauthupstream.Start(t, oauthupstream.Options{})
 	a, b := f.register(t, "alpha", upA, nil), f.register(t, "beta", upB, nil)
@@ -143,7 +125,7 @@ func catcher(t *testing.T) (*httptest.Server, *atomic.Int32) {
 // secret never reach the other origin, and nothing is stored.
 func TestRedirectToAnotherOrigin(t *testing.T) {
 	t.Parallel()
-	store, _ := modelstest.SQLite(t)
+	store, _ := modelstest.Store(t)
 	f := newFixture(t, store)
 	elsewhere, hits := catcher(t)
 
@@ -170,7 +152,7 @@ func TestRedirectToAnotherOrigin(t *testing.T) {
 // TestDiscoveryRefusals: what discovery refuses, each with what to do.
 func TestDiscoveryRefusals(t *testing.T) {
 	t.Parallel()
-	store, _ := modelstest.SQLite(t)
+	store, _ := modelstest.Store(t)
 	f := newFixture(t, store)
 	plain := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) }))
 	t.Cleanup(plain.Close)
@@ -216,7 +198,7 @@ func TestDiscoveryRefusals(t *testing.T) {
 // document's URL the client id. Alice connects with the static one.
 func TestStaticAndMetadataClients(t *testing.T) {
 	t.Parallel()
-	store, _ := modelstest.SQLite(t)
+	store, _ := modelstest.Store(t)
 	f := newFixture(t, store)
 	up := oauthupstream.Start(t, oauthupstream.Options{NoDCR: true, ClientID: "toolbelt-static", ClientSecret: "s3cret-of-the-static-client",
 		RedirectURIs: []string{publicURL + CallbackPath}})

@@ -3,10 +3,7 @@ package connect
 import (
 	"bytes"
 	"context"
-	"encoding/json"
-	"io"
 	"log/slog"
-	"net/http"
 	"net/netip"
 	"sync"
 	"testing"
@@ -14,6 +11,7 @@ import (
 	"toolbelt/internal/dbtest"
 	"toolbelt/internal/oauthupstream"
 	"toolbelt/models"
+	"toolbelt/models/modelstest"
 	"toolbelt/services/netpolicy"
 	"toolbelt/services/runners"
 	"toolbelt/services/vault"
@@ -102,10 +100,12 @@ func (f *fixture) register(t *testing.T, name string, up *oauthupstream.Server, 
 	return u
 }
 
-// connect runs p's connect flow for server, signing in at up as user.
-func (f *fixture) connect(t *testing.T, p *models.Principal, server string, up *oauthupstream.Server, user string) *models.Credential {
+// flow is a connect flow started by p in session bind, signed in at up
+// as user: the callback's state, code and iss.
+type flow struct{ state, code, iss string }
+
+func (f *fixture) flow(t *testing.T, p *models.Principal, bind, server string, up *oauthupstream.Server, user string) flow {
 	t.Helper()
-	bind := "session-of-" + p.Name
 	authURL, err := f.svc.Start(t.Context(), p, server, bind)
 	if err != nil {
 		t.Fatal(err)
@@ -115,43 +115,38 @@ func (f *fixture) connect(t *testing.T, p *models.Principal, server string, up *
 		t.Fatal(err)
 	}
 	q := back.Query()
-	c, err := f.svc.Finish(t.Context(), p, bind, q.Get("state"), q.Get("code"), q.Get("iss"))
+	return flow{q.Get("state"), q.Get("code"), q.Get("iss")}
+}
+
+// connect runs p's connect flow for server, signing in at up as user.
+func (f *fixture) connect(t *testing.T, p *models.Principal, server string, up *oauthupstream.Server, user string) *models.Credential {
+	t.Helper()
+	bind := "session-of-" + p.Name
+	fl := f.flow(t, p, bind, server, up, user)
+	c, err := f.svc.Finish(t.Context(), p, bind, fl.state, fl.code, fl.iss)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return c
 }
 
+// aliceConnected is a fixture on a new SQLite store with one upstream,
+// "tracker", and alice connected to it.
+func aliceConnected(t *testing.T) (*fixture, *oauthupstream.Server, *models.Upstream, *models.Principal) {
+	t.Helper()
+	store, _ := modelstest.Store(t)
+	f := newFixture(t, store)
+	up := oauthupstream.Start(t, oauthupstream.Options{})
+	u := f.register(t, "tracker", up, nil)
+	alice := f.person(t, "alice")
+	f.connect(t, alice, "tracker", up, "alice")
+	return f, up, u, alice
+}
+
 func call(p *models.Principal) *runners.Call { return &runners.Call{Principal: p} }
 
-// whoami calls the upstream's whoami tool with token: its answer, or the
-// HTTP status when refused.
-func whoami(t *testing.T, mcpURL, token string) string {
-	t.Helper()
-	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, mcpURL,
-		bytes.NewBufferString(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"whoami","arguments":{}}}`))
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	body, _ := io.ReadAll(res.Body)
-	if res.StatusCode != http.StatusOK {
-		return res.Status[:3]
-	}
-	var out struct {
-		Result struct {
-			Content []struct{ Text string } `json:"content"`
-		} `json:"result"`
-	}
-	if err := json.Unmarshal(body, &out); err != nil || len(out.Result.Content) == 0 {
-		t.Fatalf("whoami answered %s", body)
-	}
-	return out.Result.Content[0].Text
-}
+// whoami is who the upstream takes token for ("401": no one).
+func whoami(t *testing.T, mcpURL, token string) string { return oauthupstream.Whoami(t, mcpURL, token) }
 
 // audits are the store's audit entries of action.
 func audits(t *testing.T, store *models.Store, action string) []models.AuditEntry {

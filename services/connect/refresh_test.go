@@ -122,12 +122,8 @@ func refreshOnce(t *testing.T, one, two *models.Store) {
 // records it without the token, and later calls do not ask again.
 func TestRefreshRefusedMeansReconnect(t *testing.T) {
 	t.Parallel()
-	store, _ := modelstest.SQLite(t)
-	f := newFixture(t, store)
-	up := oauthupstream.Start(t, oauthupstream.Options{})
-	u := f.register(t, "tracker", up, nil)
-	alice := f.person(t, "alice")
-	f.connect(t, alice, "tracker", up, "alice")
+	f, up, u, alice := aliceConnected(t)
+	store := f.store
 	const revoked = "refresh-token-the-upstream-revoked"
 	f.rewrite(t, alice, "tracker", func(t *oauth2.Token) { t.RefreshToken, t.Expiry = revoked, time.Now().Add(-time.Second) })
 
@@ -161,12 +157,8 @@ func TestRefreshRefusedMeansReconnect(t *testing.T) {
 // tokens: the connection is not lost.
 func TestRotationRaceKeepsTheConnection(t *testing.T) {
 	t.Parallel()
-	store, _ := modelstest.SQLite(t)
-	f := newFixture(t, store)
-	up := oauthupstream.Start(t, oauthupstream.Options{})
-	u := f.register(t, "tracker", up, nil)
-	alice := f.person(t, "alice")
-	f.connect(t, alice, "tracker", up, "alice")
+	f, up, u, alice := aliceConnected(t)
+	store := f.store
 	stale := f.rewrite(t, alice, "tracker", expiresIn(time.Second))
 	staleTok, _ := f.svc.open(stale)
 
@@ -200,12 +192,8 @@ func TestRotationRaceKeepsTheConnection(t *testing.T) {
 // is a retryable failure; the connection is kept.
 func TestTransientRefreshFailureKeepsTheConnection(t *testing.T) {
 	t.Parallel()
-	store, _ := modelstest.SQLite(t)
-	f := newFixture(t, store)
-	up := oauthupstream.Start(t, oauthupstream.Options{})
-	u := f.register(t, "tracker", up, nil)
-	alice := f.person(t, "alice")
-	f.connect(t, alice, "tracker", up, "alice")
+	f, up, u, alice := aliceConnected(t)
+	store := f.store
 	up.Stop()
 
 	c := f.rewrite(t, alice, "tracker", expiresIn(20*time.Second))
@@ -231,7 +219,7 @@ func TestTransientRefreshFailureKeepsTheConnection(t *testing.T) {
 // Revoke does the same for connections deleted with their principal.
 func TestDisconnectRevokes(t *testing.T) {
 	t.Parallel()
-	store, _ := modelstest.SQLite(t)
+	store, _ := modelstest.Store(t)
 	f := newFixture(t, store)
 	up := oauthupstream.Start(t, oauthupstream.Options{})
 	u := f.register(t, "tracker", up, nil)
