@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"toolbelt/internal/oauthupstream"
 	"toolbelt/models"
@@ -156,6 +157,23 @@ func TestDiscoveryRefusals(t *testing.T) {
 	f := newFixture(t, store)
 	plain := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) }))
 	t.Cleanup(plain.Close)
+	bare := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusUnauthorized) }))
+	t.Cleanup(bare.Close)
+	// A server whose resource metadata names an authorization server
+	// that publishes no metadata.
+	var noAS *httptest.Server
+	noAS = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/.well-known/oauth-protected-resource/mcp":
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"resource":"` + noAS.URL + `/mcp","authorization_servers":["` + noAS.URL + `"]}`))
+		case "/mcp":
+			w.WriteHeader(http.StatusUnauthorized)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(noAS.Close)
 	honest := oauthupstream.Start(t, oauthupstream.Options{})
 	cases := []struct {
 		name string
@@ -165,6 +183,8 @@ func TestDiscoveryRefusals(t *testing.T) {
 		want string
 	}{
 		{"no 401", func() string { return plain.URL + "/mcp" }, f.svc, models.UpstreamAuth{Type: "oauth"}, "not 401 Unauthorized"},
+		{"no metadata", func() string { return bare.URL + "/mcp" }, f.svc, models.UpstreamAuth{Type: "oauth"}, "no protected resource metadata"},
+		{"no authorization server metadata", func() string { return noAS.URL + "/mcp" }, f.svc, models.UpstreamAuth{Type: "oauth"}, "publishes no metadata"},
 		{"no S256", func() string { return oauthupstream.Start(t, oauthupstream.Options{NoS256: true}).URL }, f.svc, models.UpstreamAuth{Type: "oauth"}, "S256"},
 		{"no way to register", func() string { return oauthupstream.Start(t, oauthupstream.Options{NoDCR: true, CIMD: true}).URL }, f.svc, models.UpstreamAuth{Type: "oauth"}, "TOOLBELT_PUBLIC_URL"},
 		{"lying resource", func() string {
@@ -220,5 +240,24 @@ func TestStaticAndMetadataClients(t *testing.T) {
 	}
 	if m.Auth.Registration != models.RegistrationMetadata || m.Auth.ClientID != "https://toolbelt.example.com"+ClientDocumentPath {
 		t.Fatalf("metadata client: %+v", m.Auth)
+	}
+}
+
+// TestExpiredState: a flow not finished within ten minutes is refused,
+// saying so, and exchanges nothing.
+func TestExpiredState(t *testing.T) {
+	t.Parallel()
+	f, up, _, alice := aliceConnected(t)
+	fl := f.flow(t, alice, "s", "tracker", up, "alice")
+	// Ten minutes pass.
+	res := f.store.DB().Model(&models.ConnectState{}).Where("state_hash = ?", hash(fl.state)).Update("expires_at", time.Now().Add(-time.Second))
+	if res.Error != nil || res.RowsAffected != 1 {
+		t.Fatal(res.Error)
+	}
+	if _, err := f.svc.Finish(t.Context(), alice, "s", fl.state, fl.code, fl.iss); !errors.Is(err, models.ErrNotFound) || !strings.Contains(err.Error(), "expired") {
+		t.Fatalf("an expired state: %v", err)
+	}
+	if n := up.Count("token"); n != 1 {
+		t.Fatalf("%d codes exchanged, want only the fixture's", n)
 	}
 }
