@@ -1,6 +1,7 @@
 package testidp
 
 import (
+	"slices"
 	"time"
 
 	"github.com/zitadel/oidc/v3/pkg/oidc"
@@ -26,11 +27,19 @@ type Client struct {
 	// ScopesAsArray writes a JWT access token's scopes as an "scp" array
 	// (Entra, Okta) rather than a space-separated "scope" string.
 	ScopesAsArray bool
+	// ExchangeFrom and ExchangeTo let a confidential client use the token
+	// exchange grant (RFC 8693, exchange.go): it may present a person's
+	// access token issued for one of ExchangeFrom (Toolbelt's resources)
+	// and get a JWT access token for one of ExchangeTo (the upstream
+	// servers' audiences). A client with ExchangeTo gets JWT access tokens
+	// whatever the grant.
+	ExchangeFrom, ExchangeTo []string
 }
 
 // AddClient registers a client (replacing one with the same ID).
 func (idp *IDP) AddClient(c Client) {
 	c.RedirectURIs = append(append([]string{}, c.RedirectURIs...), HelperRedirectURI)
+	c.ExchangeFrom, c.ExchangeTo = slices.Clone(c.ExchangeFrom), slices.Clone(c.ExchangeTo)
 	idp.mu.Lock()
 	defer idp.mu.Unlock()
 	idp.clients[c.ID] = &c
@@ -64,6 +73,9 @@ func (o opClient) ResponseTypes() []oidc.ResponseType {
 }
 
 func (o opClient) GrantTypes() []oidc.GrantType {
+	if len(o.c.ExchangeTo) > 0 {
+		return []oidc.GrantType{oidc.GrantTypeCode, oidc.GrantTypeRefreshToken, oidc.GrantTypeTokenExchange}
+	}
 	return []oidc.GrantType{oidc.GrantTypeCode, oidc.GrantTypeRefreshToken}
 }
 
@@ -72,7 +84,7 @@ func (o opClient) LoginURL(authRequestID string) string {
 }
 
 func (o opClient) AccessTokenType() op.AccessTokenType {
-	if o.c.Resource != "" {
+	if o.c.Resource != "" || len(o.c.ExchangeTo) > 0 {
 		return op.AccessTokenTypeJWT
 	}
 	return op.AccessTokenTypeBearer

@@ -10,7 +10,10 @@
 // tokens), clients are registered per test (no package-level state), and
 // a client can be given a resource so that its access tokens are JWTs
 // whose aud is that resource (what an IdP configured as the authorization
-// server of Toolbelt's /mcp issues).
+// server of Toolbelt's /mcp issues). A confidential client can be let
+// exchange a person's access token for one for an upstream server (RFC
+// 8693 token exchange, zitadel's grant with this package's rules:
+// exchange.go).
 //
 // A Go test gets a token without a browser (AccessToken drives the real
 // login form with a cookie jar); a browser test fills the same form
@@ -56,9 +59,10 @@ type IDP struct {
 	storage     *opStorage
 	server      *httptest.Server
 
-	mu      sync.Mutex
-	users   map[string]*User   // by ID
-	clients map[string]*Client // by ID
+	mu        sync.Mutex
+	users     map[string]*User   // by ID
+	clients   map[string]*Client // by ID
+	exchanges []Exchange         // granted, oldest first
 }
 
 // Start runs a provider on loopback until t ends.
