@@ -36,6 +36,10 @@ const StatelessProtocolVersion = "2026-07-28"
 // transport in the request's context.
 type principalCtxKey struct{}
 
+// subjectCtxKey carries the request's token for token exchange
+// (handlers.SubjectToken) the same way.
+type subjectCtxKey struct{}
+
 // mountMCP serves /mcp behind the Origin check (checkOrigin) and the same
 // authentication and Casbin check as the API. The SDK's bearer middleware
 // then turns the principal into the session's token info, which binds
@@ -75,7 +79,8 @@ func mountMCP(r *gin.Engine, d Deps) {
 		if p == nil {
 			return nil, auth.ErrInvalidToken
 		}
-		return mcpserver.TokenInfo(p), nil
+		subject, _ := ctx.Value(subjectCtxKey{}).(string)
+		return mcpserver.TokenInfo(p, subject), nil
 	}, nil)(streamable)
 	serve := func(c *gin.Context) {
 		p := handlers.CurrentPrincipal(c)
@@ -104,6 +109,7 @@ func mountMCP(r *gin.Engine, d Deps) {
 			defer srv.Using(id)()
 		}
 		ctx := context.WithValue(c.Request.Context(), principalCtxKey{}, p)
+		ctx = context.WithValue(ctx, subjectCtxKey{}, handlers.SubjectToken(c))
 		verified.ServeHTTP(c.Writer, c.Request.WithContext(ctx))
 	}
 	for _, m := range mcpMethods {

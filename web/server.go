@@ -363,6 +363,9 @@ func authenticate(d Deps) gin.HandlerFunc {
 		if grant != nil {
 			a.ClientID, a.KeyLabel, a.Person = grant.ClientID, "oauth:"+grant.ClientID, grant.Person
 			c.Set(grantKey, grant)
+			if grant.SubjectToken != "" {
+				handlers.SetSubjectToken(c, grant.SubjectToken)
+			}
 		} else {
 			a.KeyID, a.KeyLabel = key.ID, cmp.Or(key.Label, key.Prefix)
 		}

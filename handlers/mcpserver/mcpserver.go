@@ -54,20 +54,27 @@ const PageSize = 500
 // it to another principal.
 const CacheScopePrivate = "private"
 
-// principalKey is where TokenInfo keeps the principal.
-const principalKey = "toolbelt/principal"
+// principalKey and subjectTokenKey are where TokenInfo keeps the
+// principal and the caller's token for token exchange.
+const (
+	principalKey    = "toolbelt/principal"
+	subjectTokenKey = "toolbelt/subject-token"
+)
 
 // TokenInfo is the token info the transport attaches to an authenticated
 // request: UserID binds the MCP session to the principal (the SDK refuses
 // a session's messages from anyone else), and the principal itself rides
 // along so each message acts as whoever sent it, with their current role.
-func TokenInfo(p *models.Principal) *auth.TokenInfo {
+// subjectToken, the caller's token of the organisation's OpenID provider
+// (access.Grant.SubjectToken), rides along the same way, for the calls of
+// that request only.
+func TokenInfo(p *models.Principal, subjectToken string) *auth.TokenInfo {
 	return &auth.TokenInfo{
 		UserID: fmt.Sprintf("principal-%d", p.ID),
 		// Keys do not expire; a revoked one is refused by the transport
 		// before a message gets here.
 		Expiration: time.Now().Add(time.Hour),
-		Extra:      map[string]any{principalKey: p},
+		Extra:      map[string]any{principalKey: p, subjectTokenKey: subjectToken},
 	}
 }
 
@@ -189,7 +196,7 @@ func (s *Server) tools(next mcp.MethodHandler) mcp.MethodHandler {
 				return complete(r.Session, refused(models.CodeValidation, sentence(err.Error())+
 					" The "+sentence(invoke.SessionIDRule)+" Send none to use this MCP session's.")), nil
 			}
-			return complete(r.Session, s.call(ctx, p, session, r.Session, r.Params)), nil
+			return complete(r.Session, s.call(ctx, p, subjectTokenOf(req), session, r.Session, r.Params)), nil
 		}
 		return next(ctx, method, req)
 	}
@@ -204,6 +211,16 @@ func principalOf(req mcp.Request) (*models.Principal, error) {
 	// The transport authenticates every request, so this is a wiring
 	// fault, not the client's.
 	return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "request not authenticated"}
+}
+
+// subjectTokenOf is the token for token exchange the request's HTTP
+// request brought (TokenInfo), or "".
+func subjectTokenOf(req mcp.Request) string {
+	if extra := req.GetExtra(); extra != nil && extra.TokenInfo != nil {
+		s, _ := extra.TokenInfo.Extra[subjectTokenKey].(string)
+		return s
+	}
+	return ""
 }
 
 var unsafeSessionChars = regexp.MustCompile(`[^A-Za-z0-9._-]`)
@@ -337,7 +354,7 @@ func completed(res *mcp.CallToolResult) *mcp.CallToolResult {
 }
 
 // call runs one tools/call.
-func (s *Server) call(ctx context.Context, p *models.Principal, session string, ss *mcp.ServerSession, params *mcp.CallToolParamsRaw) *mcp.CallToolResult {
+func (s *Server) call(ctx context.Context, p *models.Principal, subjectToken, session string, ss *mcp.ServerSession, params *mcp.CallToolParamsRaw) *mcp.CallToolResult {
 	switch params.Name {
 	case SearchToolsName:
 		return s.searchTools(ctx, p, session, params.Arguments)
@@ -353,7 +370,8 @@ func (s *Server) call(ctx context.Context, p *models.Principal, session string, 
 	if token != nil && ss != nil {
 		ctx = invoke.WithListener(ctx, toolProgress(ctx, ss, token))
 	}
-	res, err := s.invoker.CallAcknowledged(ctx, p, invoke.CallRequest{Tool: params.Name, Arguments: args, SessionID: session})
+	res, err := s.invoker.CallAcknowledged(ctx, p, invoke.CallRequest{Tool: params.Name, Arguments: args, SessionID: session,
+		SubjectToken: subjectToken})
 	if err != nil {
 		s.log.ErrorContext(ctx, "mcp call not recorded", "call_id", res.CallID, "err", err)
 		return refused(models.CodeInternal, "the call could not be recorded. Try again.")

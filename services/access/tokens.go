@@ -75,6 +75,11 @@ type Grant struct {
 	// (models.PersonName), for the audit log and approvals; empty when
 	// the principal is who the token names.
 	Person string
+	// SubjectToken is the token itself when its issuer is the
+	// organisation's OpenID provider, which may exchange it for a token
+	// for an upstream server (RFC 8693); empty for the embedded server's
+	// tokens. Memory only: never stored, logged or cached.
+	SubjectToken string
 }
 
 // A TokenVerifier checks a bearer token that is not an API key, for one

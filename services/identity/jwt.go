@@ -130,6 +130,7 @@ func (v *JWTVerifier) Verify(ctx context.Context, token, resource string) (*acce
 	g := e.grant
 	p := *g.Principal
 	g.Principal, g.Scopes = &p, slices.Clone(g.Scopes)
+	g.SubjectToken = token // on the copy: the cache keeps only its hash
 	return &g, nil
 }
 

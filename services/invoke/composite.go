@@ -159,7 +159,7 @@ func (inv *Invoker) composite(ctx context.Context, c *call) ToolResult {
 			args, _ = filled.(map[string]any)
 		}
 		raw, _ := json.Marshal(args)
-		child := &call{id: models.NewID(), req: CallRequest{Tool: st.Tool, Arguments: raw, SessionID: c.req.SessionID},
+		child := &call{id: models.NewID(), req: CallRequest{Tool: st.Tool, Arguments: raw, SessionID: c.req.SessionID, SubjectToken: c.req.SubjectToken},
 			caller: c.caller, started: time.Now(), parent: c.id, up: c, preApproved: c.approvedRun, depth: c.depth + 1}
 		res := inv.finish(ctx, child, inv.guarded(ctx, child))
 		// The composite's answer names each step's call: the steps'

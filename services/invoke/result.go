@@ -22,6 +22,11 @@ type CallRequest struct {
 	// (docs/calls.md#completion-callbacks). It must be an absolute http(s)
 	// URL that http_request could reach.
 	CallbackURL string `json:"callback_url,omitempty" example:"https://agents.example.com/hooks/toolbelt"`
+	// SubjectToken is the caller's access token of the organisation's
+	// OpenID provider, for token exchange (runners.Call.SubjectToken):
+	// set by the handler from the authentication, never from the body,
+	// never recorded (a call that runs later from its record has none).
+	SubjectToken string `json:"-" swaggerignore:"true"`
 }
 
 // ToolResult is the answer of every call (docs/calls.md): its failures are data

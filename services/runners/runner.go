@@ -44,6 +44,13 @@ type Call struct {
 	// upstream as a person (their connected account, their own secrets)
 	// uses this principal's, never anyone else's.
 	Principal *models.Principal
+	// SubjectToken is the access token of the organisation's OpenID
+	// provider that the caller authenticated with, for an upstream whose
+	// token the provider mints from it (token exchange, RFC 8693). It is
+	// in memory only, for this call: never recorded or logged, and empty
+	// for a caller with an API key or an embedded server's token, and for
+	// a call run in the background (async, approved, resumed elsewhere).
+	SubjectToken string
 }
 
 // Runner runs one kind of tool and returns the data of its result, or an
