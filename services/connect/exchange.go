@@ -103,7 +103,8 @@ func NewExchanger(d ExchangerDeps) *Exchanger {
 
 // Token returns the access token for the person c acts for at u, an
 // upstream whose Auth.Type is exchange: minted by the provider from
-// c.SubjectToken for the audience u.Auth.Audience (default: the
+// c.SubjectToken (or, when a shared connection's request asks, the
+// call's token on ctx: runners.WithSubjectToken) for the audience u.Auth.Audience (default: the
 // resource), the resource u.Auth.Resource (default: u.URL) and the scopes
 // u.Auth.Scopes, or kept from a previous exchange of the same token for
 // the same upstream. A *runners.Error explains a failure the caller can
@@ -114,7 +115,8 @@ func (e *Exchanger) Token(ctx context.Context, u *models.Upstream, c *runners.Ca
 	if u.Auth == nil || u.Auth.Type != models.UpstreamAuthExchange {
 		return "", fmt.Errorf("upstream server %s is not configured for token exchange", u.Name)
 	}
-	if c.Principal == nil || c.SubjectToken == "" {
+	subject := cmp.Or(c.SubjectToken, runners.SubjectTokenOf(ctx))
+	if c.Principal == nil || subject == "" {
 		return "", e.noSubjectToken(u)
 	}
 	req := exchangeRequest{resource: cmp.Or(u.Auth.Resource, u.URL), scopes: u.Auth.Scopes}
@@ -123,7 +125,7 @@ func (e *Exchanger) Token(ctx context.Context, u *models.Upstream, c *runners.Ca
 		return "", &runners.Error{Code: models.CodeUpstream, Message: fmt.Sprintf("the upstream server %s is configured for token exchange but names no audience to ask a token for", u.Name),
 			Suggestion: "Tell an administrator: set auth.audience of the upstream server " + u.Name + "."}
 	}
-	key := req.key(c.Principal.ID, u, c.SubjectToken)
+	key := req.key(c.Principal.ID, u, subject)
 	if m, ok := e.minted.Get(key); ok && e.now().Before(m.until) {
 		return m.token, nil
 	}
@@ -135,7 +137,7 @@ func (e *Exchanger) Token(ctx context.Context, u *models.Upstream, c *runners.Ca
 		// not end it for the others.
 		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), exchangeTimeout)
 		defer cancel()
-		return e.exchange(fctx, u, c, req, key)
+		return e.exchange(fctx, u, c.Principal, subject, req, key)
 	})
 	if err != nil {
 		return "", err
@@ -167,7 +169,7 @@ func (r exchangeRequest) key(principal uint, u *models.Upstream, subject string)
 
 // exchange asks the provider for a token and keeps it until shortly
 // before it expires.
-func (e *Exchanger) exchange(ctx context.Context, u *models.Upstream, c *runners.Call, r exchangeRequest, key [sha256.Size]byte) (string, error) {
+func (e *Exchanger) exchange(ctx context.Context, u *models.Upstream, p *models.Principal, subject string, r exchangeRequest, key [sha256.Size]byte) (string, error) {
 	te, err := e.discover(ctx)
 	if err != nil {
 		return "", &runners.Error{Code: models.CodeUpstream, Retryable: true,
@@ -179,10 +181,10 @@ func (e *Exchanger) exchange(ctx context.Context, u *models.Upstream, c *runners
 		resource = []string{r.resource}
 	}
 	started := e.now()
-	resp, err := tokenexchange.ExchangeToken(ctx, te, c.SubjectToken, oidc.AccessTokenType, "", "",
+	resp, err := tokenexchange.ExchangeToken(ctx, te, subject, oidc.AccessTokenType, "", "",
 		resource, []string{r.audience}, r.scopes, oidc.AccessTokenType)
 	if err != nil {
-		return "", e.refused(ctx, u, c, r, err)
+		return "", e.refused(ctx, u, p, subject, r, err)
 	}
 	if resp.AccessToken == "" || !strings.EqualFold(resp.TokenType, oidc.BearerToken) ||
 		(resp.IssuedTokenType != oidc.AccessTokenType && resp.IssuedTokenType != oidc.JWTTokenType) {
@@ -194,22 +196,22 @@ func (e *Exchanger) exchange(ctx context.Context, u *models.Upstream, c *runners
 	if ttl := time.Duration(resp.ExpiresIn) * time.Second; ttl > 0 {
 		e.minted.Add(key, mintedToken{token: resp.AccessToken, until: started.Add(ttl - min(expiryMargin, ttl/2))})
 	}
-	e.log.DebugContext(ctx, "token exchanged", "upstream", u.Name, "principal", c.Principal.ID, "audience", r.audience, "expires_in", resp.ExpiresIn)
+	e.log.DebugContext(ctx, "token exchanged", "upstream", u.Name, "principal", p.ID, "audience", r.audience, "expires_in", resp.ExpiresIn)
 	return resp.AccessToken, nil
 }
 
 // refused turns the provider's refusal into what the caller can act on,
 // without the subject token, even should the provider quote it.
-func (e *Exchanger) refused(ctx context.Context, u *models.Upstream, c *runners.Call, r exchangeRequest, err error) error {
-	said := strings.ReplaceAll(err.Error(), c.SubjectToken, "[the caller's token]")
-	e.log.WarnContext(ctx, "token exchange refused", "upstream", u.Name, "principal", c.Principal.ID, "audience", r.audience, "err", said)
+func (e *Exchanger) refused(ctx context.Context, u *models.Upstream, p *models.Principal, subject string, r exchangeRequest, err error) error {
+	said := strings.ReplaceAll(err.Error(), subject, "[the caller's token]")
+	e.log.WarnContext(ctx, "token exchange refused", "upstream", u.Name, "principal", p.ID, "audience", r.audience, "err", said)
 	var oe *oidc.Error
 	if !errors.As(err, &oe) {
 		return &runners.Error{Code: models.CodeUpstream, Retryable: true,
 			Message:    fmt.Sprintf("the token exchange at the identity provider %s for the upstream server %s failed: %s", e.issuer, u.Name, said),
 			Suggestion: "Try again in a minute; if it persists, tell an administrator."}
 	}
-	said = strings.ReplaceAll(cmp.Or(oe.Description, string(oe.ErrorType)), c.SubjectToken, "[the caller's token]")
+	said = strings.ReplaceAll(cmp.Or(oe.Description, string(oe.ErrorType)), subject, "[the caller's token]")
 	switch oe.ErrorType {
 	case oidc.InvalidRequest, oidc.InvalidGrant, oidc.AccessDenied:
 		// The person's token: expired since, revoked, or not one the

@@ -253,3 +253,22 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// On a connection shared by a person's calls the request's context is
+// what carries the call's token: it is exchanged as the call's own.
+func TestExchangeReadsTheCallsTokenFromTheContext(t *testing.T) {
+	t.Parallel()
+	w := newExchangeWorld(t)
+	subject := w.idp.AccessToken(t, "grace", "agent", "openid")
+	asked := &runners.Call{Principal: &models.Principal{ID: 2}} // what a shared connection knows: the person
+	token, err := w.ex.Token(runners.WithSubjectToken(t.Context(), subject), w.up[w.a], asked)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := w.a.Whoami(t.Context(), token); err != nil || got != "sub-grace" {
+		t.Errorf("the upstream saw %q, %v", got, err)
+	}
+	if _, err := w.ex.Token(t.Context(), w.up[w.a], asked); err == nil {
+		t.Error("a request without the call's token was served the kept one")
+	}
+}
