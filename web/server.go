@@ -27,6 +27,7 @@ import (
 	"toolbelt/services/authserver"
 	"toolbelt/services/connect"
 	"toolbelt/services/ops"
+	"toolbelt/services/runners"
 	"toolbelt/static"
 )
 
@@ -365,6 +366,7 @@ func authenticate(d Deps) gin.HandlerFunc {
 			c.Set(grantKey, grant)
 			if grant.SubjectToken != "" {
 				handlers.SetSubjectToken(c, grant.SubjectToken)
+				c.Request = c.Request.WithContext(runners.WithSubjectToken(c.Request.Context(), grant.SubjectToken))
 			}
 		} else {
 			a.KeyID, a.KeyLabel = key.ID, cmp.Or(key.Label, key.Prefix)

@@ -19,8 +19,9 @@ import (
 )
 
 // The caller's token for token exchange reaches the runner of a call it
-// made, and of its composite's steps, but never the history: a call run
-// later from its record (async here) has none.
+// made, and of its composite's steps, on the call and on the run's
+// context (whatever token that context had before), but never the
+// history: a call run later from its record (async here) has none.
 func TestSubjectTokenReachesTheRunnerOnlyInMemory(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -46,9 +47,12 @@ func TestSubjectTokenReachesTheRunnerOnlyInMemory(t *testing.T) {
 	}
 	var mu sync.Mutex
 	var seen []string
-	mcp := runners.RunnerFunc(func(_ context.Context, c *runners.Call) (any, error) {
+	mcp := runners.RunnerFunc(func(ctx context.Context, c *runners.Call) (any, error) {
 		mu.Lock()
 		defer mu.Unlock()
+		if runners.SubjectTokenOf(ctx) != c.SubjectToken {
+			t.Errorf("the run's context carries %q, its call %q", runners.SubjectTokenOf(ctx), c.SubjectToken)
+		}
 		seen = append(seen, c.SubjectToken)
 		return map[string]any{"ok": true}, nil
 	})
@@ -63,7 +67,7 @@ func TestSubjectTokenReachesTheRunnerOnlyInMemory(t *testing.T) {
 	const token = "eyJ.the-callers-own-token.sig"
 
 	for _, tool := range []string{up.Name, steps.Name} {
-		res, err := inv.CallAcknowledged(ctx, agent, CallRequest{Tool: tool, SessionID: "s", SubjectToken: token})
+		res, err := inv.CallAcknowledged(runners.WithSubjectToken(ctx, "another-token"), agent, CallRequest{Tool: tool, SessionID: "s", SubjectToken: token})
 		if err != nil || !res.Success {
 			t.Fatalf("%s: %+v %v", tool, res, err)
 		}

@@ -4,16 +4,15 @@ import "context"
 
 type subjectTokenKey struct{}
 
-// WithSubjectToken returns ctx carrying a call's Call.SubjectToken, for
-// code that reaches an upstream on a connection shared by a person's
+// WithSubjectToken returns ctx carrying token as the caller's token for
+// token exchange (Call.SubjectToken), "" for none (hiding one ctx had),
+// for code that reaches an upstream on a connection shared by a person's
 // calls: there the context of each request is what is the call's own,
 // and whatever builds the request's credentials (token exchange) reads
-// the token from it. Never put a context carrying it where it outlives
-// the call (a connection's or a background job's).
+// the token from it. The invoker sets it for every run; the web layer on
+// each request authenticated with such a token (an admin listing an
+// upstream's tools acts as themselves too).
 func WithSubjectToken(ctx context.Context, token string) context.Context {
-	if token == "" {
-		return ctx
-	}
 	return context.WithValue(ctx, subjectTokenKey{}, token)
 }
 
