@@ -122,7 +122,6 @@ func (h *Handler) CallTool(c *gin.Context) error {
 	if err := bindJSON(c, &req); err != nil {
 		return err
 	}
-	req.SubjectToken = SubjectToken(c)
 	res, err := h.Invoker.CallAcknowledged(c.Request.Context(), CurrentPrincipal(c), req)
 	if err != nil {
 		return err

@@ -12,6 +12,7 @@ import (
 	"toolbelt/handlers"
 	"toolbelt/handlers/mcpserver"
 	"toolbelt/models"
+	"toolbelt/services/runners"
 )
 
 // MCPPath serves the Model Context Protocol (streamable HTTP) to every role;
@@ -35,10 +36,6 @@ const StatelessProtocolVersion = "2026-07-28"
 // principalCtxKey carries the authenticated principal from Gin to the MCP
 // transport in the request's context.
 type principalCtxKey struct{}
-
-// subjectCtxKey carries the request's token for token exchange
-// (handlers.SubjectToken) the same way.
-type subjectCtxKey struct{}
 
 // mountMCP serves /mcp behind the Origin check (checkOrigin) and the same
 // authentication and Casbin check as the API. The SDK's bearer middleware
@@ -79,8 +76,7 @@ func mountMCP(r *gin.Engine, d Deps) {
 		if p == nil {
 			return nil, auth.ErrInvalidToken
 		}
-		subject, _ := ctx.Value(subjectCtxKey{}).(string)
-		return mcpserver.TokenInfo(p, subject), nil
+		return mcpserver.TokenInfo(p, runners.SubjectTokenOf(ctx)), nil
 	}, nil)(streamable)
 	serve := func(c *gin.Context) {
 		p := handlers.CurrentPrincipal(c)
@@ -109,7 +105,6 @@ func mountMCP(r *gin.Engine, d Deps) {
 			defer srv.Using(id)()
 		}
 		ctx := context.WithValue(c.Request.Context(), principalCtxKey{}, p)
-		ctx = context.WithValue(ctx, subjectCtxKey{}, handlers.SubjectToken(c))
 		verified.ServeHTTP(c.Writer, c.Request.WithContext(ctx))
 	}
 	for _, m := range mcpMethods {

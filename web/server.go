@@ -364,8 +364,7 @@ func authenticate(d Deps) gin.HandlerFunc {
 		if grant != nil {
 			a.ClientID, a.KeyLabel, a.Person = grant.ClientID, "oauth:"+grant.ClientID, grant.Person
 			c.Set(grantKey, grant)
-			if grant.SubjectToken != "" {
-				handlers.SetSubjectToken(c, grant.SubjectToken)
+			if grant.SubjectToken != "" { // for token exchange: invoke takes it from here
 				c.Request = c.Request.WithContext(runners.WithSubjectToken(c.Request.Context(), grant.SubjectToken))
 			}
 		} else {

@@ -33,6 +33,7 @@ import (
 	"toolbelt/services/access"
 	"toolbelt/services/formats"
 	"toolbelt/services/invoke"
+	"toolbelt/services/runners"
 	"toolbelt/services/selection"
 	"toolbelt/services/tooldef"
 )
@@ -191,12 +192,14 @@ func (s *Server) tools(next mcp.MethodHandler) mcp.MethodHandler {
 			if err != nil {
 				return nil, err
 			}
+			// This message's own token for token exchange, or none.
+			ctx = runners.WithSubjectToken(ctx, subjectTokenOf(req))
 			session, err := callSession(req, r.Session, r.Params.Meta)
 			if err != nil {
 				return complete(r.Session, refused(models.CodeValidation, sentence(err.Error())+
 					" The "+sentence(invoke.SessionIDRule)+" Send none to use this MCP session's.")), nil
 			}
-			return complete(r.Session, s.call(ctx, p, subjectTokenOf(req), session, r.Session, r.Params)), nil
+			return complete(r.Session, s.call(ctx, p, session, r.Session, r.Params)), nil
 		}
 		return next(ctx, method, req)
 	}
@@ -354,7 +357,7 @@ func completed(res *mcp.CallToolResult) *mcp.CallToolResult {
 }
 
 // call runs one tools/call.
-func (s *Server) call(ctx context.Context, p *models.Principal, subjectToken, session string, ss *mcp.ServerSession, params *mcp.CallToolParamsRaw) *mcp.CallToolResult {
+func (s *Server) call(ctx context.Context, p *models.Principal, session string, ss *mcp.ServerSession, params *mcp.CallToolParamsRaw) *mcp.CallToolResult {
 	switch params.Name {
 	case SearchToolsName:
 		return s.searchTools(ctx, p, session, params.Arguments)
@@ -370,8 +373,7 @@ func (s *Server) call(ctx context.Context, p *models.Principal, subjectToken, se
 	if token != nil && ss != nil {
 		ctx = invoke.WithListener(ctx, toolProgress(ctx, ss, token))
 	}
-	res, err := s.invoker.CallAcknowledged(ctx, p, invoke.CallRequest{Tool: params.Name, Arguments: args, SessionID: session,
-		SubjectToken: subjectToken})
+	res, err := s.invoker.CallAcknowledged(ctx, p, invoke.CallRequest{Tool: params.Name, Arguments: args, SessionID: session})
 	if err != nil {
 		s.log.ErrorContext(ctx, "mcp call not recorded", "call_id", res.CallID, "err", err)
 		return refused(models.CodeInternal, "the call could not be recorded. Try again.")

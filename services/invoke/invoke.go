@@ -201,6 +201,11 @@ func (inv *Invoker) Call(ctx context.Context, caller *models.Principal, req Call
 	inv.inFlight.Add(1)
 	defer inv.inFlight.Add(-1)
 	c := &call{id: models.NewID(), req: req, caller: caller, started: time.Now()}
+	if c.req.SubjectToken == "" {
+		// The caller's token for token exchange, as its authentication
+		// left it on ctx (runners.WithSubjectToken); kept in memory only.
+		c.req.SubjectToken = runners.SubjectTokenOf(ctx)
+	}
 	if req.SessionID == "" && caller != nil {
 		c.req.SessionID = fmt.Sprintf("principal-%d", caller.ID)
 	}

@@ -24,8 +24,9 @@ type CallRequest struct {
 	CallbackURL string `json:"callback_url,omitempty" example:"https://agents.example.com/hooks/toolbelt"`
 	// SubjectToken is the caller's access token of the organisation's
 	// OpenID provider, for token exchange (runners.Call.SubjectToken):
-	// set by the handler from the authentication, never from the body,
-	// never recorded (a call that runs later from its record has none).
+	// from the call's context (runners.WithSubjectToken, where the
+	// authentication put it) unless set, never from a body, never
+	// recorded (a call that runs later from its record has none).
 	SubjectToken string `json:"-" swaggerignore:"true"`
 }
 

@@ -66,13 +66,18 @@ func TestSubjectTokenReachesTheRunnerOnlyInMemory(t *testing.T) {
 	t.Cleanup(func() { inv.Close(ctx) })
 	const token = "eyJ.the-callers-own-token.sig"
 
-	for _, tool := range []string{up.Name, steps.Name} {
-		res, err := inv.CallAcknowledged(runners.WithSubjectToken(ctx, "another-token"), agent, CallRequest{Tool: tool, SessionID: "s", SubjectToken: token})
+	// As authentication leaves it (on the context), and as set on the
+	// request (which wins over a context's).
+	for ctx, req := range map[context.Context]CallRequest{
+		runners.WithSubjectToken(ctx, token):           {Tool: up.Name, SessionID: "s"},
+		runners.WithSubjectToken(ctx, "another-token"): {Tool: steps.Name, SessionID: "s", SubjectToken: token},
+	} {
+		res, err := inv.CallAcknowledged(ctx, agent, req)
 		if err != nil || !res.Success {
-			t.Fatalf("%s: %+v %v", tool, res, err)
+			t.Fatalf("%s: %+v %v", req.Tool, res, err)
 		}
 	}
-	async, err := inv.CallAcknowledged(ctx, agent, CallRequest{Tool: up.Name, SessionID: "s", SubjectToken: token, Async: true})
+	async, err := inv.CallAcknowledged(runners.WithSubjectToken(ctx, token), agent, CallRequest{Tool: up.Name, SessionID: "s", Async: true})
 	if err != nil {
 		t.Fatal(err)
 	}
