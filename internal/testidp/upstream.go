@@ -41,7 +41,8 @@ func (idp *IDP) StartUpstream(t testing.TB) *Upstream {
 	t.Helper()
 	up := &Upstream{}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "testidp-upstream", Version: "1.0.0"}, nil)
-	mcp.AddTool(srv, &mcp.Tool{Name: WhoamiTool, Description: "Who the caller's token names."},
+	// Read-only, so a gateway in front of it needs no reviewer for it.
+	mcp.AddTool(srv, &mcp.Tool{Name: WhoamiTool, Description: "Who the caller's token names.", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
 		func(_ context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, Whoami, error) {
 			sub := req.Extra.TokenInfo.UserID
 			up.mu.Lock()
