@@ -1,7 +1,6 @@
 package connect
 
 import (
-	"bytes"
 	"errors"
 	"log/slog"
 	"slices"
@@ -26,7 +25,7 @@ type exchangeWorld struct {
 	idp     *testidp.IDP
 	a, b, c *testidp.Upstream
 	up      map[*testidp.Upstream]*models.Upstream
-	log     *syncBuffer
+	log     *lockedWriter
 	ex      *Exchanger
 }
 
@@ -39,7 +38,7 @@ func newExchangeWorld(t *testing.T) *exchangeWorld {
 			{ID: "other-app", Resource: "http://127.0.0.1:9/other"},
 		},
 	})
-	w := &exchangeWorld{idp: idp, a: idp.StartUpstream(t), b: idp.StartUpstream(t), c: idp.StartUpstream(t), log: &syncBuffer{}}
+	w := &exchangeWorld{idp: idp, a: idp.StartUpstream(t), b: idp.StartUpstream(t), c: idp.StartUpstream(t), log: &lockedWriter{}}
 	idp.AddClient(testidp.Client{ID: "toolbelt", Secret: "tb-secret", ExchangeFrom: []string{toolbeltMCP}, ExchangeTo: []string{w.a.URL, w.b.URL}})
 	w.up = map[*testidp.Upstream]*models.Upstream{}
 	for i, u := range []*testidp.Upstream{w.a, w.b, w.c} {
@@ -233,42 +232,5 @@ func TestExchangeOncePerKeyUnderConcurrency(t *testing.T) {
 	}
 	if n := len(w.idp.Exchanges()); n != 1 {
 		t.Errorf("%d exchanges for one person at one upstream", n)
-	}
-}
-
-// syncBuffer is a log sink safe for concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// On a connection shared by a person's calls the request's context is
-// what carries the call's token: it is exchanged as the call's own.
-func TestExchangeReadsTheCallsTokenFromTheContext(t *testing.T) {
-	t.Parallel()
-	w := newExchangeWorld(t)
-	subject := w.idp.AccessToken(t, "grace", "agent", "openid")
-	asked := &runners.Call{Principal: &models.Principal{ID: 2}} // what a shared connection knows: the person
-	token, err := w.ex.Token(runners.WithSubjectToken(t.Context(), subject), w.up[w.a], asked)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, err := w.a.Whoami(t.Context(), token); err != nil || got != "sub-grace" {
-		t.Errorf("the upstream saw %q, %v", got, err)
-	}
-	if _, err := w.ex.Token(t.Context(), w.up[w.a], asked); err == nil {
-		t.Error("a request without the call's token was served the kept one")
 	}
 }
