@@ -259,7 +259,7 @@ func (a *App) buildInvoke(env hostEnv, sleep func(context.Context, time.Duration
 	a.Connect = connect.New(connect.Deps{Store: a.Store, Vault: a.Vault, Net: cfg.NetPolicy, Secrets: cfg.Secrets,
 		PublicURL: a.PublicURL, Exchange: cfg.OAuth == OAuthOIDC, Log: a.Log})
 	a.Upstreams = upstream.New(upstream.Deps{Store: a.Store, Registry: a.Registry, Net: cfg.NetPolicy, Secrets: cfg.Secrets, Stdio: stdio,
-		Caps: cfg.UpstreamProcesses, Auth: a.Connect, Log: a.Log})
+		Caps: cfg.UpstreamProcesses, Auth: a.Connect, PublicURL: a.PublicURL, Log: a.Log})
 	a.Metrics.Register(a.Upstreams.Collector())
 	if cfg.ToolsDir != "" {
 		a.ToolFiles = catalog.NewToolFiles(cfg.ToolsDir, a.Registry, a.Upstreams, a.Log)

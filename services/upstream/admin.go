@@ -177,15 +177,20 @@ func envName(s string) bool {
 	return true
 }
 
-// checkSecretRefs: placeholders in a value may only be {{env.NAME}}, and
-// a value that carries a credential must come from one (never stored):
-// one the redactor's rules find a credential in, whatever its name, and
-// any value of a name that says it is one (credential).
+// checkSecretRefs: placeholders in a value may only be {{env.NAME}} (a
+// configured secret) or {{user.secret.NAME}} (the caller's person's own),
+// and a value that carries a credential must come from one (never
+// stored): one the redactor's rules find a credential in, whatever its
+// name, and any value of a name that says it is one (credential).
 func checkSecretRefs(ptr, v string, credential bool, ps *models.Problems) {
 	refs := tooldef.Placeholder.FindAllStringSubmatch(v, -1)
 	for _, m := range refs {
-		if name, ok := strings.CutPrefix(m[1], "env."); !ok || !envName(name) || strings.ToUpper(name) != name {
-			ps.Add(ptr, "{{%s}}: only secrets may be referenced, as {{env.NAME}} with NAME in upper case", m[1])
+		name, ok := strings.CutPrefix(m[1], "env.")
+		if !ok {
+			name, ok = strings.CutPrefix(m[1], userSecret)
+		}
+		if !ok || !envName(name) || strings.ToUpper(name) != name {
+			ps.Add(ptr, "{{%s}}: only secrets may be referenced, as {{env.NAME}} (configured) or {{user.secret.NAME}} (each person's own) with NAME in upper case", m[1])
 		}
 	}
 	if rule := redact.Credential(v); rule != "" {
@@ -218,7 +223,12 @@ func (m *Manager) Add(ctx context.Context, s Spec, by *models.Principal) (*model
 	}
 	// Tried before anything is stored.
 	defer m.unregistered(u.Name)()
-	l, err := m.list(ctx, u)
+	l, err := m.list(ctx, u, by)
+	if isNotConnected(err) && personal(u) {
+		// Nobody can be connected to a server not yet registered: its
+		// tools are listed once an admin connects (Sync).
+		l, err = &listing{refused: map[string]string{}}, nil
+	}
 	if err != nil {
 		m.Drop(u.Name)
 		return nil, nil, unreachable(u, err.Error())
@@ -258,7 +268,12 @@ func (m *Manager) Update(ctx context.Context, s Spec, by *models.Principal) (*mo
 	if sameRegistration(cur, next) {
 		return cur, nil, nil
 	}
-	l, err := m.try(ctx, next)
+	l, err := m.try(ctx, next, by)
+	if isNotConnected(err) && personal(next) {
+		// Stored as asked; what it serves is compared at the next sync
+		// of a connected admin.
+		l, err = nil, nil
+	}
 	if err != nil {
 		return nil, nil, err
 	}
@@ -274,6 +289,9 @@ func (m *Manager) Update(ctx context.Context, s Spec, by *models.Principal) (*mo
 		if err := m.republishAll(ctx, next, by); err != nil {
 			return nil, nil, err
 		}
+	}
+	if l == nil {
+		return next, nil, nil
 	}
 	rep, err := m.compare(ctx, next, l, false, by)
 	return next, rep, err
@@ -346,7 +364,7 @@ func (m *Manager) Try(ctx context.Context, s Spec) ([]string, error) {
 	}
 	// Under a name of its own, so no registered server's connection is
 	// used or disturbed.
-	l, err := m.try(ctx, s.upstream())
+	l, err := m.try(ctx, s.upstream(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -361,13 +379,16 @@ func (m *Manager) Try(ctx context.Context, s Spec) ([]string, error) {
 // registered server's connection is used or disturbed, and forgets the
 // connection after: what Add or Update would find, refused at the field
 // that says where it runs when it does not start or answer.
-func (m *Manager) try(ctx context.Context, u *models.Upstream) (*listing, error) {
+func (m *Manager) try(ctx context.Context, u *models.Upstream, by *models.Principal) (*listing, error) {
 	name := u.Name
 	tried := *u
 	tried.Name = "try-" + models.NewID()
 	defer m.unregistered(tried.Name)()
 	defer m.forgetTried(tried.Name)
-	l, err := m.list(ctx, &tried)
+	l, err := m.list(ctx, &tried, by)
+	if isNotConnected(err) {
+		return nil, err
+	}
 	if err != nil {
 		return nil, unreachable(u, strings.ReplaceAll(err.Error(), tried.Name, name))
 	}

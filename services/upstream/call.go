@@ -54,7 +54,7 @@ func (m *Manager) call(ctx context.Context, c *runners.Call) (any, error) {
 		return nil, &runners.Error{Code: models.CodeExecutionFailed, Message: fmt.Sprintf("%s is disabled: an administrator disabled it on its MCP server %s", c.Def.Name, u.Name),
 			Suggestion: "Do not retry; choose another tool, or ask an administrator to enable it."}
 	}
-	cn, err := m.acquire(ctx, u, c)
+	cn, err := m.acquire(ctx, u, c, c.Principal)
 	if err != nil {
 		return nil, err
 	}
@@ -70,6 +70,13 @@ func (m *Manager) call(ctx context.Context, c *runners.Call) (any, error) {
 		return nil, ctx.Err()
 	}
 	if err != nil {
+		if cn.auth != nil && cn.auth.refused.Load() {
+			// The person's account is gone (disconnected, here or on
+			// another instance) or the server refused their token: the
+			// connection made with it goes.
+			m.discard(cn)
+			return nil, m.notConnected(u)
+		}
 		if errors.Is(err, mcp.ErrConnectionClosed) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 			m.discard(cn)
 			return nil, &runners.Error{Code: models.CodeExecutionFailed, Retryable: true,

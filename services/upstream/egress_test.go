@@ -196,7 +196,7 @@ func TestStdioEgress(t *testing.T) {
 		return out
 	}
 	before := proxyDirs()
-	tr, err := s.Start(context.Background(), u, nil, nil)
+	tr, err := s.Start(context.Background(), u, nil, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -63,9 +63,16 @@ type listing struct {
 
 // list asks the upstream for every tool it serves and sorts out what it
 // cannot serve as a Toolbelt tool: one tool's fault never refuses the
-// others.
-func (m *Manager) list(ctx context.Context, u *models.Upstream) (*listing, error) {
-	c, err := m.acquire(ctx, u, nil)
+// others. A personal server (personal.go) is listed with the connection
+// of by (the admin asking), else of the admin who registered it; until
+// one of them is connected the answer is UPSTREAM_NOT_CONNECTED.
+func (m *Manager) list(ctx context.Context, u *models.Upstream, by *models.Principal) (*listing, error) {
+	c, err := m.acquire(ctx, u, nil, by)
+	if isNotConnected(err) {
+		if creator := m.creator(ctx, u); creator != nil && (by == nil || creator.ID != by.ID) {
+			c, err = m.acquire(ctx, u, nil, creator)
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -226,7 +233,7 @@ func (m *Manager) Sync(ctx context.Context, name string, acceptAll bool, by *mod
 	if err != nil {
 		return nil, err
 	}
-	l, err := m.list(ctx, u)
+	l, err := m.list(ctx, u, by)
 	if err != nil {
 		return nil, err
 	}

@@ -25,7 +25,8 @@ import (
 // environment of the sandbox's defaults and the server's own variables
 // only, and one writable directory: the session's work directory for a
 // server with session isolation, else the server's own directory under
-// DataDir/upstreams.
+// DataDir/upstreams (a personal server's: one per person under it, as
+// one person's process must not read another's files).
 type Sandboxed struct {
 	Box     *sandbox.Sandbox
 	DataDir string
@@ -53,7 +54,7 @@ func (s *Sandboxed) log() *slog.Logger {
 const StopGrace = 2 * time.Second
 
 // Start starts u's command.
-func (s *Sandboxed) Start(ctx context.Context, u *models.Upstream, call *runners.Call, env []string) (mcp.Transport, error) {
+func (s *Sandboxed) Start(ctx context.Context, u *models.Upstream, call *runners.Call, person uint, env []string) (mcp.Transport, error) {
 	if !s.Box.Available() {
 		return nil, sandbox.ErrUnavailable
 	}
@@ -69,9 +70,12 @@ func (s *Sandboxed) Start(ctx context.Context, u *models.Upstream, call *runners
 		mounts = append(mounts, sandbox.Mount{Host: host, At: "/opt/" + name})
 	}
 	var dir *os.File
-	if call != nil {
+	switch {
+	case call != nil:
 		dir, err = call.OpenDir()
-	} else {
+	case person != 0:
+		dir, err = s.Box.PrepareDir(filepath.Join(s.DataDir, "upstreams"), u.Name, fmt.Sprintf("person-%d", person))
+	default:
 		dir, err = s.Box.PrepareDir(filepath.Join(s.DataDir, "upstreams"), u.Name)
 	}
 	if err != nil {

@@ -7,11 +7,15 @@
 // Connections: one per server, or for a stdio server with session
 // isolation one process per session, made on first use, kept while used
 // and closed once idle (Run). A connection that fails is made again on
-// the next call, after a backoff that grows while it keeps failing.
+// the next call, after a backoff that grows while it keeps failing. A
+// server that acts as each caller's person (an OAuth account, their own
+// secrets: personal.go) has connections of one person each, never
+// shared: the person is part of every connection's key.
 package upstream
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -46,16 +50,28 @@ type Deps struct {
 	// Caps bound a session-isolated server's processes (zero: the
 	// defaults).
 	Caps ProcessCaps
-	Log  *slog.Logger
+	// Credentials gives each person's token at a server with Auth (nil:
+	// such servers cannot be called here); NotConnected is the error its
+	// Token wraps when the person has no account connected.
+	Credentials  Credentials
+	NotConnected error
+	// Personal fills {{user.secret.NAME}} with the caller's person's own
+	// secrets (nil: none can be).
+	Personal PersonalSecrets
+	// PublicURL is this server's, for the console pages a not-connected
+	// error names.
+	PublicURL string
+	Log       *slog.Logger
 }
 
 // StdioStarter starts a stdio server's command and returns the transport
 // to it; the process ends when the transport's connection closes. call is
 // the call the process is started for when the server runs one process
 // per session (its work directory is the session's), nil for a shared
-// one.
+// one; person is the principal a shared process of a personal server is
+// started for (its own directory), 0 for one shared by everyone.
 type StdioStarter interface {
-	Start(ctx context.Context, u *models.Upstream, call *runners.Call, env []string) (mcp.Transport, error)
+	Start(ctx context.Context, u *models.Upstream, call *runners.Call, person uint, env []string) (mcp.Transport, error)
 }
 
 // Manager holds the connections to upstream servers.
@@ -84,7 +100,13 @@ type Manager struct {
 	evicted, capRefused map[string]uint64
 }
 
-type connKey struct{ server, session string }
+// connKey names a connection: its server, the session of a
+// session-isolated stdio process, and the person (principal ID) of a
+// personal server's connection (0 for a shared one).
+type connKey struct {
+	server, session string
+	person          uint
+}
 
 type failure struct {
 	n     int
@@ -116,12 +138,15 @@ type conn struct {
 	// progress routes notifications/progress to the call whose token
 	// they carry.
 	progress sync.Map // token string → func(event string, data any)
+	// auth is the bearer transport of a server with Auth (nil for
+	// others): it says when the server refused the person's token.
+	auth *bearer
 }
 
 // acquire is the connection for call (see connect), holding one of its
 // slots; the caller releases it.
-func (m *Manager) acquire(ctx context.Context, u *models.Upstream, call *runners.Call) (*conn, error) {
-	c, err := m.connect(ctx, u, call)
+func (m *Manager) acquire(ctx context.Context, u *models.Upstream, call *runners.Call, as *models.Principal) (*conn, error) {
+	c, err := m.connect(ctx, u, call, as)
 	if err != nil {
 		return nil, err
 	}
@@ -186,14 +211,36 @@ const MaxBackoff = time.Minute
 
 // connect returns the live connection for key, making it if needed.
 // For a stdio server with session isolation, call is the call the
-// connection is for (nil: the shared one, which lists the tools).
-func (m *Manager) connect(ctx context.Context, u *models.Upstream, call *runners.Call) (*conn, error) {
-	key := connKey{u.Name, ""}
+// connection is for (nil: the shared one, which lists the tools). as is
+// the person a personal server's connection acts as: the call's
+// principal, or the admin whose connection lists its tools; with none,
+// or none connected, nothing is connected and the answer is
+// UPSTREAM_NOT_CONNECTED.
+func (m *Manager) connect(ctx context.Context, u *models.Upstream, call *runners.Call, as *models.Principal) (*conn, error) {
+	key := connKey{server: u.Name}
 	if u.Transport == models.TransportStdio && u.Isolation == models.IsolationSession && call != nil {
 		// A session belongs to a principal: its directory names both.
 		key.session = call.Dir.Path
 	} else {
 		call = nil
+	}
+	if personal(u) {
+		if as == nil {
+			if u.Auth != nil {
+				return nil, m.notConnected(u)
+			}
+			return nil, m.noSecret(personalSecrets(u)[0])
+		}
+		key.person = as.ID
+		if u.Auth != nil {
+			// Refused before any connection is made, and checked again at
+			// each request (bearer).
+			if _, err := m.token(ctx, u, &runners.Call{Principal: as}); err != nil {
+				return nil, err
+			}
+		}
+	} else {
+		as = nil
 	}
 	m.mu.Lock()
 	for {
@@ -241,12 +288,18 @@ func (m *Manager) connect(ctx context.Context, u *models.Upstream, call *runners
 		}
 	}
 	m.mu.Unlock()
-	c, err := m.dial(ctx, u, key, call)
+	c, err := m.dial(ctx, u, key, call, as)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err != nil {
 		if e := redirected(u, err); e != nil {
 			return nil, e
+		}
+		if e := (*runners.Error)(nil); errors.As(err, &e) && e.Code == models.CodeUpstreamNotConnected {
+			return nil, e // the person's to fix: no backoff
+		}
+		if c != nil && c.auth != nil && c.auth.refused.Load() {
+			return nil, m.notConnected(u)
 		}
 		f := m.failures[key]
 		f.n++
@@ -302,7 +355,7 @@ func (m *Manager) forget(key connKey, c *conn) {
 // ConnectTimeout bounds connecting and the initialize handshake.
 const ConnectTimeout = 30 * time.Second
 
-func (m *Manager) dial(ctx context.Context, u *models.Upstream, key connKey, call *runners.Call) (*conn, error) {
+func (m *Manager) dial(ctx context.Context, u *models.Upstream, key connKey, call *runners.Call, as *models.Principal) (*conn, error) {
 	c := &conn{key: key, reg: u, sem: make(chan struct{}, max(u.MaxConcurrent, 1)), idle: time.Duration(u.IdleSeconds) * time.Second, used: time.Now()}
 	var t mcp.Transport
 	switch u.Transport {
@@ -310,22 +363,29 @@ func (m *Manager) dial(ctx context.Context, u *models.Upstream, key connKey, cal
 		if m.d.Stdio == nil {
 			return nil, fmt.Errorf("stdio servers cannot run on this server (no sandbox)")
 		}
-		env, err := m.environment(u)
+		env, err := m.environment(ctx, u, as)
 		if err != nil {
 			return nil, err
 		}
 		// The process outlives the call that started it: its context is
 		// not the call's.
-		if t, err = m.d.Stdio.Start(context.WithoutCancel(ctx), u, call, env); err != nil {
+		if t, err = m.d.Stdio.Start(context.WithoutCancel(ctx), u, call, key.person, env); err != nil {
 			return nil, err
 		}
 	case models.TransportHTTP, models.TransportSSE:
 		if msg := m.d.Net.CheckURL(u.URL); msg != "" {
 			return nil, fmt.Errorf("the outbound policy refuses %s: %s", u.URL, msg)
 		}
-		client, err := m.httpClient(u)
+		client, err := m.httpClient(ctx, u, as)
 		if err != nil {
 			return nil, err
+		}
+		if u.Auth != nil {
+			if client, c.auth, err = authClient(client, u, func(ctx context.Context) (string, error) {
+				return m.token(ctx, u, &runners.Call{Principal: as})
+			}); err != nil {
+				return nil, err
+			}
 		}
 		if u.Transport == models.TransportHTTP {
 			t = &mcp.StreamableClientTransport{Endpoint: u.URL, HTTPClient: client, MaxRetries: -1}
@@ -378,10 +438,10 @@ func (m *Manager) dial(ctx context.Context, u *models.Upstream, key connKey, cal
 		if tail := m.stderrTail(u.Name); tail != "" {
 			err = fmt.Errorf("%w; its standard error ends: %s", err, tail)
 		}
-		return nil, err
+		return c, err // c says whether the server refused the person's token
 	}
 	c.cs, c.end = cs, end
-	m.d.Log.Info("upstream connected", "server", u.Name, "session", key.session, "transport", u.Transport)
+	m.d.Log.Info("upstream connected", "server", u.Name, "session", key.session, "person", key.person, "transport", u.Transport)
 	return c, nil
 }
 
@@ -398,11 +458,12 @@ func (m *Manager) stderrTail(server string) string {
 }
 
 // environment is a stdio server's environment: its own variables, each
-// secret reference filled, and nothing of the host's.
-func (m *Manager) environment(u *models.Upstream) ([]string, error) {
+// secret reference filled (as's own for {{user.secret.NAME}}), and
+// nothing of the host's.
+func (m *Manager) environment(ctx context.Context, u *models.Upstream, as *models.Principal) ([]string, error) {
 	env := make([]string, 0, len(u.Env))
 	for name, tmpl := range u.Env {
-		v, err := m.expand(tmpl)
+		v, err := m.expand(ctx, tmpl, as)
 		if err != nil {
 			return nil, fmt.Errorf("environment variable %s: %w", name, err)
 		}
@@ -411,13 +472,23 @@ func (m *Manager) environment(u *models.Upstream) ([]string, error) {
 	return env, nil
 }
 
-// expand fills {{env.NAME}} references with configured secrets.
-func (m *Manager) expand(tmpl string) (string, error) {
+// expand fills {{env.NAME}} references with configured secrets, and
+// {{user.secret.NAME}} with the person as's own (a *runners.Error,
+// UPSTREAM_NOT_CONNECTED, when they stored none).
+func (m *Manager) expand(ctx context.Context, tmpl string, as *models.Principal) (string, error) {
 	var bad error
 	out := tooldef.Placeholder.ReplaceAllStringFunc(tmpl, func(s string) string {
-		name, ok := strings.CutPrefix(tooldef.Placeholder.FindStringSubmatch(s)[1], "env.")
+		ref := tooldef.Placeholder.FindStringSubmatch(s)[1]
+		if name, ok := strings.CutPrefix(ref, userSecret); ok {
+			v, err := m.personalSecret(ctx, as, name)
+			if err != nil && bad == nil {
+				bad = err
+			}
+			return v
+		}
+		name, ok := strings.CutPrefix(ref, "env.")
 		v := m.d.Secrets[name]
-		if !ok || v == "" {
+		if (!ok || v == "") && bad == nil {
 			bad = fmt.Errorf("the secret %s is not configured on this server (list it in TOOLBELT_SECRETS)", name)
 		}
 		return v
@@ -428,10 +499,10 @@ func (m *Manager) expand(tmpl string) (string, error) {
 // httpClient is the outbound policy's client, sending the server's
 // headers with every request to its URL's origin and never elsewhere
 // (see netpolicy.ClientSending).
-func (m *Manager) httpClient(u *models.Upstream) (*http.Client, error) {
+func (m *Manager) httpClient(ctx context.Context, u *models.Upstream, as *models.Principal) (*http.Client, error) {
 	h := http.Header{}
 	for name, tmpl := range u.Headers {
-		v, err := m.expand(tmpl)
+		v, err := m.expand(ctx, tmpl, as)
 		if err != nil {
 			return nil, fmt.Errorf("header %s: %w", name, err)
 		}

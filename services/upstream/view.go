@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"strings"
 	"time"
 
 	"toolbelt/models"
@@ -23,7 +24,16 @@ type Server struct {
 	// Stderr is the end of what its last stdio process here wrote to its
 	// standard error.
 	Stderr string `json:"stderr,omitempty"`
-	Tools  []Tool `json:"tools"`
+	// AuthType is how callers reach it: "oauth" or "exchange" (each as
+	// their person), "personal" (their own secrets), "" (the
+	// registration's own headers, the same for everyone).
+	AuthType string `json:"auth_type,omitempty" enums:"oauth,exchange,personal"`
+	// PeopleConnected is how many people connected their account (oauth).
+	PeopleConnected int `json:"people_connected"`
+	// Unlisted, for a personal server with no tools yet, says how they
+	// get listed: with an admin's own connection.
+	Unlisted string `json:"unlisted,omitempty"`
+	Tools    []Tool `json:"tools"`
 }
 
 // Tool is one tool an upstream serves or served.
@@ -43,9 +53,13 @@ func (m *Manager) Servers(ctx context.Context) ([]Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	counts, err := m.d.Store.ConnectedCounts(ctx)
+	if err != nil {
+		return nil, err
+	}
 	out := make([]Server, 0, len(ups))
 	for i := range ups {
-		s, err := m.server(ctx, &ups[i])
+		s, err := m.server(ctx, &ups[i], counts)
 		if err != nil {
 			return nil, err
 		}
@@ -60,15 +74,34 @@ func (m *Manager) Server(ctx context.Context, name string) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	return m.server(ctx, u)
+	counts, err := m.d.Store.ConnectedCounts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return m.server(ctx, u, counts)
 }
 
-func (m *Manager) server(ctx context.Context, u *models.Upstream) (*Server, error) {
+// server is u as shown; connected is how many people connected an
+// account, per server (Store.ConnectedCounts).
+func (m *Manager) server(ctx context.Context, u *models.Upstream, connected map[string]int) (*Server, error) {
 	rows, err := m.d.Store.UpstreamTools(ctx, u.ID)
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{Upstream: *u, Connections: m.Warm()[u.Name], Tools: make([]Tool, 0, len(rows))}
+	s := &Server{Upstream: *u, Connections: m.Warm()[u.Name], Tools: make([]Tool, 0, len(rows)), PeopleConnected: connected[u.Name]}
+	switch {
+	case u.Auth != nil:
+		s.AuthType = u.Auth.Type
+		if len(rows) == 0 {
+			s.Unlisted = "its tools are listed with an admin's own account: connect yours at " + m.ConnectURL(u.Name) + ", then sync"
+		}
+	case personal(u):
+		s.AuthType = "personal"
+		if len(rows) == 0 {
+			s.Unlisted = "its tools are listed with an admin's own secrets (" + strings.Join(personalSecrets(u), ", ") + "): store yours at " +
+				strings.TrimRight(m.d.PublicURL, "/") + SecretsPage + ", then sync"
+		}
+	}
 	// Values stored before literal credentials were refused show masked.
 	s.Headers, s.Env = redact.MaskCredentials(u.Headers), redact.MaskCredentials(u.Env)
 	m.mu.Lock()
