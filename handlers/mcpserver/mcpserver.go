@@ -199,7 +199,11 @@ func (s *Server) tools(next mcp.MethodHandler) mcp.MethodHandler {
 				return complete(r.Session, refused(models.CodeValidation, sentence(err.Error())+
 					" The "+sentence(invoke.SessionIDRule)+" Send none to use this MCP session's.")), nil
 			}
-			return complete(r.Session, s.call(ctx, p, session, r.Session, r.Params)), nil
+			res, err := s.call(ctx, p, session, r.Session, r.Params)
+			if err != nil {
+				return nil, err // not a typed nil: exactly one of the two is nil
+			}
+			return complete(r.Session, res), nil
 		}
 		return next(ctx, method, req)
 	}
@@ -356,13 +360,13 @@ func completed(res *mcp.CallToolResult) *mcp.CallToolResult {
 	return &out
 }
 
-// call runs one tools/call.
-func (s *Server) call(ctx context.Context, p *models.Principal, session string, ss *mcp.ServerSession, params *mcp.CallToolParamsRaw) *mcp.CallToolResult {
+// call runs one tools/call; its error is the request's (connect.go).
+func (s *Server) call(ctx context.Context, p *models.Principal, session string, ss *mcp.ServerSession, params *mcp.CallToolParamsRaw) (*mcp.CallToolResult, error) {
 	switch params.Name {
 	case SearchToolsName:
-		return s.searchTools(ctx, p, session, params.Arguments)
+		return s.searchTools(ctx, p, session, params.Arguments), nil
 	case CallResultName:
-		return s.callResult(ctx, p, params.Arguments)
+		return s.callResult(ctx, p, params.Arguments), nil
 	}
 	args := params.Arguments
 	if len(strings.TrimSpace(string(args))) == 0 || string(args) == "null" {
@@ -376,7 +380,7 @@ func (s *Server) call(ctx context.Context, p *models.Principal, session string, 
 	res, err := s.invoker.CallAcknowledged(ctx, p, invoke.CallRequest{Tool: params.Name, Arguments: args, SessionID: session})
 	if err != nil {
 		s.log.ErrorContext(ctx, "mcp call not recorded", "call_id", res.CallID, "err", err)
-		return refused(models.CodeInternal, "the call could not be recorded. Try again.")
+		return refused(models.CodeInternal, "the call could not be recorded. Try again."), nil
 	}
 	if token != nil && ss != nil && !models.Terminal(res.Status) {
 		// Past the principal's cap of held waits the call is answered at
@@ -389,7 +393,10 @@ func (s *Server) call(ctx context.Context, p *models.Principal, session string, 
 	if ss != nil && !models.Terminal(res.Status) {
 		s.unended(ss, res.CallID)
 	}
-	return s.result(ctx, params.Name, res)
+	if err := connectRequired(ss, res); err != nil {
+		return nil, err
+	}
+	return s.result(ctx, params.Name, res), nil
 }
 
 // result is Result, but an upstream MCP server's tool answers with its

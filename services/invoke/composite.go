@@ -183,7 +183,7 @@ func (inv *Invoker) composite(ctx context.Context, c *call) ToolResult {
 			if e == nil {
 				e = &ToolError{Code: models.CodeExecutionFailed, Message: res.Status}
 			}
-			out := ToolResult{Status: models.StatusFailed, Error: &ToolError{Code: e.Code, Retryable: e.Retryable, Suggestion: e.Suggestion,
+			out := ToolResult{Status: models.StatusFailed, Error: &ToolError{Code: e.Code, Retryable: e.Retryable, Suggestion: e.Suggestion, ConnectURL: e.ConnectURL,
 				Problems: e.Problems, Message: fmt.Sprintf("step %d (%s) ended %s: %s", i, st.Tool, res.Status, e.Message)}}
 			out.Data = mustMarshal(map[string]any{"steps": steps})
 			return out
