@@ -25,6 +25,7 @@ import (
 	"toolbelt/services/audit"
 	"toolbelt/services/callbacks"
 	"toolbelt/services/catalog"
+	"toolbelt/services/connect"
 	"toolbelt/services/invoke"
 	"toolbelt/services/ops"
 	"toolbelt/services/selection"
@@ -50,6 +51,9 @@ type Handler struct {
 	OpenAPI *catalog.OpenAPIImporter
 	// Upstreams are the MCP servers whose tools Toolbelt serves.
 	Upstreams *upstream.Manager
+	// Connect holds people's connected accounts at the upstreams that act
+	// as each person.
+	Connect *connect.Service
 	// Audit reads the audit log.
 	Audit *audit.Log
 	// EventStreams, when set, caps the call event streams each principal

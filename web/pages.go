@@ -67,6 +67,14 @@ var pages = []route[*console.Handler]{
 	{http.MethodGet, "/oauth/consent", everyone, (*console.Handler).ConsentPage},
 	{http.MethodPost, "/oauth/consent", everyone, (*console.Handler).ConsentForm},
 
+	// The signed-in person's accounts at upstreams that act as each
+	// person (handlers/console/connections.go); the OAuth redirect URI,
+	// /connections/callback, is outside the table (mountConsole).
+	{http.MethodGet, "/connections", everyone, (*console.Handler).ConnectionsPage},
+	{http.MethodGet, "/connections/:server/connect", everyone, (*console.Handler).StartConnection},
+	{http.MethodGet, "/connections/finish", everyone, (*console.Handler).FinishConnection},
+	{http.MethodPost, "/connections/:server/disconnect", everyone, (*console.Handler).DisconnectForm},
+
 	// Upstream MCP servers (handlers/console/servers.go).
 	{http.MethodGet, "/servers", admins, (*console.Handler).ServersPage},
 	{http.MethodPost, "/servers", admins, (*console.Handler).AddServerForm},
@@ -93,6 +101,7 @@ var navItems = []views.NavItem{
 	{Label: "Approvals", Href: ConsolePrefix + "/approvals"},
 	{Label: "History", Href: ConsolePrefix + "/calls"},
 	{Label: "Servers", Href: ConsolePrefix + "/servers"},
+	{Label: "Connections", Href: ConsolePrefix + "/connections"},
 	{Label: "Access", Href: ConsolePrefix + "/access"},
 	{Label: "Audit", Href: ConsolePrefix + "/audit"},
 }
@@ -119,6 +128,10 @@ func mountConsole(r *gin.Engine, d Deps) {
 	// provider is configured.
 	r.GET(ConsolePrefix+"/login/oidc", d.Console.SSOSignIn)
 	r.GET(ConsolePrefix+"/login/oidc/callback", d.Console.SSOCallback)
+	// An upstream's authorization server sends the browser back here
+	// (handlers/console/connections.go): a page that goes on to
+	// /connections/finish, where the session's cookie comes along.
+	r.GET(ConsolePrefix+"/connections/callback", d.Console.ConnectionsReturn)
 	g := r.Group(ConsolePrefix, consoleAuth(d))
 	g.POST("/logout", d.Handler.Wrap(d.Console.SignOut))
 	for _, p := range pages {

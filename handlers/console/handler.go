@@ -11,6 +11,7 @@ import (
 	"toolbelt/services/audit"
 	"toolbelt/services/authserver"
 	"toolbelt/services/catalog"
+	"toolbelt/services/connect"
 	"toolbelt/services/identity"
 	"toolbelt/services/invoke"
 	"toolbelt/services/ops"
@@ -32,6 +33,9 @@ type Handler struct {
 	Audit *audit.Log
 	// Upstreams are the MCP servers whose tools Toolbelt serves.
 	Upstreams *upstream.Manager
+	// Connect holds people's connected accounts at the upstreams that act
+	// as each person.
+	Connect *connect.Service
 	// SSO, when set, signs people in through the organisation's identity
 	// provider; KeySignInOff refuses the key form (TOOLBELT_KEY_SIGNIN=off).
 	SSO          *identity.SSO

@@ -44,7 +44,8 @@ func (h *Handler) renderServers(c *gin.Context, status int, d views.ServersData)
 	}
 	for _, s := range servers {
 		card := views.ServerCard{Name: s.Name, Transport: s.Transport, Where: s.URL, Isolation: s.Isolation, Egress: s.Egress, Category: s.Category,
-			Disabled: s.DisabledAt != nil, Connections: s.Connections, Failing: s.Failing, Stderr: s.Stderr, Refused: s.Refused}
+			Disabled: s.DisabledAt != nil, Connections: s.Connections, Failing: s.Failing, Stderr: s.Stderr, Refused: s.Refused,
+			AuthType: s.AuthType, PeopleConnected: s.PeopleConnected, Unlisted: s.Unlisted}
 		if s.Transport == models.TransportStdio {
 			card.Where = strings.Join(s.Command, " ")
 		}
