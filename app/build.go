@@ -259,7 +259,7 @@ func (a *App) buildInvoke(env hostEnv, sleep func(context.Context, time.Duration
 	a.Connect = connect.New(connect.Deps{Store: a.Store, Vault: a.Vault, Net: cfg.NetPolicy, Secrets: cfg.Secrets,
 		PublicURL: a.PublicURL, Exchange: cfg.OAuth == OAuthOIDC, Log: a.Log})
 	a.Upstreams = upstream.New(upstream.Deps{Store: a.Store, Registry: a.Registry, Net: cfg.NetPolicy, Secrets: cfg.Secrets, Stdio: stdio,
-		Caps: cfg.UpstreamProcesses, Auth: a.Connect, PublicURL: a.PublicURL, Log: a.Log})
+		Caps: cfg.UpstreamProcesses, Auth: a.Connect, Credentials: a.Connect, NotConnected: connect.ErrNotConnected, PublicURL: a.PublicURL, Log: a.Log})
 	a.Metrics.Register(a.Upstreams.Collector())
 	if cfg.ToolsDir != "" {
 		a.ToolFiles = catalog.NewToolFiles(cfg.ToolsDir, a.Registry, a.Upstreams, a.Log)
@@ -363,13 +363,13 @@ func (a *App) buildHandler(env hostEnv) {
 	stats := ops.NewStats(ops.StatsDeps{Store: a.Store, Flush: a.Invoker.Flush})
 	con := &console.Handler{Registry: a.Registry, Selector: a.Selector, Invoker: a.Invoker, Accounts: a.Accounts,
 		Health: health, Stats: stats, Alerts: a.Alerts, Audit: a.Audit, Upstreams: a.Upstreams, OAuth: a.authServer, Log: a.Log,
-		SSO: a.sso(), KeySignInOff: !cfg.KeySignIn}
+		SSO: a.sso(), KeySignInOff: !cfg.KeySignIn, Connect: a.Connect}
 	// Call event streams and MCP calls held open wait alike: one cap.
 	waits := access.NewHolds("call event streams and held calls", cfg.Caps.EventStreams,
 		func() { a.Metrics.CapRefused("event_streams") })
 	h := &handlers.Handler{
 		Registry: a.Registry, Selector: a.Selector, Accounts: a.Accounts,
-		Invoker: a.Invoker, CallbackSecrets: a.Callbacks.Secrets(), Health: health, Log: a.Log,
+		Invoker: a.Invoker, CallbackSecrets: a.Callbacks.Secrets(), Health: health, Log: a.Log, Connect: a.Connect,
 		Links:  handlers.Links{Swagger: "/swagger/index.html", Healthz: "/healthz", Readyz: "/readyz"},
 		Stats:  stats,
 		Alerts: a.Alerts,
