@@ -21,6 +21,10 @@ type Call struct {
 	Arguments string `json:"arguments"`
 	Status    string `gorm:"size:24" json:"status"`
 	ErrorCode string `gorm:"size:32" json:"error_code,omitempty"`
+	// ActedAs, for a call that acted as its person at an upstream (their
+	// connected account, their own secrets), says as whom: "alice, as
+	// alice@example.org at github".
+	ActedAs string `gorm:"size:300;not null;default:''" json:"acted_as,omitempty"`
 	Result    string `json:"-"`
 	// Request holds the call as sent (tool, version, arguments) while it
 	// waits for approval or runs in the background, so it survives a
@@ -199,7 +203,7 @@ func (s *Store) RestoreCalls(ctx context.Context, cs []*Call) (int, error) {
 
 // callColumns are the stored columns of Call, in the order of values.
 var callColumns = []string{"id", "principal_id", "session_id", "tool", "version", "parent_id", "arguments", "status", "error_code",
-	"result", "request", "attempts", "cached", "queue_ms", "run_ms", "total_ms", "stages", "created_at", "finished_at"}
+	"acted_as", "result", "request", "attempts", "cached", "queue_ms", "run_ms", "total_ms", "stages", "created_at", "finished_at"}
 
 // heldColumns are the claim's columns a held row writes too (Hold).
 var heldColumns = []string{"claimed_by", "lease_until", "started_at"}
@@ -218,11 +222,11 @@ func (c *Call) appendHold(args []any, d dialect) []any {
 }
 
 // plainColumns are the columns a plain row holds as constants.
-var plainColumns = map[string]string{"parent_id": "''", "error_code": "''", "request": "''", "queue_ms": "0", "run_ms": "0", "stages": "''"}
+var plainColumns = map[string]string{"parent_id": "''", "error_code": "''", "acted_as": "''", "request": "''", "queue_ms": "0", "run_ms": "0", "stages": "''"}
 
 // plain reports whether the record's plainColumns hold their constants.
 func (c *Call) plain() bool {
-	return c.ParentID == "" && c.ErrorCode == "" && c.Request == "" && c.QueueMs == 0 && c.RunMs == 0 && c.Stages == ""
+	return c.ParentID == "" && c.ErrorCode == "" && c.ActedAs == "" && c.Request == "" && c.QueueMs == 0 && c.RunMs == 0 && c.Stages == ""
 }
 
 // appendValues appends the record's values in the order of callColumns,
@@ -239,7 +243,7 @@ func (c *Call) appendValues(args []any, plain bool, d dialect) []any {
 			c.Result, int64(c.Attempts), c.Cached, c.TotalMs, created, finished)
 	}
 	return append(args, c.ID, int64(c.PrincipalID), c.SessionID, c.Tool, c.Version, c.ParentID, c.Arguments, c.Status, c.ErrorCode,
-		c.Result, c.Request, int64(c.Attempts), c.Cached, c.QueueMs, c.RunMs, c.TotalMs, c.Stages, created, finished)
+		c.ActedAs, c.Result, c.Request, int64(c.Attempts), c.Cached, c.QueueMs, c.RunMs, c.TotalMs, c.Stages, created, finished)
 }
 
 // callStatement is the shape of a multi-row statement: its row count,

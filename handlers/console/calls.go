@@ -166,7 +166,7 @@ func (h *Handler) CallPage(c *gin.Context) error {
 	d := views.CallDetail{ID: rec.ID, Tool: rec.Tool, Version: rec.Version, Status: rec.Status,
 		Principal: names.of(rec.PrincipalID), Session: rec.SessionID, QueueMs: rec.QueueMs, RunMs: rec.RunMs,
 		TotalMs: rec.TotalMs, CreatedAt: rec.CreatedAt, FinishedAt: rec.FinishedAt, Attempts: rec.Attempts,
-		Cached: rec.Cached, Arguments: rec.Arguments,
+		Cached: rec.Cached, Arguments: rec.Arguments, ActedAs: rec.ActedAs,
 		Waiting:     rec.Status == models.StatusAwaitingApproval && me != nil && me.Role != access.RoleAgent,
 		Staff:       me != nil && me.Role != access.RoleAgent,
 		PrincipalID: strconv.FormatUint(uint64(rec.PrincipalID), 10)}

@@ -28,6 +28,8 @@ type call struct {
 	started  time.Time
 	attempts int
 	cached   bool
+	// actedAs says as whom the tool acted at an upstream (runners.Call).
+	actedAs string
 	// approval is the id of the approval this run may consume (a call
 	// resumed after a reviewer approved it).
 	approval string

@@ -96,8 +96,12 @@ func (inv *Invoker) attempt(ctx context.Context, c *call) ToolResult {
 	}
 	// The call's own token, or none (a background call): never one its
 	// context brought from elsewhere.
-	data, err := inv.runners.Run(runners.WithSubjectToken(ctx, c.req.SubjectToken), &runners.Call{ID: c.id, Def: c.def, Args: c.args,
-		Session: c.req.SessionID, Dir: c.dir, Log: c.log, Emit: c.emit, Principal: c.caller, SubjectToken: c.req.SubjectToken})
+	rc := &runners.Call{ID: c.id, Def: c.def, Args: c.args,
+		Session: c.req.SessionID, Dir: c.dir, Log: c.log, Emit: c.emit, Principal: c.caller, SubjectToken: c.req.SubjectToken}
+	data, err := inv.runners.Run(runners.WithSubjectToken(ctx, c.req.SubjectToken), rc)
+	if rc.ActedAs != "" {
+		c.actedAs = rc.ActedAs
+	}
 	if ctx.Err() != nil {
 		// A timeout is not retried, even for a retryable tool, unless the
 		// tool says its timeouts pass (execution.retryTimeouts): a tool

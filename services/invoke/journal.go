@@ -204,6 +204,10 @@ func appendJournalLine(b []byte, c *models.Call) []byte {
 	b = appendJSONString(b, c.Status)
 	b = append(b, `,"error_code":`...)
 	b = appendJSONString(b, c.ErrorCode)
+	if c.ActedAs != "" {
+		b = append(b, `,"acted_as":`...)
+		b = appendJSONString(b, c.ActedAs)
+	}
 	b = append(b, `,"attempts":`...)
 	b = strconv.AppendInt(b, int64(c.Attempts), 10)
 	b = append(b, `,"cached":`...)

@@ -152,6 +152,7 @@ func (inv *Invoker) callRecord(c *call, res ToolResult) (*models.Call, []byte) {
 	if res.Error != nil {
 		rec.ErrorCode = res.Error.Code
 	}
+	rec.ActedAs = c.actedAs
 	return rec, encoded
 }
 

@@ -51,6 +51,9 @@ type Call struct {
 	// for a caller with an API key or an embedded server's token, and for
 	// a call run in the background (async, approved, resumed elsewhere).
 	SubjectToken string
+	// ActedAs is set by a runner that acted as Principal's person at an
+	// upstream, saying as whom (the call's record keeps it).
+	ActedAs string
 }
 
 // Runner runs one kind of tool and returns the data of its result, or an

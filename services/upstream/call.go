@@ -59,6 +59,9 @@ func (m *Manager) call(ctx context.Context, c *runners.Call) (any, error) {
 		return nil, err
 	}
 	defer cn.release()
+	if cn.key.person != 0 {
+		c.ActedAs = m.actedAs(ctx, u, c.Principal)
+	}
 	params := &mcp.CallToolParams{Name: c.Def.Runner.Tool, Arguments: c.Args}
 	if c.Emit != nil {
 		params.Meta = mcp.Meta{"progressToken": c.ID}
@@ -75,6 +78,7 @@ func (m *Manager) call(ctx context.Context, c *runners.Call) (any, error) {
 			// another instance) or the server refused their token: the
 			// connection made with it goes.
 			m.discard(cn)
+			c.ActedAs = ""
 			return nil, m.notConnected(u)
 		}
 		if errors.Is(err, mcp.ErrConnectionClosed) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {

@@ -191,6 +191,19 @@ func authClient(client *http.Client, u *models.Upstream, token func(context.Cont
 	return &c, b, nil
 }
 
+// actedAs says as whom a call acts at u for the person who: their
+// account there, as the server named it when they connected, or their
+// own secrets.
+func (m *Manager) actedAs(ctx context.Context, u *models.Upstream, who *models.Principal) string {
+	if u.Auth == nil {
+		return fmt.Sprintf("%s, with their own secrets at %s", who.Name, u.Name)
+	}
+	if cred, err := m.d.Store.CredentialOf(ctx, who.ID, models.CredentialOAuth, u.Name); err == nil && cred.Account != "" {
+		return fmt.Sprintf("%s, as %s at %s", who.Name, cred.Account, u.Name)
+	}
+	return fmt.Sprintf("%s, with their own account at %s", who.Name, u.Name)
+}
+
 // DropPerson closes the connections of the person principal to server at
 // once (they disconnected their account there): their next call finds
 // none, and no call in flight goes on with a connection made with it.
