@@ -413,7 +413,7 @@ func Connections(p Page, d ConnectionsData) templ.Component {
 
 func connectLabel(r ConnectionRow) string {
 	if r.Connected || r.Error != "" {
-		return "Connect your account at " + r.Server + " again"
+		return "Connect again: your account at " + r.Server
 	}
 	return "Connect your account at " + r.Server
 }
