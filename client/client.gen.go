@@ -274,6 +274,27 @@ func (e UpstreamOverrideLevel) Valid() bool {
 	}
 }
 
+// Defines values for UpstreamServerAuthType.
+const (
+	UpstreamServerAuthTypeExchange UpstreamServerAuthType = "exchange"
+	UpstreamServerAuthTypeOauth    UpstreamServerAuthType = "oauth"
+	UpstreamServerAuthTypePersonal UpstreamServerAuthType = "personal"
+)
+
+// Valid indicates whether the value is a known member of the UpstreamServerAuthType enum.
+func (e UpstreamServerAuthType) Valid() bool {
+	switch e {
+	case UpstreamServerAuthTypeExchange:
+		return true
+	case UpstreamServerAuthTypeOauth:
+		return true
+	case UpstreamServerAuthTypePersonal:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for UpstreamSpecIsolation.
 const (
 	UpstreamSpecIsolationSession UpstreamSpecIsolation = "session"
@@ -809,6 +830,26 @@ type CatalogToolVersion struct {
 	Version *string `json:"version,omitempty"`
 }
 
+// ConnectConnection defines model for connect.Connection.
+type ConnectConnection struct {
+	// Account Account is who they are at the server, as it said ('' unknown).
+	//
+	// Example: alice
+	Account *string `json:"account,omitempty"`
+
+	// ConnectUrl ConnectURL is where the person connects (again).
+	ConnectUrl *string `json:"connect_url,omitempty"`
+	Connected  *bool   `json:"connected,omitempty"`
+
+	// Error Error is why the connection stopped working: connect again.
+	Error  *string   `json:"error,omitempty"`
+	Scopes *[]string `json:"scopes,omitempty"`
+
+	// Server Example: github
+	Server *string `json:"server,omitempty"`
+	Since  *string `json:"since,omitempty"`
+}
+
 // FormatsToolReference defines model for formats.ToolReference.
 type FormatsToolReference struct {
 	// ToolName Example: file_read
@@ -869,6 +910,10 @@ type HandlersCallList struct {
 
 // HandlersCallRecord defines model for handlers.CallRecord.
 type HandlersCallRecord struct {
+	// ActedAs ActedAs, for a call that acted as its person at an upstream (their
+	// connected account, their own secrets), says as whom: "alice, as
+	// alice@example.org at github".
+	ActedAs   *string `json:"acted_as,omitempty"`
 	Arguments *string `json:"arguments,omitempty"`
 	Attempts  *int    `json:"attempts,omitempty"`
 	Cached    *bool   `json:"cached,omitempty"`
@@ -1942,6 +1987,11 @@ type UpstreamServer struct {
 	// acts for rather than with the registration's own headers.
 	Auth *ModelsUpstreamAuth `json:"auth,omitempty"`
 
+	// AuthType AuthType is how callers reach it: "oauth" or "exchange" (each as
+	// their person), "personal" (their own secrets), "" (the
+	// registration's own headers, the same for everyone).
+	AuthType *UpstreamServerAuthType `json:"auth_type,omitempty"`
+
 	// Category Category is the category its tools get unless one is set per tool.
 	Category *string `json:"category,omitempty"`
 
@@ -1984,6 +2034,9 @@ type UpstreamServer struct {
 	Mounts *map[string]string `json:"mounts,omitempty"`
 	Name   *string            `json:"name,omitempty"`
 
+	// PeopleConnected PeopleConnected is how many people connected their account (oauth).
+	PeopleConnected *int `json:"people_connected,omitempty"`
+
 	// Refused Refused says what the last look at its tools refused that is no
 	// one tool's: tools served without a name, tools past the limit.
 	Refused *[]string `json:"refused,omitempty"`
@@ -1993,11 +2046,20 @@ type UpstreamServer struct {
 	Stderr    *string         `json:"stderr,omitempty"`
 	Tools     *[]UpstreamTool `json:"tools,omitempty"`
 	Transport *string         `json:"transport,omitempty"`
-	UpdatedAt *string         `json:"updated_at,omitempty"`
+
+	// Unlisted Unlisted, for a personal server with no tools yet, says how they
+	// get listed: with an admin's own connection.
+	Unlisted  *string `json:"unlisted,omitempty"`
+	UpdatedAt *string `json:"updated_at,omitempty"`
 
 	// Url URL is the endpoint (http, sse).
 	Url *string `json:"url,omitempty"`
 }
+
+// UpstreamServerAuthType AuthType is how callers reach it: "oauth" or "exchange" (each as
+// their person), "personal" (their own secrets), "" (the
+// registration's own headers, the same for everyone).
+type UpstreamServerAuthType string
 
 // UpstreamSpec defines model for upstream.Spec.
 type UpstreamSpec struct {
@@ -2635,6 +2697,20 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /api/v1/me/callback-secret/rotate (the `RotateCallbackSecret` operationId).
 	RotateCallbackSecret(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListMyConnections List my connected accounts
+	//
+	// Every upstream MCP server that acts as the person a call is for (auth type oauth), with the caller's account there: connected or not, as whom, with what scopes, since when, why it stopped working, and the console page that connects it. Never a token.
+	//
+	// Corresponds with GET /api/v1/me/connections (the `ListMyConnections` operationId).
+	ListMyConnections(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DisconnectMyConnection Disconnect my account at an upstream
+	//
+	// Deletes the caller's connected account at the server and revokes its tokens there. Calls acting for the caller stop at once (UPSTREAM_NOT_CONNECTED) until they connect again in the console.
+	//
+	// Corresponds with DELETE /api/v1/me/connections/{server} (the `DisconnectMyConnection` operationId).
+	DisconnectMyConnection(ctx context.Context, server string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListPrincipals List principals
 	//
@@ -3351,6 +3427,40 @@ func (c *Client) CallbackSecret(ctx context.Context, reqEditors ...RequestEditor
 // Corresponds with POST /api/v1/me/callback-secret/rotate (the `RotateCallbackSecret` operationId).
 func (c *Client) RotateCallbackSecret(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewRotateCallbackSecretRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListMyConnections List my connected accounts
+//
+// Every upstream MCP server that acts as the person a call is for (auth type oauth), with the caller's account there: connected or not, as whom, with what scopes, since when, why it stopped working, and the console page that connects it. Never a token.
+//
+// Corresponds with GET /api/v1/me/connections (the `ListMyConnections` operationId).
+func (c *Client) ListMyConnections(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListMyConnectionsRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DisconnectMyConnection Disconnect my account at an upstream
+//
+// Deletes the caller's connected account at the server and revokes its tokens there. Calls acting for the caller stop at once (UPSTREAM_NOT_CONNECTED) until they connect again in the console.
+//
+// Corresponds with DELETE /api/v1/me/connections/{server} (the `DisconnectMyConnection` operationId).
+func (c *Client) DisconnectMyConnection(ctx context.Context, server string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDisconnectMyConnectionRequest(c.Server, server)
 	if err != nil {
 		return nil, err
 	}
@@ -4989,6 +5099,67 @@ func NewRotateCallbackSecretRequest(server string) (*http.Request, error) {
 	}
 
 	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListMyConnectionsRequest constructs an http.Request for the ListMyConnections method
+func NewListMyConnectionsRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/me/connections")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewDisconnectMyConnectionRequest constructs an http.Request for the DisconnectMyConnection method
+func NewDisconnectMyConnectionRequest(server string, server string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "server", server, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/me/connections/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -6805,6 +6976,24 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /api/v1/me/callback-secret/rotate (the `RotateCallbackSecret` operationId).
 	RotateCallbackSecretWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*RotateCallbackSecretResponse, error)
 
+	// ListMyConnectionsWithResponse List my connected accounts
+	//
+	// Every upstream MCP server that acts as the person a call is for (auth type oauth), with the caller's account there: connected or not, as whom, with what scopes, since when, why it stopped working, and the console page that connects it. Never a token.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/me/connections (the `ListMyConnections` operationId).
+	ListMyConnectionsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListMyConnectionsResponse, error)
+
+	// DisconnectMyConnectionWithResponse Disconnect my account at an upstream
+	//
+	// Deletes the caller's connected account at the server and revokes its tokens there. Calls acting for the caller stop at once (UPSTREAM_NOT_CONNECTED) until they connect again in the console.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /api/v1/me/connections/{server} (the `DisconnectMyConnection` operationId).
+	DisconnectMyConnectionWithResponse(ctx context.Context, server string, reqEditors ...RequestEditorFn) (*DisconnectMyConnectionResponse, error)
+
 	// ListPrincipalsWithResponse List principals
 	//
 	// Every principal with its keys (prefix, creation, last use, revocation; never the key itself).
@@ -8200,6 +8389,102 @@ func (r RotateCallbackSecretResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r RotateCallbackSecretResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ListMyConnectionsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *[]ConnectConnection
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *HandlersErrorBody
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListMyConnectionsResponse) GetJSON200() *[]ConnectConnection {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListMyConnectionsResponse) GetJSON401() *HandlersErrorBody {
+	return r.JSON401
+}
+
+// GetBody returns the raw response body bytes
+func (r ListMyConnectionsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListMyConnectionsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListMyConnectionsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListMyConnectionsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type DisconnectMyConnectionResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *HandlersErrorBody
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *HandlersErrorBody
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r DisconnectMyConnectionResponse) GetJSON401() *HandlersErrorBody {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r DisconnectMyConnectionResponse) GetJSON404() *HandlersErrorBody {
+	return r.JSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r DisconnectMyConnectionResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DisconnectMyConnectionResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DisconnectMyConnectionResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DisconnectMyConnectionResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -11114,6 +11399,36 @@ func (c *ClientWithResponses) RotateCallbackSecretWithResponse(ctx context.Conte
 	return ParseRotateCallbackSecretResponse(rsp)
 }
 
+// ListMyConnectionsWithResponse List my connected accounts
+//
+// Every upstream MCP server that acts as the person a call is for (auth type oauth), with the caller's account there: connected or not, as whom, with what scopes, since when, why it stopped working, and the console page that connects it. Never a token.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/me/connections (the `ListMyConnections` operationId).
+func (c *ClientWithResponses) ListMyConnectionsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListMyConnectionsResponse, error) {
+	rsp, err := c.ListMyConnections(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListMyConnectionsResponse(rsp)
+}
+
+// DisconnectMyConnectionWithResponse Disconnect my account at an upstream
+//
+// Deletes the caller's connected account at the server and revokes its tokens there. Calls acting for the caller stop at once (UPSTREAM_NOT_CONNECTED) until they connect again in the console.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /api/v1/me/connections/{server} (the `DisconnectMyConnection` operationId).
+func (c *ClientWithResponses) DisconnectMyConnectionWithResponse(ctx context.Context, server string, reqEditors ...RequestEditorFn) (*DisconnectMyConnectionResponse, error) {
+	rsp, err := c.DisconnectMyConnection(ctx, server, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDisconnectMyConnectionResponse(rsp)
+}
+
 // ListPrincipalsWithResponse List principals
 //
 // Every principal with its keys (prefix, creation, last use, revocation; never the key itself).
@@ -12592,6 +12907,75 @@ func ParseRotateCallbackSecretResponse(rsp *http.Response) (*RotateCallbackSecre
 			return nil, err
 		}
 		response.JSON403 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseListMyConnectionsResponse parses an HTTP response from a ListMyConnectionsWithResponse call
+func ParseListMyConnectionsResponse(rsp *http.Response) (*ListMyConnectionsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListMyConnectionsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest []ConnectConnection
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseDisconnectMyConnectionResponse parses an HTTP response from a DisconnectMyConnectionWithResponse call
+func ParseDisconnectMyConnectionResponse(rsp *http.Response) (*DisconnectMyConnectionResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DisconnectMyConnectionResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
 
 	}
 
