@@ -2709,8 +2709,8 @@ type ClientInterface interface {
 	//
 	// Deletes the caller's connected account at the server and revokes its tokens there. Calls acting for the caller stop at once (UPSTREAM_NOT_CONNECTED) until they connect again in the console.
 	//
-	// Corresponds with DELETE /api/v1/me/connections/{server} (the `DisconnectMyConnection` operationId).
-	DisconnectMyConnection(ctx context.Context, server string, reqEditors ...RequestEditorFn) (*http.Response, error)
+	// Corresponds with DELETE /api/v1/me/connections/{name} (the `DisconnectMyConnection` operationId).
+	DisconnectMyConnection(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListPrincipals List principals
 	//
@@ -3458,9 +3458,9 @@ func (c *Client) ListMyConnections(ctx context.Context, reqEditors ...RequestEdi
 //
 // Deletes the caller's connected account at the server and revokes its tokens there. Calls acting for the caller stop at once (UPSTREAM_NOT_CONNECTED) until they connect again in the console.
 //
-// Corresponds with DELETE /api/v1/me/connections/{server} (the `DisconnectMyConnection` operationId).
-func (c *Client) DisconnectMyConnection(ctx context.Context, server string, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewDisconnectMyConnectionRequest(c.Server, server)
+// Corresponds with DELETE /api/v1/me/connections/{name} (the `DisconnectMyConnection` operationId).
+func (c *Client) DisconnectMyConnection(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDisconnectMyConnectionRequest(c.Server, name)
 	if err != nil {
 		return nil, err
 	}
@@ -5134,12 +5134,12 @@ func NewListMyConnectionsRequest(server string) (*http.Request, error) {
 }
 
 // NewDisconnectMyConnectionRequest constructs an http.Request for the DisconnectMyConnection method
-func NewDisconnectMyConnectionRequest(server string, server string) (*http.Request, error) {
+func NewDisconnectMyConnectionRequest(server string, name string) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
 
-	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "server", server, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
 	if err != nil {
 		return nil, err
 	}
@@ -6991,8 +6991,8 @@ type ClientWithResponsesInterface interface {
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
-	// Corresponds with DELETE /api/v1/me/connections/{server} (the `DisconnectMyConnection` operationId).
-	DisconnectMyConnectionWithResponse(ctx context.Context, server string, reqEditors ...RequestEditorFn) (*DisconnectMyConnectionResponse, error)
+	// Corresponds with DELETE /api/v1/me/connections/{name} (the `DisconnectMyConnection` operationId).
+	DisconnectMyConnectionWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*DisconnectMyConnectionResponse, error)
 
 	// ListPrincipalsWithResponse List principals
 	//
@@ -11420,9 +11420,9 @@ func (c *ClientWithResponses) ListMyConnectionsWithResponse(ctx context.Context,
 //
 // Returns a wrapper object for the known response body format(s).
 //
-// Corresponds with DELETE /api/v1/me/connections/{server} (the `DisconnectMyConnection` operationId).
-func (c *ClientWithResponses) DisconnectMyConnectionWithResponse(ctx context.Context, server string, reqEditors ...RequestEditorFn) (*DisconnectMyConnectionResponse, error) {
-	rsp, err := c.DisconnectMyConnection(ctx, server, reqEditors...)
+// Corresponds with DELETE /api/v1/me/connections/{name} (the `DisconnectMyConnection` operationId).
+func (c *ClientWithResponses) DisconnectMyConnectionWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*DisconnectMyConnectionResponse, error) {
+	rsp, err := c.DisconnectMyConnection(ctx, name, reqEditors...)
 	if err != nil {
 		return nil, err
 	}

@@ -39,14 +39,14 @@ func (h *Handler) MyConnections(c *gin.Context) error {
 //	@ID			disconnectMyConnection
 //	@Description	Deletes the caller's connected account at the server and revokes its tokens there. Calls acting for the caller stop at once (UPSTREAM_NOT_CONNECTED) until they connect again in the console.
 //	@Tags			connections
-//	@Param			server	path	string	true	"Upstream server name"
+//	@Param			name	path	string	true	"Upstream server name"
 //	@Success		204
 //	@Failure		401	{object}	ErrorBody
 //	@Failure		404	{object}	ErrorBody
 //	@Security		BearerAuth
-//	@Router			/api/v1/me/connections/{server} [delete]
+//	@Router			/api/v1/me/connections/{name} [delete]
 func (h *Handler) DisconnectMine(c *gin.Context) error {
-	p, server := CurrentPrincipal(c), c.Param("server")
+	p, server := CurrentPrincipal(c), c.Param("name")
 	if err := h.Connect.Disconnect(c.Request.Context(), p, server); err != nil {
 		return err
 	}

@@ -260,6 +260,19 @@ func TestConnectedAccountsActAsEachPerson(t *testing.T) {
 	if r := a.do(t, "alice", http.MethodDelete, "/api/v1/me/connections/people", nil); r.Status != http.StatusNotFound {
 		t.Errorf("disconnecting twice: %d %s", r.Status, r.Body)
 	}
+	// Each disconnect (bob's in the console, alice's over REST) and each
+	// connect is audited as its person's.
+	entries := a.do(t, "admin", http.MethodGet, "/api/v1/audit?target=upstream:people&limit=100", nil).JSON(t)["entries"].([]any)
+	did := map[string]bool{}
+	for _, e := range entries {
+		m := e.(map[string]any)
+		did[fmt.Sprint(m["action"], " by ", m["actor"])] = true
+	}
+	for _, want := range []string{"connection.connect by alice", "connection.connect by bob", "connection.disconnect by bob", "connection.disconnect by alice"} {
+		if !did[want] {
+			t.Errorf("no audit entry %s: %v", want, did)
+		}
+	}
 }
 
 // TestURLElicitationForConnect: an MCP client that declared URL mode

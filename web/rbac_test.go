@@ -31,6 +31,9 @@ func TestRBACMatrix(t *testing.T) {
 		agent               int
 	}{
 		{"GET", "/me", "/api/v1/me", nil, 200, 200, 200},
+		// Everyone reaches their own connections (none here).
+		{"GET", "/me/connections", "/api/v1/me/connections", nil, 200, 200, 200},
+		{"DELETE", "/me/connections/:name", "/api/v1/me/connections/nope", nil, 404, 404, 404},
 		{"GET", "/me/callback-secret", "/api/v1/me/callback-secret", nil, 200, forbidden, 200},
 		{"POST", "/me/callback-secret/rotate", "/api/v1/me/callback-secret/rotate", nil, 200, forbidden, 200},
 		{"POST", "/principals/:id/callback-secret/rotate", "/api/v1/principals/3/callback-secret/rotate", nil, 200, forbidden, forbidden},
@@ -189,6 +192,10 @@ func TestConsoleRBACMatrix(t *testing.T) {
 		{"POST", "/access/principals/:id/sessions/:session/end", "/admin/access/principals/3/sessions/" + strings.Repeat("0", 64) + "/end", []string{"admin"}},
 		{"GET", "/oauth/consent", "/admin/oauth/consent?id=none", all},
 		{"POST", "/oauth/consent", "/admin/oauth/consent", all},
+		{"GET", "/connections", "/admin/connections", all},
+		{"GET", "/connections/:server/connect", "/admin/connections/nope/connect", all},
+		{"GET", "/connections/finish", "/admin/connections/finish?error=access_denied", all},
+		{"POST", "/connections/:server/disconnect", "/admin/connections/nope/disconnect", all},
 		{"GET", "/servers", "/admin/servers", []string{"admin"}},
 		{"POST", "/servers", "/admin/servers", []string{"admin"}},
 		{"POST", "/servers/:name/sync", "/admin/servers/nope/sync", []string{"admin"}},

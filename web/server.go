@@ -61,7 +61,7 @@ var routes = []route[*handlers.Handler]{
 	{http.MethodGet, "/me/callback-secret", callers, (*handlers.Handler).CallbackSecret},
 	{http.MethodPost, "/me/callback-secret/rotate", callers, (*handlers.Handler).RotateCallbackSecret},
 	{http.MethodGet, "/me/connections", everyone, (*handlers.Handler).MyConnections},
-	{http.MethodDelete, "/me/connections/:server", everyone, (*handlers.Handler).DisconnectMine},
+	{http.MethodDelete, "/me/connections/:name", everyone, (*handlers.Handler).DisconnectMine},
 
 	{http.MethodGet, "/tools", everyone, (*handlers.Handler).ListTools},
 	{http.MethodPost, "/tools", admins, (*handlers.Handler).RegisterTool},

@@ -90,7 +90,7 @@ func (h *Handler) FinishConnection(c *gin.Context) error {
 		if d := q.Get("error_description"); d != "" && len(d) < 300 {
 			msg += " (" + d + ")"
 		}
-		return h.renderConnections(c, http.StatusForbidden, msg)
+		return h.renderConnections(c, http.StatusOK, msg)
 	}
 	cred, err := h.Connect.Finish(c.Request.Context(), CurrentConsole(c).Principal, connectBind(c), q.Get("state"), q.Get("code"), q.Get("iss"))
 	if err != nil {
