@@ -42,9 +42,12 @@ var httpStatus = map[string]int{
 	models.CodeTimeout:            http.StatusOK,
 	models.CodeCancelled:          http.StatusOK,
 	models.CodeUpstream:           http.StatusOK,
-	models.CodeExecutionFailed:    http.StatusOK,
-	models.CodeSandboxUnavailable: http.StatusOK,
-	models.CodeSandboxLimit:       http.StatusOK,
+	// Nothing ran: the person the call acts for connects first
+	// (connect_url); a failure the agent reads, as the others here.
+	models.CodeUpstreamNotConnected: http.StatusOK,
+	models.CodeExecutionFailed:      http.StatusOK,
+	models.CodeSandboxUnavailable:   http.StatusOK,
+	models.CodeSandboxLimit:         http.StatusOK,
 }
 
 // Errors for requests the HTTP layer itself refuses.

@@ -25,7 +25,7 @@ type Call struct {
 	// connected account, their own secrets), says as whom: "alice, as
 	// alice@example.org at github".
 	ActedAs string `gorm:"size:300;not null;default:''" json:"acted_as,omitempty"`
-	Result    string `json:"-"`
+	Result  string `json:"-"`
 	// Request holds the call as sent (tool, version, arguments) while it
 	// waits for approval or runs in the background, so it survives a
 	// restart; it is cleared once the call ends.

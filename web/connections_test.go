@@ -205,6 +205,9 @@ func TestConnectedAccountsActAsEachPerson(t *testing.T) {
 		_, res := a.whoami(t, who, nil)
 		a.wantNotConnected(t, who, res)
 	}
+	if code, _ := a.call(t, "carol", map[string]any{"tool": "people__whoami", "arguments": map[string]any{}}); code != http.StatusOK {
+		t.Errorf("UPSTREAM_NOT_CONNECTED answered %d, want 200 as other tool failures", code)
+	}
 	if calls := a.up.Calls(); len(calls) != before {
 		t.Fatalf("a refused call reached the upstream: %+v", calls[before:])
 	}
@@ -352,7 +355,7 @@ func TestNoOneUsesAnothersConnection(t *testing.T) {
 	// bob, and carol is refused with the URL.
 	comp := map[string]any{"name": "who_is_calling", "version": "1.0.0", "category": "api",
 		"description": "Say who the upstream thinks is calling. Input: nothing. Output: the upstream's answer.",
-		"tags": []any{"identity"}, "examples": []any{"who am I at people"},
+		"tags":        []any{"identity"}, "examples": []any{"who am I at people"},
 		"parameters": map[string]any{"type": "object", "properties": map[string]any{}, "additionalProperties": false},
 		"security":   map[string]any{"level": "safe"},
 		"execution":  map[string]any{"timeout": 20000, "cacheable": true, "cacheTTL": 600000},
