@@ -79,7 +79,7 @@ func (m *Manager) call(ctx context.Context, c *runners.Call) (any, error) {
 			// connection made with it goes.
 			m.discard(cn)
 			c.ActedAs = ""
-			return nil, m.notConnected(u)
+			return nil, m.refusal(u, cn.auth)
 		}
 		if errors.Is(err, mcp.ErrConnectionClosed) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 			m.discard(cn)

@@ -94,7 +94,10 @@ func (m *Manager) token(ctx context.Context, u *models.Upstream, c *runners.Call
 		return "", fmt.Errorf("upstream server %s needs each person's account, and this server has no credentials service", u.Name)
 	}
 	tok, err := m.d.Credentials.Token(ctx, u, c)
+	var said *runners.Error
 	switch {
+	case errors.As(err, &said):
+		return "", said // the credentials' own answer (token exchange's)
 	case err != nil && m.notConnectedErr(err):
 		return "", m.notConnected(u)
 	case err != nil:
@@ -107,7 +110,7 @@ func (m *Manager) token(ctx context.Context, u *models.Upstream, c *runners.Call
 	return tok, nil
 }
 
-// isNotConnected reports whether err says the person has no account
+// notConnectedErr reports whether err says the person has no account
 // connected: Deps.NotConnected's kind, or models.ErrNotFound.
 func (m *Manager) notConnectedErr(err error) bool {
 	return (m.d.NotConnected != nil && errors.Is(err, m.d.NotConnected)) || errors.Is(err, models.ErrNotFound)
@@ -140,8 +143,10 @@ type bearer struct {
 	origin *url.URL
 	token  func(context.Context) (string, error)
 	// refused is set once the server answered 401, or the person's
-	// account was gone when a request was made.
+	// account was gone when a request was made; said is then why, when
+	// the credentials said it.
 	refused atomic.Bool
+	said    atomic.Pointer[runners.Error]
 }
 
 func (b *bearer) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -151,6 +156,10 @@ func (b *bearer) RoundTrip(req *http.Request) (*http.Response, error) {
 	tok, err := b.token(req.Context())
 	if err != nil {
 		if isNotConnected(err) {
+			var e *runners.Error
+			if errors.As(err, &e) {
+				b.said.Store(e)
+			}
 			b.refused.Store(true)
 		}
 		return nil, err
@@ -225,6 +234,26 @@ func (m *Manager) DropPerson(server string, principal uint) {
 	for _, c := range gone {
 		c.close()
 	}
+}
+
+// refusal is the failure of a call whose connection's server refused the
+// person's token, or whose person's token was gone: what the credentials
+// said, else not connected.
+func (m *Manager) refusal(u *models.Upstream, b *bearer) *runners.Error {
+	if e := b.said.Load(); e != nil {
+		return e
+	}
+	return m.notConnected(u)
+}
+
+// tokenCall is the call a person's token is asked for: the call itself
+// when it acts for that person (it carries what token exchange needs),
+// else one naming only the person.
+func tokenCall(c *runners.Call, as *models.Principal) *runners.Call {
+	if c != nil && c.Principal != nil && c.Principal.ID == as.ID {
+		return c
+	}
+	return &runners.Call{Principal: as}
 }
 
 // isNotConnected reports whether err is a call's failure for want of the

@@ -217,7 +217,7 @@ const MaxBackoff = time.Minute
 // or none connected, nothing is connected and the answer is
 // UPSTREAM_NOT_CONNECTED.
 func (m *Manager) connect(ctx context.Context, u *models.Upstream, call *runners.Call, as *models.Principal) (*conn, error) {
-	key := connKey{server: u.Name}
+	key, asked := connKey{server: u.Name}, call
 	if u.Transport == models.TransportStdio && u.Isolation == models.IsolationSession && call != nil {
 		// A session belongs to a principal: its directory names both.
 		key.session = call.Dir.Path
@@ -235,7 +235,7 @@ func (m *Manager) connect(ctx context.Context, u *models.Upstream, call *runners
 		if u.Auth != nil {
 			// Refused before any connection is made, and checked again at
 			// each request (bearer).
-			if _, err := m.token(ctx, u, &runners.Call{Principal: as}); err != nil {
+			if _, err := m.token(ctx, u, tokenCall(asked, as)); err != nil {
 				return nil, err
 			}
 		}
@@ -299,7 +299,7 @@ func (m *Manager) connect(ctx context.Context, u *models.Upstream, call *runners
 			return nil, e // the person's to fix: no backoff
 		}
 		if c != nil && c.auth != nil && c.auth.refused.Load() {
-			return nil, m.notConnected(u)
+			return nil, m.refusal(u, c.auth)
 		}
 		f := m.failures[key]
 		f.n++
