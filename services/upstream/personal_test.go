@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -337,4 +338,25 @@ func (s personalSecretsOf) PersonalSecret(_ context.Context, principal uint, nam
 		return v, nil
 	}
 	return "", models.ErrNotFound.Errorf("secret %s", name)
+}
+
+// TestUserSecretReferences: a registration's headers and environment may
+// name a person's own secret, in upper case, and nothing else new.
+func TestUserSecretReferences(t *testing.T) {
+	t.Parallel()
+	ok := Spec{Name: "keyed", Transport: models.TransportHTTP, URL: "https://mcp.example.com/mcp", Category: "api",
+		Headers: map[string]string{"X-Api-Key": "{{user.secret.API_KEY}}"}}
+	if err := ok.check(); err != nil {
+		t.Fatalf("a person's own secret refused: %v", err)
+	}
+	if u := ok.upstream(); !personal(u) || !slices.Equal(personalSecrets(u), []string{"API_KEY"}) {
+		t.Fatalf("personal %v, secrets %v", personal(u), personalSecrets(u))
+	}
+	for _, v := range []string{"{{user.secret.api_key}}", "{{user.API_KEY}}", "{{user.secret.}}"} {
+		bad := ok
+		bad.Headers = map[string]string{"X-Api-Key": v}
+		if err := bad.check(); err == nil {
+			t.Errorf("%s accepted", v)
+		}
+	}
 }

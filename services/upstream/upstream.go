@@ -295,8 +295,9 @@ func (m *Manager) connect(ctx context.Context, u *models.Upstream, call *runners
 		if e := redirected(u, err); e != nil {
 			return nil, e
 		}
-		if e := (*runners.Error)(nil); errors.As(err, &e) && e.Code == models.CodeUpstreamNotConnected {
-			return nil, e // the person's to fix: no backoff
+		var said *runners.Error
+		if errors.As(err, &said) && said.Code == models.CodeUpstreamNotConnected {
+			return nil, said // the person's to fix: no backoff
 		}
 		if c != nil && c.auth != nil && c.auth.refused.Load() {
 			return nil, m.refusal(u, c.auth)
