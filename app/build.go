@@ -257,9 +257,9 @@ func (a *App) buildInvoke(env hostEnv, sleep func(context.Context, time.Duration
 	}
 	// People's connections to OAuth upstreams, under the outbound policy.
 	a.Connect = connect.New(connect.Deps{Store: a.Store, Vault: a.Vault, Net: cfg.NetPolicy, Secrets: cfg.Secrets,
-		PublicURL: a.PublicURL, Exchange: cfg.OAuth == OAuthOIDC, Log: a.Log})
+		PublicURL: a.PublicURL, Exchange: cfg.canExchange(), Log: a.Log})
 	a.Upstreams = upstream.New(upstream.Deps{Store: a.Store, Registry: a.Registry, Net: cfg.NetPolicy, Secrets: cfg.Secrets, Stdio: stdio,
-		Caps: cfg.UpstreamProcesses, Auth: a.Connect, Credentials: a.Connect, NotConnected: connect.ErrNotConnected, PublicURL: a.PublicURL, Log: a.Log})
+		Caps: cfg.UpstreamProcesses, Auth: a.Connect, Credentials: a.credentials(), NotConnected: connect.ErrNotConnected, PublicURL: a.PublicURL, Log: a.Log})
 	a.Metrics.Register(a.Upstreams.Collector())
 	if cfg.ToolsDir != "" {
 		a.ToolFiles = catalog.NewToolFiles(cfg.ToolsDir, a.Registry, a.Upstreams, a.Log)

@@ -59,7 +59,8 @@ type Deps struct {
 	// PublicURL is Toolbelt's origin as browsers reach it: the redirect
 	// URI and the client ID metadata document are under it.
 	PublicURL string
-	// Exchange says token exchange is available (TOOLBELT_OAUTH=oidc):
+	// Exchange says token exchange is available (TOOLBELT_OAUTH=oidc with
+	// a client id and secret):
 	// upstreams of auth type exchange are refused without it.
 	Exchange bool
 	Log      *slog.Logger

@@ -31,7 +31,7 @@ func (s *Service) Discover(ctx context.Context, u *models.Upstream) error {
 	}
 	if a.Type == models.UpstreamAuthExchange {
 		if !s.d.Exchange {
-			return refused("auth type exchange needs the organisation's identity provider to mint the tokens: set TOOLBELT_OAUTH=oidc (and its TOOLBELT_OIDC_* settings), or use auth type oauth")
+			return refused("auth type exchange needs the organisation's identity provider to mint the tokens: set TOOLBELT_OAUTH=oidc with TOOLBELT_OIDC_CLIENT_ID and TOOLBELT_OIDC_CLIENT_SECRET (Toolbelt asks the provider as that client), or use auth type oauth")
 		}
 		return nil
 	}
