@@ -67,6 +67,8 @@ type Accounts struct {
 	// revoked run after a key is revoked or a principal disabled or
 	// deleted (other instances are told).
 	revoked []func(context.Context)
+	// gone run with the credentials a disabled or deleted principal lost.
+	gone []func(context.Context, []models.Credential)
 }
 
 // ForgetKeys drops the cached authentications and the keys trusted
@@ -100,6 +102,11 @@ type AccountsDeps struct {
 	// OnRevoke run after every change that stops keys working: a key
 	// revoked, a principal disabled or deleted (other instances are told).
 	OnRevoke []func(context.Context)
+	// OnGone run with the credentials (connected accounts, stored
+	// secrets) a principal lost when it was disabled or deleted, already
+	// deleted from the database: to revoke their tokens upstream. They
+	// run after the change is committed, with its context.
+	OnGone []func(context.Context, []models.Credential)
 	// Outage is the instance's database outage state, shared with
 	// readiness; nil: an outage of its own with no grace.
 	Outage *Outage
@@ -110,7 +117,7 @@ func NewAccounts(d AccountsDeps) *Accounts {
 	verified, _ := lru.New[string, authEntry](4096) // fails only for a size below one
 	return &Accounts{store: d.Store, authz: d.Authz, log: d.Log, touched: map[uint]time.Time{},
 		known: ttlcache.New[string, authEntry](4096, authCacheTTL), verified: verified, outage: cmp.Or(d.Outage, NewOutage(0)),
-		now: time.Now, guesses: newGuessLimiter(d.GuessStore, KeyGuesses()), revoked: d.OnRevoke}
+		now: time.Now, guesses: newGuessLimiter(d.GuessStore, KeyGuesses()), revoked: d.OnRevoke, gone: d.OnGone}
 }
 
 // Principal is an account as the API shows it.
@@ -345,8 +352,10 @@ func guardPrincipal(by *models.Principal, verb string) models.PrincipalGuard {
 // SetDisabled disables a principal, or enables it again. A disabled
 // principal's keys are refused at once, on every instance, and its
 // console sessions end; its keys work again once enabled (unless revoked
-// or expired meanwhile). Admins cannot disable themselves or the last
-// admin.
+// or expired meanwhile). Its credentials (connected accounts, stored
+// secrets) are deleted in the same transaction, and not given back: the
+// person connects again once enabled. Admins cannot disable themselves
+// or the last admin.
 func (a *Accounts) SetDisabled(ctx context.Context, id uint, disabled bool, by *models.Principal) (*Principal, error) {
 	action, verb := models.AuditPrincipalEnable, "enable"
 	guard := func(*models.Principal, int64) error { return nil }
@@ -355,17 +364,24 @@ func (a *Accounts) SetDisabled(ctx context.Context, id uint, disabled bool, by *
 		guard = guardPrincipal(by, verb)
 	}
 	var p *models.Principal
+	var gone []models.Credential
 	err := a.store.Audited(ctx, action, func(tx *models.Store) (string, string, error) {
 		var err error
 		if p, err = tx.SetPrincipalDisabled(ctx, id, disabled, guard); err != nil {
 			return "", "", err
 		}
-		return principalTarget(p.ID), fmt.Sprintf("%s, role %s", p.Name, p.Role), nil
+		if disabled {
+			if gone, err = tx.DeleteCredentialsOf(ctx, p.ID); err != nil {
+				return "", "", err
+			}
+		}
+		return principalTarget(p.ID), fmt.Sprintf("%s, role %s", p.Name, p.Role) + goneDetail(gone), nil
 	})
 	if err != nil {
 		return nil, err
 	}
 	a.keysChanged(ctx)
+	a.credentialsGone(ctx, gone)
 	a.log.InfoContext(ctx, "principal "+verb+"d", "principal", p.Name, "by", models.ActorName(by))
 	all, err := a.Principals(ctx)
 	if err != nil {
@@ -379,27 +395,55 @@ func (a *Accounts) SetDisabled(ctx context.Context, id uint, disabled bool, by *
 	return nil, models.ErrNotFound.Errorf("principal %d", p.ID) // deleted meanwhile
 }
 
-// DeletePrincipal removes a principal with its keys, console sessions and
-// grants; its calls and the audit log keep its name. Admins cannot delete
-// themselves or the last admin.
+// DeletePrincipal removes a principal with its keys, console sessions,
+// grants and credentials; its calls and the audit log keep its name.
+// Admins cannot delete themselves or the last admin.
 func (a *Accounts) DeletePrincipal(ctx context.Context, id uint, by *models.Principal) error {
 	var p *models.Principal
+	var gone []models.Credential
 	err := a.store.Audited(ctx, models.AuditPrincipalDelete, func(tx *models.Store) (string, string, error) {
 		var err error
 		if p, err = tx.DeletePrincipal(ctx, id, guardPrincipal(by, "delete")); err != nil {
 			return "", "", err
 		}
-		return principalTarget(p.ID), fmt.Sprintf("%s, role %s", p.Name, p.Role), nil
+		if gone, err = tx.DeleteCredentialsOf(ctx, p.ID); err != nil {
+			return "", "", err
+		}
+		return principalTarget(p.ID), fmt.Sprintf("%s, role %s", p.Name, p.Role) + goneDetail(gone), nil
 	})
 	if err != nil {
 		return err
 	}
 	a.keysChanged(ctx)
+	a.credentialsGone(ctx, gone)
 	if err := a.authz.SetGrants(p.ID, Grants{}); err != nil {
 		return err
 	}
 	a.log.InfoContext(ctx, "principal deleted", "principal", p.Name, "by", models.ActorName(by))
 	return nil
+}
+
+// credentialsGone passes the credentials a principal lost to OnGone.
+func (a *Accounts) credentialsGone(ctx context.Context, gone []models.Credential) {
+	if len(gone) == 0 {
+		return
+	}
+	for _, fn := range a.gone {
+		fn(ctx, gone)
+	}
+}
+
+// goneDetail says, for the audit log, which credentials went: kinds
+// and names, never what they held.
+func goneDetail(gone []models.Credential) string {
+	if len(gone) == 0 {
+		return ""
+	}
+	names := make([]string, len(gone))
+	for i, c := range gone {
+		names[i] = c.Kind + " " + c.Name
+	}
+	return "; credentials deleted: " + strings.Join(names, ", ")
 }
 
 // Authenticate returns the principal owning an active key, and the key,
