@@ -15,7 +15,8 @@ import (
 
 // httpRunner runs a registered http tool: placeholders in the URL fill
 // its path and query (escaped), header values may name a configured
-// secret as {{env.NAME}}, and body placeholders become the JSON of the
+// secret as {{env.NAME}} or the caller's own as {{user.secret.NAME}}
+// (removed from the result again), and body placeholders become the JSON of the
 // argument; with no body template, POST, PUT and PATCH send the arguments
 // as JSON.
 func (t *Table) httpRunner(ctx context.Context, c *Call) (any, error) {
@@ -46,18 +47,23 @@ func (t *Table) httpRunner(ctx context.Context, c *Call) (any, error) {
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
+	var personal []string
 	for name, tmpl := range r.Headers {
 		if absentPlaceholder(tmpl, c.Args) {
 			continue // an optional header argument left out: no header
 		}
-		v, err := t.expandHeader(tmpl, c.Args)
+		v, err := t.expandHeader(ctx, c, tmpl, &personal)
 		if err != nil {
 			return nil, err
 		}
 		req.Header.Set(name, v)
 	}
 	req.Header.Set("User-Agent", "Toolbelt/1 (+"+c.Def.Name+")")
-	return t.doHTTP(ctx, c, req)
+	out, err := t.doHTTP(ctx, c, req)
+	if err != nil {
+		return nil, err
+	}
+	return hideValues(out, personal)
 }
 
 // expandURL fills URL placeholders: escaped as a path segment before the
@@ -114,7 +120,7 @@ func fillQuery(tmpl string, args map[string]any) (string, error) {
 // placeholder whose argument was not given.
 func absentPlaceholder(tmpl string, args map[string]any) bool {
 	m := tooldef.Placeholder.FindStringSubmatch(strings.TrimSpace(tmpl))
-	if m == nil || m[0] != strings.TrimSpace(tmpl) || strings.HasPrefix(m[1], "env.") {
+	if m == nil || m[0] != strings.TrimSpace(tmpl) || strings.HasPrefix(m[1], "env.") || strings.HasPrefix(m[1], "user.") {
 		return false
 	}
 	return args[m[1]] == nil
@@ -147,11 +153,22 @@ func expandBody(tmpl string, args map[string]any) string {
 }
 
 // expandHeader fills a header value: {{env.NAME}} with a configured
-// secret, {{name}} with an argument (no line breaks).
-func (t *Table) expandHeader(tmpl string, args map[string]any) (string, error) {
+// secret, {{user.secret.NAME}} with the caller's own (added to personal),
+// {{name}} with an argument (no line breaks).
+func (t *Table) expandHeader(ctx context.Context, c *Call, tmpl string, personal *[]string) (string, error) {
 	var bad error
 	out := tooldef.Placeholder.ReplaceAllStringFunc(tmpl, func(m string) string {
 		name := tooldef.Placeholder.FindStringSubmatch(m)[1]
+		if secret, ok := tooldef.UserSecret(name); ok {
+			v, err := t.personalSecret(ctx, c, secret)
+			if err != nil {
+				bad = err
+			}
+			if v != "" {
+				*personal = append(*personal, v)
+			}
+			return v
+		}
 		if env, ok := strings.CutPrefix(name, "env."); ok {
 			v := t.secrets[env]
 			if v == "" {
@@ -161,7 +178,7 @@ func (t *Table) expandHeader(tmpl string, args map[string]any) (string, error) {
 			}
 			return v
 		}
-		s, err := tooldef.ScalarString(args[name])
+		s, err := tooldef.ScalarString(c.Args[name])
 		if err != nil || strings.ContainsAny(s, "\r\n") {
 			bad = &Error{Code: models.CodeValidation, Message: fmt.Sprintf("argument %q cannot fill a header", name), Suggestion: "Pass a single-line string."}
 		}

@@ -113,6 +113,8 @@ type Table struct {
 	searchURL    string
 	searchClient *http.Client
 	secrets      map[string]string
+	personal     PersonalSecrets
+	publicURL    string
 	metrics      *ops.Metrics
 	log          *slog.Logger
 }
@@ -139,6 +141,14 @@ type Deps struct {
 	// once at start, whose values the redactor already removes from every
 	// output.
 	Secrets map[string]string
+	// PersonalSecrets are the values people store for themselves, that
+	// http runners fill into headers as {{user.secret.NAME}} for the
+	// person a call acts for (nil: every such call answers
+	// UPSTREAM_NOT_CONNECTED).
+	PersonalSecrets PersonalSecrets
+	// PublicURL is the server's origin as people reach it: where a call
+	// missing a person's secret sends them (PublicURL/admin/secrets).
+	PublicURL string
 	// Metrics receive the limits that killed a sandboxed command (nil:
 	// none).
 	Metrics *ops.Metrics
@@ -152,6 +162,7 @@ func NewTable(d Deps) *Table {
 	t := &Table{
 		dataDir: d.DataDir, quota: d.Quota, log: d.Log, sandbox: d.Sandbox, browser: d.Browser,
 		searchURL: strings.TrimRight(d.Search, "/"), secrets: d.Secrets, metrics: d.Metrics,
+		personal: d.PersonalSecrets, publicURL: strings.TrimRight(d.PublicURL, "/"),
 		net: d.Net, httpClient: d.Net.Client(), searchClient: &http.Client{Timeout: 30 * time.Second},
 	}
 	if t.quota == (Quota{}) {

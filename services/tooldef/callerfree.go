@@ -15,7 +15,8 @@ import "strings"
 // directory (a file, a program's output, a browser's pages); a composite's
 // steps and an mcp tool's upstream run as the caller; and a template
 // naming anything but an argument or {{env.NAME}} (a dotted name of any
-// other kind) may carry the caller's own values.
+// other kind, such as {{user.secret.NAME}}) carries the caller's own
+// values.
 func CallerFree(def Definition) bool {
 	r := def.Runner
 	if r.Kind != RunnerHTTP || !onlyArguments(r.URL, false) || !onlyArguments(r.Body, false) {
@@ -38,4 +39,15 @@ func onlyArguments(tmpl string, secrets bool) bool {
 		}
 	}
 	return true
+}
+
+// UserSecret returns NAME when a placeholder's name is user.secret.NAME:
+// the secret the person a call acts for stored for themselves. Such a
+// template is never CallerFree.
+func UserSecret(placeholder string) (string, bool) {
+	m := userSecretRef.FindStringSubmatch(placeholder)
+	if m == nil {
+		return "", false
+	}
+	return m[1], true
 }

@@ -22,6 +22,7 @@ func TestCallerFree(t *testing.T) {
 		{"http, lower-case env header", httpTool("https://api.example.com/", "", map[string]string{"X-Key": "{{env.key}}"}), false},
 		{"http, secret in the URL", httpTool("https://api.example.com/?key={{env.API_TOKEN}}", "", nil), false},
 		{"http, secret in the body", httpTool("https://api.example.com/", `{"key":"{{env.API_TOKEN}}"}`, nil), false},
+		{"http, the caller's own secret header", httpTool("https://api.example.com/", "", map[string]string{"Authorization": "Bearer {{user.secret.GITHUB_TOKEN}}"}), false},
 		{"http, session in the URL", httpTool("https://api.example.com/{{session.id}}", "", nil), false},
 		{"builtin file_read", Definition{Category: "filesystem", Runner: Runner{Kind: RunnerBuiltin, Builtin: "file_read"}}, false},
 		{"builtin http_request", Definition{Category: "api", Runner: Runner{Kind: RunnerBuiltin, Builtin: "http_request"}}, false},

@@ -59,6 +59,9 @@ var (
 	TagPattern    = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,31}$`)
 	Placeholder   = regexp.MustCompile(`\{\{\s*([A-Za-z_][A-Za-z0-9_.]*)\s*\}\}`)
 	envRefPattern = regexp.MustCompile(`^env\.[A-Z_][A-Z0-9_]*$`)
+	// userSecretRef is {{user.secret.NAME}}: the value the person a call
+	// acts for stored as NAME (services/vault's SecretNamePattern).
+	userSecretRef = regexp.MustCompile(`^user\.secret\.([A-Z][A-Z0-9_]{0,63})$`)
 	HTTPMethods   = []string{"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"}
 	SecretHeader  = regexp.MustCompile(`(?i)(authorization|cookie|token|secret|api[-_]?key|password|credential)`)
 )
@@ -456,7 +459,9 @@ func validateRunner(def *Definition, props map[string]bool, known func(string) b
 	}
 	checkPlaceholders := func(ptr, s string) {
 		for _, m := range Placeholder.FindAllStringSubmatch(s, -1) {
-			if props != nil && !props[m[1]] {
+			if strings.HasPrefix(m[1], "user.") {
+				ps.Add(ptr, "{{%s}}: a person's secret fills a header only (a URL or a body may be logged or echoed back)", m[1])
+			} else if props != nil && !props[m[1]] {
 				ps.Add(ptr, "placeholder {{%s}} names no property of parameters", m[1])
 			}
 		}
@@ -511,6 +516,11 @@ func validateRunner(def *Definition, props map[string]bool, known func(string) b
 					if !envRefPattern.MatchString(m[1]) {
 						ps.Add(ptr, "{{%s}}: environment references look like {{env.NAME}} with NAME in upper case", m[1])
 					}
+				} else if strings.HasPrefix(m[1], "user.") {
+					hasEnv = true
+					if !userSecretRef.MatchString(m[1]) {
+						ps.Add(ptr, "{{%s}}: a person's own secret is {{user.secret.NAME}}, NAME an upper-case letter then up to 63 of A-Z, 0-9 and _", m[1])
+					}
 				} else if props != nil && !props[m[1]] {
 					ps.Add(ptr, "placeholder {{%s}} names no property of parameters", m[1])
 				}
@@ -518,7 +528,7 @@ func validateRunner(def *Definition, props map[string]bool, known func(string) b
 			if rule := redact.Credential(val); rule != "" {
 				ps.Add(ptr, "holds a credential (%s): reference it from the environment as {{env.NAME}}; secrets are never stored", rule)
 			} else if SecretHeader.MatchString(name) && !hasEnv {
-				ps.Add(ptr, "carries a credential: reference it from the environment as {{env.NAME}}; secrets are never stored")
+				ps.Add(ptr, "carries a credential: reference it from the environment as {{env.NAME}}, or the caller's own as {{user.secret.NAME}}; secrets are never stored in a tool")
 			}
 		}
 	case RunnerComposite:
