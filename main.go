@@ -38,6 +38,8 @@ func main() {
 		err = serve(args)
 	case "bench":
 		err = bench(args)
+	case "vault":
+		err = vaultCmd(args)
 	case "version":
 		fmt.Println(version())
 	case "help":
@@ -59,6 +61,8 @@ Commands:
   serve             run the server (the default)
   bench retrieval   measure tool selection on labelled queries
   bench select      time selection over a synthetic catalog of N tools
+  vault rotate      seal every stored token and secret anew under the first
+                    key of TOOLBELT_VAULT_KEY="new,old" (see docs/identity-vault.md)
   version           print the build's version, commit and Go release
   help              show this help
 
@@ -109,6 +113,24 @@ func serve(args []string) error {
 	// authorization server) write the server's JSON lines too.
 	slog.SetDefault(a.Log)
 	return a.Run(ctx)
+}
+
+// vaultCmd runs "vault rotate [flags]": the serve flags and settings
+// name the database and the keys.
+func vaultCmd(args []string) error {
+	if len(args) == 0 || args[0] != "rotate" {
+		return fmt.Errorf("usage: TOOLBELT_VAULT_KEY=new,old toolbelt vault rotate [--data-dir DIR]")
+	}
+	cfg, err := app.ParseConfig(args[1:], os.LookupEnv)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return app.RotateVault(ctx, cfg, os.Stdout)
 }
 
 // bench runs a benchmark: "bench retrieval --tools F --queries F

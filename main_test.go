@@ -73,6 +73,11 @@ const testAdminKey = "865b43a719263cf63c51fb21bbdf7264e681e9f5255b01e11b0d537e66
 // key the first stored.
 const testOAuthKey = "0f6a2c5e9b1d4f7a8c3e6b9d2f5a8c1e4b7d0a3f6c9e2b5d8a1c4f7e0b3d6a9c"
 
+// testVaultKey is the TOOLBELT_VAULT_KEY every server a test starts
+// shares, for the same reason: an instance whose key does not open what
+// the first sealed refuses to start.
+const testVaultKey = "b565aea2f129689bca35e875ab15b3799448fc5f04459a345ab4bc179fab5b9e"
+
 // buildBinary returns the path of the server binary, built on the first
 // call. The tests only run it: each gives it data directories of its own.
 func buildBinary(t testing.TB) string {
@@ -108,7 +113,7 @@ func startWithTools(t testing.TB, bin, dataDir, toolsDir string, env ...string) 
 	// No tool files unless a test brings its own (the repository's
 	// tools.d holds examples).
 	s.cmd = exec.Command(bin, "serve", "--addr", "127.0.0.1:0", "--data-dir", dataDir, "--tools-dir", toolsDir)
-	s.cmd.Env = append(append(os.Environ(), "TOOLBELT_OAUTH_KEY="+testOAuthKey), env...)
+	s.cmd.Env = append(append(os.Environ(), "TOOLBELT_OAUTH_KEY="+testOAuthKey, "TOOLBELT_VAULT_KEY="+testVaultKey), env...)
 	stdout, err := s.cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -29,8 +29,9 @@ func testConfig(t *testing.T, dir string, args ...string) Config {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// One TOOLBELT_OAUTH_KEY for every instance, as a cluster needs.
-	cfg.OAuthKey = testOAuthKey
+	// One TOOLBELT_OAUTH_KEY and TOOLBELT_VAULT_KEY for every instance,
+	// as a cluster needs.
+	cfg.OAuthKey, cfg.VaultKey = testOAuthKey, testVaultKey
 	return cfg
 }
 

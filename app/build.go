@@ -33,7 +33,6 @@ import (
 	"toolbelt/services/sandbox"
 	"toolbelt/services/selection"
 	"toolbelt/services/upstream"
-	"toolbelt/services/vault"
 	"toolbelt/web"
 )
 
@@ -158,7 +157,7 @@ func (a *App) buildAccess(ctx context.Context) (err error) {
 				a.authServer.Tokens().Forget()
 			}
 		}}})
-	if a.Vault, err = vault.Load(a.Config.VaultKey, a.Config.DataDir); err != nil {
+	if err := a.openVault(ctx); err != nil {
 		return err
 	}
 	return a.buildAuthServer(ctx)

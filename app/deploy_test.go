@@ -36,7 +36,7 @@ import (
 func parsed(t *testing.T, where string, env map[string]string) Config {
 	t.Helper()
 	env = maps.Clone(env)
-	for _, name := range []string{"TOOLBELT_ADMIN_KEY", "TOOLBELT_CALLBACK_KEY", "TOOLBELT_OAUTH_KEY"} {
+	for _, name := range []string{"TOOLBELT_ADMIN_KEY", "TOOLBELT_CALLBACK_KEY", "TOOLBELT_OAUTH_KEY", "TOOLBELT_VAULT_KEY"} {
 		if env[name] == "" {
 			continue
 		}
@@ -152,6 +152,11 @@ func TestComposeExample(t *testing.T) {
 			t.Errorf("%s: instance name %q is not its own", name, cfg.Instance)
 		}
 		instances[cfg.Instance] = true
+		// Each instance would otherwise make a vault.key of its own, and
+		// every one but the first would refuse to start.
+		if cfg.VaultKey == "" {
+			t.Errorf("%s: no TOOLBELT_VAULT_KEY shared with the other instances", name)
+		}
 		// The database and Redis are the file's own services.
 		for _, raw := range []string{cfg.DatabaseURL, cfg.RedisURL} {
 			u, err := url.Parse(raw)
@@ -284,7 +289,7 @@ func TestKubernetesExample(t *testing.T) {
 		}
 	}
 	cfg := parsed(t, "the Deployment", env)
-	if cfg.Instance == "" || cfg.DatabaseURL == "" || cfg.RedisURL == "" || cfg.CallbackKey == "" || cfg.OAuthKey == "" || len(cfg.TrustedProxies) == 0 {
+	if cfg.Instance == "" || cfg.DatabaseURL == "" || cfg.RedisURL == "" || cfg.CallbackKey == "" || cfg.OAuthKey == "" || cfg.VaultKey == "" || len(cfg.TrustedProxies) == 0 {
 		t.Errorf("the Deployment does not configure a cluster member: %+v", cfg)
 	}
 	_, port, _ := net.SplitHostPort(cfg.Addr)

@@ -29,7 +29,7 @@ var placeholderMarkers = []string{
 	"yourkey", "yoursecret", "yourtoken", "yourapikey", "insertkey", "keyhere", "secrethere",
 }
 
-// checkKeys refuses an admin or callback key that is a placeholder or
+// checkKeys refuses an admin, callback, OAuth or vault key that is a placeholder or
 // too easy to guess (checkKey). ParseConfig and New both call it, so a
 // Config built in code is held to the same bar as the environment.
 func (cfg Config) checkKeys() error {
@@ -39,6 +39,17 @@ func (cfg Config) checkKeys() error {
 		{"TOOLBELT_OAUTH_KEY", cfg.OAuthKey},
 	} {
 		if err := checkKey(k.setting, k.value); err != nil {
+			return err
+		}
+	}
+	// The vault's keys while rotating are a list: each is held to the bar.
+	keys := strings.Split(cfg.VaultKey, ",")
+	for i, k := range keys {
+		setting := "TOOLBELT_VAULT_KEY"
+		if len(keys) > 1 {
+			setting = fmt.Sprintf("TOOLBELT_VAULT_KEY (key %d of %d)", i+1, len(keys))
+		}
+		if err := checkKey(setting, strings.TrimSpace(k)); err != nil {
 			return err
 		}
 	}

@@ -17,6 +17,7 @@ const (
 	testAdminKey    = "7b6d3782afcdd9b285fcffe8f591fd400d19a6a56f9f36389f9e7d5076acc07e"
 	testOAuthKey    = "5d1e9a3c7b2f6e0a4d8c1b5f9e3a7d2c6b0f4e8a1d5c9b3f7e2a6d0c4b8f1e5a"
 	testCallbackKey = "ea2ea0bb9a2999eac99ccfb4964375646cd59c78914655f259021f26583852db"
+	testVaultKey    = "f426f3349663f43c63bf9f15e11807df57b19ade2259d2f57e86e42e048dcea3"
 )
 
 // A server refuses to start with an admin or callback key that an

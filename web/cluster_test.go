@@ -25,6 +25,11 @@ const clusterAdminKey = "tb_0e9574dcc83363a5b0354e4534a5919847d906cb890c95bb9fc8
 // cluster must: the signing key the first stores is encrypted with it.
 const clusterOAuthKey = "9c2e5a8d1f4b7e0c3a6d9f2b5e8a1c4d7f0b3e6a9c2d5f8b1e4a7c0d3f6b9e2a"
 
+// clusterVaultKey is the TOOLBELT_VAULT_KEY the instances share: each
+// would otherwise make a vault.key of its own, which does not open what
+// the first sealed, and refuse to start.
+const clusterVaultKey = "ddd358b963e94442101bb8541fc6d2f8cee1712b6b54232605f06d1771b4c041"
+
 // newCluster starts n instances over one new Postgres database and, with
 // redis, one Redis server, each with its own data directory and handler,
 // running (serve) as n machines would run them. The first makes the
@@ -45,7 +50,7 @@ func newClusterWith(t *testing.T, n int, redis bool, policy netpolicy.Policy, ed
 	}
 	started := 0
 	shared := func(c *app.Config) {
-		c.DatabaseURL, c.RedisURL, c.AdminKey, c.OAuthKey = dbURL, redisURL, clusterAdminKey, clusterOAuthKey
+		c.DatabaseURL, c.RedisURL, c.AdminKey, c.OAuthKey, c.VaultKey = dbURL, redisURL, clusterAdminKey, clusterOAuthKey, clusterVaultKey
 		// One process, several instances: each its own name, as on
 		// several machines.
 		c.Instance = fmt.Sprintf("node-%d", started)

@@ -20,7 +20,10 @@ const KeyFile = "vault.key"
 // others only opening, for rotation), or of the key file in dataDir.
 func Load(configured, dataDir string) (*Vault, error) {
 	if strings.TrimSpace(configured) == "" {
-		k, err := keyfile.Load(filepath.Join(dataDir, KeyFile), "vault key", KeySize, func() []byte {
+		path := filepath.Join(dataDir, KeyFile)
+		source := sourceFile
+		k, err := keyfile.Load(path, "vault key", KeySize, func() []byte {
+			source = sourceFileMade
 			return []byte(hex.EncodeToString(randomKey()))
 		})
 		if err != nil {
@@ -28,9 +31,14 @@ func Load(configured, dataDir string) (*Vault, error) {
 		}
 		key, err := ParseKey(strings.TrimSpace(string(k)))
 		if err != nil {
-			return nil, fmt.Errorf("vault key %s: %w", filepath.Join(dataDir, KeyFile), err)
+			return nil, fmt.Errorf("vault key %s: %w", path, err)
 		}
-		return New(key)
+		v, err := New(key)
+		if err != nil {
+			return nil, err
+		}
+		v.source, v.path = source, path
+		return v, nil
 	}
 	var keys [][]byte
 	for i, s := range strings.Split(configured, ",") {
@@ -40,7 +48,12 @@ func Load(configured, dataDir string) (*Vault, error) {
 		}
 		keys = append(keys, k)
 	}
-	return New(keys...)
+	v, err := New(keys...)
+	if err != nil {
+		return nil, err
+	}
+	v.source = sourceSetting
+	return v, nil
 }
 
 // ParseKey reads a key written as hex (64 digits) or base64 (standard or

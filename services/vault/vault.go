@@ -39,7 +39,21 @@ var ErrOpen = errors.New("vault: the value does not open with this server's vaul
 // Vault seals and opens values.
 type Vault struct {
 	keys []key // keys[0] seals
+	// source says where the keys came from (Load), path the key file's
+	// path: what Check's error names, never the key.
+	source keySource
+	path   string
 }
+
+// keySource is where Load found a vault's keys.
+type keySource int
+
+const (
+	sourceCode     keySource = iota // New, called by code
+	sourceSetting                   // TOOLBELT_VAULT_KEY
+	sourceFile                      // the data directory's key file
+	sourceFileMade                  // that file, made at this start
+)
 
 type key struct {
 	id   [idSize]byte
