@@ -94,6 +94,9 @@ type App struct {
 	// Connect is Toolbelt as the OAuth client of upstream servers: people's
 	// connected accounts and their tokens.
 	Connect *connect.Service
+	// Secrets are the values people store for themselves, sealed by
+	// Vault, that http tools send as {{user.secret.NAME}}.
+	Secrets *vault.Secrets
 	// Upstreams connect to the MCP servers whose tools Toolbelt serves.
 	Upstreams *upstream.Manager
 	// Redis is the server instances share cached results, category

@@ -33,6 +33,7 @@ import (
 	"toolbelt/services/sandbox"
 	"toolbelt/services/selection"
 	"toolbelt/services/upstream"
+	"toolbelt/services/vault"
 	"toolbelt/web"
 )
 
@@ -263,9 +264,10 @@ func (a *App) buildInvoke(env hostEnv, sleep func(context.Context, time.Duration
 	if cfg.ToolsDir != "" {
 		a.ToolFiles = catalog.NewToolFiles(cfg.ToolsDir, a.Registry, a.Upstreams, a.Log)
 	}
+	a.Secrets = vault.NewSecrets(a.Store, a.Vault)
 	a.Runners = runners.NewTable(runners.Deps{DataDir: cfg.DataDir, Net: cfg.NetPolicy, Sandbox: env.box,
 		Quota: quota, Browser: a.chromium, Search: cfg.SearXNG,
-		Secrets: cfg.Secrets, Metrics: a.Metrics, MCP: a.Upstreams.Runner(), Log: a.Log})
+		Secrets: cfg.Secrets, PersonalSecrets: a.Secrets, PublicURL: a.PublicURL, Metrics: a.Metrics, MCP: a.Upstreams.Runner(), Log: a.Log})
 	callbackKey, err := callbacks.LoadKey(cfg.CallbackKey, cfg.DataDir)
 	if err != nil {
 		return err
@@ -361,7 +363,7 @@ func (a *App) buildHandler(env hostEnv) {
 	health := a.health(env.box, env.embedNote)
 	stats := ops.NewStats(ops.StatsDeps{Store: a.Store, Flush: a.Invoker.Flush})
 	con := &console.Handler{Registry: a.Registry, Selector: a.Selector, Invoker: a.Invoker, Accounts: a.Accounts,
-		Health: health, Stats: stats, Alerts: a.Alerts, Audit: a.Audit, Upstreams: a.Upstreams, OAuth: a.authServer, Log: a.Log,
+		Health: health, Stats: stats, Alerts: a.Alerts, Audit: a.Audit, Upstreams: a.Upstreams, OAuth: a.authServer, Secrets: a.Secrets, Log: a.Log,
 		SSO: a.sso(), KeySignInOff: !cfg.KeySignIn, Connect: a.Connect}
 	// Call event streams and MCP calls held open wait alike: one cap.
 	waits := access.NewHolds("call event streams and held calls", cfg.Caps.EventStreams,
@@ -369,10 +371,11 @@ func (a *App) buildHandler(env hostEnv) {
 	h := &handlers.Handler{
 		Registry: a.Registry, Selector: a.Selector, Accounts: a.Accounts,
 		Invoker: a.Invoker, CallbackSecrets: a.Callbacks.Secrets(), Health: health, Log: a.Log, Connect: a.Connect,
-		Links:  handlers.Links{Swagger: "/swagger/index.html", Healthz: "/healthz", Readyz: "/readyz"},
-		Stats:  stats,
-		Alerts: a.Alerts,
-		Audit:  a.Audit,
+		Links:   handlers.Links{Swagger: "/swagger/index.html", Healthz: "/healthz", Readyz: "/readyz"},
+		Stats:   stats,
+		Alerts:  a.Alerts,
+		Audit:   a.Audit,
+		Secrets: a.Secrets,
 		// Documents fetched by URL follow the same SSRF policy as tool calls.
 		OpenAPI:      catalog.NewOpenAPIImporter(a.Registry, cfg.NetPolicy, a.Log),
 		Upstreams:    a.Upstreams,

@@ -1054,6 +1054,20 @@ type HandlersRollbackRequest struct {
 	Version *string `json:"version,omitempty"`
 }
 
+// HandlersSecretList defines model for handlers.SecretList.
+type HandlersSecretList struct {
+	Secrets *[]VaultSecret `json:"secrets,omitempty"`
+}
+
+// HandlersSecretValue defines model for handlers.SecretValue.
+type HandlersSecretValue struct {
+	// Value Value is the secret (one line, at most 8 KiB). It is sealed by the
+	// server's vault and never shown again.
+	//
+	// Example: ghp_0123456789abcdef0123456789abcdef0123
+	Value *string `json:"value,omitempty"`
+}
+
 // HandlersStage defines model for handlers.Stage.
 type HandlersStage struct {
 	// Error Error is the code an attempt failed with.
@@ -2165,6 +2179,15 @@ type UpstreamTool struct {
 	UpdatedAt *string `json:"updated_at,omitempty"`
 }
 
+// VaultSecret defines model for vault.Secret.
+type VaultSecret struct {
+	CreatedAt *string `json:"created_at,omitempty"`
+
+	// Name Example: GITHUB_TOKEN
+	Name      *string `json:"name,omitempty"`
+	UpdatedAt *string `json:"updated_at,omitempty"`
+}
+
 // ListApprovalsParams defines parameters for ListApprovals.
 type ListApprovalsParams struct {
 	// Status State
@@ -2314,6 +2337,9 @@ type CallToolJSONRequestBody = InvokeCallRequest
 
 // ImportOpenAPIJSONRequestBody defines body for ImportOpenAPI for application/json ContentType.
 type ImportOpenAPIJSONRequestBody = HandlersOpenAPIImportRequest
+
+// PutMySecretJSONRequestBody defines body for PutMySecret for application/json ContentType.
+type PutMySecretJSONRequestBody = HandlersSecretValue
 
 // CreatePrincipalJSONRequestBody defines body for CreatePrincipal for application/json ContentType.
 type CreatePrincipalJSONRequestBody = AccessNewPrincipal
@@ -2711,6 +2737,38 @@ type ClientInterface interface {
 	//
 	// Corresponds with DELETE /api/v1/me/connections/{name} (the `DisconnectMyConnection` operationId).
 	DisconnectMyConnection(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// MySecrets My stored secrets
+	//
+	// The secrets the caller stored for tools that send {{user.secret.NAME}} on their behalf: names and when they were set, never the values, which nobody reads back.
+	//
+	// Corresponds with GET /api/v1/me/secrets (the `MySecrets` operationId).
+	MySecrets(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DeleteMySecret Delete one of my secrets
+	//
+	// Deletes the caller's secret NAME: calls of tools that send it answer UPSTREAM_NOT_CONNECTED from now on. An OAuth token needs the secrets:write scope.
+	//
+	// Corresponds with DELETE /api/v1/me/secrets/{name} (the `DeleteMySecret` operationId).
+	DeleteMySecret(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PutMySecretWithBody Store one of my secrets
+	//
+	// Stores value as the caller's secret NAME, replacing the one stored: tools whose headers name {{user.secret.NAME}} send it in calls that act for the caller, and no one else's calls. The value is sealed by the server's vault, removed from every tool output, and never shown again. An OAuth token needs the secrets:write scope (tools:call is not enough: an agent host that calls tools should not plant the secrets they send).
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /api/v1/me/secrets/{name} (the `PutMySecret` operationId).
+	PutMySecretWithBody(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PutMySecret Store one of my secrets
+	//
+	// Stores value as the caller's secret NAME, replacing the one stored: tools whose headers name {{user.secret.NAME}} send it in calls that act for the caller, and no one else's calls. The value is sealed by the server's vault, removed from every tool output, and never shown again. An OAuth token needs the secrets:write scope (tools:call is not enough: an agent host that calls tools should not plant the secrets they send).
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PUT /api/v1/me/secrets/{name} (the `PutMySecret` operationId).
+	PutMySecret(ctx context.Context, name string, body PutMySecretJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListPrincipals List principals
 	//
@@ -3461,6 +3519,78 @@ func (c *Client) ListMyConnections(ctx context.Context, reqEditors ...RequestEdi
 // Corresponds with DELETE /api/v1/me/connections/{name} (the `DisconnectMyConnection` operationId).
 func (c *Client) DisconnectMyConnection(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewDisconnectMyConnectionRequest(c.Server, name)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// MySecrets My stored secrets
+//
+// The secrets the caller stored for tools that send {{user.secret.NAME}} on their behalf: names and when they were set, never the values, which nobody reads back.
+//
+// Corresponds with GET /api/v1/me/secrets (the `MySecrets` operationId).
+func (c *Client) MySecrets(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewMySecretsRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DeleteMySecret Delete one of my secrets
+//
+// Deletes the caller's secret NAME: calls of tools that send it answer UPSTREAM_NOT_CONNECTED from now on. An OAuth token needs the secrets:write scope.
+//
+// Corresponds with DELETE /api/v1/me/secrets/{name} (the `DeleteMySecret` operationId).
+func (c *Client) DeleteMySecret(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeleteMySecretRequest(c.Server, name)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PutMySecretWithBody Store one of my secrets
+//
+// Stores value as the caller's secret NAME, replacing the one stored: tools whose headers name {{user.secret.NAME}} send it in calls that act for the caller, and no one else's calls. The value is sealed by the server's vault, removed from every tool output, and never shown again. An OAuth token needs the secrets:write scope (tools:call is not enough: an agent host that calls tools should not plant the secrets they send).
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /api/v1/me/secrets/{name} (the `PutMySecret` operationId).
+func (c *Client) PutMySecretWithBody(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutMySecretRequestWithBody(c.Server, name, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PutMySecret Store one of my secrets
+//
+// Stores value as the caller's secret NAME, replacing the one stored: tools whose headers name {{user.secret.NAME}} send it in calls that act for the caller, and no one else's calls. The value is sealed by the server's vault, removed from every tool output, and never shown again. An OAuth token needs the secrets:write scope (tools:call is not enough: an agent host that calls tools should not plant the secrets they send).
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PUT /api/v1/me/secrets/{name} (the `PutMySecret` operationId).
+func (c *Client) PutMySecret(ctx context.Context, name string, body PutMySecretJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutMySecretRequest(c.Server, name, body)
 	if err != nil {
 		return nil, err
 	}
@@ -5163,6 +5293,114 @@ func NewDisconnectMyConnectionRequest(server string, name string) (*http.Request
 	if err != nil {
 		return nil, err
 	}
+
+	return req, nil
+}
+
+// NewMySecretsRequest constructs an http.Request for the MySecrets method
+func NewMySecretsRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/me/secrets")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewDeleteMySecretRequest constructs an http.Request for the DeleteMySecret method
+func NewDeleteMySecretRequest(server string, name string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/me/secrets/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewPutMySecretRequest calls the generic PutMySecret builder with application/json body
+func NewPutMySecretRequest(server string, name string, body PutMySecretJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPutMySecretRequestWithBody(server, name, "application/json", bodyReader)
+}
+
+// NewPutMySecretRequestWithBody constructs an http.Request for the PutMySecret method, with any body, and a specified content type
+func NewPutMySecretRequestWithBody(server string, name string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/me/secrets/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	return req, nil
 }
@@ -6994,6 +7232,42 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with DELETE /api/v1/me/connections/{name} (the `DisconnectMyConnection` operationId).
 	DisconnectMyConnectionWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*DisconnectMyConnectionResponse, error)
 
+	// MySecretsWithResponse My stored secrets
+	//
+	// The secrets the caller stored for tools that send {{user.secret.NAME}} on their behalf: names and when they were set, never the values, which nobody reads back.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/me/secrets (the `MySecrets` operationId).
+	MySecretsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*MySecretsResponse, error)
+
+	// DeleteMySecretWithResponse Delete one of my secrets
+	//
+	// Deletes the caller's secret NAME: calls of tools that send it answer UPSTREAM_NOT_CONNECTED from now on. An OAuth token needs the secrets:write scope.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /api/v1/me/secrets/{name} (the `DeleteMySecret` operationId).
+	DeleteMySecretWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*DeleteMySecretResponse, error)
+
+	// PutMySecretWithBodyWithResponse Store one of my secrets
+	//
+	// Stores value as the caller's secret NAME, replacing the one stored: tools whose headers name {{user.secret.NAME}} send it in calls that act for the caller, and no one else's calls. The value is sealed by the server's vault, removed from every tool output, and never shown again. An OAuth token needs the secrets:write scope (tools:call is not enough: an agent host that calls tools should not plant the secrets they send).
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /api/v1/me/secrets/{name} (the `PutMySecret` operationId).
+	PutMySecretWithBodyWithResponse(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutMySecretResponse, error)
+
+	// PutMySecretWithResponse Store one of my secrets
+	//
+	// Stores value as the caller's secret NAME, replacing the one stored: tools whose headers name {{user.secret.NAME}} send it in calls that act for the caller, and no one else's calls. The value is sealed by the server's vault, removed from every tool output, and never shown again. An OAuth token needs the secrets:write scope (tools:call is not enough: an agent host that calls tools should not plant the secrets they send).
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /api/v1/me/secrets/{name} (the `PutMySecret` operationId).
+	PutMySecretWithResponse(ctx context.Context, name string, body PutMySecretJSONRequestBody, reqEditors ...RequestEditorFn) (*PutMySecretResponse, error)
+
 	// ListPrincipalsWithResponse List principals
 	//
 	// Every principal with its keys (prefix, creation, last use, revocation; never the key itself).
@@ -8485,6 +8759,185 @@ func (r DisconnectMyConnectionResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r DisconnectMyConnectionResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type MySecretsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *HandlersSecretList
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *HandlersErrorBody
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *HandlersErrorBody
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r MySecretsResponse) GetJSON200() *HandlersSecretList {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r MySecretsResponse) GetJSON401() *HandlersErrorBody {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r MySecretsResponse) GetJSON403() *HandlersErrorBody {
+	return r.JSON403
+}
+
+// GetBody returns the raw response body bytes
+func (r MySecretsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r MySecretsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r MySecretsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r MySecretsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type DeleteMySecretResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *HandlersErrorBody
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *HandlersErrorBody
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *HandlersErrorBody
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *HandlersErrorBody
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r DeleteMySecretResponse) GetJSON400() *HandlersErrorBody {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r DeleteMySecretResponse) GetJSON401() *HandlersErrorBody {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r DeleteMySecretResponse) GetJSON403() *HandlersErrorBody {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r DeleteMySecretResponse) GetJSON404() *HandlersErrorBody {
+	return r.JSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r DeleteMySecretResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DeleteMySecretResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DeleteMySecretResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DeleteMySecretResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type PutMySecretResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *VaultSecret
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *HandlersErrorBody
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *HandlersErrorBody
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *HandlersErrorBody
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PutMySecretResponse) GetJSON200() *VaultSecret {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r PutMySecretResponse) GetJSON400() *HandlersErrorBody {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r PutMySecretResponse) GetJSON401() *HandlersErrorBody {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r PutMySecretResponse) GetJSON403() *HandlersErrorBody {
+	return r.JSON403
+}
+
+// GetBody returns the raw response body bytes
+func (r PutMySecretResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PutMySecretResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PutMySecretResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PutMySecretResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -11429,6 +11882,66 @@ func (c *ClientWithResponses) DisconnectMyConnectionWithResponse(ctx context.Con
 	return ParseDisconnectMyConnectionResponse(rsp)
 }
 
+// MySecretsWithResponse My stored secrets
+//
+// The secrets the caller stored for tools that send {{user.secret.NAME}} on their behalf: names and when they were set, never the values, which nobody reads back.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/me/secrets (the `MySecrets` operationId).
+func (c *ClientWithResponses) MySecretsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*MySecretsResponse, error) {
+	rsp, err := c.MySecrets(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseMySecretsResponse(rsp)
+}
+
+// DeleteMySecretWithResponse Delete one of my secrets
+//
+// Deletes the caller's secret NAME: calls of tools that send it answer UPSTREAM_NOT_CONNECTED from now on. An OAuth token needs the secrets:write scope.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /api/v1/me/secrets/{name} (the `DeleteMySecret` operationId).
+func (c *ClientWithResponses) DeleteMySecretWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*DeleteMySecretResponse, error) {
+	rsp, err := c.DeleteMySecret(ctx, name, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeleteMySecretResponse(rsp)
+}
+
+// PutMySecretWithBodyWithResponse Store one of my secrets
+//
+// Stores value as the caller's secret NAME, replacing the one stored: tools whose headers name {{user.secret.NAME}} send it in calls that act for the caller, and no one else's calls. The value is sealed by the server's vault, removed from every tool output, and never shown again. An OAuth token needs the secrets:write scope (tools:call is not enough: an agent host that calls tools should not plant the secrets they send).
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /api/v1/me/secrets/{name} (the `PutMySecret` operationId).
+func (c *ClientWithResponses) PutMySecretWithBodyWithResponse(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutMySecretResponse, error) {
+	rsp, err := c.PutMySecretWithBody(ctx, name, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutMySecretResponse(rsp)
+}
+
+// PutMySecretWithResponse Store one of my secrets
+//
+// Stores value as the caller's secret NAME, replacing the one stored: tools whose headers name {{user.secret.NAME}} send it in calls that act for the caller, and no one else's calls. The value is sealed by the server's vault, removed from every tool output, and never shown again. An OAuth token needs the secrets:write scope (tools:call is not enough: an agent host that calls tools should not plant the secrets they send).
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /api/v1/me/secrets/{name} (the `PutMySecret` operationId).
+func (c *ClientWithResponses) PutMySecretWithResponse(ctx context.Context, name string, body PutMySecretJSONRequestBody, reqEditors ...RequestEditorFn) (*PutMySecretResponse, error) {
+	rsp, err := c.PutMySecret(ctx, name, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutMySecretResponse(rsp)
+}
+
 // ListPrincipalsWithResponse List principals
 //
 // Every principal with its keys (prefix, creation, last use, revocation; never the key itself).
@@ -12976,6 +13489,143 @@ func ParseDisconnectMyConnectionResponse(rsp *http.Response) (*DisconnectMyConne
 			return nil, err
 		}
 		response.JSON404 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseMySecretsResponse parses an HTTP response from a MySecretsWithResponse call
+func ParseMySecretsResponse(rsp *http.Response) (*MySecretsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &MySecretsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest HandlersSecretList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseDeleteMySecretResponse parses an HTTP response from a DeleteMySecretWithResponse call
+func ParseDeleteMySecretResponse(rsp *http.Response) (*DeleteMySecretResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DeleteMySecretResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParsePutMySecretResponse parses an HTTP response from a PutMySecretWithResponse call
+func ParsePutMySecretResponse(rsp *http.Response) (*PutMySecretResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PutMySecretResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest VaultSecret
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest HandlersErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
 
 	}
 

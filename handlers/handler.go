@@ -30,6 +30,7 @@ import (
 	"toolbelt/services/ops"
 	"toolbelt/services/selection"
 	"toolbelt/services/upstream"
+	"toolbelt/services/vault"
 )
 
 // MaxBodyBytes caps every request body.
@@ -56,6 +57,8 @@ type Handler struct {
 	Connect *connect.Service
 	// Audit reads the audit log.
 	Audit *audit.Log
+	// Secrets keep the values callers store for themselves.
+	Secrets *vault.Secrets
 	// EventStreams, when set, caps the call event streams each principal
 	// holds open.
 	EventStreams *access.Holds

@@ -62,6 +62,10 @@ const (
 	// An OAuth client allowed by a person, and a grant revoked by an admin.
 	AuditOAuthConsent = "oauth.consent"
 	AuditOAuthRevoke  = "oauth.revoke"
+	// A person storing (or replacing) and deleting a secret of their own:
+	// its name, never its value.
+	AuditSecretSet    = "secret.set"
+	AuditSecretDelete = "secret.delete"
 )
 
 // AuditActions lists every action, in the order the console offers them.
@@ -72,7 +76,7 @@ var AuditActions = []string{
 	AuditUpstreamAdd, AuditUpstreamUpdate, AuditUpstreamDisable, AuditUpstreamEnable, AuditUpstreamDelete, AuditUpstreamChange, AuditUpstreamAccept, AuditUpstreamSync,
 	AuditUpstreamRefuse, AuditUpstreamAlias, AuditUpstreamToolDisable, AuditUpstreamToolEnable,
 	AuditCallCancel, AuditCallbackRotate, AuditSelectionLearn, AuditQueryForget, AuditSignIn, AuditSignInFailed, AuditSignOut,
-	AuditOAuthConsent, AuditOAuthRevoke,
+	AuditOAuthConsent, AuditOAuthRevoke, AuditSecretSet, AuditSecretDelete,
 	AuditConnectionConnect, AuditConnectionDisconnect, AuditConnectionRefreshFailed,
 }
 

@@ -160,6 +160,8 @@ func TestEveryStateChangeIsRecorded(t *testing.T) {
 		{"POST /api/v1/approvals/:id/deny", "reviewer", apiFn("POST", func() string { _, denyID = pending("to deny"); return "/api/v1/approvals/" + denyID + "/deny" },
 			func() any { return map[string]any{"reason": "no"} }), models.AuditApprovalDeny},
 		{"POST /api/v1/me/callback-secret/rotate", "agent", api("POST", "/api/v1/me/callback-secret/rotate", nil), models.AuditCallbackRotate},
+		{"PUT /api/v1/me/secrets/:name", "agent", api("PUT", "/api/v1/me/secrets/API_TOKEN", map[string]string{"value": "recorded-by-name-only-0123"}), models.AuditSecretSet},
+		{"DELETE /api/v1/me/secrets/:name", "agent", api("DELETE", "/api/v1/me/secrets/API_TOKEN", nil), models.AuditSecretDelete},
 		{"POST /api/v1/principals", "admin", func(role string) int {
 			r := app.do(t, role, "POST", "/api/v1/principals", map[string]any{"name": "rec-bot", "role": "agent"})
 			botID = itoa(r.JSON(t)["id"])
@@ -241,6 +243,8 @@ func TestEveryStateChangeIsRecorded(t *testing.T) {
 			delete(browsers, role)
 			return p.Status
 		}, models.AuditSignOut},
+		{"POST /admin/secrets", "agent", form(fixed("/admin/secrets"), url.Values{"name": {"CONSOLE_TOKEN"}, "value": {"recorded-by-name-only-4567"}}), models.AuditSecretSet},
+		{"POST /admin/secrets/:name/delete", "agent", form(fixed("/admin/secrets/CONSOLE_TOKEN/delete"), url.Values{}), models.AuditSecretDelete},
 		{"POST /admin/tools/new", "admin", form(fixed("/admin/tools/new"), toolRegisterForm("console_tool")), models.AuditToolRegister},
 		{"POST /admin/tools/:name/edit", "admin", form(fixed("/admin/tools/console_tool/edit"), edited), models.AuditToolPublish},
 		{"POST /admin/tools/:name/rollback", "admin", form(fixed("/admin/tools/console_tool/rollback"), url.Values{"version": {"1.0.0"}}), models.AuditToolRollback},

@@ -75,10 +75,12 @@ func TestE2EAccessibility(t *testing.T) {
 	bot := app.do(t, "admin", "POST", "/api/v1/principals", map[string]any{"name": "a11y-bot", "role": "agent", "key_label": "ci", "key_expires_at": "2099-01-01T00:00:00Z"}).JSON(t)
 	app.do(t, "admin", "POST", "/api/v1/principals/"+itoa(bot["id"])+"/disable", nil)
 	callID := app.do(t, "admin", "GET", "/api/v1/calls?limit=1", nil).JSON(t)["calls"].([]any)[0].(map[string]any)["id"].(string)
+	// A stored secret, so the secrets page shows its table.
+	app.do(t, "admin", "PUT", "/api/v1/me/secrets/GITHUB_TOKEN", map[string]any{"value": "a11y-secret-value-0123"})
 
 	pages := map[string][]string{
 		"admin": {"/admin", "/admin/tools", "/admin/tools/file_read", "/admin/tools/new", "/admin/tools/file_read/edit",
-			"/admin/playground?q=read+a+file", "/admin/calls", "/admin/calls/" + callID, "/admin/approvals", "/admin/access", "/admin/servers", "/admin/audit", "/admin/audit?action=drop"},
+			"/admin/playground?q=read+a+file", "/admin/calls", "/admin/calls/" + callID, "/admin/approvals", "/admin/access", "/admin/servers", "/admin/audit", "/admin/audit?action=drop", "/admin/secrets?name=JIRA_TOKEN"},
 		"reviewer": {"/admin/approvals"},
 	}
 	run := axeRun

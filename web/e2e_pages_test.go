@@ -36,6 +36,7 @@ func consolePages(t *testing.T, app *testApp) map[string]string {
 		"access":     "/admin/access",
 		"playground": "/admin/playground",
 		"audit":      "/admin/audit",
+		"secrets":    "/admin/secrets",
 	}
 }
 

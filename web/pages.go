@@ -87,6 +87,11 @@ var pages = []route[*console.Handler]{
 	{http.MethodPost, "/servers/:name/tools/:tool/disable", admins, (*console.Handler).DisableServerToolForm},
 	{http.MethodPost, "/servers/:name/tools/:tool/enable", admins, (*console.Handler).EnableServerToolForm},
 
+	// Everyone's own secrets (handlers/console/secrets.go).
+	{http.MethodGet, "/secrets", everyone, (*console.Handler).SecretsPage},
+	{http.MethodPost, "/secrets", everyone, (*console.Handler).SetSecretForm},
+	{http.MethodPost, "/secrets/:name/delete", everyone, (*console.Handler).DeleteSecretForm},
+
 	// The audit log (handlers/console/audit.go): admins only, as in the API.
 	{http.MethodGet, "/audit", admins, (*console.Handler).AuditPage},
 	{http.MethodGet, "/audit/export", admins, (*console.Handler).AuditExport},
@@ -104,6 +109,7 @@ var navItems = []views.NavItem{
 	{Label: "Connections", Href: ConsolePrefix + "/connections"},
 	{Label: "Access", Href: ConsolePrefix + "/access"},
 	{Label: "Audit", Href: ConsolePrefix + "/audit"},
+	{Label: "My secrets", Href: ConsolePrefix + "/secrets"},
 }
 
 // consoleNotFound answers paths no route matches: inside the console

@@ -36,6 +36,10 @@ func TestRBACMatrix(t *testing.T) {
 		{"DELETE", "/me/connections/:name", "/api/v1/me/connections/nope", nil, 404, 404, 404},
 		{"GET", "/me/callback-secret", "/api/v1/me/callback-secret", nil, 200, forbidden, 200},
 		{"POST", "/me/callback-secret/rotate", "/api/v1/me/callback-secret/rotate", nil, 200, forbidden, 200},
+		{"GET", "/me/secrets", "/api/v1/me/secrets", nil, 200, 200, 200},
+		{"PUT", "/me/secrets/:name", "/api/v1/me/secrets/RBAC_TOKEN", func(*testApp) any { return map[string]string{"value": "rbac-value-0123"} }, 200, 200, 200},
+		// Each role may delete its own: none is stored, so 404, not 403.
+		{"DELETE", "/me/secrets/:name", "/api/v1/me/secrets/RBAC_TOKEN", nil, 404, 404, 404},
 		{"POST", "/principals/:id/callback-secret/rotate", "/api/v1/principals/3/callback-secret/rotate", nil, 200, forbidden, forbidden},
 		{"GET", "/tools", "/api/v1/tools", nil, 200, 200, 200},
 		{"POST", "/tools", "/api/v1/tools", func(*testApp) any { return toolDef("word_count") }, 201, forbidden, forbidden},
@@ -208,6 +212,9 @@ func TestConsoleRBACMatrix(t *testing.T) {
 		{"POST", "/servers/:name/tools/:tool/enable", "/admin/servers/nope/tools/echo/enable", []string{"admin"}},
 		{"GET", "/audit", "/admin/audit?action=grants.set", []string{"admin"}},
 		{"GET", "/audit/export", "/admin/audit/export?format=ndjson", []string{"admin"}},
+		{"GET", "/secrets", "/admin/secrets", all},
+		{"POST", "/secrets", "/admin/secrets", all},
+		{"POST", "/secrets/:name/delete", "/admin/secrets/RBAC_TOKEN/delete", all},
 	}
 	covered := map[string]bool{}
 	for _, tc := range cases {

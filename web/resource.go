@@ -144,7 +144,7 @@ func scopeOfRoute(route, method string) string {
 	}
 	for _, r := range routes {
 		if APIPrefix+r.path == route && r.method == method {
-			return scopeOf(r.roles)
+			return routeScope(r)
 		}
 	}
 	return access.ScopeAdmin

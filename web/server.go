@@ -62,6 +62,11 @@ var routes = []route[*handlers.Handler]{
 	{http.MethodPost, "/me/callback-secret/rotate", callers, (*handlers.Handler).RotateCallbackSecret},
 	{http.MethodGet, "/me/connections", everyone, (*handlers.Handler).MyConnections},
 	{http.MethodDelete, "/me/connections/:name", everyone, (*handlers.Handler).DisconnectMine},
+	// Every role keeps its own secrets ({{user.secret.NAME}}); writing
+	// them takes the secrets:write scope (ownScopes).
+	{http.MethodGet, "/me/secrets", everyone, (*handlers.Handler).MySecrets},
+	{http.MethodPut, "/me/secrets/:name", everyone, (*handlers.Handler).PutMySecret},
+	{http.MethodDelete, "/me/secrets/:name", everyone, (*handlers.Handler).DeleteMySecret},
 
 	{http.MethodGet, "/tools", everyone, (*handlers.Handler).ListTools},
 	{http.MethodPost, "/tools", admins, (*handlers.Handler).RegisterTool},
@@ -143,6 +148,22 @@ func RolePolicies() map[string][]access.Route {
 	return out
 }
 
+// ownScopes are the routes that need another scope than their roles
+// say (scopeOf): a caller writing its own secrets, which tools:read (what
+// every role's routes open to all need) must not allow.
+var ownScopes = map[string]string{
+	http.MethodPut + " /me/secrets/:name":    access.ScopeSecrets,
+	http.MethodDelete + " /me/secrets/:name": access.ScopeSecrets,
+}
+
+// routeScope is the OAuth scope route r needs.
+func routeScope(r route[*handlers.Handler]) string {
+	if s, ok := ownScopes[r.method+" "+r.path]; ok {
+		return s
+	}
+	return scopeOf(r.roles)
+}
+
 // scopeOf is the OAuth scope a route open to roles needs: the least role
 // set names it, so a token's scopes narrow what its role allows.
 func scopeOf(roles []string) string {
@@ -163,7 +184,7 @@ func scopeOf(roles []string) string {
 func ScopePolicies() map[string][]access.Route {
 	out := map[string][]access.Route{}
 	for _, r := range routes {
-		s := scopeOf(r.roles)
+		s := routeScope(r)
 		out[s] = append(out[s], access.Route{Method: r.method, Path: APIPrefix + r.path})
 	}
 	out[access.ScopeAdmin] = append(out[access.ScopeAdmin], access.Route{Method: http.MethodGet, Path: MetricsPath})

@@ -17,6 +17,7 @@ import (
 	"toolbelt/services/ops"
 	"toolbelt/services/selection"
 	"toolbelt/services/upstream"
+	"toolbelt/services/vault"
 )
 
 // Handler serves the console's pages. It holds the services they call and
@@ -43,5 +44,7 @@ type Handler struct {
 	// OAuth is the embedded authorization server (consent, authorized
 	// clients); nil when TOOLBELT_OAUTH is not embedded.
 	OAuth *authserver.Server
-	Log   *slog.Logger
+	// Secrets keep the values people store for themselves.
+	Secrets *vault.Secrets
+	Log     *slog.Logger
 }

@@ -25,17 +25,24 @@ const (
 	ScopeApprove = "approve"
 	// ScopeAdmin administers: tools, principals, keys, servers, audit.
 	ScopeAdmin = "admin"
+	// ScopeSecrets stores and deletes the principal's own secrets (the
+	// values tools send as {{user.secret.NAME}} for them). Apart from
+	// tools:call: an agent host that calls tools as a person must not
+	// plant what those tools send for the person (a secret of its own
+	// choosing, to see their calls arrive where it listens), nor delete
+	// it; listing the names is tools:read.
+	ScopeSecrets = "secrets:write"
 )
 
 // Scopes lists every scope, in the order metadata and consent pages show
 // them.
-var Scopes = []string{ScopeRead, ScopeCall, ScopeApprove, ScopeAdmin}
+var Scopes = []string{ScopeRead, ScopeCall, ScopeApprove, ScopeAdmin, ScopeSecrets}
 
 // roleScopes are the scopes each role may hold: what its routes need.
 var roleScopes = map[string][]string{
 	RoleAdmin:    Scopes,
-	RoleReviewer: {ScopeRead, ScopeApprove},
-	RoleAgent:    {ScopeRead, ScopeCall},
+	RoleReviewer: {ScopeRead, ScopeApprove, ScopeSecrets},
+	RoleAgent:    {ScopeRead, ScopeCall, ScopeSecrets},
 }
 
 // RoleScopes returns the scopes a principal of role may hold; an API key
