@@ -31,6 +31,36 @@ type Reseal struct {
 	Setting    func(value string) (string, error)
 }
 
+// resealCredentialTries bounds how often resealCredential reads a
+// credential again that a refresh keeps changing under it.
+const resealCredentialTries = 5
+
+// resealCredential seals c anew, writing only over the version it read:
+// an instance refreshing the token meanwhile (on Postgres, another
+// transaction) wrote a new token, which a write of the old one sealed
+// anew would lose, so the row is read again and that one sealed anew.
+func resealCredential(tx *gorm.DB, c *Credential, reseal func(*Credential) ([]byte, error)) (bool, error) {
+	for range resealCredentialTries {
+		sealed, err := reseal(c)
+		if err != nil {
+			return false, fmt.Errorf("the %s credential %s of principal %d: %w", c.Kind, c.Name, c.PrincipalID, err)
+		}
+		if sealed == nil {
+			return false, nil
+		}
+		res := tx.Model(&Credential{}).Where("id = ? AND version = ?", c.ID, c.Version).Update("sealed", sealed)
+		if res.Error != nil || res.RowsAffected == 1 {
+			return res.Error == nil, res.Error
+		}
+		var again []Credential
+		if err := tx.Where("id = ?", c.ID).Limit(1).Find(&again).Error; err != nil || len(again) == 0 {
+			return false, err // deleted meanwhile: nothing to seal
+		}
+		*c = again[0]
+	}
+	return false, fmt.Errorf("the %s credential %s of principal %d kept changing; run the rotation again", c.Kind, c.Name, c.PrincipalID)
+}
+
 // ResealCounts is how many values Reseal sealed anew.
 type ResealCounts struct {
 	Credentials int `json:"credentials"`
@@ -41,7 +71,8 @@ type ResealCounts struct {
 // Reseal seals every vault-sealed value of the database anew (a vault key
 // rotation), in one transaction: every value is under the new key, or,
 // when one fails, none moved. A credential's Version does not move: its
-// token is the same, and a refresh in flight still writes over it.
+// token is the same, and a refresh in flight still writes over it (one
+// that lands first is sealed anew in its place: resealCredential).
 func (s *Store) Reseal(ctx context.Context, r Reseal) (ResealCounts, error) {
 	var n ResealCounts
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
@@ -50,18 +81,13 @@ func (s *Store) Reseal(ctx context.Context, r Reseal) (ResealCounts, error) {
 			return err
 		}
 		for i := range creds {
-			c := &creds[i]
-			sealed, err := r.Credential(c)
+			resealed, err := resealCredential(tx, &creds[i], r.Credential)
 			if err != nil {
-				return fmt.Errorf("the %s credential %s of principal %d: %w", c.Kind, c.Name, c.PrincipalID, err)
-			}
-			if sealed == nil {
-				continue
-			}
-			if err := tx.Model(&Credential{}).Where("id = ?", c.ID).Update("sealed", sealed).Error; err != nil {
 				return err
 			}
-			n.Credentials++
+			if resealed {
+				n.Credentials++
+			}
 		}
 		var ups []Upstream
 		if err := tx.Where("auth_secret IS NOT NULL").Order("id").Find(&ups).Error; err != nil {
