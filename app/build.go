@@ -157,6 +157,13 @@ func (a *App) buildAccess(ctx context.Context) (err error) {
 			if a.authServer != nil { // a disabled principal's tokens stop too
 				a.authServer.Tokens().Forget()
 			}
+		}},
+		// A disabled or deleted principal's connections are revoked
+		// upstream too (Connect is built later, before any request).
+		OnGone: []func(context.Context, []models.Credential){func(ctx context.Context, gone []models.Credential) {
+			if a.Connect != nil {
+				a.Connect.Revoke(ctx, gone)
+			}
 		}}})
 	if err := a.openVault(ctx); err != nil {
 		return err
@@ -258,13 +265,14 @@ func (a *App) buildInvoke(env hostEnv, sleep func(context.Context, time.Duration
 	// People's connections to OAuth upstreams, under the outbound policy.
 	a.Connect = connect.New(connect.Deps{Store: a.Store, Vault: a.Vault, Net: cfg.NetPolicy, Secrets: cfg.Secrets,
 		PublicURL: a.PublicURL, Exchange: cfg.canExchange(), Log: a.Log})
+	a.Secrets = vault.NewSecrets(a.Store, a.Vault)
 	a.Upstreams = upstream.New(upstream.Deps{Store: a.Store, Registry: a.Registry, Net: cfg.NetPolicy, Secrets: cfg.Secrets, Stdio: stdio,
-		Caps: cfg.UpstreamProcesses, Auth: a.Connect, Credentials: a.credentials(), NotConnected: connect.ErrNotConnected, PublicURL: a.PublicURL, Log: a.Log})
+		Caps: cfg.UpstreamProcesses, Auth: a.Connect, Credentials: a.credentials(), NotConnected: connect.ErrNotConnected,
+		Personal: a.Secrets, PublicURL: a.PublicURL, Log: a.Log})
 	a.Metrics.Register(a.Upstreams.Collector())
 	if cfg.ToolsDir != "" {
 		a.ToolFiles = catalog.NewToolFiles(cfg.ToolsDir, a.Registry, a.Upstreams, a.Log)
 	}
-	a.Secrets = vault.NewSecrets(a.Store, a.Vault)
 	a.Runners = runners.NewTable(runners.Deps{DataDir: cfg.DataDir, Net: cfg.NetPolicy, Sandbox: env.box,
 		Quota: quota, Browser: a.chromium, Search: cfg.SearXNG,
 		Secrets: cfg.Secrets, PersonalSecrets: a.Secrets, PublicURL: a.PublicURL, Metrics: a.Metrics, MCP: a.Upstreams.Runner(), Log: a.Log})
