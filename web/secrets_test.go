@@ -270,9 +270,9 @@ func pageHTML(t *testing.T, p page) string {
 }
 
 // TestWritingSecretsNeedsItsScope: an OAuth token lists the caller's
-// secrets with tools:read, but storing or deleting one takes
-// secrets:write; a token that may call tools (an agent host) plants
-// nothing.
+// secrets with tools:read, but storing or deleting one, or disconnecting
+// an account, takes secrets:write; a token that may call tools (an agent
+// host) plants nothing and disconnects nothing.
 func TestWritingSecretsNeedsItsScope(t *testing.T) {
 	t.Parallel()
 	ta, idp := newOIDCApp(t)
@@ -286,6 +286,14 @@ func TestWritingSecretsNeedsItsScope(t *testing.T) {
 		if r.Status != http.StatusForbidden || !strings.Contains(r.Header.Get("WWW-Authenticate"), `scope="secrets:write"`) {
 			t.Errorf("%s with tools:call: %d %s %v", method, r.Status, r.Body, r.Header)
 		}
+	}
+	// Nor does it disconnect the person's accounts.
+	if r := ta.do(t, "host", http.MethodDelete, "/api/v1/me/connections/tracker", nil); r.Status != http.StatusForbidden ||
+		!strings.Contains(r.Header.Get("WWW-Authenticate"), `scope="secrets:write"`) {
+		t.Errorf("disconnect with tools:call: %d %s %v", r.Status, r.Body, r.Header)
+	}
+	if r := ta.do(t, "owner", http.MethodDelete, "/api/v1/me/connections/tracker", nil); r.Status == http.StatusForbidden {
+		t.Errorf("disconnect with secrets:write: %d %s", r.Status, r.Body)
 	}
 	var n int64
 	ta.store.DB().Model(&models.Credential{}).Count(&n)

@@ -149,11 +149,13 @@ func RolePolicies() map[string][]access.Route {
 }
 
 // ownScopes are the routes that need another scope than their roles
-// say (scopeOf): a caller writing its own secrets, which tools:read (what
-// every role's routes open to all need) must not allow.
+// say (scopeOf): a caller changing its own credentials (its secrets, its
+// connected accounts), which tools:read (what every role's routes open
+// to all need) must not allow.
 var ownScopes = map[string]string{
-	http.MethodPut + " /me/secrets/:name":    access.ScopeSecrets,
-	http.MethodDelete + " /me/secrets/:name": access.ScopeSecrets,
+	http.MethodPut + " /me/secrets/:name":        access.ScopeSecrets,
+	http.MethodDelete + " /me/secrets/:name":     access.ScopeSecrets,
+	http.MethodDelete + " /me/connections/:name": access.ScopeSecrets,
 }
 
 // routeScope is the OAuth scope route r needs.

@@ -26,7 +26,8 @@ const (
 	// ScopeAdmin administers: tools, principals, keys, servers, audit.
 	ScopeAdmin = "admin"
 	// ScopeSecrets stores and deletes the principal's own secrets (the
-	// values tools send as {{user.secret.NAME}} for them). Apart from
+	// values tools send as {{user.secret.NAME}} for them) and disconnects
+	// its own accounts at upstreams. Apart from
 	// tools:call: an agent host that calls tools as a person must not
 	// plant what those tools send for the person (a secret of its own
 	// choosing, to see their calls arrive where it listens), nor delete
