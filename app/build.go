@@ -269,6 +269,7 @@ func (a *App) buildInvoke(env hostEnv, sleep func(context.Context, time.Duration
 	a.Upstreams = upstream.New(upstream.Deps{Store: a.Store, Registry: a.Registry, Net: cfg.NetPolicy, Secrets: cfg.Secrets, Stdio: stdio,
 		Caps: cfg.UpstreamProcesses, Auth: a.Connect, Credentials: a.credentials(), NotConnected: connect.ErrNotConnected,
 		Personal: a.Secrets, PublicURL: a.PublicURL, Log: a.Log})
+	a.Secrets.OnChange = a.Upstreams.SecretChanged
 	a.Metrics.Register(a.Upstreams.Collector())
 	if cfg.ToolsDir != "" {
 		a.ToolFiles = catalog.NewToolFiles(cfg.ToolsDir, a.Registry, a.Upstreams, a.Log)

@@ -63,7 +63,7 @@ func (t *Table) httpRunner(ctx context.Context, c *Call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return hideValues(out, personal)
+	return HideValues(out, personal)
 }
 
 // expandURL fills URL placeholders: escaped as a path segment before the

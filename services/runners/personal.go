@@ -45,13 +45,13 @@ func (t *Table) personalSecret(ctx context.Context, c *Call, name string) (strin
 // personalMark replaces a person's secret in a tool's output.
 const personalMark = "[REDACTED:personal-secret]"
 
-// hideValues removes values (the personal secrets a call sent) from
+// HideValues removes values (the personal secrets a call sent) from
 // data, in every string of it, as written and as the redactor finds them
 // spelled otherwise (escaped, in hex or base64): an upstream that echoes
 // a header back would otherwise hand the person's token to the agent,
 // the history and the cache. Values shorter than the redactor's minimum
 // are replaced as written.
-func hideValues(data any, values []string) (any, error) {
+func HideValues(data any, values []string) (any, error) {
 	if len(values) == 0 {
 		return data, nil
 	}

@@ -113,8 +113,15 @@ func (m *Manager) call(ctx context.Context, c *runners.Call) (any, error) {
 			Suggestion: "Ask for less (a narrower query, a smaller page)."}
 	}
 	if res.IsError {
-		return nil, &runners.Error{Code: models.CodeExecutionFailed, Message: fmt.Sprintf("%s failed: %s", c.Def.Name, text(res.Content)),
+		msg, err := runners.HideValues(text(res.Content), cn.hide)
+		if err != nil {
+			return nil, err
+		}
+		return nil, &runners.Error{Code: models.CodeExecutionFailed, Message: fmt.Sprintf("%s failed: %s", c.Def.Name, msg),
 			Suggestion: "Read the message, correct the arguments and try again."}
+	}
+	if len(cn.hide) > 0 {
+		return runners.HideValues(out, cn.hide)
 	}
 	return out, nil
 }

@@ -236,6 +236,24 @@ func (m *Manager) DropPerson(server string, principal uint) {
 	}
 }
 
+// SecretChanged closes the person principal's connections made with
+// their secret name (they stored another value, or deleted it): their
+// next call connects with what they store now, or is refused.
+func (m *Manager) SecretChanged(principal uint, name string) {
+	m.mu.Lock()
+	var gone []*conn
+	for key, c := range m.cns {
+		if key.person == principal && slices.Contains(personalSecrets(c.reg), name) {
+			delete(m.cns, key)
+			gone = append(gone, c)
+		}
+	}
+	m.mu.Unlock()
+	for _, c := range gone {
+		c.close()
+	}
+}
+
 // refusal is the failure of a call whose connection's server refused the
 // person's token, or whose person's token was gone: what the credentials
 // said, else not connected.

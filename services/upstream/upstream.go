@@ -141,6 +141,10 @@ type conn struct {
 	// auth is the bearer transport of a server with Auth (nil for
 	// others): it says when the server refused the person's token.
 	auth *bearer
+	// hide are the person's own secrets the connection was made with
+	// ({{user.secret.NAME}} in its env or headers): removed from what
+	// the server answers, as the http runner removes those it sends.
+	hide []string
 }
 
 // acquire is the connection for call (see connect), holding one of its
@@ -358,6 +362,13 @@ const ConnectTimeout = 30 * time.Second
 
 func (m *Manager) dial(ctx context.Context, u *models.Upstream, key connKey, call *runners.Call, as *models.Principal) (*conn, error) {
 	c := &conn{key: key, reg: u, sem: make(chan struct{}, max(u.MaxConcurrent, 1)), idle: time.Duration(u.IdleSeconds) * time.Second, used: time.Now()}
+	for _, name := range personalSecrets(u) {
+		v, err := m.personalSecret(ctx, as, name)
+		if err != nil {
+			return nil, err
+		}
+		c.hide = append(c.hide, v)
+	}
 	var t mcp.Transport
 	switch u.Transport {
 	case models.TransportStdio:

@@ -26,6 +26,10 @@ const MaxSecretBytes = 8 << 10
 type Secrets struct {
 	store *models.Store
 	vault *Vault
+	// OnChange, when set, is told of each secret stored, replaced or
+	// deleted (after it is), so what was started with the old value
+	// (an upstream process of the person's) stops using it.
+	OnChange func(principal uint, name string)
 }
 
 // NewSecrets returns the personal secrets kept in store, sealed by v.
@@ -85,6 +89,7 @@ func (s *Secrets) Put(ctx context.Context, p *models.Principal, name, value stri
 	if err != nil {
 		return nil, err
 	}
+	s.changed(p.ID, name)
 	stored, err := s.store.CredentialOf(ctx, p.ID, c.Kind, name)
 	if err != nil {
 		return nil, err
@@ -111,10 +116,20 @@ func (s *Secrets) Delete(ctx context.Context, p *models.Principal, name string) 
 	if err := CheckSecretName(name); err != nil {
 		return err
 	}
-	return s.store.Audited(ctx, models.AuditSecretDelete, func(tx *models.Store) (string, string, error) {
+	err := s.store.Audited(ctx, models.AuditSecretDelete, func(tx *models.Store) (string, string, error) {
 		_, err := tx.DeleteCredential(ctx, p.ID, models.CredentialSecret, name)
 		return secretTarget(name), fmt.Sprintf("of %s (%d)", p.Name, p.ID), err
 	})
+	if err == nil {
+		s.changed(p.ID, name)
+	}
+	return err
+}
+
+func (s *Secrets) changed(principal uint, name string) {
+	if s.OnChange != nil {
+		s.OnChange(principal, name)
+	}
 }
 
 // PersonalSecret returns the value of the principal's secret name, for a
