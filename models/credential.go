@@ -49,13 +49,21 @@ type Credential struct {
 }
 
 // PutCredential stores c, replacing the principal's credential of the
-// same kind and name (a person connecting again).
+// same kind and name (a person connecting again, or storing another
+// value).
 func (s *Store) PutCredential(ctx context.Context, c *Credential) error {
+	now := time.Now()
+	set := map[string]any{"sealed": c.Sealed, "account": c.Account, "scopes": c.Scopes,
+		"expires_at": c.ExpiresAt, "version": gorm.Expr("credentials.version + 1"), "refresh_until": nil, "last_error": "",
+		"updated_at": now}
+	if c.Kind == CredentialOAuth {
+		// Connecting again is a new connection: "since" starts again. A
+		// secret replaced keeps when it was first stored.
+		set["created_at"] = now
+	}
 	err := s.db.WithContext(ctx).Clauses(clause.OnConflict{
-		Columns: []clause.Column{{Name: "principal_id"}, {Name: "kind"}, {Name: "name"}},
-		DoUpdates: clause.Assignments(map[string]any{"sealed": c.Sealed, "account": c.Account, "scopes": c.Scopes,
-			"expires_at": c.ExpiresAt, "version": gorm.Expr("credentials.version + 1"), "refresh_until": nil, "last_error": "",
-			"created_at": time.Now(), "updated_at": time.Now()}),
+		Columns:   []clause.Column{{Name: "principal_id"}, {Name: "kind"}, {Name: "name"}},
+		DoUpdates: clause.Assignments(set),
 	}).Create(c).Error
 	if err != nil {
 		return fmt.Errorf("store the %s credential %s of principal %d: %w", c.Kind, c.Name, c.PrincipalID, err)

@@ -43,11 +43,17 @@ func TestPersonalSecrets(t *testing.T) {
 		}
 	}
 	const value = "alice-first-value-0123456789"
-	if _, err := s.Put(ctx, alice, "TOKEN", value); err != nil {
+	first, err := s.Put(ctx, alice, "TOKEN", value)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Put(ctx, alice, "TOKEN", "alice-second-value-0123456789"); err != nil {
+	second, err := s.Put(ctx, alice, "TOKEN", "alice-second-value-0123456789")
+	if err != nil {
 		t.Fatal(err)
+	}
+	// Replaced, it keeps when it was first stored.
+	if !second.CreatedAt.Equal(first.CreatedAt) || second.UpdatedAt.Before(first.UpdatedAt) {
+		t.Errorf("replaced: created %v then %v, updated %v then %v", first.CreatedAt, second.CreatedAt, first.UpdatedAt, second.UpdatedAt)
 	}
 	if got, err := s.PersonalSecret(ctx, alice.ID, "TOKEN"); err != nil || got != "alice-second-value-0123456789" {
 		t.Errorf("alice's TOKEN = %q, %v", got, err)
