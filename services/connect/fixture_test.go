@@ -56,7 +56,7 @@ func (w *lockedWriter) String() string {
 	return w.b.String()
 }
 
-func newFixture(t *testing.T, store *models.Store) *fixture {
+func newFixture(t testing.TB, store *models.Store) *fixture {
 	t.Helper()
 	v, err := vault.New(testKey)
 	if err != nil {
@@ -75,7 +75,7 @@ func (f *fixture) service(policy netpolicy.Policy) *Service {
 }
 
 // person stores a principal.
-func (f *fixture) person(t *testing.T, name string) *models.Principal {
+func (f *fixture) person(t testing.TB, name string) *models.Principal {
 	t.Helper()
 	p := &models.Principal{Name: name, Role: "agent"}
 	if err := f.store.CreatePrincipal(t.Context(), p, &models.APIKey{Prefix: name, Hash: name}); err != nil {
@@ -85,7 +85,7 @@ func (f *fixture) person(t *testing.T, name string) *models.Principal {
 }
 
 // register discovers and stores an oauth upstream at up.
-func (f *fixture) register(t *testing.T, name string, up *oauthupstream.Server, auth *models.UpstreamAuth) *models.Upstream {
+func (f *fixture) register(t testing.TB, name string, up *oauthupstream.Server, auth *models.UpstreamAuth) *models.Upstream {
 	t.Helper()
 	if auth == nil {
 		auth = &models.UpstreamAuth{Type: models.UpstreamAuthOAuth}
@@ -104,7 +104,7 @@ func (f *fixture) register(t *testing.T, name string, up *oauthupstream.Server, 
 // as user: the callback's state, code and iss.
 type flow struct{ state, code, iss string }
 
-func (f *fixture) flow(t *testing.T, p *models.Principal, bind, server string, up *oauthupstream.Server, user string) flow {
+func (f *fixture) flow(t testing.TB, p *models.Principal, bind, server string, up *oauthupstream.Server, user string) flow {
 	t.Helper()
 	authURL, err := f.svc.Start(t.Context(), p, server, bind)
 	if err != nil {
@@ -119,7 +119,7 @@ func (f *fixture) flow(t *testing.T, p *models.Principal, bind, server string, u
 }
 
 // connect runs p's connect flow for server, signing in at up as user.
-func (f *fixture) connect(t *testing.T, p *models.Principal, server string, up *oauthupstream.Server, user string) *models.Credential {
+func (f *fixture) connect(t testing.TB, p *models.Principal, server string, up *oauthupstream.Server, user string) *models.Credential {
 	t.Helper()
 	bind := "session-of-" + p.Name
 	fl := f.flow(t, p, bind, server, up, user)
@@ -132,7 +132,7 @@ func (f *fixture) connect(t *testing.T, p *models.Principal, server string, up *
 
 // aliceConnected is a fixture on a new SQLite store with one upstream,
 // "tracker", and alice connected to it.
-func aliceConnected(t *testing.T) (*fixture, *oauthupstream.Server, *models.Upstream, *models.Principal) {
+func aliceConnected(t testing.TB) (*fixture, *oauthupstream.Server, *models.Upstream, *models.Principal) {
 	t.Helper()
 	store, _ := modelstest.Store(t)
 	f := newFixture(t, store)
