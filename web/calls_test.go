@@ -464,10 +464,10 @@ func TestGeminiJSONTextObjects(t *testing.T) {
 }
 
 // serverKey reports whether p is a key file the server made at its start
-// in the data directory (the callback and OAuth keys), and holds no
+// in the data directory (the callback, OAuth and vault keys), and holds no
 // call's writing.
 func serverKey(p string) bool {
-	if b := filepath.Base(p); b != "callback.key" && b != "oauth.key" {
+	if b := filepath.Base(p); b != "callback.key" && b != "oauth.key" && b != "vault.key" {
 		return false
 	}
 	got, err := os.ReadFile(p)
