@@ -101,13 +101,21 @@ func (a *App) openStore(ctx context.Context) (err error) {
 	if err := os.MkdirAll(a.Config.DataDir, 0o700); err != nil {
 		return fmt.Errorf("create data directory: %w", err)
 	}
-	if a.Config.DatabaseURL != "" {
-		a.Store, err = models.OpenPostgres(ctx, a.Config.DatabaseURL)
-	} else {
-		a.Store, err = models.Open(ctx, filepath.Join(a.Config.DataDir, "toolbelt.db"))
-	}
+	a.Store, err = openDatabase(ctx, a.Config)
 	return err
 }
+
+// openDatabase opens cfg's database: Postgres when a database URL is
+// set, else the SQLite file of the data directory (sqlitePath).
+func openDatabase(ctx context.Context, cfg Config) (*models.Store, error) {
+	if cfg.DatabaseURL != "" {
+		return models.OpenPostgres(ctx, cfg.DatabaseURL)
+	}
+	return models.Open(ctx, sqlitePath(cfg))
+}
+
+// sqlitePath is the SQLite database of cfg's data directory.
+func sqlitePath(cfg Config) string { return filepath.Join(cfg.DataDir, "toolbelt.db") }
 
 // openCluster connects to what the instances share: Redis when
 // configured, for the queues, cached results and change notices, which

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 
-	"toolbelt/models"
 	"toolbelt/services/vault"
 )
 
@@ -37,16 +36,12 @@ func RotateVault(ctx context.Context, cfg Config, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	var store *models.Store
-	if cfg.DatabaseURL != "" {
-		store, err = models.OpenPostgres(ctx, cfg.DatabaseURL)
-	} else {
-		path := filepath.Join(cfg.DataDir, "toolbelt.db")
-		if _, err := os.Stat(path); err != nil {
-			return fmt.Errorf("no database to rotate at %s (set --data-dir or TOOLBELT_DATABASE_URL): %w", path, err)
+	if cfg.DatabaseURL == "" {
+		if _, err := os.Stat(sqlitePath(cfg)); err != nil {
+			return fmt.Errorf("no database to rotate at %s (set --data-dir or TOOLBELT_DATABASE_URL): %w", sqlitePath(cfg), err)
 		}
-		store, err = models.Open(ctx, path)
 	}
+	store, err := openDatabase(ctx, cfg)
 	if err != nil {
 		return err
 	}

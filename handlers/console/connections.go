@@ -10,10 +10,11 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"toolbelt/handlers"
+	"toolbelt/services/runners"
 	"toolbelt/views"
 )
 
-const connectionsPage = "/admin/connections"
+const connectionsPage = runners.ConnectionsPage
 
 // ConnectionsPage shows the signed-in person's account at each upstream
 // that acts as each person: connected or not, as whom, with what scopes,

@@ -9,11 +9,12 @@ import (
 
 	"toolbelt/handlers"
 	"toolbelt/models"
+	"toolbelt/services/runners"
 	"toolbelt/views"
 )
 
 // secretsPage is the signed-in person's secrets page.
-const secretsPage = "/admin/secrets"
+const secretsPage = runners.SecretsPage
 
 // SecretsPage lists the signed-in person's own secrets (names and dates)
 // with the form that stores one, its name prefilled from ?name= (the link

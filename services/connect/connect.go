@@ -25,12 +25,12 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
 	"toolbelt/models"
 	"toolbelt/services/netpolicy"
+	"toolbelt/services/runners"
 	"toolbelt/services/vault"
 )
 
@@ -42,8 +42,7 @@ var ErrNotConnected = errors.New("not connected")
 // Paths of the console and of Toolbelt's client ID metadata document,
 // under the public URL.
 const (
-	CallbackPath       = "/admin/connections/callback"
-	ConnectionsPath    = "/admin/connections"
+	CallbackPath       = runners.ConnectionsPage + "/callback"
 	ClientDocumentPath = "/oauth/upstream-client.json"
 )
 
@@ -87,7 +86,7 @@ func (s *Service) RedirectURL() string { return s.d.PublicURL + CallbackPath }
 // ConnectURL is the console page where a person connects their account
 // at server.
 func (s *Service) ConnectURL(server string) string {
-	return s.d.PublicURL + ConnectionsPath + "?connect=" + url.QueryEscape(server)
+	return runners.ConnectURL(s.d.PublicURL, server)
 }
 
 // notConnected is ErrNotConnected for the person at server, saying why.

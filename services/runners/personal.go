@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/url"
 	"strings"
 
 	"toolbelt/models"
@@ -24,7 +23,7 @@ type PersonalSecrets interface {
 // acts for: never another's. Not stored: UPSTREAM_NOT_CONNECTED with the
 // console page where they store it.
 func (t *Table) personalSecret(ctx context.Context, c *Call, name string) (string, error) {
-	connect := t.publicURL + "/admin/secrets?name=" + url.QueryEscape(name)
+	connect := SecretURL(t.publicURL, name)
 	if c.Principal == nil || t.personal == nil {
 		return "", NotConnected("the secret "+name, connect)
 	}

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -82,6 +83,25 @@ type Error struct {
 	// (models.CodeUpstreamNotConnected), is the console page where the
 	// person connects them.
 	ConnectURL string
+}
+
+// The console pages where a person connects their account at an upstream
+// server or stores a secret of their own, under Toolbelt's public URL.
+const (
+	ConnectionsPage = "/admin/connections"
+	SecretsPage     = "/admin/secrets"
+)
+
+// ConnectURL is the page under public where a person connects their
+// account at the upstream server.
+func ConnectURL(public, server string) string {
+	return strings.TrimRight(public, "/") + ConnectionsPage + "?connect=" + url.QueryEscape(server)
+}
+
+// SecretURL is the page under public where a person stores their secret
+// name.
+func SecretURL(public, name string) string {
+	return strings.TrimRight(public, "/") + SecretsPage + "?name=" + url.QueryEscape(name)
 }
 
 // NotConnected is the failure of a call that needs credentials of the

@@ -59,13 +59,6 @@ func personalSecrets(u *models.Upstream) []string {
 	return slices.Compact(out)
 }
 
-// ConnectionsPage and SecretsPage are the console pages, under the public
-// URL, where a person connects an upstream account or stores a secret.
-const (
-	ConnectionsPage = "/admin/connections"
-	SecretsPage     = "/admin/secrets"
-)
-
 // notConnected is the failure of a call of u for a person without an
 // account connected there.
 func (m *Manager) notConnected(u *models.Upstream) *runners.Error {
@@ -75,13 +68,13 @@ func (m *Manager) notConnected(u *models.Upstream) *runners.Error {
 // ConnectURL is the console page where a person connects their account
 // at the upstream server.
 func (m *Manager) ConnectURL(server string) string {
-	return strings.TrimRight(m.d.PublicURL, "/") + ConnectionsPage + "?connect=" + url.QueryEscape(server)
+	return runners.ConnectURL(m.d.PublicURL, server)
 }
 
 // noSecret is the failure of a call for a person who did not store the
 // secret name.
 func (m *Manager) noSecret(name string) *runners.Error {
-	return runners.NotConnected("the secret "+name, strings.TrimRight(m.d.PublicURL, "/")+SecretsPage+"?name="+url.QueryEscape(name))
+	return runners.NotConnected("the secret "+name, runners.SecretURL(m.d.PublicURL, name))
 }
 
 // token is the person's access token at u; a *runners.Error
@@ -217,35 +210,33 @@ func (m *Manager) actedAs(ctx context.Context, u *models.Upstream, who *models.P
 // once (they disconnected their account there): their next call finds
 // none, and no call in flight goes on with a connection made with it.
 func (m *Manager) DropPerson(server string, principal uint) {
-	m.mu.Lock()
-	var gone []*conn
-	for key, c := range m.cns {
-		if key.server == server && key.person == principal {
-			delete(m.cns, key)
-			gone = append(gone, c)
-		}
-	}
-	for key := range m.failures {
-		if key.server == server && key.person == principal {
-			delete(m.failures, key)
-		}
-	}
-	m.mu.Unlock()
-	for _, c := range gone {
-		c.close()
-	}
+	m.closeWhere(func(key connKey, _ *conn) bool { return key.server == server && key.person == principal })
 }
 
 // SecretChanged closes the person principal's connections made with
 // their secret name (they stored another value, or deleted it): their
 // next call connects with what they store now, or is refused.
 func (m *Manager) SecretChanged(principal uint, name string) {
+	m.closeWhere(func(key connKey, c *conn) bool {
+		return key.person == principal && c != nil && slices.Contains(personalSecrets(c.reg), name)
+	})
+}
+
+// closeWhere closes the connections drop picks, and forgets the
+// connection failures it picks (asked with a nil conn): the next call
+// tries at once.
+func (m *Manager) closeWhere(drop func(connKey, *conn) bool) {
 	m.mu.Lock()
 	var gone []*conn
 	for key, c := range m.cns {
-		if key.person == principal && slices.Contains(personalSecrets(c.reg), name) {
+		if drop(key, c) {
 			delete(m.cns, key)
 			gone = append(gone, c)
+		}
+	}
+	for key := range m.failures {
+		if drop(key, nil) {
+			delete(m.failures, key)
 		}
 	}
 	m.mu.Unlock()

@@ -10,6 +10,7 @@ import (
 
 	"toolbelt/models"
 	"toolbelt/services/redact"
+	"toolbelt/services/runners"
 )
 
 // Server is an upstream as the API shows it: its registration (secret
@@ -99,7 +100,7 @@ func (m *Manager) server(ctx context.Context, u *models.Upstream, connected map[
 		s.AuthType = "personal"
 		if len(rows) == 0 {
 			s.Unlisted = "its tools are listed with an admin's own secrets (" + strings.Join(personalSecrets(u), ", ") + "): store yours at " +
-				strings.TrimRight(m.d.PublicURL, "/") + SecretsPage + ", then sync"
+				strings.TrimRight(m.d.PublicURL, "/") + runners.SecretsPage + ", then sync"
 		}
 	}
 	// Values stored before literal credentials were refused show masked.
