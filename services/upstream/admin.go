@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"path/filepath"
 	"reflect"
@@ -163,6 +164,36 @@ func (s *Spec) check() error {
 	return nil
 }
 
+// validate is s.check and, for a stdio server, whether its processes can
+// read each of its mounts (Deps.Stdio.Mountable), every problem reported
+// at once.
+func (m *Manager) validate(s *Spec) error {
+	err := s.check()
+	if s.Transport != models.TransportStdio || m.d.Stdio == nil {
+		return err
+	}
+	var ps models.Problems
+	var invalid *models.ValidationError
+	if errors.As(err, &invalid) {
+		ps = invalid.Problems
+	} else if err != nil {
+		return err
+	}
+	for _, name := range slices.Sorted(maps.Keys(s.Mounts)) {
+		dir := s.Mounts[name]
+		if !filepath.IsAbs(dir) || filepath.Clean(dir) != dir {
+			continue // refused by check
+		}
+		if err := m.d.Stdio.Mountable(dir); err != nil {
+			ps.Add("/mounts/"+tooldef.EscapePointer(name), "%s", err)
+		}
+	}
+	if len(ps) > 0 {
+		return &models.ValidationError{What: "upstream server", Problems: ps}
+	}
+	return nil
+}
+
 var mountName = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,31}$`)
 
 func envName(s string) bool {
@@ -208,7 +239,7 @@ func checkSecretRefs(ptr, v string, credential bool, ps *models.Problems) {
 // served (the admin adding it accepts what it serves now). A server that
 // does not start or answer is refused and nothing is stored.
 func (m *Manager) Add(ctx context.Context, s Spec, by *models.Principal) (*models.Upstream, *Report, error) {
-	if err := s.check(); err != nil {
+	if err := m.validate(&s); err != nil {
 		return nil, nil, err
 	}
 	u := s.upstream()
@@ -253,7 +284,7 @@ func (m *Manager) Add(ctx context.Context, s Spec, by *models.Principal) (*model
 // command or URL cannot change a tool's definition unseen. A
 // registration that is the same as stored changes nothing (nil report).
 func (m *Manager) Update(ctx context.Context, s Spec, by *models.Principal) (*models.Upstream, *Report, error) {
-	if err := s.check(); err != nil {
+	if err := m.validate(&s); err != nil {
 		return nil, nil, err
 	}
 	cur, err := m.d.Store.UpstreamByName(ctx, s.Name)
@@ -359,7 +390,7 @@ func unreachable(u *models.Upstream, msg string) error {
 // Try connects to a server as Add would and lists the tools it serves,
 // storing nothing: the console's "test the connection".
 func (m *Manager) Try(ctx context.Context, s Spec) ([]string, error) {
-	if err := s.check(); err != nil {
+	if err := m.validate(&s); err != nil {
 		return nil, err
 	}
 	// Under a name of its own, so no registered server's connection is

@@ -64,8 +64,8 @@ func (s *Sandboxed) Start(ctx context.Context, u *models.Upstream, call *runners
 		return nil, err
 	}
 	for name, host := range u.Mounts {
-		if within(host, data) || within(data, host) {
-			return nil, fmt.Errorf("mount %s: %s holds or is inside the server's data directory, which no sandbox sees", name, host)
+		if err := s.mountable(host, data); err != nil {
+			return nil, fmt.Errorf("mount %s: %w", name, err)
 		}
 		mounts = append(mounts, sandbox.Mount{Host: host, At: "/opt/" + name})
 	}
@@ -161,6 +161,25 @@ func (w *stdin) Close() error {
 }
 
 // within reports whether path is dir or below it.
+// Mountable says whether host, a mounts entry, can be shown to the
+// server's processes: not the data directory nor in it (which no sandbox
+// sees), and a directory the user they run as can reach and read (a
+// clone under a home directory of mode 700 is not).
+func (s *Sandboxed) Mountable(host string) error {
+	data, err := filepath.Abs(s.DataDir)
+	if err != nil {
+		return err
+	}
+	return s.mountable(host, data)
+}
+
+func (s *Sandboxed) mountable(host, data string) error {
+	if within(host, data) || within(data, host) {
+		return fmt.Errorf("%s holds or is inside the server's data directory, which no sandbox sees", host)
+	}
+	return s.Box.Readable(host)
+}
+
 func within(path, dir string) bool {
 	rel, err := filepath.Rel(dir, path)
 	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")

@@ -72,6 +72,10 @@ type Deps struct {
 // started for (its own directory), 0 for one shared by everyone.
 type StdioStarter interface {
 	Start(ctx context.Context, u *models.Upstream, call *runners.Call, person uint, env []string) (mcp.Transport, error)
+	// Mountable says why host, a mounts entry, cannot be shown to the
+	// server's processes (nil: it can), checked at registration so an
+	// admin reads which directory stops whom, not a failed start.
+	Mountable(host string) error
 }
 
 // Manager holds the connections to upstream servers.
