@@ -16,7 +16,7 @@ import (
 // nodePackages is the directory that really holds testdata/node's
 // node_modules, to mount in the sandbox: testdata/node/node_modules may
 // be a link to elsewhere, which the sandbox would not follow.
-func nodePackages(t *testing.T) string {
+func nodePackages(t testing.TB) string {
 	t.Helper()
 	modules, err := filepath.EvalSymlinks(filepath.Join(nodetest.Dir(t), "node_modules"))
 	if err != nil {
