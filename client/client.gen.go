@@ -295,6 +295,27 @@ func (e UpstreamServerAuthType) Valid() bool {
 	}
 }
 
+// Defines values for UpstreamServerTransport.
+const (
+	UpstreamServerTransportHttp  UpstreamServerTransport = "http"
+	UpstreamServerTransportSse   UpstreamServerTransport = "sse"
+	UpstreamServerTransportStdio UpstreamServerTransport = "stdio"
+)
+
+// Valid indicates whether the value is a known member of the UpstreamServerTransport enum.
+func (e UpstreamServerTransport) Valid() bool {
+	switch e {
+	case UpstreamServerTransportHttp:
+		return true
+	case UpstreamServerTransportSse:
+		return true
+	case UpstreamServerTransportStdio:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for UpstreamSpecIsolation.
 const (
 	UpstreamSpecIsolationSession UpstreamSpecIsolation = "session"
@@ -2057,9 +2078,12 @@ type UpstreamServer struct {
 
 	// Stderr Stderr is the end of what its last stdio process here wrote to its
 	// standard error.
-	Stderr    *string         `json:"stderr,omitempty"`
-	Tools     *[]UpstreamTool `json:"tools,omitempty"`
-	Transport *string         `json:"transport,omitempty"`
+	Stderr *string         `json:"stderr,omitempty"`
+	Tools  *[]UpstreamTool `json:"tools,omitempty"`
+
+	// Transport Transport is how Toolbelt reaches the server: a command in the
+	// sandbox (stdio), Streamable HTTP (http) or legacy HTTP+SSE (sse).
+	Transport *UpstreamServerTransport `json:"transport,omitempty"`
 
 	// Unlisted Unlisted, for a personal server with no tools yet, says how they
 	// get listed: with an admin's own connection.
@@ -2074,6 +2098,10 @@ type UpstreamServer struct {
 // their person), "personal" (their own secrets), "" (the
 // registration's own headers, the same for everyone).
 type UpstreamServerAuthType string
+
+// UpstreamServerTransport Transport is how Toolbelt reaches the server: a command in the
+// sandbox (stdio), Streamable HTTP (http) or legacy HTTP+SSE (sse).
+type UpstreamServerTransport string
 
 // UpstreamSpec defines model for upstream.Spec.
 type UpstreamSpec struct {
@@ -2126,7 +2154,10 @@ type UpstreamSpec struct {
 	// Example: everything
 	Name *string `json:"name,omitempty"`
 
-	// Transport Example: http
+	// Transport Transport is how Toolbelt reaches the server: a command in the
+	// sandbox (stdio), Streamable HTTP (http) or legacy HTTP+SSE (sse).
+	//
+	// Example: http
 	Transport *UpstreamSpecTransport `json:"transport,omitempty"`
 
 	// Url URL is the endpoint (http, sse).
@@ -2139,7 +2170,10 @@ type UpstreamSpec struct {
 // its work directory); stdio only.
 type UpstreamSpecIsolation string
 
-// UpstreamSpecTransport Example: http
+// UpstreamSpecTransport Transport is how Toolbelt reaches the server: a command in the
+// sandbox (stdio), Streamable HTTP (http) or legacy HTTP+SSE (sse).
+//
+// Example: http
 type UpstreamSpecTransport string
 
 // UpstreamTool defines model for upstream.Tool.

@@ -28,9 +28,11 @@ const (
 // Upstream is an MCP server an admin registered: Toolbelt connects to it,
 // and its tools become Toolbelt tools (each an UpstreamTool).
 type Upstream struct {
-	ID        uint   `gorm:"primaryKey" json:"id"`
-	Name      string `gorm:"size:32;not null;uniqueIndex" json:"name"`
-	Transport string `gorm:"size:8;not null" json:"transport"`
+	ID   uint   `gorm:"primaryKey" json:"id"`
+	Name string `gorm:"size:32;not null;uniqueIndex" json:"name"`
+	// Transport is how Toolbelt reaches the server: a command in the
+	// sandbox (stdio), Streamable HTTP (http) or legacy HTTP+SSE (sse).
+	Transport string `gorm:"size:8;not null" json:"transport" enums:"stdio,http,sse"`
 	// Command is the program and its arguments (stdio).
 	Command []string `gorm:"serializer:json" json:"command,omitempty"`
 	// Env is the stdio process's whole environment besides PATH and HOME:

@@ -39,6 +39,9 @@ func (h *Handler) renderServers(c *gin.Context, status int, d views.ServersData)
 		return err
 	}
 	d.Categories = tooldef.Categories
+	for _, t := range upstream.Transports() {
+		d.Transports = append(d.Transports, views.ServerTransport{Name: t.Name, Description: t.Description})
+	}
 	if d.Form.Errors == nil {
 		d.Form.Errors = map[string]string{}
 	}

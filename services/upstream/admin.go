@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"net/http"
 	"path/filepath"
 	"reflect"
 	"regexp"
@@ -23,7 +22,9 @@ import (
 // Spec is an upstream server as an admin registers it.
 type Spec struct {
 	// Name is the server's name, the prefix of its tools' names.
-	Name      string `json:"name" example:"everything"`
+	Name string `json:"name" example:"everything"`
+	// Transport is how Toolbelt reaches the server: a command in the
+	// sandbox (stdio), Streamable HTTP (http) or legacy HTTP+SSE (sse).
 	Transport string `json:"transport" example:"http" enums:"stdio,http,sse"`
 	// Command is the program and its arguments (stdio), run in the
 	// sandbox.
@@ -89,58 +90,10 @@ func (s *Spec) check() error {
 	if s.IdleSeconds == 0 {
 		s.IdleSeconds = 300
 	}
-	switch s.Transport {
-	case models.TransportStdio:
-		if len(s.Command) == 0 || strings.TrimSpace(s.Command[0]) == "" {
-			ps.Add("/command", "is required for stdio: the program and its arguments, e.g. [\"npx\", \"@modelcontextprotocol/server-memory\"]")
-		}
-		for i, a := range s.Command {
-			if strings.ContainsRune(a, 0) {
-				ps.Add(fmt.Sprintf("/command/%d", i), "must not contain NUL")
-			}
-		}
-		if s.URL != "" || len(s.Headers) > 0 {
-			ps.Add("/url", "url and headers are for http and sse servers, not stdio")
-		}
-		for name, dir := range s.Mounts {
-			ptr := "/mounts/" + tooldef.EscapePointer(name)
-			if !mountName.MatchString(name) {
-				ps.Add(ptr, "%q must be a lower-case letter or digit, then up to 31 of them, '.', '_' or '-': the directory /opt/<name>", name)
-			}
-			if !filepath.IsAbs(dir) || filepath.Clean(dir) != dir {
-				ps.Add(ptr, "%q must be an absolute, clean path to a directory on the server", dir)
-			}
-		}
-		checkEgress(s.Egress, &ps)
-		for name, v := range s.Env {
-			ptr := "/env/" + tooldef.EscapePointer(name)
-			if !envName(name) {
-				ps.Add(ptr, "%q is not an environment variable name (letters, digits and '_')", name)
-			}
-			checkSecretRefs(ptr, v, tooldef.SecretHeader.MatchString(name), &ps)
-		}
-	case models.TransportHTTP, models.TransportSSE:
-		if !strings.HasPrefix(s.URL, "http://") && !strings.HasPrefix(s.URL, "https://") {
-			ps.Add("/url", "%q must be an absolute http or https URL", s.URL)
-		}
-		if len(s.Egress) > 0 {
-			ps.Add("/egress", "is for stdio servers: a remote server is reached under the outbound-address policy")
-		}
-		if len(s.Command) > 0 || len(s.Env) > 0 || len(s.Mounts) > 0 {
-			ps.Add("/command", "command, env and mounts are for stdio servers")
-		}
-		if s.Isolation != models.IsolationShared {
-			ps.Add("/isolation", "only stdio servers run one process per session")
-		}
-		for name, v := range s.Headers {
-			ptr := "/headers/" + tooldef.EscapePointer(name)
-			if http.CanonicalHeaderKey(name) == "" || strings.ContainsAny(name, " :\r\n") {
-				ps.Add(ptr, "%q is not an HTTP header name", name)
-			}
-			checkSecretRefs(ptr, v, tooldef.SecretHeader.MatchString(name), &ps)
-		}
-	default:
-		ps.Add("/transport", "%q is not a transport; use stdio, http or sse", s.Transport)
+	if t, ok := transportNamed(s.Transport); ok {
+		t.check(s, &ps)
+	} else {
+		ps.Add("/transport", "%q is not a transport; use %s", s.Transport, strings.Join(TransportNames(), ", "))
 	}
 	if s.Network {
 		ps.Add("/network", "is replaced by egress: list the hosts the server may reach, e.g. [\"api.github.com\"]; without them it has no network")

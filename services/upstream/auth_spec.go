@@ -43,7 +43,7 @@ func (a *AuthSpec) check(transport string, ps *models.Problems) {
 	if a == nil {
 		return
 	}
-	if transport != models.TransportHTTP && transport != models.TransportSSE {
+	if !takes(transport, "auth") {
 		ps.Add("/auth", "is for http and sse servers: a stdio server takes per-person values as {{user.secret.NAME}} in its env")
 	}
 	for i, sc := range a.Scopes {

@@ -373,43 +373,13 @@ func (m *Manager) dial(ctx context.Context, u *models.Upstream, key connKey, cal
 		}
 		c.hide = append(c.hide, v)
 	}
-	var t mcp.Transport
-	switch u.Transport {
-	case models.TransportStdio:
-		if m.d.Stdio == nil {
-			return nil, fmt.Errorf("stdio servers cannot run on this server (no sandbox)")
-		}
-		env, err := m.environment(ctx, u, as)
-		if err != nil {
-			return nil, err
-		}
-		// The process outlives the call that started it: its context is
-		// not the call's.
-		if t, err = m.d.Stdio.Start(context.WithoutCancel(ctx), u, call, key.person, env); err != nil {
-			return nil, err
-		}
-	case models.TransportHTTP, models.TransportSSE:
-		if msg := m.d.Net.CheckURL(u.URL); msg != "" {
-			return nil, fmt.Errorf("the outbound policy refuses %s: %s", u.URL, msg)
-		}
-		client, err := m.httpClient(ctx, u, as)
-		if err != nil {
-			return nil, err
-		}
-		if u.Auth != nil {
-			if client, c.auth, err = authClient(client, u, func(ctx context.Context) (string, error) {
-				return m.token(ctx, u, &runners.Call{Principal: as})
-			}); err != nil {
-				return nil, err
-			}
-		}
-		if u.Transport == models.TransportHTTP {
-			t = &mcp.StreamableClientTransport{Endpoint: u.URL, HTTPClient: client, MaxRetries: -1}
-		} else {
-			t = &mcp.SSEClientTransport{Endpoint: u.URL, HTTPClient: client}
-		}
-	default:
-		return nil, fmt.Errorf("transport %q is not one of stdio, http, sse", u.Transport)
+	tr, ok := transportNamed(u.Transport)
+	if !ok {
+		return nil, fmt.Errorf("transport %q is not one of %s", u.Transport, strings.Join(TransportNames(), ", "))
+	}
+	t, err := tr.open(ctx, m, u, c, call, as)
+	if err != nil {
+		return nil, err
 	}
 	client := mcp.NewClient(&mcp.Implementation{Name: "toolbelt", Version: "1"}, &mcp.ClientOptions{
 		Capabilities: &mcp.ClientCapabilities{},
