@@ -66,6 +66,12 @@ func mountMCP(r *gin.Engine, d Deps) {
 	sessionful := requireInitialize(sessions)
 	streamable := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("MCP-Protocol-Version") >= StatelessProtocolVersion {
+			// tools/call and tools/list are answered without the SDK's
+			// per-request session (mcpserver.ServeStateless), the rest by it.
+			p, _ := r.Context().Value(principalCtxKey{}).(*models.Principal)
+			if p != nil && srv.ServeStateless(w, r, p, runners.SubjectTokenOf(r.Context())) {
+				return
+			}
 			stateless.ServeHTTP(w, r)
 			return
 		}

@@ -12,7 +12,7 @@ import (
 
 // connectRequired is the error that answers a call refused for want of
 // the person's account at an upstream (UPSTREAM_NOT_CONNECTED) when the
-// client said it opens URLs for its user (the elicitation.url
+// client said it opens URLs for its user (opens: the elicitation.url
 // capability, MCP 2025-11-25): URLElicitationRequiredError (-32042)
 // with one URL mode elicitation, the console page where the person
 // connects. The specification gives this error for a request that cannot
@@ -22,9 +22,9 @@ import (
 // open for as long as the person takes. nil for any other answer, or a
 // client without the capability: it reads the tool error, whose text
 // names the URL.
-func connectRequired(ss *mcp.ServerSession, res invoke.ToolResult) error {
+func connectRequired(opens bool, res invoke.ToolResult) error {
 	e := res.Error
-	if res.Success || e == nil || e.Code != models.CodeUpstreamNotConnected || e.ConnectURL == "" || !opensURLs(ss) {
+	if res.Success || e == nil || e.Code != models.CodeUpstreamNotConnected || e.ConnectURL == "" || !opens {
 		return nil
 	}
 	err := mcp.URLElicitationRequiredError([]*mcp.ElicitParams{{
@@ -44,5 +44,10 @@ func opensURLs(ss *mcp.ServerSession) bool {
 		return false
 	}
 	ip := ss.InitializeParams()
-	return ip != nil && ip.Capabilities != nil && ip.Capabilities.Elicitation != nil && ip.Capabilities.Elicitation.URL != nil
+	return ip != nil && capsOpenURLs(ip.Capabilities)
+}
+
+// capsOpenURLs reports whether caps declare URL mode elicitation.
+func capsOpenURLs(caps *mcp.ClientCapabilities) bool {
+	return caps != nil && caps.Elicitation != nil && caps.Elicitation.URL != nil
 }

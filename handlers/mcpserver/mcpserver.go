@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"regexp"
 	"strconv"
 	"strings"
@@ -86,6 +87,7 @@ type Server struct {
 	invoker  *invoke.Invoker
 	log      *slog.Logger
 	mcp      *mcp.Server
+	impl     *mcp.Implementation
 	builtins []*mcp.Tool
 	// waits caps the calls each principal holds open (see Deps.Waits).
 	waits *access.Holds
@@ -119,7 +121,8 @@ type Deps struct {
 func New(d Deps) *Server {
 	s := &Server{selector: d.Selector, invoker: d.Invoker, log: d.Log, waits: d.Waits, builtins: builtinTools(),
 		closing: make(chan struct{}), followFor: FollowFor, progressEvery: ProgressEvery}
-	s.mcp = mcp.NewServer(&mcp.Implementation{Name: "toolbelt", Title: "Toolbelt", Version: d.Version}, &mcp.ServerOptions{
+	s.impl = &mcp.Implementation{Name: "toolbelt", Title: "Toolbelt", Version: d.Version}
+	s.mcp = mcp.NewServer(s.impl, &mcp.ServerOptions{
 		Instructions: "Toolbelt runs tools for you. Call " + SearchToolsName + " with your task to find the tools that fit it " +
 			"(the list can be long). Some calls wait for a human reviewer's approval: their result says so, " +
 			"and " + CallResultName + " fetches the outcome later.",
@@ -192,14 +195,11 @@ func (s *Server) tools(next mcp.MethodHandler) mcp.MethodHandler {
 			if err != nil {
 				return nil, err
 			}
-			// This message's own token for token exchange, or none.
-			ctx = runners.WithSubjectToken(ctx, subjectTokenOf(req))
-			session, err := callSession(req, r.Session, r.Params.Meta)
-			if err != nil {
-				return complete(r.Session, refused(models.CodeValidation, sentence(err.Error())+
-					" The "+sentence(invoke.SessionIDRule)+" Send none to use this MCP session's.")), nil
+			var header http.Header
+			if extra := req.GetExtra(); extra != nil {
+				header = extra.Header
 			}
-			res, err := s.call(ctx, p, session, r.Session, r.Params)
+			res, err := s.callTool(ctx, p, subjectTokenOf(req), header, r.Session, opensURLs(r.Session), r.Params)
 			if err != nil {
 				return nil, err // not a typed nil: exactly one of the two is nil
 			}
@@ -241,8 +241,25 @@ const (
 	SessionMeta   = "toolbelt/session_id"
 )
 
-// callSession is the call session a tools/call asks for.
-func callSession(req mcp.Request, ss *mcp.ServerSession, meta mcp.Meta) (string, error) {
+// callTool answers a tools/call of principal p, whose HTTP request
+// brought header and subjectToken (its token for token exchange, or ""),
+// in MCP session ss (nil for a request that stands alone); opens says
+// whether the client opens URLs for its user (connectRequired).
+func (s *Server) callTool(ctx context.Context, p *models.Principal, subjectToken string, header http.Header,
+	ss *mcp.ServerSession, opens bool, params *mcp.CallToolParamsRaw) (*mcp.CallToolResult, error) {
+	// This message's own token for token exchange, or none.
+	ctx = runners.WithSubjectToken(ctx, subjectToken)
+	session, err := callSession(header, ss, params.Meta)
+	if err != nil {
+		return refused(models.CodeValidation, sentence(err.Error())+
+			" The "+sentence(invoke.SessionIDRule)+" Send none to use this MCP session's."), nil
+	}
+	return s.call(ctx, p, session, ss, opens, params)
+}
+
+// callSession is the call session a tools/call asks for, its HTTP request
+// carrying header.
+func callSession(header http.Header, ss *mcp.ServerSession, meta mcp.Meta) (string, error) {
 	chosen, from := "", ""
 	if v, ok := meta[SessionMeta]; ok {
 		str, isString := v.(string)
@@ -250,8 +267,8 @@ func callSession(req mcp.Request, ss *mcp.ServerSession, meta mcp.Meta) (string,
 			return "", fmt.Errorf("_meta %q must be a string", SessionMeta)
 		}
 		chosen, from = str, "_meta "+strconv.Quote(SessionMeta)
-	} else if extra := req.GetExtra(); extra != nil && extra.Header.Get(SessionHeader) != "" {
-		chosen, from = extra.Header.Get(SessionHeader), "the "+SessionHeader+" header"
+	} else if header.Get(SessionHeader) != "" {
+		chosen, from = header.Get(SessionHeader), "the "+SessionHeader+" header"
 	}
 	if from == "" {
 		return sessionID(ss), nil
@@ -346,10 +363,18 @@ func complete(ss *mcp.ServerSession, res *mcp.CallToolResult) *mcp.CallToolResul
 	return completed(res)
 }
 
+// completeResult is an empty result marked complete, decoded once: the
+// SDK's decoder takes a 32 KB buffer for each value it decodes.
+var completeResult = sync.OnceValues(func() (mcp.CallToolResult, error) {
+	var out mcp.CallToolResult
+	err := json.Unmarshal([]byte(`{"content":[],"resultType":"complete"}`), &out)
+	return out, err
+})
+
 // completed is res marked complete (TestCompleted holds it to the wire).
 func completed(res *mcp.CallToolResult) *mcp.CallToolResult {
-	var out mcp.CallToolResult
-	if json.Unmarshal([]byte(`{"content":[],"resultType":"complete"}`), &out) != nil {
+	out, err := completeResult()
+	if err != nil {
 		return res
 	}
 	out.Meta, out.IsError, out.StructuredContent = res.Meta, res.IsError, res.StructuredContent
@@ -361,7 +386,7 @@ func completed(res *mcp.CallToolResult) *mcp.CallToolResult {
 }
 
 // call runs one tools/call; its error is the request's (connect.go).
-func (s *Server) call(ctx context.Context, p *models.Principal, session string, ss *mcp.ServerSession, params *mcp.CallToolParamsRaw) (*mcp.CallToolResult, error) {
+func (s *Server) call(ctx context.Context, p *models.Principal, session string, ss *mcp.ServerSession, opens bool, params *mcp.CallToolParamsRaw) (*mcp.CallToolResult, error) {
 	switch params.Name {
 	case SearchToolsName:
 		return s.searchTools(ctx, p, session, params.Arguments), nil
@@ -393,7 +418,7 @@ func (s *Server) call(ctx context.Context, p *models.Principal, session string, 
 	if ss != nil && !models.Terminal(res.Status) {
 		s.unended(ss, res.CallID)
 	}
-	if err := connectRequired(ss, res); err != nil {
+	if err := connectRequired(opens, res); err != nil {
 		return nil, err
 	}
 	return s.result(ctx, params.Name, res), nil
