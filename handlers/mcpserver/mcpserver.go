@@ -326,20 +326,40 @@ func (s *Server) list(ctx context.Context, p *models.Principal, cursor string) (
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "internal error"}
 	}
 	for _, raw := range page {
-		var t mcp.Tool
-		if err := json.Unmarshal(raw, &t); err != nil {
+		t, err := storedTool(raw)
+		if err != nil {
 			s.log.ErrorContext(ctx, "mcp tools/list: decode stored rendering", "err", err)
 			continue
 		}
 		if t.Name == SearchToolsName || t.Name == CallResultName {
 			continue
 		}
-		res.Tools = append(res.Tools, &t)
+		res.Tools = append(res.Tools, t)
 	}
 	if next != "" {
 		res.NextCursor = base64.RawURLEncoding.EncodeToString([]byte(next))
 	}
 	return res, nil
+}
+
+// storedTool decodes a tool's stored MCP rendering, its schemas kept as
+// the JSON they are: decoded into maps and encoded again they cost a page
+// of 500 tools some 50 ms (BenchmarkMCPToolsList10k).
+func storedTool(raw json.RawMessage) (*mcp.Tool, error) {
+	var stored struct {
+		mcp.Tool
+		InputSchema  json.RawMessage `json:"inputSchema"`
+		OutputSchema json.RawMessage `json:"outputSchema"`
+	}
+	if err := json.Unmarshal(raw, &stored); err != nil {
+		return nil, err
+	}
+	t := stored.Tool
+	t.InputSchema = stored.InputSchema
+	if len(stored.OutputSchema) > 0 && string(stored.OutputSchema) != "null" {
+		t.OutputSchema = stored.OutputSchema
+	}
+	return &t, nil
 }
 
 // protocolResultType is the first MCP version whose tools/call results
