@@ -13,8 +13,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -231,43 +229,16 @@ func BenchmarkCachedVsBareGin(b *testing.B) {
 
 	bare := bareGinServer(b)
 
-	type side struct {
-		reqs int64
-		took time.Duration
-		cpu  time.Duration
-	}
-	var cached, plain side
-	load := func(s *side, do func(*http.Client)) {
-		clients := benchClients()
-		var n atomic.Int64
-		var wg sync.WaitGroup
-		start, cpu := time.Now(), cpuTime()
-		deadline := start.Add(250 * time.Millisecond)
-		for range clients {
-			wg.Go(func() {
-				client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
-				defer client.CloseIdleConnections()
-				for time.Now().Before(deadline) {
-					do(client)
-					n.Add(1)
-				}
-			})
-		}
-		wg.Wait()
-		s.reqs += n.Load()
-		s.took += time.Since(start)
-		s.cpu += cpuTime() - cpu
-	}
+	var cached, plain loadSide
 	for b.Loop() {
-		load(&plain, func(c *http.Client) { post(c, bare.URL+"/x", `{}`, false) })
-		load(&cached, func(c *http.Client) { post(c, srv.URL+"/api/v1/calls", body, true) })
+		plain.load(func(c *http.Client) { post(c, bare.URL+"/x", `{}`, false) })
+		cached.load(func(c *http.Client) { post(c, srv.URL+"/api/v1/calls", body, true) })
 	}
-	rate := func(s side) float64 { return float64(s.reqs) / s.took.Seconds() }
-	b.ReportMetric(rate(cached), "cached-req/s")
-	b.ReportMetric(rate(plain), "bare-req/s")
-	b.ReportMetric(float64(cached.cpu.Microseconds())/float64(cached.reqs), "cached-cpu-µs/req")
-	b.ReportMetric(float64(plain.cpu.Microseconds())/float64(plain.reqs), "bare-cpu-µs/req")
-	b.ReportMetric(rate(cached)/rate(plain), "ratio")
+	b.ReportMetric(cached.rate(), "cached-req/s")
+	b.ReportMetric(plain.rate(), "bare-req/s")
+	b.ReportMetric(cached.cpuPerReq(), "cached-cpu-µs/req")
+	b.ReportMetric(plain.cpuPerReq(), "bare-cpu-µs/req")
+	b.ReportMetric(cached.rate()/plain.rate(), "ratio")
 }
 
 // benchParallel runs do from 8 clients per CPU with keep-alive
