@@ -5,8 +5,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
-	"unicode/utf8"
 
+	"toolbelt/models"
 	"toolbelt/web"
 )
 
@@ -23,9 +23,7 @@ type accessLine struct {
 }
 
 func newAccessLine(out io.Writer, instance string) *accessLine {
-	with := append([]byte(`,"instance":`), '"')
-	with = appendLogString(with, instance)
-	with = append(with, '"')
+	with := models.AppendJSONString([]byte(`,"instance":`), instance)
 	return &accessLine{out: out, with: with, bufs: sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}}
 }
 
@@ -40,15 +38,15 @@ func (a *accessLine) write(l web.RequestLine) bool {
 	b = l.End.AppendFormat(b, time.RFC3339Nano)
 	b = append(b, `","level":"INFO","msg":"request"`...)
 	b = append(b, a.with...)
-	b = appendLogField(b, `,"request_id":"`, l.RequestID)
-	b = appendLogField(b, `","method":"`, l.Method)
-	b = appendLogField(b, `","path":"`, l.Path)
-	b = appendLogField(b, `","route":"`, l.Route)
-	b = append(b, `","status":`...)
+	b = appendLogField(b, `,"request_id":`, l.RequestID)
+	b = appendLogField(b, `,"method":`, l.Method)
+	b = appendLogField(b, `,"path":`, l.Path)
+	b = appendLogField(b, `,"route":`, l.Route)
+	b = append(b, `,"status":`...)
 	b = strconv.AppendInt(b, int64(l.Status), 10)
-	b = appendLogField(b, `,"duration":"`, l.Took.String())
-	b = appendLogField(b, `","principal":"`, l.Actor)
-	b = append(b, "\"}\n"...)
+	b = appendLogField(b, `,"duration":`, l.Took.String())
+	b = appendLogField(b, `,"principal":`, l.Actor)
+	b = append(b, "}\n"...)
 	_, _ = a.out.Write(b)
 	*bp = b
 	a.bufs.Put(bp)
@@ -56,55 +54,7 @@ func (a *accessLine) write(l web.RequestLine) bool {
 }
 
 func appendLogField(b []byte, key, value string) []byte {
-	return appendLogString(append(b, key...), value)
-}
-
-// appendLogString appends s escaped as the JSON log handler escapes a
-// string (its quotes left to the caller): encoding/json's escapes
-// without the HTML ones, invalid UTF-8 as U+FFFD, and U+2028 and U+2029
-// escaped.
-func appendLogString(b []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	start := 0
-	for i := 0; i < len(s); {
-		if c := s[i]; c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-		case r == '\u2028' || r == '\u2029':
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xf])
-		default:
-			i += size
-			continue
-		}
-		i += size
-		start = i
-	}
-	return append(b, s[start:]...)
+	return models.AppendJSONString(append(b, key...), value)
 }
 
 // lockedWriter serializes the writes of the log handler and accessLine

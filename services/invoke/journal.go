@@ -13,7 +13,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"unicode/utf8"
 
 	"toolbelt/models"
 )
@@ -187,26 +186,26 @@ var journalLines = sync.Pool{New: func() any { b := make([]byte, 0, 1024); retur
 // journal's time.
 func appendJournalLine(b []byte, c *models.Call) []byte {
 	b = append(b, `{"id":`...)
-	b = appendJSONString(b, c.ID)
+	b = models.AppendJSONString(b, c.ID)
 	b = append(b, `,"principal_id":`...)
 	b = strconv.AppendUint(b, uint64(c.PrincipalID), 10)
 	b = append(b, `,"session_id":`...)
-	b = appendJSONString(b, c.SessionID)
+	b = models.AppendJSONString(b, c.SessionID)
 	b = append(b, `,"tool":`...)
-	b = appendJSONString(b, c.Tool)
+	b = models.AppendJSONString(b, c.Tool)
 	b = append(b, `,"version":`...)
-	b = appendJSONString(b, c.Version)
+	b = models.AppendJSONString(b, c.Version)
 	b = append(b, `,"parent_id":`...)
-	b = appendJSONString(b, c.ParentID)
+	b = models.AppendJSONString(b, c.ParentID)
 	b = append(b, `,"arguments":`...)
-	b = appendJSONString(b, c.Arguments)
+	b = models.AppendJSONString(b, c.Arguments)
 	b = append(b, `,"status":`...)
-	b = appendJSONString(b, c.Status)
+	b = models.AppendJSONString(b, c.Status)
 	b = append(b, `,"error_code":`...)
-	b = appendJSONString(b, c.ErrorCode)
+	b = models.AppendJSONString(b, c.ErrorCode)
 	if c.ActedAs != "" {
 		b = append(b, `,"acted_as":`...)
-		b = appendJSONString(b, c.ActedAs)
+		b = models.AppendJSONString(b, c.ActedAs)
 	}
 	b = append(b, `,"attempts":`...)
 	b = strconv.AppendInt(b, int64(c.Attempts), 10)
@@ -227,60 +226,16 @@ func appendJournalLine(b []byte, c *models.Call) []byte {
 		b = append(b, '"')
 	}
 	b = append(b, `,"result":`...)
-	b = appendJSONString(b, c.Result)
+	b = models.AppendJSONString(b, c.Result)
 	if c.Request != "" {
 		b = append(b, `,"request":`...)
-		b = appendJSONString(b, c.Request)
+		b = models.AppendJSONString(b, c.Request)
 	}
 	if c.Stages != "" {
 		b = append(b, `,"stages":`...)
-		b = appendJSONString(b, c.Stages)
+		b = models.AppendJSONString(b, c.Stages)
 	}
 	return append(b, "}\n"...)
-}
-
-// appendJSONString appends s as a JSON string: quotes, backslashes and
-// control characters escaped, invalid UTF-8 replaced by U+FFFD (as
-// encoding/json does).
-func appendJSONString(b []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		if c := s[i]; c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
 }
 
 // journalRecord is a call as journaled: its JSON omits result and

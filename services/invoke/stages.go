@@ -3,6 +3,8 @@ package invoke
 import (
 	"strconv"
 	"time"
+
+	"toolbelt/models"
 )
 
 // try is one attempt of the execution: how long it took and the code it
@@ -56,7 +58,7 @@ func (inv *Invoker) stages(c *call) string {
 			b = strconv.AppendInt(b, int64(n+1), 10)
 			if t.code != "" {
 				b = append(b, `,"error":`...)
-				b = appendJSONString(b, t.code)
+				b = models.AppendJSONString(b, t.code)
 			}
 			b = append(b, '}')
 		}
