@@ -61,7 +61,7 @@ generate:
 
 ## wordvec: remake the built-in embedder's word table (services/embed/wordvec.bin.gz) from the pinned word lists and model
 wordvec: node-deps
-	$(GO) run ./internal/wordvecgen
+	$(GO) run ./cmd/wordvecgen
 
 ## screenshots: the console guide's pictures (docs/img), taken in Chromium over a test server
 screenshots:
@@ -76,7 +76,7 @@ check: generate node-deps
 	$(GO) vet ./...
 	@if [ -n "$$(git status --porcelain -- docs views client)" ]; then \
 		echo "generated files are stale; run 'make generate' and commit:"; git status --porcelain -- docs views client; exit 1; fi
-	TOOLBELT_CHECK_WORDVEC=1 $(GO) test -count=1 -timeout 20m -run '^TestShippedTable$$' -v ./internal/wordvecgen
+	TOOLBELT_CHECK_WORDVEC=1 $(GO) test -count=1 -timeout 20m -run '^TestShippedTable$$' -v ./cmd/wordvecgen
 
 ## bench: run the benchmarks (registration, listing, export)
 bench:

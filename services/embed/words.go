@@ -24,7 +24,7 @@ import (
 // is how static embeddings distil a model (as Model2Vec does): the
 // meaning the model gives each word, without the model.
 //
-// internal/wordvecgen makes the table (wordvec.bin.gz) from the SCOWL word
+// cmd/wordvecgen makes the table (wordvec.bin.gz) from the SCOWL word
 // lists and the model; wordvec.NOTICE holds both licences.
 type WordVectors struct {
 	dim   int
@@ -77,7 +77,7 @@ func WriteWordTable(w io.Writer, table []byte) error {
 	return z.Close()
 }
 
-// ParseWordVectors reads a table in the format internal/wordvecgen writes
+// ParseWordVectors reads a table in the format cmd/wordvecgen writes
 // (all numbers little-endian):
 //
 //	"TBWORDS1"  rows uint32  dim uint16  scale float32  keys uint32

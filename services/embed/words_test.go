@@ -116,7 +116,7 @@ func TestBuiltinMeaning(t *testing.T) {
 	}
 }
 
-// table writes a word table as internal/wordvecgen does, for the parser's
+// table writes a word table as cmd/wordvecgen does, for the parser's
 // tests: keys as given (in order), rows of dim components.
 func table(rows, dim int, scale float32, keys []string, keyRows []uint32, data []byte) []byte {
 	var b bytes.Buffer

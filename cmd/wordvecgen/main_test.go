@@ -168,7 +168,7 @@ func TestShippedTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := t.TempDir()
-	cmd := exec.Command("go", "run", "./internal/wordvecgen", "--out", out)
+	cmd := exec.Command("go", "run", "./cmd/wordvecgen", "--out", out)
 	cmd.Dir = root
 	if msg, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("wordvecgen: %v\n%s", err, msg)

