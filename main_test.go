@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"toolbelt/internal/dbtest"
+	"toolbelt/internal/testlog"
 )
 
 // server is the real binary running on a free loopback port.
@@ -28,7 +29,7 @@ type server struct {
 	mu  sync.Mutex // guards out, which the reader goroutine appends to
 	out strings.Builder
 	// log is what the server logged (its stderr).
-	log    *lockedBuffer
+	log    *testlog.Buffer
 	base   string
 	key    string
 	exited chan error
@@ -118,7 +119,7 @@ func startWithTools(t testing.TB, bin, dataDir, toolsDir string, env ...string) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.log = &lockedBuffer{}
+	s.log = &testlog.Buffer{}
 	s.cmd.Stderr = s.log
 	if err := s.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -155,24 +156,6 @@ func startWithTools(t testing.TB, bin, dataDir, toolsDir string, env ...string) 
 		t.Fatalf("server not ready after 30 s:\n%s", s.output())
 	}
 	return s
-}
-
-// lockedBuffer is a buffer written by one goroutine and read by others.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf strings.Builder
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 func (s *server) get(t testing.TB, path, key string) (int, map[string]any) {

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"toolbelt/internal/dbtest"
+	"toolbelt/internal/testlog"
 	"toolbelt/services/ops"
 )
 
@@ -33,24 +34,6 @@ func testConfig(t *testing.T, dir string, args ...string) Config {
 	// as a cluster needs.
 	cfg.OAuthKey, cfg.VaultKey = testOAuthKey, testVaultKey
 	return cfg
-}
-
-// syncBuffer collects the log across goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // goroutines are the stacks of every goroutine, the caller's first.
@@ -156,14 +139,14 @@ func runWaits(held string) (waiting, past bool) {
 // holdingLog is a log that holds the goroutine writing the first line
 // containing hold until release closes.
 type holdingLog struct {
-	syncBuffer
+	testlog.Buffer
 	hold          string
 	held, release chan struct{}
 	once          sync.Once
 }
 
 func (l *holdingLog) Write(p []byte) (int, error) {
-	n, err := l.syncBuffer.Write(p)
+	n, err := l.Buffer.Write(p)
 	first := false
 	if bytes.Contains(p, []byte(l.hold)) {
 		l.once.Do(func() { first = true })

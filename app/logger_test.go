@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"toolbelt/internal/testlog"
 )
 
 // Logs are JSON for collectors and text for people; a duration keeps its
@@ -89,7 +91,7 @@ func TestLoggerAutoOnTerminal(t *testing.T) {
 // Every line names its instance once: a component's logger is the app's,
 // not one that adds the key again (JSON with a key twice is ambiguous).
 func TestLogLinesNameTheInstanceOnce(t *testing.T) {
-	var logs syncBuffer
+	var logs testlog.Buffer
 	cfg := testConfig(t, t.TempDir(), "--log-level", "debug")
 	a, err := New(context.Background(), cfg, Options{Stdout: io.Discard, LogOutput: &logs})
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"toolbelt/internal/dbtest"
+	"toolbelt/internal/testlog"
 	"toolbelt/models"
 )
 
@@ -28,7 +29,7 @@ func TestInstancesStartTogetherOnPostgres(t *testing.T) {
 	var (
 		wg      sync.WaitGroup
 		apps    = make([]*App, 3)
-		banners = make([]syncBuffer, 3)
+		banners = make([]testlog.Buffer, 3)
 		errs    = make([]error, 3)
 	)
 	for i := range apps {

@@ -10,12 +10,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"toolbelt/app"
 	"toolbelt/internal/dbtest"
+	"toolbelt/internal/testlog"
 	"toolbelt/models"
 	"toolbelt/services/access"
 	"toolbelt/services/invoke"
@@ -42,27 +42,9 @@ type testApp struct {
 	dbURL    string            // the Postgres database, "" on SQLite
 	keys     map[string]string // role → key; "none" → ""
 	ids      map[string]uint   // role → principal id
-	logs     *logBuffer        // what the server logged
+	logs     *testlog.Buffer   // what the server logged
 	app      *app.App
 	serving  bool // serve ran
-}
-
-// logBuffer collects log output safely across goroutines.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // hostCaps is what the test host claims to run.
@@ -124,7 +106,7 @@ func startTestApp(t testing.TB, host hostCaps, netPolicy netpolicy.Policy, edits
 		edit(&cfg)
 	}
 	// Tests read the server's JSON log lines; benchmarks throw them away.
-	logs := &logBuffer{}
+	logs := &testlog.Buffer{}
 	var logTo io.Writer = logs
 	if _, bench := t.(*testing.B); bench {
 		logTo = io.Discard

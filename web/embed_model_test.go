@@ -13,6 +13,7 @@ import (
 
 	"toolbelt/app"
 	"toolbelt/internal/nodetest"
+	"toolbelt/internal/testlog"
 	"toolbelt/models"
 )
 
@@ -31,7 +32,7 @@ func startModelApp(t *testing.T, dir, ollamaURL, model string) (a *app.App, ta *
 		t.Fatal(err)
 	}
 	cfg.AdminKey = modelAdminKey
-	logs := &logBuffer{}
+	logs := &testlog.Buffer{}
 	host := hostCaps{Chromium: true, Python: true, Node: true, Sandbox: true}
 	a, err = app.New(context.Background(), cfg, app.Options{Stdout: io.Discard, LogOutput: logs, Host: &host})
 	if err != nil {

@@ -24,10 +24,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"toolbelt/internal/testlog"
 )
 
 // Dir is testdata/node at the root of the module, with its packages
@@ -216,7 +217,7 @@ type Server struct {
 
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
-	stderr *syncBuffer
+	stderr *testlog.Buffer
 	done   chan struct{}
 }
 
@@ -262,7 +263,7 @@ func StartReading(script string, env []string, lines func([]byte), args ...strin
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cmd: cmd, stdin: stdin, stderr: &syncBuffer{}, done: make(chan struct{})}
+	s := &Server{cmd: cmd, stdin: stdin, stderr: &testlog.Buffer{}, done: make(chan struct{})}
 	cmd.Stderr = s.stderr
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", script, err)
@@ -334,21 +335,3 @@ func (s *Server) Port() string {
 
 // Stderr is what the server wrote to its standard error so far.
 func (s *Server) Stderr() string { return s.stderr.String() }
-
-// syncBuffer collects output safely across goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}

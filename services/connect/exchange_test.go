@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"toolbelt/internal/testidp"
+	"toolbelt/internal/testlog"
 	"toolbelt/models"
 	"toolbelt/services/runners"
 )
@@ -25,7 +26,7 @@ type exchangeWorld struct {
 	idp     *testidp.IDP
 	a, b, c *testidp.Upstream
 	up      map[*testidp.Upstream]*models.Upstream
-	log     *lockedWriter
+	log     *testlog.Buffer
 	ex      *Exchanger
 }
 
@@ -38,7 +39,7 @@ func newExchangeWorld(t *testing.T) *exchangeWorld {
 			{ID: "other-app", Resource: "http://127.0.0.1:9/other"},
 		},
 	})
-	w := &exchangeWorld{idp: idp, a: idp.StartUpstream(t), b: idp.StartUpstream(t), c: idp.StartUpstream(t), log: &lockedWriter{}}
+	w := &exchangeWorld{idp: idp, a: idp.StartUpstream(t), b: idp.StartUpstream(t), c: idp.StartUpstream(t), log: &testlog.Buffer{}}
 	idp.AddClient(testidp.Client{ID: "toolbelt", Secret: "tb-secret", ExchangeFrom: []string{toolbeltMCP}, ExchangeTo: []string{w.a.URL, w.b.URL}})
 	w.up = map[*testidp.Upstream]*models.Upstream{}
 	for i, u := range []*testidp.Upstream{w.a, w.b, w.c} {

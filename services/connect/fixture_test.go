@@ -5,11 +5,11 @@ import (
 	"context"
 	"log/slog"
 	"net/netip"
-	"sync"
 	"testing"
 
 	"toolbelt/internal/dbtest"
 	"toolbelt/internal/oauthupstream"
+	"toolbelt/internal/testlog"
 	"toolbelt/models"
 	"toolbelt/models/modelstest"
 	"toolbelt/services/netpolicy"
@@ -35,25 +35,7 @@ type fixture struct {
 	store *models.Store
 	svc   *Service
 	vault *vault.Vault
-	log   *lockedWriter
-}
-
-// lockedWriter is the services' log, written from many goroutines.
-type lockedWriter struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (w *lockedWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
-}
-
-func (w *lockedWriter) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.String()
+	log   *testlog.Buffer
 }
 
 func newFixture(t testing.TB, store *models.Store) *fixture {
@@ -62,7 +44,7 @@ func newFixture(t testing.TB, store *models.Store) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{store: store, vault: v, log: &lockedWriter{}}
+	f := &fixture{store: store, vault: v, log: &testlog.Buffer{}}
 	f.svc = f.service(loopback)
 	return f
 }
