@@ -6,7 +6,7 @@ export CGO_ENABLED := 1
 # handlers.bindJSON); leaving it out saves 9 MB of binary.
 export GOFLAGS := -tags=nomsgpack
 
-.PHONY: all build run test test-postgres node-deps faults load check generate bench fmt vet clean screenshots wordvec
+.PHONY: all build run test test-postgres node-deps faults load check generate bench bench-all fmt vet clean screenshots wordvec
 
 all: build
 
@@ -78,8 +78,19 @@ check: generate node-deps
 		echo "generated files are stale; run 'make generate' and commit:"; git status --porcelain -- docs views client; exit 1; fi
 	TOOLBELT_CHECK_WORDVEC=1 $(GO) test -count=1 -timeout 20m -run '^TestShippedTable$$' -v ./cmd/wordvecgen
 
-## bench: run the benchmarks (registration, listing, export)
-bench:
+## bench: the ratio benchmarks (cached REST / bare Gin, MCP / REST per protocol
+## version, tools/list of 10,000 tools, the federation hop), each side measured
+## in one run against its baseline; prints each figure against its target
+## (cmd/benchratios). The run's output is kept in bin/bench.txt.
+bench: node-deps
+	@mkdir -p bin && : > bin/bench.txt
+	bash -o pipefail -c "$(GO) test -run '^$$' -bench 'CachedVsBareGin|MCPVsREST' -benchtime 8x -count 3 -timeout 30m ./web | tee -a bin/bench.txt"
+	bash -o pipefail -c "$(GO) test -run '^$$' -bench 'MCPToolsList10k' -benchtime 10x -timeout 30m ./web | tee -a bin/bench.txt"
+	bash -o pipefail -c "$(GO) test -run '^$$' -bench 'FederationHop' -benchtime 200x -timeout 30m ./web | tee -a bin/bench.txt"
+	$(GO) run ./cmd/benchratios < bin/bench.txt
+
+## bench-all: every benchmark of every package, with -benchmem
+bench-all:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
 fmt:
