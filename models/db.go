@@ -20,6 +20,7 @@ import (
 	"gorm.io/driver/postgres"
 	"gorm.io/driver/sqlite"
 	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
 	"gorm.io/gorm/logger"
 )
 
@@ -172,12 +173,19 @@ func (s *Store) Shared() bool { return s.dialect.postgres }
 // network, replaced by Upstream.Egress before any release) leaves such a
 // server with no network until an admin lists its hosts, never with more
 // than it had.
+//
+// A database already migrated to this build's schema (its fingerprint,
+// see schema.go, is stored) is left as is: asking gorm whether each
+// column is there costs more than making them (a second on a busy
+// machine), paid by every restart and by every test's store, which is a
+// copy of one migrated template.
 func (s *Store) migrate(ctx context.Context) error {
+	fingerprint := schemaFingerprint()
+	if s.schemaIs(ctx, fingerprint) {
+		return nil
+	}
 	err := s.dialect.lockedMigration(ctx, s.db, func(db *gorm.DB) error {
-		err := db.AutoMigrate(&Tool{}, &ToolVersion{}, &ToolExport{}, &Principal{}, &APIKey{},
-			&ToolEmbedding{}, &LearnedQuery{}, &Selection{}, &Call{}, &Approval{}, &Callback{}, &ConsoleSession{}, &OIDCLogin{}, &ToolFileRecord{}, &CasbinRule{}, &Setting{}, &RetrievalOutcome{}, &RateCount{}, &AuditEntry{}, &QueueTicket{}, &Lease{}, &AlertState{}, &Upstream{}, &UpstreamTool{}, &Identity{},
-			&OAuthClient{}, &OAuthAuthRequest{}, &OAuthGrant{}, &OAuthToken{}, &OAuthKey{}, &Credential{}, &ConnectState{})
-		if err != nil {
+		if err := db.AutoMigrate(schemaModels()...); err != nil {
 			return err
 		}
 		for _, ddl := range slices.Concat(callIndexes, casbinIndexes) {
@@ -185,7 +193,8 @@ func (s *Store) migrate(ctx context.Context) error {
 				return err
 			}
 		}
-		return nil
+		return db.Clauses(clause.OnConflict{Columns: []clause.Column{{Name: "key"}}, DoUpdates: clause.AssignmentColumns([]string{"value"})}).
+			Create(&Setting{Key: schemaKey, Value: fingerprint}).Error
 	})
 	if err != nil {
 		return fmt.Errorf("migrate database: %w", err)
