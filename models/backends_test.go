@@ -22,13 +22,32 @@ type backend struct {
 	database func(t *testing.T) func(t *testing.T) *Store
 }
 
+// Each database is a copy of a template migrated once per test process
+// (as modelstest's are); TestMigrateFromEmpty migrates empty ones.
 var backends = []backend{
 	{"sqlite", func(t *testing.T) func(t *testing.T) *Store {
 		path := filepath.Join(t.TempDir(), "toolbelt.db")
+		dbtest.SQLiteFrom(t, path, "models", func(path string) error {
+			s, err := Open(context.Background(), path)
+			if err != nil {
+				return err
+			}
+			if err := s.db.Exec("PRAGMA wal_checkpoint(TRUNCATE)").Error; err != nil {
+				_ = s.Close()
+				return err
+			}
+			return s.Close()
+		})
 		return func(t *testing.T) *Store { return opened(t)(Open(context.Background(), path)) }
 	}},
 	{"postgres", func(t *testing.T) func(t *testing.T) *Store {
-		url := dbtest.Postgres(t)
+		url := dbtest.PostgresFrom(t, "models_template", func(url string) error {
+			s, err := OpenPostgres(context.Background(), url)
+			if err != nil {
+				return err
+			}
+			return s.Close()
+		})
 		return func(t *testing.T) *Store { return opened(t)(OpenPostgres(context.Background(), url)) }
 	}},
 }

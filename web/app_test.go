@@ -17,6 +17,7 @@ import (
 	"toolbelt/internal/dbtest"
 	"toolbelt/internal/testlog"
 	"toolbelt/models"
+	"toolbelt/models/modelstest"
 	"toolbelt/services/access"
 	"toolbelt/services/invoke"
 	"toolbelt/services/netpolicy"
@@ -98,9 +99,12 @@ func startTestApp(t testing.TB, host hostCaps, netPolicy netpolicy.Policy, edits
 		t.Fatal(err)
 	}
 	cfg.NetPolicy, cfg.Secrets = netPolicy, map[string]string{"TB_TEST_SECRET": testSecret}
-	// TOOLBELT_TEST_DATABASE=postgres runs the suite on Postgres.
+	// TOOLBELT_TEST_DATABASE=postgres runs the suite on Postgres. Either
+	// database is a copy of the process's migrated template.
 	if dbtest.Backend(t) == "postgres" {
-		cfg.DatabaseURL = dbtest.Postgres(t)
+		cfg.DatabaseURL = modelstest.PostgresURL(t)
+	} else {
+		modelstest.SQLiteFile(t, filepath.Join(dir, "toolbelt.db"))
 	}
 	for _, edit := range edits {
 		edit(&cfg)

@@ -30,11 +30,18 @@ type pgServer struct {
 }
 
 var pg struct {
-	once   sync.Once
-	server *pgServer
-	err    error
-	mu     sync.Mutex // guards admin and n
-	n      int        // databases made
+	once      sync.Once
+	server    *pgServer
+	err       error
+	mu        sync.Mutex // guards admin, n and templates
+	n         int        // databases made
+	templates map[string]*pgTemplate
+}
+
+// pgTemplate is a database tests' databases are copies of, made once.
+type pgTemplate struct {
+	once sync.Once
+	err  error
 }
 
 // Postgres returns the URL of a new, empty database for t on the test
@@ -42,15 +49,67 @@ var pg struct {
 // CI) when Postgres is not installed.
 func Postgres(t testing.TB) string {
 	t.Helper()
+	return createDatabase(t, "")
+}
+
+// PostgresFrom is Postgres with a copy of the database template (CREATE
+// DATABASE … TEMPLATE, a file copy) instead of an empty one. The first
+// call of the process makes template and has fill fill it, given its URL;
+// fill must close every connection it opened (Postgres copies only a
+// database nobody is connected to). A failed fill fails every test asking
+// for that template.
+func PostgresFrom(t testing.TB, template string, fill func(url string) error) string {
+	t.Helper()
+	server(t)
+	pg.mu.Lock()
+	if pg.templates == nil {
+		pg.templates = map[string]*pgTemplate{}
+	}
+	tmpl := pg.templates[template]
+	if tmpl == nil {
+		tmpl = &pgTemplate{}
+		pg.templates[template] = tmpl
+	}
+	pg.mu.Unlock()
+	tmpl.once.Do(func() {
+		pg.mu.Lock()
+		_, err := pg.server.admin.Exec(context.Background(), "CREATE DATABASE "+template)
+		pg.mu.Unlock()
+		if err != nil {
+			tmpl.err = fmt.Errorf("create template database %s: %w", template, err)
+			return
+		}
+		tmpl.err = fill(pg.server.url(template))
+	})
+	if tmpl.err != nil {
+		t.Fatalf("template database %s: %v", template, tmpl.err)
+	}
+	return createDatabase(t, template)
+}
+
+// server is the process's Postgres server, started by the first caller.
+func server(t testing.TB) *pgServer {
+	t.Helper()
 	pg.once.Do(func() { pg.server, pg.err = startPostgres() })
 	if pg.err != nil {
 		unavailable(t, "postgres", pg.err)
 	}
-	s := pg.server
+	return pg.server
+}
+
+// createDatabase makes t's database, a copy of template when it is not
+// "", and drops it when t ends.
+func createDatabase(t testing.TB, template string) string {
+	t.Helper()
+	s := server(t)
+	ddl := ""
+	if template != "" {
+		ddl = " TEMPLATE " + template
+	}
 	pg.mu.Lock()
 	pg.n++
 	name := databaseName(pg.n, t.Name())
-	_, err := s.admin.Exec(context.Background(), "CREATE DATABASE "+name)
+	_, err := s.admin.Exec(context.Background(), "CREATE DATABASE "+name+ddl)
 	pg.mu.Unlock()
 	if err != nil {
 		t.Fatalf("create test database %s: %v", name, err)
@@ -95,9 +154,11 @@ func Main(m *testing.M) {
 }
 
 // Run is Main for a TestMain with more to clean up: it runs the tests,
-// stops the server and returns the exit code for os.Exit.
+// stops the server, removes the process's directories (ProcessDir) and
+// returns the exit code for os.Exit.
 func Run(m *testing.M) int {
 	code := m.Run()
+	removeProcessDirs()
 	if s := pg.server; s != nil {
 		pg.mu.Lock()
 		_ = s.admin.Close(context.Background())
