@@ -63,6 +63,10 @@ type Options struct {
 	// ApprovalSweep, when set, replaces how often the leader expires
 	// approvals (30 s).
 	ApprovalSweep time.Duration
+	// QueueLease, when set, replaces how long a shared queue's slot or
+	// place holds without a renewal (cluster.QueueLease), for tests
+	// whose instances never die on a machine that may pause past it.
+	QueueLease time.Duration
 }
 
 // App is the assembled service. Its fields are set by New and read-only
@@ -134,6 +138,7 @@ type App struct {
 	authServer *authserver.Server
 
 	approvalSweep time.Duration
+	queueLease    time.Duration
 	// outage is since when the database has not answered: the key check
 	// and readiness decide by it together (Config.OutageGrace).
 	outage *access.Outage

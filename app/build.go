@@ -86,7 +86,7 @@ func newApp(cfg Config, opts Options) (*App, error) {
 		cfg.Instance = cluster.DefaultInstance()
 	}
 	a := &App{Config: cfg, Log: log.With("instance", cfg.Instance), Metrics: ops.NewMetrics(cfg.Instance),
-		approvalSweep: cmp.Or(opts.ApprovalSweep, 30*time.Second), logBuffer: buffered}
+		approvalSweep: cmp.Or(opts.ApprovalSweep, 30*time.Second), queueLease: opts.QueueLease, logBuffer: buffered}
 	if format == "json" && log.Enabled(context.Background(), slog.LevelInfo) {
 		a.requestLine = newAccessLine(logTo, cfg.Instance).write
 	}
@@ -308,13 +308,20 @@ func (a *App) newInvoker(redactor *redact.Redactor, sleep func(context.Context, 
 	// Category limits hold in the cluster when instances share a queue:
 	// in Redis when configured, falling back to the Postgres database
 	// while it does not answer; else in the Postgres database.
+	var shared *cluster.Queues
 	switch {
 	case a.Redis != nil && a.Store.Shared():
-		d.SharedQueues = cluster.FailoverQueues(a.Redis, a.Store, a.Notices, a.Log)
+		shared = cluster.FailoverQueues(a.Redis, a.Store, a.Notices, a.Log)
 	case a.Redis != nil:
-		d.SharedQueues = cluster.RedisQueues(a.Redis, a.Notices, a.Log)
+		shared = cluster.RedisQueues(a.Redis, a.Notices, a.Log)
 	case a.Store.Shared():
-		d.SharedQueues = cluster.StoreQueues(a.Store, a.Notices, a.Log)
+		shared = cluster.StoreQueues(a.Store, a.Notices, a.Log)
+	}
+	if shared != nil {
+		if a.queueLease > 0 {
+			shared.SetLease(a.queueLease)
+		}
+		d.SharedQueues = shared
 	}
 	// Background calls are claimed under this instance's name; the others
 	// reach the calls it runs (cancel, stream) through the notices.

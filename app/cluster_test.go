@@ -35,11 +35,19 @@ func startInstances(t *testing.T, databaseURL string, names ...string) []*runnin
 // configuration edit makes.
 func startInstancesWith(t *testing.T, edit func(*Config), names ...string) []*running {
 	t.Helper()
+	return startInstancesOpts(t, Options{}, edit, names...)
+}
+
+// startInstancesOpts is startInstancesWith with opts (the output and the
+// approval sweep are the tests').
+func startInstancesOpts(t *testing.T, opts Options, edit func(*Config), names ...string) []*running {
+	t.Helper()
+	opts.Stdout, opts.LogOutput, opts.ApprovalSweep = io.Discard, io.Discard, 20*time.Millisecond
 	out := make([]*running, len(names))
 	for i, name := range names {
 		cfg := testConfig(t, t.TempDir(), "--instance", name)
 		edit(&cfg)
-		a, err := New(context.Background(), cfg, Options{Stdout: io.Discard, LogOutput: io.Discard, ApprovalSweep: 20 * time.Millisecond})
+		a, err := New(context.Background(), cfg, opts)
 		if err != nil {
 			t.Fatalf("instance %s: %v", name, err)
 		}

@@ -87,7 +87,9 @@ func clusterGauge(t *testing.T, a *App, name, category string) float64 {
 // slowPageCluster starts instances over one Postgres (and Redis, when
 // redis) with the configuration edit makes, and registers slow_page, a
 // browser tool whose calls the returned origin holds; admin is the first
-// principal.
+// principal. No instance dies, so the queues' leases are long: a machine
+// that pauses past the 3 s of cluster.QueueLease must not let a held slot
+// or a place in line lapse and reorder the line the test checks.
 func slowPageCluster(t *testing.T, redis bool, edit func(*Config), names ...string) (up *origin, apps []*running, admin *models.Principal) {
 	t.Helper()
 	up = newUpstream()
@@ -97,7 +99,7 @@ func slowPageCluster(t *testing.T, redis bool, edit func(*Config), names ...stri
 	if redis {
 		redisURL = dbtest.Redis(t)
 	}
-	apps = startInstancesWith(t, func(cfg *Config) {
+	apps = startInstancesOpts(t, Options{QueueLease: time.Hour}, func(cfg *Config) {
 		cfg.DatabaseURL, cfg.RedisURL = db, redisURL
 		cfg.NetPolicy = netpolicy.Policy{AllowPrivate: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}
 		edit(cfg)

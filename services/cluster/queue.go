@@ -91,6 +91,15 @@ func newQueues(b queueBackend, notices *Notices, log *slog.Logger) *Queues {
 	return q
 }
 
+// SetLease makes the slots and places of q hold lease without a renewal
+// (QueueLease by default), for tests whose instances never die and whose
+// machine may pause past QueueLease: their lines must not lapse under
+// them. Renewals and the waiters' asks stay as often (QueueRenew, or a
+// third of a shorter lease). Call it before q is used.
+func (q *Queues) SetLease(lease time.Duration) {
+	q.lease, q.renew = lease, min(QueueRenew, lease/3)
+}
+
 // Ask is what a call asks a queue for: a slot of Category, of which at
 // most Limit are held at once in the cluster, with at most MaxWait calls
 // waiting, and at most MaxWaitEach of Principal (0: no bound of its own).
