@@ -2,7 +2,6 @@ package web_test
 
 import (
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,14 +14,11 @@ import (
 
 // nodePackages is the directory that really holds testdata/node's
 // node_modules, to mount in the sandbox: testdata/node/node_modules may
-// be a link to elsewhere, which the sandbox would not follow.
+// be a link to elsewhere, which the sandbox would not follow, and a clone
+// the sandbox's user cannot enter gets a staged copy (nodetest.SandboxDir).
 func nodePackages(t testing.TB) string {
 	t.Helper()
-	modules, err := filepath.EvalSymlinks(filepath.Join(nodetest.Dir(t), "node_modules"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return filepath.Dir(modules)
+	return nodetest.SandboxDir(t)
 }
 
 // TestUpstreamProcessCaps has one agent call session-isolated stdio

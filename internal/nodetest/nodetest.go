@@ -24,10 +24,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"toolbelt/internal/dbtest"
 	"toolbelt/internal/testlog"
 )
 
@@ -70,6 +72,84 @@ func installed(name string) (string, error) {
 			return "", errors.New("no go.mod above " + wd)
 		}
 	}
+}
+
+// SandboxDir is Dir as another user reaches it: the directory holding
+// testdata/node's installed node_modules (symlinks resolved), for a
+// sandboxed server's mounts, whose user is not the tests'. A clone under a
+// directory other users cannot enter (root's home, a mode-700 temporary
+// directory) gets a copy staged once per test process under the temporary
+// directory, mode 0755: a tree of hard links when it is on the same file
+// system (a fraction of a second), else a copy. It skips or fails t as Dir
+// does.
+func SandboxDir(t testing.TB) string {
+	t.Helper()
+	modules, err := filepath.EvalSymlinks(filepath.Join(Dir(t), "node_modules"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Dir(modules)
+	if othersReach(dir) {
+		return dir
+	}
+	staged.once.Do(func() { staged.dir, staged.err = stage(modules) })
+	if staged.err != nil {
+		t.Fatalf("stage %s where the sandbox's user reaches it: %v", modules, staged.err)
+	}
+	return staged.dir
+}
+
+// staged is the process's copy of node_modules that others reach.
+var staged struct {
+	once sync.Once
+	dir  string
+	err  error
+}
+
+// othersReach reports whether users other than the owner can read dir and
+// enter every directory above it.
+func othersReach(dir string) bool {
+	fi, err := os.Stat(dir)
+	if err != nil || fi.Mode().Perm()&0o005 != 0o005 {
+		return false
+	}
+	for d := filepath.Dir(dir); ; d = filepath.Dir(d) {
+		fi, err := os.Stat(d)
+		if err != nil || fi.Mode().Perm()&0o001 == 0 {
+			return false
+		}
+		if filepath.Dir(d) == d {
+			return true
+		}
+	}
+}
+
+// stage copies modules into node/node_modules of a directory of the
+// process's own that others reach, and returns that node directory.
+func stage(modules string) (string, error) {
+	root, err := dbtest.ProcessDir("node", 0o755)
+	if err != nil {
+		return "", err
+	}
+	if !othersReach(root) {
+		return "", fmt.Errorf("%s is not reachable by other users either: set TMPDIR to a directory they can enter", root)
+	}
+	dir := filepath.Join(root, "node")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return "", err
+	}
+	to := filepath.Join(dir, "node_modules")
+	if err := exec.Command("cp", "-al", modules, to).Run(); err != nil {
+		// Another file system: hard links cannot cross it.
+		_ = os.RemoveAll(to)
+		if out, err := exec.Command("cp", "-a", modules, to).CombinedOutput(); err != nil {
+			return "", fmt.Errorf("cp -a: %v: %s", err, out)
+		}
+	}
+	if err := os.Chmod(to, 0o755); err != nil {
+		return "", err
+	}
+	return dir, nil
 }
 
 // Frameworks is testdata/frameworks at the root of the module, with its
