@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"toolbelt/internal/dbtest"
+	"toolbelt/internal/poll"
 	"toolbelt/models"
 	"toolbelt/services/access"
 	"toolbelt/services/invoke"
@@ -153,7 +154,7 @@ func TestClusterQueuesAreOne(t *testing.T) {
 				}
 				// Counted as waiting in the cluster, seen from another instance.
 				other := apps[(i+1)%len(apps)].App
-				waitFor(t, fmt.Sprintf("%d waiting", i+1-limit), func() bool {
+				poll.True(t, 30*time.Second, fmt.Sprintf("%d waiting", i+1-limit), func() bool {
 					return clusterGauge(t, other, "toolbelt_queue_cluster_waiting", "browser") == float64(i+1-limit)
 				})
 			}
@@ -166,7 +167,7 @@ func TestClusterQueuesAreOne(t *testing.T) {
 			if err := apps[2].Invoker.Cancel(ctx, admin, ids[cancelled]); err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, "the cancelled waiter gone", func() bool {
+			poll.True(t, 30*time.Second, "the cancelled waiter gone", func() bool {
 				return clusterGauge(t, apps[0].App, "toolbelt_queue_cluster_waiting", "browser") == float64(calls-limit-1)
 			})
 			// The oldest leaves; the next in line comes in, one at a time.
@@ -181,7 +182,7 @@ func TestClusterQueuesAreOne(t *testing.T) {
 				}
 			}
 			for i, id := range ids {
-				waitFor(t, "call "+strconv.Itoa(i)+" ended", func() bool {
+				poll.True(t, 30*time.Second, "call "+strconv.Itoa(i)+" ended", func() bool {
 					rec, err := apps[0].Store.CallByID(ctx, id)
 					return err == nil && (rec.Status == models.StatusSucceeded || rec.Status == models.StatusFailed)
 				})
@@ -198,19 +199,6 @@ func TestClusterQueuesAreOne(t *testing.T) {
 				t.Errorf("at most %d inside at once (limit %d), in the order %v; want %v", up.peak, limit, up.order, want)
 			}
 		})
-	}
-}
-
-// waitFor polls cond until it holds (a bounded wait for the instances to
-// get somewhere, not a timing assertion).
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not reached: %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
 
@@ -270,13 +258,13 @@ func TestClusterQueuesAreFair(t *testing.T) {
 			waiting := func(n float64) func() bool {
 				return func() bool { return clusterGauge(t, apps[1].App, "toolbelt_queue_cluster_waiting", "browser") == n }
 			}
-			waitFor(t, "the flood's calls waiting", waiting(bound))
+			poll.True(t, 30*time.Second, "the flood's calls waiting", waiting(bound))
 			answered := make(chan invoke.ToolResult, 1)
 			go func() {
 				answered <- apps[1].Invoker.Call(ctx, victim, invoke.CallRequest{Tool: "slow_page", SessionID: "victim",
 					Arguments: json.RawMessage(`{"n":100}`)})
 			}()
-			waitFor(t, "the victim's call waiting", waiting(bound+1))
+			poll.True(t, 30*time.Second, "the victim's call waiting", waiting(bound+1))
 			close(up.gate(0))
 			if next := <-up.arrived; next != 100 {
 				t.Fatalf("the first free slot went to the flood's call %d; want the victim's", next)

@@ -7,8 +7,10 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"testing"
+	"time"
 
 	"toolbelt/internal/dbtest"
+	"toolbelt/internal/poll"
 	"toolbelt/models"
 	"toolbelt/services/invoke"
 	"toolbelt/services/netpolicy"
@@ -93,7 +95,7 @@ func TestRedisFaultsFailNoCall(t *testing.T) {
 	if _, err := a.Registry.Publish(ctx, "status", tool("status", "1.1.0", nil), nil); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the version published on a called on b", func() bool { return plainCall(b) == "1.1.0" })
+	poll.True(t, 30*time.Second, "the version published on a called on b", func() bool { return plainCall(b) == "1.1.0" })
 	rs.Start()
 	limitedCall(a)
 	plainCall(b)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"toolbelt/app"
+	"toolbelt/internal/poll"
 	"toolbelt/models"
 )
 
@@ -122,7 +123,7 @@ func TestClusterCallsAreOne(t *testing.T) {
 			id := parked["call_id"].(string)
 			approval := parked["data"].(map[string]any)["approval_id"].(string)
 			events := stream(t, b, "agent", id)
-			waitFor(t, "the stream on B heard of by A and C", 20*time.Second, func() bool {
+			poll.True(t, 20*time.Second, "the stream on B heard of by A and C", func() bool {
 				return a.invoker.Streamed(id) && c.invoker.Streamed(id)
 			})
 			codes := make([]int, 2)
@@ -154,7 +155,7 @@ func TestClusterCallsAreOne(t *testing.T) {
 				t.Fatalf("async: %d %s", r.Status, r.Body)
 			}
 			id = r.JSON(t)["call_id"].(string)
-			waitFor(t, "the slow call running", 20*time.Second, func() bool { return runs(t, apps, "slow") == 1 })
+			poll.True(t, 20*time.Second, "the slow call running", func() bool { return runs(t, apps, "slow") == 1 })
 			if r := b.do(t, "admin", "DELETE", "/api/v1/calls/"+id, nil); r.Status != 202 {
 				t.Fatalf("cancel on B: %d %s", r.Status, r.Body)
 			}
@@ -346,7 +347,7 @@ func TestShutdownReleasesCallsNotBegun(t *testing.T) {
 		}
 		ids = append(ids, r.JSON(t)["call_id"].(string))
 	}
-	waitFor(t, "four calls running", 20*time.Second, func() bool {
+	poll.True(t, 20*time.Second, "four calls running", func() bool {
 		n := 0
 		for i := range ids {
 			n += runs(t, []*testApp{ta}, fmt.Sprintf("sd-%d", i))

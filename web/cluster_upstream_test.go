@@ -55,7 +55,7 @@ func TestClusterUpstreams(t *testing.T) {
 		"env": map[string]string{"MEMORY_FILE_PATH": "/work/memory.jsonl"}}); r.Status != 200 {
 		t.Fatalf("update: %d %s", r.Status, r.Body)
 	}
-	eventually(t, "the old registration's processes stopped on both instances", func() bool { return processes(marker) == 0 })
+	poll.True(t, 20*time.Second, "the old registration's processes stopped on both instances", func() bool { return processes(marker) == 0 })
 	if code, res := call(apps[1]); code != 200 || processes(renewed) != 1 {
 		t.Fatalf("a call on the second instance after the update: %d %v, %d processes of the new registration", code, res, processes(renewed))
 	}
@@ -63,11 +63,11 @@ func TestClusterUpstreams(t *testing.T) {
 	if r := apps[0].do(t, "admin", "POST", "/api/v1/upstreams/memory/disable", nil); r.Status != 204 && r.Status != 200 {
 		t.Fatalf("disable: %d %s", r.Status, r.Body)
 	}
-	eventually(t, "calls on the second instance refused", func() bool {
+	poll.True(t, 20*time.Second, "calls on the second instance refused", func() bool {
 		_, res := call(apps[1])
 		return res["success"] == false && strings.Contains(string(mustJSON(res)), "is disabled")
 	})
-	eventually(t, "the disabled server's process stopped on the second instance", func() bool { return processes(renewed) == 0 })
+	poll.True(t, 20*time.Second, "the disabled server's process stopped on the second instance", func() bool { return processes(renewed) == 0 })
 
 	if r := apps[0].do(t, "admin", "POST", "/api/v1/upstreams/memory/enable", nil); r.Status != 204 && r.Status != 200 {
 		t.Fatalf("enable: %d %s", r.Status, r.Body)
@@ -79,11 +79,4 @@ func TestClusterUpstreams(t *testing.T) {
 		r := apps[0].do(t, "admin", "GET", "/api/v1/tools/memory__read_graph", nil)
 		return r.Status == 404, string(r.Body)
 	})
-}
-
-// eventually waits up to 20 s (a few of the upstreams' sweeps) for ok
-// to hold.
-func eventually(t *testing.T, what string, ok func() bool) {
-	t.Helper()
-	poll.True(t, 20*time.Second, what, ok)
 }

@@ -13,6 +13,7 @@ import (
 
 	"toolbelt/app"
 	"toolbelt/internal/nodetest"
+	"toolbelt/internal/poll"
 	"toolbelt/internal/testlog"
 	"toolbelt/models"
 )
@@ -151,18 +152,6 @@ func storedDims(t *testing.T, store *models.Store, model string) map[int]int {
 	return dims
 }
 
-// waitFor polls cond every 100 ms until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
 // TestRealModelPath drives the real-model path through the running server,
 // against a real embedding model (USE-lite from npm) behind the
 // Ollama-compatible test server: registration embeds and stores vectors; a
@@ -192,7 +181,7 @@ func TestRealModelPath(t *testing.T) {
 				t.Fatalf("register %d: %d %s", i, r.Status, r.Body)
 			}
 		}
-		waitFor(t, "every tool to have a vector", time.Minute, func() bool {
+		poll.True(t, time.Minute, "every tool to have a vector", func() bool {
 			with, all, _ := a.Selector.Embedded()
 			tools = all
 			return with == all && all >= modelTools
@@ -263,7 +252,7 @@ func TestRealModelPath(t *testing.T) {
 		}
 		// Meanwhile selections answer, lexically for tools without a vector.
 		selectDense(t, ta, "find a flight from Paris to Rome")
-		waitFor(t, "the re-embed to finish", 2*time.Minute, func() bool {
+		poll.True(t, 2*time.Minute, "the re-embed to finish", func() bool {
 			with, all, running := a.Selector.Embedded()
 			return with == all && !running
 		})
@@ -294,7 +283,7 @@ func TestRealModelPath(t *testing.T) {
 		// densely again (after the short pause that follows a failure).
 		srv = nodetest.StartServer(t, "embed-server.mjs", append(models, "--port", port)...)
 		n := 0
-		waitFor(t, "dense ranking to come back", time.Minute, func() bool {
+		poll.True(t, time.Minute, "dense ranking to come back", func() bool {
 			n++
 			_, dense := selectDense(t, ta, fmt.Sprintf("quote the share price of company number %d", n))
 			return dense > 0
@@ -308,7 +297,7 @@ func TestRealModelPath(t *testing.T) {
 		// compared), lexical meanwhile.
 		srv.Stop()
 		srv = nodetest.StartServer(t, "embed-server.mjs", "--model", "use-lite-b=256", "--port", port)
-		waitFor(t, "the dimension change to be noticed", time.Minute, func() bool {
+		poll.True(t, time.Minute, "the dimension change to be noticed", func() bool {
 			n++
 			selectDense(t, ta, fmt.Sprintf("translate sentence number %d into German", n))
 			_, detail := readyEmbedder(t, ta)
@@ -319,7 +308,7 @@ func TestRealModelPath(t *testing.T) {
 		// The next start learns the new dimension and embeds the stored
 		// vectors of the old one again.
 		a, ta, stop = startModelApp(t, dir, srv.URL, "use-lite-b")
-		waitFor(t, "the vectors of the new dimension", 2*time.Minute, func() bool {
+		poll.True(t, 2*time.Minute, "the vectors of the new dimension", func() bool {
 			with, all, running := a.Selector.Embedded()
 			return with == all && !running
 		})

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"toolbelt/app"
+	"toolbelt/internal/poll"
 	"toolbelt/services/netpolicy"
 )
 
@@ -112,12 +113,12 @@ func TestAsyncFloodAgainstAnotherAgent(t *testing.T) {
 	waiting := func(n float64) func() bool {
 		return func() bool { return gaugeOf(t, ta, "toolbelt_queue_waiting", "code") == n }
 	}
-	waitFor(t, "the flood's calls waiting", 20*time.Second, waiting(bound))
+	poll.True(t, 20*time.Second, "the flood's calls waiting", waiting(bound))
 	victimAnswer := make(chan response, 1)
 	go func() {
 		victimAnswer <- ta.do(t, "agent", "POST", "/api/v1/calls", map[string]any{"tool": "slow_code", "arguments": map[string]any{"n": "victim"}})
 	}()
-	waitFor(t, "the victim's call waiting", 20*time.Second, waiting(bound+1))
+	poll.True(t, 20*time.Second, "the victim's call waiting", waiting(bound+1))
 	start := time.Now()
 	close(origin.gate("f0"))
 	next := <-origin.arrived

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"toolbelt/internal/poll"
 	"toolbelt/models"
 )
 
@@ -26,7 +27,7 @@ func TestShutdownSyncCallsNotBegunDidNotRun(t *testing.T) {
 			answers <- res
 		}()
 	}
-	waitFor(t, "four calls running and two waiting", 20*time.Second, func() bool {
+	poll.True(t, 20*time.Second, "four calls running and two waiting", func() bool {
 		n := 0
 		for i := range 6 {
 			n += runs(t, []*testApp{ta}, fmt.Sprintf("sd-%d", i))

@@ -6,9 +6,11 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"toolbelt/app"
 	"toolbelt/internal/nodetest"
+	"toolbelt/internal/poll"
 	"toolbelt/services/upstream"
 )
 
@@ -90,7 +92,7 @@ func TestUpstreamProcessCaps(t *testing.T) {
 			}
 		})
 	}
-	eventually(t, "the two long calls' processes start", func() bool { return processes(everything)-shared(everything) >= 2 })
+	poll.True(t, 20*time.Second, "the two long calls' processes start", func() bool { return processes(everything)-shared(everything) >= 2 })
 	code, res, retry := call("agent", "b3", "everything__get_sum", map[string]any{"a": 1, "b": 2})
 	if code != 429 || errCode(res) != "RATE_LIMIT_EXCEEDED" || retry == "" || !strings.Contains(string(mustJSON(res["error"])), "in flight") {
 		t.Errorf("a third session while two calls run: %d %v (Retry-After %q)", code, res, retry)

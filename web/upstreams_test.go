@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"toolbelt/internal/nodetest"
+	"toolbelt/internal/poll"
 	"toolbelt/services/netpolicy"
 	"toolbelt/web"
 )
@@ -108,7 +109,7 @@ func TestUpstreamOverHTTP(t *testing.T) {
 	// The server counts its 4 steps: each reaches the client as it said
 	// it, its total with it (the last may reach Toolbelt after the
 	// result, and the client may handle one after the result).
-	eventually(t, "the upstream's progress steps reach the client", func() bool {
+	poll.True(t, 20*time.Second, "the upstream's progress steps reach the client", func() bool {
 		progressMu.Lock()
 		defer progressMu.Unlock()
 		return len(progress) >= 3
@@ -141,7 +142,7 @@ func TestUpstreamOverHTTP(t *testing.T) {
 	if err == nil || time.Since(start) > 10*time.Second {
 		t.Errorf("a slow call the client cancelled: %v after %v", err, time.Since(start))
 	}
-	eventually(t, "the cancelled call is recorded cancelled", func() bool {
+	poll.True(t, 20*time.Second, "the cancelled call is recorded cancelled", func() bool {
 		r := app.do(t, "agent", "GET", "/api/v1/calls?tool=everything__trigger_long_running_operation", nil)
 		return strings.Contains(string(r.Body), `"error_code":"CANCELLED"`)
 	})

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"toolbelt/internal/poll"
 	"toolbelt/models"
 	"toolbelt/models/modelstest"
 	"toolbelt/services/netpolicy"
@@ -112,17 +113,6 @@ func (h *hostile) attempted() (before int, victim bool) {
 	return before, false
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not reached: %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func settings(workers int) Settings {
 	s := Defaults()
 	s.Workers, s.Rescan, s.Timeout = workers, time.Hour, time.Minute
@@ -156,7 +146,7 @@ func TestSlowReceiverHoldsOnlyItsShare(t *testing.T) {
 		h.due(t, fmt.Sprintf("flood%02d", i), h.flood, h.floodURL)
 	}
 	d := h.run(t)
-	waitFor(t, "the flood's attempts hanging", func() bool {
+	poll.True(t, 20*time.Second, "the flood's attempts hanging", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return inside >= set.WorkersEach
@@ -166,7 +156,7 @@ func TestSlowReceiverHoldsOnlyItsShare(t *testing.T) {
 	h.accepted(t, "victim", h.victim, h.vURL)
 	started := time.Now()
 	d.Due(context.Background(), "victim", []byte(`{"status":"succeeded"}`))
-	waitFor(t, "the victim's callback delivered while the flood's receiver hangs", func() bool {
+	poll.True(t, 20*time.Second, "the victim's callback delivered while the flood's receiver hangs", func() bool {
 		cb, err := h.store.CallbackOf(context.Background(), "victim")
 		return err == nil && cb.State == models.CallbackDelivered
 	})
@@ -193,19 +183,19 @@ func TestFailingReceiverFreesItsWorkers(t *testing.T) {
 		h.due(t, fmt.Sprintf("flood%02d", i), h.flood, h.floodURL)
 	}
 	d := h.run(t)
-	waitFor(t, "two of the flood's attempts failed", func() bool {
+	poll.True(t, 20*time.Second, "two of the flood's attempts failed", func() bool {
 		n, _ := h.attempted()
 		return n >= 2
 	})
 	h.accepted(t, "victim", h.victim, h.vURL)
 	d.Due(context.Background(), "victim", []byte(`{"status":"succeeded"}`))
-	waitFor(t, "the victim's callback delivered", func() bool {
+	poll.True(t, 20*time.Second, "the victim's callback delivered", func() bool {
 		cb, err := h.store.CallbackOf(context.Background(), "victim")
 		return err == nil && cb.State == models.CallbackDelivered
 	})
 	before, _ := h.attempted()
 	t.Logf("victim delivered behind %d of the flood's failed attempts, with 2 workers", before)
-	waitFor(t, "every flood delivery attempted once and scheduled again", func() bool {
+	poll.True(t, 20*time.Second, "every flood delivery attempted once and scheduled again", func() bool {
 		for i := range floods {
 			cb, err := h.store.CallbackOf(context.Background(), fmt.Sprintf("flood%02d", i))
 			if err != nil || cb.Attempts != 1 || cb.State != models.CallbackPending || cb.NextAt == nil {

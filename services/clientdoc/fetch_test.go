@@ -400,12 +400,6 @@ func heldServer(t *testing.T) (*docServer, chan struct{}) {
 	}), release
 }
 
-// waitFor waits up to 10 s for ok to hold.
-func waitFor(t *testing.T, what string, ok func() bool) {
-	t.Helper()
-	poll.True(t, 10*time.Second, what, ok)
-}
-
 // TestFetchCoalesces: callers asking for one document at once share one
 // request.
 func TestFetchCoalesces(t *testing.T) {
@@ -421,7 +415,7 @@ func TestFetchCoalesces(t *testing.T) {
 			errs <- err
 		}()
 	}
-	waitFor(t, "every caller waiting", func() bool { return f.waiting.Load() == callers })
+	poll.True(t, 10*time.Second, "every caller waiting", func() bool { return f.waiting.Load() == callers })
 	close(release)
 	for range callers {
 		if err := <-errs; err != nil {
@@ -443,7 +437,7 @@ func TestFetchCallerLeaving(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	left := make(chan error, 1)
 	go func() { _, err := f.Fetch(ctx, s.URL+"/c.json"); left <- err }()
-	waitFor(t, "the request", func() bool { return s.requests.Load() == 1 })
+	poll.True(t, 10*time.Second, "the request", func() bool { return s.requests.Load() == 1 })
 	stayed := make(chan error, 1)
 	go func() { _, err := f.Fetch(context.Background(), s.URL+"/c.json"); stayed <- err }()
 	cancel()

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"toolbelt/internal/dbtest"
+	"toolbelt/internal/poll"
 	"toolbelt/models"
 )
 
@@ -52,7 +53,7 @@ func faultyCluster(t *testing.T) (*dbtest.RedisProc, string, func(t *testing.T) 
 // second).
 func redisUp(t *testing.T, n *node) {
 	t.Helper()
-	waitFor(t, "redis heard again", func() bool { return n.notices.redis.up() })
+	poll.True(t, 20*time.Second, "redis heard again", func() bool { return n.notices.redis.up() })
 }
 
 // inEach waits until the queue of category counts holding and waiting
@@ -61,7 +62,7 @@ func inEach(t *testing.T, n *node, category string, redisDepth, postgresDepth [2
 	t.Helper()
 	redisQueue, postgresQueue := newRedisQueues(n.client, ""), &storeQueues{store: n.store}
 	var inRedis, inPostgres [2]int64
-	waitFor(t, fmt.Sprintf("%v in redis, %v in postgres", redisDepth, postgresDepth), func() bool {
+	poll.True(t, 20*time.Second, fmt.Sprintf("%v in redis, %v in postgres", redisDepth, postgresDepth), func() bool {
 		ctx := context.Background()
 		var err error
 		if inPostgres[0], inPostgres[1], err = postgresQueue.depth(ctx, category); err != nil {
@@ -277,12 +278,12 @@ func TestSharedNoticesFallBackToPostgres(t *testing.T) {
 	sentOver := func(body string, want *tap) {
 		t.Helper()
 		marker++
-		waitFor(t, body+" on its channel", func() bool { return want.has(" " + body) })
+		poll.True(t, 20*time.Second, body+" on its channel", func() bool { return want.has(" " + body) })
 		m := fmt.Sprintf("marker-%d", marker)
 		if err := a.store.DB().Exec("SELECT pg_notify(?, ?)", channel, "test tap "+m).Error; err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "the marker", func() bool { return overPostgres.has(" " + m) })
+		poll.True(t, 20*time.Second, "the marker", func() bool { return overPostgres.has(" " + m) })
 		if want != overPostgres && overPostgres.has(" "+body) {
 			t.Errorf("%s went over Postgres too", body)
 		}
@@ -290,7 +291,7 @@ func TestSharedNoticesFallBackToPostgres(t *testing.T) {
 	send := func(body string) {
 		t.Helper()
 		a.notices.SendMessage(ctx, "test", body)
-		waitFor(t, "b hears "+body, func() bool { return heard.of(body) > 0 })
+		poll.True(t, 20*time.Second, "b hears "+body, func() bool { return heard.of(body) > 0 })
 	}
 
 	overRedis := tapRedis(t, rs.URL())
@@ -328,7 +329,7 @@ func TestSharedNoticesFallBackToPostgres(t *testing.T) {
 	if err := b.store.DB().Exec("SELECT pg_notify(?, ?)", channel, "test tap end-postgres").Error; err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the end markers", func() bool { return heard.of("end-redis") == 1 && heard.of("end-postgres") == 1 })
+	poll.True(t, 20*time.Second, "the end markers", func() bool { return heard.of("end-redis") == 1 && heard.of("end-postgres") == 1 })
 	for _, body := range []string{"one", "two", "three"} {
 		if n := heard.of(body); n != 1 {
 			t.Errorf("%s heard %d times", body, n)

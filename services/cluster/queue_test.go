@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"toolbelt/internal/dbtest"
+	"toolbelt/internal/poll"
 	"toolbelt/models"
 )
 
@@ -89,24 +90,11 @@ func eachQueueBackend(t *testing.T, k int, fn func(t *testing.T, qs []*Queues)) 
 	}
 }
 
-// waitFor polls cond until it holds: a bounded wait for the goroutines
-// to get somewhere, not a timing assertion.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not reached: %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // depthIs waits until the cluster counts holding and waiting calls.
 func depthIs(t *testing.T, q *Queues, category string, holding, waiting int64) {
 	t.Helper()
 	var h, w int64
-	waitFor(t, fmt.Sprintf("%d holding and %d waiting", holding, waiting), func() bool {
+	poll.True(t, 20*time.Second, fmt.Sprintf("%d holding and %d waiting", holding, waiting), func() bool {
 		var err error
 		h, w, err = q.Depth(context.Background(), category)
 		if err != nil {

@@ -3,6 +3,9 @@ package cluster
 import (
 	"context"
 	"testing"
+	"time"
+
+	"toolbelt/internal/poll"
 )
 
 // The readiness probe of Redis says ok while it answers and degraded, not
@@ -19,5 +22,5 @@ func TestRedisCheck(t *testing.T) {
 		t.Errorf("redis down: %+v; want degraded", c)
 	}
 	rs.Start()
-	waitFor(t, "ok again", func() bool { return check(ctx).Status == "ok" })
+	poll.True(t, 20*time.Second, "ok again", func() bool { return check(ctx).Status == "ok" })
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"toolbelt/internal/dbtest"
+	"toolbelt/internal/poll"
 	"toolbelt/models"
 	"toolbelt/services/cluster"
 	"toolbelt/services/tooldef"
@@ -41,20 +42,20 @@ func TestQueueGuard(t *testing.T) {
 	for i := range 2 {
 		wg.Go(func() { results[i] = step(context.Background(), shell()) })
 	}
-	waitFor(t, func() bool { return running.Load() == 2 })
+	poll.True(t, 10*time.Second, "running.Load() == 2", func() bool { return running.Load() == 2 })
 	// The third waits; the fourth finds the waiting list full.
 	ctx, cancel := context.WithCancel(context.Background())
 	wg.Go(func() { results[2] = step(ctx, shell()) })
-	waitFor(t, func() bool { return waitingIn(inv.queues.of("shell")) == 1 })
+	poll.True(t, 10*time.Second, "waitingIn(inv.queues.of(\"shell\")) == 1", func() bool { return waitingIn(inv.queues.of("shell")) == 1 })
 	if res := step(context.Background(), shell()); res.Error == nil || res.Error.Code != models.CodeQueueFull || res.Error.RetryAfter == 0 {
 		t.Fatalf("fourth call: %+v", res)
 	}
 	cancel()
-	waitFor(t, func() bool { return waitingIn(inv.queues.of("shell")) == 0 })
+	poll.True(t, 10*time.Second, "waitingIn(inv.queues.of(\"shell\")) == 0", func() bool { return waitingIn(inv.queues.of("shell")) == 0 })
 	// A waiter that gets a slot runs, and its wait is measured.
 	waiter := shell()
 	wg.Go(func() { results[3] = step(context.Background(), waiter) })
-	waitFor(t, func() bool { return waitingIn(inv.queues.of("shell")) == 1 })
+	poll.True(t, 10*time.Second, "waitingIn(inv.queues.of(\"shell\")) == 1", func() bool { return waitingIn(inv.queues.of("shell")) == 1 })
 	time.Sleep(30 * time.Millisecond)
 	close(release)
 	wg.Wait()
@@ -70,19 +71,6 @@ func TestQueueGuard(t *testing.T) {
 	// Another category is not held up by a full one.
 	if cq := inv.queues.of("filesystem"); cq.limit != DefaultQueueLimits()["filesystem"] {
 		t.Errorf("filesystem limit %d", cq.limit)
-	}
-}
-
-// waitFor polls cond until it holds (a bounded wait for goroutines to
-// reach a state, not a timing assertion).
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not reached")
-		}
-		time.Sleep(time.Millisecond)
 	}
 }
 
@@ -118,10 +106,10 @@ func TestSharedQueueGuard(t *testing.T) {
 	}
 	results := make(chan ToolResult, 3)
 	go func() { results <- step(context.Background(), shell()) }()
-	waitFor(t, depth(1, 0))
+	poll.True(t, 10*time.Second, "1 holding and 0 waiting", depth(1, 0))
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { results <- step(ctx, shell()) }()
-	waitFor(t, depth(1, 1))
+	poll.True(t, 10*time.Second, "1 holding and 1 waiting", depth(1, 1))
 	if res := step(context.Background(), shell()); res.Error == nil || res.Error.Code != models.CodeQueueFull || res.Error.RetryAfter != 2 {
 		t.Fatalf("past the waiting bound: %+v", res)
 	}
@@ -129,26 +117,26 @@ func TestSharedQueueGuard(t *testing.T) {
 	if res := <-results; res.Error == nil || res.Error.Code != models.CodeCancelled {
 		t.Fatalf("cancelled waiter: %+v", res)
 	}
-	waitFor(t, depth(1, 0))
+	poll.True(t, 10*time.Second, "1 holding and 0 waiting", depth(1, 0))
 	waiter := shell()
 	go func() { results <- step(context.Background(), waiter) }()
-	waitFor(t, depth(1, 1))
+	poll.True(t, 10*time.Second, "1 holding and 1 waiting", depth(1, 1))
 	close(release)
 	for range 2 {
 		if res := <-results; !res.Success {
 			t.Errorf("a call that held a slot: %+v", res)
 		}
 	}
-	waitFor(t, depth(0, 0))
+	poll.True(t, 10*time.Second, "0 holding and 0 waiting", depth(0, 0))
 	// A running call cancelled on its instance gives its slot back.
 	ctx, cancel = context.WithCancel(context.Background())
 	running := shell()
 	running.id = "runs-until-cancelled"
 	go func() { results <- step(ctx, running) }()
-	waitFor(t, depth(1, 0))
+	poll.True(t, 10*time.Second, "1 holding and 0 waiting", depth(1, 0))
 	cancel()
 	<-results
-	waitFor(t, depth(0, 0))
+	poll.True(t, 10*time.Second, "0 holding and 0 waiting", depth(0, 0))
 }
 
 // BenchmarkQueueGuard measures the in-process queue guard alone around a
@@ -222,11 +210,11 @@ func TestQueueFairAcrossPrincipals(t *testing.T) {
 		if i < 2 {
 			<-f.admitted
 		} else {
-			waitFor(t, func() bool { return waitingIn(f.inv.queues.of("code")) == i-1 })
+			poll.True(t, 10*time.Second, "waitingIn(f.inv.queues.of(\"code\")) == i-1", func() bool { return waitingIn(f.inv.queues.of("code")) == i-1 })
 		}
 	}
 	run(codeCall("v", victim))
-	waitFor(t, func() bool { return waitingIn(f.inv.queues.of("code")) == 7 })
+	poll.True(t, 10*time.Second, "waitingIn(f.inv.queues.of(\"code\")) == 7", func() bool { return waitingIn(f.inv.queues.of("code")) == 7 })
 	close(f.gate("f0"))
 	<-results
 	next := <-f.admitted
@@ -238,14 +226,14 @@ func TestQueueFairAcrossPrincipals(t *testing.T) {
 	// The flood has 6 waiting: 2 more reach its bound of 8.
 	for i, id := range []string{"f8", "f9"} { // one after the other: their order is the flood's
 		run(codeCall(id, flood))
-		waitFor(t, func() bool { return waitingIn(f.inv.queues.of("code")) == 7+i })
+		poll.True(t, 10*time.Second, "waitingIn(f.inv.queues.of(\"code\")) == 7+i", func() bool { return waitingIn(f.inv.queues.of("code")) == 7+i })
 	}
 	res := f.step(context.Background(), codeCall("f10", flood))
 	if res.Error == nil || res.Error.Code != models.CodeQueueFull || res.Error.RetryAfter == 0 || !strings.Contains(res.Error.Message, "you have 8 code calls waiting") {
 		t.Fatalf("the flood past its bound: %+v", res.Error)
 	}
 	run(codeCall("v2", victim))
-	waitFor(t, func() bool { return waitingIn(f.inv.queues.of("code")) == 9 })
+	poll.True(t, 10*time.Second, "waitingIn(f.inv.queues.of(\"code\")) == 9", func() bool { return waitingIn(f.inv.queues.of("code")) == 9 })
 	// The flood's order holds among its calls; while the victim's first
 	// call holds one of the two slots, the flood has the other, and the
 	// victim's second call runs when its first ends.
@@ -286,7 +274,7 @@ func TestQueueReservedAtSubmission(t *testing.T) {
 	}
 	// a1 reaches the queue: it converts its place, it is not refused.
 	go func() { results <- f.step(ctx, codeCall("a1", flood)) }()
-	waitFor(t, func() bool {
+	poll.True(t, 10*time.Second, "a1 no longer reserved", func() bool {
 		f.inv.queues.mu.Lock()
 		defer f.inv.queues.mu.Unlock()
 		_, still := f.inv.queues.reserved["a1"]
