@@ -33,15 +33,9 @@ var pg struct {
 	once      sync.Once
 	server    *pgServer
 	err       error
-	mu        sync.Mutex // guards admin, n and templates
+	mu        sync.Mutex // guards admin and n
 	n         int        // databases made
-	templates map[string]*pgTemplate
-}
-
-// pgTemplate is a database tests' databases are copies of, made once.
-type pgTemplate struct {
-	once sync.Once
-	err  error
+	templates onces[struct{}]
 }
 
 // Postgres returns the URL of a new, empty database for t on the test
@@ -61,28 +55,17 @@ func Postgres(t testing.TB) string {
 func PostgresFrom(t testing.TB, template string, fill func(url string) error) string {
 	t.Helper()
 	server(t)
-	pg.mu.Lock()
-	if pg.templates == nil {
-		pg.templates = map[string]*pgTemplate{}
-	}
-	tmpl := pg.templates[template]
-	if tmpl == nil {
-		tmpl = &pgTemplate{}
-		pg.templates[template] = tmpl
-	}
-	pg.mu.Unlock()
-	tmpl.once.Do(func() {
+	_, err := pg.templates.do(template, func() (struct{}, error) {
 		pg.mu.Lock()
 		_, err := pg.server.admin.Exec(context.Background(), "CREATE DATABASE "+template)
 		pg.mu.Unlock()
 		if err != nil {
-			tmpl.err = fmt.Errorf("create template database %s: %w", template, err)
-			return
+			return struct{}{}, fmt.Errorf("create template database %s: %w", template, err)
 		}
-		tmpl.err = fill(pg.server.url(template))
+		return struct{}{}, fill(pg.server.url(template))
 	})
-	if tmpl.err != nil {
-		t.Fatalf("template database %s: %v", template, tmpl.err)
+	if err != nil {
+		t.Fatalf("template database %s: %v", template, err)
 	}
 	return createDatabase(t, template)
 }

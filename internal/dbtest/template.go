@@ -10,16 +10,7 @@ import (
 )
 
 // fileTemplates are the template files SQLiteFrom made, by name.
-var fileTemplates struct {
-	mu    sync.Mutex
-	files map[string]*fileTemplate
-}
-
-type fileTemplate struct {
-	once sync.Once
-	path string
-	err  error
-}
+var fileTemplates onces[string]
 
 // SQLiteFrom writes at path (mode 0600) a copy of the SQLite file
 // template, which the first call of the process makes in a ProcessDir by
@@ -28,23 +19,41 @@ type fileTemplate struct {
 // checkpoint. A failed fill fails every test asking for that template.
 func SQLiteFrom(t testing.TB, path, template string, fill func(path string) error) {
 	t.Helper()
-	fileTemplates.mu.Lock()
-	if fileTemplates.files == nil {
-		fileTemplates.files = map[string]*fileTemplate{}
+	from, err := fileTemplates.do(template, func() (string, error) { return makeFileTemplate(template, fill) })
+	if err != nil {
+		t.Fatalf("template database %s: %v", template, err)
 	}
-	tmpl := fileTemplates.files[template]
-	if tmpl == nil {
-		tmpl = &fileTemplate{}
-		fileTemplates.files[template] = tmpl
-	}
-	fileTemplates.mu.Unlock()
-	tmpl.once.Do(func() { tmpl.path, tmpl.err = makeFileTemplate(template, fill) })
-	if tmpl.err != nil {
-		t.Fatalf("template database %s: %v", template, tmpl.err)
-	}
-	if err := copyFile(tmpl.path, path); err != nil {
+	if err := copyFile(from, path); err != nil {
 		t.Fatalf("copy template database %s: %v", template, err)
 	}
+}
+
+// onces runs a function once per name and keeps what it returned.
+type onces[T any] struct {
+	mu    sync.Mutex
+	byKey map[string]*once[T]
+}
+
+type once[T any] struct {
+	once sync.Once
+	v    T
+	err  error
+}
+
+// do returns what fn returned the first time do was called with name.
+func (o *onces[T]) do(name string, fn func() (T, error)) (T, error) {
+	o.mu.Lock()
+	if o.byKey == nil {
+		o.byKey = map[string]*once[T]{}
+	}
+	e := o.byKey[name]
+	if e == nil {
+		e = &once[T]{}
+		o.byKey[name] = e
+	}
+	o.mu.Unlock()
+	e.once.Do(func() { e.v, e.err = fn() })
+	return e.v, e.err
 }
 
 func makeFileTemplate(template string, fill func(path string) error) (string, error) {
