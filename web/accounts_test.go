@@ -13,6 +13,7 @@ import (
 // TestPrincipalsAndKeys covers creating accounts, issuing and revoking keys,
 // and that keys are stored only as hashes.
 func TestPrincipalsAndKeys(t *testing.T) {
+	t.Parallel() // its own app and database
 	app := newTestApp(t)
 	r := app.do(t, "admin", "POST", "/api/v1/principals", map[string]any{"name": "research-bot", "role": "agent"})
 	if r.Status != http.StatusCreated || r.Header.Get("Cache-Control") != "no-store" {
@@ -116,6 +117,7 @@ func TestPrincipalsAndKeys(t *testing.T) {
 
 // TestLastAdminKey refuses to revoke the only way in as admin.
 func TestLastAdminKey(t *testing.T) {
+	t.Parallel() // its own app and database
 	app := newTestApp(t)
 	if r := app.do(t, "admin", "DELETE", "/api/v1/keys/1", nil); r.Status != http.StatusConflict {
 		t.Fatalf("revoking the last admin key: %d %s", r.Status, r.Body)
@@ -132,6 +134,7 @@ func TestLastAdminKey(t *testing.T) {
 
 // TestGrants stores what an agent may use as Casbin policies.
 func TestGrants(t *testing.T) {
+	t.Parallel() // its own app and database
 	app := newTestApp(t)
 	agent := itoa(app.ids["agent"])
 	r := app.do(t, "admin", "PUT", "/api/v1/principals/"+agent+"/grants",
@@ -186,6 +189,7 @@ func TestGrants(t *testing.T) {
 
 // TestHealthAndPages checks the endpoints outside the API.
 func TestHealthAndPages(t *testing.T) {
+	t.Parallel() // its own app and database
 	app := newTestApp(t)
 	if r := app.do(t, "none", "GET", "/healthz", nil); r.Status != 200 || r.JSON(t)["status"] != "ok" {
 		t.Errorf("healthz: %d %s", r.Status, r.Body)

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"toolbelt/internal/poll"
 	"toolbelt/models"
 )
 
@@ -20,19 +21,16 @@ import (
 // background work, not a timing assertion).
 func (a *testApp) poll(t *testing.T, role, id string) map[string]any {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		rec := a.do(t, role, "GET", "/api/v1/calls/"+id, nil).JSON(t)
+	var rec map[string]any
+	poll.Until(t, 20*time.Second, "call "+id+" ended", func() (bool, string) {
+		rec = a.do(t, role, "GET", "/api/v1/calls/"+id, nil).JSON(t)
 		switch rec["status"] {
 		case "queued", "running", "awaiting_approval":
-		default:
-			return rec
+			return false, fmt.Sprint("still ", rec["status"])
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("call %s still %v", id, rec["status"])
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return true, ""
+	})
+	return rec
 }
 
 // dangerousWrite registers a dangerous file-writing tool.
@@ -54,6 +52,7 @@ func dangerousWrite(t *testing.T, app *testApp) {
 
 // TestApprovalFlow walks a dangerous call through approval and denial.
 func TestApprovalFlow(t *testing.T) {
+	t.Parallel() // its own app and database
 	app := newTestApp(t)
 	dangerousWrite(t, app)
 	ask := func(content string) (string, string) {
@@ -119,6 +118,7 @@ func TestApprovalFlow(t *testing.T) {
 
 // TestApprovalExpiry ends a call whose approval ran out of time.
 func TestApprovalExpiry(t *testing.T) {
+	t.Parallel() // its own app and database
 	app := newTestApp(t)
 	dangerousWrite(t, app)
 	r := app.do(t, "agent", "POST", "/api/v1/calls", map[string]any{"tool": "overwrite_note", "arguments": map[string]any{"path": "n", "content": "c"}})
@@ -139,6 +139,7 @@ func TestApprovalExpiry(t *testing.T) {
 // TestAsyncCallAndRecovery runs an async call, and recovers calls after a
 // crash: running ones are interrupted, approved ones run.
 func TestAsyncCallAndRecovery(t *testing.T) {
+	t.Parallel() // its own app and database
 	app := newTestApp(t)
 	r := app.do(t, "admin", "POST", "/api/v1/calls", map[string]any{"tool": "file_write", "async": true, "session_id": "as", "arguments": map[string]any{"path": "a.txt", "content": "async"}})
 	res := r.JSON(t)
@@ -188,6 +189,7 @@ func TestAsyncCallAndRecovery(t *testing.T) {
 
 // TestCancelCalls cancels a call waiting for approval and one running.
 func TestCancelCalls(t *testing.T) {
+	t.Parallel() // its own app and database
 	app := newTestApp(t)
 	dangerousWrite(t, app)
 	res := app.do(t, "agent", "POST", "/api/v1/calls", map[string]any{"tool": "overwrite_note", "arguments": map[string]any{"path": "n", "content": "c"}}).JSON(t)
@@ -211,6 +213,7 @@ func TestCancelCalls(t *testing.T) {
 
 // TestCallEventsSSE streams a call waiting for approval until its result.
 func TestCallEventsSSE(t *testing.T) {
+	t.Parallel() // its own app and database
 	app := newTestApp(t)
 	dangerousWrite(t, app)
 	srv := httptest.NewServer(app.handler)

@@ -51,6 +51,7 @@ func lastAuditID(t *testing.T, app *testApp) float64 {
 // the client's address and the target; each refused or failed variant
 // writes none.
 func TestAuditOneEntryPerAction(t *testing.T) {
+	t.Parallel() // its own app and database
 	app := newTestApp(t)
 	dangerousWrite(t, app)
 	_, approved := dangerousCall(t, app, "agent", "to approve")
@@ -154,6 +155,7 @@ func fixed(path string) func() string { return func() string { return path } }
 // or cursors) is a 400 that quotes it shortened; the export streams every
 // entry, as NDJSON or CSV, with cells a spreadsheet would run defused.
 func TestAuditAPIFilters(t *testing.T) {
+	t.Parallel() // its own app and database
 	app := newTestApp(t)
 	for _, role := range []string{"agent", "reviewer"} {
 		if r := app.do(t, role, "GET", "/api/v1/audit", nil); r.Status != 403 {
@@ -311,6 +313,7 @@ func TestAuditAPIFilters(t *testing.T) {
 // newest first, filters them, pages them, says when nothing matches, and
 // answers a filter that cannot be one with 400 and the reason.
 func TestConsoleAudit(t *testing.T) {
+	t.Parallel() // its own app and database
 	app := newTestApp(t)
 	b := signedIn(t, app, "admin")
 	if p := b.get("/admin/audit?action=key.revoke"); p.Status != 200 || !strings.Contains(p.TestID("audit-empty").Text(), "No entry matches") {

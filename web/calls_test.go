@@ -31,6 +31,7 @@ func errCode(res map[string]any) string {
 
 // TestCallsThroughTheChain covers each guard's outcome through HTTP.
 func TestCallsThroughTheChain(t *testing.T) {
+	t.Parallel() // its own app and database
 	app := newTestApp(t)
 	agent := fmt.Sprint(app.ids["agent"])
 	app.do(t, "admin", "PUT", "/api/v1/principals/"+agent+"/grants", map[string]any{"categories": []string{"filesystem", "shell"}})
@@ -102,6 +103,7 @@ func TestCallsThroughTheChain(t *testing.T) {
 // raw and URL-decoded, to file_read and file_write: nothing outside the
 // work directory is read or written.
 func TestCallPathsFromCorpora(t *testing.T) {
+	t.Parallel() // its own app and database
 	app := newTestApp(t)
 	outside := filepath.Join(filepath.Dir(app.dbPath), "secret.txt")
 	if err := os.WriteFile(outside, []byte("TOP-SECRET-SENTINEL"), 0o600); err != nil {
@@ -173,6 +175,7 @@ func TestCallPathsFromCorpora(t *testing.T) {
 // TestCallHistory lists and reads calls; agents see only their own, and a
 // call in a session teaches the selection index.
 func TestCallHistory(t *testing.T) {
+	t.Parallel() // its own app and database
 	app := newTestApp(t)
 	agent := fmt.Sprint(app.ids["agent"])
 	app.do(t, "admin", "PUT", "/api/v1/principals/"+agent+"/grants", map[string]any{"categories": []string{"filesystem"}})
@@ -251,6 +254,7 @@ func TestCallRateLimit(t *testing.T) {
 // TestCallRedaction checks that secrets in arguments and output reach
 // neither the caller, nor the history, nor the database.
 func TestCallRedaction(t *testing.T) {
+	t.Parallel() // its own app and database
 	app := newTestApp(t)
 	secret := "AKIAZ7VRSQ4TJNWDEMPX"
 	content := "aws_access_key_id = " + secret + "\nconfigured: test-configured-secret\n"
@@ -278,6 +282,7 @@ func TestCallRedaction(t *testing.T) {
 // secrets came back, the configured secret and an API key among them
 // once their first letters were \u-escaped).
 func TestCallRedactionEncoded(t *testing.T) {
+	t.Parallel() // its own app and database
 	app := newTestApp(t)
 	agent := fmt.Sprint(app.ids["agent"])
 	app.do(t, "admin", "PUT", "/api/v1/principals/"+agent+"/grants", map[string]any{"categories": []string{"filesystem"}})
@@ -344,6 +349,7 @@ func TestCallRedactionEncoded(t *testing.T) {
 
 // TestCallShellCommandCheck refuses chained commands before anything runs.
 func TestCallShellCommandCheck(t *testing.T) {
+	t.Parallel() // its own app and database
 	app := newTestApp(t)
 	def := toolDef("quick_shell", func(m map[string]any) {
 		m["category"] = "shell"
@@ -367,6 +373,7 @@ func TestCallShellCommandCheck(t *testing.T) {
 
 // TestCallIsolation keeps principals apart and retired tools unrunnable.
 func TestCallIsolation(t *testing.T) {
+	t.Parallel() // its own app and database
 	app := newTestApp(t)
 	agent := fmt.Sprint(app.ids["agent"])
 	app.do(t, "admin", "PUT", "/api/v1/principals/"+agent+"/grants", map[string]any{"categories": []string{"filesystem"}})
@@ -394,6 +401,7 @@ func TestCallIsolation(t *testing.T) {
 // nullable); the call runs as if they were absent, while a null for a
 // required field is still refused.
 func TestStrictNullsAreAbsent(t *testing.T) {
+	t.Parallel() // its own app and database
 	app := newTestApp(t)
 	export := app.do(t, "admin", "GET", "/api/v1/tools/file_read?format=openai", nil).JSON(t)
 	fn, _ := export["function"].(map[string]any)
@@ -422,6 +430,7 @@ func TestStrictNullsAreAbsent(t *testing.T) {
 // sends it so runs with the object itself (the echo tool returns what it
 // was given), while a string that is not a JSON object is still refused.
 func TestGeminiJSONTextObjects(t *testing.T) {
+	t.Parallel() // its own app and database
 	app := newTestApp(t)
 	def := toolDef("echo_meta", func(m map[string]any) {
 		m["parameters"] = map[string]any{

@@ -22,6 +22,7 @@ func ref(p string) map[string]any { return map[string]any{"$ref": p} }
 // recorded with the composite as its parent; the second step reads what
 // the first wrote, through a reference to its result.
 func TestCompositeRuns(t *testing.T) {
+	t.Parallel() // its own app and database
 	app := newTestApp(t)
 	def := compositeTool("save_and_read", []any{
 		map[string]any{"tool": "file_write", "arguments": map[string]any{"path": ref("#/input/path"), "content": ref("#/input/text")}},
@@ -68,6 +69,7 @@ func TestCompositeRuns(t *testing.T) {
 // A composite with a dangerous step waits for approval as a whole; once a
 // reviewer approves it, its steps run without asking again.
 func TestCompositeWithDangerousStepWaits(t *testing.T) {
+	t.Parallel() // its own app and database
 	app := newTestApp(t)
 	dangerousWrite(t, app) // overwrite_note, dangerous; the agent holds filesystem
 	def := compositeTool("note_twice", []any{
@@ -121,6 +123,7 @@ func TestCompositeWithDangerousStepWaits(t *testing.T) {
 // Arguments may refer to an earlier result of the same session; another
 // session's call, an unknown one and a bad pointer are refused.
 func TestContextReferences(t *testing.T) {
+	t.Parallel() // its own app and database
 	app := newTestApp(t)
 	app.do(t, "admin", "PUT", fmt.Sprintf("/api/v1/principals/%d/grants", app.ids["agent"]), map[string]any{"categories": []string{"filesystem"}})
 	_, wrote := app.call(t, "agent", map[string]any{"tool": "file_write", "session_id": "ctx", "arguments": map[string]any{"path": "plan.txt", "content": "step one"}})
@@ -146,6 +149,7 @@ func TestContextReferences(t *testing.T) {
 
 // Composites calling each other in a cycle stop at the depth limit.
 func TestCompositeCycleStops(t *testing.T) {
+	t.Parallel() // its own app and database
 	app := newTestApp(t)
 	a := compositeTool("ping_a", []any{map[string]any{"tool": "file_list", "arguments": map[string]any{}}})
 	if r := app.do(t, "admin", "POST", "/api/v1/tools", a); r.Status != 201 {

@@ -53,6 +53,7 @@ func callStateOf(t *testing.T, app *testApp, id string) string {
 // TestConsoleApprovalQueue: a waiting call is listed with its requester,
 // redacted arguments and time left; the fragment route is the list alone.
 func TestConsoleApprovalQueue(t *testing.T) {
+	t.Parallel() // its own app and database
 	app := newTestApp(t)
 	dangerousWrite(t, app)
 	callID, approvalID := dangerousCall(t, app, "agent", "token test-configured-secret inside")
@@ -122,6 +123,7 @@ func TestConsoleApprovalQueue(t *testing.T) {
 // field, nothing changes); approving runs the call, which the history
 // shows as succeeded; the decided list says who decided.
 func TestConsoleDecisions(t *testing.T) {
+	t.Parallel() // its own app and database
 	app := newTestApp(t)
 	dangerousWrite(t, app)
 	denyCall, denyID := dangerousCall(t, app, "agent", "to deny")
@@ -226,6 +228,7 @@ func TestConsoleDecisions(t *testing.T) {
 // TestConsoleSelfApproval: nobody decides their own call, and the page
 // says why.
 func TestConsoleSelfApproval(t *testing.T) {
+	t.Parallel() // its own app and database
 	app := newTestApp(t)
 	dangerousWrite(t, app)
 	callID, approvalID := dangerousCall(t, app, "admin", "mine")
@@ -258,6 +261,7 @@ func TestConsoleSelfApproval(t *testing.T) {
 // TestConsoleExpiredApproval: an approval past its time leaves the queue
 // for the decided list, and deciding it is refused with the reason.
 func TestConsoleExpiredApproval(t *testing.T) {
+	t.Parallel() // its own app and database
 	app := newTestApp(t)
 	dangerousWrite(t, app)
 	callID, approvalID := dangerousCall(t, app, "agent", "too late")
@@ -285,6 +289,7 @@ func TestConsoleExpiredApproval(t *testing.T) {
 // TestConsoleAgentView: an agent may not open the approvals and sees only
 // its own calls.
 func TestConsoleAgentView(t *testing.T) {
+	t.Parallel() // its own app and database
 	app := newTestApp(t)
 	app.call(t, "admin", map[string]any{"tool": "file_write", "session_id": "adm", "arguments": map[string]any{"path": "a.txt", "content": "x"}})
 	agent := fmt.Sprint(app.ids["agent"])
@@ -354,6 +359,7 @@ func seedCallHistory(t testing.TB, app *testApp, n int, start time.Time, princip
 // TestConsoleCallHistory: filters, pagination and their errors over 120
 // calls.
 func TestConsoleCallHistory(t *testing.T) {
+	t.Parallel() // its own app and database
 	app := newTestApp(t)
 	start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	seedCallHistory(t, app, 120, start, []uint{app.ids["admin"], app.ids["agent"]})
@@ -508,6 +514,7 @@ func TestConsoleCallHistory(t *testing.T) {
 // pager and the filter form, and stays with a filter; a made-up order is
 // 400 with no list.
 func TestConsoleCallHistorySorted(t *testing.T) {
+	t.Parallel() // its own app and database
 	app := newTestApp(t)
 	start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	tools := []string{"web_search", "file_read", "file_write"}
@@ -614,6 +621,7 @@ func TestConsoleCallHistorySorted(t *testing.T) {
 // TestConsoleCallHistoryDepth: pages stop at 200; the last one continues
 // with an earlier Until rather than a deeper offset.
 func TestConsoleCallHistoryDepth(t *testing.T) {
+	t.Parallel() // its own app and database
 	app := newTestApp(t)
 	start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	seedCallHistory(t, app, 10_060, start, []uint{app.ids["admin"]})
@@ -640,6 +648,7 @@ func TestConsoleCallHistoryDepth(t *testing.T) {
 // TestConsoleCallDetail: a failed call's page shows its timings and the
 // error's code, message and suggestion; a succeeded one its result.
 func TestConsoleCallDetail(t *testing.T) {
+	t.Parallel() // its own app and database
 	app := newTestApp(t)
 	_, failed := app.call(t, "admin", map[string]any{"tool": "file_read", "session_id": "d1", "arguments": map[string]any{"path": "missing.txt"}})
 	_, ok := app.call(t, "admin", map[string]any{"tool": "file_write", "session_id": "d1", "arguments": map[string]any{"path": "w.txt", "content": "hi there"}})
@@ -745,6 +754,7 @@ func BenchmarkConsoleCallsPage(b *testing.B) {
 // refused without running (no attempt, the file the chain would write is
 // not there), and the decided list says so instead of "ran".
 func TestConsoleApprovalOfARefusedCall(t *testing.T) {
+	t.Parallel() // its own app and database
 	app := newTestApp(t)
 	marker := filepath.Join(t.TempDir(), "chained")
 	shell := func(command string) (callID, approvalID string) {
@@ -791,6 +801,7 @@ func TestConsoleApprovalOfARefusedCall(t *testing.T) {
 // decisions on the same tool. Another agent's task in a session of the
 // same name is never shown.
 func TestConsoleDecisionPanel(t *testing.T) {
+	t.Parallel() // its own app and database
 	app := newTestApp(t)
 	dangerousWrite(t, app)
 	if r := app.do(t, "agent", "POST", "/api/v1/tools/select", map[string]any{"query": "save the meeting notes to a file", "session_id": "console"}); r.Status != 200 {

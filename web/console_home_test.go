@@ -32,6 +32,7 @@ func sumAttr(t *testing.T, s *goquery.Selection, attr string) int {
 
 // The dashboard's figures are those of the calls made through the API.
 func TestConsoleDashboardCountsCalls(t *testing.T) {
+	t.Parallel() // its own app and database
 	app := newTestApp(t)
 	b := signedIn(t, app, "admin")
 
@@ -115,6 +116,7 @@ func TestConsoleDashboardCountsCalls(t *testing.T) {
 // The playground ranks the catalog as the API does and puts each input
 // error next to its field.
 func TestConsolePlayground(t *testing.T) {
+	t.Parallel() // its own app and database
 	app := newTestApp(t)
 	b := signedIn(t, app, "admin")
 
@@ -205,6 +207,7 @@ func keyWorks(t *testing.T, app *testApp, key string) int {
 // Creating a principal shows its key once; the key works, can be joined
 // by another and revoked; the last admin key is refused.
 func TestConsoleAccessKeys(t *testing.T) {
+	t.Parallel() // its own app and database
 	app := newTestApp(t)
 	b := signedIn(t, app, "admin")
 
@@ -288,6 +291,7 @@ func TestConsoleAccessKeys(t *testing.T) {
 // Grants are edited per agent, errors beside their field, and the agent's
 // selection follows them.
 func TestConsoleAccessGrants(t *testing.T) {
+	t.Parallel() // its own app and database
 	app := newTestApp(t)
 	b := signedIn(t, app, "admin")
 	agent := strconv.Itoa(int(app.ids["agent"]))
@@ -361,6 +365,7 @@ func TestConsoleAccessGrants(t *testing.T) {
 // Each role sees the navigation entries it may open, and only admins open
 // the access page.
 func TestConsoleHomeRoles(t *testing.T) {
+	t.Parallel() // its own app and database
 	app := newTestApp(t)
 	for _, tc := range []struct {
 		role       string
@@ -411,6 +416,7 @@ func TestConsoleHomeRoles(t *testing.T) {
 // The dashboard counts approvals waiting and flags a tool whose failure
 // rate rose in the last hour, with its numbers.
 func TestConsoleDashboardApprovalsAndRising(t *testing.T) {
+	t.Parallel() // its own app and database
 	app := newTestApp(t)
 	dangerousWrite(t, app)
 	r := app.do(t, "agent", "POST", "/api/v1/calls", map[string]any{"tool": "overwrite_note", "arguments": map[string]any{"path": "n.txt", "content": "x"}})
@@ -452,6 +458,7 @@ func TestConsoleDashboardApprovalsAndRising(t *testing.T) {
 // approval has no success rate yet (it showed 0.0%), and the waiting calls
 // are open, not failed.
 func TestConsoleDashboardWaitingCalls(t *testing.T) {
+	t.Parallel() // its own app and database
 	app := newTestApp(t)
 	for range 2 {
 		if code, res := app.call(t, "admin", map[string]any{"tool": "shell_exec", "arguments": map[string]any{"command": "ls"}}); code != 202 {
@@ -471,6 +478,7 @@ func TestConsoleDashboardWaitingCalls(t *testing.T) {
 // window is 1 h, 24 h or 7 d; each count, hour bar and tool opens the
 // history filtered to it, and what the history lists is what was counted.
 func TestConsoleDashboardNavigates(t *testing.T) {
+	t.Parallel() // its own app and database
 	app := newTestApp(t)
 	b := signedIn(t, app, "admin")
 	p := b.get("/admin")
@@ -533,6 +541,7 @@ func TestConsoleDashboardNavigates(t *testing.T) {
 // selection in the chosen LLM format, and "Fits the task" teaches the
 // ranking: the query becomes one the tool was learned from.
 func TestConsolePlaygroundFormatAndFeedback(t *testing.T) {
+	t.Parallel() // its own app and database
 	app := newTestApp(t)
 	b := signedIn(t, app, "admin")
 	p := b.get("/admin/playground?q=" + url.QueryEscape("list the files in my project folder") + "&format=anthropic")
@@ -569,6 +578,7 @@ func TestConsolePlaygroundFormatAndFeedback(t *testing.T) {
 // opened to its keys and grants), open= opens one row, and a role that is
 // none is 400.
 func TestConsoleAccessSearch(t *testing.T) {
+	t.Parallel() // its own app and database
 	app := newTestApp(t)
 	for i := range 20 {
 		if r := app.do(t, "admin", "POST", "/api/v1/principals", map[string]any{"name": fmt.Sprintf("bot-%02d", i), "role": "agent"}); r.Status != 201 {

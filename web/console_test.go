@@ -118,6 +118,7 @@ func (b *browserClient) postRaw(path string, form url.Values, name string) (*htt
 }
 
 func TestConsoleSignIn(t *testing.T) {
+	t.Parallel() // its own app and database
 	app := newTestApp(t)
 
 	// Without a session a page sends the browser to sign in, and back after.
@@ -180,6 +181,7 @@ func TestConsoleSignIn(t *testing.T) {
 
 // A revoked key ends the console sessions opened with it.
 func TestConsoleSessionEndsWithKey(t *testing.T) {
+	t.Parallel() // its own app and database
 	app := newTestApp(t)
 	created := app.do(t, "admin", "POST", "/api/v1/principals", map[string]any{"name": "rev", "role": "reviewer"})
 	if created.Status != 201 {
@@ -201,6 +203,7 @@ func TestConsoleSessionEndsWithKey(t *testing.T) {
 
 // Errors are pages for browsers and JSON for API clients.
 func TestErrorsAsPagesOrJSON(t *testing.T) {
+	t.Parallel() // its own app and database
 	app := newTestApp(t)
 	b := signedIn(t, app, "admin")
 	p := b.get("/admin/no-such-page")

@@ -41,6 +41,7 @@ func toolRegisterForm(name string) url.Values {
 }
 
 func TestConsoleToolsList(t *testing.T) {
+	t.Parallel() // its own app and database
 	app := newTestApp(t)
 	b := signedIn(t, app, "admin")
 
@@ -157,6 +158,7 @@ func TestConsoleToolsList(t *testing.T) {
 }
 
 func TestConsoleToolsRoles(t *testing.T) {
+	t.Parallel() // its own app and database
 	app := newTestApp(t)
 	agent := signedIn(t, app, "agent")
 	p := agent.get("/admin/tools")
@@ -193,6 +195,7 @@ func TestConsoleToolsRoles(t *testing.T) {
 }
 
 func TestConsoleRegisterEditRollback(t *testing.T) {
+	t.Parallel() // its own app and database
 	app := newTestApp(t)
 	b := signedIn(t, app, "admin")
 	p := b.get("/admin/tools/new")
@@ -354,6 +357,7 @@ func TestConsoleRegisterEditRollback(t *testing.T) {
 }
 
 func TestConsoleTryIt(t *testing.T) {
+	t.Parallel() // its own app and database
 	app := newTestApp(t)
 	b := signedIn(t, app, "admin")
 
@@ -466,6 +470,7 @@ func TestConsoleTryIt(t *testing.T) {
 }
 
 func TestConsoleTryFieldConversion(t *testing.T) {
+	t.Parallel() // its own app and database
 	app := newTestApp(t)
 	def := toolDef("echo_all", func(m map[string]any) {
 		m["parameters"] = map[string]any{
@@ -513,6 +518,7 @@ func TestConsoleTryFieldConversion(t *testing.T) {
 }
 
 func TestConsoleLearnedQueries(t *testing.T) {
+	t.Parallel() // its own app and database
 	app := newTestApp(t)
 	query := "peek into the config file of the project"
 	sel := app.do(t, "admin", "POST", "/api/v1/tools/select", map[string]any{"query": query, "limit": 3, "session_id": "s1"})
@@ -540,6 +546,7 @@ func TestConsoleLearnedQueries(t *testing.T) {
 }
 
 func TestConsoleLineDiff(t *testing.T) {
+	t.Parallel() // its own app and database
 	cases := []struct {
 		name, a, b string
 		want       []string // op+text of each line
@@ -586,6 +593,7 @@ func BenchmarkConsoleToolsPages(b *testing.B) {
 // keeps the declarations: without them an edit would drop the flag and be
 // refused (or lose the retries).
 func TestConsoleDeclaresCodeAndTimeoutRetries(t *testing.T) {
+	t.Parallel() // its own app and database
 	app := newTestApp(t)
 	b := signedIn(t, app, "admin")
 	b.get("/admin/tools/new")
@@ -626,6 +634,7 @@ func TestConsoleDeclaresCodeAndTimeoutRetries(t *testing.T) {
 
 // Each problem of a submitted form lands beside the field that edits it.
 func TestConsoleRegisterFieldErrors(t *testing.T) {
+	t.Parallel() // its own app and database
 	app := newTestApp(t)
 	b := signedIn(t, app, "admin")
 	b.get("/admin/tools/new")
@@ -689,6 +698,7 @@ func toolFormMerge(a, b map[string]string) map[string]string {
 // (not offered, calls refused) and restore on again; a tool from a tool
 // file says it is file-managed, and one registered by hand does not.
 func TestConsoleRetireAndRollBack(t *testing.T) {
+	t.Parallel() // its own app and database
 	app, file := newTestAppWithToolFile(t)
 	b := signedIn(t, app, "admin")
 

@@ -27,6 +27,7 @@ func selectedNames(t *testing.T, r response) []string {
 // renders it in the requested format, explains the rank and estimates the
 // tokens saved.
 func TestSelectRanksAndExplains(t *testing.T) {
+	t.Parallel() // its own app and database
 	app := newTestApp(t)
 	cases := []struct {
 		query, want string
@@ -89,6 +90,7 @@ func TestSelectRanksAndExplains(t *testing.T) {
 // TestSelectFilters checks permissions, the security ceiling, requested
 // and excluded categories, and what the host can run.
 func TestSelectFilters(t *testing.T) {
+	t.Parallel() // its own app and database
 	app := newTestApp(t)
 	agent := fmt.Sprint(app.ids["agent"])
 	// A grab bag of words matches each tool faintly: min_score 0 keeps
@@ -156,6 +158,7 @@ func TestSelectFilters(t *testing.T) {
 // TestSelectionLearning teaches the index through feedback over HTTP and
 // removes what it learned.
 func TestSelectionLearning(t *testing.T) {
+	t.Parallel() // its own app and database
 	app := newTestApp(t)
 	def := toolDef("ledger_sync", func(m map[string]any) {
 		m["description"] = "Synchronise the accounting ledger with the bank statement export."
@@ -223,6 +226,7 @@ func TestSelectionLearning(t *testing.T) {
 // TestUnknownToolSuggestions checks the "did you mean" answer for a tool
 // name that does not exist.
 func TestUnknownToolSuggestions(t *testing.T) {
+	t.Parallel() // its own app and database
 	app := newTestApp(t)
 	r := app.do(t, "admin", "GET", "/api/v1/tools/read_file", nil)
 	e := r.JSON(t)["error"].(map[string]any)
@@ -257,6 +261,7 @@ func TestUnknownToolSuggestions(t *testing.T) {
 // longer is still answered (only the body limit bounds it), and bad
 // messages get a problem at their pointer.
 func TestSelectLongTasks(t *testing.T) {
+	t.Parallel() // its own app and database
 	app := newTestApp(t)
 	// A prompt that talks of every other kind of tool.
 	prompt := strings.Repeat("You are an operations agent. You can run shell commands, browse web pages, search the web and send HTTP requests for the user. ", 38)[:4737]
@@ -303,6 +308,7 @@ func TestSelectLongTasks(t *testing.T) {
 // session are not measured, and a tool called again after the same
 // selection counts once.
 func TestRetrievalQuality(t *testing.T) {
+	t.Parallel() // its own app and database
 	app := newTestApp(t)
 	sel := app.do(t, "admin", "POST", "/api/v1/tools/select", map[string]any{"query": "read the contents of a text file", "session_id": "rq", "limit": 1})
 	if got := selectedNames(t, sel); len(got) != 1 || got[0] != "file_read" {

@@ -14,6 +14,7 @@ import (
 // TestRegisterValidation sends broken definitions and checks that each
 // answers 422 naming every problem by JSON pointer, and stores nothing.
 func TestRegisterValidation(t *testing.T) {
+	t.Parallel() // its own app and database
 	app := newTestApp(t)
 	set := func(path string, v any) func(map[string]any) {
 		return func(m map[string]any) {
@@ -104,6 +105,7 @@ func TestRegisterValidation(t *testing.T) {
 
 // TestRegisterAcceptsEveryRunnerKind registers one valid tool per kind.
 func TestRegisterAcceptsEveryRunnerKind(t *testing.T) {
+	t.Parallel() // its own app and database
 	app := newTestApp(t)
 	defs := []map[string]any{
 		toolDef("word_count"),
@@ -151,6 +153,7 @@ func TestRegisterAcceptsEveryRunnerKind(t *testing.T) {
 // TestBadInput sends malformed requests: each gets a specific 4xx in the
 // one error shape and the server keeps serving.
 func TestBadInput(t *testing.T) {
+	t.Parallel() // its own app and database
 	app := newTestApp(t)
 	valid, _ := json.Marshal(toolDef("word_count"))
 	send := func(method, path, contentType string, body []byte) response {
@@ -224,6 +227,7 @@ func TestBadInput(t *testing.T) {
 // TestConcurrentRegistration races registrations of one name: exactly one
 // wins, the rest are 409, and one tool with one version is stored.
 func TestConcurrentRegistration(t *testing.T) {
+	t.Parallel() // its own app and database
 	app := newTestApp(t)
 	const n = 16
 	statuses := make([]int, n)
@@ -255,6 +259,7 @@ func TestConcurrentRegistration(t *testing.T) {
 
 // TestVersionLifecycle walks publish, history, rollback, retire and restore.
 func TestVersionLifecycle(t *testing.T) {
+	t.Parallel() // its own app and database
 	app := newTestApp(t)
 	mustStatus := func(r response, want int) map[string]any {
 		t.Helper()
@@ -352,6 +357,7 @@ func TestVersionLifecycle(t *testing.T) {
 
 // TestListAndCategories checks filters, pagination and the category index.
 func TestListAndCategories(t *testing.T) {
+	t.Parallel() // its own app and database
 	app := newTestApp(t)
 	for i := range 5 {
 		def := toolDef(fmt.Sprintf("extra_%d", i), func(m map[string]any) {
@@ -429,6 +435,7 @@ func TestListAndCategories(t *testing.T) {
 // every format, and that a format listing holds exactly the stored
 // renderings.
 func TestExportEndpoints(t *testing.T) {
+	t.Parallel() // its own app and database
 	app := newTestApp(t)
 	for _, format := range []string{"openai", "openai_responses", "anthropic", "gemini", "mcp"} {
 		t.Run(format, func(t *testing.T) {
