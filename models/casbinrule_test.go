@@ -30,7 +30,7 @@ m = (r.sub == p.sub || g(r.sub, p.sub)) && keyMatch(r.obj, p.obj) && (p.act == "
 `
 
 // loadEnforcer loads the policies stored in the database open opens, as
-// access.NewAuthz does.
+// access.OpenAuthz does.
 func loadEnforcer(t *testing.T, open func(t *testing.T) *Store) (*casbin.SyncedEnforcer, *Store) {
 	t.Helper()
 	store := open(t)

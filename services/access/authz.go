@@ -131,13 +131,6 @@ func OpenAuthz(ctx context.Context, d AuthzDeps) (*Authz, error) {
 	return a, nil
 }
 
-// NewAuthz is OpenAuthz without a watcher.
-//
-// Deprecated: use OpenAuthz; kept while services/invoke's tests call it.
-func NewAuthz(ctx context.Context, store *models.Store, rolePolicies map[string][]Route) (*Authz, error) {
-	return OpenAuthz(ctx, AuthzDeps{Store: store, Roles: rolePolicies})
-}
-
 // watch connects the enforcer to w (see AuthzDeps.Watcher).
 func (a *Authz) watch(w persist.Watcher) error {
 	if err := a.e.SetWatcher(w); err != nil {

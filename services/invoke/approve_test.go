@@ -14,7 +14,6 @@ import (
 	"toolbelt/services/access"
 	"toolbelt/services/catalog"
 	"toolbelt/services/embed"
-	"toolbelt/services/netpolicy"
 	"toolbelt/services/redact"
 	"toolbelt/services/runners"
 	"toolbelt/services/tooldef"
@@ -50,7 +49,7 @@ func TestApprovedCallOutlastsADatabaseBlip(t *testing.T) {
 		t.Fatal(err)
 	}
 	sel := newFixtureSelector(t, store, authz, embed.NewBuiltin(), 0)
-	inv := New(Deps{Store: store, Selector: sel, Authz: authz, Redactor: red, Runners: runners.New(t.TempDir(), netpolicy.Policy{}, quiet), DataDir: t.TempDir(), Log: quiet})
+	inv := New(Deps{Store: store, Selector: sel, Authz: authz, Redactor: red, Runners: runners.NewTable(runners.Deps{DataDir: t.TempDir(), Log: quiet}), DataDir: t.TempDir(), Log: quiet})
 	t.Cleanup(func() { inv.Close(ctx) })
 
 	parked := inv.Call(ctx, agent, CallRequest{Tool: def.Name, Arguments: json.RawMessage(`{"n":7}`), SessionID: "s"})

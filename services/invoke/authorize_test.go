@@ -14,7 +14,7 @@ import (
 // and grants.
 func TestAuthorizeGuard(t *testing.T) {
 	store, _ := modelstest.Store(t)
-	authz, err := access.NewAuthz(context.Background(), store, nil)
+	authz, err := access.OpenAuthz(context.Background(), access.AuthzDeps{Store: store})
 	if err != nil {
 		t.Fatal(err)
 	}

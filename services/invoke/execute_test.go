@@ -11,7 +11,6 @@ import (
 	"toolbelt/internal/leaktest"
 	"toolbelt/models"
 	"toolbelt/services/embed"
-	"toolbelt/services/netpolicy"
 	"toolbelt/services/redact"
 	"toolbelt/services/runners"
 	"toolbelt/services/tooldef"
@@ -129,6 +128,6 @@ func fixtureDeps(t *testing.T) Deps {
 		t.Fatal(err)
 	}
 	sel := newFixtureSelector(t, store, authz, embed.NewBuiltin(), 0)
-	return Deps{Store: store, Selector: sel, Authz: authz, Redactor: red, Runners: runners.New(t.TempDir(), netpolicy.Policy{}, quiet),
+	return Deps{Store: store, Selector: sel, Authz: authz, Redactor: red, Runners: runners.NewTable(runners.Deps{DataDir: t.TempDir(), Log: quiet}),
 		DataDir: t.TempDir(), Log: quiet}
 }

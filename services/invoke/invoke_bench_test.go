@@ -13,7 +13,6 @@ import (
 	"toolbelt/services/access"
 	"toolbelt/services/catalog"
 	"toolbelt/services/embed"
-	"toolbelt/services/netpolicy"
 	"toolbelt/services/redact"
 	"toolbelt/services/runners"
 	"toolbelt/services/selection"
@@ -28,7 +27,7 @@ func BenchmarkCallChain(b *testing.B) {
 	ctx := context.Background()
 	store, _ := modelstest.Store(&testing.T{})
 	b.Cleanup(func() { _ = store.Close() })
-	authz, _ := access.NewAuthz(ctx, store, nil)
+	authz, _ := access.OpenAuthz(ctx, access.AuthzDeps{Store: store})
 	reg := catalog.NewRegistry(store, quiet)
 	def := tooldef.Definition{
 		Name: "noop", Version: "1.0.0", Description: "Answer the arguments.", Category: "code",
@@ -43,8 +42,8 @@ func BenchmarkCallChain(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	sel := selection.NewSelector(store, authz, embed.NewBuiltin(), allHost(), 0, quiet)
-	inv := New(Deps{Store: store, Selector: sel, Authz: authz, Redactor: red, Runners: runners.New(b.TempDir(), netpolicy.Policy{}, quiet), DataDir: b.TempDir(), Log: quiet})
+	sel := selection.New(selection.Deps{Store: store, Authz: authz, Embedder: embed.NewBuiltin(), Host: allHost(), Log: quiet})
+	inv := New(Deps{Store: store, Selector: sel, Authz: authz, Redactor: red, Runners: runners.NewTable(runners.Deps{DataDir: b.TempDir(), Log: quiet}), DataDir: b.TempDir(), Log: quiet})
 	b.Cleanup(func() { inv.Close(ctx) })
 	running(b, sel.Run)
 	running(b, inv.Run)

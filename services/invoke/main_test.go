@@ -26,7 +26,7 @@ func allHost() ops.HostCaps {
 func catalogFixture(t *testing.T) (*models.Store, *access.Authz) {
 	t.Helper()
 	store, _ := modelstest.Store(t)
-	authz, err := access.NewAuthz(context.Background(), store, nil)
+	authz, err := access.OpenAuthz(context.Background(), access.AuthzDeps{Store: store})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +39,7 @@ func catalogFixture(t *testing.T) (*models.Store, *access.Authz) {
 // newFixtureSelector is a refreshed selector over store.
 func newFixtureSelector(t *testing.T, store *models.Store, authz *access.Authz, emb embed.Embedder, keep int) *selection.Selector {
 	t.Helper()
-	s := selection.NewSelector(store, authz, emb, allHost(), keep, quiet)
+	s := selection.New(selection.Deps{Store: store, Authz: authz, Embedder: emb, Host: allHost(), KeepLearned: keep, Log: quiet})
 	if err := s.Refresh(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"toolbelt/models"
-	"toolbelt/services/netpolicy"
 	"toolbelt/services/runners"
 	"toolbelt/services/tooldef"
 )
@@ -14,7 +13,7 @@ import (
 // TestSecureGuard runs the security checks alone: paths, shell commands and
 // URLs.
 func TestSecureGuard(t *testing.T) {
-	inv := &Invoker{runners: runners.New(t.TempDir(), netpolicy.Policy{}, quiet)}
+	inv := &Invoker{runners: runners.NewTable(runners.Deps{DataDir: t.TempDir(), Log: quiet})}
 	step := inv.secure(passed)
 	fileTool := tooldef.Definition{Name: "file_read", Category: "filesystem", Runner: tooldef.Runner{Kind: tooldef.RunnerBuiltin, Builtin: "file_read"}}
 	reports := fileTool

@@ -209,14 +209,6 @@ func NewTable(d Deps) *Table {
 	return t
 }
 
-// New is NewTable with sessions under dataDir/sessions, outbound requests
-// held to netPolicy and no other mechanism.
-//
-// Deprecated: use NewTable; kept while services/invoke's tests call it.
-func New(dataDir string, netPolicy netpolicy.Policy, log *slog.Logger) *Table {
-	return NewTable(Deps{DataDir: dataDir, Net: netPolicy, Log: log})
-}
-
 // Run runs the call with its definition's runner. Whatever asked for the
 // sandbox (and every command runner) never runs without one.
 func (t *Table) Run(ctx context.Context, c *Call) (any, error) {

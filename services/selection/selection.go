@@ -134,13 +134,6 @@ func New(d Deps) *Selector {
 	return s
 }
 
-// NewSelector is New without metrics (invoke's tests build it so).
-//
-// Deprecated: use New; kept while services/invoke's tests call it.
-func NewSelector(store *models.Store, authz *access.Authz, emb embed.Embedder, host ops.HostCaps, keep int, log *slog.Logger) *Selector {
-	return New(Deps{Store: store, Authz: authz, Embedder: emb, Host: host, KeepLearned: keep, Log: log})
-}
-
 // Run does the selector's background work until ctx ends: it writes the
 // selection records in batches, learns from the calls observed, prunes
 // the records past their retention (now and hourly), and runs the
