@@ -79,7 +79,7 @@ func (inv *Invoker) park(ctx context.Context, c *call, hash string) ToolResult {
 	rec, _ := inv.callRecord(c, res)
 	rec.Request = inv.requestJSON(c)
 	rec.Arguments, rec.Prepared = a.Arguments, true
-	err := inv.store.CreateApproval(ctx, a, rec, inv.newCallback(c), inv.maxPending)
+	err := inv.store.CreateApproval(ctx, a, rec, inv.newCallback(c), inv.admission.maxPending)
 	if errors.Is(err, models.ErrRateLimited) {
 		// One agent's calls must not bury the others' in the reviewers'
 		// queue.

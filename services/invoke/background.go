@@ -76,11 +76,11 @@ func (inv *Invoker) enqueue(ctx context.Context, c *call) ToolResult {
 // an approval. The queue place the call reserved when it was accepted is
 // given up when it ends, if the call did not reach its queue.
 func (inv *Invoker) runLater(callID, approvalID string) {
-	inv.bg.wg.Add(1)
+	inv.flight.bg.wg.Add(1)
 	go func() {
-		defer inv.bg.wg.Done()
+		defer inv.flight.bg.wg.Done()
 		defer inv.unreserve(callID)
-		if err := inv.resume(inv.bg.ctx, callID, approvalID); err != nil {
+		if err := inv.resume(inv.flight.bg.ctx, callID, approvalID); err != nil {
 			inv.log.Error("run call in the background", "err", err, "call_id", callID)
 		}
 	}()
@@ -92,7 +92,7 @@ func (inv *Invoker) runLater(callID, approvalID string) {
 func (inv *Invoker) resume(ctx context.Context, callID, approvalID string) error {
 	// The record may still be on its way to the database (just queued):
 	// byID returns once it is there.
-	rec, err := inv.calls.byID(ctx, callID)
+	rec, err := inv.recording.calls.byID(ctx, callID)
 	if err != nil {
 		return err
 	}
@@ -105,10 +105,10 @@ func (inv *Invoker) resume(ctx context.Context, callID, approvalID string) error
 	if ok, err := inv.claim(ctx, callID); err != nil || !ok {
 		return err
 	}
-	inv.claimed.Add(1)
-	defer inv.claimed.Add(-1)
-	inv.inFlight.Add(1)
-	defer inv.inFlight.Add(-1)
+	inv.cluster.claimed.Add(1)
+	defer inv.cluster.claimed.Add(-1)
+	inv.flight.count.Add(1)
+	defer inv.flight.count.Add(-1)
 	ctx, cancel := inv.track(ctx, callID)
 	defer cancel()
 	// A cancel asked before the call was tracked here (its message came
@@ -140,7 +140,7 @@ func (inv *Invoker) resume(ctx context.Context, callID, approvalID string) error
 	res = inv.finish(ctx, c, res)
 	// Held (its lease renewed) until its end is committed, so no other
 	// instance takes over a call that ended here.
-	if err := inv.calls.wait(context.WithoutCancel(ctx), res.committed); err != nil {
+	if err := inv.recording.calls.wait(context.WithoutCancel(ctx), res.committed); err != nil {
 		return fmt.Errorf("record the end of call %s: %w", callID, err)
 	}
 	return nil
@@ -213,22 +213,22 @@ func interrupted() ToolResult {
 func (inv *Invoker) Shutdown(ctx context.Context) {
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
-	for inv.inFlight.Load() > 0 && ctx.Err() == nil {
+	for inv.flight.count.Load() > 0 && ctx.Err() == nil {
 		select {
 		case <-ctx.Done():
 		case <-tick.C:
 		}
 	}
-	if n := inv.inFlight.Load(); n > 0 {
+	if n := inv.flight.count.Load(); n > 0 {
 		inv.log.Warn("shutdown deadline passed: interrupting calls", "calls", n)
-		inv.interrupting.Store(true)
-		inv.running.Range(func(_, cancel any) bool {
+		inv.flight.interrupting.Store(true)
+		inv.flight.running.Range(func(_, cancel any) bool {
 			cancel.(context.CancelFunc)()
 			return true
 		})
-		inv.bg.cancel()
+		inv.flight.bg.cancel()
 		grace := time.Now().Add(10 * time.Second)
-		for inv.inFlight.Load() > 0 && time.Now().Before(grace) {
+		for inv.flight.count.Load() > 0 && time.Now().Before(grace) {
 			<-tick.C
 		}
 	}
@@ -239,11 +239,11 @@ func (inv *Invoker) Shutdown(ctx context.Context) {
 // still running when ctx ends.
 func (inv *Invoker) waitBackground(ctx context.Context) {
 	done := make(chan struct{})
-	go func() { inv.bg.wg.Wait(); close(done) }()
+	go func() { inv.flight.bg.wg.Wait(); close(done) }()
 	select {
 	case <-done:
 	case <-ctx.Done():
-		inv.bg.cancel()
+		inv.flight.bg.cancel()
 		<-done
 	}
 }
@@ -253,9 +253,9 @@ func (inv *Invoker) waitBackground(ctx context.Context) {
 // ended, or when the invoker never ran.
 func (inv *Invoker) Close(ctx context.Context) {
 	inv.waitBackground(ctx)
-	inv.bg.cancel()
-	inv.bg.helpers.Wait()
-	inv.calls.close()
+	inv.flight.bg.cancel()
+	inv.flight.bg.helpers.Wait()
+	inv.recording.calls.close()
 }
 
 // Recover runs at start: the records a crash kept only in the journal
@@ -265,7 +265,7 @@ func (inv *Invoker) Close(ctx context.Context) {
 // claims of this instance's earlier run are void at once; on SQLite,
 // every claim is. The app recovers in Run, before it serves.
 func (inv *Invoker) Recover(ctx context.Context) error {
-	restored, err := inv.calls.replay(ctx)
+	restored, err := inv.recording.calls.replay(ctx)
 	if err != nil {
 		return err
 	}
@@ -366,7 +366,7 @@ func (inv *Invoker) expire(ctx context.Context) error {
 
 // endCall records a waiting call as failed with code.
 func (inv *Invoker) endCall(ctx context.Context, callID, code, msg, suggestion string) error {
-	rec, err := inv.calls.byID(ctx, callID)
+	rec, err := inv.recording.calls.byID(ctx, callID)
 	if err != nil {
 		return err
 	}
@@ -376,7 +376,7 @@ func (inv *Invoker) endCall(ctx context.Context, callID, code, msg, suggestion s
 	raw, _ := json.Marshal(res)
 	now := time.Now().UTC()
 	rec.Status, rec.ErrorCode, rec.Result, rec.Request, rec.FinishedAt = models.StatusFailed, code, string(raw), "", &now
-	if err := inv.calls.saveNow(ctx, rec); err != nil {
+	if err := inv.recording.calls.saveNow(ctx, rec); err != nil {
 		return err
 	}
 	inv.publish(callID, "status", statusEvent{models.StatusFailed})
@@ -422,7 +422,7 @@ func (inv *Invoker) Cancel(ctx context.Context, caller *models.Principal, id str
 
 func (inv *Invoker) cancel(ctx context.Context, rec *models.Call) (err error) {
 	id := rec.ID
-	if cancel, ok := inv.running.Load(id); ok {
+	if cancel, ok := inv.flight.running.Load(id); ok {
 		cancel.(context.CancelFunc)()
 		return nil
 	}

@@ -26,12 +26,12 @@ func (inv *Invoker) cache(next step) step {
 			return next(ctx, c)
 		}
 		key := inv.cacheKey(c, c.args)
-		hit, ok := inv.results.Get(key)
+		hit, ok := inv.memo.results.Get(key)
 		ok = ok && time.Now().Before(hit.expires)
-		if !ok && inv.shared != nil {
-			hit, ok = inv.shared.get(ctx, key)
+		if !ok && inv.memo.shared != nil {
+			hit, ok = inv.memo.shared.get(ctx, key)
 			if ok {
-				inv.results.Add(key, hit)
+				inv.memo.results.Add(key, hit)
 			}
 		}
 		inv.metrics.CacheLookup(ok)
@@ -46,9 +46,9 @@ func (inv *Invoker) cache(next step) step {
 				res.Data, res.dataEncoded = data, true
 			}
 			ttl := time.Duration(c.def.Execution.CacheTTL) * time.Millisecond
-			inv.results.Add(key, &cachedResult{result: res, expires: time.Now().Add(ttl)})
-			if inv.shared != nil {
-				inv.shared.put(ctx, key, res, ttl)
+			inv.memo.results.Add(key, &cachedResult{result: res, expires: time.Now().Add(ttl)})
+			if inv.memo.shared != nil {
+				inv.memo.shared.put(ctx, key, res, ttl)
 			}
 		}
 		return res

@@ -18,7 +18,7 @@ func TestCacheGuard(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	inv := &Invoker{results: newResultsCache(), redactor: red}
+	inv := &Invoker{redactor: red, memo: memos{results: newResultsCache()}}
 	runs := 0
 	step := inv.cache(func(_ context.Context, c *call) ToolResult {
 		runs++
@@ -87,7 +87,7 @@ func TestCacheKeyPerCaller(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			inv := &Invoker{results: newResultsCache(), redactor: red}
+			inv := &Invoker{redactor: red, memo: memos{results: newResultsCache()}}
 			runs := 0
 			step := inv.cache(func(context.Context, *call) ToolResult {
 				runs++

@@ -15,8 +15,8 @@ func (inv *Invoker) checkCallback(req CallRequest) error {
 		return nil
 	}
 	msg := "callbacks are not delivered by this server"
-	if inv.callbacks != nil {
-		msg = inv.callbacks.Check(req.CallbackURL)
+	if inv.recording.callbacks != nil {
+		msg = inv.recording.callbacks.Check(req.CallbackURL)
 	}
 	if msg == "" {
 		return nil
@@ -28,7 +28,7 @@ func (inv *Invoker) checkCallback(req CallRequest) error {
 // call names no callback_url or was accepted before (a call resumed in
 // the background already has one).
 func (inv *Invoker) newCallback(c *call) *models.Callback {
-	if c.req.CallbackURL == "" || c.tracked || inv.callbacks == nil || inv.callbacks.Check(c.req.CallbackURL) != "" {
+	if c.req.CallbackURL == "" || c.tracked || inv.recording.callbacks == nil || inv.recording.callbacks.Check(c.req.CallbackURL) != "" {
 		return nil
 	}
 	return &models.Callback{CallID: c.id, PrincipalID: principalID(c.caller), URL: c.req.CallbackURL,
@@ -38,8 +38,8 @@ func (inv *Invoker) newCallback(c *call) *models.Callback {
 // callEnded hands the result of a call that answered 202 to its delivery,
 // if it has one.
 func (inv *Invoker) callEnded(ctx context.Context, callID string, result []byte) {
-	if inv.callbacks != nil {
-		inv.callbacks.Due(context.WithoutCancel(ctx), callID, result)
+	if inv.recording.callbacks != nil {
+		inv.recording.callbacks.Due(context.WithoutCancel(ctx), callID, result)
 	}
 }
 

@@ -24,12 +24,12 @@ func (inv *Invoker) cancellable(next step) step {
 // Past Shutdown's deadline a call is cancelled as it starts to run.
 func (inv *Invoker) track(ctx context.Context, id string) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(ctx)
-	inv.running.Store(id, cancel)
-	if inv.interrupting.Load() {
+	inv.flight.running.Store(id, cancel)
+	if inv.flight.interrupting.Load() {
 		cancel()
 	}
 	return ctx, func() {
-		inv.running.Delete(id)
+		inv.flight.running.Delete(id)
 		cancel()
 	}
 }

@@ -126,10 +126,10 @@ func (inv *Invoker) timedChain(guards ...namedGuard) func(step) step {
 	if timed > maxTimedGuards {
 		panic(fmt.Sprintf("the chain has %d timed guards; call.span holds %d", timed, maxTimedGuards))
 	}
-	inv.stageNames = inv.stageNames[:0]
+	inv.pipeline.stageNames = inv.pipeline.stageNames[:0]
 	for _, g := range guards {
 		if g.name != "" {
-			inv.stageNames = append(inv.stageNames, g.name)
+			inv.pipeline.stageNames = append(inv.pipeline.stageNames, g.name)
 		}
 	}
 	composed := make([]guard, 0, len(guards))
@@ -162,7 +162,7 @@ func compose(guards ...guard) func(step) step {
 // first one's); the last guard's next step, the execution, is timed
 // apart. Two clock reads a guard.
 func (inv *Invoker) timed(i int, last bool, name string, g guard) guard {
-	now := inv.now
+	now := inv.pipeline.now
 	if now == nil {
 		now = time.Now
 	}

@@ -16,7 +16,7 @@ import (
 // guard, 300 ms in the execution, so every timing is exact.
 func TestGuardTimingsExcludeLaterSteps(t *testing.T) {
 	clock := time.Unix(1_700_000_000, 0)
-	inv := &Invoker{metrics: ops.NewMetrics(""), now: func() time.Time { return clock }}
+	inv := &Invoker{metrics: ops.NewMetrics(""), pipeline: pipeline{now: func() time.Time { return clock }}}
 	pass := func(next step) step { return next }
 	slow := func(next step) step {
 		return func(ctx context.Context, c *call) ToolResult {

@@ -50,29 +50,29 @@ const (
 // instance claims calls under its own name, instance#run, so a restarted
 // instance takes the claims of its earlier run for dead at once.
 func (inv *Invoker) joinCluster(instance string, bus Bus) {
-	inv.instance = instance
-	inv.owner = instance + "#" + models.NewID()
-	inv.bus = bus
+	inv.cluster.instance = instance
+	inv.cluster.owner = instance + "#" + models.NewID()
+	inv.cluster.bus = bus
 	if bus == nil {
 		return
 	}
 	bus.OnMessage(topicCancel, func(id string) {
-		if cancel, ok := inv.running.Load(id); ok {
+		if cancel, ok := inv.flight.running.Load(id); ok {
 			cancel.(context.CancelFunc)()
 		}
 	})
-	bus.OnMessage(topicWatch, func(id string) { inv.watches.add(id, 1) })
-	bus.OnMessage(topicUnwatch, func(id string) { inv.watches.add(id, -1) })
+	bus.OnMessage(topicWatch, func(id string) { inv.cluster.watches.add(id, 1) })
+	bus.OnMessage(topicUnwatch, func(id string) { inv.cluster.watches.add(id, -1) })
 	bus.OnMessage(topicEvent, inv.heardEvent)
 }
 
 // Owner is the name this run of the instance claims calls under.
-func (inv *Invoker) Owner() string { return inv.owner }
+func (inv *Invoker) Owner() string { return inv.cluster.owner }
 
 // runClaims renews the leases of the calls this instance runs and takes
 // over the calls of instances that died, every ClaimsEvery until ctx ends.
 func (inv *Invoker) runClaims(ctx context.Context) {
-	t := time.NewTicker(inv.claimsEvery)
+	t := time.NewTicker(inv.cluster.claimsEvery)
 	defer t.Stop()
 	for {
 		select {
@@ -81,24 +81,24 @@ func (inv *Invoker) runClaims(ctx context.Context) {
 		case <-t.C:
 		}
 		// Held until their end is written, spooled ends included.
-		if inv.claimed.Load() > 0 || inv.calls.backed.Load() > 0 {
-			if _, err := inv.store.RenewClaims(ctx, inv.owner, time.Now().Add(inv.lease)); err != nil && ctx.Err() == nil {
+		if inv.cluster.claimed.Load() > 0 || inv.recording.calls.backed.Load() > 0 {
+			if _, err := inv.store.RenewClaims(ctx, inv.cluster.owner, time.Now().Add(inv.cluster.lease)); err != nil && ctx.Err() == nil {
 				inv.log.Warn("renew call claims", "err", err)
-				inv.storeFailed.Store(time.Now().UnixNano())
+				inv.cluster.storeFailed.Store(time.Now().UnixNano())
 			}
 		}
 		// A lease that lapsed while the database was unreachable says
 		// nothing of its holder, which could not renew it either: claims
 		// are taken for dead only once the database has answered here
 		// for a whole lease, time for every live holder to renew.
-		if time.Since(time.Unix(0, inv.storeFailed.Load())) < inv.lease {
+		if time.Since(time.Unix(0, inv.cluster.storeFailed.Load())) < inv.cluster.lease {
 			continue
 		}
 		if err := inv.takeOver(ctx, false); err != nil && ctx.Err() == nil {
 			inv.log.Warn("take over calls", "err", err)
-			inv.storeFailed.Store(time.Now().UnixNano())
+			inv.cluster.storeFailed.Store(time.Now().UnixNano())
 		}
-		inv.watches.prune(time.Now())
+		inv.cluster.watches.prune(time.Now())
 	}
 }
 
@@ -106,9 +106,9 @@ func (inv *Invoker) runClaims(ctx context.Context) {
 // whose claim lapsed. At start, the claims of this instance's earlier run
 // are void too, and on SQLite (one process) every claim is.
 func (inv *Invoker) takeOver(ctx context.Context, start bool) error {
-	v := models.Void{Now: time.Now(), Self: inv.owner, Limit: 100}
+	v := models.Void{Now: time.Now(), Self: inv.cluster.owner, Limit: 100}
 	if start {
-		v.Run, v.All = inv.instance+"#", !inv.store.Shared()
+		v.Run, v.All = inv.cluster.instance+"#", !inv.store.Shared()
 	}
 	for {
 		queued, ended, err := inv.store.TakeOverCalls(ctx, v, inv.takeoverOf)
@@ -175,7 +175,7 @@ func takeoverEnd(rec *models.Call, res ToolResult) models.Takeover {
 // false when another instance claimed it first (or it ended).
 func (inv *Invoker) claim(ctx context.Context, id string) (bool, error) {
 	raw, _ := json.Marshal(ToolResult{CallID: id, Status: models.StatusRunning})
-	ok, err := inv.store.ClaimCall(ctx, id, inv.owner, time.Now().Add(inv.lease), string(raw))
+	ok, err := inv.store.ClaimCall(ctx, id, inv.cluster.owner, time.Now().Add(inv.cluster.lease), string(raw))
 	if err != nil || !ok {
 		return false, err
 	}
@@ -198,8 +198,8 @@ func (inv *Invoker) start(ctx context.Context, c *call) *ToolResult {
 	// lease: the call is held meanwhile, and once its lease lapsed the
 	// store says whether this instance still holds it.
 	ok, err := backoff.Retry(ctx, func() (bool, error) {
-		return inv.store.StartCall(ctx, c.id, inv.owner, time.Now())
-	}, backoff.WithBackOff(backoff.NewExponentialBackOff()), backoff.WithMaxElapsedTime(inv.lease))
+		return inv.store.StartCall(ctx, c.id, inv.cluster.owner, time.Now())
+	}, backoff.WithBackOff(backoff.NewExponentialBackOff()), backoff.WithMaxElapsedTime(inv.cluster.lease))
 	if err == nil && ok {
 		c.began = true
 		return nil
@@ -231,12 +231,12 @@ func (inv *Invoker) start(ctx context.Context, c *call) *ToolResult {
 func (inv *Invoker) begin(ctx context.Context, c *call) *ToolResult {
 	rec, _ := inv.callRecord(c, ToolResult{CallID: c.id, Status: models.StatusRunning})
 	now := time.Now().UTC()
-	until := now.Add(inv.lease)
+	until := now.Add(inv.cluster.lease)
 	rec.FinishedAt, rec.Stages = nil, ""
-	rec.Hold, rec.ClaimedBy, rec.LeaseUntil, rec.StartedAt = true, inv.owner, &until, &now
-	inv.claimed.Add(1)
-	if err := inv.calls.durable(ctx, rec, inv.calls.save(ctx, rec)); err != nil {
-		inv.claimed.Add(-1)
+	rec.Hold, rec.ClaimedBy, rec.LeaseUntil, rec.StartedAt = true, inv.cluster.owner, &until, &now
+	inv.cluster.claimed.Add(1)
+	if err := inv.recording.calls.durable(ctx, rec, inv.recording.calls.save(ctx, rec)); err != nil {
+		inv.cluster.claimed.Add(-1)
 		inv.log.ErrorContext(ctx, "record call start", "err", err, "call_id", c.id)
 		res := refusal(models.CodeNotRecorded, "the call's start could not be recorded, so its tool did not run", "Try again in a few seconds.")
 		if disk := models.FullDisk(err); disk != "" {
@@ -271,8 +271,8 @@ func (inv *Invoker) cancelElsewhere(ctx context.Context, id string) (bool, error
 	if err != nil || !ok {
 		return false, err
 	}
-	if inv.bus != nil {
-		inv.bus.SendMessage(ctx, topicCancel, id)
+	if inv.cluster.bus != nil {
+		inv.cluster.bus.SendMessage(ctx, topicCancel, id)
 	}
 	return true, nil
 }
@@ -307,7 +307,7 @@ func (inv *Invoker) cancelQueued(ctx context.Context, rec *models.Call) (bool, e
 func (inv *Invoker) release(c *call) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	ok, err := inv.store.ReleaseCall(ctx, c.id, inv.owner)
+	ok, err := inv.store.ReleaseCall(ctx, c.id, inv.cluster.owner)
 	if err != nil {
 		inv.log.Error("release call", "err", err, "call_id", c.id)
 	}

@@ -102,24 +102,24 @@ func (b *broker) publish(id, name string, data any) {
 // it claims it, does), and the record is read every recheck, so that the
 // end is seen even if its message is lost or its instance died.
 func (inv *Invoker) Events(ctx context.Context, caller *models.Principal, id string) (*models.Call, <-chan Event, func(), error) {
-	ch, stop := inv.events.subscribe(id)
+	ch, stop := inv.recording.events.subscribe(id)
 	rec, err := inv.CallRecord(ctx, caller, id)
 	if err != nil {
 		stop()
 		return nil, nil, nil, err
 	}
-	if inv.bus == nil || models.Terminal(rec.Status) {
+	if inv.cluster.bus == nil || models.Terminal(rec.Status) {
 		return rec, ch, stop, nil
 	}
-	inv.bus.SendMessage(ctx, topicWatch, id)
+	inv.cluster.bus.SendMessage(ctx, topicWatch, id)
 	done := make(chan struct{})
-	inv.bg.help(func() { inv.recheck(id, ch, done) })
+	inv.flight.bg.help(func() { inv.recheck(id, ch, done) })
 	var once sync.Once
 	return rec, ch, func() {
 		once.Do(func() {
 			close(done)
 			stop()
-			inv.bus.SendMessage(context.Background(), topicUnwatch, id)
+			inv.cluster.bus.SendMessage(context.Background(), topicUnwatch, id)
 		})
 	}, nil
 }
@@ -137,11 +137,11 @@ func (inv *Invoker) recheck(id string, ch chan Event, done <-chan struct{}) {
 		select {
 		case <-done:
 			return
-		case <-inv.bg.ctx.Done():
+		case <-inv.flight.bg.ctx.Done():
 			return
 		case <-t.C:
 		}
-		rec, err := inv.store.CallByID(inv.bg.ctx, id)
+		rec, err := inv.store.CallByID(inv.flight.bg.ctx, id)
 		if err != nil || !models.Terminal(rec.Status) {
 			continue
 		}
@@ -159,8 +159,8 @@ func (inv *Invoker) recheck(id string, ch chan Event, done <-chan struct{}) {
 // publish delivers a call's event to its subscribers here and, when
 // another instance streams the call, to that instance.
 func (inv *Invoker) publish(id, name string, data any) {
-	inv.events.publish(id, name, data)
-	if !inv.watches.has(id) {
+	inv.recording.events.publish(id, name, data)
+	if !inv.cluster.watches.has(id) {
 		return
 	}
 	raw, err := json.Marshal(data)
@@ -171,7 +171,7 @@ func (inv *Invoker) publish(id, name string, data any) {
 	if len(body)+len(raw) <= cluster.MaxBody {
 		body += string(raw)
 	} // else sent without data: a result is read from the record, progress is dropped
-	inv.bus.SendMessage(context.Background(), topicEvent, body)
+	inv.cluster.bus.SendMessage(context.Background(), topicEvent, body)
 }
 
 // heardEvent publishes here an event another instance sent ("id name
@@ -180,17 +180,17 @@ func (inv *Invoker) heardEvent(body string) {
 	id, rest, _ := strings.Cut(body, " ")
 	name, data, _ := strings.Cut(rest, " ")
 	if data != "" {
-		inv.events.publish(id, name, json.RawMessage(data))
+		inv.recording.events.publish(id, name, json.RawMessage(data))
 		return
 	}
 	if name != "result" {
 		return
 	}
-	inv.bg.help(func() {
-		ctx, cancel := context.WithTimeout(inv.bg.ctx, 5*time.Second)
+	inv.flight.bg.help(func() {
+		ctx, cancel := context.WithTimeout(inv.flight.bg.ctx, 5*time.Second)
 		defer cancel()
-		if rec, err := inv.calls.byID(ctx, id); err == nil && models.Terminal(rec.Status) {
-			inv.events.publish(id, name, json.RawMessage(rec.Result))
+		if rec, err := inv.recording.calls.byID(ctx, id); err == nil && models.Terminal(rec.Status) {
+			inv.recording.events.publish(id, name, json.RawMessage(rec.Result))
 		}
 	})
 }
@@ -257,4 +257,4 @@ func (w *watches) prune(now time.Time) {
 
 // Streamed reports whether another instance streams the events of call
 // id, so this one sends them there.
-func (inv *Invoker) Streamed(id string) bool { return inv.watches.has(id) }
+func (inv *Invoker) Streamed(id string) bool { return inv.cluster.watches.has(id) }

@@ -32,7 +32,7 @@ func (inv *Invoker) execute(ctx context.Context, c *call) ToolResult {
 		if c.def.Runner.Kind == tooldef.RunnerComposite {
 			defer func() {
 				if c.began {
-					inv.claimed.Add(-1)
+					inv.cluster.claimed.Add(-1)
 				}
 			}()
 		} else {
@@ -42,7 +42,7 @@ func (inv *Invoker) execute(ctx context.Context, c *call) ToolResult {
 			if res := inv.begin(ctx, c); res != nil {
 				return *res
 			}
-			defer inv.claimed.Add(-1)
+			defer inv.cluster.claimed.Add(-1)
 		}
 	}
 	retries := 0
@@ -51,7 +51,7 @@ func (inv *Invoker) execute(ctx context.Context, c *call) ToolResult {
 	}
 	c.log = inv.toolLogger(c)
 	start := time.Now()
-	res, n := withRetries(ctx, retries, inv.sleep, func() ToolResult {
+	res, n := withRetries(ctx, retries, inv.pipeline.sleep, func() ToolResult {
 		c.attempts++
 		began := time.Now()
 		res := inv.attempt(ctx, c)

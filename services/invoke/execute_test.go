@@ -78,8 +78,8 @@ func TestPanicBecomesInternal(t *testing.T) {
 	ctx := context.Background()
 	inv := New(fixtureDeps(t))
 	t.Cleanup(func() { inv.Close(ctx) })
-	normal := inv.run
-	inv.run = func(context.Context, *call) ToolResult { panic("tool exploded") }
+	normal := inv.pipeline.run
+	inv.pipeline.run = func(context.Context, *call) ToolResult { panic("tool exploded") }
 	res := inv.Call(ctx, nil, CallRequest{Tool: "echo_anything", SessionID: "s"})
 	if res.Error == nil || res.Error.Code != models.CodeInternal || strings.Contains(res.Error.Message, "exploded") {
 		t.Fatalf("panicking call: %+v", res.Error)
@@ -88,7 +88,7 @@ func TestPanicBecomesInternal(t *testing.T) {
 	if err != nil || rec.ErrorCode != models.CodeInternal {
 		t.Fatalf("record of the panicking call: %+v %v", rec, err)
 	}
-	inv.run = normal
+	inv.pipeline.run = normal
 	if res := inv.Call(ctx, nil, CallRequest{Tool: "file_list", SessionID: "s"}); !res.Success {
 		t.Errorf("the next call failed: %+v", res.Error)
 	}

@@ -44,7 +44,7 @@ func FuzzValidateArguments(f *testing.F) {
 			def = d
 		}
 	}
-	inv := &Invoker{schemas: newSchemaCache(), validated: newValidatedMemo(), results: newResultsCache()}
+	inv := &Invoker{memo: memos{schemas: newSchemaCache(), validated: newValidatedMemo(), results: newResultsCache()}}
 	step := inv.validate(func(_ context.Context, c *call) ToolResult {
 		return ToolResult{Status: models.StatusSucceeded, Success: true}
 	})

@@ -35,46 +35,83 @@ import (
 // Invoker is the invoke stage: every call passes the guard chain
 // (chain.go), what passes runs on the runners, and every call is recorded.
 type Invoker struct {
-	store     *models.Store
-	selector  *selection.Selector
-	authz     *access.Authz
-	log       *slog.Logger
+	store    *models.Store
+	selector *selection.Selector
+	authz    *access.Authz
+	redactor *redact.Redactor
+	// runners execute what passed the chain.
+	runners *runners.Table
+	net     netpolicy.Policy
+	metrics *ops.Metrics
+	log     *slog.Logger
+
+	pipeline  pipeline
+	memo      memos
+	admission admission
+	flight    flight
+	recording recording
+	cluster   clusterState
+}
+
+// pipeline is the composed guard chain and the clocks it keeps.
+type pipeline struct {
+	run step
+	// stageNames are the timed guards' names in the chain's order (set
+	// when the chain is composed), the names of a call's stages.
+	stageNames []string
+	// now is the clock the chain times its stages with (nil: time.Now;
+	// tests pass one that moves only when they say).
+	now   func() time.Time
+	sleep func(context.Context, time.Duration) error
+}
+
+// memos are what the guards keep between calls: the tools resolved, the
+// schemas compiled, the arguments validated and the results cached.
+type memos struct {
+	tools     sync.Map // name → *resolvedTool, the current versions
+	stale     sync.Map // name → *resolvedTool, the versions before the last catalog change
 	schemas   *ttlcache.Cache[uint, *compiledParams]
 	validated *ttlcache.Cache[string, struct{}] // validate's memo of arguments that passed
 	results   *ttlcache.Cache[string, *cachedResult]
 	shared    *sharedResults // the results cache in Redis (nil: none)
-	limits    *rateLimits
-	queues    *queues
-	// stageNames are the timed guards' names in the chain's order (set
-	// when the chain is composed), the names of a call's stages.
-	stageNames []string
-	sleep      func(context.Context, time.Duration) error
-	redactor   *redact.Redactor
-	net        netpolicy.Policy
-	bg         *background
-	calls      *callRecorder
-	tools      sync.Map     // name → *resolvedTool, the current versions
-	stale      sync.Map     // name → *resolvedTool, the versions before the last catalog change
-	running    sync.Map     // call id → context.CancelFunc of a call in flight
-	inFlight   atomic.Int64 // calls being handled (Call) or run in the background
+}
+
+// admission is what holds calls back: the tools' rate limits, the
+// category queues and the cap on calls waiting for approval.
+type admission struct {
+	limits *rateLimits
+	queues *queues
+	// maxPending caps each principal's calls waiting for approval.
+	maxPending int
+}
+
+// flight is the calls in flight: those Shutdown waits for and cancels.
+type flight struct {
+	running sync.Map     // call id → context.CancelFunc of a call in flight
+	count   atomic.Int64 // calls being handled (Call) or run in the background
 	// interrupting is set when Shutdown's deadline passed: calls
 	// cancelled from then on are recorded as interrupted.
 	interrupting atomic.Bool
-	events       *broker
-	metrics      *ops.Metrics
-	// maxPending caps each principal's calls waiting for approval.
-	maxPending int
-	run        step
-	// runners execute what passed the chain.
-	runners *runners.Table
+	bg           *background
+}
+
+// recording is where a call's record and its news go: the call
+// records, the events of calls followed, and the callbacks of calls
+// answered 202.
+type recording struct {
+	calls  *callRecorder
+	events *broker
 	// callbacks deliver the results of calls answered 202 that name a
 	// callback_url (nil: such calls are refused).
 	callbacks *callbacks.Deliverer
-	// instance names this instance and owner this run of it, which claims
-	// background calls (claims.go); bus carries messages to the other
-	// instances (nil: none); watches are the other instances' streams of
-	// calls; claimed counts the calls this run holds; lease and
-	// claimsEvery time the claims.
+}
+
+// clusterState is this instance among the others: instance names this
+// instance and owner this run of it, which claims background calls
+// (claims.go); bus carries messages to the other instances (nil: none);
+// watches are the other instances' streams of calls; claimed counts the
+// calls this run holds; lease and claimsEvery time the claims.
+type clusterState struct {
 	instance, owner string
 	bus             Bus
 	watches         watches
@@ -84,9 +121,6 @@ type Invoker struct {
 	storeFailed atomic.Int64
 	lease       time.Duration
 	claimsEvery time.Duration
-	// now is the clock the chain times its stages with (nil: time.Now;
-	// tests pass one that moves only when they say).
-	now func() time.Time
 }
 
 // Deps is what an Invoker works with. Store, Selector, Authz, Redactor,
@@ -146,31 +180,33 @@ type Deps struct {
 func New(d Deps) *Invoker {
 	inv := &Invoker{
 		store: d.Store, selector: d.Selector, authz: d.Authz, redactor: d.Redactor, log: d.Log,
-		net: d.Runners.NetPolicy(), runners: d.Runners,
-		schemas: newSchemaCache(), validated: newValidatedMemo(),
-		results:    newResultsCache(),
-		limits:     newRateLimits(d.RateLimits),
-		queues:     newQueues(d.QueueLimits, d.QueueWaiting, d.QueueWaitingEach),
-		sleep:      d.Sleep,
-		bg:         newBackground(),
-		events:     newBroker(),
-		metrics:    d.Metrics,
-		callbacks:  d.Callbacks,
-		maxPending: d.MaxPendingApprovals,
-		lease:      cmp.Or(d.Lease, Lease), claimsEvery: cmp.Or(d.ClaimsEvery, ClaimsEvery),
-		calls: newCallRecorder(d.Store, func(c *models.Call) { c.Arguments = string(d.Redactor.RedactJSON([]byte(c.Arguments))) },
-			openCallJournal(d.DataDir, d.Log), d.Log),
+		net: d.Runners.NetPolicy(), runners: d.Runners, metrics: d.Metrics,
+		pipeline: pipeline{sleep: d.Sleep},
+		memo:     memos{schemas: newSchemaCache(), validated: newValidatedMemo(), results: newResultsCache()},
+		admission: admission{
+			limits:     newRateLimits(d.RateLimits),
+			queues:     newQueues(d.QueueLimits, d.QueueWaiting, d.QueueWaitingEach),
+			maxPending: d.MaxPendingApprovals,
+		},
+		flight: flight{bg: newBackground()},
+		recording: recording{
+			events:    newBroker(),
+			callbacks: d.Callbacks,
+			calls: newCallRecorder(d.Store, func(c *models.Call) { c.Arguments = string(d.Redactor.RedactJSON([]byte(c.Arguments))) },
+				openCallJournal(d.DataDir, d.Log), d.Log),
+		},
+		cluster: clusterState{lease: cmp.Or(d.Lease, Lease), claimsEvery: cmp.Or(d.ClaimsEvery, ClaimsEvery)},
 	}
-	if inv.sleep == nil {
-		inv.sleep = sleepCtx
+	if inv.pipeline.sleep == nil {
+		inv.pipeline.sleep = sleepCtx
 	}
 	if d.SharedResults != nil {
-		inv.shared = &sharedResults{client: d.SharedResults, log: d.Log}
+		inv.memo.shared = &sharedResults{client: d.SharedResults, log: d.Log}
 	}
-	inv.queues.shared = d.SharedQueues
+	inv.admission.queues.shared = d.SharedQueues
 	// On a database several instances share, the journal only spools.
-	inv.calls.answers = inv.calls.journal != nil && !d.Store.Shared()
-	inv.run = inv.chain()(inv.execute)
+	inv.recording.calls.answers = inv.recording.calls.journal != nil && !d.Store.Shared()
+	inv.pipeline.run = inv.chain()(inv.execute)
 	inv.joinCluster(cmp.Or(d.Instance, "toolbelt"), d.Bus)
 	if d.Metrics != nil {
 		inv.ReportQueues(d.Metrics)
@@ -187,19 +223,19 @@ func New(d Deps) *Invoker {
 func (inv *Invoker) Run(ctx context.Context) error {
 	var g errgroup.Group
 	g.Go(func() error { inv.runClaims(ctx); return nil })
-	g.Go(func() error { return inv.calls.run(ctx) })
+	g.Go(func() error { return inv.recording.calls.run(ctx) })
 	return g.Wait()
 }
 
 // Flush waits until every call record queued so far is written.
-func (inv *Invoker) Flush() { inv.calls.sync() }
+func (inv *Invoker) Flush() { inv.recording.calls.sync() }
 
 // Call runs one tool call through the chain and records it.
 func (inv *Invoker) Call(ctx context.Context, caller *models.Principal, req CallRequest) ToolResult {
 	// In flight until recorded: Shutdown waits for it (one atomic add; the
 	// call becomes cancellable only if it runs, in cancellable).
-	inv.inFlight.Add(1)
-	defer inv.inFlight.Add(-1)
+	inv.flight.count.Add(1)
+	defer inv.flight.count.Add(-1)
 	c := &call{id: models.NewID(), req: req, caller: caller, started: time.Now()}
 	if c.req.SubjectToken == "" {
 		// The caller's token for token exchange, as its authentication
@@ -218,7 +254,7 @@ func (inv *Invoker) Call(ctx context.Context, caller *models.Principal, req Call
 // finish completes a result's metadata, records the call, and teaches the
 // selection index from a success.
 func (inv *Invoker) finish(ctx context.Context, c *call, res ToolResult) ToolResult {
-	if (ctx.Err() != nil || c.stopped) && inv.interrupting.Load() && !res.Success {
+	if (ctx.Err() != nil || c.stopped) && inv.flight.interrupting.Load() && !res.Success {
 		switch {
 		case c.claimed && !c.began && inv.release(c):
 			return res // queued again: another instance, or the next start, runs it
@@ -285,7 +321,7 @@ func (inv *Invoker) guarded(ctx context.Context, c *call) (res ToolResult) {
 	if !ValidSessionID(c.req.SessionID) {
 		return refusal(models.CodeValidation, SessionIDRule, "Send a session_id such as \"run-42\".")
 	}
-	return inv.run(ctx, c)
+	return inv.pipeline.run(ctx, c)
 }
 
 func principalID(p *models.Principal) uint {

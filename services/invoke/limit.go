@@ -54,7 +54,7 @@ func (inv *Invoker) limit(next step) step {
 		}
 		// The rate is part of the key, so a new version's limit starts fresh.
 		key := fmt.Sprintf("%s|%d|%d|%d", c.def.Name, pid, rl.MaxCalls, rl.WindowMs)
-		lc, err := inv.limits.get(ctx, key, limiter.Rate{Period: time.Duration(rl.WindowMs) * time.Millisecond, Limit: int64(rl.MaxCalls)})
+		lc, err := inv.admission.limits.get(ctx, key, limiter.Rate{Period: time.Duration(rl.WindowMs) * time.Millisecond, Limit: int64(rl.MaxCalls)})
 		if err != nil {
 			inv.log.ErrorContext(ctx, "count a rate limit", "err", err, "call_id", c.id)
 			return storeFailure(err)

@@ -10,7 +10,7 @@ import (
 
 // TestLimitGuard runs the rate limit alone: per tool and principal.
 func TestLimitGuard(t *testing.T) {
-	inv := &Invoker{limits: newRateLimits(nil)}
+	inv := &Invoker{admission: admission{limits: newRateLimits(nil)}}
 	step := inv.limit(func(context.Context, *call) ToolResult { return ToolResult{Success: true} })
 	def := tooldef.Definition{Name: "t", Security: tooldef.Security{RateLimit: &tooldef.RateLimit{MaxCalls: 2, WindowMs: 60_000}}}
 	a, b := &models.Principal{ID: 1}, &models.Principal{ID: 2}

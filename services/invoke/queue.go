@@ -226,7 +226,7 @@ func (cq *categoryQueue) unwait(principal string) {
 // accepted, so the waiting bounds hold at submission: refused, a
 // QUEUE_FULL result to answer at once (429) instead of 202.
 func (inv *Invoker) reserve(ctx context.Context, c *call) *ToolResult {
-	q, cat, who := inv.queues, c.def.Category, principalKey(c)
+	q, cat, who := inv.admission.queues, c.def.Category, principalKey(c)
 	var refused string
 	if q.shared == nil {
 		refused = q.reserveLocal(c.id, cat, who)
@@ -335,11 +335,11 @@ func (q *queues) transitClaim(id string) func() {
 // unreserve gives up the place of call id if it still holds one (the
 // call ended before it queued: refused by a guard, or run elsewhere).
 func (inv *Invoker) unreserve(id string) {
-	r, ok := inv.queues.claimReservation(id)
-	if !ok || inv.queues.shared != nil {
+	r, ok := inv.admission.queues.claimReservation(id)
+	if !ok || inv.admission.queues.shared != nil {
 		return
 	}
-	cq := inv.queues.of(r.category)
+	cq := inv.admission.queues.of(r.category)
 	cq.mu.Lock()
 	defer cq.mu.Unlock()
 	cq.unwait(r.principal)
@@ -351,7 +351,7 @@ func (inv *Invoker) unreserve(id string) {
 // cancelled while it waits leaves the queue.
 func (inv *Invoker) queue(next step) step {
 	return func(ctx context.Context, c *call) ToolResult {
-		if inv.queues.shared != nil {
+		if inv.admission.queues.shared != nil {
 			return inv.sharedQueue(ctx, c, next)
 		}
 		return inv.localQueue(ctx, c, next)
@@ -361,11 +361,11 @@ func (inv *Invoker) queue(next step) step {
 // localQueue is queue over this process's own queues.
 func (inv *Invoker) localQueue(ctx context.Context, c *call, next step) ToolResult {
 	cat, who := c.def.Category, principalKey(c)
-	cq := inv.queues.of(cat)
-	_, reserved := inv.queues.claimReservation(c.id)
+	cq := inv.admission.queues.of(cat)
+	_, reserved := inv.admission.queues.claimReservation(c.id)
 	// Timed from before the call counts as waiting.
 	waitStart := time.Now()
-	w, refused := cq.enter(who, reserved, inv.queues.maxWait, inv.queues.maxWaitEach)
+	w, refused := cq.enter(who, reserved, inv.admission.queues.maxWait, inv.admission.queues.maxWaitEach)
 	if refused != "" {
 		return inv.queueFull(cat, refused)
 	}
@@ -393,14 +393,14 @@ func (inv *Invoker) localQueue(ctx context.Context, c *call, next step) ToolResu
 // up when it ends (or, if this instance dies, when its lease lapses).
 func (inv *Invoker) sharedQueue(ctx context.Context, c *call, next step) ToolResult {
 	cat := c.def.Category
-	limit := max(1, inv.queues.limits[cat])
+	limit := max(1, inv.admission.queues.limits[cat])
 	// A place reserved at submission counts here until the call has a
 	// place or a slot in the shared queue, or is refused there: its first
 	// ask and the claim happen under transit's read lock.
-	claim := inv.queues.transitClaim(c.id)
+	claim := inv.admission.queues.transitClaim(c.id)
 	var waitStart time.Time
-	slot, err := inv.queues.shared.Acquire(ctx, cluster.Ask{Category: cat, Principal: principalKey(c), Limit: limit,
-		MaxWait: inv.queues.maxWait, MaxWaitEach: inv.queues.maxWaitEach}, func() {
+	slot, err := inv.admission.queues.shared.Acquire(ctx, cluster.Ask{Category: cat, Principal: principalKey(c), Limit: limit,
+		MaxWait: inv.admission.queues.maxWait, MaxWaitEach: inv.admission.queues.maxWaitEach}, func() {
 		claim()
 		waitStart = time.Now()
 		inv.metrics.Queued(cat, 1)
@@ -436,7 +436,7 @@ func (inv *Invoker) sharedQueue(ctx context.Context, c *call, next step) ToolRes
 // in toolbelt_queue_refused_total.
 func (inv *Invoker) queueFull(category, bound string) ToolResult {
 	inv.metrics.QueueRefused(category, bound)
-	q := inv.queues
+	q := inv.admission.queues
 	msg := fmt.Sprintf("too many %s calls are waiting (%d running, %d waiting)", category, max(1, q.limits[category]), q.maxWait)
 	suggestion := "Wait a few seconds and call again."
 	if bound == boundPrincipal {
@@ -457,13 +457,13 @@ func cancelledWaiting() ToolResult {
 // running and waiting calls in the cluster, read at scrape time
 // (toolbelt_queue_waiting counts this instance's waiters alone).
 func (inv *Invoker) ReportQueues(m *ops.Metrics) {
-	if inv.queues.shared == nil {
+	if inv.admission.queues.shared == nil {
 		return
 	}
-	cats := make([]string, 0, len(inv.queues.limits))
-	for cat := range inv.queues.limits {
+	cats := make([]string, 0, len(inv.admission.queues.limits))
+	for cat := range inv.admission.queues.limits {
 		cats = append(cats, cat)
 	}
 	slices.Sort(cats)
-	m.ClusterQueues(cats, inv.queues.shared.Depth)
+	m.ClusterQueues(cats, inv.admission.queues.shared.Depth)
 }

@@ -21,7 +21,7 @@ import (
 // blocks: the limit holds, the waiting list is bounded, and a call
 // cancelled while waiting leaves.
 func TestQueueGuard(t *testing.T) {
-	inv := &Invoker{queues: newQueues(map[string]int{"shell": 2}, 1, 0)}
+	inv := &Invoker{admission: admission{queues: newQueues(map[string]int{"shell": 2}, 1, 0)}}
 	release := make(chan struct{})
 	var running, peak atomic.Int64
 	step := inv.queue(func(ctx context.Context, c *call) ToolResult {
@@ -46,16 +46,16 @@ func TestQueueGuard(t *testing.T) {
 	// The third waits; the fourth finds the waiting list full.
 	ctx, cancel := context.WithCancel(context.Background())
 	wg.Go(func() { results[2] = step(ctx, shell()) })
-	poll.True(t, 10*time.Second, "waitingIn(inv.queues.of(\"shell\")) == 1", func() bool { return waitingIn(inv.queues.of("shell")) == 1 })
+	poll.True(t, 10*time.Second, "waitingIn(inv.admission.queues.of(\"shell\")) == 1", func() bool { return waitingIn(inv.admission.queues.of("shell")) == 1 })
 	if res := step(context.Background(), shell()); res.Error == nil || res.Error.Code != models.CodeQueueFull || res.Error.RetryAfter == 0 {
 		t.Fatalf("fourth call: %+v", res)
 	}
 	cancel()
-	poll.True(t, 10*time.Second, "waitingIn(inv.queues.of(\"shell\")) == 0", func() bool { return waitingIn(inv.queues.of("shell")) == 0 })
+	poll.True(t, 10*time.Second, "waitingIn(inv.admission.queues.of(\"shell\")) == 0", func() bool { return waitingIn(inv.admission.queues.of("shell")) == 0 })
 	// A waiter that gets a slot runs, and its wait is measured.
 	waiter := shell()
 	wg.Go(func() { results[3] = step(context.Background(), waiter) })
-	poll.True(t, 10*time.Second, "waitingIn(inv.queues.of(\"shell\")) == 1", func() bool { return waitingIn(inv.queues.of("shell")) == 1 })
+	poll.True(t, 10*time.Second, "waitingIn(inv.admission.queues.of(\"shell\")) == 1", func() bool { return waitingIn(inv.admission.queues.of("shell")) == 1 })
 	time.Sleep(30 * time.Millisecond)
 	close(release)
 	wg.Wait()
@@ -69,7 +69,7 @@ func TestQueueGuard(t *testing.T) {
 		t.Errorf("runs %v %v, peak %d (limit 2)", results[0].Success, results[1].Success, peak.Load())
 	}
 	// Another category is not held up by a full one.
-	if cq := inv.queues.of("filesystem"); cq.limit != DefaultQueueLimits()["filesystem"] {
+	if cq := inv.admission.queues.of("filesystem"); cq.limit != DefaultQueueLimits()["filesystem"] {
 		t.Errorf("filesystem limit %d", cq.limit)
 	}
 }
@@ -86,8 +86,8 @@ func TestSharedQueueGuard(t *testing.T) {
 	}
 	defer client.Close()
 	shared := cluster.RedisQueues(client, nil, quiet)
-	inv := &Invoker{queues: newQueues(map[string]int{"shell": 1}, 1, 0), log: quiet}
-	inv.queues.shared = shared
+	inv := &Invoker{log: quiet, admission: admission{queues: newQueues(map[string]int{"shell": 1}, 1, 0)}}
+	inv.admission.queues.shared = shared
 	release := make(chan struct{})
 	step := inv.queue(func(ctx context.Context, c *call) ToolResult {
 		if c.id == "runs-until-cancelled" {
@@ -143,7 +143,7 @@ func TestSharedQueueGuard(t *testing.T) {
 // step that does nothing, with a free slot (the path of every call on
 // one instance).
 func BenchmarkQueueGuard(b *testing.B) {
-	inv := &Invoker{queues: newQueues(nil, 0, 0)}
+	inv := &Invoker{admission: admission{queues: newQueues(nil, 0, 0)}}
 	step := inv.queue(func(ctx context.Context, c *call) ToolResult { return ToolResult{Success: true} })
 	c := &call{def: tooldef.Definition{Category: "shell"}}
 	ctx := context.Background()
@@ -170,7 +170,7 @@ type flooded struct {
 }
 
 func newFlooded(limit, maxWait, maxWaitEach int) *flooded {
-	f := &flooded{inv: &Invoker{queues: newQueues(map[string]int{"code": limit}, maxWait, maxWaitEach), log: quiet},
+	f := &flooded{inv: &Invoker{log: quiet, admission: admission{queues: newQueues(map[string]int{"code": limit}, maxWait, maxWaitEach)}},
 		admitted: make(chan string, 64), release: map[string]chan struct{}{}}
 	f.step = f.inv.queue(func(ctx context.Context, c *call) ToolResult {
 		f.admitted <- c.id
@@ -210,11 +210,11 @@ func TestQueueFairAcrossPrincipals(t *testing.T) {
 		if i < 2 {
 			<-f.admitted
 		} else {
-			poll.True(t, 10*time.Second, "waitingIn(f.inv.queues.of(\"code\")) == i-1", func() bool { return waitingIn(f.inv.queues.of("code")) == i-1 })
+			poll.True(t, 10*time.Second, "waitingIn(f.inv.admission.queues.of(\"code\")) == i-1", func() bool { return waitingIn(f.inv.admission.queues.of("code")) == i-1 })
 		}
 	}
 	run(codeCall("v", victim))
-	poll.True(t, 10*time.Second, "waitingIn(f.inv.queues.of(\"code\")) == 7", func() bool { return waitingIn(f.inv.queues.of("code")) == 7 })
+	poll.True(t, 10*time.Second, "waitingIn(f.inv.admission.queues.of(\"code\")) == 7", func() bool { return waitingIn(f.inv.admission.queues.of("code")) == 7 })
 	close(f.gate("f0"))
 	<-results
 	next := <-f.admitted
@@ -226,14 +226,14 @@ func TestQueueFairAcrossPrincipals(t *testing.T) {
 	// The flood has 6 waiting: 2 more reach its bound of 8.
 	for i, id := range []string{"f8", "f9"} { // one after the other: their order is the flood's
 		run(codeCall(id, flood))
-		poll.True(t, 10*time.Second, "waitingIn(f.inv.queues.of(\"code\")) == 7+i", func() bool { return waitingIn(f.inv.queues.of("code")) == 7+i })
+		poll.True(t, 10*time.Second, "waitingIn(f.inv.admission.queues.of(\"code\")) == 7+i", func() bool { return waitingIn(f.inv.admission.queues.of("code")) == 7+i })
 	}
 	res := f.step(context.Background(), codeCall("f10", flood))
 	if res.Error == nil || res.Error.Code != models.CodeQueueFull || res.Error.RetryAfter == 0 || !strings.Contains(res.Error.Message, "you have 8 code calls waiting") {
 		t.Fatalf("the flood past its bound: %+v", res.Error)
 	}
 	run(codeCall("v2", victim))
-	poll.True(t, 10*time.Second, "waitingIn(f.inv.queues.of(\"code\")) == 9", func() bool { return waitingIn(f.inv.queues.of("code")) == 9 })
+	poll.True(t, 10*time.Second, "waitingIn(f.inv.admission.queues.of(\"code\")) == 9", func() bool { return waitingIn(f.inv.admission.queues.of("code")) == 9 })
 	// The flood's order holds among its calls; while the victim's first
 	// call holds one of the two slots, the flood has the other, and the
 	// victim's second call runs when its first ends.
@@ -275,12 +275,12 @@ func TestQueueReservedAtSubmission(t *testing.T) {
 	// a1 reaches the queue: it converts its place, it is not refused.
 	go func() { results <- f.step(ctx, codeCall("a1", flood)) }()
 	poll.True(t, 10*time.Second, "a1 no longer reserved", func() bool {
-		f.inv.queues.mu.Lock()
-		defer f.inv.queues.mu.Unlock()
-		_, still := f.inv.queues.reserved["a1"]
+		f.inv.admission.queues.mu.Lock()
+		defer f.inv.admission.queues.mu.Unlock()
+		_, still := f.inv.admission.queues.reserved["a1"]
 		return !still
 	})
-	if n := waitingIn(f.inv.queues.of("code")); n != 3 {
+	if n := waitingIn(f.inv.admission.queues.of("code")); n != 3 {
 		t.Fatalf("%d waiting or reserved; want 3 (a1 waiting, a2 and v reserved)", n)
 	}
 	// a2 ended before it queued (a guard refused it): its place is free.
@@ -298,7 +298,7 @@ func TestQueueReservedAtSubmission(t *testing.T) {
 		}
 	}
 	<-f.admitted
-	if n := waitingIn(f.inv.queues.of("code")); n != 0 {
+	if n := waitingIn(f.inv.admission.queues.of("code")); n != 0 {
 		t.Errorf("%d left waiting", n)
 	}
 }
@@ -311,7 +311,7 @@ func BenchmarkQueueVictimUnderFlood(b *testing.B) {
 	const flood, victim = 1, 2
 	var waited time.Duration
 	for b.Loop() {
-		inv := &Invoker{queues: newQueues(map[string]int{"code": 4}, 128, 128), log: quiet}
+		inv := &Invoker{log: quiet, admission: admission{queues: newQueues(map[string]int{"code": 4}, 128, 128)}}
 		gate := make(chan struct{})
 		ran := make(chan struct{})
 		step := inv.queue(func(ctx context.Context, c *call) ToolResult {
@@ -327,11 +327,11 @@ func BenchmarkQueueVictimUnderFlood(b *testing.B) {
 		for i := range 68 {
 			wg.Go(func() { step(context.Background(), codeCall(fmt.Sprintf("f%d", i), flood)) })
 		}
-		for waitingIn(inv.queues.of("code")) < 64 {
+		for waitingIn(inv.admission.queues.of("code")) < 64 {
 			time.Sleep(100 * time.Microsecond)
 		}
 		wg.Go(func() { step(context.Background(), codeCall("v", victim)) })
-		for waitingIn(inv.queues.of("code")) < 65 {
+		for waitingIn(inv.admission.queues.of("code")) < 65 {
 			time.Sleep(100 * time.Microsecond)
 		}
 		start := time.Now()

@@ -25,7 +25,7 @@ func (inv *Invoker) record(ctx context.Context, c *call, res ToolResult) ([]byte
 		rec.Request = inv.requestJSON(c)
 		rec.FinishedAt = nil
 	}
-	committed := inv.calls.save(ctx, rec)
+	committed := inv.recording.calls.save(ctx, rec)
 	inv.publish(c.id, "status", statusEvent{res.Status})
 	if models.Terminal(res.Status) {
 		inv.publish(c.id, "result", res)
@@ -74,7 +74,7 @@ func (inv *Invoker) acknowledge(ctx context.Context, res ToolResult) error {
 	if res.committed == nil {
 		return nil
 	}
-	return inv.calls.durable(ctx, res.record, res.committed)
+	return inv.recording.calls.durable(ctx, res.record, res.committed)
 }
 
 // notRecorded is the answer to a call that ran but whose record could not
@@ -164,7 +164,7 @@ func (inv *Invoker) requestJSON(c *call) string {
 
 // CallRecord returns a call of the history; an agent sees only its own.
 func (inv *Invoker) CallRecord(ctx context.Context, caller *models.Principal, id string) (*models.Call, error) {
-	rec, err := inv.calls.byID(ctx, id)
+	rec, err := inv.recording.calls.byID(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -185,6 +185,6 @@ func (inv *Invoker) History(ctx context.Context, caller *models.Principal, f mod
 	if caller != nil && caller.Role == access.RoleAgent {
 		f.PrincipalID = caller.ID
 	}
-	inv.calls.sync()
+	inv.recording.calls.sync()
 	return inv.store.Calls(ctx, f)
 }

@@ -76,7 +76,7 @@ var errUndecodable = errors.New("stored tool definition does not decode")
 // current is the version of a tool in service, kept once resolved (until
 // the catalog changes).
 func (inv *Invoker) current(ctx context.Context, name string) (*resolvedTool, error) {
-	if rt, ok := inv.tools.Load(name); ok {
+	if rt, ok := inv.memo.tools.Load(name); ok {
 		return rt.(*resolvedTool), nil
 	}
 	if !tooldef.NamePattern.MatchString(name) {
@@ -86,7 +86,7 @@ func (inv *Invoker) current(ctx context.Context, name string) (*resolvedTool, er
 	if err != nil {
 		// The database does not answer (a restart): the version this
 		// instance resolved last runs, rather than no tool at all.
-		if last, ok := inv.stale.Load(name); ok && !errors.Is(err, models.ErrNotFound) {
+		if last, ok := inv.memo.stale.Load(name); ok && !errors.Is(err, models.ErrNotFound) {
 			inv.log.WarnContext(ctx, "the database does not answer: running the tool's last known version", "tool", name, "err", err)
 			return last.(*resolvedTool), nil
 		}
@@ -96,7 +96,7 @@ func (inv *Invoker) current(ctx context.Context, name string) (*resolvedTool, er
 	if err != nil {
 		return nil, err
 	}
-	inv.tools.Store(name, rt)
+	inv.memo.tools.Store(name, rt)
 	return rt, nil
 }
 
@@ -139,9 +139,9 @@ type resolvedTool struct {
 // restart) counts as a change, and must not leave the instance unable to
 // run any tool until the database is back.
 func (inv *Invoker) CatalogChanged() {
-	inv.tools.Range(func(name, rt any) bool {
-		inv.stale.Store(name, rt)
+	inv.memo.tools.Range(func(name, rt any) bool {
+		inv.memo.stale.Store(name, rt)
 		return true
 	})
-	inv.tools.Clear()
+	inv.memo.tools.Clear()
 }

@@ -65,7 +65,7 @@ func TestResolveGuard(t *testing.T) {
 	}
 	// The current version is remembered until the catalog changes.
 	inv.CatalogChanged()
-	if _, ok := inv.tools.Load("file_read"); ok {
+	if _, ok := inv.memo.tools.Load("file_read"); ok {
 		t.Error("CatalogChanged kept a resolved version")
 	}
 }

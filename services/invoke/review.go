@@ -43,7 +43,7 @@ type Finding struct {
 
 // ReviewOf gathers a's Review.
 func (inv *Invoker) ReviewOf(ctx context.Context, a *models.Approval) (*Review, error) {
-	rec, err := inv.calls.byID(ctx, a.CallID)
+	rec, err := inv.recording.calls.byID(ctx, a.CallID)
 	if err != nil {
 		return nil, err
 	}

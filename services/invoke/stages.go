@@ -30,7 +30,7 @@ func (inv *Invoker) stages(c *call) string {
 	if c.ran == 0 {
 		return ""
 	}
-	b := make([]byte, 0, 64+32*len(inv.stageNames)+48*len(c.tries))
+	b := make([]byte, 0, 64+32*len(inv.pipeline.stageNames)+48*len(c.tries))
 	b = append(b, '[')
 	first := true
 	item := func(name string, d time.Duration) {
@@ -43,14 +43,14 @@ func (inv *Invoker) stages(c *call) string {
 		b = append(b, `","us":`...)
 		b = strconv.AppendInt(b, d.Microseconds(), 10)
 	}
-	for i, name := range inv.stageNames {
+	for i, name := range inv.pipeline.stageNames {
 		if c.ran&(1<<i) != 0 {
 			item(name, c.self[i])
 			b = append(b, '}')
 		}
 	}
-	if c.ran&(1<<len(inv.stageNames)) != 0 {
-		item("execute", c.self[len(inv.stageNames)])
+	if c.ran&(1<<len(inv.pipeline.stageNames)) != 0 {
+		item("execute", c.self[len(inv.pipeline.stageNames)])
 		b = append(b, '}')
 		for n, t := range c.tries {
 			item("attempt", t.took)

@@ -22,7 +22,7 @@ import (
 // lists every field error with a suggestion the LLM can act on.
 func (inv *Invoker) validate(next step) step {
 	return func(ctx context.Context, c *call) ToolResult {
-		params, ok := inv.schemas.Get(c.version)
+		params, ok := inv.memo.schemas.Get(c.version)
 		if !ok {
 			var doc any
 			dec := json.NewDecoder(bytes.NewReader(c.def.Parameters))
@@ -35,7 +35,7 @@ func (inv *Invoker) validate(next step) step {
 				return failure(models.CodeInternal, "the tool's schema does not compile", false, "Report this tool to an administrator.")
 			}
 			params = &compiledParams{schema: s, plan: tooldef.PlanArgs(doc)}
-			inv.schemas.Add(c.version, params)
+			inv.memo.schemas.Add(c.version, params)
 		}
 		schema := params.schema
 		raw := c.req.Arguments
@@ -67,7 +67,7 @@ func (inv *Invoker) validate(next step) step {
 		// are not validated again (it was a fifth of a cached call's
 		// chain); the memo is this guard's own.
 		if c.def.Execution.Cacheable {
-			if _, ok := inv.validated.Get(inv.cacheKey(c, obj)); ok {
+			if _, ok := inv.memo.validated.Get(inv.cacheKey(c, obj)); ok {
 				c.args = obj
 				return next(ctx, c)
 			}
@@ -106,7 +106,7 @@ func (inv *Invoker) validate(next step) step {
 		}
 		c.args = obj
 		if c.def.Execution.Cacheable {
-			inv.validated.Add(inv.cacheKey(c, obj), struct{}{})
+			inv.memo.validated.Add(inv.cacheKey(c, obj), struct{}{})
 		}
 		return next(ctx, c)
 	}

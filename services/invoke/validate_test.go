@@ -21,7 +21,7 @@ func TestValidateGuard(t *testing.T) {
 		"filters":{"type":"array","items":{"type":"object","properties":{"name":{"type":"string"}},"required":["name"]}}},
 		"required":["query"],"additionalProperties":false}`
 	def := tooldef.Definition{Name: "search_docs", Version: "1.0.0", Parameters: json.RawMessage(schema)}
-	inv := &Invoker{schemas: newSchemaCache()}
+	inv := &Invoker{memo: memos{schemas: newSchemaCache()}}
 	step := inv.validate(passed)
 	cases := []struct {
 		name     string
@@ -71,7 +71,7 @@ func TestValidateGuard(t *testing.T) {
 		})
 	}
 	// The compiled schema is kept per version.
-	if _, ok := inv.schemas.Get(7); !ok {
+	if _, ok := inv.memo.schemas.Get(7); !ok {
 		t.Error("compiled schema not cached")
 	}
 }
@@ -86,7 +86,7 @@ func TestValidateSkipsCachedArguments(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	inv := &Invoker{schemas: newSchemaCache(), validated: newValidatedMemo(), results: newResultsCache(), redactor: red}
+	inv := &Invoker{redactor: red, memo: memos{schemas: newSchemaCache(), validated: newValidatedMemo(), results: newResultsCache()}}
 	runs := 0
 	step := compose(inv.validate, inv.cache)(func(context.Context, *call) ToolResult {
 		runs++
@@ -100,12 +100,12 @@ func TestValidateSkipsCachedArguments(t *testing.T) {
 		t.Fatalf("first call: %+v cached %v runs %d", res, c.cached, runs)
 	}
 	// The compiled schema is gone: a hit must not need it.
-	inv.schemas.Purge()
-	inv.schemas.Add(1, &compiledParams{}) // no compiled schema
+	inv.memo.schemas.Purge()
+	inv.memo.schemas.Add(1, &compiledParams{}) // no compiled schema
 	if c, res := do(` { "q" : "go" } `); !res.Success || !c.cached || runs != 1 || c.args["q"] != "go" {
 		t.Fatalf("hit: %+v cached %v runs %d args %v", res, c.cached, runs, c.args)
 	}
-	inv.schemas.Purge()
+	inv.memo.schemas.Purge()
 	for _, bad := range []string{`{"q":"g"}`, `{"q":"go","x":1}`, `{}`} {
 		if c, res := do(bad); res.Success || res.Error.Code != models.CodeValidation || c.cached || runs != 1 {
 			t.Errorf("%s: %+v cached %v runs %d; want VALIDATION_ERROR", bad, res, c.cached, runs)
