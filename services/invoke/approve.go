@@ -20,23 +20,23 @@ import (
 // principal and the arguments.
 func (inv *Invoker) approve(next step) step {
 	return func(ctx context.Context, c *call) ToolResult {
-		if c.preApproved {
+		if c.review.preApproved {
 			// A step of an approved composite: the approval covers it, and
 			// the steps below it if it is a composite too.
-			c.approvedRun = true
+			c.review.approvedRun = true
 			return next(ctx, c)
 		}
 		needs := c.def.Security.Level == tooldef.LevelDangerous || c.def.Security.RequireConfirm ||
-			(c.def.Runner.Kind == tooldef.RunnerComposite && inv.stepsNeedApproval(ctx, c.def, c.depth+1))
+			(c.def.Runner.Kind == tooldef.RunnerComposite && inv.stepsNeedApproval(ctx, c.def, c.lineage.depth+1))
 		if !needs {
 			return next(ctx, c)
 		}
 		hash := argsHash(c.args)
-		if c.approval != "" {
+		if c.review.id != "" {
 			// A store that does not answer is not a mismatch: the call is
 			// refused UNAVAILABLE, its approval unspent, and resume tries
 			// the chain again once the database is back.
-			a, err := inv.store.ApprovalByID(ctx, c.approval)
+			a, err := inv.store.ApprovalByID(ctx, c.review.id)
 			if err != nil && !errors.Is(err, models.ErrNotFound) {
 				return storeFailure(err)
 			}
@@ -50,7 +50,7 @@ func (inv *Invoker) approve(next step) step {
 			if !ok {
 				return refusal(models.CodeConfirmationRequired, "the approval was already used or is not approved", "Call the tool again to ask for a new approval.")
 			}
-			c.approvedRun = true
+			c.review.approvedRun = true
 			return next(ctx, c)
 		}
 		return inv.park(ctx, c, hash)
@@ -93,7 +93,7 @@ func (inv *Invoker) park(ctx context.Context, c *call, hash string) ToolResult {
 		inv.log.ErrorContext(ctx, "park call for approval", "err", err, "call_id", c.id)
 		return storeFailure(err)
 	}
-	c.waiting = true
+	c.review.waiting = true
 	inv.log.InfoContext(ctx, "call awaits approval", "call_id", c.id, "approval_id", a.ID, "tool", c.def.Name)
 	return res
 }

@@ -118,7 +118,7 @@ func (inv *Invoker) resume(ctx context.Context, callID, approvalID string) error
 	}
 	var req CallRequest
 	if err := json.Unmarshal([]byte(rec.Request), &req); err != nil {
-		c := &call{id: callID, started: time.Now(), created: rec.CreatedAt, tracked: true, claimed: true}
+		c := &call{id: callID, timing: callTiming{started: time.Now(), created: rec.CreatedAt}, life: callLifecycle{tracked: true, claimed: true}}
 		inv.finish(ctx, c, failure(models.CodeInternal, "internal error", false, "Call the tool again."))
 		return fmt.Errorf("decode request of call %s: %w", callID, err)
 	}
@@ -129,9 +129,10 @@ func (inv *Invoker) resume(ctx context.Context, callID, approvalID string) error
 	// until the database answers, within unavailableFor.
 	var c *call
 	res, _ := backoff.Retry(ctx, func() (ToolResult, error) {
-		c = &call{id: callID, started: time.Now(), approval: approvalID, created: rec.CreatedAt, tracked: true, claimed: true, req: req}
+		c = &call{id: callID, req: req, timing: callTiming{started: time.Now(), created: rec.CreatedAt},
+			review: callReview{id: approvalID}, life: callLifecycle{tracked: true, claimed: true}}
 		res := inv.runAs(ctx, c, rec.PrincipalID)
-		if res.Error != nil && res.Error.Code == models.CodeUnavailable && !c.began {
+		if res.Error != nil && res.Error.Code == models.CodeUnavailable && !c.life.began {
 			return res, errUnavailable
 		}
 		return res, nil

@@ -36,8 +36,8 @@ func (inv *Invoker) cache(next step) step {
 		}
 		inv.metrics.CacheLookup(ok)
 		if ok {
-			c.cached = true
-			c.redactedArgs = hit.redactedArgs(inv.redactor, c.args)
+			c.outcome.cached = true
+			c.outcome.redactedArgs = hit.redactedArgs(inv.redactor, c.args)
 			return hit.result
 		}
 		res := next(ctx, c)
@@ -64,8 +64,8 @@ func (inv *Invoker) cache(next step) step {
 // once per call (validate's memo, the cache and the shared cache in Redis
 // all key by it).
 func (inv *Invoker) cacheKey(c *call, args map[string]any) string {
-	if c.cacheKey != "" {
-		return c.cacheKey
+	if c.outcome.cacheKey != "" {
+		return c.outcome.cacheKey
 	}
 	var buf [160]byte
 	k := strconv.AppendUint(buf[:0], uint64(c.version), 10)
@@ -74,8 +74,8 @@ func (inv *Invoker) cacheKey(c *call, args map[string]any) string {
 		k = strconv.AppendUint(append(k, ":p"...), uint64(principalID(c.caller)), 10)
 		k = append(append(k, ':'), c.req.SessionID...)
 	}
-	c.cacheKey = string(k)
-	return c.cacheKey
+	c.outcome.cacheKey = string(k)
+	return c.outcome.cacheKey
 }
 
 // newResultsCache holds up to 8192 results; each also carries its own

@@ -44,8 +44,8 @@ func TestCacheGuard(t *testing.T) {
 	}
 	for _, tc := range cases {
 		step(context.Background(), tc.c)
-		if tc.c.cached != tc.cached || runs != tc.runs {
-			t.Errorf("%s: cached %v runs %d; want %v %d", tc.name, tc.c.cached, runs, tc.cached, tc.runs)
+		if tc.c.outcome.cached != tc.cached || runs != tc.runs {
+			t.Errorf("%s: cached %v runs %d; want %v %d", tc.name, tc.c.outcome.cached, runs, tc.cached, tc.runs)
 		}
 	}
 	// A hit's history record reuses the arguments redacted once.
@@ -53,15 +53,15 @@ func TestCacheGuard(t *testing.T) {
 	step(context.Background(), mk(secret))
 	hit := mk(map[string]any{"q": "hunter2-secret-value"})
 	step(context.Background(), hit)
-	if !hit.cached || strings.Contains(hit.redactedArgs, "hunter2") || !strings.Contains(hit.redactedArgs, "REDACTED") {
-		t.Errorf("cache hit: cached %v, redacted arguments %q", hit.cached, hit.redactedArgs)
+	if !hit.outcome.cached || strings.Contains(hit.outcome.redactedArgs, "hunter2") || !strings.Contains(hit.outcome.redactedArgs, "REDACTED") {
+		t.Errorf("cache hit: cached %v, redacted arguments %q", hit.outcome.cached, hit.outcome.redactedArgs)
 	}
 	short := tooldef.Definition{Name: "t", Category: "search", Execution: tooldef.Execution{Cacheable: true, CacheTTL: 1}}
 	step(context.Background(), &call{def: short, version: 3, args: map[string]any{}})
 	time.Sleep(20 * time.Millisecond)
 	c := &call{def: short, version: 3, args: map[string]any{}}
 	step(context.Background(), c)
-	if c.cached {
+	if c.outcome.cached {
 		t.Error("an expired entry was served")
 	}
 }
@@ -109,8 +109,8 @@ func TestCacheKeyPerCaller(t *testing.T) {
 				{"agent 1 again", mk(1, "s1"), true},
 			} {
 				step(context.Background(), tc.c)
-				if tc.c.cached != tc.cached {
-					t.Errorf("%s: cached %v, want %v", tc.name, tc.c.cached, tc.cached)
+				if tc.c.outcome.cached != tc.cached {
+					t.Errorf("%s: cached %v, want %v", tc.name, tc.c.outcome.cached, tc.cached)
 				}
 			}
 			if want := map[bool]int{true: 1, false: 3}[shared]; runs != want {

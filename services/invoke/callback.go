@@ -28,7 +28,7 @@ func (inv *Invoker) checkCallback(req CallRequest) error {
 // call names no callback_url or was accepted before (a call resumed in
 // the background already has one).
 func (inv *Invoker) newCallback(c *call) *models.Callback {
-	if c.req.CallbackURL == "" || c.tracked || inv.recording.callbacks == nil || inv.recording.callbacks.Check(c.req.CallbackURL) != "" {
+	if c.req.CallbackURL == "" || c.life.tracked || inv.recording.callbacks == nil || inv.recording.callbacks.Check(c.req.CallbackURL) != "" {
 		return nil
 	}
 	return &models.Callback{CallID: c.id, PrincipalID: principalID(c.caller), URL: c.req.CallbackURL,

@@ -9,13 +9,13 @@ import "context"
 // their whole run by resume.
 func (inv *Invoker) cancellable(next step) step {
 	return func(ctx context.Context, c *call) ToolResult {
-		if c.tracked {
+		if c.life.tracked {
 			return next(ctx, c)
 		}
 		ctx, cancel := inv.track(ctx, c.id)
 		defer cancel()
 		res := next(ctx, c)
-		c.stopped = ctx.Err() != nil
+		c.life.stopped = ctx.Err() != nil
 		return res
 	}
 }

@@ -14,7 +14,9 @@ import (
 	"toolbelt/services/tooldef"
 )
 
-// call is one call moving through the guard chain.
+// call is one call moving through the guard chain: the request, who
+// asked, the tool and arguments resolve and validate settled, then its
+// parts, which the guards fill in as the call passes them.
 type call struct {
 	id      string
 	req     CallRequest
@@ -24,37 +26,51 @@ type call struct {
 	schema  *jsonschema.Schema
 	args    map[string]any
 	// dir is the session's work directory, made by the secure guard.
-	dir      runners.WorkDir
-	started  time.Time
-	attempts int
-	cached   bool
-	// actedAs says as whom the tool acted at an upstream (runners.Call).
-	actedAs string
-	// approval is the id of the approval this run may consume (a call
-	// resumed after a reviewer approved it).
-	approval string
-	// waiting is set when the call was parked for approval.
-	waiting bool
+	dir runners.WorkDir
 	// emit streams a tool's progress to the call's event subscribers.
 	emit func(event string, data any)
+	// log is the tool's logger, carrying the call id.
+	log *slog.Logger
+
+	lineage callLineage
+	review  callReview
+	timing  callTiming
+	outcome callOutcome
+	life    callLifecycle
+}
+
+// callLineage places a step of a composite call: parent is the composite
+// call's id, up the composite call itself, depth how deep it nests.
+type callLineage struct {
+	parent string
+	up     *call
+	depth  int
+}
+
+// callReview is what a reviewer decided for the call.
+type callReview struct {
+	// id is the approval this run may consume (a call resumed after a
+	// reviewer approved it).
+	id string
+	// waiting is set when the call was parked for approval.
+	waiting bool
+	// preApproved says the composite this call is a step of was
+	// approved by a reviewer, which covers its steps; approvedRun is set
+	// on a call that consumed an approval or is covered by one (its own
+	// steps are then covered too).
+	preApproved bool
+	approvedRun bool
+}
+
+// callTiming is when the call happened and where its time went.
+type callTiming struct {
+	started time.Time
 	// created is when the call was first received (a resumed call keeps
 	// it); runMs is the time spent executing.
 	created time.Time
 	runMs   int64
 	// queueMs is the time spent waiting for a slot in the category queue.
 	queueMs int64
-	// redactedArgs, when set, are the arguments already redacted for the
-	// history (a cache hit reuses the first hit's).
-	redactedArgs string
-	// parent is the composite call this call is a step of; preApproved
-	// says that composite was approved by a reviewer, which covers its
-	// steps; approvedRun is set on a call that consumed an approval or is
-	// covered by one (its own steps are then covered too).
-	parent      string
-	up          *call // the composite call this call is a step of
-	preApproved bool
-	approvedRun bool
-	depth       int
 	// span is, per timed guard of the chain, the time spent in it and the
 	// steps after it; the one after the last guard's, the execution's (for
 	// the guard timings).
@@ -64,9 +80,25 @@ type call struct {
 	self [maxTimedGuards + 1]time.Duration
 	ran  uint32 // bit i: timed guard i ran (bit timed: the execution)
 	// tries are the execution's attempts, for the call's stages.
-	tries []try
+	tries    []try
+	attempts int
+}
+
+// callOutcome is what the call's run left for its record.
+type callOutcome struct {
+	cached bool
+	// actedAs says as whom the tool acted at an upstream (runners.Call).
+	actedAs string
+	// redactedArgs, when set, are the arguments already redacted for the
+	// history (a cache hit reuses the first hit's).
+	redactedArgs string
 	// cacheKey is the results cache's key, once made (cacheable tools).
 	cacheKey string
+}
+
+// callLifecycle marks where the call stands between instances and
+// cancellations.
+type callLifecycle struct {
 	// tracked marks a call made cancellable before the chain (a
 	// background call); stopped, a call whose context was cancelled while
 	// it ran.
@@ -78,8 +110,6 @@ type call struct {
 	// began marks a call whose tool began (its start recorded: start for
 	// a claimed call, begin for a synchronous one).
 	began bool
-	// log is the tool's logger, carrying the call id.
-	log *slog.Logger
 }
 
 // step handles a call and returns its result; guard wraps a step with one
@@ -176,9 +206,9 @@ func (inv *Invoker) timed(i int, last bool, name string, g guard) guard {
 				start := now()
 				res := next(ctx, c)
 				d := now().Sub(start)
-				c.span[i+1] += d
-				c.self[i+1] += d
-				c.ran |= 1 << (i + 1)
+				c.timing.span[i+1] += d
+				c.timing.self[i+1] += d
+				c.timing.ran |= 1 << (i + 1)
 				return res
 			}
 		}
@@ -190,14 +220,14 @@ func (inv *Invoker) timed(i int, last bool, name string, g guard) guard {
 				return step(ctx, c)
 			}
 			start := now()
-			c.span[i+1] = 0
+			c.timing.span[i+1] = 0
 			res := step(ctx, c)
 			d := now().Sub(start)
-			c.span[i] += d
-			c.self[i] += d - c.span[i+1]
-			c.ran |= 1 << i
+			c.timing.span[i] += d
+			c.timing.self[i] += d - c.timing.span[i+1]
+			c.timing.ran |= 1 << i
 			once.Do(func() { observe = inv.metrics.GuardTimer(name) })
-			observe(d - c.span[i+1])
+			observe(d - c.timing.span[i+1])
 			return res
 		}
 	}

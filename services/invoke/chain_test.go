@@ -84,7 +84,7 @@ func TestStagesJSON(t *testing.T) {
 			}}
 		}
 		return inv, inv.timedChain(guards...)(func(_ context.Context, c *call) ToolResult {
-			c.tries = append(c.tries, try{took: 1500 * time.Microsecond, code: `ODD "CODE"\` + "\n"}, try{took: 3 * time.Millisecond})
+			c.timing.tries = append(c.timing.tries, try{took: 1500 * time.Microsecond, code: `ODD "CODE"\` + "\n"}, try{took: 3 * time.Millisecond})
 			return ToolResult{Success: true}
 		})
 	}

@@ -201,12 +201,12 @@ func (inv *Invoker) start(ctx context.Context, c *call) *ToolResult {
 		return inv.store.StartCall(ctx, c.id, inv.cluster.owner, time.Now())
 	}, backoff.WithBackOff(backoff.NewExponentialBackOff()), backoff.WithMaxElapsedTime(inv.cluster.lease))
 	if err == nil && ok {
-		c.began = true
+		c.life.began = true
 		return nil
 	}
 	switch {
 	case err == nil:
-		c.lost = true
+		c.life.lost = true
 		inv.log.WarnContext(ctx, "call taken over by another instance before its tool began", "call_id", c.id)
 	case ctx.Err() != nil: // cancelled before its tool began
 		res := failure(models.CodeCancelled, "the call was cancelled", false, "")
@@ -246,7 +246,7 @@ func (inv *Invoker) begin(ctx context.Context, c *call) *ToolResult {
 		res.Error.Retryable = true
 		return &res
 	}
-	c.began = true
+	c.life.began = true
 	return nil
 }
 
@@ -255,10 +255,10 @@ func (inv *Invoker) begin(ctx context.Context, c *call) *ToolResult {
 // tool is about to begin: a crash while the first step waited for its
 // queue's slot leaves no composite recorded as having run.
 func (inv *Invoker) beginComposites(ctx context.Context, c *call) *ToolResult {
-	if c == nil || c.claimed || c.began {
+	if c == nil || c.life.claimed || c.life.began {
 		return nil
 	}
-	if res := inv.beginComposites(ctx, c.up); res != nil {
+	if res := inv.beginComposites(ctx, c.lineage.up); res != nil {
 		return res
 	}
 	return inv.begin(ctx, c)

@@ -130,8 +130,8 @@ func (inv *Invoker) stepsNeedApproval(ctx context.Context, def tooldef.Definitio
 // earlier steps' results (#/steps/N/data/..., N from 0). The first step
 // that does not succeed ends the composite with its error.
 func (inv *Invoker) composite(ctx context.Context, c *call) ToolResult {
-	if c.depth >= MaxCompositeDepth {
-		return failure(models.CodeExecutionFailed, fmt.Sprintf("composites call composites %d deep here; at most %d levels run", c.depth+1, MaxCompositeDepth), false,
+	if c.lineage.depth >= MaxCompositeDepth {
+		return failure(models.CodeExecutionFailed, fmt.Sprintf("composites call composites %d deep here; at most %d levels run", c.lineage.depth+1, MaxCompositeDepth), false,
 			"A composite tool calls itself through others: ask an administrator to fix its steps.")
 	}
 	scope := map[string]any{"input": c.args, "steps": []any{}}
@@ -160,7 +160,8 @@ func (inv *Invoker) composite(ctx context.Context, c *call) ToolResult {
 		}
 		raw, _ := json.Marshal(args)
 		child := &call{id: models.NewID(), req: CallRequest{Tool: st.Tool, Arguments: raw, SessionID: c.req.SessionID, SubjectToken: c.req.SubjectToken},
-			caller: c.caller, started: time.Now(), parent: c.id, up: c, preApproved: c.approvedRun, depth: c.depth + 1}
+			caller: c.caller, timing: callTiming{started: time.Now()}, lineage: callLineage{parent: c.id, up: c, depth: c.lineage.depth + 1},
+			review: callReview{preApproved: c.review.approvedRun}}
 		res := inv.finish(ctx, child, inv.guarded(ctx, child))
 		// The composite's answer names each step's call: the steps'
 		// records are made to survive a crash first, as answered calls.

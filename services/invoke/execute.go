@@ -19,7 +19,7 @@ import (
 // execute runs the tool, retrying retryable failures of retryable tools
 // with exponential backoff.
 func (inv *Invoker) execute(ctx context.Context, c *call) ToolResult {
-	if c.claimed {
+	if c.life.claimed {
 		// A background call: recorded as begun before it does, so no
 		// other instance runs it again if this one dies.
 		if res := inv.start(ctx, c); res != nil {
@@ -31,12 +31,12 @@ func (inv *Invoker) execute(ctx context.Context, c *call) ToolResult {
 		// tool (beginComposites), not while that step waits for a slot.
 		if c.def.Runner.Kind == tooldef.RunnerComposite {
 			defer func() {
-				if c.began {
+				if c.life.began {
 					inv.cluster.claimed.Add(-1)
 				}
 			}()
 		} else {
-			if res := inv.beginComposites(ctx, c.up); res != nil {
+			if res := inv.beginComposites(ctx, c.lineage.up); res != nil {
 				return *res
 			}
 			if res := inv.begin(ctx, c); res != nil {
@@ -52,20 +52,20 @@ func (inv *Invoker) execute(ctx context.Context, c *call) ToolResult {
 	c.log = inv.toolLogger(c)
 	start := time.Now()
 	res, n := withRetries(ctx, retries, inv.pipeline.sleep, func() ToolResult {
-		c.attempts++
+		c.timing.attempts++
 		began := time.Now()
 		res := inv.attempt(ctx, c)
 		t := try{took: time.Since(began)}
 		if res.Error != nil {
 			t.code = res.Error.Code
 		}
-		c.tries = append(c.tries, t)
+		c.timing.tries = append(c.timing.tries, t)
 		if res.Error != nil {
-			c.log.InfoContext(ctx, "tool attempt failed", "attempt", c.attempts, "code", res.Error.Code, "retryable", res.Error.Retryable)
+			c.log.InfoContext(ctx, "tool attempt failed", "attempt", c.timing.attempts, "code", res.Error.Code, "retryable", res.Error.Retryable)
 		}
 		return res
 	})
-	c.attempts, c.runMs = n, time.Since(start).Milliseconds()
+	c.timing.attempts, c.timing.runMs = n, time.Since(start).Milliseconds()
 	return res
 }
 
@@ -90,7 +90,7 @@ func (inv *Invoker) attempt(ctx context.Context, c *call) ToolResult {
 			listen(event, data)
 		}
 	}
-	c.emit("attempt", map[string]int{"attempt": c.attempts})
+	c.emit("attempt", map[string]int{"attempt": c.timing.attempts})
 	if c.def.Runner.Kind == tooldef.RunnerComposite {
 		return inv.composite(ctx, c)
 	}
@@ -100,7 +100,7 @@ func (inv *Invoker) attempt(ctx context.Context, c *call) ToolResult {
 		Session: c.req.SessionID, Dir: c.dir, Log: c.log, Emit: c.emit, Principal: c.caller, SubjectToken: c.req.SubjectToken}
 	data, err := inv.runners.Run(runners.WithSubjectToken(ctx, c.req.SubjectToken), rc)
 	if rc.ActedAs != "" {
-		c.actedAs = rc.ActedAs
+		c.outcome.actedAs = rc.ActedAs
 	}
 	if ctx.Err() != nil {
 		// A timeout is not retried, even for a retryable tool, unless the

@@ -236,7 +236,7 @@ func (inv *Invoker) Call(ctx context.Context, caller *models.Principal, req Call
 	// call becomes cancellable only if it runs, in cancellable).
 	inv.flight.count.Add(1)
 	defer inv.flight.count.Add(-1)
-	c := &call{id: models.NewID(), req: req, caller: caller, started: time.Now()}
+	c := &call{id: models.NewID(), req: req, caller: caller, timing: callTiming{started: time.Now()}}
 	if c.req.SubjectToken == "" {
 		// The caller's token for token exchange, as its authentication
 		// left it on ctx (runners.WithSubjectToken); kept in memory only.
@@ -254,21 +254,21 @@ func (inv *Invoker) Call(ctx context.Context, caller *models.Principal, req Call
 // finish completes a result's metadata, records the call, and teaches the
 // selection index from a success.
 func (inv *Invoker) finish(ctx context.Context, c *call, res ToolResult) ToolResult {
-	if (ctx.Err() != nil || c.stopped) && inv.flight.interrupting.Load() && !res.Success {
+	if (ctx.Err() != nil || c.life.stopped) && inv.flight.interrupting.Load() && !res.Success {
 		switch {
-		case c.claimed && !c.began && inv.release(c):
+		case c.life.claimed && !c.life.began && inv.release(c):
 			return res // queued again: another instance, or the next start, runs it
-		case !c.claimed && !c.began:
+		case !c.life.claimed && !c.life.began:
 			res = stoppedBeforeBegin() // it waited for a slot: nothing ran
 		default:
 			res = interrupted()
 		}
 	}
 	res.CallID = c.id
-	took := time.Since(c.started)
+	took := time.Since(c.timing.started)
 	res.Metadata.Duration = took.Milliseconds()
-	res.Metadata.Cached = c.cached
-	res.Metadata.Attempts = c.attempts
+	res.Metadata.Cached = c.outcome.cached
+	res.Metadata.Attempts = c.timing.attempts
 	if c.def.Version != "" {
 		res.Metadata.ToolVersion = c.def.Version
 	}
@@ -277,14 +277,14 @@ func (inv *Invoker) finish(ctx context.Context, c *call, res ToolResult) ToolRes
 		tool = "unknown" // never a name an agent made up: labels stay bounded
 	}
 	inv.metrics.Call(tool, res.Status, took)
-	if c.waiting {
+	if c.review.waiting {
 		return res // parked for approval: recorded with its approval
 	}
-	if c.lost {
+	if c.life.lost {
 		return res // another instance took it over: its end is recorded there
 	}
 	res.encoded, res.record, res.committed = inv.record(ctx, c, res)
-	if c.tracked && c.req.CallbackURL != "" && models.Terminal(res.Status) {
+	if c.life.tracked && c.req.CallbackURL != "" && models.Terminal(res.Status) {
 		inv.callEnded(ctx, c.id, []byte(res.record.Result))
 	}
 	if inv.selector != nil {
@@ -294,7 +294,7 @@ func (inv *Invoker) finish(ctx context.Context, c *call, res ToolResult) ToolRes
 		if !known {
 			name = c.req.Tool
 		}
-		inv.selector.ObserveCallLater(c.req.SessionID, name, res.CallID, known, res.Success && !c.cached)
+		inv.selector.ObserveCallLater(c.req.SessionID, name, res.CallID, known, res.Success && !c.outcome.cached)
 	}
 	return res
 }

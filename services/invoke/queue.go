@@ -382,7 +382,7 @@ func (inv *Invoker) localQueue(ctx context.Context, c *call, next step) ToolResu
 		}
 		inv.metrics.Queued(cat, -1)
 		inv.metrics.QueueWaited(cat, time.Since(waitStart))
-		c.queueMs = time.Since(waitStart).Milliseconds()
+		c.timing.queueMs = time.Since(waitStart).Milliseconds()
 	}
 	defer cq.release(who)
 	return next(ctx, c)
@@ -409,7 +409,7 @@ func (inv *Invoker) sharedQueue(ctx context.Context, c *call, next step) ToolRes
 	if !waitStart.IsZero() {
 		inv.metrics.Queued(cat, -1)
 		inv.metrics.QueueWaited(cat, time.Since(waitStart))
-		c.queueMs = time.Since(waitStart).Milliseconds()
+		c.timing.queueMs = time.Since(waitStart).Milliseconds()
 	}
 	switch {
 	case errors.Is(err, cluster.ErrPrincipalFull):

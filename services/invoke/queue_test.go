@@ -59,8 +59,8 @@ func TestQueueGuard(t *testing.T) {
 	time.Sleep(30 * time.Millisecond)
 	close(release)
 	wg.Wait()
-	if !results[3].Success || waiter.queueMs < 30 {
-		t.Errorf("waiter: %+v after %d ms in the queue (held at least 30 ms)", results[3], waiter.queueMs)
+	if !results[3].Success || waiter.timing.queueMs < 30 {
+		t.Errorf("waiter: %+v after %d ms in the queue (held at least 30 ms)", results[3], waiter.timing.queueMs)
 	}
 	if results[2].Error == nil || results[2].Error.Code != models.CodeCancelled {
 		t.Errorf("cancelled waiter: %+v", results[2])

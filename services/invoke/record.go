@@ -105,8 +105,8 @@ func (inv *Invoker) callRecord(c *call, res ToolResult) (*models.Call, []byte) {
 	// call got that far; the bytes as sent otherwise.
 	args := c.req.Arguments
 	switch {
-	case c.redactedArgs != "":
-		args = json.RawMessage(c.redactedArgs)
+	case c.outcome.redactedArgs != "":
+		args = json.RawMessage(c.outcome.redactedArgs)
 	case c.args != nil:
 		args, _ = json.Marshal(c.args)
 	case len(bytes.TrimSpace(args)) == 0:
@@ -130,15 +130,15 @@ func (inv *Invoker) callRecord(c *call, res ToolResult) (*models.Call, []byte) {
 	rec := &models.Call{
 		ID: c.id, SessionID: c.req.SessionID, Tool: c.req.Tool, Version: c.def.Version,
 		Arguments: string(argsJSON), Status: res.Status, Result: string(resJSON),
-		Attempts: c.attempts, Cached: c.cached, QueueMs: c.queueMs, RunMs: c.runMs, TotalMs: time.Since(c.started).Milliseconds(),
-		CreatedAt: c.started.UTC(), FinishedAt: &now, PrincipalID: principalID(c.caller), ParentID: c.parent,
+		Attempts: c.timing.attempts, Cached: c.outcome.cached, QueueMs: c.timing.queueMs, RunMs: c.timing.runMs, TotalMs: time.Since(c.timing.started).Milliseconds(),
+		CreatedAt: c.timing.started.UTC(), FinishedAt: &now, PrincipalID: principalID(c.caller), ParentID: c.lineage.parent,
 	}
-	if c.redactedArgs != "" {
+	if c.outcome.redactedArgs != "" {
 		rec.Prepared = true
 	}
-	if !c.created.IsZero() {
-		rec.CreatedAt = c.created
-		rec.TotalMs = time.Since(c.created).Milliseconds()
+	if !c.timing.created.IsZero() {
+		rec.CreatedAt = c.timing.created
+		rec.TotalMs = time.Since(c.timing.created).Milliseconds()
 	}
 	if res.Status == models.StatusAwaitingApproval {
 		rec.FinishedAt = nil
@@ -146,13 +146,13 @@ func (inv *Invoker) callRecord(c *call, res ToolResult) (*models.Call, []byte) {
 	// A cache hit records no stages: it is the history's hot path, whose
 	// rows then stay plain (BenchmarkCachedVsBareGin 0.51 against 0.48),
 	// and its page says it was answered from the cache.
-	if models.Terminal(res.Status) && !c.cached {
+	if models.Terminal(res.Status) && !c.outcome.cached {
 		rec.Stages = inv.stages(c)
 	}
 	if res.Error != nil {
 		rec.ErrorCode = res.Error.Code
 	}
-	rec.ActedAs = c.actedAs
+	rec.ActedAs = c.outcome.actedAs
 	return rec, encoded
 }
 

@@ -27,10 +27,10 @@ type try struct {
 // It is empty when the chain was not timed (no metrics). Written by hand
 // on the call path; TestStagesJSON checks it against encoding/json.
 func (inv *Invoker) stages(c *call) string {
-	if c.ran == 0 {
+	if c.timing.ran == 0 {
 		return ""
 	}
-	b := make([]byte, 0, 64+32*len(inv.pipeline.stageNames)+48*len(c.tries))
+	b := make([]byte, 0, 64+32*len(inv.pipeline.stageNames)+48*len(c.timing.tries))
 	b = append(b, '[')
 	first := true
 	item := func(name string, d time.Duration) {
@@ -44,15 +44,15 @@ func (inv *Invoker) stages(c *call) string {
 		b = strconv.AppendInt(b, d.Microseconds(), 10)
 	}
 	for i, name := range inv.pipeline.stageNames {
-		if c.ran&(1<<i) != 0 {
-			item(name, c.self[i])
+		if c.timing.ran&(1<<i) != 0 {
+			item(name, c.timing.self[i])
 			b = append(b, '}')
 		}
 	}
-	if c.ran&(1<<len(inv.pipeline.stageNames)) != 0 {
-		item("execute", c.self[len(inv.pipeline.stageNames)])
+	if c.timing.ran&(1<<len(inv.pipeline.stageNames)) != 0 {
+		item("execute", c.timing.self[len(inv.pipeline.stageNames)])
 		b = append(b, '}')
-		for n, t := range c.tries {
+		for n, t := range c.timing.tries {
 			item("attempt", t.took)
 			b = append(b, `,"n":`...)
 			b = strconv.AppendInt(b, int64(n+1), 10)

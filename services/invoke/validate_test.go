@@ -96,19 +96,19 @@ func TestValidateSkipsCachedArguments(t *testing.T) {
 		c := &call{def: def, version: 1, req: CallRequest{Arguments: json.RawMessage(args)}}
 		return c, step(context.Background(), c)
 	}
-	if c, res := do(`{"q":"go"}`); !res.Success || c.cached || runs != 1 {
-		t.Fatalf("first call: %+v cached %v runs %d", res, c.cached, runs)
+	if c, res := do(`{"q":"go"}`); !res.Success || c.outcome.cached || runs != 1 {
+		t.Fatalf("first call: %+v cached %v runs %d", res, c.outcome.cached, runs)
 	}
 	// The compiled schema is gone: a hit must not need it.
 	inv.memo.schemas.Purge()
 	inv.memo.schemas.Add(1, &compiledParams{}) // no compiled schema
-	if c, res := do(` { "q" : "go" } `); !res.Success || !c.cached || runs != 1 || c.args["q"] != "go" {
-		t.Fatalf("hit: %+v cached %v runs %d args %v", res, c.cached, runs, c.args)
+	if c, res := do(` { "q" : "go" } `); !res.Success || !c.outcome.cached || runs != 1 || c.args["q"] != "go" {
+		t.Fatalf("hit: %+v cached %v runs %d args %v", res, c.outcome.cached, runs, c.args)
 	}
 	inv.memo.schemas.Purge()
 	for _, bad := range []string{`{"q":"g"}`, `{"q":"go","x":1}`, `{}`} {
-		if c, res := do(bad); res.Success || res.Error.Code != models.CodeValidation || c.cached || runs != 1 {
-			t.Errorf("%s: %+v cached %v runs %d; want VALIDATION_ERROR", bad, res, c.cached, runs)
+		if c, res := do(bad); res.Success || res.Error.Code != models.CodeValidation || c.outcome.cached || runs != 1 {
+			t.Errorf("%s: %+v cached %v runs %d; want VALIDATION_ERROR", bad, res, c.outcome.cached, runs)
 		}
 	}
 }
