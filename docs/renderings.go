@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/getkin/kin-openapi/openapi3"
+
+	"toolbelt/services/formats"
 )
 
 // renderingPath is the operation that answers a tool, or with ?format= its
@@ -26,25 +28,14 @@ func renderings(doc *openapi3.T) error {
 	}
 	media := ok.Value.Content.Get("application/json")
 	tool := media.Schema
-	shapes := openapi3.NewAnyOfSchema(
-		shape("openai", "A Chat Completions tools[] entry.", map[string]*openapi3.Schema{
-			"type":     openapi3.NewStringSchema().WithEnum("function"),
-			"function": shape("", "", map[string]*openapi3.Schema{"name": openapi3.NewStringSchema()}, "name"),
-		}, "type", "function"),
-		shape("openai_responses", "A Responses API tools[] entry.", map[string]*openapi3.Schema{
-			"type": openapi3.NewStringSchema().WithEnum("function"), "name": openapi3.NewStringSchema(),
-			"parameters": anyObject(), "strict": openapi3.NewBoolSchema(),
-		}, "type", "name", "strict"),
-		shape("anthropic", "A Messages API tool.", map[string]*openapi3.Schema{
-			"name": openapi3.NewStringSchema(), "input_schema": anyObject(),
-		}, "name", "input_schema"),
-		shape("gemini", "A FunctionDeclaration.", map[string]*openapi3.Schema{
-			"name": openapi3.NewStringSchema(), "parametersJsonSchema": anyObject(),
-		}, "name"),
-		shape("mcp", "A Model Context Protocol Tool.", map[string]*openapi3.Schema{
-			"name": openapi3.NewStringSchema(), "inputSchema": anyObject(), "annotations": anyObject(),
-		}, "name", "inputSchema"),
-	)
+	shapes := openapi3.NewAnyOfSchema()
+	for _, f := range formats.All() {
+		props, ok := renderingShapes[f.Name]
+		if !ok {
+			return fmt.Errorf("format %q has no rendering shape in docs/renderings.go; add one", f.Name)
+		}
+		shapes.AnyOf = append(shapes.AnyOf, openapi3.NewSchemaRef("", shape(f.Name, f.Renders, props.properties, props.required...)))
+	}
 	shapes.Title = "rendering"
 	shapes.Description = "With format: the tool exactly as that LLM API takes it in its tools array."
 	body := openapi3.NewAnyOfSchema(nil...)
@@ -53,6 +44,32 @@ func renderings(doc *openapi3.T) error {
 	body.Extensions = map[string]any{"x-go-type": "CatalogTool"}
 	media.Schema = openapi3.NewSchemaRef("", body)
 	return nil
+}
+
+// renderingShapes are the properties and required ones of each format's
+// rendering, by format name; the formats, their order and descriptions
+// come from services/formats' table.
+var renderingShapes = map[string]struct {
+	properties map[string]*openapi3.Schema
+	required   []string
+}{
+	formats.FormatOpenAI: {map[string]*openapi3.Schema{
+		"type":     openapi3.NewStringSchema().WithEnum("function"),
+		"function": shape("", "", map[string]*openapi3.Schema{"name": openapi3.NewStringSchema()}, "name"),
+	}, []string{"type", "function"}},
+	formats.FormatOpenAIResponses: {map[string]*openapi3.Schema{
+		"type": openapi3.NewStringSchema().WithEnum("function"), "name": openapi3.NewStringSchema(),
+		"parameters": anyObject(), "strict": openapi3.NewBoolSchema(),
+	}, []string{"type", "name", "strict"}},
+	formats.FormatAnthropic: {map[string]*openapi3.Schema{
+		"name": openapi3.NewStringSchema(), "input_schema": anyObject(),
+	}, []string{"name", "input_schema"}},
+	formats.FormatGemini: {map[string]*openapi3.Schema{
+		"name": openapi3.NewStringSchema(), "parametersJsonSchema": anyObject(),
+	}, []string{"name"}},
+	formats.FormatMCP: {map[string]*openapi3.Schema{
+		"name": openapi3.NewStringSchema(), "inputSchema": anyObject(), "annotations": anyObject(),
+	}, []string{"name", "inputSchema"}},
 }
 
 // shape is an object schema titled title with properties, required.

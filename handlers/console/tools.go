@@ -25,15 +25,6 @@ import (
 // consoleToolsPageSize is how many tools a console listing page shows.
 const consoleToolsPageSize = 50
 
-// toolFormatLabels name the LLM APIs of the export formats.
-var toolFormatLabels = map[string]string{
-	formats.FormatOpenAI:          "OpenAI Chat Completions",
-	formats.FormatOpenAIResponses: "OpenAI Responses",
-	formats.FormatAnthropic:       "Anthropic Messages",
-	formats.FormatGemini:          "Gemini function declaration",
-	formats.FormatMCP:             "MCP tool",
-}
-
 // ToolsPage lists the catalog with search, filters and pages.
 func (h *Handler) ToolsPage(c *gin.Context) error {
 	if err := handlers.OnlyQuery(c, "q", "category", "level", "tag", "retired", "offset", "sort"); err != nil {
@@ -151,12 +142,12 @@ func (h *Handler) toolDetail(c *gin.Context) (*views.ToolDetail, error) {
 		return nil, err
 	}
 	if !tool.Retired {
-		for _, f := range formats.Formats {
-			raw, err := h.Registry.Export(ctx, name, f)
+		for _, f := range formats.All() {
+			raw, err := h.Registry.Export(ctx, name, f.Name)
 			if err != nil {
 				return nil, err
 			}
-			d.Exports = append(d.Exports, views.ExportView{Format: f, Label: toolFormatLabels[f], JSON: views.PrettyJSON(string(raw))})
+			d.Exports = append(d.Exports, views.ExportView{Format: f.Name, Label: f.Label, JSON: views.PrettyJSON(string(raw))})
 		}
 	}
 	if d.CanAdmin {

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -39,20 +40,85 @@ const (
 // items false becomes maxItems.
 const Revision = "6"
 
-// Formats lists the LLM formats a tool can be exported in.
-var Formats = []string{FormatOpenAI, FormatOpenAIResponses, FormatAnthropic, FormatGemini, FormatMCP}
+// Format is one export format: the format= value, the LLM API it is
+// for, what one export is, and how a tool is rendered in it.
+type Format struct {
+	Name string
+	// Label names the LLM API, as the console shows it.
+	Label string
+	// Renders says what one export is (the OpenAPI document's word for
+	// each rendering's shape).
+	Renders string
+	// nameRule is the API's rule for a tool's name.
+	nameRule *regexp.Regexp
+	// build makes the tool shape from the definition, its trimmed
+	// description and its parsed parameters.
+	build func(def tooldef.Definition, desc string, schema map[string]any) (any, error)
+}
+
+// table is the one declaration of the export formats, in the order every
+// list shows them: Formats, the console's exports and playground, the
+// OpenAPI enums and the docs' tables derive from it (TestFormatsAgree in
+// web checks the generated and written ones).
+var table = []Format{
+	{Name: FormatOpenAI, Label: "OpenAI Chat Completions", Renders: "A Chat Completions tools[] entry.", nameRule: apiNameRule,
+		build: func(def tooldef.Definition, desc string, schema map[string]any) (any, error) {
+			return newOpenAITool(def.Name, desc, schema), nil
+		}},
+	{Name: FormatOpenAIResponses, Label: "OpenAI Responses", Renders: "A Responses API tools[] entry.", nameRule: apiNameRule,
+		build: func(def tooldef.Definition, desc string, schema map[string]any) (any, error) {
+			return newResponsesTool(def.Name, desc, schema), nil
+		}},
+	{Name: FormatAnthropic, Label: "Anthropic Messages", Renders: "A Messages API tool.", nameRule: apiNameRule,
+		build: func(def tooldef.Definition, desc string, schema map[string]any) (any, error) {
+			return newAnthropicTool(def.Name, desc, schema), nil
+		}},
+	{Name: FormatGemini, Label: "Gemini function declaration", Renders: "A FunctionDeclaration.", nameRule: geminiNameRule,
+		build: func(def tooldef.Definition, desc string, schema map[string]any) (any, error) {
+			return newGeminiFunction(def.Name, desc, schema), nil
+		}},
+	{Name: FormatMCP, Label: "MCP tool", Renders: "A Model Context Protocol Tool.", nameRule: mcpNameRule,
+		build: func(def tooldef.Definition, desc string, schema map[string]any) (any, error) {
+			return newMCPTool(def, desc, schema)
+		}},
+}
+
+// Formats lists the names of the LLM formats a tool can be exported in,
+// in table's order.
+var Formats = func() []string {
+	names := make([]string, len(table))
+	for i, f := range table {
+		names[i] = f.Name
+	}
+	return names
+}()
+
+// All returns the export formats in table's order (a copy: the table
+// stays as declared).
+func All() []Format { return slices.Clone(table) }
+
+// Lookup returns the named format; ok is false for a name not in the
+// table.
+func Lookup(name string) (f Format, ok bool) {
+	i := slices.IndexFunc(table, func(f Format) bool { return f.Name == name })
+	if i < 0 {
+		return Format{}, false
+	}
+	return table[i], true
+}
 
 // Render returns def in the named format, as the JSON object that format's
 // API accepts as one tool.
 func Render(def tooldef.Definition, format string) (json.RawMessage, error) {
-	if !slices.Contains(Formats, format) {
+	f, ok := Lookup(format)
+	if !ok {
 		return nil, UnknownFormat(format)
 	}
 	schema, err := parseParameters(def)
 	if err != nil {
 		return nil, err
 	}
-	return render(def, schema, format)
+	return render(def, schema, f)
 }
 
 // RenderAll renders def in every format (keys are the Formats values). The
@@ -66,13 +132,13 @@ func RenderAll(def tooldef.Definition) (map[string]json.RawMessage, error) {
 	if ps := propertyNameProblems(schema, "/parameters"); len(ps) > 0 {
 		return nil, &models.ValidationError{What: "tool definition", Problems: ps}
 	}
-	out := make(map[string]json.RawMessage, len(Formats))
-	for _, format := range Formats {
-		raw, err := render(def, schema, format)
+	out := make(map[string]json.RawMessage, len(table))
+	for _, f := range table {
+		raw, err := render(def, schema, f)
 		if err != nil {
 			return nil, err
 		}
-		out[format] = raw
+		out[f.Name] = raw
 	}
 	return out, nil
 }
@@ -83,35 +149,19 @@ func UnknownFormat(format string) error {
 	return models.ErrInvalid.Errorf("unknown format %q (want one of %s)", format, strings.Join(Formats, ", "))
 }
 
-// render renders def in format from schema, its parsed parameters;
-// each provider's file builds its tool shape.
-func render(def tooldef.Definition, schema map[string]any, format string) (json.RawMessage, error) {
-	if err := checkName(def.Name, format); err != nil {
-		return nil, err
+// render renders def in f from schema, its parsed parameters; each
+// provider's file builds its tool shape.
+func render(def tooldef.Definition, schema map[string]any, f Format) (json.RawMessage, error) {
+	if !f.nameRule.MatchString(def.Name) {
+		return nil, models.ErrInvalid.Errorf("tool name %q does not fit the %s name rule %s", def.Name, f.Name, f.nameRule)
 	}
-	desc := strings.TrimSpace(def.Description)
-	var tool any
-	switch format {
-	case FormatOpenAI:
-		tool = newOpenAITool(def.Name, desc, schema)
-	case FormatOpenAIResponses:
-		tool = newResponsesTool(def.Name, desc, schema)
-	case FormatAnthropic:
-		tool = newAnthropicTool(def.Name, desc, schema)
-	case FormatGemini:
-		tool = newGeminiFunction(def.Name, desc, schema)
-	case FormatMCP:
-		t, err := newMCPTool(def, desc, schema)
-		if err != nil {
-			return nil, err
-		}
-		tool = t
-	default:
-		return nil, UnknownFormat(format)
+	tool, err := f.build(def, strings.TrimSpace(def.Description), schema)
+	if err != nil {
+		return nil, err
 	}
 	raw, err := marshalCompact(tool)
 	if err != nil {
-		return nil, fmt.Errorf("render tool %q as %s: %w", def.Name, format, err)
+		return nil, fmt.Errorf("render tool %q as %s: %w", def.Name, f.Name, err)
 	}
 	return raw, nil
 }

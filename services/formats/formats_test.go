@@ -1063,7 +1063,7 @@ func TestRenderDoesNotModifyInput(t *testing.T) {
 			t.Fatal(err)
 		}
 		snapshot, _ := marshalCompact(schema)
-		for _, format := range Formats {
+		for _, format := range table {
 			if _, err := render(tc.def, schema, format); err != nil {
 				t.Fatal(err)
 			}

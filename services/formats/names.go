@@ -71,17 +71,3 @@ func propertyNameProblems(node any, ptr string) []models.Problem {
 	}
 	return out
 }
-
-func checkName(name, format string) error {
-	rule := apiNameRule
-	switch format {
-	case FormatGemini:
-		rule = geminiNameRule
-	case FormatMCP:
-		rule = mcpNameRule
-	}
-	if !rule.MatchString(name) {
-		return models.ErrInvalid.Errorf("tool name %q does not fit the %s name rule %s", name, format, rule)
-	}
-	return nil
-}
