@@ -57,30 +57,27 @@ type Format struct {
 }
 
 // table is the one declaration of the export formats, in the order every
-// list shows them: Formats, the console's exports and playground, the
-// OpenAPI enums and the docs' tables derive from it (TestFormatsAgree in
-// web checks the generated and written ones).
+// list shows them. Formats, the console's exports and playground and the
+// OpenAPI document's renderings derive from it; the enums the swag
+// annotations spell out and the docs' tables are checked against it
+// (TestFormatsAgree in web).
 var table = []Format{
-	{Name: FormatOpenAI, Label: "OpenAI Chat Completions", Renders: "A Chat Completions tools[] entry.", nameRule: apiNameRule,
-		build: func(def tooldef.Definition, desc string, schema map[string]any) (any, error) {
-			return newOpenAITool(def.Name, desc, schema), nil
-		}},
-	{Name: FormatOpenAIResponses, Label: "OpenAI Responses", Renders: "A Responses API tools[] entry.", nameRule: apiNameRule,
-		build: func(def tooldef.Definition, desc string, schema map[string]any) (any, error) {
-			return newResponsesTool(def.Name, desc, schema), nil
-		}},
-	{Name: FormatAnthropic, Label: "Anthropic Messages", Renders: "A Messages API tool.", nameRule: apiNameRule,
-		build: func(def tooldef.Definition, desc string, schema map[string]any) (any, error) {
-			return newAnthropicTool(def.Name, desc, schema), nil
-		}},
-	{Name: FormatGemini, Label: "Gemini function declaration", Renders: "A FunctionDeclaration.", nameRule: geminiNameRule,
-		build: func(def tooldef.Definition, desc string, schema map[string]any) (any, error) {
-			return newGeminiFunction(def.Name, desc, schema), nil
-		}},
+	{Name: FormatOpenAI, Label: "OpenAI Chat Completions", Renders: "A Chat Completions tools[] entry.", nameRule: apiNameRule, build: byName(newOpenAITool)},
+	{Name: FormatOpenAIResponses, Label: "OpenAI Responses", Renders: "A Responses API tools[] entry.", nameRule: apiNameRule, build: byName(newResponsesTool)},
+	{Name: FormatAnthropic, Label: "Anthropic Messages", Renders: "A Messages API tool.", nameRule: apiNameRule, build: byName(newAnthropicTool)},
+	{Name: FormatGemini, Label: "Gemini function declaration", Renders: "A FunctionDeclaration.", nameRule: geminiNameRule, build: byName(newGeminiFunction)},
 	{Name: FormatMCP, Label: "MCP tool", Renders: "A Model Context Protocol Tool.", nameRule: mcpNameRule,
 		build: func(def tooldef.Definition, desc string, schema map[string]any) (any, error) {
 			return newMCPTool(def, desc, schema)
 		}},
+}
+
+// byName adapts a renderer that needs only the tool's name, description
+// and schema, and cannot fail, to Format.build.
+func byName[T any](build func(name, desc string, schema map[string]any) T) func(tooldef.Definition, string, map[string]any) (any, error) {
+	return func(def tooldef.Definition, desc string, schema map[string]any) (any, error) {
+		return build(def.Name, desc, schema), nil
+	}
 }
 
 // Formats lists the names of the LLM formats a tool can be exported in,
