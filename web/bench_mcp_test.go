@@ -153,10 +153,15 @@ var mcpBenchCatalogs = []int{0, 300}
 // through REST POST /api/v1/calls and through /mcp tools/call, loaded by
 // the same clients (benchClients) in alternating slices of 250 ms (one
 // pair per iteration), per protocol version — stateless (2026-07-28: every
-// request stands alone) and session (2025-11-25: one initialize, then the
-// session's id on every request) — and per catalog size (the 8 built-in
-// tools, and 300 more). It reports each side's req/s and CPU per request,
-// and mcp/rest.
+// request stands alone) and session (2025-11-25: each client initializes
+// its own session, then names it on every request) — and per catalog size
+// (the 8 built-in tools, and 300 more). It reports each side's req/s and
+// CPU per request, and mcp/rest.
+//
+// Each client holds its own session because real MCP clients do (a session
+// is one client's connection), and because the go-sdk handles one
+// session's requests through one jsonrpc2 connection: sixteen clients in
+// one session measure that connection's contention, not a server's load.
 func BenchmarkMCPVsREST(b *testing.B) {
 	apps := map[int]*httptest.Server{}
 	keys := map[int]string{}
@@ -190,9 +195,12 @@ func BenchmarkMCPVsREST(b *testing.B) {
 				if status, body := rest(http.DefaultClient, readBody); status != 200 || !strings.Contains(body, `"cached":true`) {
 					b.Fatalf("file_read is not a cache hit: %d %s", status, body)
 				}
-				peer := newMCPPeer(b, srv, key, version == "stateless")
-				if ok, answer := peer.callFileRead(http.DefaultClient); !ok {
-					b.Fatalf("mcp file_read: %s", answer)
+				peers := make([]*mcpPeer, benchClients())
+				for i := range peers {
+					peers[i] = newMCPPeer(b, srv, key, version == "stateless")
+					if ok, answer := peers[i].callFileRead(http.DefaultClient); !ok {
+						b.Fatalf("mcp file_read: %s", answer)
+					}
 				}
 				var restSide, mcpSide loadSide
 				for b.Loop() {
@@ -201,8 +209,8 @@ func BenchmarkMCPVsREST(b *testing.B) {
 							b.Errorf("rest: %d %s", status, body)
 						}
 					})
-					mcpSide.load(func(c *http.Client) {
-						if ok, answer := peer.callFileRead(c); !ok {
+					mcpSide.loadEach(func(i int, c *http.Client) {
+						if ok, answer := peers[i].callFileRead(c); !ok {
 							b.Errorf("mcp: %s", answer)
 						}
 					})
@@ -243,16 +251,21 @@ type loadSide struct {
 
 // load runs do from benchClients keep-alive clients for 250 ms.
 func (s *loadSide) load(do func(*http.Client)) {
+	s.loadEach(func(_ int, c *http.Client) { do(c) })
+}
+
+// loadEach is load telling do which client (0 to benchClients()-1) sends.
+func (s *loadSide) loadEach(do func(client int, c *http.Client)) {
 	var n atomic.Int64
 	var wg sync.WaitGroup
 	start, cpu := time.Now(), cpuTime()
 	deadline := start.Add(250 * time.Millisecond)
-	for range benchClients() {
+	for i := range benchClients() {
 		wg.Go(func() {
 			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
 			defer client.CloseIdleConnections()
 			for time.Now().Before(deadline) {
-				do(client)
+				do(i, client)
 				n.Add(1)
 			}
 		})
@@ -344,6 +357,11 @@ func BenchmarkMCPCallServer(b *testing.B) {
 			cpu := cpuTime()
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
+				peer := peer // each goroutine a client of its own, in its own session
+				if version == "session" {
+					peer = newMCPPeer(b, srv, key, false)
+					peer.url = web.MCPPath
+				}
 				for pb.Next() {
 					if ok, answer := peer.callFileRead(inProcess); !ok {
 						b.Errorf("mcp file_read: %s", answer)
