@@ -2,9 +2,11 @@ package web_test
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -162,35 +164,39 @@ func TestMCPStatelessAsSDK(t *testing.T) {
 	}
 }
 
-// TestMCPStatelessSeesChanges: a stateless request acts on the catalog
-// and the grants as they are when it arrives, as an attacker would test
-// it: a revoked grant, a retired tool, a new tool and a disabled principal
-// each show at the very next request, and two principals asking in turn
-// each get their own list.
+// TestMCPStatelessSeesChanges: a request acts on the catalog and the
+// grants as they are when it arrives, as an attacker would test it: a
+// revoked grant, a retired tool, a new tool and a disabled principal each
+// show at the very next request, on the first page and on a page a cursor
+// starts (tools/list keeps decoded pages: mcpserver's listCache), and two
+// principals asking in turn each get their own list. In both protocol
+// versions: stateless, and in a session opened before the changes.
 func TestMCPStatelessSeesChanges(t *testing.T) {
 	t.Parallel()
+	for _, version := range []string{"stateless", "session"} {
+		t.Run(version, func(t *testing.T) {
+			t.Parallel()
+			mcpSeesChanges(t, version == "stateless")
+		})
+	}
+}
+
+func mcpSeesChanges(t *testing.T, stateless bool) {
 	app := newTestApp(t)
 	srv := httptest.NewServer(app.handler)
 	t.Cleanup(srv.Close)
-	agent, admin := newMCPPeer(t, srv, app.keys["agent"], true), newMCPPeer(t, srv, app.keys["admin"], true)
+	agent, admin := newMCPPeer(t, srv, app.keys["agent"], stateless), newMCPPeer(t, srv, app.keys["admin"], stateless)
+	// A cursor is the name the page starts after: "f" starts a page at
+	// file_list, "s" at say.
 	names := func(p *mcpPeer) map[string]bool {
 		t.Helper()
-		status, _, raw := p.post(http.DefaultClient, "tools/list", "", "")
-		var msg struct {
-			Result struct {
-				Tools []struct {
-					Name string `json:"name"`
-				} `json:"tools"`
-			} `json:"result"`
-		}
-		if err := json.Unmarshal(rpcResult(raw), &msg); status != 200 || err != nil {
-			t.Fatalf("tools/list: %d %v %s", status, err, raw)
-		}
-		out := map[string]bool{}
-		for _, tool := range msg.Result.Tools {
-			out[tool.Name] = true
-		}
-		return out
+		got := pageNames(t, p, "")
+		maps.Copy(got, pageNames(t, p, base64.RawURLEncoding.EncodeToString([]byte("f"))))
+		return got
+	}
+	onPage := func(p *mcpPeer, after, name string) bool {
+		t.Helper()
+		return pageNames(t, p, base64.RawURLEncoding.EncodeToString([]byte(after)))[name]
 	}
 	call := func(p *mcpPeer, tool, args string) string {
 		t.Helper()
@@ -206,14 +212,14 @@ func TestMCPStatelessSeesChanges(t *testing.T) {
 	}
 
 	grant("filesystem", "shell")
-	if got := names(agent); !got["file_list"] {
+	if got := names(agent); !got["file_list"] || !onPage(agent, "f", "file_list") {
 		t.Fatalf("granted filesystem, listed %v", got)
 	}
 	if got := call(agent, "file_list", `{}`); strings.Contains(got, `"isError":true`) {
 		t.Fatalf("granted file_list: %s", got)
 	}
 	grant("shell") // revoked: filesystem
-	if got := names(agent); got["file_list"] {
+	if got := names(agent); got["file_list"] || onPage(agent, "f", "file_list") {
 		t.Errorf("revoked filesystem, still listed: %v", got)
 	}
 	if got := call(agent, "file_list", `{}`); !strings.Contains(got, "PERMISSION_DENIED") {
@@ -221,23 +227,23 @@ func TestMCPStatelessSeesChanges(t *testing.T) {
 	}
 	// The admin, asking in between, lists every tool; the agent's list
 	// stays its own.
-	if got := names(admin); !got["file_list"] {
+	if got := names(admin); !got["file_list"] || !onPage(admin, "f", "file_list") {
 		t.Errorf("admin's list %v", got)
 	}
-	if got := names(agent); got["file_list"] {
+	if got := names(agent); got["file_list"] || onPage(agent, "f", "file_list") {
 		t.Errorf("after the admin's list, the agent's holds file_list: %v", got)
 	}
 
 	if r := app.do(t, "admin", "POST", "/api/v1/tools", sayTool()); r.Status != 201 {
 		t.Fatalf("register: %d %s", r.Status, r.Body)
 	}
-	if !names(agent)["say"] || !names(admin)["say"] {
+	if !names(agent)["say"] || !names(admin)["say"] || !onPage(admin, "s", "say") {
 		t.Errorf("a tool registered is not listed at the next request")
 	}
 	if r := app.do(t, "admin", "DELETE", "/api/v1/tools/say", nil); r.Status != 204 {
 		t.Fatalf("retire: %d %s", r.Status, r.Body)
 	}
-	if names(agent)["say"] || names(admin)["say"] {
+	if names(agent)["say"] || names(admin)["say"] || onPage(admin, "s", "say") {
 		t.Errorf("a retired tool is still listed")
 	}
 	if got := call(agent, "say", `{"text":"hi"}`); !strings.Contains(got, `"isError":true`) {
@@ -253,4 +259,30 @@ func TestMCPStatelessSeesChanges(t *testing.T) {
 	if status, _, raw := agent.post(http.DefaultClient, "tools/call", "file_list", `{"name":"file_list","arguments":{}}`); status != 401 {
 		t.Errorf("a disabled principal called: %d %s", status, raw)
 	}
+}
+
+// pageNames lists the page of tools/list cursor starts ("" the first) as
+// p, by name.
+func pageNames(t *testing.T, p *mcpPeer, cursor string) map[string]bool {
+	t.Helper()
+	params := ""
+	if cursor != "" {
+		params = `{"cursor":"` + cursor + `"}`
+	}
+	status, _, raw := p.post(http.DefaultClient, "tools/list", "", params)
+	var msg struct {
+		Result struct {
+			Tools []struct {
+				Name string `json:"name"`
+			} `json:"tools"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal(rpcResult(raw), &msg); status != 200 || err != nil {
+		t.Fatalf("tools/list: %d %v %s", status, err, raw)
+	}
+	out := map[string]bool{}
+	for _, tool := range msg.Result.Tools {
+		out[tool.Name] = true
+	}
+	return out
 }

@@ -101,6 +101,8 @@ type Server struct {
 	// sessions are the open MCP sessions, their owners and what keeps
 	// them busy (sessions.go).
 	sessions sessionUses
+	// pages are tools/list's decoded pages (listcache.go).
+	pages *listCache
 }
 
 // Deps are what the MCP server is built from.
@@ -120,7 +122,7 @@ type Deps struct {
 // New returns the MCP server of Toolbelt.
 func New(d Deps) *Server {
 	s := &Server{selector: d.Selector, invoker: d.Invoker, log: d.Log, waits: d.Waits, builtins: builtinTools(),
-		closing: make(chan struct{}), followFor: FollowFor, progressEvery: ProgressEvery}
+		pages: newListCache(), closing: make(chan struct{}), followFor: FollowFor, progressEvery: ProgressEvery}
 	s.impl = &mcp.Implementation{Name: "toolbelt", Title: "Toolbelt", Version: d.Version}
 	s.mcp = mcp.NewServer(s.impl, &mcp.ServerOptions{
 		Instructions: "Toolbelt runs tools for you. Call " + SearchToolsName + " with your task to find the tools that fit it " +
@@ -320,12 +322,34 @@ func (s *Server) list(ctx context.Context, p *models.Principal, cursor string) (
 		}
 		after = string(raw)
 	}
-	page, next, err := s.selector.Callable(ctx, p, formats.FormatMCP, after, PageSize)
+	page, err := s.page(ctx, p, after)
 	if err != nil {
 		s.log.ErrorContext(ctx, "mcp tools/list", "err", err)
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "internal error"}
 	}
-	for _, raw := range page {
+	res.Tools = append(res.Tools, page.tools...)
+	if page.next != "" {
+		res.NextCursor = base64.RawURLEncoding.EncodeToString([]byte(page.next))
+	}
+	return res, nil
+}
+
+// page is the catalog's page of p's tools after the name after: kept
+// (listCache) when p's key is the same before and after reading it.
+func (s *Server) page(ctx context.Context, p *models.Principal, after string) (listPage, error) {
+	key, err := s.selector.CallableKey(ctx, p)
+	if err != nil {
+		return listPage{}, err
+	}
+	if page, ok := s.pages.get(pageKey{key, after}); ok {
+		return page, nil
+	}
+	raws, next, err := s.selector.Callable(ctx, p, formats.FormatMCP, after, PageSize)
+	if err != nil {
+		return listPage{}, err
+	}
+	page := listPage{tools: make([]*mcp.Tool, 0, len(raws)), next: next}
+	for _, raw := range raws {
 		t, err := storedTool(raw)
 		if err != nil {
 			s.log.ErrorContext(ctx, "mcp tools/list: decode stored rendering", "err", err)
@@ -334,12 +358,12 @@ func (s *Server) list(ctx context.Context, p *models.Principal, cursor string) (
 		if t.Name == SearchToolsName || t.Name == CallResultName {
 			continue
 		}
-		res.Tools = append(res.Tools, t)
+		page.tools = append(page.tools, t)
 	}
-	if next != "" {
-		res.NextCursor = base64.RawURLEncoding.EncodeToString([]byte(next))
+	if now, err := s.selector.CallableKey(ctx, p); err == nil && now == key {
+		s.pages.put(pageKey{key, after}, page)
 	}
-	return res, nil
+	return page, nil
 }
 
 // storedTool decodes a tool's stored MCP rendering, its schemas kept as
