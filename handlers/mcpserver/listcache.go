@@ -1,6 +1,7 @@
 package mcpserver
 
 import (
+	"encoding/json"
 	"sync"
 
 	lru "github.com/hashicorp/golang-lru/v2"
@@ -20,6 +21,21 @@ const listPages = 64
 type listPage struct {
 	tools []*mcp.Tool
 	next  string
+	// stateless is the page's whole answer to a stateless tools/list,
+	// encoded once (ServeStateless writes it as it is).
+	stateless *encodedOnce
+}
+
+// encodedOnce is a result encoded by the first answer that needs it.
+type encodedOnce struct {
+	once sync.Once
+	raw  json.RawMessage
+	err  error
+}
+
+func (e *encodedOnce) get(encode func() (json.RawMessage, error)) (json.RawMessage, error) {
+	e.once.Do(func() { e.raw, e.err = encode() })
+	return e.raw, e.err
 }
 
 // pageKey names a page: what the caller sees (selection.CallableKey) and

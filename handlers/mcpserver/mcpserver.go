@@ -309,6 +309,12 @@ func sessionName(mcpID string) string {
 // the catalog the caller may call, in name order. The cursor is the last
 // name of the previous page.
 func (s *Server) list(ctx context.Context, p *models.Principal, cursor string) (*mcp.ListToolsResult, error) {
+	res, _, err := s.listPage(ctx, p, cursor)
+	return res, err
+}
+
+// listPage is list with the catalog page it answers from.
+func (s *Server) listPage(ctx context.Context, p *models.Principal, cursor string) (*mcp.ListToolsResult, listPage, error) {
 	after := ""
 	// Each principal lists the tools it may call: only its own client may
 	// keep the list (cacheScope private, which 2026-07-28 requires).
@@ -318,20 +324,20 @@ func (s *Server) list(ctx context.Context, p *models.Principal, cursor string) (
 	} else {
 		raw, err := base64.RawURLEncoding.DecodeString(cursor)
 		if err != nil || len(raw) == 0 {
-			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "invalid cursor; list again from the start"}
+			return nil, listPage{}, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "invalid cursor; list again from the start"}
 		}
 		after = string(raw)
 	}
 	page, err := s.page(ctx, p, after)
 	if err != nil {
 		s.log.ErrorContext(ctx, "mcp tools/list", "err", err)
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "internal error"}
+		return nil, listPage{}, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "internal error"}
 	}
 	res.Tools = append(res.Tools, page.tools...)
 	if page.next != "" {
 		res.NextCursor = base64.RawURLEncoding.EncodeToString([]byte(page.next))
 	}
-	return res, nil
+	return res, page, nil
 }
 
 // page is the catalog's page of p's tools after the name after: kept
@@ -348,7 +354,7 @@ func (s *Server) page(ctx context.Context, p *models.Principal, after string) (l
 	if err != nil {
 		return listPage{}, err
 	}
-	page := listPage{tools: make([]*mcp.Tool, 0, len(raws)), next: next}
+	page := listPage{tools: make([]*mcp.Tool, 0, len(raws)), next: next, stateless: &encodedOnce{}}
 	for _, raw := range raws {
 		t, err := storedTool(raw)
 		if err != nil {

@@ -75,11 +75,19 @@ func (s *Server) ServeStateless(w http.ResponseWriter, r *http.Request, p *model
 	var result mcp.Result
 	switch call.method {
 	case "tools/list":
-		var res *mcp.ListToolsResult
-		if res, err = s.list(ctx, p, call.cursor); err == nil {
-			res.ResultType = "complete"
-			result = res
+		// A page's answer is the same for every request that lists it
+		// (the page is kept under what it depends on): encoded once.
+		res, page, err := s.listPage(ctx, p, call.cursor)
+		var raw json.RawMessage
+		if err == nil {
+			raw, err = page.stateless.get(func() (json.RawMessage, error) {
+				res.ResultType = "complete"
+				s.signed(res)
+				return marshalResult(res)
+			})
 		}
+		s.write(ctx, w, call.id, raw, err)
+		return true
 	case "tools/call":
 		var res *mcp.CallToolResult
 		if res, err = s.callTool(ctx, p, subjectToken, r.Header, nil, call.opens, call.params); err == nil {
@@ -111,8 +119,21 @@ func (s *Server) signed(res mcp.Result) {
 // transport does: an event stream of one message, or, for the errors the
 // protocol gives an HTTP status, that status and the bare message.
 func (s *Server) answer(ctx context.Context, w http.ResponseWriter, id jsonrpc.ID, result mcp.Result, err error) {
-	resp := &jsonrpc.Response{ID: id}
+	var raw json.RawMessage
+	if err == nil {
+		if raw, err = marshalResult(result); err != nil {
+			s.log.ErrorContext(ctx, "mcp stateless answer", "err", err)
+			err = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
+		}
+	}
+	s.write(ctx, w, id, raw, err)
+}
+
+// write is answer with the result encoded (raw) or the error.
+func (s *Server) write(ctx context.Context, w http.ResponseWriter, id jsonrpc.ID, raw json.RawMessage, err error) {
+	resp := &jsonrpc.Response{ID: id, Result: raw}
 	if err != nil {
+		resp.Result = nil
 		rpc, ok := err.(*jsonrpc.Error)
 		if !ok { // as the SDK's wire: the message said, a wrapped code kept
 			rpc = &jsonrpc.Error{Message: err.Error()}
@@ -122,9 +143,6 @@ func (s *Server) answer(ctx context.Context, w http.ResponseWriter, id jsonrpc.I
 			}
 		}
 		resp.Error = rpc
-	} else if resp.Result, err = marshalResult(result); err != nil {
-		s.log.ErrorContext(ctx, "mcp stateless answer", "err", err)
-		resp.Error = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
 	}
 	data, err := jsonrpc.EncodeMessage(resp)
 	if err != nil {
