@@ -3,10 +3,12 @@ package access
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
 	"toolbelt/internal/dbtest"
+	"toolbelt/internal/poll"
 	"toolbelt/models"
 )
 
@@ -124,17 +126,10 @@ func TestKeysOutlastAnOutageWithinTheGrace(t *testing.T) {
 		t.Fatal(err)
 	}
 	restarted = true
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	poll.Until(t, 30*time.Second, "the database back, the key accepted", func() (bool, string) {
 		_, _, err := acc.Authenticate(ctx, "test", keys["kept"])
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the database back, the key is still refused: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return err == nil, fmt.Sprint(err)
+	})
 	if since, refusing := outage.Refusing(acc.now()); refusing || !since.IsZero() {
 		t.Errorf("the database back: Refusing = %v, %v", since, refusing)
 	}

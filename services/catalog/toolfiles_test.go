@@ -3,6 +3,7 @@ package catalog
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"toolbelt/internal/poll"
 	"toolbelt/models"
 	"toolbelt/models/modelstest"
 )
@@ -56,12 +58,9 @@ func TestToolFilesWatched(t *testing.T) {
 	within := func(what string, ok func() bool) {
 		t.Helper()
 		start := time.Now()
-		for !ok() {
-			if time.Since(start) > 10*time.Second {
-				t.Fatalf("%s: not applied (problems %v)", what, tf.Problems())
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		poll.Until(t, 10*time.Second, what+" applied", func() (bool, string) {
+			return ok(), fmt.Sprintf("problems %v", tf.Problems())
+		})
 		t.Logf("%s: %v", what, time.Since(start).Round(time.Millisecond))
 	}
 	version := func() string {
@@ -236,14 +235,10 @@ func TestToolFilesWrittenBeforeWatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	go func() { _ = tf.Watch(ctx) }()
-	for start := time.Now(); ; time.Sleep(20 * time.Millisecond) {
-		if _, err := reg.Get(ctx, "note_words"); err == nil {
-			break
-		}
-		if time.Since(start) > 10*time.Second {
-			t.Fatalf("a file written before the watch began was never applied (problems %v)", tf.Problems())
-		}
-	}
+	poll.Until(t, 10*time.Second, "a file written before the watch began applied", func() (bool, string) {
+		_, err := reg.Get(ctx, "note_words")
+		return err == nil, fmt.Sprintf("%v (problems %v)", err, tf.Problems())
+	})
 }
 
 // quiet discards the logs of the services under test.

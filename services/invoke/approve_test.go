@@ -4,12 +4,14 @@ import (
 	"context"
 	"database/sql/driver"
 	"encoding/json"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"gorm.io/gorm"
 
+	"toolbelt/internal/poll"
 	"toolbelt/models"
 	"toolbelt/services/access"
 	"toolbelt/services/catalog"
@@ -92,15 +94,10 @@ func TestApprovedCallOutlastsADatabaseBlip(t *testing.T) {
 
 	inv.runLater(parked.CallID, ids["approval_id"])
 	var rec *models.Call
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	poll.Until(t, 30*time.Second, "the approved call ended", func() (bool, string) {
 		rec, err = store.CallByID(ctx, parked.CallID)
-		if err == nil && rec.Status != models.StatusQueued && rec.Status != models.StatusRunning {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the approved call has not ended: %+v %v", rec, err)
-		}
-	}
+		return err == nil && rec.Status != models.StatusQueued && rec.Status != models.StatusRunning, fmt.Sprintf("%+v %v", rec, err)
+	})
 	if rec.Status != models.StatusSucceeded {
 		t.Fatalf("the approved call ended %s %s: %s", rec.Status, rec.ErrorCode, rec.Result)
 	}

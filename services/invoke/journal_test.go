@@ -14,6 +14,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"toolbelt/internal/poll"
 	"toolbelt/models"
 	"toolbelt/models/modelstest"
 )
@@ -66,14 +67,10 @@ func TestJournalReplay(t *testing.T) {
 	r.journal.mu.Lock()
 	freshSeg := r.journal.path(r.journal.seq)
 	r.journal.mu.Unlock()
-	for start := time.Now(); ; time.Sleep(50 * time.Millisecond) {
-		if _, err := os.Stat(freshSeg); os.IsNotExist(err) {
-			break // retired
-		}
-		if time.Since(start) > 10*time.Second {
-			t.Fatal("the new run's segment was not retired")
-		}
-	}
+	poll.True(t, 10*time.Second, "the new run's segment retired", func() bool {
+		_, err := os.Stat(freshSeg)
+		return os.IsNotExist(err)
+	})
 	if _, err := os.Stat(first.path(first.seq)); err != nil {
 		t.Fatalf("the new run retired the old run's segment: %v", err)
 	}
@@ -118,23 +115,10 @@ func TestJournalRetires(t *testing.T) {
 	if raw, _ := os.ReadFile(seg); len(raw) == 0 {
 		t.Fatal("the record was not journaled")
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		files, _ := filepath.Glob(filepath.Join(dir, "journal", "*.jsonl"))
-		nonEmpty := 0
-		for _, f := range files {
-			if st, err := os.Stat(f); err == nil && st.Size() > 0 {
-				nonEmpty++
-			}
-		}
-		if nonEmpty == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("journal segments not retired: %v", files)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	poll.Until(t, 10*time.Second, "the journal segments retired", func() (bool, string) {
+		left := nonEmptySegments(dir)
+		return len(left) == 0, fmt.Sprintf("left %v", left)
+	})
 	if _, err := store.CallByID(ctx, "x"); err != nil {
 		t.Fatal(err)
 	}
@@ -230,4 +214,17 @@ func runRecorder(t *testing.T, r *callRecorder) {
 	for !r.batch.Running() {
 		runtime.Gosched()
 	}
+}
+
+// nonEmptySegments lists the journal segments under dir that still hold
+// records.
+func nonEmptySegments(dir string) []string {
+	files, _ := filepath.Glob(filepath.Join(dir, "journal", "*.jsonl"))
+	var left []string
+	for _, f := range files {
+		if st, err := os.Stat(f); err == nil && st.Size() > 0 {
+			left = append(left, f)
+		}
+	}
+	return left
 }

@@ -3,12 +3,14 @@ package invoke
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"toolbelt/internal/poll"
 	"toolbelt/models"
 	"toolbelt/models/modelstest"
 )
@@ -61,37 +63,20 @@ func TestRecordsSpoolWhileTheDatabaseIsDown(t *testing.T) {
 	}
 
 	down.Store(false)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		got, err := store.CallByID(ctx, "spooled")
-		if err == nil {
-			if got.Status != models.StatusSucceeded || got.Result != `{"ok":true}` {
-				t.Fatalf("the spooled record was written as %+v", got)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the spooled record was not written once the database took writes again")
-		}
-		time.Sleep(20 * time.Millisecond)
+	var got *models.Call
+	poll.Until(t, 10*time.Second, "the spooled record written once the database took writes again", func() (bool, string) {
+		var err error
+		got, err = store.CallByID(ctx, "spooled")
+		return err == nil, fmt.Sprint(err)
+	})
+	if got.Status != models.StatusSucceeded || got.Result != `{"ok":true}` {
+		t.Fatalf("the spooled record was written as %+v", got)
 	}
 	// Its segments retire once nothing is spooled any more.
-	for {
-		left := 0
-		segs, _ := filepath.Glob(filepath.Join(dir, "journal", "*.jsonl"))
-		for _, s := range segs {
-			if st, err := os.Stat(s); err == nil && st.Size() > 0 {
-				left++
-			}
-		}
-		if left == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d spool segments left after the backlog was written", left)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	poll.Until(t, 10*time.Second, "the spool segments retired after the backlog was written", func() (bool, string) {
+		left := nonEmptySegments(dir)
+		return len(left) == 0, fmt.Sprintf("left %v", left)
+	})
 }
 
 // With the database down and no journal to spool to, the record is not

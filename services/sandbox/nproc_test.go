@@ -2,12 +2,15 @@ package sandbox
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
+
+	"toolbelt/internal/poll"
 )
 
 func TestStatusIDs(t *testing.T) {
@@ -106,16 +109,10 @@ time.sleep(30)`
 				res, _ := s.Run(ctx, Spec{Argv: []string{"python3", "-c", hog}, Dir: dir, Limits: Limits{Procs: procs}})
 				done <- res
 			}()
-			for {
-				if _, err := os.Stat(filepath.Join(dir, "hog-full")); err == nil {
-					break
-				}
-				if time.Since(start) > 20*time.Second {
-					t.Fatalf("the hog was never refused a fork: %d processes, its uid %d tasks (%d before)",
-						countProcs("python3", "-c", hog), tasksOf(uid), before)
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
+			poll.Until(t, 20*time.Second, "the hog refused a fork", func() (bool, string) {
+				_, err := os.Stat(filepath.Join(dir, "hog-full"))
+				return err == nil, fmt.Sprintf("%d processes, its uid %d tasks (%d before)", countProcs("python3", "-c", hog), tasksOf(uid), before)
+			})
 			res := run(t, s, 20*time.Second, Spec{Argv: []string{"sh", "-c", "(echo forked) & wait"}, Dir: workDir(t, s), Limits: Limits{Procs: procs}})
 			if res.ExitCode != 0 || !strings.Contains(string(res.Stdout), "forked") {
 				t.Errorf("a run beside a full one: exit %d, limit %q, stderr %q", res.ExitCode, res.Limit, res.Stderr)

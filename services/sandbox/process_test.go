@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"toolbelt/internal/poll"
 )
 
 // mcpServerEnv makes the test binary an MCP server on stdio (see init): a
@@ -206,18 +208,13 @@ while :; do sleep 4103; done`
 			if got := readLine(t, bufio.NewReader(p.Stdout)); got != "ready" {
 				t.Fatalf("stdout %q", got)
 			}
-			var procs map[int]string
-			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-				if countProcs("sleep", "4101") == 1 && countProcs("sleep", "4102") == 1 && countProcs("sleep", "4103") == 1 {
-					procs = map[int]string{}
-					for _, pid := range tree(p.l.cmd.Process.Pid) {
-						procs[pid] = procStart(pid)
-					}
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatal("the sleeps did not start")
-				}
+			poll.Until(t, 10*time.Second, "the three sleeps started", func() (bool, string) {
+				n := []int{countProcs("sleep", "4101"), countProcs("sleep", "4102"), countProcs("sleep", "4103")}
+				return n[0] == 1 && n[1] == 1 && n[2] == 1, fmt.Sprintf("sleeps running %v", n)
+			})
+			procs := map[int]string{}
+			for _, pid := range tree(p.l.cmd.Process.Pid) {
+				procs[pid] = procStart(pid)
 			}
 			begin := time.Now()
 			const grace = 200 * time.Millisecond
@@ -332,8 +329,8 @@ for l in sys.stdin:
 				r := bufio.NewReader(p.Stdout)
 				fmt.Fprintln(p.Stdin, "connect")
 				got := readLine(t, r)
-				for deadline := time.Now().Add(5 * time.Second); network && accepted.Load() == before && time.Now().Before(deadline); {
-					time.Sleep(10 * time.Millisecond)
+				if network {
+					poll.True(t, 10*time.Second, "the host's listener counted the connection", func() bool { return accepted.Load() != before })
 				}
 				if reached := accepted.Load() != before; reached != network || strings.HasPrefix(got, "connected") != network {
 					t.Errorf("network %v: %q, connections seen %d", network, got, accepted.Load()-before)
@@ -419,11 +416,10 @@ func TestStartStderrTail(t *testing.T) {
 			}
 			// exec's goroutine copies stderr: "end" may come a moment later.
 			var tail []byte
-			for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-				if tail = p.StderrTail(); strings.HasSuffix(string(tail), "end\n") {
-					break
-				}
-			}
+			poll.Until(t, 10*time.Second, "stderr's tail ends \"end\"", func() (bool, string) {
+				tail = p.StderrTail()
+				return strings.HasSuffix(string(tail), "end\n"), fmt.Sprintf("%d bytes ending %q", len(tail), tail[max(0, len(tail)-20):])
+			})
 			if len(tail) != StderrTail || strings.Trim(string(tail), "x") != "end\n" {
 				t.Fatalf("stderr tail of %d bytes ending %q", len(tail), tail[max(0, len(tail)-20):])
 			}
@@ -437,7 +433,7 @@ func TestStopFloodingProcess(t *testing.T) {
 	for name, s := range backends(t) {
 		t.Run(name, func(t *testing.T) {
 			p := start(t, t.Context(), s, Spec{Argv: []string{"sh", "-c", "trap '' TERM; yes stderr >&2 & yes stdout"}, Dir: workDir(t, s)})
-			time.Sleep(300 * time.Millisecond)
+			poll.True(t, 10*time.Second, "the flood under way (its stderr read)", func() bool { return len(p.StderrTail()) > 0 })
 			done := make(chan *Exit)
 			go func() { done <- p.Stop(100 * time.Millisecond) }()
 			select {
@@ -477,12 +473,13 @@ func TestStopReleasesEverything(t *testing.T) {
 				}
 				p.Stop(time.Second)
 			}
-			for deadline := time.Now().Add(10 * time.Second); runtime.NumGoroutine() > goroutines || openFDs(t) > fds; time.Sleep(10 * time.Millisecond) {
-				if time.Now().After(deadline) {
-					buf := make([]byte, 1<<20)
-					t.Fatalf("%d goroutines (%d before), %d descriptors (%d before):\n%s", runtime.NumGoroutine(), goroutines, openFDs(t), fds, buf[:runtime.Stack(buf, true)])
+			poll.Until(t, 10*time.Second, "goroutines and descriptors back to before", func() (bool, string) {
+				if runtime.NumGoroutine() <= goroutines && openFDs(t) <= fds {
+					return true, ""
 				}
-			}
+				buf := make([]byte, 1<<20)
+				return false, fmt.Sprintf("%d goroutines (%d before), %d descriptors (%d before):\n%s", runtime.NumGoroutine(), goroutines, openFDs(t), fds, buf[:runtime.Stack(buf, true)])
+			})
 			for _, g := range groups {
 				if _, err := os.Stat(g); !errors.Is(err, os.ErrNotExist) {
 					t.Errorf("cgroup %s left behind: %v", g, err)

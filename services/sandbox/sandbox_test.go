@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"toolbelt/internal/poll"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -174,8 +176,8 @@ func TestNetworkIsolation(t *testing.T) {
 			res = run(t, s, 20*time.Second, Spec{Argv: []string{"python3", "-c", connect}, Dir: dir, Network: true})
 			// The listener counts the connection on its own goroutine, which
 			// may run after the program has already exited.
-			for deadline := time.Now().Add(5 * time.Second); accepted.Load() != before+1 && time.Now().Before(deadline); {
-				time.Sleep(10 * time.Millisecond)
+			if res.ExitCode == 0 {
+				poll.True(t, 10*time.Second, "the host's listener counted the connection", func() bool { return accepted.Load() == before+1 })
 			}
 			if res.ExitCode != 0 || accepted.Load() != before+1 {
 				t.Fatalf("with network: exit %d, stderr %q, connections seen %d", res.ExitCode, res.Stderr, accepted.Load()-before)
@@ -278,12 +280,10 @@ func countProcs(argv ...string) int {
 // processes asynchronously.
 func waitGone(t *testing.T, since time.Time, count func() int) {
 	t.Helper()
-	for count() > 0 {
-		if time.Since(since) > 30*time.Second {
-			t.Fatalf("%d processes outlived the sandbox", count())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	poll.Until(t, 30*time.Second-time.Since(since), "the sandbox's processes gone", func() (bool, string) {
+		n := count()
+		return n == 0, fmt.Sprintf("%d processes outlived the sandbox", n)
+	})
 }
 
 // A relative work root (the default data directory is ./data) is prepared

@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"toolbelt/internal/poll"
 	"toolbelt/models"
 	"toolbelt/models/modelstest"
 	"toolbelt/services/catalog"
@@ -267,12 +268,10 @@ func TestStdioEgress(t *testing.T) {
 		t.Fatalf("the proxy's directories: %v", ours)
 	}
 	pipe.Writer.Close()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if _, err := os.Stat(ours[0]); os.IsNotExist(err) {
-			return
-		}
-	}
-	t.Errorf("the proxy's socket outlived the process: %s", ours[0])
+	poll.True(t, 10*time.Second, "the proxy's socket directory removed with the process "+ours[0], func() bool {
+		_, err := os.Stat(ours[0])
+		return os.IsNotExist(err)
+	})
 }
 
 // fetchServer is an MCP server on stdio, spoken by hand: its one tool,
