@@ -7,13 +7,17 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"toolbelt/internal/poll"
 )
 
 // A sync waits for what was queued before it, not for what keeps coming:
 // under steady load it returns, with the earlier items written.
 func TestBatcherSyncUnderLoad(t *testing.T) {
 	var written sync.Map
+	var batches atomic.Int64
 	b := NewBatcher(func(items []int) error {
+		batches.Add(1)
 		time.Sleep(time.Millisecond)
 		for _, it := range items {
 			written.Store(it, true)
@@ -34,7 +38,7 @@ func TestBatcherSyncUnderLoad(t *testing.T) {
 		}
 	}()
 	defer close(stop)
-	time.Sleep(20 * time.Millisecond)
+	poll.True(t, 10*time.Second, "the stream under way (two batches written)", func() bool { return batches.Load() >= 2 })
 	mine := -1
 	for _, ok := b.Enqueue(mine); !ok; _, ok = b.Enqueue(mine) {
 		runtime.Gosched() // full: wait for room
