@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"toolbelt/internal/poll"
 )
 
 // syncWriter is an output the buffer's timer and the test share.
@@ -52,13 +54,7 @@ func TestLogBufferKeepsEveryLine(t *testing.T) {
 	}
 
 	log.Info("four")
-	deadline := time.Now().Add(5 * time.Second)
-	for !strings.Contains(out.String(), `"four"`) {
-		if time.Now().After(deadline) {
-			t.Fatal("an info line was never written")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	poll.True(t, 10*time.Second, "an info line written", func() bool { return strings.Contains(out.String(), `"four"`) })
 
 	log.Info("five")
 	buf.Flush()

@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"toolbelt/internal/poll"
 	"toolbelt/internal/testlog"
 )
 
@@ -100,10 +101,9 @@ func TestLogLinesNameTheInstanceOnce(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- a.Run(ctx) }()
-	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(logs.String(), `"msg":"leading`) && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	poll.Until(t, 30*time.Second, "the leader logged", func() (bool, string) {
+		return strings.Contains(logs.String(), `"msg":"leading`), "the log:\n" + logs.String()
+	})
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)

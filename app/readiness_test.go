@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -19,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"toolbelt/internal/dbtest"
+	"toolbelt/internal/poll"
 	"toolbelt/models"
 	"toolbelt/services/ops"
 )
@@ -222,24 +224,19 @@ func newReadinessApp(t *testing.T, cfg Config) *App {
 // probes' results are kept a second), or fails t after 15 s.
 func waitReadyz(t *testing.T, a *App, what string, want func(int, ops.Readiness) bool) ops.Readiness {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	var r ops.Readiness
+	poll.Until(t, 15*time.Second, "/readyz "+what, func() (bool, string) {
 		rec := httptest.NewRecorder()
 		req := httptest.NewRequest(http.MethodGet, "/readyz", nil)
 		req.Header.Set("Authorization", "Bearer "+a.AdminKey) // an admin sees the host paths
 		a.Handler.ServeHTTP(rec, req)
-		var r ops.Readiness
+		r = ops.Readiness{}
 		if err := json.Unmarshal(rec.Body.Bytes(), &r); err != nil {
 			t.Fatalf("/readyz: %d %s", rec.Code, rec.Body)
 		}
-		if want(rec.Code, r) {
-			return r
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("/readyz never %s; last: %d %s", what, rec.Code, rec.Body)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return want(rec.Code, r), fmt.Sprintf("last: %d %s", rec.Code, rec.Body)
+	})
+	return r
 }
 
 // adminRequest sends body as JSON with the admin key and decodes the
