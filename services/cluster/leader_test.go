@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"toolbelt/internal/dbtest"
+	"toolbelt/internal/poll"
 	"toolbelt/models"
 )
 
@@ -55,30 +56,26 @@ func TestCutOffLeaderStopsBeforeAnotherLeads(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = a.Run(ctx, job("a")) })
-	within := func(d time.Duration, what string, cond func() bool) {
-		t.Helper()
-		for began := time.Now(); !cond(); time.Sleep(10 * time.Millisecond) {
-			if time.Since(began) > d {
-				t.Fatalf("not within %s: %s", d, what)
-			}
-		}
-	}
-	within(5*time.Second, "a leads", a.Leading)
+	// tries is long enough for a follower to try to lead twice: a try that
+	// finds another leading leaves no trace (no row written, no log line,
+	// no counter) to wait for instead, so this sleep cannot be a condition.
+	const tries = 2 * Retry
+	poll.True(t, 5*time.Second, "a leads", a.Leading)
 	wg.Go(func() { _ = b.Run(ctx, job("b")) })
-	time.Sleep(2 * Retry) // b tries, and finds a leading
+	time.Sleep(tries) // b tries, and finds a leading
 	if b.Leading() {
 		t.Fatal("b leads beside a")
 	}
 
 	cut := time.Now()
 	proxy.hold(true)
-	within(LeaderLease+Retry+time.Second, "b leads while a is cut off", b.Leading)
+	poll.True(t, LeaderLease+Retry+time.Second, "b leads while a is cut off", b.Leading)
 	t.Logf("b leads %s after a was cut off", time.Since(cut).Round(time.Millisecond))
 	if a.Leading() {
 		t.Error("a and b lead")
 	}
 	proxy.hold(false)
-	time.Sleep(2 * Retry) // a, reconnected, tries and finds b leading
+	time.Sleep(tries) // a, reconnected, tries and finds b leading
 	if a.Leading() || !b.Leading() {
 		t.Errorf("after a reconnected: a leads %v, b leads %v", a.Leading(), b.Leading())
 	}

@@ -366,7 +366,11 @@ func TestSharedQueueDeadInstanceFreesItsSlot(t *testing.T) {
 		}()
 		depthIs(t, b, "shell", 1, 2)
 		depthIs(t, b, "shell", 1, 1) // the dead place lapsed
-		time.Sleep(3 * lease)        // renewed all along: the slot stays held
+		// Three leases pass while the holder renews: nothing marks "a
+		// lease would have lapsed" but time itself, so this cannot be a
+		// condition.
+		const pastLapse = 3 * lease
+		time.Sleep(pastLapse) // renewed all along: the slot stays held
 		select {
 		case <-got:
 			t.Fatal("a slot renewed by a live instance was given away")

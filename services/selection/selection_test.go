@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"toolbelt/internal/leaktest"
+	"toolbelt/internal/poll"
 	"toolbelt/models"
 	"toolbelt/models/modelstest"
 	"toolbelt/services/access"
@@ -160,13 +161,7 @@ func TestSelectorModelChangeReembeds(t *testing.T) {
 	if _, err := sb.Select(ctx, nil, SelectRequest{Query: "read a text file"}); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for sb.reembed.running.Load() && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if sb.reembed.running.Load() {
-		t.Fatal("background re-embedding did not finish")
-	}
+	poll.True(t, 30*time.Second, "background re-embedding finished", func() bool { return !sb.reembed.running.Load() })
 	ids := make([]uint, 0)
 	tools, _ := store.ActiveTools(ctx)
 	for _, tl := range tools {
