@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"toolbelt/app"
+	"toolbelt/internal/poll"
 	"toolbelt/models"
 	"toolbelt/services/netpolicy"
 )
@@ -134,17 +135,14 @@ func fastCallbacks(attempts int) func(*app.Config) {
 // returns the record.
 func (a *testApp) callbackOf(t *testing.T, role, id string) (map[string]any, map[string]any) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		rec := a.do(t, role, "GET", "/api/v1/calls/"+id, nil).JSON(t)
-		if cb, ok := rec["callback"].(map[string]any); ok && cb["state"] != "waiting" && cb["state"] != "pending" {
-			return rec, cb
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("delivery of call %s not over: %v (%v)", id, rec["callback"], rec)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	var rec, cb map[string]any
+	poll.Until(t, 30*time.Second, "delivery of call "+id+" over", func() (bool, string) {
+		rec = a.do(t, role, "GET", "/api/v1/calls/"+id, nil).JSON(t)
+		var ok bool
+		cb, ok = rec["callback"].(map[string]any)
+		return ok && cb["state"] != "waiting" && cb["state"] != "pending", fmt.Sprintf("%v (%v)", rec["callback"], rec)
+	})
+	return rec, cb
 }
 
 // TestCallbacks: async calls and calls that waited for approval POST their
@@ -380,27 +378,15 @@ func TestCallbackResumesAfterRestart(t *testing.T) {
 		t.Fatalf("call: %d %s", r.Status, r.Body)
 	}
 	id := r.JSON(t)["call_id"].(string)
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if seen, _ := recv.counts(id); seen >= 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no delivery attempted")
-		}
-	}
+	poll.True(t, 30*time.Second, "two deliveries attempted", func() bool { seen, _ := recv.counts(id); return seen >= 2 })
 	// Stop once the failed attempts are recorded: an attempt cut short
 	// by the stop is not counted, and is made again after the restart.
 	var recorded float64
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	poll.Until(t, 30*time.Second, "the failed attempts recorded", func() (bool, string) {
 		cb, _ := first.do(t, "admin", "GET", "/api/v1/calls/"+id, nil).JSON(t)["callback"].(map[string]any)
-		if n, _ := cb["attempts"].(float64); n >= 2 {
-			recorded = n
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the failed attempts were not recorded")
-		}
-	}
+		recorded, _ = cb["attempts"].(float64)
+		return recorded >= 2, fmt.Sprint(cb)
+	})
 	stop()
 	recv.mu.Lock()
 	recv.down = false

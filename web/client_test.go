@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"toolbelt/client"
+	"toolbelt/internal/poll"
 )
 
 // TestGeneratedClient drives the real server over HTTP with the client
@@ -131,19 +132,18 @@ func TestGeneratedClient(t *testing.T) {
 
 	// The agent polls the call until it has run.
 	var done *client.HandlersCallRecord
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+	poll.Until(t, 20*time.Second, "call "+callID+" has run", func() (bool, string) {
 		r, err := agent.GetCallWithResponse(ctx, callID)
 		if err != nil || r.JSON200 == nil {
 			t.Fatalf("poll: %v %s", err, body(r))
 		}
-		if s := deref(r.JSON200.Status); s != "awaiting_approval" && s != "queued" && s != "running" {
+		s := deref(r.JSON200.Status)
+		if s != "awaiting_approval" && s != "queued" && s != "running" {
 			done = r.JSON200
-			break
+			return true, ""
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("call %s still %s", callID, deref(r.JSON200.Status))
-		}
-	}
+		return false, "still " + s
+	})
 	if deref(done.Status) != "succeeded" || done.Result == nil || !deref(done.Result.Success) || deref(done.Result.CallId) != callID {
 		t.Fatalf("approved call: %s %+v", deref(done.Status), done.Result)
 	}

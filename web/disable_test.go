@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"toolbelt/internal/poll"
 )
 
 // TestDisabledPrincipalsPendingWorkNeverRuns: an agent has a call waiting
@@ -51,13 +53,10 @@ func TestDisabledPrincipalsPendingWorkNeverRuns(t *testing.T) {
 		slow = append(slow, async("admin", "slow_wait", map[string]any{}))
 	}
 	for _, id := range slow {
-		deadline := time.Now().Add(20 * time.Second)
-		for app.do(t, "admin", "GET", "/api/v1/calls/"+id, nil).JSON(t)["status"] != "running" {
-			if time.Now().After(deadline) {
-				t.Fatalf("slow call %s never ran", id)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+		poll.Until(t, 20*time.Second, "slow call "+id+" running", func() (bool, string) {
+			s := app.do(t, "admin", "GET", "/api/v1/calls/"+id, nil).JSON(t)["status"]
+			return s == "running", fmt.Sprint(s)
+		})
 	}
 	var notes []string
 	for i := range 2 {

@@ -1,6 +1,7 @@
 package web_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"toolbelt/internal/poll"
 	"toolbelt/services/upstream"
 )
 
@@ -107,11 +109,10 @@ func TestUpstreamStdio(t *testing.T) {
 	// runs every upstream.SweepEvery, run here as if 2 s later); the next
 	// call starts one again.
 	app.app.Upstreams.Sweep(time.Now().Add(2 * time.Second))
-	for deadline := time.Now().Add(10 * time.Second); processes("server-filesystem/dist/index.js") > 0; time.Sleep(100 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the idle files servers did not stop")
-		}
-	}
+	poll.Until(t, 10*time.Second, "the idle files servers stopped", func() (bool, string) {
+		n := processes("server-filesystem/dist/index.js")
+		return n == 0, fmt.Sprintf("%d running", n)
+	})
 	if _, res := call("agent", "s3", "files__read_text_file", map[string]any{"path": "notes.txt"}); !strings.Contains(string(mustJSON(res)), "hello from s3") {
 		t.Errorf("read_text_file after the idle stop: %v", res)
 	}
