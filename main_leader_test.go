@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"toolbelt/internal/dbtest"
+	"toolbelt/internal/poll"
 	"toolbelt/models"
 	"toolbelt/services/cluster"
 )
@@ -93,25 +94,16 @@ func TestFrozenLeaderLosesLeadership(t *testing.T) {
 		a, _ := get(s, "/api/v1/stats?hours=1")["alerts"].([]any)
 		return a
 	}
-	// within polls cond every 20 ms for up to d.
-	within := func(d time.Duration, what string, cond func() bool) {
-		t.Helper()
-		for began := time.Now(); !cond(); time.Sleep(20 * time.Millisecond) {
-			if time.Since(began) > d {
-				t.Fatalf("not within %s: %s", d, what)
-			}
-		}
-	}
 	env := func(name string) []string {
 		return []string{"TOOLBELT_DATABASE_URL=" + db, "TOOLBELT_INSTANCE=" + name, "TOOLBELT_ADMIN_KEY=" + key,
 			"TOOLBELT_ALERT_MIN_CALLS=5", "TOOLBELT_ALERT_WEBHOOK=" + hook.URL}
 	}
 
 	a := start(t, bin, t.TempDir(), env("a")...)
-	within(10*time.Second, "a leads", func() bool { return role(a) == cluster.Leader })
-	within(10*time.Second, "a posts the alert", func() bool { return len(posts()) > 0 })
+	poll.True(t, 10*time.Second, "a leads", func() bool { return role(a) == cluster.Leader })
+	poll.True(t, 10*time.Second, "a posts the alert", func() bool { return len(posts()) > 0 })
 	// a's monitor shows the alert once it has posted it and recorded so.
-	within(10*time.Second, "a shows the alert", func() bool { return len(alerts(a)) == 1 })
+	poll.True(t, 10*time.Second, "a shows the alert", func() bool { return len(alerts(a)) == 1 })
 	b := start(t, bin, t.TempDir(), env("b")...)
 	if r := role(b); r != cluster.Follower {
 		t.Fatalf("b is %q while a leads", r)
@@ -121,10 +113,10 @@ func TestFrozenLeaderLosesLeadership(t *testing.T) {
 	if err := a.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	within(bound+slack, "b leads while a is frozen", func() bool { return role(b) == cluster.Leader })
+	poll.True(t, bound+slack, "b leads while a is frozen", func() bool { return role(b) == cluster.Leader })
 	t.Logf("b leads %s after a was frozen (bound %s)", time.Since(frozen).Round(time.Millisecond), bound)
 	// b's monitor has checked once it shows the alert, after any post.
-	within(10*time.Second, "b shows the alert", func() bool { return len(alerts(b)) == 1 })
+	poll.True(t, 10*time.Second, "b shows the alert", func() bool { return len(alerts(b)) == 1 })
 	if got := posts(); !slices.Equal(got, []string{"web_search firing"}) {
 		t.Fatalf("after the failover the webhook got %v", got)
 	}
@@ -148,16 +140,16 @@ func TestFrozenLeaderLosesLeadership(t *testing.T) {
 	if err := b.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	within(bound+slack, "a leads after b was killed", func() bool { return role(a) == cluster.Leader })
+	poll.True(t, bound+slack, "a leads after b was killed", func() bool { return role(a) == cluster.Leader })
 	t.Logf("a leads %s after b was killed", time.Since(killed).Round(time.Millisecond))
-	within(10*time.Second, "a posts the resolution", func() bool { return len(posts()) > 1 })
-	within(10*time.Second, "a shows no alert", func() bool { return len(alerts(a)) == 0 })
+	poll.True(t, 10*time.Second, "a posts the resolution", func() bool { return len(posts()) > 1 })
+	poll.True(t, 10*time.Second, "a shows no alert", func() bool { return len(alerts(a)) == 0 })
 	if got := posts(); !slices.Equal(got, []string{"web_search firing", "web_search resolved"}) {
 		t.Fatalf("the webhook got %v", got)
 	}
 	// The webhook has the resolution before a records it posted (and
 	// removes the resolved state): wait for that, not the post.
-	within(10*time.Second, "the resolved alert's state removed", func() bool {
+	poll.True(t, 10*time.Second, "the resolved alert's state removed", func() bool {
 		states, err := store.AlertStates(ctx, "failure_rate")
 		return err == nil && len(states) == 0
 	})

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"toolbelt/internal/poll"
 )
 
 // TestUpstreamServerInToolFile runs the binary with a tool file that
@@ -56,11 +58,7 @@ func TestUpstreamServerInToolFile(t *testing.T) {
 	s := startWithTools(t, bin, data, tools, env...)
 	until := func(what string, ok func() bool) {
 		t.Helper()
-		for deadline := time.Now().Add(15 * time.Second); !ok(); time.Sleep(50 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: not within 15 s\n%s", what, s.log.String())
-			}
-		}
+		poll.Until(t, 15*time.Second, what, func() (bool, string) { return ok(), "the log:\n" + s.log.String() })
 	}
 	tool := func() map[string]any {
 		code, body := s.get(t, "/api/v1/tools/weather__forecast", testAdminKey)
