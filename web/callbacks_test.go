@@ -16,8 +16,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"gorm.io/gorm"
 
 	"toolbelt/app"
 	"toolbelt/internal/poll"
@@ -153,6 +156,7 @@ func (a *testApp) callbackOf(t *testing.T, role, id string) (map[string]any, map
 // or another secret does not verify.
 func TestCallbacks(t *testing.T) {
 	ta := newTestAppWith(t, hostCaps{Sandbox: true}, loopback, fastCallbacks(5))
+	scans := callbackScans(t, ta.store) // before Run: gorm's callbacks are not registered concurrently
 	ta.serve(t)
 	dangerousWrite(t, ta)
 	recv := newReceiver(t, 2)
@@ -238,7 +242,7 @@ func TestCallbacks(t *testing.T) {
 		t.Errorf("redirected delivery: %v", cb)
 	}
 	// Exactly one success: later scans deliver nothing again.
-	time.Sleep(200 * time.Millisecond)
+	moreScans(t, scans)
 	for _, id := range append(async, approvedID, deniedID) {
 		if seen, ok := recv.counts(id); seen != 3 || ok != 1 {
 			t.Errorf("call %s delivered again: %d, %d", id, seen, ok)
@@ -402,4 +406,40 @@ func TestCallbackResumesAfterRestart(t *testing.T) {
 	if _, ok := recv.counts(id); ok != 1 {
 		t.Errorf("%d successful deliveries, want 1", ok)
 	}
+}
+
+// callbackScans counts the scans for open deliveries made through store
+// (its OpenCallbacks queries), so that a test asserting that later scans
+// deliver nothing again waits for such scans, not for a guessed time.
+// Register it before the app runs.
+func callbackScans(t *testing.T, store *models.Store) *atomic.Int64 {
+	t.Helper()
+	var n atomic.Int64
+	if err := store.DB().Callback().Query().After("gorm:query").Register("test:callback_scans", func(db *gorm.DB) {
+		if db.Statement.Table == "callbacks" && strings.Contains(db.Statement.SQL.String(), "state IN") {
+			n.Add(1)
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return &n
+}
+
+// moreScans waits for two more scans counted by each of scans: the second
+// begins a rescan interval after one that began after what the test did
+// before, time for a delivery that scan would start to arrive.
+func moreScans(t *testing.T, scans ...*atomic.Int64) {
+	t.Helper()
+	from := make([]int64, len(scans))
+	for i, s := range scans {
+		from[i] = s.Load()
+	}
+	poll.Until(t, 30*time.Second, "two more scans for open deliveries on every instance", func() (bool, string) {
+		for i, s := range scans {
+			if s.Load() < from[i]+2 {
+				return false, fmt.Sprintf("instance %d: %d more", i, s.Load()-from[i])
+			}
+		}
+		return true, ""
+	})
 }

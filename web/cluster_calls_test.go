@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -301,7 +302,14 @@ func TestClusterTakesOverCalls(t *testing.T) {
 // it: every instance delivers, each delivery claimed by one at a time.
 func TestClusterCallbacksOnce(t *testing.T) {
 	const key = "e8c12e896becfb5baa55727d1f26e9dcbcbc8408a3fc0e370b0d5a9406f161f8"
-	apps := newClusterWith(t, 3, true, loopback, fastCallbacks(5), func(c *app.Config) { c.CallbackKey = key })
+	apps := clusterApps(t, 3, true, loopback, fastCallbacks(5), func(c *app.Config) { c.CallbackKey = key })
+	var scans []*atomic.Int64
+	for _, a := range apps {
+		scans = append(scans, callbackScans(t, a.store))
+	}
+	for _, a := range apps {
+		a.serve(t) // they hear each other's change notices
+	}
 	register(t, apps[0], countingTool("tally", "0"))
 	recv := newReceiver(t, 1)
 	r := apps[0].do(t, "admin", "GET", "/api/v1/me/callback-secret", nil)
@@ -323,7 +331,7 @@ func TestClusterCallbacksOnce(t *testing.T) {
 			t.Errorf("callback of call %d: %v", i, cb)
 		}
 	}
-	time.Sleep(200 * time.Millisecond) // four rescans of every instance
+	moreScans(t, scans...) // later scans of every instance deliver nothing again
 	for i, id := range ids {
 		if seen, ok := recv.counts(id); seen != 2 || ok != 1 {
 			t.Errorf("call %d: %d deliveries, %d answered 2xx; want 2 (the first refused) and 1", i, seen, ok)

@@ -43,6 +43,17 @@ func newCluster(t *testing.T, n int, redis bool) []*testApp {
 // instance's egress policy and their configs changed by edits.
 func newClusterWith(t *testing.T, n int, redis bool, policy netpolicy.Policy, edits ...func(*app.Config)) []*testApp {
 	t.Helper()
+	apps := clusterApps(t, n, redis, policy, edits...)
+	for _, a := range apps {
+		a.serve(t) // they hear each other's change notices
+	}
+	return apps
+}
+
+// clusterApps is newClusterWith's instances before they run, for a test
+// that must reach their stores first.
+func clusterApps(t *testing.T, n int, redis bool, policy netpolicy.Policy, edits ...func(*app.Config)) []*testApp {
+	t.Helper()
 	dbURL := dbtest.Postgres(t)
 	var redisURL string
 	if redis {
@@ -66,9 +77,6 @@ func newClusterWith(t *testing.T, n int, redis bool, policy netpolicy.Policy, ed
 		a := startTestApp(t, host, policy, shared)
 		a.keys, a.ids = apps[0].keys, apps[0].ids
 		apps = append(apps, a)
-	}
-	for _, a := range apps {
-		a.serve(t) // they hear each other's change notices
 	}
 	return apps
 }

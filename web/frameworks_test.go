@@ -19,6 +19,7 @@ import (
 
 	"toolbelt/handlers/mcpserver"
 	"toolbelt/internal/nodetest"
+	"toolbelt/internal/poll"
 	"toolbelt/models"
 	"toolbelt/services/netpolicy"
 	"toolbelt/web"
@@ -380,43 +381,34 @@ func isClosed(ch <-chan struct{}) bool {
 	}
 }
 
-// endedCall is the agent's one call of tool once it has ended (a bounded
-// wait for its record, which is written when it ends).
+// endedCall is the agent's one call of tool once it has ended (its record
+// is written when it ends).
 func endedCall(t *testing.T, app *testApp, tool string) map[string]any {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		var list struct{ Calls []map[string]any }
+	var list struct{ Calls []map[string]any }
+	poll.Until(t, 10*time.Second, "the call of "+tool+" ended", func() (bool, string) {
+		list.Calls = nil
 		r := app.do(t, "agent", "GET", "/api/v1/calls?tool="+tool, nil)
 		if err := json.Unmarshal(r.Body, &list); err != nil || r.Status != 200 {
 			t.Fatalf("list calls of %s: %d %v %s", tool, r.Status, err, r.Body)
 		}
-		ended := len(list.Calls) > 0 && models.Terminal(fmt.Sprint(list.Calls[0]["status"]))
-		if ended || time.Now().After(deadline) {
-			if len(list.Calls) != 1 {
-				t.Errorf("%d calls of %s, want one", len(list.Calls), tool)
-			}
-			if len(list.Calls) == 0 {
-				return map[string]any{}
-			}
-			return list.Calls[0]
-		}
-		time.Sleep(10 * time.Millisecond)
+		return len(list.Calls) > 0 && models.Terminal(fmt.Sprint(list.Calls[0]["status"])), fmt.Sprint(list.Calls)
+	})
+	if len(list.Calls) != 1 {
+		t.Errorf("%d calls of %s, want one", len(list.Calls), tool)
 	}
+	return list.Calls[0]
 }
 
-// pollCancelled reads a call until it leaves awaiting_approval, or a
-// deadline passes (a bounded wait, not a timing assertion).
+// pollCancelled reads a call once it has left awaiting_approval.
 func pollCancelled(t *testing.T, app *testApp, id string) map[string]any {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		rec := app.do(t, "agent", "GET", "/api/v1/calls/"+id, nil).JSON(t)
-		if rec["status"] != models.StatusAwaitingApproval || time.Now().After(deadline) {
-			return rec
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	var rec map[string]any
+	poll.Until(t, 10*time.Second, "call "+id+" left awaiting_approval", func() (bool, string) {
+		rec = app.do(t, "agent", "GET", "/api/v1/calls/"+id, nil).JSON(t)
+		return rec["status"] != models.StatusAwaitingApproval, fmt.Sprint(rec)
+	})
+	return rec
 }
 
 // sessionFile is the content of the file named name in any of the
