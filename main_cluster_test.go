@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"toolbelt/internal/dbtest"
+	"toolbelt/internal/poll"
 	"toolbelt/models"
 )
 
@@ -36,22 +37,20 @@ func TestLeaderKilledHandsOver(t *testing.T) {
 	}
 	// leaderOf polls until exactly one of names leads.
 	leaderOf := func(names ...string) string {
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			var leading []string
+		var leading []string
+		poll.Until(t, 10*time.Second, "exactly one instance leads", func() (bool, string) {
+			leading = nil
 			for _, n := range names {
 				if role(servers[n]) == "leader" {
 					leading = append(leading, n)
 				}
 			}
-			if len(leading) == 1 {
-				return leading[0]
-			}
-			if len(leading) > 1 || time.Now().After(deadline) {
+			if len(leading) > 1 {
 				t.Fatalf("instances leading: %v", leading)
 			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return len(leading) == 1, fmt.Sprintf("instances leading: %v", leading)
+		})
+		return leading[0]
 	}
 	leader := leaderOf("a", "b")
 	follower := map[string]string{"a": "b", "b": "a"}[leader]
@@ -151,16 +150,10 @@ func TestClusterOfThreeKilledMidTraffic(t *testing.T) {
 	mustDo("POST", "/api/v1/tools", key, tool("tally_approved", "0.1", true), 201)
 	// Every instance knows the tools (catalog notices) before traffic.
 	for _, n := range names {
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			if code, _, err := client(n).do("GET", "/api/v1/tools/tally_approved", key, nil); err == nil && code == 200 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("instance %s does not know the tools", n)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		poll.Until(t, 10*time.Second, "instance "+n+" knows the tools", func() (bool, string) {
+			code, _, err := client(n).do("GET", "/api/v1/tools/tally_approved", key, nil)
+			return err == nil && code == 200, fmt.Sprint(code, err)
+		})
 	}
 
 	var (
@@ -296,12 +289,10 @@ func TestClusterOfThreeKilledMidTraffic(t *testing.T) {
 	if err := servers["b"].cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	for runningOn("b") > 0 {
-		if time.Since(killed) > 30*time.Second {
-			t.Fatalf("b's calls not taken over 30 s after its kill: %d running", runningOn("b"))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	poll.Until(t, 30*time.Second, "b's calls taken over after its kill", func() (bool, string) {
+		n := runningOn("b")
+		return n == 0, fmt.Sprintf("%d running", n)
+	})
 	took := time.Since(killed)
 	t.Logf("the %d calls b ran when it was killed were taken over %s after the kill", held, took.Round(time.Millisecond))
 

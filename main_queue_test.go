@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"toolbelt/internal/dbtest"
+	"toolbelt/internal/poll"
 )
 
 // TestQueueSlotsOfAKilledInstanceFree runs two instances of the real
@@ -80,13 +81,10 @@ func TestQueueSlotsOfAKilledInstanceFree(t *testing.T) {
 			}
 			call(cb, 3)
 			waiting := regexp.MustCompile(`(?m)^toolbelt_queue_cluster_waiting\{category="browser"[^}]*\} 1$`)
-			deadline := time.Now().Add(30 * time.Second)
-			for !waiting.MatchString(metrics(t, b.base, key)) {
-				if time.Now().After(deadline) {
-					t.Fatalf("B's call is not counted waiting:\n%s", metrics(t, b.base, key))
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
+			poll.Until(t, 30*time.Second, "B's call counted waiting", func() (bool, string) {
+				m := metrics(t, b.base, key)
+				return waiting.MatchString(m), m
+			})
 			killed := time.Now()
 			if err := a.cmd.Process.Kill(); err != nil {
 				t.Fatal(err)

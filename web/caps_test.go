@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -19,6 +20,7 @@ import (
 
 	"toolbelt/app"
 	"toolbelt/handlers/mcpserver"
+	"toolbelt/internal/poll"
 	"toolbelt/services/access"
 	"toolbelt/services/netpolicy"
 	"toolbelt/web"
@@ -118,17 +120,11 @@ func TestPrincipalCapsHoldAgainstAFlood(t *testing.T) {
 		t.Errorf("the admin's stream beside them: %d", code)
 	}
 	streams[0]()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	// Refused until the server sees the client go.
+	poll.Until(t, 10*time.Second, "an event stream once one closed", func() (bool, string) {
 		code, _ := stream("agent")
-		if code == 200 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no event stream once one closed: %d", code)
-		}
-		time.Sleep(10 * time.Millisecond) // the server sees the client go
-	}
+		return code == 200, fmt.Sprint(code)
+	})
 
 	metrics := string(a.do(t, "admin", "GET", "/metrics", nil).Body)
 	// The streams' count is at least 1: the loop above may be refused
