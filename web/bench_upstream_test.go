@@ -39,16 +39,7 @@ func BenchmarkUpstreamStdio(b *testing.B) {
 		"command": []string{"node", serversAt + "server-everything/dist/index.js", "stdio"}, "mounts": map[string]string{"node": dir}}); r.Status != 201 {
 		b.Fatalf("add: %d %s", r.Status, r.Body)
 	}
-	// Toolbelt's own echo, the same arguments: the chain and the history
-	// without an upstream.
-	local := toolDef("local_echo", func(m map[string]any) {
-		m["parameters"] = map[string]any{"type": "object", "properties": map[string]any{"message": map[string]any{"type": "string"}}}
-		m["security"] = map[string]any{"level": "safe"}
-		m["runner"] = map[string]any{"kind": "builtin", "builtin": "echo"}
-	})
-	if r := app.do(b, "admin", "POST", "/api/v1/tools", local); r.Status != 201 {
-		b.Fatalf("register: %d %s", r.Status, r.Body)
-	}
+	registerLocalEcho(b, app)
 	srv := httptest.NewServer(app.handler)
 	b.Cleanup(srv.Close)
 	// post calls tool over HTTP with the i-th message and returns the answer.
@@ -161,14 +152,7 @@ func BenchmarkFederationHop(b *testing.B) {
 	add(map[string]any{"name": "stdio", "transport": "stdio", "category": "api",
 		"command": []string{"node", serversAt + "server-everything/dist/index.js", "stdio"}, "mounts": map[string]string{"node": dir}})
 	add(map[string]any{"name": "http", "transport": "http", "category": "api", "url": srv.URL})
-	local := toolDef("local_echo", func(m map[string]any) {
-		m["parameters"] = map[string]any{"type": "object", "properties": map[string]any{"message": map[string]any{"type": "string"}}}
-		m["security"] = map[string]any{"level": "safe"}
-		m["runner"] = map[string]any{"kind": "builtin", "builtin": "echo"}
-	})
-	if r := app.do(b, "admin", "POST", "/api/v1/tools", local); r.Status != 201 {
-		b.Fatalf("register: %d %s", r.Status, r.Body)
-	}
+	registerLocalEcho(b, app)
 	front := httptest.NewServer(app.handler)
 	b.Cleanup(front.Close)
 
@@ -261,5 +245,20 @@ func BenchmarkFederationHop(b *testing.B) {
 				})
 			}
 		}
+	}
+}
+
+// registerLocalEcho registers local_echo, Toolbelt's own echo built-in
+// taking an upstream echo's arguments: what a call costs through the
+// same door without an upstream (the chain and the history).
+func registerLocalEcho(b *testing.B, app *testApp) {
+	b.Helper()
+	local := toolDef("local_echo", func(m map[string]any) {
+		m["parameters"] = map[string]any{"type": "object", "properties": map[string]any{"message": map[string]any{"type": "string"}}}
+		m["security"] = map[string]any{"level": "safe"}
+		m["runner"] = map[string]any{"kind": "builtin", "builtin": "echo"}
+	})
+	if r := app.do(b, "admin", "POST", "/api/v1/tools", local); r.Status != 201 {
+		b.Fatalf("register: %d %s", r.Status, r.Body)
 	}
 }
