@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -107,6 +108,9 @@ func TestUpstreamServerInToolFile(t *testing.T) {
 	// Removed while the binary was stopped: deleted at the next start.
 	write(registration(first, "search"))
 	until("the server registered again", func() bool { code, _ := s.get(t, "/api/v1/upstreams/weather", testAdminKey); return code == 200 })
+	// The file's record, which the next start reads, is written just
+	// after the server is: stopping before it is would test nothing.
+	until("the file's record of the server written", func() bool { return serverRecorded(t, data, "weather") })
 	s.stop(t)
 	if err := os.Remove(file); err != nil {
 		t.Fatal(err)
@@ -115,4 +119,21 @@ func TestUpstreamServerInToolFile(t *testing.T) {
 	if code, _ := s.get(t, "/api/v1/upstreams/weather", testAdminKey); code != 404 || tool() != nil {
 		t.Errorf("a server whose file went while stopped: %d", code)
 	}
+}
+
+// serverRecorded reports whether the database under data holds a tool
+// file's record of the MCP server name, read beside the running binary.
+func serverRecorded(t *testing.T, data, name string) bool {
+	t.Helper()
+	db, err := sql.Open("sqlite3", "file:"+filepath.Join(data, "toolbelt.db")+"?mode=ro&_busy_timeout=5000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var n int
+	if err := db.QueryRow(`SELECT count(*) FROM tool_file_records WHERE tool = ?`, "server:"+name).Scan(&n); err != nil {
+		t.Logf("read the tool file records: %v", err)
+		return false
+	}
+	return n > 0
 }
