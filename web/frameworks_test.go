@@ -404,7 +404,7 @@ func endedCall(t *testing.T, app *testApp, tool string) map[string]any {
 func pollCancelled(t *testing.T, app *testApp, id string) map[string]any {
 	t.Helper()
 	var rec map[string]any
-	poll.Until(t, 10*time.Second, "call "+id+" left awaiting_approval", func() (bool, string) {
+	poll.Until(t, 30*time.Second, "call "+id+" left awaiting_approval", func() (bool, string) {
 		rec = app.do(t, "agent", "GET", "/api/v1/calls/"+id, nil).JSON(t)
 		return rec["status"] != models.StatusAwaitingApproval, fmt.Sprint(rec)
 	})
